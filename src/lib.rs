@@ -2,4 +2,5 @@
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 
+pub mod proto;
 pub mod schedule;

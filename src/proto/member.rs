@@ -1,0 +1,766 @@
+//! [`GroupMember`]: the per-(group, member) protocol state machine.
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use crate::schedule::{Algorithm, NodeSchedule, Schedule, ScheduleError, Transfer};
+
+/// A member's rank in a group: its index in the membership list; 0 is the root.
+pub type Rank = usize;
+
+/// Number of blocks of a `size`-byte message. An empty message is one empty block.
+pub fn block_count(size: u64, block_size: usize) -> usize {
+    if size == 0 {
+        1
+    } else {
+        usize::try_from(size.div_ceil(block_size as u64)).unwrap_or(usize::MAX)
+    }
+}
+
+/// Length in bytes of block `block` of a `size`-byte message (the last may be short).
+pub fn block_len(size: u64, block_size: usize, block: usize) -> usize {
+    let start = block as u64 * block_size as u64;
+    // Bounded by `block_size`, so the cast back is lossless.
+    size.saturating_sub(start).min(block_size as u64) as usize
+}
+
+/// What a [`GroupMember`] needs to know about its group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemberConfig {
+    /// The multicast algorithm every member uses.
+    pub algorithm: Algorithm,
+    /// Number of members (n ≥ 1).
+    pub nodes: usize,
+    /// This member's rank (`< nodes`).
+    pub rank: Rank,
+    /// Block size in bytes (≥ 1).
+    pub block_size: usize,
+    /// Largest message a receiver accepts; a larger announced size is a
+    /// protocol violation by the sender of that block.
+    pub max_message_size: u64,
+}
+
+/// Control messages exchanged between members of one group.
+///
+/// `ReadyForBlock` is the papers' only protocol message besides data; the
+/// others carry the close barrier and failure relay this crate adds.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// "I have posted the receive for the next block I expect from you."
+    ReadyForBlock,
+    /// Root → every member: the group closes after `messages` messages.
+    Close {
+        /// Total number of messages the root sent.
+        messages: u64,
+    },
+    /// Member → root: "I have every message up to the close count."
+    CloseAck,
+    /// Root → every member: every member has every message; the group is closed.
+    Closed,
+    /// "This group failed; `suspect` is the member I believe failed."
+    Failed {
+        /// The suspected member, when known.
+        suspect: Option<Rank>,
+    },
+}
+
+/// Why a group failed.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FailureReason {
+    /// The transport reported the suspect unreachable: its connection broke,
+    /// a transfer to or from it failed, or it timed out.
+    PeerUnreachable,
+    /// Another member reported the failure.
+    Reported {
+        /// The member that relayed the failure to us.
+        by: Rank,
+    },
+    /// The suspect broke the protocol (sent something it should not have).
+    ProtocolViolation {
+        /// What was wrong.
+        detail: String,
+    },
+    /// This member is shutting down.
+    LocalShutdown,
+}
+
+impl fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FailureReason::PeerUnreachable => f.write_str("unreachable"),
+            FailureReason::Reported { by } => write!(f, "reported by rank {by}"),
+            FailureReason::ProtocolViolation { detail } => {
+                write!(f, "protocol violation: {detail}")
+            }
+            FailureReason::LocalShutdown => f.write_str("local shutdown"),
+        }
+    }
+}
+
+/// The one terminal failure event of a group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// The member believed to have failed, when known.
+    pub suspect: Option<Rank>,
+    /// How the failure was detected.
+    pub reason: FailureReason,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.suspect {
+            Some(rank) => write!(f, "rank {rank} failed ({})", self.reason),
+            None => write!(f, "group failed ({})", self.reason),
+        }
+    }
+}
+
+/// A request the state machine refuses.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MemberError {
+    /// Only the root (rank 0) sends.
+    #[error("only the root (rank 0) can send")]
+    NotRoot,
+    /// The group is closing or closed; no more messages can be sent.
+    #[error("the group is closed")]
+    Closed,
+    /// The group failed.
+    #[error("the group failed: {0}")]
+    Failed(Failure),
+    /// The message is larger than the group accepts.
+    #[error("message of {size} bytes exceeds the limit of {max}")]
+    TooLarge {
+        /// Size asked for.
+        size: u64,
+        /// The configured limit.
+        max: u64,
+    },
+}
+
+/// An instruction from the state machine to its driver.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// Post a receive for the first block of the next message from `from`
+    /// into a `block_size` bounce buffer (the size is not known yet).
+    PostFirstBlockRecv {
+        /// Rank the first block comes from.
+        from: Rank,
+    },
+    /// The first block of message `seq` arrived in the bounce buffer: make a
+    /// `size`-byte buffer for the message and copy the bounce buffer's first
+    /// `first_block_len` bytes to offset `first_block * block_size`.
+    BeginMessage {
+        /// Message sequence number (0, 1, 2, ... in send order).
+        seq: u64,
+        /// Total size in bytes.
+        size: u64,
+        /// Block number that landed in the bounce buffer.
+        first_block: usize,
+        /// Its length.
+        first_block_len: usize,
+    },
+    /// Post a receive from `from` into message `seq`'s buffer at `offset..offset+len`.
+    PostRecv {
+        /// Rank the block comes from.
+        from: Rank,
+        /// Message the block belongs to.
+        seq: u64,
+        /// Byte offset in the message.
+        offset: usize,
+        /// Exact block length.
+        len: usize,
+    },
+    /// Send `offset..offset+len` of message `seq` to `to`, carrying `immediate`.
+    SendBlock {
+        /// Destination rank.
+        to: Rank,
+        /// Message the block belongs to.
+        seq: u64,
+        /// Byte offset in the message.
+        offset: usize,
+        /// Block length.
+        len: usize,
+        /// The immediate value: the message's total size in bytes.
+        immediate: u64,
+    },
+    /// Send a control message to `to`.
+    SendControl {
+        /// Destination rank.
+        to: Rank,
+        /// The message.
+        control: Control,
+    },
+    /// Message `seq` is complete here: every block this member receives has
+    /// arrived and every block it sends has been sent. A receiver delivers
+    /// it; the root's send of it is done.
+    MessageComplete {
+        /// The message.
+        seq: u64,
+    },
+    /// Every member has every message; the group closed cleanly. Terminal.
+    Closed,
+    /// The group failed. Terminal: the member ignores everything afterwards.
+    Failed(Failure),
+}
+
+/// Progress on the message currently being transferred.
+#[derive(Debug)]
+struct MessageProgress {
+    seq: u64,
+    size: u64,
+    blocks: usize,
+    steps: usize,
+    /// Next send step to consider.
+    send_step: usize,
+    /// Target of the one outstanding block send, if any.
+    sending: Option<Rank>,
+    /// The step of the receive currently expected, with what it carries.
+    expected: Option<(usize, Transfer)>,
+    /// Which blocks have arrived (empty on the root).
+    received: Vec<bool>,
+    num_received: usize,
+}
+
+#[derive(Debug)]
+enum Phase {
+    Open,
+    Closed,
+    Failed(Failure),
+}
+
+#[derive(Debug)]
+struct Closing {
+    /// Number of messages in the group's lifetime.
+    total: u64,
+    /// Root: which members acknowledged. Others: whether we acknowledged.
+    acked: Vec<bool>,
+}
+
+/// The protocol state machine of one member of one group.
+///
+/// Drive it by calling one of the input methods ([`submit`](Self::submit),
+/// [`close`](Self::close), [`handle_block`](Self::handle_block),
+/// [`handle_send_complete`](Self::handle_send_complete),
+/// [`handle_control`](Self::handle_control),
+/// [`handle_peer_failure`](Self::handle_peer_failure),
+/// [`shutdown`](Self::shutdown)) and then draining
+/// [`poll_action`](Self::poll_action) until it returns `None`. Actions must
+/// be carried out in the order given; in particular a `PostRecv` comes before
+/// the `ReadyForBlock` that allows the peer to send into it.
+#[derive(Debug)]
+pub struct GroupMember {
+    config: MemberConfig,
+    schedule: NodeSchedule,
+    /// Peers I exchange blocks with (by rank).
+    neighbour: Vec<bool>,
+    /// Peers that said ready-for-block and have not been sent to since.
+    ready: Vec<bool>,
+    /// Where every message's first block comes from (non-root).
+    first: Option<Transfer>,
+    /// Whether the first-block receive of the next message is posted.
+    armed: bool,
+    /// The root's queue of submitted messages not yet started: (seq, size).
+    queued: VecDeque<(u64, u64)>,
+    /// Root: sequence number of the next submitted message.
+    next_seq: u64,
+    /// Messages completed locally.
+    completed: u64,
+    current: Option<MessageProgress>,
+    closing: Option<Closing>,
+    phase: Phase,
+    actions: VecDeque<Action>,
+}
+
+impl GroupMember {
+    /// A new member; on a non-root it immediately arms for the first message.
+    pub fn new(config: MemberConfig) -> Result<Self, ScheduleError> {
+        assert!(config.block_size > 0, "block size must be positive");
+        let schedule = NodeSchedule::new(config.algorithm, config.nodes, config.rank)?;
+        let mut neighbour = vec![false; config.nodes];
+        for peer in schedule.connections() {
+            neighbour[peer] = true;
+        }
+        let first = schedule.first_block();
+        let mut member = GroupMember {
+            ready: vec![false; config.nodes],
+            neighbour,
+            first,
+            armed: false,
+            queued: VecDeque::new(),
+            next_seq: 0,
+            completed: 0,
+            current: None,
+            closing: None,
+            phase: Phase::Open,
+            actions: VecDeque::new(),
+            schedule,
+            config,
+        };
+        member.arm();
+        Ok(member)
+    }
+
+    /// This member's configuration.
+    pub fn config(&self) -> &MemberConfig {
+        &self.config
+    }
+
+    /// Whether this member is the root.
+    pub fn is_root(&self) -> bool {
+        self.config.rank == 0
+    }
+
+    /// Number of messages completed locally so far.
+    pub fn completed(&self) -> u64 {
+        self.completed
+    }
+
+    /// The failure, once the group failed.
+    pub fn failure(&self) -> Option<&Failure> {
+        match &self.phase {
+            Phase::Failed(f) => Some(f),
+            _ => None,
+        }
+    }
+
+    /// Whether the group reached a terminal state (closed or failed).
+    pub fn is_finished(&self) -> bool {
+        !matches!(self.phase, Phase::Open)
+    }
+
+    /// Next action for the driver, in order.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// Root: queue a `size`-byte message; returns its sequence number.
+    /// Messages are transferred one after another in submission order.
+    pub fn submit(&mut self, size: u64) -> Result<u64, MemberError> {
+        if !self.is_root() {
+            return Err(MemberError::NotRoot);
+        }
+        self.check_open()?;
+        if self.closing.is_some() {
+            return Err(MemberError::Closed);
+        }
+        if size > self.config.max_message_size {
+            return Err(MemberError::TooLarge {
+                size,
+                max: self.config.max_message_size,
+            });
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.queued.push_back((seq, size));
+        if self.current.is_none() {
+            self.start_next();
+        }
+        Ok(seq)
+    }
+
+    /// Start the close barrier (root); a no-op on other members, whose close
+    /// completes when the root's does. Idempotent.
+    pub fn close(&mut self) -> Result<(), MemberError> {
+        self.check_open()?;
+        if !self.is_root() || self.closing.is_some() {
+            return Ok(());
+        }
+        let total = self.next_seq;
+        self.closing = Some(Closing {
+            total,
+            acked: vec![false; self.config.nodes],
+        });
+        for to in 1..self.config.nodes {
+            self.control(to, Control::Close { messages: total });
+        }
+        self.check_close();
+        Ok(())
+    }
+
+    /// A block arrived from `from` into the receive posted for it, carrying
+    /// `immediate` (the message size) and `len` bytes.
+    pub fn handle_block(&mut self, from: Rank, immediate: u64, len: usize) {
+        if self.is_finished() {
+            return;
+        }
+        let Some(cur) = self.current.as_mut() else {
+            self.first_block(from, immediate, len);
+            return;
+        };
+        let Some((_, expected)) = cur.expected else {
+            return self.violation(from, "a block arrived when none was expected");
+        };
+        if from != expected.peer {
+            return self.violation(from, "a block arrived from the wrong member");
+        }
+        if immediate != cur.size {
+            return self.violation(from, "the message size changed between blocks");
+        }
+        if len != block_len(cur.size, self.config.block_size, expected.block) {
+            return self.violation(from, "a block has the wrong length");
+        }
+        if std::mem::replace(&mut cur.received[expected.block], true) {
+            return self.violation(from, "a block arrived twice");
+        }
+        cur.num_received += 1;
+        tracing::trace!(
+            seq = cur.seq,
+            block = expected.block,
+            from,
+            "block received"
+        );
+        self.expect_next_block();
+        self.try_send();
+        self.check_complete();
+    }
+
+    /// The outstanding block send to `to` completed.
+    pub fn handle_send_complete(&mut self, to: Rank) {
+        if self.is_finished() {
+            return;
+        }
+        match self.current.as_mut() {
+            Some(cur) if cur.sending == Some(to) => cur.sending = None,
+            _ => return self.violation(to, "a send completed that was not outstanding"),
+        }
+        self.try_send();
+        self.check_complete();
+    }
+
+    /// A control message arrived from `from`.
+    pub fn handle_control(&mut self, from: Rank, control: Control) {
+        if from >= self.config.nodes || from == self.config.rank {
+            // Not a member: the driver routes by membership, so this is its bug.
+            return;
+        }
+        if self.is_finished() {
+            return;
+        }
+        match control {
+            Control::ReadyForBlock => {
+                if !self.neighbour[from] {
+                    return self.violation(from, "ready-for-block from a non-neighbour");
+                }
+                if std::mem::replace(&mut self.ready[from], true) {
+                    return self.violation(from, "two ready-for-block without a block between");
+                }
+                self.try_send();
+                self.check_complete();
+            }
+            Control::Close { messages } => {
+                if from != 0 || self.is_root() {
+                    return self.violation(from, "close from a non-root");
+                }
+                if self.closing.is_some() {
+                    return self.violation(from, "close sent twice");
+                }
+                if messages < self.completed {
+                    return self.violation(from, "close count below messages already received");
+                }
+                self.closing = Some(Closing {
+                    total: messages,
+                    acked: vec![false],
+                });
+                if self.completed == messages && self.current.is_none() {
+                    // Nothing more will come: the armed first-block receive is moot.
+                    self.armed = false;
+                }
+                self.check_close();
+            }
+            Control::CloseAck => {
+                let Some(closing) = self.closing.as_mut().filter(|_| self.config.rank == 0) else {
+                    return self.violation(from, "close acknowledged before close");
+                };
+                if std::mem::replace(&mut closing.acked[from], true) {
+                    return self.violation(from, "close acknowledged twice");
+                }
+                self.check_close();
+            }
+            Control::Closed => {
+                let acked = self.closing.as_ref().is_some_and(|c| c.acked[0]);
+                if from != 0 || !acked {
+                    return self.violation(from, "closed before every member acknowledged");
+                }
+                self.phase = Phase::Closed;
+                self.actions.push_back(Action::Closed);
+            }
+            Control::Failed { suspect } => self.fail(Failure {
+                suspect,
+                reason: FailureReason::Reported { by: from },
+            }),
+        }
+    }
+
+    /// The transport lost `peer` (or, with `None`, something it cannot name).
+    pub fn handle_peer_failure(&mut self, peer: Option<Rank>) {
+        self.fail(Failure {
+            suspect: peer,
+            reason: FailureReason::PeerUnreachable,
+        });
+    }
+
+    /// This member leaves: the group fails with this member as the suspect,
+    /// and the others are told so.
+    pub fn shutdown(&mut self) {
+        self.fail(Failure {
+            suspect: Some(self.config.rank),
+            reason: FailureReason::LocalShutdown,
+        });
+    }
+
+    fn check_open(&self) -> Result<(), MemberError> {
+        match &self.phase {
+            Phase::Open => Ok(()),
+            Phase::Closed => Err(MemberError::Closed),
+            Phase::Failed(f) => Err(MemberError::Failed(f.clone())),
+        }
+    }
+
+    fn control(&mut self, to: Rank, control: Control) {
+        self.actions.push_back(Action::SendControl { to, control });
+    }
+
+    fn violation(&mut self, peer: Rank, detail: &str) {
+        tracing::warn!(peer, detail, "protocol violation");
+        self.fail(Failure {
+            suspect: Some(peer),
+            reason: FailureReason::ProtocolViolation {
+                detail: detail.to_owned(),
+            },
+        });
+    }
+
+    fn fail(&mut self, failure: Failure) {
+        if self.is_finished() {
+            return;
+        }
+        tracing::debug!(%failure, "group failed");
+        self.current = None;
+        self.queued.clear();
+        self.armed = false;
+        for to in 0..self.config.nodes {
+            if to != self.config.rank && Some(to) != failure.suspect {
+                self.control(
+                    to,
+                    Control::Failed {
+                        suspect: failure.suspect,
+                    },
+                );
+            }
+        }
+        self.actions.push_back(Action::Failed(failure.clone()));
+        self.phase = Phase::Failed(failure);
+    }
+
+    /// Non-root: post the first-block receive for the next message and tell
+    /// its sender we are ready.
+    fn arm(&mut self) {
+        if let Some(first) = self.first {
+            self.armed = true;
+            self.actions
+                .push_back(Action::PostFirstBlockRecv { from: first.peer });
+            self.control(first.peer, Control::ReadyForBlock);
+        }
+    }
+
+    /// Non-root: the first block of a new message arrived in the bounce buffer.
+    fn first_block(&mut self, from: Rank, size: u64, len: usize) {
+        let first = match self.first {
+            Some(first) if self.armed && from == first.peer => first,
+            _ => return self.violation(from, "a first block arrived that was not asked for"),
+        };
+        if self
+            .closing
+            .as_ref()
+            .is_some_and(|c| self.completed >= c.total)
+        {
+            return self.violation(from, "a message arrived after the close count");
+        }
+        if size > self.config.max_message_size {
+            return self.violation(from, "announced message size exceeds the limit");
+        }
+        let bs = self.config.block_size;
+        let blocks = block_count(size, bs);
+        let block = first.block.min(blocks - 1);
+        if len != block_len(size, bs, block) {
+            return self.violation(from, "the first block has the wrong length");
+        }
+        self.armed = false;
+        let steps = self.schedule.total_steps(blocks);
+        // The schedule's first incoming transfer for this k is the first block
+        // (reference §2.7 item 4, checked by the schedule tests).
+        let first_step = (0..steps).find(|&s| self.schedule.incoming(blocks, s).is_some());
+        debug_assert_eq!(
+            first_step.and_then(|s| self.schedule.incoming(blocks, s)),
+            Some(Transfer {
+                peer: first.peer,
+                block
+            })
+        );
+        let mut received = vec![false; blocks];
+        received[block] = true;
+        let seq = self.completed;
+        tracing::trace!(seq, size, blocks, block, from, "first block received");
+        self.actions.push_back(Action::BeginMessage {
+            seq,
+            size,
+            first_block: block,
+            first_block_len: len,
+        });
+        self.current = Some(MessageProgress {
+            seq,
+            size,
+            blocks,
+            steps,
+            send_step: 0,
+            sending: None,
+            expected: first_step.map(|s| (s, Transfer { peer: from, block })),
+            received,
+            num_received: 1,
+        });
+        self.expect_next_block();
+        self.try_send();
+        self.check_complete();
+    }
+
+    /// Move the receive cursor past the block just received; post the next
+    /// receive and send its ready-for-block.
+    fn expect_next_block(&mut self) {
+        let bs = self.config.block_size;
+        let cur = self.current.as_mut().expect("a message is in progress");
+        let Some((step, _)) = cur.expected else {
+            return;
+        };
+        cur.expected = (step + 1..cur.steps)
+            .find_map(|s| self.schedule.incoming(cur.blocks, s).map(|t| (s, t)));
+        if let Some((_, t)) = cur.expected {
+            let action = Action::PostRecv {
+                from: t.peer,
+                seq: cur.seq,
+                offset: t.block * bs,
+                len: block_len(cur.size, bs, t.block),
+            };
+            self.actions.push_back(action);
+            self.control(t.peer, Control::ReadyForBlock);
+        }
+    }
+
+    /// Root: begin the next queued message, if any.
+    fn start_next(&mut self) {
+        let Some((seq, size)) = self.queued.pop_front() else {
+            return;
+        };
+        let blocks = block_count(size, self.config.block_size);
+        tracing::trace!(seq, size, blocks, "message started");
+        self.current = Some(MessageProgress {
+            seq,
+            size,
+            blocks,
+            steps: self.schedule.total_steps(blocks),
+            send_step: 0,
+            sending: None,
+            expected: None,
+            received: Vec::new(),
+            num_received: 0,
+        });
+        self.try_send();
+        self.check_complete();
+    }
+
+    /// Issue the next send of the schedule if its block is here and its
+    /// target is ready; at most one block send is outstanding.
+    fn try_send(&mut self) {
+        let is_root = self.is_root();
+        let bs = self.config.block_size;
+        let Some(cur) = self.current.as_mut() else {
+            return;
+        };
+        if cur.sending.is_some() {
+            return;
+        }
+        while cur.send_step < cur.steps
+            && self.schedule.outgoing(cur.blocks, cur.send_step).is_none()
+        {
+            cur.send_step += 1;
+        }
+        let Some(t) = self
+            .schedule
+            .outgoing(cur.blocks, cur.send_step)
+            .filter(|_| cur.send_step < cur.steps)
+        else {
+            return;
+        };
+        if (!is_root && !cur.received[t.block]) || !self.ready[t.peer] {
+            return;
+        }
+        self.ready[t.peer] = false;
+        cur.sending = Some(t.peer);
+        cur.send_step += 1;
+        tracing::trace!(seq = cur.seq, block = t.block, to = t.peer, "block send");
+        self.actions.push_back(Action::SendBlock {
+            to: t.peer,
+            seq: cur.seq,
+            offset: t.block * bs,
+            len: block_len(cur.size, bs, t.block),
+            immediate: cur.size,
+        });
+    }
+
+    /// Complete the current message once all its sends and receives are done.
+    fn check_complete(&mut self) {
+        let Some(cur) = self.current.as_ref() else {
+            return;
+        };
+        let sends_done = cur.sending.is_none()
+            && (cur.send_step..cur.steps).all(|s| self.schedule.outgoing(cur.blocks, s).is_none());
+        if !sends_done || (!self.is_root() && cur.num_received < cur.blocks) {
+            return;
+        }
+        let seq = cur.seq;
+        tracing::debug!(seq, size = cur.size, "message complete");
+        self.current = None;
+        self.completed += 1;
+        self.actions.push_back(Action::MessageComplete { seq });
+        if self.is_root() {
+            self.start_next();
+        } else if !self
+            .closing
+            .as_ref()
+            .is_some_and(|c| self.completed >= c.total)
+        {
+            self.arm();
+        }
+        self.check_close();
+    }
+
+    /// Advance the close barrier.
+    fn check_close(&mut self) {
+        if !matches!(self.phase, Phase::Open) {
+            return;
+        }
+        let Some(closing) = self.closing.as_mut() else {
+            return;
+        };
+        if self.completed < closing.total || self.current.is_some() {
+            return;
+        }
+        if self.config.rank == 0 {
+            if closing.acked[1..].iter().all(|&a| a) {
+                for to in 1..self.config.nodes {
+                    self.actions.push_back(Action::SendControl {
+                        to,
+                        control: Control::Closed,
+                    });
+                }
+                self.phase = Phase::Closed;
+                self.actions.push_back(Action::Closed);
+            }
+        } else if !closing.acked[0] {
+            closing.acked[0] = true;
+            self.control(0, Control::CloseAck);
+        }
+    }
+}
