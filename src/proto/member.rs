@@ -487,15 +487,28 @@ impl GroupMember {
                 self.phase = Phase::Closed;
                 self.actions.push_back(Action::Closed);
             }
-            Control::Failed { suspect } => self.fail(Failure {
-                suspect,
-                reason: FailureReason::Reported { by: from },
-            }),
+            Control::Failed { suspect } => {
+                if !self.failure_is_moot(suspect, Some(from)) {
+                    self.fail(Failure {
+                        suspect,
+                        reason: FailureReason::Reported { by: from },
+                    });
+                }
+            }
         }
     }
 
     /// The transport lost `peer` (or, with `None`, something it cannot name).
+    ///
+    /// Once the close barrier has made a failure irrelevant it is ignored: on
+    /// the root, the failure of a member that already acknowledged every
+    /// message; on another member that acknowledged, the failure of any
+    /// member but the root, whose verdict (closed or failed) then decides.
     pub fn handle_peer_failure(&mut self, peer: Option<Rank>) {
+        if self.failure_is_moot(peer, None) {
+            tracing::debug!(peer, "failure after the close acknowledgement ignored");
+            return;
+        }
         self.fail(Failure {
             suspect: peer,
             reason: FailureReason::PeerUnreachable,
@@ -509,6 +522,21 @@ impl GroupMember {
             suspect: Some(self.config.rank),
             reason: FailureReason::LocalShutdown,
         });
+    }
+
+    /// Whether the failure of `suspect`, reported by `reporter` (`None`: by
+    /// the transport), can no longer affect this member's outcome.
+    fn failure_is_moot(&self, suspect: Option<Rank>, reporter: Option<Rank>) -> bool {
+        let (Some(closing), Some(suspect)) = (&self.closing, suspect) else {
+            return false;
+        };
+        if self.is_root() {
+            // A member that acknowledged has every message.
+            closing.acked[suspect]
+        } else {
+            // After acknowledging, only the root's verdict matters.
+            closing.acked[0] && suspect != 0 && reporter != Some(0)
+        }
     }
 
     fn check_open(&self) -> Result<(), MemberError> {
@@ -726,10 +754,10 @@ impl GroupMember {
         self.actions.push_back(Action::MessageComplete { seq });
         if self.is_root() {
             self.start_next();
-        } else if !self
+        } else if self
             .closing
             .as_ref()
-            .is_some_and(|c| self.completed >= c.total)
+            .is_none_or(|c| self.completed < c.total)
         {
             self.arm();
         }

@@ -49,7 +49,7 @@ impl Schedule for Chain {
         })
     }
     fn first_block(&self) -> Option<Transfer> {
-        (self.rank > 0).then_some(Transfer {
+        (self.rank > 0).then(|| Transfer {
             peer: self.rank - 1,
             block: 0,
         })

@@ -1,0 +1,118 @@
+//! Node and group configuration.
+
+use std::time::Duration;
+
+use crate::schedule::Algorithm;
+
+/// How a node's actor waits for completions (seed 001 Sec. 4.2, "Initialization").
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompletionMode {
+    /// Sleep until a completion arrives (the papers' interrupt mode).
+    Interrupt,
+    /// Never sleep: poll for completions continuously.
+    Polling,
+    /// After any completion keep polling for `window`, then sleep until the
+    /// next one — the papers' default with a 50 ms window.
+    Hybrid {
+        /// How long to keep polling after the last completion.
+        window: Duration,
+    },
+}
+
+impl Default for CompletionMode {
+    fn default() -> Self {
+        CompletionMode::Hybrid {
+            window: Duration::from_millis(50),
+        }
+    }
+}
+
+/// Configuration of a [`Node`](crate::Node).
+#[derive(Clone, Debug, Default)]
+pub struct NodeConfig {
+    completion_mode: CompletionMode,
+}
+
+impl NodeConfig {
+    /// The defaults: [`CompletionMode::Hybrid`] with a 50 ms window.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Set how the node waits for completions.
+    pub fn with_completion_mode(mut self, mode: CompletionMode) -> Self {
+        self.completion_mode = mode;
+        self
+    }
+
+    /// How the node waits for completions.
+    pub fn completion_mode(&self) -> CompletionMode {
+        self.completion_mode
+    }
+}
+
+/// Default block size: 1 MiB, the papers' usual choice.
+pub const DEFAULT_BLOCK_SIZE: usize = 1 << 20;
+
+/// Default largest message a receiver accepts: 1 TiB.
+pub const DEFAULT_MAX_MESSAGE_SIZE: u64 = 1 << 40;
+
+/// Configuration of a group; every member must use the same.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupConfig {
+    algorithm: Algorithm,
+    block_size: usize,
+    max_message_size: u64,
+}
+
+impl Default for GroupConfig {
+    fn default() -> Self {
+        GroupConfig {
+            algorithm: Algorithm::BinomialPipeline,
+            block_size: DEFAULT_BLOCK_SIZE,
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+        }
+    }
+}
+
+impl GroupConfig {
+    /// The defaults: binomial pipeline, 1 MiB blocks, messages up to 1 TiB.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Set the multicast algorithm.
+    pub fn with_algorithm(mut self, algorithm: Algorithm) -> Self {
+        self.algorithm = algorithm;
+        self
+    }
+
+    /// Set the block size in bytes (must be at least 1).
+    pub fn with_block_size(mut self, block_size: usize) -> Self {
+        self.block_size = block_size;
+        self
+    }
+
+    /// Set the largest message a member accepts; a receiver treats a larger
+    /// announced size as a protocol violation by the sender.
+    pub fn with_max_message_size(mut self, max: u64) -> Self {
+        self.max_message_size = max;
+        self
+    }
+
+    /// The multicast algorithm.
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+
+    /// The block size in bytes.
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    /// The largest message accepted.
+    pub fn max_message_size(&self) -> u64 {
+        self.max_message_size
+    }
+}

@@ -1,0 +1,125 @@
+//! Errors callers can match on.
+
+use std::fmt;
+
+use crate::ids::{GroupId, NodeId};
+
+/// How a group failure was detected.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The suspect's connection broke, a transfer with it failed, or it stopped answering.
+    Unreachable,
+    /// Another member reported the failure.
+    ReportedBy(NodeId),
+    /// The suspect broke the protocol (for example sent a block nobody asked for).
+    ProtocolViolation(String),
+    /// This node shut down or left the group.
+    LocalShutdown,
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FailureKind::Unreachable => f.write_str("unreachable"),
+            FailureKind::ReportedBy(node) => write!(f, "reported by node {node}"),
+            FailureKind::ProtocolViolation(detail) => write!(f, "protocol violation: {detail}"),
+            FailureKind::LocalShutdown => f.write_str("local shutdown"),
+        }
+    }
+}
+
+/// What is wrong with a group's membership list.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum MembershipError {
+    /// A group needs at least one member.
+    #[error("the member list is empty")]
+    Empty,
+    /// The creating node is not in the list.
+    #[error("node {0} is not in the member list")]
+    NotAMember(NodeId),
+    /// A node appears twice.
+    #[error("node {0} appears twice in the member list")]
+    Duplicate(NodeId),
+    /// A node is not part of the cluster.
+    #[error("node {0} is not in the cluster")]
+    UnknownNode(NodeId),
+}
+
+/// Errors of rdmc operations.
+///
+/// Cloneable, because one group failure is handed to every pending future
+/// and to the message stream.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The group failed; it does nothing more. `suspect` is the member
+    /// believed to have failed, when known.
+    #[error("group {group} failed: {}", Suspect(*.suspect, kind))]
+    GroupFailed {
+        /// The group.
+        group: GroupId,
+        /// The member believed to have failed.
+        suspect: Option<NodeId>,
+        /// How the failure was detected.
+        kind: FailureKind,
+    },
+    /// Only the group's root (its first member) sends.
+    #[error("only the root of group {0} can send")]
+    NotRoot(GroupId),
+    /// The group is closing or closed.
+    #[error("group {0} is closed")]
+    Closed(GroupId),
+    /// The message is larger than the group's configured limit.
+    #[error("a message of {size} bytes exceeds the group's limit of {max} bytes")]
+    MessageTooLarge {
+        /// The message's size.
+        size: u64,
+        /// The limit ([`GroupConfig::with_max_message_size`](crate::GroupConfig::with_max_message_size)).
+        max: u64,
+    },
+    /// The member list is invalid.
+    #[error("invalid membership: {0}")]
+    Membership(#[from] MembershipError),
+    /// This node already used the group id (ids are never reused).
+    #[error("group id {0} was already used on this node")]
+    GroupIdInUse(GroupId),
+    /// A configuration value is out of range.
+    #[error("invalid configuration: {0}")]
+    InvalidConfig(&'static str),
+    /// The node could not join its transport.
+    #[error("transport: {0}")]
+    Transport(String),
+    /// The node has shut down.
+    #[error("node {0} has shut down")]
+    NodeShutDown(NodeId),
+}
+
+struct Suspect<'a>(Option<NodeId>, &'a FailureKind);
+
+impl fmt::Display for Suspect<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(node) => write!(f, "node {node} failed ({})", self.1),
+            None => write!(f, "{}", self.1),
+        }
+    }
+}
+
+impl From<Error> for std::io::Error {
+    fn from(e: Error) -> Self {
+        use std::io::ErrorKind;
+        let kind = match &e {
+            Error::GroupFailed { .. } => ErrorKind::ConnectionAborted,
+            Error::NotRoot(_) => ErrorKind::PermissionDenied,
+            Error::Closed(_) | Error::NodeShutDown(_) => ErrorKind::NotConnected,
+            Error::MessageTooLarge { .. } | Error::Membership(_) | Error::InvalidConfig(_) => {
+                ErrorKind::InvalidInput
+            }
+            Error::GroupIdInUse(_) => ErrorKind::AlreadyExists,
+            Error::Transport(_) => ErrorKind::Other,
+        };
+        std::io::Error::new(kind, e)
+    }
+}

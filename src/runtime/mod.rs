@@ -1,0 +1,7 @@
+//! The runtime: one actor task per node that executes the schedules of all
+//! the node's groups over its transport (DESIGN.md §3.4).
+
+mod actor;
+
+pub use actor::Message;
+pub(crate) use actor::{Actor, Command, Deliveries};

@@ -1,0 +1,212 @@
+//! Message buffers that several transfers fill and read at once.
+//!
+//! A receiver's message buffer is written block by block — each block exactly
+//! once, by whichever transport completes the receive posted for it — while
+//! the same member forwards blocks it already holds from that buffer. The
+//! regions are disjoint and the protocol orders each region's write before
+//! any read of it (a member only sends a block it has received, and a
+//! receive's completion reaches the member through a channel, which
+//! synchronizes). [`MessageBuffer`] captures exactly that: it hands out
+//! [`RecvRegion`]s (write once) and [`BlockRef`]s (read) over one allocation,
+//! and becomes an ordinary [`Bytes`] when the message is complete.
+
+#![allow(unsafe_code)]
+
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use bytes::Bytes;
+
+/// One heap allocation holding a message, shared by the transfers filling it.
+pub(crate) struct MessageBuffer {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: the buffer owns its allocation; all access to its bytes goes through
+// `RecvRegion::write`/`BlockRef::as_slice`/`into_bytes`, whose contracts make
+// concurrent accesses touch disjoint regions (see the module documentation).
+unsafe impl Send for MessageBuffer {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for MessageBuffer {}
+
+impl MessageBuffer {
+    /// A zeroed buffer of `len` bytes (large ones come lazily zeroed from the OS).
+    pub(crate) fn new(len: usize) -> Arc<Self> {
+        let boxed: Box<[u8]> = vec![0u8; len].into_boxed_slice();
+        let ptr = NonNull::new(Box::into_raw(boxed).cast::<u8>()).expect("Box is never null");
+        Arc::new(MessageBuffer { ptr, len })
+    }
+
+    /// The region `offset..offset + len`, to be filled by one receive.
+    ///
+    /// # Panics
+    /// If the region is out of bounds.
+    pub(crate) fn region(self: &Arc<Self>, offset: usize, len: usize) -> RecvRegion {
+        assert!(offset.checked_add(len).is_some_and(|end| end <= self.len));
+        RecvRegion {
+            buf: Arc::clone(self),
+            offset,
+            len,
+        }
+    }
+
+    /// A handle to the bytes `offset..offset + len`, which must already have
+    /// been written (a member only forwards blocks it has received).
+    ///
+    /// # Panics
+    /// If the region is out of bounds.
+    pub(crate) fn block(self: &Arc<Self>, offset: usize, len: usize) -> BlockRef {
+        assert!(offset.checked_add(len).is_some_and(|end| end <= self.len));
+        BlockRef(BlockInner::Buffer {
+            buf: Arc::clone(self),
+            offset,
+            len,
+        })
+    }
+
+    /// The whole buffer as [`Bytes`], without copying. Call only once every
+    /// receive into the buffer has completed (no region is written afterwards).
+    pub(crate) fn into_bytes(self: Arc<Self>) -> Bytes {
+        Bytes::from_owner(Complete(self))
+    }
+}
+
+impl Drop for MessageBuffer {
+    fn drop(&mut self) {
+        let slice = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len);
+        // SAFETY: `ptr`/`len` came from `Box::into_raw` of a `Box<[u8]>` of this
+        // length in `new`, and are freed only here, once.
+        drop(unsafe { Box::from_raw(slice) });
+    }
+}
+
+impl fmt::Debug for MessageBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MessageBuffer")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+/// A completed buffer, readable as a whole.
+struct Complete(Arc<MessageBuffer>);
+
+impl AsRef<[u8]> for Complete {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: a `Complete` is only made by `into_bytes`, whose caller
+        // guarantees that no region is written any more.
+        unsafe { std::slice::from_raw_parts(self.0.ptr.as_ptr(), self.0.len) }
+    }
+}
+
+/// A region of a [`MessageBuffer`] that one posted receive fills.
+#[derive(Debug)]
+pub(crate) struct RecvRegion {
+    buf: Arc<MessageBuffer>,
+    offset: usize,
+    len: usize,
+}
+
+impl RecvRegion {
+    /// Capacity in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Fill the start of the region with `src` (`src.len() <= self.len()`),
+    /// consuming the region: each region is written at most once.
+    ///
+    /// # Panics
+    /// If `src` is longer than the region.
+    pub(crate) fn write(self, src: &[u8]) {
+        assert!(src.len() <= self.len, "receive overrun");
+        // SAFETY: in bounds (checked in `region` and above). Regions handed out
+        // for one buffer are disjoint and each is written once, by its owner;
+        // nobody reads a region before its receive completed, so this write
+        // races with no other access.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                src.as_ptr(),
+                self.buf.ptr.as_ptr().add(self.offset),
+                src.len(),
+            );
+        }
+    }
+}
+
+/// Bytes to send: a slice of the root's [`Bytes`] or of a relay's buffer.
+#[derive(Clone, Debug)]
+pub(crate) struct BlockRef(BlockInner);
+
+#[derive(Clone, Debug)]
+enum BlockInner {
+    Bytes(Bytes),
+    Buffer {
+        buf: Arc<MessageBuffer>,
+        offset: usize,
+        len: usize,
+    },
+}
+
+impl BlockRef {
+    /// A block of the root's message.
+    pub(crate) fn from_bytes(bytes: Bytes) -> Self {
+        BlockRef(BlockInner::Bytes(bytes))
+    }
+
+    /// The block's bytes.
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match &self.0 {
+            BlockInner::Bytes(b) => b,
+            // SAFETY: in bounds (checked in `MessageBuffer::block`); the region
+            // was completely written before this handle was made (a member only
+            // forwards received blocks) and is never written again.
+            BlockInner::Buffer { buf, offset, len } => unsafe {
+                std::slice::from_raw_parts(buf.ptr.as_ptr().add(*offset), *len)
+            },
+        }
+    }
+
+    /// Length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        match &self.0 {
+            BlockInner::Bytes(b) => b.len(),
+            BlockInner::Buffer { len, .. } => *len,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regions_fill_the_buffer_and_blocks_read_them_back() {
+        let buf = MessageBuffer::new(10);
+        buf.region(4, 6).write(b"world!");
+        buf.region(0, 4).write(b"hey ");
+        assert_eq!(buf.block(4, 6).as_slice(), b"world!");
+        assert_eq!(buf.into_bytes(), Bytes::from_static(b"hey world!"));
+    }
+
+    #[test]
+    fn a_short_write_leaves_the_rest_zeroed() {
+        let buf = MessageBuffer::new(4);
+        buf.region(0, 4).write(b"ab");
+        assert_eq!(&buf.into_bytes()[..], b"ab\0\0");
+    }
+
+    #[test]
+    #[should_panic(expected = "receive overrun")]
+    fn an_overrun_is_refused() {
+        MessageBuffer::new(4).region(0, 2).write(b"abc");
+    }
+
+    #[test]
+    #[should_panic]
+    fn an_out_of_bounds_region_is_refused() {
+        let _ = MessageBuffer::new(4).region(3, 2);
+    }
+}

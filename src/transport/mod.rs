@@ -1,0 +1,63 @@
+//! Transports: reliable, ordered, two-sided point-to-point transfer of a block
+//! plus an immediate value, with completions (DESIGN.md §3.3).
+//!
+//! A transport follows the verbs contract the protocol core is written for:
+//! a block send consumes a receive the peer posted on the same (group, link)
+//! beforehand — never one posted for anything else — completions arrive in
+//! order per link, and every node's completions come through one queue (a
+//! [`Completions`] channel, the analogue of a completion queue).
+
+pub(crate) mod buffer;
+pub mod mem;
+
+use tokio::sync::mpsc;
+
+use crate::ids::{GroupId, NodeId};
+use crate::proto::Control;
+pub(crate) use buffer::{BlockRef, MessageBuffer, RecvRegion};
+
+/// A completion or incoming message, as a transport reports it to its node.
+#[derive(Debug)]
+pub(crate) enum Completion {
+    /// A block arrived into the receive posted for (`group`, `from`).
+    Received {
+        group: GroupId,
+        from: NodeId,
+        immediate: u64,
+        len: usize,
+    },
+    /// The block send to `to` completed.
+    Sent { group: GroupId, to: NodeId },
+    /// A control message arrived.
+    Control {
+        group: GroupId,
+        from: NodeId,
+        control: Control,
+    },
+    /// A transfer with `peer` in `group` failed (error completion).
+    TransferFailed {
+        group: GroupId,
+        peer: NodeId,
+        error: &'static str,
+    },
+    /// `node` is gone: its connection broke or it stopped answering.
+    PeerDown { node: NodeId },
+}
+
+/// The sending side of a node's completion queue.
+pub(crate) type CompletionSender = mpsc::UnboundedSender<Completion>;
+/// The receiving side of a node's completion queue, read by the node's actor.
+pub(crate) type Completions = mpsc::UnboundedReceiver<Completion>;
+
+/// What the runtime asks of a transport. Every call returns at once; results
+/// come back as [`Completion`]s.
+pub(crate) trait Transport: Send + 'static {
+    /// Post a receive for the next block `from` sends in `group`.
+    fn post_recv(&mut self, group: GroupId, from: NodeId, region: RecvRegion);
+    /// Send `block` with `immediate` to `to` in `group`, into its posted receive.
+    fn post_send(&mut self, group: GroupId, to: NodeId, block: BlockRef, immediate: u64);
+    /// Send a control message; delivered in order per (sender, receiver).
+    fn send_control(&mut self, group: GroupId, to: NodeId, control: Control);
+    /// The group is over here: drop its posted receives.
+    fn release_group(&mut self, group: GroupId);
+}
