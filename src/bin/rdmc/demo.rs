@@ -1,0 +1,317 @@
+//! `rdmc demo`: N members in one process multicast random bytes (or a file),
+//! every copy is verified, and the time and throughput are reported.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use clap::{Args, ValueEnum};
+use futures::StreamExt;
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use rdmc::{
+    Algorithm, CompletionMode, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId,
+};
+use serde::Serialize;
+
+use crate::size::parse_size;
+
+/// Arguments of `rdmc demo`.
+#[derive(Debug, Args)]
+pub(crate) struct DemoArgs {
+    /// Number of members (the root included).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    nodes: u32,
+    /// Size of each message (random bytes), e.g. 4096, 64KiB, 256MiB.
+    #[arg(long, default_value = "256MiB", value_parser = parse_size, conflicts_with = "file")]
+    size: u64,
+    /// Send this file's bytes instead of random bytes.
+    #[arg(long)]
+    file: Option<PathBuf>,
+    /// Block size, e.g. 64KiB, 1MiB.
+    #[arg(long, default_value = "1MiB", value_parser = parse_size)]
+    block_size: u64,
+    /// Algorithm, or `all` to run each in turn.
+    #[arg(long, default_value = "binomial-pipeline")]
+    algorithm: AlgorithmChoice,
+    /// Transport connecting the members.
+    #[arg(long, value_enum, default_value_t = TransportChoice::Mem)]
+    transport: TransportChoice,
+    /// Number of messages to multicast, one after another.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
+    messages: u64,
+    /// Write what rank r received to DIR/r.bin (messages concatenated in
+    /// order); DIR/0.bin holds what the root sent.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// How each node waits for completions.
+    #[arg(long, value_enum, default_value_t = ModeChoice::Hybrid)]
+    completion: ModeChoice,
+    /// Also time a plain memcpy of the same bytes (one copy per receiver).
+    #[arg(long)]
+    baseline: bool,
+    /// One JSON object per line instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum AlgorithmChoice {
+    All,
+    One(Algorithm),
+}
+
+impl std::str::FromStr for AlgorithmChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "all" {
+            Ok(AlgorithmChoice::All)
+        } else {
+            s.parse().map(AlgorithmChoice::One).map_err(|e| e.to_string())
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum TransportChoice {
+    /// In-process transport.
+    Mem,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum ModeChoice {
+    Interrupt,
+    Polling,
+    Hybrid,
+}
+
+impl From<ModeChoice> for CompletionMode {
+    fn from(m: ModeChoice) -> Self {
+        match m {
+            ModeChoice::Interrupt => CompletionMode::Interrupt,
+            ModeChoice::Polling => CompletionMode::Polling,
+            ModeChoice::Hybrid => CompletionMode::default(),
+        }
+    }
+}
+
+/// One result line.
+#[derive(Debug, Serialize)]
+struct Report {
+    algorithm: String,
+    transport: &'static str,
+    nodes: u32,
+    size: u64,
+    block_size: u64,
+    messages: u64,
+    seconds: f64,
+    gbps: f64,
+    verified: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline_memcpy_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+pub(crate) fn run(args: DemoArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("rdmc demo: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let messages = match load_messages(&args) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("rdmc demo: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let Ok(block_size) = usize::try_from(args.block_size).map_err(|_| ()).and_then(|b| {
+        if b == 0 { Err(()) } else { Ok(b) }
+    }) else {
+        eprintln!("rdmc demo: the block size must be between 1 byte and the address space");
+        return ExitCode::FAILURE;
+    };
+    let algorithms: Vec<Algorithm> = match args.algorithm {
+        AlgorithmChoice::All => Algorithm::ALL.to_vec(),
+        AlgorithmChoice::One(a) => vec![a],
+    };
+    let baseline = args.baseline.then(|| memcpy_baseline(&messages, args.nodes));
+    let mut ok = true;
+    for (i, &algorithm) in algorithms.iter().enumerate() {
+        let config = GroupConfig::new()
+            .with_algorithm(algorithm)
+            .with_block_size(block_size);
+        let outcome = runtime.block_on(run_group(&args, config, &messages, i as u64));
+        let size = messages.first().map_or(0, |m| m.len() as u64);
+        let mut report = Report {
+            algorithm: algorithm.name().to_owned(),
+            transport: "mem",
+            nodes: args.nodes,
+            size,
+            block_size: args.block_size,
+            messages: args.messages,
+            seconds: 0.0,
+            gbps: 0.0,
+            verified: false,
+            baseline_memcpy_seconds: baseline,
+            error: None,
+        };
+        match outcome {
+            Ok(run) => {
+                report.seconds = run.elapsed.as_secs_f64();
+                report.gbps = (size * args.messages * 8) as f64 / report.seconds / 1e9;
+                report.verified = verify(&messages, &run.received);
+                if let Some(dir) = &args.out {
+                    if let Err(e) = write_out(dir, &messages, &run.received) {
+                        report.error = Some(format!("writing {}: {e}", dir.display()));
+                    }
+                }
+            }
+            Err(e) => report.error = Some(e),
+        }
+        ok &= report.verified && report.error.is_none();
+        print_report(&report, args.json);
+    }
+    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+fn load_messages(args: &DemoArgs) -> Result<Vec<Bytes>, String> {
+    if let Some(path) = &args.file {
+        let data = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let data = Bytes::from(data);
+        return Ok((0..args.messages).map(|_| data.clone()).collect());
+    }
+    let len = usize::try_from(args.size).map_err(|_| "the size does not fit in memory")?;
+    Ok((0..args.messages)
+        .map(|i| {
+            let mut data = vec![0u8; len];
+            StdRng::seed_from_u64(0x5eed ^ i).fill_bytes(&mut data);
+            Bytes::from(data)
+        })
+        .collect())
+}
+
+/// What one run of a group produced.
+struct Run {
+    elapsed: Duration,
+    /// Per rank (index 0 unused), the messages received in order.
+    received: Vec<Vec<Bytes>>,
+}
+
+async fn run_group(
+    args: &DemoArgs,
+    config: GroupConfig,
+    messages: &[Bytes],
+    run: u64,
+) -> Result<Run, String> {
+    let n = args.nodes as usize;
+    let cluster = MemCluster::new(n);
+    let node_config = NodeConfig::new().with_completion_mode(args.completion.into());
+    let nodes = Node::in_memory_all(&cluster, node_config).map_err(|e| e.to_string())?;
+    let members: Vec<NodeId> = (0..args.nodes).map(NodeId).collect();
+    let id = GroupId(run);
+    let groups = futures::future::try_join_all(
+        nodes
+            .iter()
+            .map(|node| node.create_group(id, &members, config.clone())),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    let mut groups = groups.into_iter();
+    let root = groups.next().expect("a group has a root");
+    let start = Instant::now();
+    let receivers: Vec<_> = groups
+        .map(|mut group| {
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                while let Some(message) = group.next().await {
+                    got.push(message?.data);
+                }
+                group.close().await?;
+                Ok::<_, rdmc::Error>(got)
+            })
+        })
+        .collect();
+    for message in messages {
+        // Completion order equals send order; only the close matters here.
+        drop(root.send(message.clone()));
+    }
+    root.close().await.map_err(|e| e.to_string())?;
+    let elapsed = start.elapsed();
+    let mut received = vec![Vec::new()];
+    for (rank, task) in receivers.into_iter().enumerate() {
+        let got = task
+            .await
+            .map_err(|e| format!("rank {}: {e}", rank + 1))?
+            .map_err(|e| format!("rank {}: {e}", rank + 1))?;
+        received.push(got);
+    }
+    Ok(Run { elapsed, received })
+}
+
+fn verify(messages: &[Bytes], received: &[Vec<Bytes>]) -> bool {
+    received.iter().skip(1).all(|got| got.as_slice() == messages)
+}
+
+fn write_out(dir: &PathBuf, messages: &[Bytes], received: &[Vec<Bytes>]) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir)?;
+    let write = |rank: usize, parts: &[Bytes]| -> std::io::Result<()> {
+        let mut file = std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{rank}.bin")))?);
+        for part in parts {
+            file.write_all(part)?;
+        }
+        file.into_inner()?.sync_all()
+    };
+    write(0, messages)?;
+    for (rank, got) in received.iter().enumerate().skip(1) {
+        write(rank, got)?;
+    }
+    Ok(())
+}
+
+/// Seconds for a single thread to copy every message once per receiver
+/// into fresh buffers: the work the mem transport's "DMA" does.
+fn memcpy_baseline(messages: &[Bytes], nodes: u32) -> f64 {
+    let start = Instant::now();
+    for _ in 1..nodes {
+        for m in messages {
+            let mut copy = vec![0u8; m.len()];
+            copy.copy_from_slice(m);
+            std::hint::black_box(&copy);
+        }
+    }
+    start.elapsed().as_secs_f64()
+}
+
+fn print_report(report: &Report, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(report).expect("reports serialize")
+        );
+        return;
+    }
+    let mut line = format!(
+        "{:<18} {} nodes={} size={} block={} messages={}  {:.4} s  {:.2} Gbit/s  {}",
+        report.algorithm,
+        report.transport,
+        report.nodes,
+        report.size,
+        report.block_size,
+        report.messages,
+        report.seconds,
+        report.gbps,
+        if report.verified { "verified" } else { "NOT VERIFIED" },
+    );
+    if let Some(b) = report.baseline_memcpy_seconds {
+        line += &format!("  (memcpy baseline {b:.4} s)");
+    }
+    if let Some(e) = &report.error {
+        line += &format!("  error: {e}");
+    }
+    println!("{line}");
+}
