@@ -1,4 +1,46 @@
-//! rdmc: reliable multicast of large objects, after RDMC (Behrens, Jha, Birman, Tremel).
+//! rdmc: reliable multicast of large objects, after RDMC (Behrens, Jha,
+//! Birman, Tremel).
+//!
+//! One member of a [`Group`] — the root, its first member — sends messages;
+//! every other member receives each one intact, in order, exactly once. A
+//! message is cut into blocks that the members relay among themselves along
+//! a deterministic [schedule](schedule), so every member uses its link in both
+//! directions at once.
+//!
+//! ```
+//! use bytes::Bytes;
+//! use futures::StreamExt;
+//! use rdmc::{GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), rdmc::Error> {
+//! // Three members in this process, over the in-memory transport.
+//! let cluster = MemCluster::new(3);
+//! let nodes = Node::in_memory_all(&cluster, NodeConfig::new())?;
+//! let members = [NodeId(0), NodeId(1), NodeId(2)];
+//! let config = GroupConfig::new().with_block_size(4);
+//!
+//! // Every member creates the group, with the same membership and config.
+//! let (root, mut a, mut b) = tokio::try_join!(
+//!     nodes[0].create_group(GroupId(1), &members, config.clone()),
+//!     nodes[1].create_group(GroupId(1), &members, config.clone()),
+//!     nodes[2].create_group(GroupId(1), &members, config.clone()),
+//! )?;
+//!
+//! root.send(Bytes::from_static(b"hello, replicas")).await?;
+//! let (x, y) = tokio::join!(a.next(), b.next());
+//! assert_eq!(&x.unwrap()?.data[..], b"hello, replicas");
+//! assert_eq!(&y.unwrap()?.data[..], b"hello, replicas");
+//!
+//! // `close` succeeds once every member has every message.
+//! tokio::try_join!(root.close(), a.close(), b.close())?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The layers, each in its own module: [`schedule`] (pure schedules),
+//! [`proto`] (the sans-IO protocol state machine), [`transport`] (how blocks
+//! move), [`runtime`] (the per-node actor), and the API re-exported here.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![deny(unsafe_code)]
