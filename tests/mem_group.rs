@@ -173,3 +173,167 @@ async fn a_killed_member_fails_the_group_everywhere() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_groups_with_different_roots_deliver_concurrently() {
+    let n = 6;
+    let cluster = MemCluster::new(n);
+    let nodes: Vec<_> = Node::in_memory_all(&cluster, node_config())
+        .unwrap()
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect();
+    // Group g has root g and a rotated membership; groups 3 and 4 cover only part of the nodes.
+    let memberships: Vec<Vec<NodeId>> = vec![
+        (0..6).map(NodeId).collect(),
+        (1..6).chain(0..1).map(NodeId).collect(),
+        (2..6).chain(0..2).map(NodeId).collect(),
+        vec![NodeId(3), NodeId(0), NodeId(5)],
+        vec![NodeId(4), NodeId(1), NodeId(2), NodeId(3)],
+    ];
+    let mut tasks = Vec::new();
+    for (g, members) in memberships.iter().enumerate() {
+        let algorithm = ALGORITHMS[g % ALGORITHMS.len()];
+        let config = GroupConfig::new()
+            .with_algorithm(algorithm)
+            .with_block_size(512);
+        let messages: Vec<Bytes> = (0..4)
+            .map(|i| payload(100 * g as u64 + i, 5_000 + 333 * i as usize))
+            .collect();
+        for &member in members {
+            let node = std::sync::Arc::clone(&nodes[member.index()]);
+            let members = members.clone();
+            let config = config.clone();
+            let messages = messages.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut group = node
+                    .create_group(GroupId(g as u64), &members, config)
+                    .await
+                    .unwrap();
+                if group.is_root() {
+                    for m in &messages {
+                        drop(group.send(m.clone()));
+                    }
+                } else {
+                    for (i, m) in messages.iter().enumerate() {
+                        let got = group.next().await.unwrap().unwrap();
+                        assert_eq!(got.seq, i as u64);
+                        assert!(got.data == m, "group {g} message {i} differs at {member}");
+                    }
+                }
+                group.close().await.unwrap();
+                assert!(group.next().await.is_none(), "the stream ends after close");
+            }));
+        }
+    }
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(30), t)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn membership_errors_are_reported() {
+    let cluster = MemCluster::new(3);
+    let nodes = Node::in_memory_all(&cluster, node_config()).unwrap();
+    let config = GroupConfig::new();
+    let err = nodes[0]
+        .create_group(GroupId(1), &[], config.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(err, Error::Membership(rdmc::MembershipError::Empty));
+    let err = nodes[0]
+        .create_group(GroupId(1), &[NodeId(1), NodeId(2)], config.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::Membership(rdmc::MembershipError::NotAMember(NodeId(0)))
+    );
+    let err = nodes[0]
+        .create_group(
+            GroupId(1),
+            &[NodeId(0), NodeId(1), NodeId(0)],
+            config.clone(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err,
+        Error::Membership(rdmc::MembershipError::Duplicate(NodeId(0)))
+    );
+    let err = nodes[0]
+        .create_group(GroupId(1), &[NodeId(0)], config.clone().with_block_size(0))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidConfig(_)));
+    // A group of one: sends complete at once, close succeeds.
+    let solo = nodes[0]
+        .create_group(GroupId(2), &[NodeId(0)], config.clone())
+        .await
+        .unwrap();
+    solo.send(Bytes::from_static(b"alone")).await.unwrap();
+    solo.close().await.unwrap();
+    drop(solo);
+    let err = nodes[0]
+        .create_group(GroupId(2), &[NodeId(0)], config)
+        .await
+        .unwrap_err();
+    assert_eq!(err, Error::GroupIdInUse(GroupId(2)));
+}
+
+#[tokio::test]
+async fn a_message_above_the_limit_is_refused() {
+    let cluster = MemCluster::new(1);
+    let nodes = Node::in_memory_all(&cluster, node_config()).unwrap();
+    let config = GroupConfig::new().with_max_message_size(10);
+    let g = nodes[0]
+        .create_group(GroupId(1), &[NodeId(0)], config)
+        .await
+        .unwrap();
+    assert_eq!(
+        g.send(vec![0u8; 11]).await,
+        Err(Error::MessageTooLarge { size: 11, max: 10 })
+    );
+    g.send(vec![0u8; 10]).await.unwrap();
+}
+
+#[tokio::test]
+async fn dropping_a_member_fails_the_group_for_the_others() {
+    let cluster = MemCluster::new(3);
+    let nodes = Node::in_memory_all(&cluster, node_config()).unwrap();
+    let members = [NodeId(0), NodeId(1), NodeId(2)];
+    let config = GroupConfig::new().with_algorithm(Algorithm::Chain);
+    let (root, g1, mut g2) = tokio::try_join!(
+        nodes[0].create_group(GroupId(1), &members, config.clone()),
+        nodes[1].create_group(GroupId(1), &members, config.clone()),
+        nodes[2].create_group(GroupId(1), &members, config.clone()),
+    )
+    .unwrap();
+    drop(g1);
+    let err = g2.next().await.unwrap().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::GroupFailed {
+                suspect: Some(NodeId(1)),
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(g2.next().await.is_none());
+    assert!(matches!(
+        root.close().await,
+        Err(Error::GroupFailed {
+            suspect: Some(NodeId(1)),
+            ..
+        })
+    ));
+    assert!(matches!(
+        root.send(Bytes::new()).await,
+        Err(Error::GroupFailed { .. })
+    ));
+}

@@ -9,9 +9,7 @@ use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use futures::StreamExt;
 use rand::{Rng, SeedableRng, rngs::StdRng};
-use rdmc::{
-    Algorithm, CompletionMode, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId,
-};
+use rdmc::{Algorithm, CompletionMode, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId};
 use serde::Serialize;
 
 use crate::size::parse_size;
@@ -67,7 +65,9 @@ impl std::str::FromStr for AlgorithmChoice {
         if s == "all" {
             Ok(AlgorithmChoice::All)
         } else {
-            s.parse().map(AlgorithmChoice::One).map_err(|e| e.to_string())
+            s.parse()
+                .map(AlgorithmChoice::One)
+                .map_err(|e| e.to_string())
         }
     }
 }
@@ -114,7 +114,10 @@ struct Report {
 }
 
 pub(crate) fn run(args: DemoArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("rdmc demo: cannot start the runtime: {e}");
@@ -128,9 +131,10 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let Ok(block_size) = usize::try_from(args.block_size).map_err(|_| ()).and_then(|b| {
-        if b == 0 { Err(()) } else { Ok(b) }
-    }) else {
+    let Ok(block_size) = usize::try_from(args.block_size)
+        .map_err(|_| ())
+        .and_then(|b| if b == 0 { Err(()) } else { Ok(b) })
+    else {
         eprintln!("rdmc demo: the block size must be between 1 byte and the address space");
         return ExitCode::FAILURE;
     };
@@ -138,7 +142,9 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
         AlgorithmChoice::All => Algorithm::ALL.to_vec(),
         AlgorithmChoice::One(a) => vec![a],
     };
-    let baseline = args.baseline.then(|| memcpy_baseline(&messages, args.nodes));
+    let baseline = args
+        .baseline
+        .then(|| memcpy_baseline(&messages, args.nodes));
     let mut ok = true;
     for (i, &algorithm) in algorithms.iter().enumerate() {
         let config = GroupConfig::new()
@@ -175,7 +181,11 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
         ok &= report.verified && report.error.is_none();
         print_report(&report, args.json);
     }
-    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 fn load_messages(args: &DemoArgs) -> Result<Vec<Bytes>, String> {
@@ -253,14 +263,18 @@ async fn run_group(
 }
 
 fn verify(messages: &[Bytes], received: &[Vec<Bytes>]) -> bool {
-    received.iter().skip(1).all(|got| got.as_slice() == messages)
+    received
+        .iter()
+        .skip(1)
+        .all(|got| got.as_slice() == messages)
 }
 
 fn write_out(dir: &PathBuf, messages: &[Bytes], received: &[Vec<Bytes>]) -> std::io::Result<()> {
     use std::io::Write;
     std::fs::create_dir_all(dir)?;
     let write = |rank: usize, parts: &[Bytes]| -> std::io::Result<()> {
-        let mut file = std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{rank}.bin")))?);
+        let mut file =
+            std::io::BufWriter::new(std::fs::File::create(dir.join(format!("{rank}.bin")))?);
         for part in parts {
             file.write_all(part)?;
         }
@@ -305,7 +319,11 @@ fn print_report(report: &Report, json: bool) {
         report.messages,
         report.seconds,
         report.gbps,
-        if report.verified { "verified" } else { "NOT VERIFIED" },
+        if report.verified {
+            "verified"
+        } else {
+            "NOT VERIFIED"
+        },
     );
     if let Some(b) = report.baseline_memcpy_seconds {
         line += &format!("  (memcpy baseline {b:.4} s)");
