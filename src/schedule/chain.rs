@@ -25,7 +25,11 @@ impl Schedule for Chain {
         self.rank
     }
     fn total_steps(&self, blocks: usize) -> usize {
-        if self.nodes < 2 { 0 } else { blocks + self.nodes - 2 }
+        if self.nodes < 2 {
+            0
+        } else {
+            blocks + self.nodes - 2
+        }
     }
     fn outgoing(&self, blocks: usize, step: usize) -> Option<Transfer> {
         let block = step.checked_sub(self.rank)?;
@@ -45,7 +49,8 @@ impl Schedule for Chain {
         })
     }
     fn first_block(&self) -> Option<Transfer> {
-        (self.rank > 0).then_some(Transfer {
+        // Lazily: `rank - 1` underflows on the root.
+        (self.rank > 0).then(|| Transfer {
             peer: self.rank - 1,
             block: 0,
         })
