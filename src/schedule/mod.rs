@@ -24,7 +24,7 @@ use std::str::FromStr;
 pub use binomial_pipeline::BinomialPipeline;
 pub use binomial_tree::BinomialTree;
 pub use chain::Chain;
-pub use plan::{Plan, PlanTransfer};
+pub use plan::{Plan, PlanError, PlanTransfer, step_bound, verify_schedules};
 pub use sequential::Sequential;
 
 /// A multicast algorithm: how blocks travel from the root to every member.
