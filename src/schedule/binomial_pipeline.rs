@@ -363,3 +363,80 @@ impl Schedule for BinomialPipeline {
         peers
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// rdmc-original.md §2.6, n = 6, k = 4: the vertex-level schedule (rule a).
+    #[test]
+    fn vertex_schedule_n6_k4() {
+        let s = BinomialPipeline::new(6, 0);
+        let rows: Vec<Vec<(usize, usize, usize)>> = (0..5)
+            .map(|t| {
+                (0..4)
+                    .filter_map(|u| {
+                        let w = u ^ (1 << (t % 2));
+                        s.vertex_block(w, t, 4).map(|b| (u, w, b))
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                vec![(0, 1, 0)],
+                vec![(0, 2, 1), (1, 3, 0)],
+                vec![(0, 1, 2), (2, 3, 1), (3, 2, 0)],
+                vec![(0, 2, 3), (1, 3, 2), (3, 1, 1)],
+                vec![(0, 1, 3), (2, 3, 3), (3, 2, 2)],
+            ]
+        );
+        assert!(s.is_npot_last(4, 5));
+        assert!(!s.is_npot_last(4, 4));
+    }
+
+    /// rdmc-original.md §2.6, n = 6: receivers of v1 and v2 with F in brackets.
+    #[test]
+    fn receivers_and_flips_n6() {
+        let s = BinomialPipeline::new(6, 0);
+        let seq = |v| -> Vec<(usize, usize)> {
+            (0..6).map(|t| (s.receiver(v, t), s.flips(v, t))).collect()
+        };
+        assert_eq!(seq(1), [(1, 0), (4, 1), (4, 1), (1, 2), (1, 2), (4, 3)]);
+        assert_eq!(seq(2), [(2, 0), (2, 0), (5, 1), (5, 1), (2, 2), (2, 2)]);
+        assert_eq!(s.sender(1, 1), 1);
+        assert_eq!(s.sender(3, 1), 3);
+        assert_eq!((s.twin(1), s.twin(4), s.twin(2), s.twin(5)), (4, 1, 5, 2));
+        assert!(!s.is_paired(0) && s.is_paired(1) && s.is_paired(2) && !s.is_paired(3));
+    }
+
+    /// `set_bit_step(v, f)` is the latest step p with F(v, p) = f.
+    #[test]
+    fn set_bit_step_is_last_step_with_flip_count() {
+        for n in [3usize, 6, 13, 37, 100] {
+            let s = BinomialPipeline::new(n, 0);
+            for v in 1..s.cube {
+                for f in 0..12 {
+                    let p = s.set_bit_step(v, f);
+                    assert_eq!(s.flips(v, p), f, "n={n} v={v} f={f}");
+                    assert_eq!(s.flips(v, p + 1), f + 1, "n={n} v={v} f={f}");
+                }
+            }
+        }
+    }
+
+    /// A group of one: no steps, nothing to send, no peers (the original
+    /// divides by zero here).
+    #[test]
+    fn single_member() {
+        let s = BinomialPipeline::new(1, 0);
+        for k in [1, 2, 100] {
+            assert_eq!(s.total_steps(k), 0);
+            assert_eq!(s.outgoing(k, 0), None);
+            assert_eq!(s.incoming(k, 0), None);
+        }
+        assert_eq!(s.first_block(), None);
+        assert!(s.connections().is_empty());
+    }
+}
