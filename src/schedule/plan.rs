@@ -207,6 +207,16 @@ pub enum PlanError {
         /// The peer.
         peer: usize,
     },
+    /// Building the connections in list order by pairwise blocking
+    /// rendezvous gets stuck: `node` waits for `peer`, which waits for
+    /// someone else (rdmc-original.md §2.7 item 6, §5.3).
+    #[error("connection rendezvous deadlocks: member {node} waits for {peer}")]
+    ConnectionDeadlock {
+        /// A member that cannot finish its connection list.
+        node: usize,
+        /// The peer it is stuck waiting for.
+        peer: usize,
+    },
     /// `peer` is in `node`'s connection list but not the other way round.
     #[error("member {node} connects to {peer} but not the other way round")]
     AsymmetricConnection {
@@ -394,8 +404,9 @@ impl Plan {
 /// * each member's first incoming transfer equals
 ///   [`Schedule::first_block_for`]`(blocks)`;
 /// * every transfer uses a pair present in both members' connection lists;
-/// * connection lists are duplicate-free, name only other members, and are
-///   symmetric.
+/// * connection lists are duplicate-free, name only other members, are
+///   symmetric, and can be built in list order by pairwise blocking
+///   rendezvous without deadlock (§2.7 item 6).
 ///
 /// Costs `O(n · T · log n)`; meant for tests and tools.
 pub fn verify_schedules(
@@ -439,6 +450,9 @@ pub fn verify_schedules(
             }
         }
     }
+
+    let lists: Vec<Vec<usize>> = schedules.iter().map(Schedule::connections).collect();
+    check_rendezvous(&lists)?;
 
     let steps = schedules[0].total_steps(blocks);
     for (node, s) in schedules.iter().enumerate() {
@@ -520,4 +534,52 @@ pub fn verify_schedules(
         }
     }
     Ok(())
+}
+
+/// Simulate connection set-up (rdmc-original.md §5.3): every member connects
+/// to the peers of its list in order, and connecting to a peer blocks until
+/// that peer has reached this member in its own list.
+fn check_rendezvous(lists: &[Vec<usize>]) -> Result<(), PlanError> {
+    let mut next = vec![0usize; lists.len()];
+    loop {
+        let mut progress = false;
+        for a in 0..lists.len() {
+            let Some(&b) = lists[a].get(next[a]) else {
+                continue;
+            };
+            if lists[b].get(next[b]) == Some(&a) {
+                next[a] += 1;
+                next[b] += 1;
+                progress = true;
+            }
+        }
+        if !progress {
+            break;
+        }
+    }
+    match (0..lists.len()).find(|&a| next[a] < lists[a].len()) {
+        Some(node) => Err(PlanError::ConnectionDeadlock {
+            node,
+            peer: lists[node][next[node]],
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rendezvous_detects_a_cycle() {
+        // 0 waits for 1, 1 waits for 2, 2 waits for 0.
+        let lists = vec![vec![1, 2], vec![2, 0], vec![0, 1]];
+        assert_eq!(
+            check_rendezvous(&lists),
+            Err(PlanError::ConnectionDeadlock { node: 0, peer: 1 })
+        );
+        let lists = vec![vec![1, 2], vec![0, 2], vec![0, 1]];
+        assert_eq!(check_rendezvous(&lists), Ok(()));
+        assert_eq!(check_rendezvous(&[vec![]]), Ok(()));
+    }
 }
