@@ -243,6 +243,8 @@ impl Schedule for BinomialPipeline {
         self.steps(blocks)
     }
 
+    /// Rule (a) mapped to members by (b) (`S(u,t) → R(w,t)`), plus rule (c)
+    /// on a paired vertex; at the last step of an NPOT group, rule (d).
     fn outgoing(&self, blocks: usize, step: usize) -> Option<Transfer> {
         let (k, t, x, v) = (blocks, step, self.rank, self.vertex);
         if t >= self.steps(k) {
@@ -294,6 +296,9 @@ impl Schedule for BinomialPipeline {
         None
     }
 
+    /// The mirror image of [`Schedule::outgoing`]: `R(v, t)` receives the
+    /// vertex's block from `S(u, t)`, the twin `S(v, t)` receives `γ(v, t)`;
+    /// at the last step of an NPOT group, rule (d).
     fn incoming(&self, blocks: usize, step: usize) -> Option<Transfer> {
         let (k, t, x, v) = (blocks, step, self.rank, self.vertex);
         if t >= self.steps(k) {

@@ -9,6 +9,8 @@
 //!
 //! Every member computes only its own part ([`NodeSchedule`]); [`Plan`]
 //! assembles the whole group's transfers from the same per-node functions.
+//! [`Plan::verify`] and [`verify_schedules`] check plans and schedules against
+//! the invariants of rdmc-original.md §2.7 and the bounds of [`step_bound`].
 //!
 //! This layer does no I/O, no allocation on the hot path and reads no clock.
 
