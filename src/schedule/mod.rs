@@ -9,6 +9,8 @@
 //!
 //! Every member computes only its own part ([`NodeSchedule`]); [`Plan`]
 //! assembles the whole group's transfers from the same per-node functions.
+//! [`Plan::verify`] and [`verify_schedules`] check plans and schedules against
+//! the invariants of rdmc-original.md §2.7 and the bounds of [`step_bound`].
 //!
 //! This layer does no I/O, no allocation on the hot path and reads no clock.
 
@@ -24,7 +26,7 @@ use std::str::FromStr;
 pub use binomial_pipeline::BinomialPipeline;
 pub use binomial_tree::BinomialTree;
 pub use chain::Chain;
-pub use plan::{Plan, PlanTransfer};
+pub use plan::{Plan, PlanError, PlanTransfer, step_bound, verify_schedules};
 pub use sequential::Sequential;
 
 /// A multicast algorithm: how blocks travel from the root to every member.

@@ -1,9 +1,13 @@
 //! Whole-group plans: every transfer of every member, assembled from the
-//! per-member schedule functions, plus a verifier used by the tests and the CLI.
+//! per-member schedule functions, plus verifiers used by the tests and the CLI.
+//!
+//! [`Plan::verify`] checks a plan (possibly one read back from JSON) against
+//! the invariants of rdmc-original.md §2.7; [`verify_schedules`] checks the
+//! per-member functions against each other (§2.7 items 1, 4 and 5).
 
 use serde::{Deserialize, Serialize};
 
-use super::{Algorithm, NodeSchedule, Schedule, ScheduleError};
+use super::{Algorithm, NodeSchedule, Schedule, ScheduleError, Transfer, ceil_log2, floor_log2};
 
 /// One transfer of a whole-group plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -33,6 +37,220 @@ pub struct Plan {
     pub transfers: Vec<PlanTransfer>,
 }
 
+/// A plan or a set of per-member schedules breaks an invariant of
+/// rdmc-original.md §2.7. Each variant names the offending step, member and
+/// block where there is one.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// The plan's algorithm name is not an [`Algorithm`].
+    #[error("unknown algorithm {0:?}")]
+    UnknownAlgorithm(String),
+    /// The plan has no members.
+    #[error("a group needs at least one member")]
+    EmptyGroup,
+    /// The plan has no blocks.
+    #[error("a message needs at least one block")]
+    NoBlocks,
+    /// The plan takes more steps than the algorithm's [`step_bound`].
+    #[error("{steps} steps exceed the bound of {bound}")]
+    TooManySteps {
+        /// The plan's step count.
+        steps: usize,
+        /// The algorithm's bound.
+        bound: usize,
+    },
+    /// A transfer is scheduled at or after the plan's last step.
+    #[error("transfer at step {step} but the plan has only {steps} steps")]
+    StepOutOfRange {
+        /// The transfer's step.
+        step: usize,
+        /// The plan's step count.
+        steps: usize,
+    },
+    /// A transfer names a rank outside the group.
+    #[error("step {step}: rank {rank} is not in a group of {nodes}")]
+    RankOutOfRange {
+        /// The transfer's step.
+        step: usize,
+        /// The bad rank.
+        rank: usize,
+        /// The group size.
+        nodes: usize,
+    },
+    /// A transfer names a block outside the message.
+    #[error("step {step}: block {block} is not in a message of {blocks} blocks")]
+    BlockOutOfRange {
+        /// The transfer's step.
+        step: usize,
+        /// The bad block.
+        block: usize,
+        /// The message's block count.
+        blocks: usize,
+    },
+    /// A member sends to itself.
+    #[error("step {step}: member {node} sends block {block} to itself")]
+    SelfTransfer {
+        /// The transfer's step.
+        step: usize,
+        /// The member.
+        node: usize,
+        /// The block.
+        block: usize,
+    },
+    /// The root receives a block (nobody ever sends to the root).
+    #[error("step {step}: the root receives block {block} from {from}")]
+    RootReceives {
+        /// The transfer's step.
+        step: usize,
+        /// The sender.
+        from: usize,
+        /// The block.
+        block: usize,
+    },
+    /// A non-root member sends a block it did not receive at an earlier step.
+    #[error("step {step}: member {node} sends block {block} before receiving it")]
+    BlockNotHeld {
+        /// The transfer's step.
+        step: usize,
+        /// The sender.
+        node: usize,
+        /// The block.
+        block: usize,
+    },
+    /// A member sends more than once in one step.
+    #[error("step {step}: member {node} sends more than once")]
+    MultipleSends {
+        /// The step.
+        step: usize,
+        /// The member.
+        node: usize,
+    },
+    /// A member receives more than once in one step.
+    #[error("step {step}: member {node} receives more than once")]
+    MultipleReceives {
+        /// The step.
+        step: usize,
+        /// The member.
+        node: usize,
+    },
+    /// A member receives a block it already received.
+    #[error("step {step}: member {node} receives block {block} a second time")]
+    DuplicateBlock {
+        /// The step of the second receipt.
+        step: usize,
+        /// The member.
+        node: usize,
+        /// The block.
+        block: usize,
+    },
+    /// A non-root member never receives a block.
+    #[error("member {node} never receives block {block}")]
+    MissingBlock {
+        /// The member.
+        node: usize,
+        /// The block.
+        block: usize,
+    },
+    /// Members disagree on the number of steps.
+    #[error("member {node} has {steps} steps, member 0 has {expected}")]
+    StepCountMismatch {
+        /// The member.
+        node: usize,
+        /// Its step count.
+        steps: usize,
+        /// Member 0's step count.
+        expected: usize,
+    },
+    /// A member's outgoing transfer has no matching incoming transfer at the
+    /// target, or an incoming one no matching outgoing one at the source.
+    #[error("step {step}: {from} → {to} block {block} is not seen by both ends")]
+    UnmatchedTransfer {
+        /// The step.
+        step: usize,
+        /// The sender.
+        from: usize,
+        /// The receiver.
+        to: usize,
+        /// The block.
+        block: usize,
+    },
+    /// A member's first incoming transfer differs from
+    /// [`Schedule::first_block_for`].
+    #[error(
+        "member {node}: first incoming transfer {actual:?} but first_block_for gives {expected:?}"
+    )]
+    FirstBlockMismatch {
+        /// The member.
+        node: usize,
+        /// What [`Schedule::first_block_for`] says.
+        expected: Option<Transfer>,
+        /// The first transfer of [`Schedule::incoming`].
+        actual: Option<Transfer>,
+    },
+    /// A transfer uses a pair missing from one of the two connection lists.
+    #[error("step {step}: {from} → {to} is not in both members' connection lists")]
+    NotConnected {
+        /// The step.
+        step: usize,
+        /// The sender.
+        from: usize,
+        /// The receiver.
+        to: usize,
+    },
+    /// A connection list names a peer twice, names the member itself or a
+    /// rank outside the group.
+    #[error("member {node}: bad connection to {peer} (duplicate, self or out of range)")]
+    BadConnection {
+        /// The member.
+        node: usize,
+        /// The peer.
+        peer: usize,
+    },
+    /// Building the connections in list order by pairwise blocking
+    /// rendezvous gets stuck: `node` waits for `peer`, which waits for
+    /// someone else (rdmc-original.md §2.7 item 6, §5.3).
+    #[error("connection rendezvous deadlocks: member {node} waits for {peer}")]
+    ConnectionDeadlock {
+        /// A member that cannot finish its connection list.
+        node: usize,
+        /// The peer it is stuck waiting for.
+        peer: usize,
+    },
+    /// `peer` is in `node`'s connection list but not the other way round.
+    #[error("member {node} connects to {peer} but not the other way round")]
+    AsymmetricConnection {
+        /// The member whose list names the peer.
+        node: usize,
+        /// The peer.
+        peer: usize,
+    },
+}
+
+/// The most steps `algorithm` may take for `nodes` members and `blocks`
+/// blocks (rdmc-original.md §2.2-2.5; `0` for a group of one):
+///
+/// * binomial pipeline: `l + k − 1` for `n = 2^l`, `l + k` otherwise,
+///   with `l = ⌊log2 n⌋`;
+/// * chain: `n + k − 2`;
+/// * binomial tree: `⌈log2 n⌉·k`;
+/// * sequential: `(n − 1)·k`.
+pub fn step_bound(algorithm: Algorithm, nodes: usize, blocks: usize) -> usize {
+    if nodes < 2 {
+        return 0;
+    }
+    match algorithm {
+        Algorithm::BinomialPipeline => {
+            let l = floor_log2(nodes);
+            let extra = usize::from(!nodes.is_power_of_two());
+            l + blocks + extra - 1
+        }
+        Algorithm::Chain => nodes + blocks - 2,
+        Algorithm::BinomialTree => ceil_log2(nodes) * blocks,
+        Algorithm::Sequential => (nodes - 1) * blocks,
+    }
+}
+
 impl Plan {
     /// Assemble the plan from each member's [`Schedule::outgoing`].
     pub fn new(algorithm: Algorithm, nodes: usize, blocks: usize) -> Result<Self, ScheduleError> {
@@ -60,5 +278,308 @@ impl Plan {
             steps,
             transfers,
         })
+    }
+
+    /// Check the plan against rdmc-original.md §2.7 (items 2 and 3) and the
+    /// algorithm's [`step_bound`]:
+    ///
+    /// * ranks and blocks are in range, nobody sends to itself, and no
+    ///   transfer is at or after step `steps`;
+    /// * the root never receives;
+    /// * a non-root member only sends a block it received at an earlier step;
+    /// * each member sends at most once and receives at most once per step;
+    /// * every non-root member receives every block exactly once.
+    ///
+    /// The transfers may be in any order. Returns the first violation found,
+    /// in step order.
+    pub fn verify(&self) -> Result<(), PlanError> {
+        let algorithm: Algorithm = self
+            .algorithm
+            .parse()
+            .map_err(|_| PlanError::UnknownAlgorithm(self.algorithm.clone()))?;
+        let (n, k, steps) = (self.nodes, self.blocks, self.steps);
+        if n == 0 {
+            return Err(PlanError::EmptyGroup);
+        }
+        if k == 0 {
+            return Err(PlanError::NoBlocks);
+        }
+        let bound = step_bound(algorithm, n, k);
+        if steps > bound {
+            return Err(PlanError::TooManySteps { steps, bound });
+        }
+
+        let mut order: Vec<&PlanTransfer> = self.transfers.iter().collect();
+        order.sort_by_key(|t| t.step);
+        for t in &order {
+            let step = t.step;
+            if step >= steps {
+                return Err(PlanError::StepOutOfRange { step, steps });
+            }
+            for rank in [t.from, t.to] {
+                if rank >= n {
+                    return Err(PlanError::RankOutOfRange {
+                        step,
+                        rank,
+                        nodes: n,
+                    });
+                }
+            }
+            if t.block >= k {
+                return Err(PlanError::BlockOutOfRange {
+                    step,
+                    block: t.block,
+                    blocks: k,
+                });
+            }
+            if t.from == t.to {
+                return Err(PlanError::SelfTransfer {
+                    step,
+                    node: t.from,
+                    block: t.block,
+                });
+            }
+            if t.to == 0 {
+                return Err(PlanError::RootReceives {
+                    step,
+                    from: t.from,
+                    block: t.block,
+                });
+            }
+        }
+
+        // received[node * k + block] = step at which node got block.
+        let mut received: Vec<Option<usize>> = vec![None; n * k];
+        let mut last_send: Vec<Option<usize>> = vec![None; n];
+        let mut last_receive: Vec<Option<usize>> = vec![None; n];
+        for group in order.chunk_by(|a, b| a.step == b.step) {
+            let step = group[0].step;
+            // Sends are checked against receipts of earlier steps only.
+            for t in group {
+                if last_send[t.from] == Some(step) {
+                    return Err(PlanError::MultipleSends { step, node: t.from });
+                }
+                last_send[t.from] = Some(step);
+                if t.from != 0 && received[t.from * k + t.block].is_none() {
+                    return Err(PlanError::BlockNotHeld {
+                        step,
+                        node: t.from,
+                        block: t.block,
+                    });
+                }
+            }
+            for t in group {
+                if last_receive[t.to] == Some(step) {
+                    return Err(PlanError::MultipleReceives { step, node: t.to });
+                }
+                last_receive[t.to] = Some(step);
+                let slot = &mut received[t.to * k + t.block];
+                if slot.is_some() {
+                    return Err(PlanError::DuplicateBlock {
+                        step,
+                        node: t.to,
+                        block: t.block,
+                    });
+                }
+                *slot = Some(step);
+            }
+        }
+        for node in 1..n {
+            for block in 0..k {
+                if received[node * k + block].is_none() {
+                    return Err(PlanError::MissingBlock { node, block });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Check the per-member schedules of `algorithm` for `nodes` members and
+/// `blocks` blocks against each other (rdmc-original.md §2.7 items 1, 4, 5):
+///
+/// * every member agrees on [`Schedule::total_steps`], and nobody sends or
+///   receives at steps `total_steps .. total_steps + 2`;
+/// * `outgoing(r, t) = (d, b)` ⇔ `incoming(d, t) = (r, b)`;
+/// * each member's first incoming transfer equals
+///   [`Schedule::first_block_for`]`(blocks)`;
+/// * every transfer uses a pair present in both members' connection lists;
+/// * connection lists are duplicate-free, name only other members, are
+///   symmetric, and can be built in list order by pairwise blocking
+///   rendezvous without deadlock (§2.7 item 6).
+///
+/// Costs `O(n · T · log n)`; meant for tests and tools.
+pub fn verify_schedules(
+    algorithm: Algorithm,
+    nodes: usize,
+    blocks: usize,
+) -> Result<(), PlanError> {
+    if nodes == 0 {
+        return Err(PlanError::EmptyGroup);
+    }
+    if blocks == 0 {
+        return Err(PlanError::NoBlocks);
+    }
+    let schedules: Vec<NodeSchedule> = (0..nodes)
+        .map(|rank| NodeSchedule::new(algorithm, nodes, rank).expect("rank < nodes"))
+        .collect();
+
+    // Connection lists: in range, no self, no duplicates, symmetric.
+    let connections: Vec<Vec<usize>> = schedules
+        .iter()
+        .enumerate()
+        .map(|(node, s)| {
+            let mut peers = s.connections();
+            for &peer in &peers {
+                if peer >= nodes || peer == node {
+                    return Err(PlanError::BadConnection { node, peer });
+                }
+            }
+            peers.sort_unstable();
+            if let Some(w) = peers.windows(2).find(|w| w[0] == w[1]) {
+                return Err(PlanError::BadConnection { node, peer: w[0] });
+            }
+            Ok(peers)
+        })
+        .collect::<Result<_, _>>()?;
+    let connected = |a: usize, b: usize| connections[a].binary_search(&b).is_ok();
+    for (node, peers) in connections.iter().enumerate() {
+        for &peer in peers {
+            if !connected(peer, node) {
+                return Err(PlanError::AsymmetricConnection { node, peer });
+            }
+        }
+    }
+
+    let lists: Vec<Vec<usize>> = schedules.iter().map(Schedule::connections).collect();
+    check_rendezvous(&lists)?;
+
+    let steps = schedules[0].total_steps(blocks);
+    for (node, s) in schedules.iter().enumerate() {
+        let own = s.total_steps(blocks);
+        if own != steps {
+            return Err(PlanError::StepCountMismatch {
+                node,
+                steps: own,
+                expected: steps,
+            });
+        }
+    }
+
+    let mut first: Vec<Option<Transfer>> = vec![None; nodes];
+    for step in 0..steps + 2 {
+        for (node, s) in schedules.iter().enumerate() {
+            if let Some(out) = s.outgoing(blocks, step) {
+                let to = out.peer;
+                let unmatched = PlanError::UnmatchedTransfer {
+                    step,
+                    from: node,
+                    to,
+                    block: out.block,
+                };
+                if step >= steps || to >= nodes {
+                    return Err(unmatched);
+                }
+                let back = schedules[to].incoming(blocks, step);
+                if back
+                    != Some(Transfer {
+                        peer: node,
+                        block: out.block,
+                    })
+                {
+                    return Err(unmatched);
+                }
+                if !connected(node, to) || !connected(to, node) {
+                    return Err(PlanError::NotConnected {
+                        step,
+                        from: node,
+                        to,
+                    });
+                }
+            }
+            if let Some(inc) = s.incoming(blocks, step) {
+                let from = inc.peer;
+                let unmatched = PlanError::UnmatchedTransfer {
+                    step,
+                    from,
+                    to: node,
+                    block: inc.block,
+                };
+                if step >= steps || from >= nodes {
+                    return Err(unmatched);
+                }
+                let forth = schedules[from].outgoing(blocks, step);
+                if forth
+                    != Some(Transfer {
+                        peer: node,
+                        block: inc.block,
+                    })
+                {
+                    return Err(unmatched);
+                }
+                if first[node].is_none() {
+                    first[node] = Some(inc);
+                }
+            }
+        }
+    }
+    for (node, s) in schedules.iter().enumerate() {
+        let expected = s.first_block_for(blocks);
+        if expected != first[node] {
+            return Err(PlanError::FirstBlockMismatch {
+                node,
+                expected,
+                actual: first[node],
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Simulate connection set-up (rdmc-original.md §5.3): every member connects
+/// to the peers of its list in order, and connecting to a peer blocks until
+/// that peer has reached this member in its own list.
+fn check_rendezvous(lists: &[Vec<usize>]) -> Result<(), PlanError> {
+    let mut next = vec![0usize; lists.len()];
+    loop {
+        let mut progress = false;
+        for a in 0..lists.len() {
+            let Some(&b) = lists[a].get(next[a]) else {
+                continue;
+            };
+            if lists[b].get(next[b]) == Some(&a) {
+                next[a] += 1;
+                next[b] += 1;
+                progress = true;
+            }
+        }
+        if !progress {
+            break;
+        }
+    }
+    match (0..lists.len()).find(|&a| next[a] < lists[a].len()) {
+        Some(node) => Err(PlanError::ConnectionDeadlock {
+            node,
+            peer: lists[node][next[node]],
+        }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rendezvous_detects_a_cycle() {
+        // 0 waits for 1, 1 waits for 2, 2 waits for 0.
+        let lists = vec![vec![1, 2], vec![2, 0], vec![0, 1]];
+        assert_eq!(
+            check_rendezvous(&lists),
+            Err(PlanError::ConnectionDeadlock { node: 0, peer: 1 })
+        );
+        let lists = vec![vec![1, 2], vec![0, 2], vec![0, 1]];
+        assert_eq!(check_rendezvous(&lists), Ok(()));
+        assert_eq!(check_rendezvous(&[vec![]]), Ok(()));
     }
 }

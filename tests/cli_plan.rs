@@ -1,0 +1,163 @@
+//! Runs the built `rdmc` binary: `rdmc plan --json` for every algorithm and
+//! every group size 1..=64, parsed back into a [`Plan`] and verified.
+
+use std::process::{Command, Output};
+
+use rdmc::schedule::{Algorithm, Plan, step_bound};
+
+fn rdmc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_rdmc"))
+        .args(args)
+        .output()
+        .expect("run rdmc")
+}
+
+fn plan_json(algorithm: Algorithm, n: usize, k: usize) -> Plan {
+    let (n_arg, k_arg) = (n.to_string(), k.to_string());
+    let out = rdmc(&[
+        "plan",
+        "--algorithm",
+        algorithm.name(),
+        "--nodes",
+        &n_arg,
+        "--blocks",
+        &k_arg,
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{algorithm} n={n} k={k}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    // Exactly one JSON object (and a newline).
+    let value: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let keys: Vec<&str> = value
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(keys.len(), 5, "{keys:?}");
+    serde_json::from_value(value).unwrap()
+}
+
+fn check(algorithm: Algorithm, n: usize, k: usize) {
+    let plan = plan_json(algorithm, n, k);
+    assert_eq!(plan.algorithm, algorithm.name());
+    assert_eq!((plan.nodes, plan.blocks), (n, k));
+    assert_eq!(plan.steps, step_bound(algorithm, n, k));
+    plan.verify()
+        .unwrap_or_else(|e| panic!("{algorithm} n={n} k={k}: {e}"));
+    assert_eq!(plan, Plan::new(algorithm, n, k).unwrap());
+}
+
+/// Every n in 1..=64 with k ∈ {1, 2, 3, 5}; k ∈ {7, 16} for a spread of n
+/// around the powers of two.
+fn sweep(algorithm: Algorithm) {
+    for n in 1..=64 {
+        for k in [1, 2, 3, 5] {
+            check(algorithm, n, k);
+        }
+    }
+    for n in [2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64] {
+        for k in [7, 16] {
+            check(algorithm, n, k);
+        }
+    }
+}
+
+#[test]
+fn sequential_plans() {
+    sweep(Algorithm::Sequential);
+}
+
+#[test]
+fn chain_plans() {
+    sweep(Algorithm::Chain);
+}
+
+#[test]
+fn tree_plans() {
+    sweep(Algorithm::BinomialTree);
+}
+
+#[test]
+fn binomial_pipeline_plans() {
+    sweep(Algorithm::BinomialPipeline);
+}
+
+#[test]
+fn table_output() {
+    let out = rdmc(&["plan", "-a", "binomial-pipeline", "-n", "3", "-b", "2"]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "binomial-pipeline multicast: 3 nodes, 2 blocks, 3 steps, 4 transfers\n\
+         step 0: 0→1:b0\n\
+         step 1: 0→2:b1\n\
+         step 2: 1→2:b0 2→1:b1\n"
+    );
+}
+
+#[test]
+fn invalid_input_fails() {
+    for args in [
+        &[
+            "plan",
+            "--algorithm",
+            "chain",
+            "--nodes",
+            "0",
+            "--blocks",
+            "2",
+        ][..],
+        &[
+            "plan",
+            "--algorithm",
+            "chain",
+            "--nodes",
+            "3",
+            "--blocks",
+            "0",
+        ],
+        &[
+            "plan",
+            "--algorithm",
+            "gossip",
+            "--nodes",
+            "3",
+            "--blocks",
+            "2",
+        ],
+        &[
+            "plan",
+            "--algorithm",
+            "chain",
+            "--nodes",
+            "-1",
+            "--blocks",
+            "2",
+        ],
+        &["plan", "--algorithm", "chain", "--nodes", "3"],
+        &[
+            "plan",
+            "-a",
+            "sequential",
+            "-n",
+            "100000000",
+            "-b",
+            "100000000",
+        ],
+        &["frobnicate"],
+    ] {
+        let out = rdmc(args);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert!(err.contains("error"), "{args:?}: {err}");
+    }
+    let err =
+        String::from_utf8(rdmc(&["plan", "-a", "gossip", "-n", "3", "-b", "2"]).stderr).unwrap();
+    assert!(err.contains("unknown algorithm \"gossip\""), "{err}");
+}
