@@ -8,12 +8,8 @@ use rdmc::{
     Algorithm, CompletionMode, Error, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId,
 };
 
-/// Algorithms under test (the binomial pipeline joins once its schedule lands).
-const ALGORITHMS: &[Algorithm] = &[
-    Algorithm::Sequential,
-    Algorithm::Chain,
-    Algorithm::BinomialTree,
-];
+/// Every algorithm.
+const ALGORITHMS: &[Algorithm] = &Algorithm::ALL;
 
 fn payload(seed: u64, len: usize) -> Bytes {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;

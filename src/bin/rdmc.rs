@@ -8,7 +8,7 @@
 //!   every copy, report the time (see `rdmc demo --help`).
 //!
 //! To add a subcommand, add a variant to [`Command`] with its argument
-//! struct and a `run_*` function, and one arm to the match in [`run`].
+//! struct and a `run_*` function, and one arm to the match in `main`.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -76,24 +76,20 @@ fn main() -> ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
-    if let Command::Demo(args) = cli.command {
-        return demo::run(args);
+    match Cli::parse().command {
+        Command::Plan(args) => exit_status(run_plan(&args)),
+        Command::Demo(args) => demo::run(args),
     }
-    match run(cli) {
+}
+
+/// Print a subcommand's error, if any, and turn its outcome into an exit status.
+fn exit_status(outcome: Result<(), String>) -> ExitCode {
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("rdmc: error: {message}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Dispatch one subcommand.
-fn run(cli: Cli) -> Result<(), String> {
-    match cli.command {
-        Command::Plan(args) => run_plan(&args),
-        Command::Demo(_) => unreachable!("dispatched in main"),
     }
 }
 
