@@ -170,10 +170,10 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
                 report.seconds = run.elapsed.as_secs_f64();
                 report.gbps = (size * args.messages * 8) as f64 / report.seconds / 1e9;
                 report.verified = verify(&messages, &run.received);
-                if let Some(dir) = &args.out {
-                    if let Err(e) = write_out(dir, &messages, &run.received) {
-                        report.error = Some(format!("writing {}: {e}", dir.display()));
-                    }
+                if let Some(dir) = &args.out
+                    && let Err(e) = write_out(dir, &messages, &run.received)
+                {
+                    report.error = Some(format!("writing {}: {e}", dir.display()));
                 }
             }
             Err(e) => report.error = Some(e),
