@@ -1,0 +1,171 @@
+//! `rdmc demo` end to end: every receiver's copy, written with `--out`, is
+//! byte-identical to what the root sent.
+
+use std::path::Path;
+use std::process::Command;
+
+fn demo(out: &Path, args: &[&str]) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
+        .args([
+            "demo",
+            "--transport",
+            "mem",
+            "--algorithm",
+            "all",
+            "--json",
+            "--out",
+        ])
+        .arg(out)
+        .args(args)
+        .output()
+        .expect("rdmc runs");
+    let stdout = String::from_utf8(output.stdout).expect("utf-8 output");
+    assert!(
+        output.status.success(),
+        "rdmc demo {args:?} failed: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+fn check_copies(out: &Path, nodes: usize, expected_len: u64) {
+    let sent = std::fs::read(out.join("0.bin")).expect("the root's bytes");
+    assert_eq!(sent.len() as u64, expected_len);
+    for rank in 1..nodes {
+        let got = std::fs::read(out.join(format!("{rank}.bin"))).expect("a receiver's copy");
+        assert!(got == sent, "rank {rank}'s copy differs");
+    }
+}
+
+fn check_reports(stdout: &str, nodes: u64, size: u64, messages: u64) {
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .collect();
+    let algorithms: Vec<&str> = lines
+        .iter()
+        .map(|l| l["algorithm"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        algorithms,
+        ["sequential", "chain", "tree", "binomial-pipeline"]
+    );
+    for line in &lines {
+        assert_eq!(line["nodes"], nodes);
+        assert_eq!(line["size"], size);
+        assert_eq!(line["messages"], messages);
+        assert_eq!(line["verified"], true);
+        assert!(line["seconds"].as_f64().unwrap() >= 0.0);
+        assert!(line["gbps"].as_f64().is_some());
+        assert!(line["block_size"].as_u64().is_some());
+    }
+}
+
+#[test]
+fn thirteen_nodes_odd_size_every_algorithm() {
+    let dir = tempdir("odd");
+    let out = demo(
+        &dir,
+        &[
+            "--nodes",
+            "13",
+            "--size",
+            "10000019",
+            "--block-size",
+            "65536",
+        ],
+    );
+    check_reports(&out, 13, 10_000_019, 1);
+    check_copies(&dir, 13, 10_000_019);
+}
+
+#[test]
+fn several_messages_are_concatenated_in_order() {
+    let dir = tempdir("five");
+    let out = demo(
+        &dir,
+        &[
+            "--nodes",
+            "13",
+            "--size",
+            "100003",
+            "--block-size",
+            "4KiB",
+            "--messages",
+            "5",
+        ],
+    );
+    check_reports(&out, 13, 100_003, 5);
+    check_copies(&dir, 13, 5 * 100_003);
+    // Five different messages, not one repeated.
+    let sent = std::fs::read(dir.join("0.bin")).unwrap();
+    assert_ne!(sent[..100_003], sent[100_003..200_006]);
+}
+
+#[test]
+fn one_byte_and_empty_messages() {
+    for size in [1u64, 0] {
+        let dir = tempdir(&format!("size{size}"));
+        let out = demo(
+            &dir,
+            &[
+                "--nodes",
+                "13",
+                "--size",
+                &size.to_string(),
+                "--block-size",
+                "65536",
+            ],
+        );
+        check_reports(&out, 13, size, 1);
+        check_copies(&dir, 13, size);
+    }
+}
+
+#[test]
+fn a_file_is_multicast_as_is() {
+    let dir = tempdir("file");
+    let source = dir.join("source.dat");
+    let bytes: Vec<u8> = (0..300_001u32).map(|i| (i * 7 + i / 255) as u8).collect();
+    std::fs::write(&source, &bytes).unwrap();
+    let out_dir = dir.join("out");
+    let out = demo(
+        &out_dir,
+        &[
+            "--nodes",
+            "5",
+            "--file",
+            source.to_str().unwrap(),
+            "--block-size",
+            "1000",
+        ],
+    );
+    check_reports(&out, 5, 300_001, 1);
+    check_copies(&out_dir, 5, 300_001);
+    assert_eq!(std::fs::read(out_dir.join("4.bin")).unwrap(), bytes);
+}
+
+#[test]
+fn bad_arguments_fail_with_a_message() {
+    for args in [
+        &["demo", "--block-size", "0", "--size", "10"][..],
+        &["demo", "--size", "12 parsecs"],
+        &["demo", "--algorithm", "gossip"],
+        &["demo", "--nodes", "0"],
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{args:?} should fail");
+        assert!(!output.stderr.is_empty(), "{args:?} should say why");
+    }
+}
+
+/// A fresh directory under the target directory, removed first if present.
+fn tempdir(name: &str) -> std::path::PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli_demo_{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
