@@ -49,7 +49,8 @@ impl Schedule for Chain {
         })
     }
     fn first_block(&self) -> Option<Transfer> {
-        (self.rank > 0).then_some(Transfer {
+        // Lazily: `rank - 1` underflows on the root.
+        (self.rank > 0).then(|| Transfer {
             peer: self.rank - 1,
             block: 0,
         })
