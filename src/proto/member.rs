@@ -726,10 +726,10 @@ impl GroupMember {
         self.actions.push_back(Action::MessageComplete { seq });
         if self.is_root() {
             self.start_next();
-        } else if !self
+        } else if self
             .closing
             .as_ref()
-            .is_some_and(|c| self.completed >= c.total)
+            .is_none_or(|c| self.completed < c.total)
         {
             self.arm();
         }
