@@ -337,7 +337,8 @@ fn a_failure_after_closed_changes_nothing() {
 
 /// The victim's actions after `peer` broke the protocol: exactly one
 /// `Failed` with a protocol violation naming `peer`, `Control::Failed`
-/// relayed to every other member, and no `MessageComplete`.
+/// relayed to every other member (`peer` included: it is alive, and nobody
+/// else would tell it), and no `MessageComplete`.
 #[track_caller]
 fn assert_violation(actions: &[Action], me: Rank, n: usize, peer: Rank) {
     assert!(
@@ -373,7 +374,7 @@ fn assert_violation(actions: &[Action], me: Rank, n: usize, peer: Rank) {
         })
         .collect();
     told.sort_unstable();
-    let others: Vec<Rank> = (0..n).filter(|&r| r != me && r != peer).collect();
+    let others: Vec<Rank> = (0..n).filter(|&r| r != me).collect();
     assert_eq!(told, others, "the failure must reach every other member");
 }
 
@@ -549,4 +550,50 @@ fn a_message_beyond_the_close_count() {
     );
     m.handle_block(0, 4, 4);
     assert_violation(&actions(&mut m), 1, 3, 0);
+}
+
+/// A forged control message in a running group: the victim fails with a
+/// violation, and the failure reaches every member (the suspect included)
+/// through relays; nobody delivers anything partial and nothing hangs.
+///
+/// Regression test: the victim used to relay `Control::Failed` to everyone
+/// but the suspect, so a live misbehaving member never heard of the failure
+/// and waited for the group forever.
+#[test]
+fn a_violation_mid_run_fails_the_whole_group() {
+    for &algorithm in ALGORITHMS {
+        for seed in 0..20u64 {
+            let n = 6;
+            let s = Scenario {
+                algorithm,
+                n,
+                block_size: 2,
+                sizes: vec![9, 30, 4],
+                close: true,
+                upfront: 4,
+                slow: None,
+                seed,
+            };
+            let mut cluster = build(&s);
+            let bound = cluster.event_bound();
+            cluster.run_until(bound, seed * 7);
+            // Rank 4 tells rank 5 the group closes: only the root may.
+            cluster.inject_control(4, 5, Control::Close { messages: 3 });
+            cluster.run(bound);
+            cluster.assert_quiescent();
+            for rank in 0..n {
+                let failures = cluster.failures(rank);
+                if cluster.closed(rank) == 1 && failures.is_empty() {
+                    continue; // the group closed before the forgery
+                }
+                assert_eq!(
+                    cluster.closed(rank),
+                    0,
+                    "{algorithm} seed {seed} rank {rank}"
+                );
+                assert_eq!(failures.len(), 1, "{algorithm} seed {seed} rank {rank}");
+                assert_eq!(failures[0].suspect, Some(4), "{algorithm} seed {seed}");
+            }
+        }
+    }
 }
