@@ -69,7 +69,7 @@ fn scenario(algorithms: &'static [Algorithm], min_n: usize) -> impl Strategy<Val
                 Just(algorithm),
                 Just(n),
                 Just(block_size),
-                prop::collection::vec(message_size(block_size), 0..=5),
+                prop::collection::vec(message_size(block_size), 0..=6),
                 prop::bool::weighted(0.8),
                 0usize..=6,
                 prop::option::weighted(0.3, 0..n),
@@ -171,7 +171,7 @@ fn check_crash(s: &CrashScenario) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 384, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 8000, ..ProptestConfig::default() })]
 
     #[test]
     fn every_member_gets_every_message(s in scenario(ALGORITHMS, 1)) {
