@@ -597,3 +597,49 @@ fn a_violation_mid_run_fails_the_whole_group() {
         }
     }
 }
+
+/// A member that leaves (`shutdown()`) mid-run: it reports `LocalShutdown`,
+/// and every other member ends with one `Failed` naming it (or `Closed`, if
+/// the group closed first); nothing hangs.
+#[test]
+fn a_member_leaving_mid_run_fails_the_group() {
+    for &algorithm in ALGORITHMS {
+        for seed in 0..30u64 {
+            let n = 2 + (seed as usize % 6);
+            let leaver = (seed as usize * 5) % n;
+            let s = Scenario {
+                algorithm,
+                n,
+                block_size: 3,
+                sizes: vec![10, 1, 0, 31],
+                close: seed % 2 == 0,
+                upfront: (seed % 6) as usize,
+                slow: None,
+                seed,
+            };
+            let mut cluster = build(&s);
+            let bound = cluster.event_bound();
+            cluster.run_until(bound, seed * 11);
+            cluster.shutdown(leaver);
+            cluster.run(bound);
+            cluster.assert_quiescent();
+            let context = format!("{algorithm} n={n} seed={seed} leaver={leaver}");
+            for rank in 0..n {
+                let failures = cluster.failures(rank);
+                if cluster.closed(rank) == 1 && failures.is_empty() {
+                    continue; // the group closed before the member left
+                }
+                assert_eq!(cluster.closed(rank), 0, "{context} rank {rank}");
+                assert_eq!(failures.len(), 1, "{context} rank {rank}");
+                assert_eq!(failures[0].suspect, Some(leaver), "{context}");
+                let want_local = rank == leaver;
+                assert_eq!(
+                    failures[0].reason == FailureReason::LocalShutdown,
+                    want_local,
+                    "{context} rank {rank}: {:?}",
+                    failures[0]
+                );
+            }
+        }
+    }
+}

@@ -955,6 +955,13 @@ impl Cluster {
         &mut self.nodes[rank].member
     }
 
+    /// `rank` leaves the group now (`GroupMember::shutdown`).
+    pub fn shutdown(&mut self, rank: Rank) {
+        self.log(format_args!("{rank}: shutdown"));
+        self.nodes[rank].member.shutdown();
+        self.drain(rank);
+    }
+
     /// Deliver `control` from `from` to `to` now (a forged message).
     pub fn inject_control(&mut self, from: Rank, to: Rank, control: Control) {
         self.log(format_args!("FORGED control {from}->{to}: {control:?}"));
