@@ -569,8 +569,11 @@ impl GroupMember {
         self.current = None;
         self.queued.clear();
         self.armed = false;
+        // A member that broke the protocol is alive: it must hear of the
+        // failure too, or it waits for the group forever.
+        let tell_suspect = matches!(failure.reason, FailureReason::ProtocolViolation { .. });
         for to in 0..self.config.nodes {
-            if to != self.config.rank && Some(to) != failure.suspect {
+            if to != self.config.rank && (tell_suspect || Some(to) != failure.suspect) {
                 self.control(
                     to,
                     Control::Failed {

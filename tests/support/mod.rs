@@ -1,0 +1,1059 @@
+//! A deterministic whole-group harness for the sans-IO core (`GroupMember`).
+//!
+//! N members of one group exchange blocks and control messages over modelled
+//! links, with no runtime and no clock. The model follows the verbs contract
+//! the RDMA backend depends on:
+//!
+//! * every directed link `a → b` is FIFO for data and, separately, FIFO for
+//!   control; links are independent of each other;
+//! * a receive is posted on the link it expects data from (FIFO per link);
+//!   delivering data consumes the head posted receive, and if there is none
+//!   that is a receiver-not-ready error (the test fails);
+//! * delivery copies the sender's real bytes into the posted region (the
+//!   bounce buffer or the message buffer) after checking the length fits;
+//! * the receive completion and the send completion are separate events,
+//!   each picked later at random;
+//! * a seeded RNG picks which pending event happens next, so every run is
+//!   one random interleaving, replayable from its seed.
+//!
+//! Every action a member emits is checked against the model as it is
+//! carried out (see [`Cluster::apply`]); the final outcome is checked by the
+//! tests.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt::Write as _;
+
+use rdmc::proto::{
+    Action, Control, Failure, FailureReason, GroupMember, MemberConfig, Rank, block_count,
+    block_len,
+};
+use rdmc::schedule::{Algorithm, NodeSchedule, Schedule};
+
+/// SplitMix64: tiny, seedable, good enough to pick events.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// True with probability `num / den`.
+    pub fn chance(&mut self, num: u64, den: u64) -> bool {
+        self.next_u64() % den < num
+    }
+
+    /// `len` random bytes.
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next_u64() as u8).collect()
+    }
+}
+
+/// An operation of the root's application, carried out as an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RootOp {
+    /// `submit(size)` of the next message.
+    Submit,
+    /// `close()`.
+    Close,
+}
+
+/// Which survivors the transport tells about a crash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Notify {
+    /// Every survivor (the control-plane mesh sees the crash everywhere).
+    AllSurvivors,
+    /// The crashed member's link peers: its data neighbours plus the control
+    /// links between the root and everyone.
+    LinkPeers,
+    /// Only one survivor (one still open when told); the rest must learn it
+    /// from `Control::Failed` relays.
+    OneSurvivor,
+}
+
+/// A crash to inject.
+#[derive(Clone, Copy, Debug)]
+pub struct Crash {
+    /// The member that crashes.
+    pub victim: Rank,
+    /// The number of events after which it crashes (if the run drains
+    /// earlier, it crashes then).
+    pub at_event: u64,
+    /// Who is told.
+    pub notify: Notify,
+}
+
+/// Where a posted receive lands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Region {
+    Bounce,
+    Message { seq: u64, offset: usize, len: usize },
+}
+
+#[derive(Debug)]
+struct Packet {
+    seq: u64,
+    offset: usize,
+    bytes: Vec<u8>,
+    immediate: u64,
+}
+
+#[derive(Debug)]
+struct RecvDone {
+    region: Region,
+    immediate: u64,
+    len: usize,
+}
+
+/// One directed link `from → to`.
+#[derive(Debug, Default)]
+struct Link {
+    /// Data sent, not yet delivered.
+    data: VecDeque<Packet>,
+    /// Receives the receiver posted for data from this link.
+    posted: VecDeque<Region>,
+    /// Data delivered; the receiver's completion is pending.
+    recv_done: VecDeque<RecvDone>,
+    /// Data delivered; the sender's completion is pending.
+    send_done: usize,
+    /// Control messages in flight.
+    control: VecDeque<Control>,
+    /// Receives ever posted by the receiver on this link.
+    posted_total: u64,
+    /// Ready-for-block ever sent by the receiver (`to`) to the sender (`from`).
+    ready_sent: u64,
+    /// Of those, how many reached the sender.
+    ready_delivered: u64,
+    /// Blocks ever sent on this link.
+    sent_total: u64,
+}
+
+/// A message buffer on a receiver.
+#[derive(Debug)]
+struct Buffer {
+    data: Vec<u8>,
+    /// Bytes whose receive completed (or that came from the bounce buffer).
+    received: Vec<bool>,
+    /// Bytes covered by a posted receive (completed or not).
+    posted: Vec<bool>,
+}
+
+/// The harness's view of one member.
+#[derive(Debug)]
+struct Node {
+    member: GroupMember,
+    crashed: bool,
+    bounce: Vec<u8>,
+    /// A bounce-buffer receive is posted and not yet consumed.
+    bounce_posted: bool,
+    /// A block landed in the bounce buffer: (len, seq, offset) of what the
+    /// sender sent; cleared by `BeginMessage`.
+    bounce_landed: Option<(usize, u64, usize)>,
+    buffers: BTreeMap<u64, Buffer>,
+    /// Outstanding block sends, in posting order: (to, seq).
+    sends: Vec<(Rank, u64)>,
+    /// Receivers: messages delivered (byte-exact, in order). Root: messages
+    /// completed locally.
+    completed: u64,
+    closed: u32,
+    failures: Vec<Failure>,
+}
+
+impl Node {
+    fn terminal(&self) -> bool {
+        self.closed > 0 || !self.failures.is_empty()
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Data,
+    RecvDone,
+    SendDone,
+    Control,
+}
+
+const KINDS: [Kind; 4] = [Kind::Data, Kind::RecvDone, Kind::SendDone, Kind::Control];
+
+/// A group of members wired together by modelled links.
+#[derive(Debug)]
+pub struct Cluster {
+    pub algorithm: Algorithm,
+    pub n: usize,
+    pub block_size: usize,
+    nodes: Vec<Node>,
+    links: Vec<Link>,
+    /// Event sources with something pending: ids `kind * n² + from * n + to`.
+    active: Vec<usize>,
+    pos: Vec<usize>,
+    rng: Rng,
+    /// Message bytes, per sequence number (generated up front).
+    messages: Vec<Vec<u8>>,
+    /// How many of them the root submitted.
+    submitted: u64,
+    close_called: bool,
+    root_ops: VecDeque<RootOp>,
+    /// Pending failure notifications: (member, suspect).
+    notifications: Vec<(Rank, Rank)>,
+    /// Notify::OneSurvivor notifications still to be placed: suspect.
+    notify_one: Vec<Rank>,
+    slow: Option<Rank>,
+    crash: Option<Crash>,
+    pub crashed: Option<Rank>,
+    /// Event index at which every member was found terminal for the first time.
+    pub events: u64,
+    trace: VecDeque<String>,
+}
+
+const TRACE: usize = 60;
+
+impl Cluster {
+    /// A group of `n` members; the root's messages have the given sizes.
+    pub fn new(
+        algorithm: Algorithm,
+        n: usize,
+        block_size: usize,
+        sizes: &[u64],
+        seed: u64,
+    ) -> Self {
+        let mut rng = Rng::new(seed);
+        let messages = sizes.iter().map(|&s| rng.bytes(s as usize)).collect();
+        let nodes = (0..n)
+            .map(|rank| Node {
+                member: GroupMember::new(MemberConfig {
+                    algorithm,
+                    nodes: n,
+                    rank,
+                    block_size,
+                    max_message_size: 1 << 20,
+                })
+                .expect("valid member"),
+                crashed: false,
+                bounce: vec![0; block_size],
+                bounce_posted: false,
+                bounce_landed: None,
+                buffers: BTreeMap::new(),
+                sends: Vec::new(),
+                completed: 0,
+                closed: 0,
+                failures: Vec::new(),
+            })
+            .collect();
+        let mut cluster = Cluster {
+            algorithm,
+            n,
+            block_size,
+            nodes,
+            links: (0..n * n).map(|_| Link::default()).collect(),
+            active: Vec::new(),
+            pos: vec![usize::MAX; KINDS.len() * n * n],
+            rng,
+            messages,
+            submitted: 0,
+            close_called: false,
+            root_ops: VecDeque::new(),
+            notifications: Vec::new(),
+            notify_one: Vec::new(),
+            slow: None,
+            crash: None,
+            crashed: None,
+            events: 0,
+            trace: VecDeque::new(),
+        };
+        for rank in 0..n {
+            cluster.drain(rank);
+        }
+        cluster
+    }
+
+    /// Events of `rank` are picked with low probability.
+    pub fn set_slow(&mut self, rank: Option<Rank>) {
+        self.slow = rank;
+    }
+
+    /// Inject `crash` during [`run`](Self::run).
+    pub fn set_crash(&mut self, crash: Crash) {
+        self.crash = Some(crash);
+    }
+
+    /// Queue root operations, carried out as events at random points.
+    pub fn queue_root_ops(&mut self, ops: impl IntoIterator<Item = RootOp>) {
+        self.root_ops.extend(ops);
+    }
+
+    /// Carry out a root operation now.
+    pub fn root_op(&mut self, op: RootOp) {
+        if self.nodes[0].crashed {
+            return;
+        }
+        match op {
+            RootOp::Submit => {
+                let seq = self.submitted;
+                let size = self.messages[seq as usize].len() as u64;
+                self.log(format_args!("root submit #{seq} ({size} bytes)"));
+                match self.nodes[0].member.submit(size) {
+                    Ok(got) => {
+                        assert_eq!(got, seq, "submit returned the wrong sequence number");
+                        self.submitted += 1;
+                    }
+                    Err(e) => {
+                        assert!(
+                            self.nodes[0].member.is_finished(),
+                            "submit refused on an open group: {e}"
+                        );
+                    }
+                }
+            }
+            RootOp::Close => {
+                self.log(format_args!("root close"));
+                self.close_called = true;
+                if let Err(e) = self.nodes[0].member.close() {
+                    assert!(
+                        self.nodes[0].member.is_finished(),
+                        "close refused on an open group: {e}"
+                    );
+                }
+            }
+        }
+        self.drain(0);
+    }
+
+    /// Sizes of the messages the root will submit.
+    pub fn message_count(&self) -> u64 {
+        self.messages.len() as u64
+    }
+
+    /// A rough upper bound on the events of a failure-free run.
+    pub fn event_bound(&self) -> u64 {
+        let n = self.n as u64;
+        let transfers: u64 = self
+            .messages
+            .iter()
+            .map(|m| block_count(m.len() as u64, self.block_size) as u64 * (n - 1))
+            .sum();
+        let m = self.message_count();
+        // Per transfer: delivery, receive completion, send completion and its
+        // ready-for-block. Per message and member: arming. Close: three
+        // messages per member. Failure: notifications and relays.
+        4 * transfers + (n + 1) * (m + 2) + 3 * n + m + 1 + 2 * n * n + 16
+    }
+
+    fn log(&mut self, args: std::fmt::Arguments<'_>) {
+        if self.trace.len() == TRACE {
+            self.trace.pop_front();
+        }
+        self.trace.push_back(format!("[{}] {args}", self.events));
+    }
+
+    /// Panic with the context needed to understand a failed check.
+    #[track_caller]
+    fn bug(&self, what: std::fmt::Arguments<'_>) -> ! {
+        let mut s = format!(
+            "{what}\n  ({} n={} block_size={} sizes={:?})\n  last events:\n",
+            self.algorithm,
+            self.n,
+            self.block_size,
+            self.messages.iter().map(Vec::len).collect::<Vec<_>>()
+        );
+        for line in &self.trace {
+            let _ = writeln!(s, "    {line}");
+        }
+        panic!("{s}");
+    }
+
+    fn link(&self, from: Rank, to: Rank) -> usize {
+        from * self.n + to
+    }
+
+    fn source(&self, kind: Kind, link: usize) -> usize {
+        kind as usize * self.n * self.n + link
+    }
+
+    fn pending(&self, kind: Kind, link: usize) -> bool {
+        let l = &self.links[link];
+        match kind {
+            Kind::Data => !l.data.is_empty(),
+            Kind::RecvDone => !l.recv_done.is_empty(),
+            Kind::SendDone => l.send_done > 0,
+            Kind::Control => !l.control.is_empty(),
+        }
+    }
+
+    /// Bring the active set up to date for one source.
+    fn touch(&mut self, kind: Kind, link: usize) {
+        let id = self.source(kind, link);
+        let pending = self.pending(kind, link);
+        let at = self.pos[id];
+        if pending && at == usize::MAX {
+            self.pos[id] = self.active.len();
+            self.active.push(id);
+        } else if !pending && at != usize::MAX {
+            self.active.swap_remove(at);
+            if let Some(&moved) = self.active.get(at) {
+                self.pos[moved] = at;
+            }
+            self.pos[id] = usize::MAX;
+        }
+    }
+
+    /// Drain `rank`'s actions, checking and carrying out each one.
+    fn drain(&mut self, rank: Rank) {
+        while let Some(action) = self.nodes[rank].member.poll_action() {
+            self.apply(rank, action);
+        }
+    }
+
+    fn apply(&mut self, me: Rank, action: Action) {
+        self.log(format_args!("  {me}: {action:?}"));
+        if self.nodes[me].terminal() {
+            self.bug(format_args!(
+                "member {me} acted after its terminal event: {action:?}"
+            ));
+        }
+        let bs = self.block_size;
+        match action {
+            Action::PostFirstBlockRecv { from } => {
+                self.check_peer(me, from);
+                let node = &mut self.nodes[me];
+                if node.bounce_posted || node.bounce_landed.is_some() {
+                    self.bug(format_args!(
+                        "member {me} posted the bounce buffer while it is in use"
+                    ));
+                }
+                node.bounce_posted = true;
+                let l = self.link(from, me);
+                self.links[l].posted.push_back(Region::Bounce);
+                self.links[l].posted_total += 1;
+            }
+            Action::BeginMessage {
+                seq,
+                size,
+                first_block,
+                first_block_len,
+            } => {
+                let node = &self.nodes[me];
+                if me == 0 {
+                    self.bug(format_args!("the root began a message"));
+                }
+                if seq != node.completed || node.buffers.contains_key(&seq) {
+                    self.bug(format_args!(
+                        "member {me} began message {seq} out of order (delivered {})",
+                        node.completed
+                    ));
+                }
+                let Some(true_size) = self.messages.get(seq as usize).map(|m| m.len() as u64)
+                else {
+                    self.bug(format_args!("member {me} began message {seq} never sent"));
+                };
+                if size != true_size || seq >= self.submitted {
+                    self.bug(format_args!(
+                        "member {me} began message {seq} with size {size}, root sent {true_size}"
+                    ));
+                }
+                let offset = first_block * bs;
+                let Some((len, pseq, poffset)) = node.bounce_landed else {
+                    self.bug(format_args!(
+                        "member {me} began a message with an empty bounce buffer"
+                    ));
+                };
+                if len != first_block_len
+                    || pseq != seq
+                    || poffset != offset
+                    || first_block_len != block_len(size, bs, first_block)
+                    || first_block >= block_count(size, bs)
+                {
+                    self.bug(format_args!(
+                        "member {me}: bounce buffer holds {len} bytes at {poffset} of #{pseq}, \
+                         BeginMessage says block {first_block} ({first_block_len} bytes) of #{seq}"
+                    ));
+                }
+                let size = size as usize;
+                let mut buf = Buffer {
+                    data: vec![0; size],
+                    received: vec![false; size],
+                    posted: vec![false; size],
+                };
+                let node = &mut self.nodes[me];
+                buf.data[offset..offset + len].copy_from_slice(&node.bounce[..len]);
+                buf.received[offset..offset + len].fill(true);
+                buf.posted[offset..offset + len].fill(true);
+                node.buffers.insert(seq, buf);
+                node.bounce_landed = None;
+            }
+            Action::PostRecv {
+                from,
+                seq,
+                offset,
+                len,
+            } => {
+                self.check_peer(me, from);
+                let Some(buf) = self.nodes[me].buffers.get(&seq) else {
+                    self.bug(format_args!(
+                        "member {me} posted a receive into message {seq}, which has no buffer"
+                    ));
+                };
+                if offset + len > buf.data.len() || buf.posted[offset..offset + len].contains(&true)
+                {
+                    self.bug(format_args!(
+                        "member {me} posted {offset}..{} of message {seq} ({} bytes): \
+                         out of range or posted twice",
+                        offset + len,
+                        buf.data.len()
+                    ));
+                }
+                let buf = self.nodes[me].buffers.get_mut(&seq).expect("checked");
+                buf.posted[offset..offset + len].fill(true);
+                let l = self.link(from, me);
+                self.links[l]
+                    .posted
+                    .push_back(Region::Message { seq, offset, len });
+                self.links[l].posted_total += 1;
+            }
+            Action::SendBlock {
+                to,
+                seq,
+                offset,
+                len,
+                immediate,
+            } => {
+                self.check_peer(me, to);
+                let bytes = if me == 0 {
+                    if seq >= self.submitted {
+                        self.bug(format_args!("the root sent message {seq}, never submitted"));
+                    }
+                    let msg = &self.messages[seq as usize];
+                    if offset + len > msg.len() || immediate != msg.len() as u64 {
+                        self.bug(format_args!(
+                            "the root sent {offset}..{} of message {seq} ({} bytes) \
+                             with immediate {immediate}",
+                            offset + len,
+                            msg.len()
+                        ));
+                    }
+                    msg[offset..offset + len].to_vec()
+                } else {
+                    let Some(buf) = self.nodes[me].buffers.get(&seq) else {
+                        self.bug(format_args!(
+                            "member {me} sent from message {seq}, not held"
+                        ));
+                    };
+                    if offset + len > buf.data.len() || immediate != buf.data.len() as u64 {
+                        self.bug(format_args!(
+                            "member {me} sent {offset}..{} of message {seq} ({} bytes) \
+                             with immediate {immediate}",
+                            offset + len,
+                            buf.data.len()
+                        ));
+                    }
+                    if buf.received[offset..offset + len].contains(&false) {
+                        self.bug(format_args!(
+                            "member {me} sent {offset}..{} of message {seq} before receiving it",
+                            offset + len
+                        ));
+                    }
+                    buf.data[offset..offset + len].to_vec()
+                };
+                self.nodes[me].sends.push((to, seq));
+                let l = self.link(me, to);
+                if self.links[l].sent_total >= self.links[l].ready_delivered {
+                    self.bug(format_args!(
+                        "member {me} sent a block to {to} before {to} said it was ready"
+                    ));
+                }
+                self.links[l].sent_total += 1;
+                self.links[l].data.push_back(Packet {
+                    seq,
+                    offset,
+                    bytes,
+                    immediate,
+                });
+                self.touch(Kind::Data, l);
+            }
+            Action::SendControl { to, control } => {
+                self.check_peer(me, to);
+                if control == Control::ReadyForBlock {
+                    // Every ready-for-block stands for one receive posted
+                    // before it on the link it invites data on.
+                    let inbound = self.link(to, me);
+                    let link = &mut self.links[inbound];
+                    link.ready_sent += 1;
+                    if link.ready_sent > link.posted_total {
+                        self.bug(format_args!(
+                            "member {me} told {to} it is ready before posting the receive"
+                        ));
+                    }
+                }
+                let l = self.link(me, to);
+                self.links[l].control.push_back(control);
+                self.touch(Kind::Control, l);
+            }
+            Action::MessageComplete { seq } => {
+                let node = &self.nodes[me];
+                if seq != node.completed {
+                    self.bug(format_args!(
+                        "member {me} completed message {seq}, expected {}",
+                        node.completed
+                    ));
+                }
+                if node.sends.iter().any(|&(_, s)| s == seq) {
+                    self.bug(format_args!(
+                        "member {me} completed message {seq} with a send of it outstanding"
+                    ));
+                }
+                if me != 0 {
+                    let Some(buf) = self.nodes[me].buffers.remove(&seq) else {
+                        self.bug(format_args!(
+                            "member {me} delivered message {seq} it never began"
+                        ));
+                    };
+                    if buf.received.contains(&false) || buf.posted.contains(&false) {
+                        self.bug(format_args!(
+                            "member {me} delivered message {seq} before all its bytes arrived"
+                        ));
+                    }
+                    if buf.data != self.messages[seq as usize] {
+                        self.bug(format_args!(
+                            "member {me} delivered message {seq} with the wrong bytes"
+                        ));
+                    }
+                }
+                self.nodes[me].completed += 1;
+            }
+            Action::Closed => {
+                if !self.close_called {
+                    self.bug(format_args!(
+                        "member {me} closed, but the root never closed"
+                    ));
+                }
+                for (rank, node) in self.nodes.iter().enumerate() {
+                    // The root's Closed vouches for everyone (a crashed member
+                    // included: it acknowledged before it crashed); a
+                    // receiver's for itself.
+                    if (me == 0 || rank == me) && node.completed != self.submitted {
+                        self.bug(format_args!(
+                            "member {me} closed while member {rank} has {} of {} messages",
+                            node.completed, self.submitted
+                        ));
+                    }
+                }
+                self.nodes[me].closed += 1;
+            }
+            Action::Failed(failure) => {
+                self.nodes[me].failures.push(failure);
+            }
+        }
+    }
+
+    fn check_peer(&self, me: Rank, peer: Rank) {
+        if peer == me || peer >= self.n {
+            self.bug(format_args!("member {me} addressed rank {peer}"));
+        }
+    }
+
+    /// Pick one pending event at random.
+    fn pick(&mut self) -> Option<Event> {
+        let extra = usize::from(!self.root_ops.is_empty())
+            + self.notifications.len()
+            + self.notify_one.len();
+        let total = self.active.len() + extra;
+        if total == 0 {
+            return None;
+        }
+        let mut tries = 0;
+        loop {
+            let mut i = self.rng.below(total);
+            let event = if i < self.active.len() {
+                let id = self.active[i];
+                let nn = self.n * self.n;
+                let (kind, link) = (KINDS[id / nn], id % nn);
+                Event::Link(kind, link / self.n, link % self.n)
+            } else {
+                i -= self.active.len();
+                if !self.root_ops.is_empty() {
+                    if i == 0 {
+                        return Some(Event::RootOp);
+                    }
+                    i -= 1;
+                }
+                if i < self.notifications.len() {
+                    Event::Notify(i)
+                } else {
+                    Event::NotifyOne(i - self.notifications.len())
+                }
+            };
+            tries += 1;
+            if tries < 4
+                && self.slow.is_some()
+                && event.owner() == self.slow
+                && self.rng.chance(7, 8)
+            {
+                continue;
+            }
+            return Some(event);
+        }
+    }
+
+    /// Run until nothing is pending; panics if it takes more than `bound` events.
+    pub fn run(&mut self, bound: u64) {
+        self.run_until(bound, u64::MAX);
+    }
+
+    /// Run until nothing is pending or `stop` events have happened in all;
+    /// panics if it takes more than `bound` events.
+    pub fn run_until(&mut self, bound: u64, stop: u64) {
+        while self.events < stop {
+            if let Some(crash) = self.crash
+                && self.events >= crash.at_event
+            {
+                self.do_crash(crash);
+            }
+            let Some(event) = self.pick() else {
+                if let Some(crash) = self.crash {
+                    self.do_crash(crash);
+                    continue;
+                }
+                break;
+            };
+            self.events += 1;
+            if self.events > bound {
+                self.bug(format_args!("no quiescence after {bound} events"));
+            }
+            self.step(event);
+        }
+    }
+
+    fn step(&mut self, event: Event) {
+        let bs = self.block_size;
+        match event {
+            Event::RootOp => {
+                let op = self.root_ops.pop_front().expect("picked");
+                self.root_op(op);
+            }
+            Event::Notify(i) => {
+                let (rank, suspect) = self.notifications.swap_remove(i);
+                self.log(format_args!("{rank}: peer failure {suspect}"));
+                self.nodes[rank].member.handle_peer_failure(Some(suspect));
+                self.drain(rank);
+            }
+            Event::NotifyOne(i) => {
+                let suspect = self.notify_one.swap_remove(i);
+                let open: Vec<Rank> = (0..self.n)
+                    .filter(|&r| !self.nodes[r].crashed && !self.nodes[r].member.is_finished())
+                    .collect();
+                if !open.is_empty() {
+                    let rank = open[self.rng.below(open.len())];
+                    self.log(format_args!(
+                        "{rank}: peer failure {suspect} (only one told)"
+                    ));
+                    self.nodes[rank].member.handle_peer_failure(Some(suspect));
+                    self.drain(rank);
+                    // A member may judge the failure moot (for instance after
+                    // the close barrier); then the root, which has a control
+                    // link to everyone, finds out on its own.
+                    if rank != 0 && !self.nodes[0].crashed && !self.nodes[rank].member.is_finished()
+                    {
+                        self.notifications.push((0, suspect));
+                    }
+                }
+            }
+            Event::Link(Kind::Data, from, to) => {
+                let l = self.link(from, to);
+                let packet = self.links[l].data.pop_front().expect("picked");
+                self.touch(Kind::Data, l);
+                self.log(format_args!(
+                    "deliver {from}->{to}: #{} {}..{} imm {}",
+                    packet.seq,
+                    packet.offset,
+                    packet.offset + packet.bytes.len(),
+                    packet.immediate
+                ));
+                let Some(region) = self.links[l].posted.pop_front() else {
+                    self.bug(format_args!(
+                        "RNR: a block from {from} reached {to} with no receive posted"
+                    ));
+                };
+                let len = packet.bytes.len();
+                let node = &mut self.nodes[to];
+                match region {
+                    Region::Bounce => {
+                        if len > bs {
+                            self.bug(format_args!(
+                                "{from}->{to}: {len} bytes sent into a {bs}-byte bounce buffer"
+                            ));
+                        }
+                        node.bounce_posted = false;
+                        node.bounce[..len].copy_from_slice(&packet.bytes);
+                        node.bounce_landed = Some((len, packet.seq, packet.offset));
+                    }
+                    Region::Message {
+                        seq,
+                        offset,
+                        len: posted,
+                    } => {
+                        if len > posted {
+                            self.bug(format_args!(
+                                "{from}->{to}: {len} bytes sent into a {posted}-byte receive"
+                            ));
+                        }
+                        if seq != packet.seq || offset != packet.offset {
+                            self.bug(format_args!(
+                                "{from}->{to}: block {}@#{} landed in the receive for {offset}@#{seq}",
+                                packet.offset, packet.seq
+                            ));
+                        }
+                        let buf = node.buffers.get_mut(&seq).expect("posted into a buffer");
+                        buf.data[offset..offset + len].copy_from_slice(&packet.bytes);
+                    }
+                }
+                let link = &mut self.links[l];
+                link.recv_done.push_back(RecvDone {
+                    region,
+                    immediate: packet.immediate,
+                    len,
+                });
+                if !self.nodes[from].crashed {
+                    link.send_done += 1;
+                }
+                self.touch(Kind::RecvDone, l);
+                self.touch(Kind::SendDone, l);
+            }
+            Event::Link(Kind::RecvDone, from, to) => {
+                let l = self.link(from, to);
+                let done = self.links[l].recv_done.pop_front().expect("picked");
+                self.touch(Kind::RecvDone, l);
+                self.log(format_args!("{to}: recv completion from {from}"));
+                if let Region::Message { seq, offset, .. } = done.region
+                    && let Some(buf) = self.nodes[to].buffers.get_mut(&seq)
+                {
+                    buf.received[offset..offset + done.len].fill(true);
+                }
+                self.nodes[to]
+                    .member
+                    .handle_block(from, done.immediate, done.len);
+                self.drain(to);
+            }
+            Event::Link(Kind::SendDone, from, to) => {
+                let l = self.link(from, to);
+                self.links[l].send_done -= 1;
+                self.touch(Kind::SendDone, l);
+                self.log(format_args!("{from}: send completion to {to}"));
+                let sends = &mut self.nodes[from].sends;
+                let Some(i) = sends.iter().position(|&(t, _)| t == to) else {
+                    self.bug(format_args!(
+                        "{from}: a send completed that was never posted"
+                    ));
+                };
+                sends.remove(i);
+                self.nodes[from].member.handle_send_complete(to);
+                self.drain(from);
+            }
+            Event::Link(Kind::Control, from, to) => {
+                let l = self.link(from, to);
+                let control = self.links[l].control.pop_front().expect("picked");
+                self.touch(Kind::Control, l);
+                self.log(format_args!("control {from}->{to}: {control:?}"));
+                if control == Control::ReadyForBlock {
+                    let data_link = self.link(to, from);
+                    self.links[data_link].ready_delivered += 1;
+                }
+                self.nodes[to].member.handle_control(from, control);
+                self.drain(to);
+            }
+        }
+    }
+
+    fn do_crash(&mut self, crash: Crash) {
+        self.crash = None;
+        let c = crash.victim;
+        self.log(format_args!("CRASH {c}"));
+        self.crashed = Some(c);
+        self.nodes[c].crashed = true;
+        if c == 0 {
+            self.root_ops.clear();
+        }
+        for peer in 0..self.n {
+            // What it sent may be partly on the wire still: keep a random prefix.
+            let out = self.link(c, peer);
+            let keep = self.rng.below(self.links[out].data.len() + 1);
+            self.links[out].data.truncate(keep);
+            let keep = self.rng.below(self.links[out].control.len() + 1);
+            self.links[out].control.truncate(keep);
+            self.links[out].send_done = 0;
+            // Nothing reaches it any more.
+            let inbound = self.link(peer, c);
+            self.links[inbound].data.clear();
+            self.links[inbound].control.clear();
+            self.links[inbound].recv_done.clear();
+            for kind in KINDS {
+                self.touch(kind, out);
+                self.touch(kind, inbound);
+            }
+        }
+        let survivors = (0..self.n).filter(|&r| r != c);
+        match crash.notify {
+            Notify::AllSurvivors => self.notifications.extend(survivors.map(|r| (r, c))),
+            Notify::LinkPeers => {
+                let schedule = NodeSchedule::new(self.algorithm, self.n, c).expect("valid");
+                let mut peers = schedule.connections();
+                if c == 0 {
+                    peers = (1..self.n).collect();
+                } else if !peers.contains(&0) {
+                    peers.push(0);
+                }
+                self.notifications.extend(peers.into_iter().map(|r| (r, c)));
+            }
+            Notify::OneSurvivor => self.notify_one.push(c),
+        }
+    }
+
+    // ---- outcome queries -------------------------------------------------
+
+    /// Messages the root submitted.
+    pub fn submitted(&self) -> u64 {
+        self.submitted
+    }
+
+    /// Messages completed (root) or delivered (receivers) by `rank`.
+    pub fn completed(&self, rank: Rank) -> u64 {
+        self.nodes[rank].completed
+    }
+
+    /// Number of `Closed` events of `rank`.
+    pub fn closed(&self, rank: Rank) -> u32 {
+        self.nodes[rank].closed
+    }
+
+    /// `Failed` events of `rank`.
+    pub fn failures(&self, rank: Rank) -> &[Failure] {
+        &self.nodes[rank].failures
+    }
+
+    /// Whether `rank` crashed.
+    pub fn is_crashed(&self, rank: Rank) -> bool {
+        self.nodes[rank].crashed
+    }
+
+    /// The member itself, for direct pokes.
+    pub fn member_mut(&mut self, rank: Rank) -> &mut GroupMember {
+        &mut self.nodes[rank].member
+    }
+
+    /// `rank` leaves the group now (`GroupMember::shutdown`).
+    pub fn shutdown(&mut self, rank: Rank) {
+        self.log(format_args!("{rank}: shutdown"));
+        self.nodes[rank].member.shutdown();
+        self.drain(rank);
+    }
+
+    /// Deliver `control` from `from` to `to` now (a forged message).
+    pub fn inject_control(&mut self, from: Rank, to: Rank, control: Control) {
+        self.log(format_args!("FORGED control {from}->{to}: {control:?}"));
+        self.nodes[to].member.handle_control(from, control);
+        self.drain(to);
+    }
+
+    /// Nothing is in flight any more and no member has actions queued.
+    pub fn assert_quiescent(&mut self) {
+        if !self.active.is_empty() {
+            self.bug(format_args!("events still pending"));
+        }
+        for rank in 0..self.n {
+            if let Some(a) = self.nodes[rank].member.poll_action() {
+                self.bug(format_args!("member {rank} still had an action: {a:?}"));
+            }
+        }
+    }
+
+    /// Check the outcome of a failure-free run: every message everywhere,
+    /// and `Closed` exactly once on every member iff the root closed.
+    #[track_caller]
+    pub fn assert_clean_outcome(&self) {
+        for rank in 0..self.n {
+            let node = &self.nodes[rank];
+            if !node.failures.is_empty() {
+                self.bug(format_args!("member {rank} failed: {:?}", node.failures));
+            }
+            if node.completed != self.submitted {
+                self.bug(format_args!(
+                    "member {rank} has {} of {} messages after the run drained",
+                    node.completed, self.submitted
+                ));
+            }
+            let want = u32::from(self.close_called);
+            if node.closed != want {
+                self.bug(format_args!(
+                    "member {rank} closed {} times (root closed: {})",
+                    node.closed, self.close_called
+                ));
+            }
+        }
+    }
+
+    /// Check the outcome of a run with one crash: every survivor reached
+    /// exactly one terminal event; a failure names the crashed member and is
+    /// not a protocol violation.
+    #[track_caller]
+    pub fn assert_crash_outcome(&self) {
+        let c = self.crashed.expect("a crash happened");
+        for rank in (0..self.n).filter(|&r| r != c) {
+            let node = &self.nodes[rank];
+            let terminals = node.closed as usize + node.failures.len();
+            if terminals != 1 {
+                self.bug(format_args!(
+                    "survivor {rank}: {} Closed and failures {:?}",
+                    node.closed, node.failures
+                ));
+            }
+            if let Some(f) = node.failures.first() {
+                let reason_ok = matches!(
+                    f.reason,
+                    FailureReason::PeerUnreachable | FailureReason::Reported { .. }
+                );
+                if f.suspect != Some(c) || !reason_ok {
+                    self.bug(format_args!(
+                        "survivor {rank} failed with {f:?}, expected suspect {c}"
+                    ));
+                }
+            } else if node.completed != self.submitted {
+                self.bug(format_args!("survivor {rank} closed without every message"));
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Event {
+    Link(Kind, Rank, Rank),
+    RootOp,
+    Notify(usize),
+    NotifyOne(usize),
+}
+
+impl Event {
+    /// The member that handles this event (for slowing one member down).
+    fn owner(self) -> Option<Rank> {
+        match self {
+            Event::Link(Kind::SendDone, from, _) => Some(from),
+            Event::Link(_, _, to) => Some(to),
+            Event::RootOp => Some(0),
+            Event::Notify(_) | Event::NotifyOne(_) => None,
+        }
+    }
+}
