@@ -9,19 +9,8 @@ use rdmc::proto::{Action, Control, FailureReason, GroupMember, MemberConfig, Mem
 use rdmc::schedule::Algorithm;
 use support::{Cluster, Crash, Notify, RootOp};
 
-/// The algorithms the whole-group properties run over.
-///
-/// `Algorithm::BinomialPipeline` is still a `todo!()` placeholder on this
-/// branch: add it to this list once its schedule lands (and drop the
-/// `#[ignore]` on the `pipeline_*` tests below).
-const ALGORITHMS: &[Algorithm] = &[
-    Algorithm::Sequential,
-    Algorithm::Chain,
-    Algorithm::BinomialTree,
-    // Algorithm::BinomialPipeline,
-];
-
-const PIPELINE: &[Algorithm] = &[Algorithm::BinomialPipeline];
+/// The algorithms the whole-group properties run over: all of them.
+const ALGORITHMS: &[Algorithm] = &Algorithm::ALL;
 
 /// One failure-free run: who, what, and in which order the root acts.
 #[derive(Clone, Debug)]
@@ -184,22 +173,6 @@ proptest! {
     }
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
-
-    #[test]
-    #[ignore = "needs the binomial pipeline schedule"]
-    fn pipeline_every_member_gets_every_message(s in scenario(PIPELINE, 1)) {
-        check_clean(&s);
-    }
-
-    #[test]
-    #[ignore = "needs the binomial pipeline schedule"]
-    fn pipeline_a_crash_fails_every_survivor_once(s in crash_scenario(PIPELINE)) {
-        check_crash(&s);
-    }
-}
-
 // ---- degenerate groups ----------------------------------------------------
 
 fn config(algorithm: Algorithm, nodes: usize, rank: Rank) -> MemberConfig {
@@ -239,12 +212,6 @@ fn group_of_one_completes_at_once_and_closes_at_once() {
     }
 }
 
-#[test]
-#[ignore = "needs the binomial pipeline schedule"]
-fn pipeline_group_of_one() {
-    check_group_of_one(Algorithm::BinomialPipeline);
-}
-
 fn check_small_groups(algorithms: &[Algorithm]) {
     for &algorithm in algorithms {
         for n in 1..=3 {
@@ -269,12 +236,6 @@ fn check_small_groups(algorithms: &[Algorithm]) {
 #[test]
 fn groups_of_one_two_and_three_with_every_algorithm() {
     check_small_groups(ALGORITHMS);
-}
-
-#[test]
-#[ignore = "needs the binomial pipeline schedule"]
-fn pipeline_groups_of_one_two_and_three() {
-    check_small_groups(PIPELINE);
 }
 
 #[test]

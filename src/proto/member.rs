@@ -531,8 +531,9 @@ impl GroupMember {
             return false;
         };
         if self.is_root() {
-            // A member that acknowledged has every message.
-            closing.acked[suspect]
+            // A member that acknowledged has every message; but a reporter
+            // that has not acknowledged failed with the group and never will.
+            closing.acked[suspect] && reporter.is_none_or(|r| closing.acked[r])
         } else {
             // After acknowledging, only the root's verdict matters.
             closing.acked[0] && suspect != 0 && reporter != Some(0)
