@@ -58,12 +58,16 @@ pub const DEFAULT_BLOCK_SIZE: usize = 1 << 20;
 /// Default largest message a receiver accepts: 1 TiB.
 pub const DEFAULT_MAX_MESSAGE_SIZE: u64 = 1 << 40;
 
+/// Default receive window: 64 delivered messages not yet read.
+pub const DEFAULT_RECEIVE_WINDOW: u64 = 64;
+
 /// Configuration of a group; every member must use the same.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupConfig {
     algorithm: Algorithm,
     block_size: usize,
     max_message_size: u64,
+    receive_window: Option<u64>,
 }
 
 impl Default for GroupConfig {
@@ -72,12 +76,14 @@ impl Default for GroupConfig {
             algorithm: Algorithm::BinomialPipeline,
             block_size: DEFAULT_BLOCK_SIZE,
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            receive_window: Some(DEFAULT_RECEIVE_WINDOW),
         }
     }
 }
 
 impl GroupConfig {
-    /// The defaults: binomial pipeline, 1 MiB blocks, messages up to 1 TiB.
+    /// The defaults: binomial pipeline, 1 MiB blocks, messages up to 1 TiB,
+    /// a receive window of 64 messages.
     pub fn new() -> Self {
         Self::default()
     }
@@ -101,6 +107,16 @@ impl GroupConfig {
         self
     }
 
+    /// Set how many delivered messages a receiver may hold unread (`None`:
+    /// any number). While a receiver's application leaves that many messages
+    /// unread, the receiver does not take the next message, which holds the
+    /// whole group back: flow control from the slowest reader to the root.
+    /// A window of 0 is treated as 1.
+    pub fn with_receive_window(mut self, messages: Option<u64>) -> Self {
+        self.receive_window = messages.map(|m| m.max(1));
+        self
+    }
+
     /// The multicast algorithm.
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm
@@ -114,5 +130,10 @@ impl GroupConfig {
     /// The largest message accepted.
     pub fn max_message_size(&self) -> u64 {
         self.max_message_size
+    }
+
+    /// How many delivered messages a receiver may hold unread.
+    pub fn receive_window(&self) -> Option<u64> {
+        self.receive_window
     }
 }

@@ -142,7 +142,12 @@ impl Stream for Group {
     /// # Cancel safety
     /// Cancel safe: a message is removed from the stream only when returned.
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.deliveries.poll_recv(cx)
+        let item = self.deliveries.poll_recv(cx);
+        if let Poll::Ready(Some(Ok(_))) = &item {
+            // Room in the receive window: the node may take the next message.
+            let _ = self.commands.send(Command::Consumed { group: self.id });
+        }
+        item
     }
 }
 

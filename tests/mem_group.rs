@@ -333,3 +333,47 @@ async fn dropping_a_member_fails_the_group_for_the_others() {
         Err(Error::GroupFailed { .. })
     ));
 }
+
+#[tokio::test]
+async fn a_full_receive_window_holds_the_root_back_until_the_reader_catches_up() {
+    let cluster = MemCluster::new(3);
+    let nodes = Node::in_memory_all(&cluster, node_config()).unwrap();
+    let members = [NodeId(0), NodeId(1), NodeId(2)];
+    let config = GroupConfig::new()
+        .with_algorithm(Algorithm::BinomialPipeline)
+        .with_block_size(8)
+        .with_receive_window(Some(2));
+    let (root, mut fast, mut slow) = tokio::try_join!(
+        nodes[0].create_group(GroupId(1), &members, config.clone()),
+        nodes[1].create_group(GroupId(1), &members, config.clone()),
+        nodes[2].create_group(GroupId(1), &members, config.clone()),
+    )
+    .unwrap();
+    let sends: Vec<_> = (0..4).map(|i| root.send(payload(i, 20))).collect();
+    let mut sends = sends.into_iter();
+    // With n = 3 the pipeline's root sends to both receivers directly, so
+    // once the slow reader holds two unread messages the third cannot start.
+    sends.next().unwrap().await.unwrap();
+    sends.next().unwrap().await.unwrap();
+    for i in 0..2 {
+        assert_eq!(fast.next().await.unwrap().unwrap().seq, i);
+    }
+    let mut third = sends.next().unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(200), &mut third)
+            .await
+            .is_err(),
+        "the third message must wait for the slow reader"
+    );
+    // Reading one message makes room for one more.
+    assert_eq!(slow.next().await.unwrap().unwrap().seq, 0);
+    third.await.unwrap();
+    let fourth = sends.next().unwrap();
+    for i in 1..4 {
+        assert_eq!(slow.next().await.unwrap().unwrap().seq, i);
+    }
+    fourth.await.unwrap();
+    assert_eq!(fast.next().await.unwrap().unwrap().seq, 2);
+    assert_eq!(fast.next().await.unwrap().unwrap().seq, 3);
+    tokio::try_join!(root.close(), fast.close(), slow.close()).unwrap();
+}

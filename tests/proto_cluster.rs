@@ -182,6 +182,7 @@ fn config(algorithm: Algorithm, nodes: usize, rank: Rank) -> MemberConfig {
         rank,
         block_size: 4,
         max_message_size: 1000,
+        receive_window: None,
     }
 }
 

@@ -38,6 +38,11 @@ pub struct MemberConfig {
     /// Largest message a receiver accepts; a larger announced size is a
     /// protocol violation by the sender of that block.
     pub max_message_size: u64,
+    /// Most messages a receiver holds completed but not yet consumed by the
+    /// application (see [`GroupMember::message_consumed`]); while it holds
+    /// that many it does not arm for the next message, which holds the group
+    /// back (flow control). `None`: no limit.
+    pub receive_window: Option<u64>,
 }
 
 /// Control messages exchanged between members of one group.
@@ -268,6 +273,8 @@ pub struct GroupMember {
     next_seq: u64,
     /// Messages completed locally.
     completed: u64,
+    /// Messages the application consumed (receivers).
+    consumed: u64,
     current: Option<MessageProgress>,
     closing: Option<Closing>,
     phase: Phase,
@@ -292,6 +299,7 @@ impl GroupMember {
             queued: VecDeque::new(),
             next_seq: 0,
             completed: 0,
+            consumed: 0,
             current: None,
             closing: None,
             phase: Phase::Open,
@@ -498,6 +506,17 @@ impl GroupMember {
         }
     }
 
+    /// Receiver: the application took one more delivered message, making
+    /// room in the receive window.
+    pub fn message_consumed(&mut self) {
+        if self.consumed < self.completed {
+            self.consumed += 1;
+        }
+        if !self.is_finished() {
+            self.arm();
+        }
+    }
+
     /// The transport lost `peer` (or, with `None`, something it cannot name).
     ///
     /// Once the close barrier has made a failure irrelevant it is ignored: on
@@ -589,7 +608,21 @@ impl GroupMember {
 
     /// Non-root: post the first-block receive for the next message and tell
     /// its sender we are ready.
+    ///
+    /// Not while a message is in progress, once the close count is reached,
+    /// or while the receive window is full.
     fn arm(&mut self) {
+        let done = self
+            .closing
+            .as_ref()
+            .is_some_and(|c| self.completed >= c.total);
+        let window_full = self
+            .config
+            .receive_window
+            .is_some_and(|w| self.completed - self.consumed >= w);
+        if self.armed || self.current.is_some() || done || window_full {
+            return;
+        }
         if let Some(first) = self.first {
             self.armed = true;
             self.actions
@@ -758,11 +791,7 @@ impl GroupMember {
         self.actions.push_back(Action::MessageComplete { seq });
         if self.is_root() {
             self.start_next();
-        } else if self
-            .closing
-            .as_ref()
-            .is_none_or(|c| self.completed < c.total)
-        {
+        } else {
             self.arm();
         }
         self.check_close();

@@ -50,6 +50,10 @@ pub(crate) enum Command {
         group: GroupId,
         reply: oneshot::Sender<Result<(), Error>>,
     },
+    /// The application took a delivered message from the group's stream.
+    Consumed {
+        group: GroupId,
+    },
     /// The last handle of the group was dropped.
     Leave {
         group: GroupId,
@@ -198,6 +202,9 @@ impl<T: Transport> Actor<T> {
             }
             Command::Send { group, data, reply } => self.send(group, data, reply),
             Command::Close { group, reply } => self.close(group, reply),
+            Command::Consumed { group } => {
+                self.with_member(group, GroupMember::message_consumed);
+            }
             Command::Leave { group } => self.leave(group),
             Command::Shutdown => unreachable!("handled by the loop"),
         }
@@ -235,6 +242,7 @@ impl<T: Transport> Actor<T> {
             rank,
             block_size: config.block_size(),
             max_message_size: config.max_message_size(),
+            receive_window: config.receive_window(),
         })
         .map_err(|_| Error::InvalidConfig("the group's schedule cannot be built"))?;
         self.used.insert(id);

@@ -243,6 +243,7 @@ impl Cluster {
                     rank,
                     block_size,
                     max_message_size: 1 << 20,
+                    receive_window: None,
                 })
                 .expect("valid member"),
                 crashed: false,
