@@ -4,7 +4,7 @@
 //! One member of a [`Group`] — the root, its first member — sends messages;
 //! every other member receives each one intact, in order, exactly once. A
 //! message is cut into blocks that the members relay among themselves along
-//! a deterministic [schedule](schedule), so every member uses its link in both
+//! a deterministic [`schedule`], so every member uses its link in both
 //! directions at once.
 //!
 //! ```
@@ -40,7 +40,8 @@
 //!
 //! The layers, each in its own module: [`schedule`] (pure schedules),
 //! [`proto`] (the sans-IO protocol state machine), [`transport`] (how blocks
-//! move), [`runtime`] (the per-node actor), and the API re-exported here.
+//! move), the runtime (one actor task per [`Node`]), and the API re-exported
+//! here.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![deny(unsafe_code)]
@@ -51,7 +52,7 @@ mod group;
 mod ids;
 mod node;
 pub mod proto;
-pub mod runtime;
+mod runtime;
 pub mod schedule;
 pub mod transport;
 

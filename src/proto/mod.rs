@@ -6,7 +6,7 @@
 //! closed — and answers with [`Action`]s for a driver to carry out: post a
 //! receive at an offset, send a block, send a control message, deliver a
 //! message, report that the group closed or failed. The runtime
-//! ([`crate::runtime`]) is one such driver; the whole-group test harness in
+//! (one actor task per [`Node`](crate::Node)) is one such driver; the whole-group test harness in
 //! `tests/` is another.
 //!
 //! The protocol follows the papers (seed 001 Sec. 4.2–4.3) and the original

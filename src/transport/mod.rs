@@ -5,7 +5,7 @@
 //! a block send consumes a receive the peer posted on the same (group, link)
 //! beforehand — never one posted for anything else — completions arrive in
 //! order per link, and every node's completions come through one queue (a
-//! [`Completions`] channel, the analogue of a completion queue).
+//! channel, the analogue of a completion queue).
 
 pub(crate) mod buffer;
 pub mod mem;
