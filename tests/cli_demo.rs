@@ -146,6 +146,33 @@ fn a_file_is_multicast_as_is() {
 }
 
 #[test]
+fn overlapping_groups_all_deliver_and_report_fairness() {
+    let dir = tempdir("groups");
+    let out = demo(
+        &dir,
+        &[
+            "--nodes",
+            "5",
+            "--size",
+            "50001",
+            "--block-size",
+            "4KiB",
+            "--groups",
+            "5",
+        ],
+    );
+    check_reports(&out, 5, 50_001, 1);
+    for line in out.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["groups"], 5);
+        assert_eq!(v["group_seconds"].as_array().unwrap().len(), 5);
+        let fairness = v["fairness"].as_f64().unwrap();
+        assert!(fairness > 0.0 && fairness <= 1.0, "{fairness}");
+    }
+    check_copies(&dir, 5, 50_001);
+}
+
+#[test]
 fn bad_arguments_fail_with_a_message() {
     for args in [
         &["demo", "--block-size", "0", "--size", "10"][..],

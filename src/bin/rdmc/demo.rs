@@ -42,6 +42,11 @@ pub(crate) struct DemoArgs {
     /// order); DIR/0.bin holds what the root sent.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Run this many overlapping groups at once over the same nodes, group g
+    /// rooted at node g mod N, to see how they share the nodes' bandwidth
+    /// (`--out` then writes group 0's copies).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    groups: u32,
     /// How each node waits for completions.
     #[arg(long, value_enum, default_value_t = ModeChoice::Hybrid)]
     completion: ModeChoice,
@@ -108,6 +113,13 @@ struct Report {
     seconds: f64,
     gbps: f64,
     verified: bool,
+    groups: u32,
+    /// With several groups: each group's time from start to closed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    group_seconds: Option<Vec<f64>>,
+    /// With several groups: fastest group's time over slowest group's (1 = perfectly fair).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    fairness: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     baseline_memcpy_seconds: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -163,16 +175,32 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
             seconds: 0.0,
             gbps: 0.0,
             verified: false,
+            groups: args.groups,
+            group_seconds: None,
+            fairness: None,
             baseline_memcpy_seconds: baseline,
             error: None,
         };
         match outcome {
             Ok(run) => {
                 report.seconds = run.elapsed.as_secs_f64();
-                report.gbps = (size * args.messages * 8) as f64 / report.seconds / 1e9;
-                report.verified = verify(&messages, &run.received);
+                let payload = size * args.messages * u64::from(args.groups);
+                report.gbps = (payload * 8) as f64 / report.seconds / 1e9;
+                report.verified = run.received.iter().all(|r| verify(&messages, r));
+                if args.groups > 1 {
+                    let times: Vec<f64> = run
+                        .group_elapsed
+                        .iter()
+                        .map(Duration::as_secs_f64)
+                        .collect();
+                    let (min, max) = times.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &t| {
+                        (lo.min(t), hi.max(t))
+                    });
+                    report.fairness = Some(if max > 0.0 { min / max } else { 1.0 });
+                    report.group_seconds = Some(times);
+                }
                 if let Some(dir) = &args.out
-                    && let Err(e) = write_out(dir, &messages, &run.received)
+                    && let Err(e) = write_out(dir, &messages, &run.received[0])
                 {
                     report.error = Some(format!("writing {}: {e}", dir.display()));
                 }
@@ -205,62 +233,102 @@ fn load_messages(args: &DemoArgs) -> Result<Vec<Bytes>, String> {
         .collect())
 }
 
-/// What one run of a group produced.
+/// What one run produced.
 struct Run {
+    /// From the first send until every group closed.
     elapsed: Duration,
-    /// Per rank (index 0 unused), the messages received in order.
-    received: Vec<Vec<Bytes>>,
+    /// Per group, from the first send until that group closed.
+    group_elapsed: Vec<Duration>,
+    /// Per group, per rank (index 0, the root, unused): the messages received in order.
+    received: Vec<Vec<Vec<Bytes>>>,
 }
 
+/// Run `args.groups` overlapping groups over one in-process cluster, each
+/// multicasting `messages`; group g is rooted at node g mod N.
 async fn run_group(
     args: &DemoArgs,
     config: GroupConfig,
     messages: &[Bytes],
     run: u64,
 ) -> Result<Run, String> {
-    let n = args.nodes as usize;
-    let cluster = MemCluster::new(n);
+    let n = args.nodes;
+    let cluster = MemCluster::new(n as usize);
     let node_config = NodeConfig::new().with_completion_mode(args.completion.into());
     let nodes = Node::in_memory_all(&cluster, node_config).map_err(|e| e.to_string())?;
-    let members: Vec<NodeId> = (0..args.nodes).map(NodeId).collect();
-    let id = GroupId(run);
-    let groups = futures::future::try_join_all(
-        nodes
-            .iter()
-            .map(|node| node.create_group(id, &members, config.clone())),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    let mut groups = groups.into_iter();
-    let root = groups.next().expect("a group has a root");
-    let start = Instant::now();
-    let receivers: Vec<_> = groups
-        .map(|mut group| {
-            tokio::spawn(async move {
-                let mut got = Vec::new();
-                while let Some(message) = group.next().await {
-                    got.push(message?.data);
-                }
-                group.close().await?;
-                Ok::<_, rdmc::Error>(got)
-            })
-        })
-        .collect();
-    for message in messages {
-        // Completion order equals send order; only the close matters here.
-        drop(root.send(message.clone()));
-    }
-    root.close().await.map_err(|e| e.to_string())?;
-    let elapsed = start.elapsed();
-    let mut received = vec![Vec::new()];
-    for (rank, task) in receivers.into_iter().enumerate() {
-        let got = task
+    let mut creates = Vec::new();
+    for g in 0..args.groups {
+        let members: Vec<NodeId> = (0..n).map(|i| NodeId((i + g) % n)).collect();
+        let id = GroupId(run * u64::from(args.groups) + u64::from(g));
+        let nodes = &nodes;
+        let config = config.clone();
+        creates.push(async move {
+            futures::future::try_join_all(
+                members
+                    .iter()
+                    .map(|m| nodes[m.index()].create_group(id, &members, config.clone())),
+            )
             .await
-            .map_err(|e| format!("rank {}: {e}", rank + 1))?
-            .map_err(|e| format!("rank {}: {e}", rank + 1))?;
-        received.push(got);
+        });
     }
-    Ok(Run { elapsed, received })
+    let groups = futures::future::try_join_all(creates)
+        .await
+        .map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let mut roots = Vec::new();
+    let mut receivers = Vec::new();
+    for group in groups {
+        let mut group = group.into_iter();
+        let root = group.next().expect("a group has a root");
+        let messages = messages.to_vec();
+        roots.push(tokio::spawn(async move {
+            for message in messages {
+                // Completion order equals send order; only the close matters here.
+                drop(root.send(message));
+            }
+            root.close().await?;
+            Ok::<_, rdmc::Error>(start.elapsed())
+        }));
+        receivers.push(
+            group
+                .map(|mut group| {
+                    tokio::spawn(async move {
+                        let mut got = Vec::new();
+                        while let Some(message) = group.next().await {
+                            got.push(message?.data);
+                        }
+                        group.close().await?;
+                        Ok::<_, rdmc::Error>(got)
+                    })
+                })
+                .collect::<Vec<_>>(),
+        );
+    }
+    let mut group_elapsed = Vec::new();
+    for (g, root) in roots.into_iter().enumerate() {
+        let took = root
+            .await
+            .map_err(|e| format!("group {g} root: {e}"))?
+            .map_err(|e| format!("group {g} root: {e}"))?;
+        group_elapsed.push(took);
+    }
+    let elapsed = start.elapsed();
+    let mut received = Vec::new();
+    for (g, tasks) in receivers.into_iter().enumerate() {
+        let mut ranks = vec![Vec::new()];
+        for (rank, task) in tasks.into_iter().enumerate() {
+            let got = task
+                .await
+                .map_err(|e| format!("group {g} rank {}: {e}", rank + 1))?
+                .map_err(|e| format!("group {g} rank {}: {e}", rank + 1))?;
+            ranks.push(got);
+        }
+        received.push(ranks);
+    }
+    Ok(Run {
+        elapsed,
+        group_elapsed,
+        received,
+    })
 }
 
 fn verify(messages: &[Bytes], received: &[Vec<Bytes>]) -> bool {
@@ -333,6 +401,9 @@ fn print_report(report: &Report, json: bool) {
             "NOT VERIFIED"
         },
     );
+    if let Some(fairness) = report.fairness {
+        line += &format!("  groups={} fairness={fairness:.2}", report.groups);
+    }
     if let Some(b) = report.baseline_memcpy_seconds {
         line += &format!("  (memcpy baseline {b:.4} s)");
     }
