@@ -15,7 +15,7 @@ use crate::config::{CompletionMode, GroupConfig};
 use crate::error::{Error, FailureKind, MembershipError};
 use crate::ids::{GroupId, NodeId};
 use crate::proto::{Action, Failure, FailureReason, GroupMember, MemberConfig, MemberError, Rank};
-use crate::transport::{BlockRef, Completion, Completions, MessageBuffer, Transport};
+use crate::transport::{BlockRef, Completion, Completions, MessageBuffer, Signal, Transport};
 
 /// A message delivered to a receiver.
 #[non_exhaustive]
@@ -355,11 +355,11 @@ impl<T: Transport> Actor<T> {
             }
             Completion::Received { group, from, .. } => (*group, *from),
             Completion::Sent { group, to } => (*group, *to),
-            Completion::Control { group, from, .. } => (*group, *from),
+            Completion::Signal { group, from, .. } => (*group, *from),
             Completion::TransferFailed { group, peer, .. } => (*group, *peer),
         };
         let Some(g) = self.groups.get_mut(&group) else {
-            if !self.used.contains(&group) && matches!(c, Completion::Control { .. }) {
+            if !self.used.contains(&group) && matches!(c, Completion::Signal { .. }) {
                 if self.early_count < MAX_EARLY {
                     self.early_count += 1;
                     self.early.entry(group).or_default().push(c);
@@ -386,7 +386,12 @@ impl<T: Transport> Actor<T> {
                 g.member.handle_block(rank, immediate, len)
             }
             Completion::Sent { .. } => g.member.handle_send_complete(rank),
-            Completion::Control { control, .. } => g.member.handle_control(rank, control),
+            Completion::Signal {
+                signal: Signal::Group(control),
+                ..
+            } => g.member.handle_control(rank, control),
+            // The creation rendezvous is not enforced yet.
+            Completion::Signal { .. } => {}
             Completion::TransferFailed { error, .. } => {
                 tracing::warn!(peer = peer.0, error, "transfer failed");
                 g.member.handle_peer_failure(Some(rank))
@@ -512,7 +517,7 @@ fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, action: Action) 
             transport.post_send(id, g.members[to], block, immediate);
         }
         Action::SendControl { to, control } => {
-            transport.send_control(id, g.members[to], control);
+            transport.send_signal(id, g.members[to], Signal::Group(control));
         }
         Action::MessageComplete { seq } => {
             if g.member.is_root() {

@@ -115,24 +115,22 @@ impl RecvRegion {
         self.len
     }
 
-    /// Fill the start of the region with `src` (`src.len() <= self.len()`),
-    /// consuming the region: each region is written at most once.
+    /// The region's bytes, to be filled by the receive that owns it (in
+    /// one go or in parts). Each region is written by its owner only.
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: in bounds (checked in `region`). Regions handed out for one
+        // buffer are disjoint, and `&mut self` makes this the only access to
+        // this one: nobody reads a region before its receive completed.
+        unsafe { std::slice::from_raw_parts_mut(self.buf.ptr.as_ptr().add(self.offset), self.len) }
+    }
+
+    /// Fill the start of the region with `src`, consuming the region.
     ///
     /// # Panics
     /// If `src` is longer than the region.
-    pub(crate) fn write(self, src: &[u8]) {
+    pub(crate) fn write(mut self, src: &[u8]) {
         assert!(src.len() <= self.len, "receive overrun");
-        // SAFETY: in bounds (checked in `region` and above). Regions handed out
-        // for one buffer are disjoint and each is written once, by its owner;
-        // nobody reads a region before its receive completed, so this write
-        // races with no other access.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                src.as_ptr(),
-                self.buf.ptr.as_ptr().add(self.offset),
-                src.len(),
-            );
-        }
+        self.as_mut_slice()[..src.len()].copy_from_slice(src);
     }
 }
 

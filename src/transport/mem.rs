@@ -15,9 +15,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::mpsc;
 
-use super::{BlockRef, Completion, CompletionSender, Completions, RecvRegion, Transport};
+use super::{BlockRef, Completion, CompletionSender, Completions, RecvRegion, Signal, Transport};
 use crate::ids::{GroupId, NodeId};
-use crate::proto::Control;
 
 /// An in-process cluster of `n` nodes with ids `0..n`.
 ///
@@ -224,17 +223,17 @@ impl Transport for MemEndpoint {
         }
     }
 
-    fn send_control(&mut self, group: GroupId, to: NodeId, control: Control) {
+    fn send_signal(&mut self, group: GroupId, to: NodeId, signal: Signal) {
         let state = self.fabric.lock();
         if state.queue(self.me).is_none() {
             return; // killed
         }
         match state.queue(to) {
             Some(q) => {
-                let _ = q.send(Completion::Control {
+                let _ = q.send(Completion::Signal {
                     group,
                     from: self.me,
-                    control,
+                    signal,
                 });
             }
             None => Self::fail_local(&state, self.me, group, to, "peer unreachable"),

@@ -28,11 +28,11 @@ pub(crate) enum Completion {
     },
     /// The block send to `to` completed.
     Sent { group: GroupId, to: NodeId },
-    /// A control message arrived.
-    Control {
+    /// A control-plane message arrived.
+    Signal {
         group: GroupId,
         from: NodeId,
-        control: Control,
+        signal: Signal,
     },
     /// A transfer with `peer` in `group` failed (error completion).
     TransferFailed {
@@ -42,6 +42,19 @@ pub(crate) enum Completion {
     },
     /// `node` is gone: its connection broke or it stopped answering.
     PeerDown { node: NodeId },
+}
+
+/// A control-plane message between two nodes about one group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(dead_code)] // `Join`/`JoinRejected`: the creation rendezvous is in progress.
+pub(crate) enum Signal {
+    /// One of the group protocol's own control messages.
+    Group(Control),
+    /// "I created this group; its membership and configuration hash to
+    /// `digest`." Every member sends it to every other at creation.
+    Join { digest: u128 },
+    /// "Your `Join` does not match my group: mine hashes to `digest`."
+    JoinRejected { digest: u128 },
 }
 
 /// The sending side of a node's completion queue.
@@ -56,8 +69,8 @@ pub(crate) trait Transport: Send + 'static {
     fn post_recv(&mut self, group: GroupId, from: NodeId, region: RecvRegion);
     /// Send `block` with `immediate` to `to` in `group`, into its posted receive.
     fn post_send(&mut self, group: GroupId, to: NodeId, block: BlockRef, immediate: u64);
-    /// Send a control message; delivered in order per (sender, receiver).
-    fn send_control(&mut self, group: GroupId, to: NodeId, control: Control);
+    /// Send a control-plane message; delivered in order per (sender, receiver).
+    fn send_signal(&mut self, group: GroupId, to: NodeId, signal: Signal);
     /// The group is over here: drop its posted receives.
     fn release_group(&mut self, group: GroupId);
 }
