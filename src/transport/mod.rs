@@ -9,6 +9,8 @@
 
 pub(crate) mod buffer;
 pub mod mem;
+#[allow(dead_code)] // The tcp transport is being assembled; its node constructor comes next.
+pub(crate) mod tcp;
 
 use tokio::sync::mpsc;
 
