@@ -1,8 +1,12 @@
 //! Node and group configuration.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::ids::NodeId;
 use crate::schedule::Algorithm;
+pub use crate::transport::tcp::ClusterKey;
+use crate::transport::tcp::{DEFAULT_CHUNK_SIZE, DEFAULT_FAILURE_TIMEOUT};
 
 /// How a node's actor waits for completions (seed 001 Sec. 4.2, "Initialization").
 #[non_exhaustive]
@@ -135,5 +139,65 @@ impl GroupConfig {
     /// How many delivered messages a receiver may hold unread.
     pub fn receive_window(&self) -> Option<u64> {
         self.receive_window
+    }
+}
+
+/// Configuration of a node on the `tcp` transport: the cluster's members
+/// (one address per node id, in id order), this node's id, and the cluster
+/// key every member holds.
+#[derive(Debug)]
+pub struct TcpConfig {
+    pub(crate) members: Vec<SocketAddr>,
+    pub(crate) id: NodeId,
+    pub(crate) key: ClusterKey,
+    pub(crate) listener: Option<std::net::TcpListener>,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) handshake_timeout: Duration,
+    pub(crate) failure_timeout: Duration,
+    pub(crate) chunk_size: u32,
+}
+
+impl TcpConfig {
+    /// Node `id` of the cluster whose members listen at `members` (indexed by
+    /// node id), authenticating with `key`.
+    pub fn new(members: Vec<SocketAddr>, id: NodeId, key: ClusterKey) -> Self {
+        TcpConfig {
+            members,
+            id,
+            key,
+            listener: None,
+            connect_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(5),
+            failure_timeout: DEFAULT_FAILURE_TIMEOUT,
+            chunk_size: DEFAULT_CHUNK_SIZE,
+        }
+    }
+
+    /// Accept on this already bound listener instead of binding this node's
+    /// member address (useful with port 0).
+    pub fn with_listener(mut self, listener: std::net::TcpListener) -> Self {
+        self.listener = Some(listener);
+        self
+    }
+
+    /// How long to wait for every other member to be connected (default 30 s).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// After how long without a byte from a peer (heartbeats included) it is
+    /// considered failed (default 3 s); failures are reported within this
+    /// bound, sooner when a connection breaks outright.
+    pub fn with_failure_timeout(mut self, timeout: Duration) -> Self {
+        self.failure_timeout = timeout;
+        self
+    }
+
+    /// Size of the chunks blocks are cut into on the wire (default 256 KiB):
+    /// smaller chunks interleave overlapping groups more finely.
+    pub fn with_chunk_size(mut self, bytes: u32) -> Self {
+        self.chunk_size = bytes.max(1);
+        self
     }
 }

@@ -4,12 +4,17 @@ use std::fmt;
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::config::{GroupConfig, NodeConfig};
+use crate::config::{GroupConfig, NodeConfig, TcpConfig};
 use crate::error::Error;
 use crate::group::Group;
 use crate::ids::{GroupId, NodeId};
 use crate::runtime::{Actor, Command};
 use crate::transport::mem::MemCluster;
+use crate::transport::tcp::TcpEndpoint;
+use crate::transport::tcp::handshake::{ClusterDigest, Handshake};
+use crate::transport::tcp::link::LinkConfig;
+use crate::transport::tcp::mesh::MeshConfig;
+use crate::transport::{Completions, Transport};
 
 /// A member of a cluster. It owns an actor task that runs every group the
 /// node belongs to; dropping the `Node` shuts that task down, failing any
@@ -36,10 +41,63 @@ impl Node {
         let (transport, completions) = cluster
             .attach(id)
             .map_err(|e| Error::Transport(e.to_string()))?;
+        Ok(Self::start(id, transport, completions, config))
+    }
+
+    /// Start a node on the `tcp` transport: connect to every other member
+    /// of the cluster (authenticating with the cluster key) and start the
+    /// node's actor. Resolves once every member is connected.
+    ///
+    /// Must be called within a tokio runtime.
+    ///
+    /// # Errors
+    /// [`Error::Transport`] if the listener cannot be bound or not every
+    /// member connected within the connect timeout (naming those missing).
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future drops the connections made so far.
+    pub async fn tcp(config: TcpConfig, node: NodeConfig) -> Result<Self, Error> {
+        let id = config.id;
+        if id.index() >= config.members.len() {
+            return Err(Error::Transport(format!(
+                "node {id} is not in a cluster of {}",
+                config.members.len()
+            )));
+        }
+        let listener = match config.listener {
+            Some(l) => l
+                .set_nonblocking(true)
+                .and_then(|()| tokio::net::TcpListener::from_std(l)),
+            None => tokio::net::TcpListener::bind(config.members[id.index()]).await,
+        }
+        .map_err(|e| Error::Transport(format!("listening: {e}")))?;
+        let digest = ClusterDigest::of_members(
+            &config.members.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        );
+        let handshake = Handshake::new(config.key, digest, id, config.members.len())
+            .with_timeout(config.handshake_timeout);
+        let mesh = MeshConfig {
+            me: id,
+            members: config.members,
+            listener,
+            handshake: std::sync::Arc::new(handshake),
+            connect_timeout: config.connect_timeout,
+        };
+        let link = LinkConfig {
+            chunk_size: config.chunk_size,
+            failure_timeout: config.failure_timeout,
+        };
+        let (transport, completions) = TcpEndpoint::connect(mesh, link)
+            .await
+            .map_err(|e| Error::Transport(e.to_string()))?;
+        Ok(Self::start(id, transport, completions, node))
+    }
+
+    fn start<T: Transport>(id: NodeId, transport: T, completions: Completions, config: NodeConfig) -> Self {
         let (commands, inbox) = mpsc::unbounded_channel();
         let actor = Actor::new(id, transport, inbox, completions, config.completion_mode());
         tokio::spawn(actor.run());
-        Ok(Node { id, commands })
+        Node { id, commands }
     }
 
     /// Start every node of `cluster`, with ids `0..cluster.len()`.

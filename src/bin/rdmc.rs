@@ -6,6 +6,8 @@
 //!   whole-group transfer plan of one multicast.
 //! * `rdmc demo [...]`: multicast among N members in this process, verify
 //!   every copy, report the time (see `rdmc demo --help`).
+//! * `rdmc member --members FILE --rank R [...] [FILES...]`: one member of a
+//!   cluster of processes over TCP (see `rdmc member --help`).
 //!
 //! To add a subcommand, add a variant to [`Command`] with its argument
 //! struct and a `run_*` function, and one arm to the match in `main`.
@@ -17,6 +19,8 @@ use clap::{Args, Parser, Subcommand};
 
 #[path = "rdmc/demo.rs"]
 mod demo;
+#[path = "rdmc/member.rs"]
+mod member;
 #[path = "rdmc/size.rs"]
 mod size;
 use rdmc::schedule::{Algorithm, Plan, step_bound};
@@ -40,6 +44,9 @@ enum Command {
     Plan(PlanArgs),
     /// Multicast among N members in this process and verify every copy.
     Demo(demo::DemoArgs),
+    /// Be one member of a cluster of processes: the root sends files, the
+    /// others write what they receive.
+    Member(member::MemberArgs),
 }
 
 /// Arguments of `rdmc plan`.
@@ -79,6 +86,7 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Plan(args) => exit_status(run_plan(&args)),
         Command::Demo(args) => demo::run(args),
+        Command::Member(args) => member::run(args),
     }
 }
 

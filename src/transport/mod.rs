@@ -9,7 +9,6 @@
 
 pub(crate) mod buffer;
 pub mod mem;
-#[allow(dead_code)] // The tcp transport is being assembled; its node constructor comes next.
 pub(crate) mod tcp;
 
 use tokio::sync::mpsc;

@@ -82,6 +82,17 @@ impl std::str::FromStr for AlgorithmChoice {
 enum TransportChoice {
     /// In-process transport.
     Mem,
+    /// TCP over loopback, one authenticated connection per pair of members.
+    Tcp,
+}
+
+impl TransportChoice {
+    fn name(self) -> &'static str {
+        match self {
+            TransportChoice::Mem => "mem",
+            TransportChoice::Tcp => "tcp",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -167,7 +178,7 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
         let size = messages.first().map_or(0, |m| m.len() as u64);
         let mut report = Report {
             algorithm: algorithm.name().to_owned(),
-            transport: "mem",
+            transport: args.transport.name(),
             nodes: args.nodes,
             size,
             block_size: args.block_size,
@@ -252,9 +263,8 @@ async fn run_group(
     run: u64,
 ) -> Result<Run, String> {
     let n = args.nodes;
-    let cluster = MemCluster::new(n as usize);
     let node_config = NodeConfig::new().with_completion_mode(args.completion.into());
-    let nodes = Node::in_memory_all(&cluster, node_config).map_err(|e| e.to_string())?;
+    let nodes = start_nodes(args.transport, n, node_config).await?;
     let mut creates = Vec::new();
     for g in 0..args.groups {
         let members: Vec<NodeId> = (0..n).map(|i| NodeId((i + g) % n)).collect();
@@ -330,6 +340,41 @@ async fn run_group(
         received,
     })
 }
+
+/// Start `n` nodes in this process on the chosen transport.
+async fn start_nodes(
+    transport: TransportChoice,
+    n: u32,
+    config: NodeConfig,
+) -> Result<Vec<Node>, String> {
+    match transport {
+        TransportChoice::Mem => {
+            Node::in_memory_all(&MemCluster::new(n as usize), config).map_err(|e| e.to_string())
+        }
+        TransportChoice::Tcp => {
+            let listeners = (0..n)
+                .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+                .collect::<std::io::Result<Vec<_>>>()
+                .map_err(|e| format!("binding loopback ports: {e}"))?;
+            let members = listeners
+                .iter()
+                .map(std::net::TcpListener::local_addr)
+                .collect::<std::io::Result<Vec<_>>>()
+                .map_err(|e| e.to_string())?;
+            let key = ClusterKey::from_bytes(DEMO_KEY.to_vec()).map_err(|e| e.to_string())?;
+            futures::future::try_join_all(listeners.into_iter().enumerate().map(|(id, listener)| {
+                let tcp = TcpConfig::new(members.clone(), NodeId(id as u32), key.clone())
+                    .with_listener(listener);
+                Node::tcp(tcp, config.clone())
+            }))
+            .await
+            .map_err(|e| e.to_string())
+        }
+    }
+}
+
+/// The demo's cluster key: its members are all in this process.
+const DEMO_KEY: &[u8] = b"rdmc demo: every member is in this process";
 
 fn verify(messages: &[Bytes], received: &[Vec<Bytes>]) -> bool {
     received
