@@ -9,6 +9,9 @@
 
 pub(crate) mod buffer;
 pub mod mem;
+// Used by the tcp transport (in progress).
+#[allow(dead_code)]
+pub(crate) mod tcp;
 
 use tokio::sync::mpsc;
 
