@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::ids::NodeId;
 use crate::schedule::Algorithm;
-pub use crate::transport::tcp::ClusterKey;
+pub use crate::transport::tcp::{ClusterKey, ClusterKeyError};
 use crate::transport::tcp::{DEFAULT_CHUNK_SIZE, DEFAULT_FAILURE_TIMEOUT};
 
 /// How a node's actor waits for completions (seed 001 Sec. 4.2, "Initialization").

@@ -72,7 +72,11 @@ impl Node {
         }
         .map_err(|e| Error::Transport(format!("listening: {e}")))?;
         let digest = ClusterDigest::of_members(
-            &config.members.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            &config
+                .members
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
         );
         let handshake = Handshake::new(config.key, digest, id, config.members.len())
             .with_timeout(config.handshake_timeout);
@@ -93,7 +97,12 @@ impl Node {
         Ok(Self::start(id, transport, completions, node))
     }
 
-    fn start<T: Transport>(id: NodeId, transport: T, completions: Completions, config: NodeConfig) -> Self {
+    fn start<T: Transport>(
+        id: NodeId,
+        transport: T,
+        completions: Completions,
+        config: NodeConfig,
+    ) -> Self {
         let (commands, inbox) = mpsc::unbounded_channel();
         let actor = Actor::new(id, transport, inbox, completions, config.completion_mode());
         tokio::spawn(actor.run());

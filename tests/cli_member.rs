@@ -10,7 +10,10 @@ fn free_ports(n: usize) -> Vec<u16> {
     let listeners: Vec<_> = (0..n)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
         .collect();
-    listeners.iter().map(|l| l.local_addr().unwrap().port()).collect()
+    listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
 }
 
 fn tempdir(name: &str) -> PathBuf {
@@ -30,7 +33,13 @@ fn members_file(dir: &Path, n: usize) -> PathBuf {
     path
 }
 
-fn spawn_member(dir: &Path, members: &Path, rank: usize, extra: &[&str], files: &[PathBuf]) -> Child {
+fn spawn_member(
+    dir: &Path,
+    members: &Path,
+    rank: usize,
+    extra: &[&str],
+    files: &[PathBuf],
+) -> Child {
     Command::new(env!("CARGO_BIN_EXE_rdmc"))
         .arg("member")
         .arg("--members")
@@ -53,7 +62,12 @@ fn wait(child: &mut Child, limit: Duration) -> (ExitStatus, String) {
     loop {
         if let Some(status) = child.try_wait().unwrap() {
             let mut err = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
             return (status, err);
         }
         if start.elapsed() > limit {
@@ -66,7 +80,9 @@ fn wait(child: &mut Child, limit: Duration) -> (ExitStatus, String) {
 }
 
 fn write_file(path: &Path, len: usize, seed: u8) -> Vec<u8> {
-    let data: Vec<u8> = (0..len).map(|i| (i as u8).wrapping_mul(31) ^ seed ^ (i >> 9) as u8).collect();
+    let data: Vec<u8> = (0..len)
+        .map(|i| (i as u8).wrapping_mul(31) ^ seed ^ (i >> 9) as u8)
+        .collect();
     std::fs::write(path, &data).unwrap();
     data
 }
@@ -74,10 +90,18 @@ fn write_file(path: &Path, len: usize, seed: u8) -> Vec<u8> {
 #[test]
 fn six_processes_deliver_three_odd_files() {
     let dir = tempdir("six");
-    std::fs::write(dir.join("key"), "a cluster key of more than sixteen bytes\n").unwrap();
+    std::fs::write(
+        dir.join("key"),
+        "a cluster key of more than sixteen bytes\n",
+    )
+    .unwrap();
     let members = members_file(&dir, 6);
     let sizes = [1usize, 1_000_003, 65_537];
-    let files: Vec<PathBuf> = sizes.iter().enumerate().map(|(i, _)| dir.join(format!("f{i}"))).collect();
+    let files: Vec<PathBuf> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, _)| dir.join(format!("f{i}")))
+        .collect();
     let contents: Vec<Vec<u8>> = sizes
         .iter()
         .zip(&files)
@@ -85,7 +109,9 @@ fn six_processes_deliver_three_odd_files() {
         .map(|(i, (&len, path))| write_file(path, len, i as u8))
         .collect();
     let extra = ["--block-size", "64KiB", "--algorithm", "binomial-pipeline"];
-    let mut children: Vec<Child> = (1..6).map(|r| spawn_member(&dir, &members, r, &extra, &[])).collect();
+    let mut children: Vec<Child> = (1..6)
+        .map(|r| spawn_member(&dir, &members, r, &extra, &[]))
+        .collect();
     children.insert(0, spawn_member(&dir, &members, 0, &extra, &files));
     for (rank, child) in children.iter_mut().enumerate() {
         let (status, err) = wait(child, Duration::from_secs(60));
@@ -109,14 +135,29 @@ fn a_member_killed_mid_transfer_makes_every_survivor_fail_naming_it() {
     write_file(&small, 1000, 1);
     write_file(&big, 256 << 20, 2);
     // Small blocks and a chain make the big file take a while.
-    let extra = ["--block-size", "16KiB", "--algorithm", "chain", "--failure-timeout", "2"];
-    let mut children: Vec<Child> = (1..6).map(|r| spawn_member(&dir, &members, r, &extra, &[])).collect();
-    children.insert(0, spawn_member(&dir, &members, 0, &extra, &[small.clone(), big.clone()]));
+    let extra = [
+        "--block-size",
+        "16KiB",
+        "--algorithm",
+        "chain",
+        "--failure-timeout",
+        "2",
+    ];
+    let mut children: Vec<Child> = (1..6)
+        .map(|r| spawn_member(&dir, &members, r, &extra, &[]))
+        .collect();
+    children.insert(
+        0,
+        spawn_member(&dir, &members, 0, &extra, &[small.clone(), big.clone()]),
+    );
     // Once rank 2 has the small file, the big one is under way: kill rank 2.
     let first = dir.join("out2/0.bin");
     let start = Instant::now();
     while !first.exists() {
-        assert!(start.elapsed() < Duration::from_secs(30), "rank 2 never got the first file");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "rank 2 never got the first file"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
     children[2].kill().unwrap();
@@ -125,8 +166,14 @@ fn a_member_killed_mid_transfer_makes_every_survivor_fail_naming_it() {
     for rank in [0, 1, 3, 4, 5] {
         let (status, err) = wait(&mut children[rank], Duration::from_secs(20));
         assert!(!status.success(), "rank {rank} should fail");
-        assert!(err.contains("node 2"), "rank {rank} should name rank 2: {err}");
-        assert!(err.lines().count() <= 2, "rank {rank}: a short error: {err}");
+        assert!(
+            err.contains("node 2"),
+            "rank {rank} should name rank 2: {err}"
+        );
+        assert!(
+            err.lines().count() <= 2,
+            "rank {rank}: a short error: {err}"
+        );
         if rank > 0 {
             assert!(
                 !dir.join(format!("out{rank}/1.bin")).exists(),
@@ -134,5 +181,9 @@ fn a_member_killed_mid_transfer_makes_every_survivor_fail_naming_it() {
             );
         }
     }
-    assert!(killed.elapsed() < Duration::from_secs(5), "survivors took {:?}", killed.elapsed());
+    assert!(
+        killed.elapsed() < Duration::from_secs(5),
+        "survivors took {:?}",
+        killed.elapsed()
+    );
 }

@@ -9,7 +9,10 @@ use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use futures::StreamExt;
 use rand::{Rng, SeedableRng, rngs::StdRng};
-use rdmc::{Algorithm, CompletionMode, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId};
+use rdmc::{
+    Algorithm, ClusterKey, CompletionMode, GroupConfig, GroupId, MemCluster, Node, NodeConfig,
+    NodeId, TcpConfig,
+};
 use serde::Serialize;
 
 use crate::size::parse_size;
@@ -362,11 +365,13 @@ async fn start_nodes(
                 .collect::<std::io::Result<Vec<_>>>()
                 .map_err(|e| e.to_string())?;
             let key = ClusterKey::from_bytes(DEMO_KEY.to_vec()).map_err(|e| e.to_string())?;
-            futures::future::try_join_all(listeners.into_iter().enumerate().map(|(id, listener)| {
-                let tcp = TcpConfig::new(members.clone(), NodeId(id as u32), key.clone())
-                    .with_listener(listener);
-                Node::tcp(tcp, config.clone())
-            }))
+            futures::future::try_join_all(listeners.into_iter().enumerate().map(
+                |(id, listener)| {
+                    let tcp = TcpConfig::new(members.clone(), NodeId(id as u32), key.clone())
+                        .with_listener(listener);
+                    Node::tcp(tcp, config.clone())
+                },
+            ))
             .await
             .map_err(|e| e.to_string())
         }

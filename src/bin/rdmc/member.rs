@@ -62,7 +62,10 @@ fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
 const DEFAULT_KEY: &[u8] = b"rdmc default cluster key: not a secret";
 
 pub(crate) fn run(args: MemberArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => return fail(&args, format!("cannot start the runtime: {e}")),
     };
@@ -74,7 +77,10 @@ pub(crate) fn run(args: MemberArgs) -> ExitCode {
 
 fn fail(args: &MemberArgs, error: String) -> ExitCode {
     if args.json {
-        println!("{}", json!({"event": "error", "rank": args.rank, "error": error}));
+        println!(
+            "{}",
+            json!({"event": "error", "rank": args.rank, "error": error})
+        );
     }
     eprintln!("rdmc member {}: {error}", args.rank);
     ExitCode::FAILURE
@@ -83,7 +89,11 @@ fn fail(args: &MemberArgs, error: String) -> ExitCode {
 async fn member(args: &MemberArgs) -> Result<(), String> {
     let members = read_members(&args.members)?;
     if args.rank as usize >= members.len() {
-        return Err(format!("rank {} is not in a cluster of {}", args.rank, members.len()));
+        return Err(format!(
+            "rank {} is not in a cluster of {}",
+            args.rank,
+            members.len()
+        ));
     }
     let root = args.rank == 0;
     if !root && !args.files.is_empty() {
@@ -101,14 +111,18 @@ async fn member(args: &MemberArgs) -> Result<(), String> {
         }
     };
     let seconds = |s: f64, what: &str| {
-        Duration::try_from_secs_f64(s).map_err(|_| format!("{what} must be a positive number of seconds"))
+        Duration::try_from_secs_f64(s)
+            .map_err(|_| format!("{what} must be a positive number of seconds"))
     };
     let config = TcpConfig::new(members.clone(), NodeId(args.rank), key)
         .with_connect_timeout(seconds(args.connect_timeout, "--connect-timeout")?)
         .with_failure_timeout(seconds(args.failure_timeout, "--failure-timeout")?);
-    let node = Node::tcp(config, NodeConfig::new().with_completion_mode(CompletionMode::default()))
-        .await
-        .map_err(|e| e.to_string())?;
+    let node = Node::tcp(
+        config,
+        NodeConfig::new().with_completion_mode(CompletionMode::default()),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
     let ids: Vec<NodeId> = (0..members.len() as u32).map(NodeId).collect();
     let group_config = GroupConfig::new()
         .with_algorithm(args.algorithm)
@@ -157,7 +171,10 @@ fn report(args: &MemberArgs, seq: u64, size: usize, start: Instant, event: &str)
             json!({"event": event, "rank": args.rank, "seq": seq, "size": size, "seconds": seconds})
         );
     } else {
-        println!("rank {} {event} message {seq} ({size} bytes) at {seconds:.3} s", args.rank);
+        println!(
+            "rank {} {event} message {seq} ({size} bytes) at {seconds:.3} s",
+            args.rank
+        );
     }
 }
 

@@ -34,7 +34,10 @@ pub(crate) enum MeshError {
     #[error("node {me} is not in a cluster of {members}")]
     NotAMember { me: NodeId, members: usize },
     #[error("no connection to node(s) {missing:?} within {timeout:?}")]
-    TimedOut { missing: Vec<NodeId>, timeout: Duration },
+    TimedOut {
+        missing: Vec<NodeId>,
+        timeout: Duration,
+    },
 }
 
 /// The established connections, one per peer, and the guard that keeps the
@@ -76,7 +79,10 @@ pub(crate) async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
         match tokio::time::timeout_at(deadline, arrivals.recv()).await {
             Ok(Some((peer, stream))) => {
                 if peers.contains_key(&peer) {
-                    tracing::warn!(peer = peer.0, "dropped a second connection from a connected peer");
+                    tracing::warn!(
+                        peer = peer.0,
+                        "dropped a second connection from a connected peer"
+                    );
                     continue;
                 }
                 tracing::debug!(peer = peer.0, "connected");

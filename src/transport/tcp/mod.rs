@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::DropGuard;
 
-pub use self::handshake::ClusterKey;
+pub use self::handshake::{ClusterKey, ClusterKeyError};
 use self::link::{Link, LinkConfig, Outgoing};
 use self::mesh::{Mesh, MeshConfig, MeshError};
 use super::{BlockRef, Completion, CompletionSender, Completions, RecvRegion, Signal, Transport};

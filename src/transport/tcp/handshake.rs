@@ -1,0 +1,602 @@
+//! The authenticated connection handshake of the TCP mesh.
+//!
+//! Right after a TCP connection between two members is established, both ends
+//! run this handshake: the end that dialled calls [`Handshake::initiate`]
+//! (it knows whom it dialled), the end that accepted calls
+//! [`Handshake::accept`] (it learns who connected). Only when the handshake
+//! succeeds may the connection carry cluster traffic; on failure the caller
+//! drops the connection and logs the reason, for example
+//! `warn!("dropped peer {addr}: {err}")` — every [`HandshakeError`] reads as
+//! one line.
+//!
+//! # Threat model
+//!
+//! Protects against:
+//! - **strangers**: only a party holding the pre-shared [`ClusterKey`] can
+//!   produce a valid proof, so nobody else is let in, and a stranger that
+//!   connects to a member learns nothing keyed — the acceptor proves itself
+//!   only after the initiator has;
+//! - **replay**: both ends contribute a fresh 32-byte random nonce, and each
+//!   proof covers both, so a proof recorded from an earlier handshake is
+//!   useless;
+//! - **reflection**: each proof is bound to the prover's role, so echoing the
+//!   peer's own proof back to it fails;
+//! - **confusion**: the proofs cover both node ids and the cluster digest, so a
+//!   member with another member list, or a connection that reached the wrong
+//!   node, is refused with a clear reason;
+//! - **garbage and stalling**: every message has a fixed size (no length comes
+//!   from the peer), every field is checked before anything else is read, and
+//!   the whole handshake runs under a timeout, so a garbage-speaking,
+//!   slow-loris or silent client costs one task for at most that long and
+//!   never crashes or stalls the member.
+//!
+//! Known limitations:
+//! - **no protection of later traffic**: the handshake authenticates the
+//!   connection's two ends at its start, but the bytes after it are neither
+//!   encrypted nor integrity-protected. An attacker on the network path can
+//!   read them, or relay a genuine handshake and then inject or alter
+//!   traffic. Where that matters, run the mesh over a protected network
+//!   (VPN, WireGuard, a private fabric) or put TLS underneath.
+//! - **one key for the whole cluster**: any key holder can claim any member
+//!   id; the key authenticates membership of the cluster, not a particular
+//!   rank.
+//! - the cluster digest is sent in the clear (it is a hash of the member
+//!   list, not a secret).
+//!
+//! # Wire format (version 1)
+//!
+//! Integers are big-endian. `I` is the initiator (the end that dialled), `A`
+//! the acceptor.
+//!
+//! ```text
+//! 1. I -> A  Hello   (83 bytes)
+//! 2. A -> I  Hello   (83 bytes)   only if A accepts I's hello
+//! 3. I -> A  Proof   (32 bytes)
+//! 4. A -> I  Proof   (32 bytes)   only if A accepts I's proof
+//!
+//! Hello:
+//!   offset size field
+//!        0    8 magic      b"RDMC-HS\0"
+//!        8    2 version    1
+//!       10    1 role       1 = initiator, 2 = acceptor
+//!       11    4 from       the sender's node id
+//!       15    4 to         the node id the sender believes it talks to
+//!       19   32 digest     the cluster digest (see ClusterDigest)
+//!       51   32 nonce      fresh random bytes from a CSPRNG
+//!
+//! Proof = HMAC-SHA256(cluster key,
+//!                     b"rdmc handshake v1 proof" || role || hello_I || hello_A)
+//! ```
+//!
+//! where `role` is the prover's role byte and `hello_I`, `hello_A` are the two
+//! hellos exactly as sent. A receiver reads the magic and version first and
+//! stops there if they are wrong (so a future version may change the rest);
+//! it then checks the role, that `from` is a member other than itself (for
+//! the initiator: the node it dialled), that `to` is itself, and the digest,
+//! before it answers. Proofs are compared in constant time. A rejecting end
+//! just closes the connection; the other end sees [`HandshakeError::Closed`].
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hmac::{Hmac, KeyInit, Mac};
+use rand::Rng;
+use sha2::{Digest, Sha256};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::ids::NodeId;
+
+#[cfg(test)]
+mod tests;
+
+/// The protocol magic that opens every hello.
+pub(crate) const MAGIC: [u8; 8] = *b"RDMC-HS\0";
+/// The handshake protocol version this build speaks.
+pub(crate) const VERSION: u16 = 1;
+/// Size of a hello message in bytes.
+pub(crate) const HELLO_LEN: usize = 83;
+/// Size of a proof message in bytes (one HMAC-SHA256 tag).
+pub(crate) const PROOF_LEN: usize = 32;
+/// How long a handshake may take unless configured otherwise.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The shortest cluster key accepted, in bytes.
+pub(crate) const MIN_KEY_LEN: usize = 16;
+
+/// Size of the magic plus the version: what is read before anything else.
+const HEADER_LEN: usize = 10;
+/// Domain separation for the proofs.
+const PROOF_LABEL: &[u8] = b"rdmc handshake v1 proof";
+/// Domain separation for the cluster digest.
+const DIGEST_LABEL: &[u8] = b"rdmc cluster digest v1";
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The pre-shared secret every member of a cluster holds.
+///
+/// Its `Debug` output never shows the key. On drop the bytes are overwritten
+/// (best effort: copies the allocator or the HMAC state made are not).
+#[derive(Clone)]
+pub struct ClusterKey(Vec<u8>);
+
+/// Why a cluster key could not be loaded.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterKeyError {
+    /// The key has no bytes.
+    #[error("the cluster key is empty")]
+    Empty,
+    /// The key is shorter than [`MIN_KEY_LEN`].
+    #[error("the cluster key is {len} bytes long; at least {min} are required")]
+    TooShort {
+        /// The key's length.
+        len: usize,
+        /// The minimum length.
+        min: usize,
+    },
+    /// The key file could not be read.
+    #[error("cannot read the cluster key file {}: {source}", path.display())]
+    Read {
+        /// The key file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl ClusterKey {
+    /// A key from its bytes; at least [`MIN_KEY_LEN`] of them.
+    pub fn from_bytes(bytes: impl Into<Vec<u8>>) -> Result<Self, ClusterKeyError> {
+        let bytes = bytes.into();
+        match bytes.len() {
+            0 => Err(ClusterKeyError::Empty),
+            len if len < MIN_KEY_LEN => Err(ClusterKeyError::TooShort {
+                len,
+                min: MIN_KEY_LEN,
+            }),
+            _ => Ok(ClusterKey(bytes)),
+        }
+    }
+
+    /// The key stored in the file at `path`, without one trailing newline
+    /// (`\n` or `\r\n`), so a key written with `echo` or an editor works.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ClusterKeyError> {
+        let path = path.as_ref();
+        let mut bytes = std::fs::read(path).map_err(|source| ClusterKeyError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        if bytes.last() == Some(&b'\n') {
+            bytes.pop();
+            if bytes.last() == Some(&b'\r') {
+                bytes.pop();
+            }
+        }
+        Self::from_bytes(bytes)
+    }
+
+    /// A MAC keyed with this key.
+    fn mac(&self) -> HmacSha256 {
+        // HMAC accepts keys of any length, so this cannot fail.
+        HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length")
+    }
+}
+
+impl std::fmt::Debug for ClusterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ClusterKey(<{} bytes, redacted>)", self.0.len())
+    }
+}
+
+impl Drop for ClusterKey {
+    fn drop(&mut self) {
+        self.0.fill(0);
+        // Keep the compiler from dropping the overwrite as a dead store.
+        std::hint::black_box(&self.0);
+    }
+}
+
+/// A digest of what the members must agree on (at least the member list), so
+/// that members configured differently refuse each other instead of
+/// misbehaving later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ClusterDigest(pub(crate) [u8; 32]);
+
+impl ClusterDigest {
+    /// The digest of a member list: `members[i]` is the address (`host:port`)
+    /// of node `i`. SHA-256 over a label, the member count, and each address
+    /// prefixed with its length.
+    pub(crate) fn of_members<S: AsRef<str>>(members: &[S]) -> Self {
+        let mut hash = Sha256::new();
+        hash.update(DIGEST_LABEL);
+        hash.update((members.len() as u64).to_be_bytes());
+        for member in members {
+            let member = member.as_ref().as_bytes();
+            hash.update((member.len() as u64).to_be_bytes());
+            hash.update(member);
+        }
+        ClusterDigest(hash.finalize().into())
+    }
+}
+
+/// Why a handshake failed. Each message fits a one-line log entry such as
+/// `dropped peer 10.0.0.7:4000: <reason>`.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HandshakeError {
+    /// The peer does not speak this protocol.
+    #[error("not an rdmc handshake (bad magic)")]
+    BadMagic,
+    /// The peer speaks another version of the handshake.
+    #[error("unsupported handshake version {theirs} (we speak {ours})")]
+    UnsupportedVersion {
+        /// Our version.
+        ours: u16,
+        /// The peer's version.
+        theirs: u16,
+    },
+    /// The peer's hello has the wrong role: it is not an initiator talking to
+    /// an acceptor or the other way round (for example a reflected hello).
+    #[error("peer sent a hello with the wrong role byte {0}")]
+    WrongRole(u8),
+    /// The peer claims a node id that is not in the cluster.
+    #[error("peer claims node id {claimed}, but the cluster has {members} members")]
+    UnknownNode {
+        /// The id the peer claims.
+        claimed: u32,
+        /// The number of members.
+        members: usize,
+    },
+    /// The peer claims to be this node.
+    #[error("peer claims our own node id {0}")]
+    ImpersonatesUs(NodeId),
+    /// We dialled one member, but another one answered.
+    #[error("dialled node {expected}, but the peer claims to be node {claimed}")]
+    UnexpectedPeer {
+        /// The node we dialled.
+        expected: NodeId,
+        /// The id the peer claims.
+        claimed: u32,
+    },
+    /// The peer believes it talks to another node.
+    #[error("peer meant to reach node {intended}, but this is node {me}")]
+    Misdirected {
+        /// The node the peer wanted.
+        intended: u32,
+        /// This node.
+        me: NodeId,
+    },
+    /// The peer has another cluster digest: another member list or
+    /// configuration.
+    #[error("cluster digest mismatch: the peer is configured with another member list")]
+    DigestMismatch,
+    /// The peer's proof is wrong: it does not hold the cluster key.
+    #[error("peer failed to prove it holds the cluster key")]
+    BadProof,
+    /// The handshake did not complete in time.
+    #[error("handshake not completed within {0:?}")]
+    TimedOut(Duration),
+    /// The peer closed the connection mid-handshake (it may have rejected us).
+    #[error("peer closed the connection during the handshake (it may have rejected us)")]
+    Closed,
+    /// Another I/O error.
+    #[error("I/O error during the handshake: {0}")]
+    Io(#[source] io::Error),
+}
+
+impl From<io::Error> for HandshakeError {
+    fn from(error: io::Error) -> Self {
+        use io::ErrorKind::*;
+        match error.kind() {
+            UnexpectedEof | BrokenPipe | ConnectionReset | ConnectionAborted => {
+                HandshakeError::Closed
+            }
+            _ => HandshakeError::Io(error),
+        }
+    }
+}
+
+/// Which end of the connection a message comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+enum Role {
+    /// The end that dialled.
+    Initiator = 1,
+    /// The end that accepted.
+    Acceptor = 2,
+}
+
+/// The first message of each end, decoded.
+#[derive(Clone, Debug)]
+struct Hello {
+    /// The sender's role byte.
+    role: u8,
+    /// The sender's node id.
+    from: u32,
+    /// The node id the sender believes it talks to.
+    to: u32,
+    /// The sender's cluster digest.
+    digest: [u8; 32],
+    /// The sender's nonce.
+    nonce: [u8; 32],
+}
+
+impl Hello {
+    /// A hello from `from` in `role` to `to`, with a fresh nonce.
+    fn new(role: Role, from: NodeId, to: NodeId, digest: ClusterDigest) -> Self {
+        let mut nonce = [0; 32];
+        rand::rng().fill_bytes(&mut nonce);
+        Hello {
+            role: role as u8,
+            from: from.0,
+            to: to.0,
+            digest: digest.0,
+            nonce,
+        }
+    }
+
+    /// The wire form.
+    fn encode(&self) -> [u8; HELLO_LEN] {
+        let mut buf = [0; HELLO_LEN];
+        buf[0..8].copy_from_slice(&MAGIC);
+        buf[8..10].copy_from_slice(&VERSION.to_be_bytes());
+        buf[10] = self.role;
+        buf[11..15].copy_from_slice(&self.from.to_be_bytes());
+        buf[15..19].copy_from_slice(&self.to.to_be_bytes());
+        buf[19..51].copy_from_slice(&self.digest);
+        buf[51..83].copy_from_slice(&self.nonce);
+        buf
+    }
+
+    /// Decodes the fields after the header (magic and version) of `buf`.
+    fn decode(buf: &[u8; HELLO_LEN]) -> Self {
+        let u32_at = |at: usize| u32::from_be_bytes(buf[at..at + 4].try_into().unwrap());
+        Hello {
+            role: buf[10],
+            from: u32_at(11),
+            to: u32_at(15),
+            digest: buf[19..51].try_into().unwrap(),
+            nonce: buf[51..83].try_into().unwrap(),
+        }
+    }
+}
+
+/// Reads one hello: the magic and version first, rejecting a wrong one
+/// before reading on, then the rest. Returns the decoded hello and its bytes.
+async fn read_hello<S>(stream: &mut S) -> Result<(Hello, [u8; HELLO_LEN]), HandshakeError>
+where
+    S: AsyncRead + Unpin,
+{
+    let mut buf = [0; HELLO_LEN];
+    stream.read_exact(&mut buf[..HEADER_LEN]).await?;
+    if buf[..8] != MAGIC {
+        return Err(HandshakeError::BadMagic);
+    }
+    let version = u16::from_be_bytes([buf[8], buf[9]]);
+    if version != VERSION {
+        return Err(HandshakeError::UnsupportedVersion {
+            ours: VERSION,
+            theirs: version,
+        });
+    }
+    stream.read_exact(&mut buf[HEADER_LEN..]).await?;
+    Ok((Hello::decode(&buf), buf))
+}
+
+/// Writes `bytes` and flushes them.
+async fn send<S>(stream: &mut S, bytes: &[u8]) -> Result<(), HandshakeError>
+where
+    S: AsyncWrite + Unpin,
+{
+    stream.write_all(bytes).await?;
+    stream.flush().await?;
+    Ok(())
+}
+
+/// Reads a proof.
+async fn read_proof<S>(stream: &mut S) -> Result<[u8; PROOF_LEN], HandshakeError>
+where
+    S: AsyncRead + Unpin,
+{
+    let mut proof = [0; PROOF_LEN];
+    stream.read_exact(&mut proof).await?;
+    Ok(proof)
+}
+
+/// One member's side of the handshake: its key, identity and view of the
+/// cluster. Share it (in an `Arc`) among the tasks that handle connections.
+#[derive(Debug)]
+pub(crate) struct Handshake {
+    /// The cluster key.
+    key: ClusterKey,
+    /// What the members must agree on.
+    digest: ClusterDigest,
+    /// This node.
+    me: NodeId,
+    /// The number of members; valid ids are `0..members`.
+    members: usize,
+    /// The limit on one whole handshake.
+    timeout: Duration,
+}
+
+impl Handshake {
+    /// The handshake of node `me` in a cluster of `members` nodes, with the
+    /// [`DEFAULT_TIMEOUT`].
+    ///
+    /// # Panics
+    ///
+    /// If `me` is not below `members` (a configuration bug of the caller).
+    pub(crate) fn new(key: ClusterKey, digest: ClusterDigest, me: NodeId, members: usize) -> Self {
+        assert!(
+            me.index() < members,
+            "node {me} is not in a cluster of {members}"
+        );
+        Handshake {
+            key,
+            digest,
+            me,
+            members,
+            timeout: DEFAULT_TIMEOUT,
+        }
+    }
+
+    /// The same with another limit on the duration of one handshake.
+    pub(crate) fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Runs the dialling side over `stream`, a fresh connection to
+    /// `expected_peer`. Succeeds once both ends have proven they hold the
+    /// cluster key; the stream then carries cluster traffic.
+    ///
+    /// Cancel-safe in the sense that dropping the future leaves nothing
+    /// behind; the stream must be dropped too, as it is mid-handshake.
+    pub(crate) async fn initiate<S>(
+        &self,
+        stream: &mut S,
+        expected_peer: NodeId,
+    ) -> Result<(), HandshakeError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        self.timed(self.initiate_inner(stream, expected_peer)).await
+    }
+
+    /// Runs the listening side over `stream`, a freshly accepted connection.
+    /// Returns the id of the member that connected, once it has proven it
+    /// holds the cluster key. Cancel-safe like [`Handshake::initiate`].
+    pub(crate) async fn accept<S>(&self, stream: &mut S) -> Result<NodeId, HandshakeError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        self.timed(self.accept_inner(stream)).await
+    }
+
+    /// Runs `handshake` under the timeout.
+    async fn timed<T>(
+        &self,
+        handshake: impl Future<Output = Result<T, HandshakeError>>,
+    ) -> Result<T, HandshakeError> {
+        tokio::time::timeout(self.timeout, handshake)
+            .await
+            .unwrap_or(Err(HandshakeError::TimedOut(self.timeout)))
+    }
+
+    /// [`Handshake::initiate`] without the timeout.
+    async fn initiate_inner<S>(
+        &self,
+        stream: &mut S,
+        expected_peer: NodeId,
+    ) -> Result<(), HandshakeError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let ours = Hello::new(Role::Initiator, self.me, expected_peer, self.digest).encode();
+        send(stream, &ours).await?;
+
+        let (theirs, theirs_bytes) = read_hello(stream).await?;
+        if theirs.role != Role::Acceptor as u8 {
+            return Err(HandshakeError::WrongRole(theirs.role));
+        }
+        if theirs.from != expected_peer.0 {
+            return Err(HandshakeError::UnexpectedPeer {
+                expected: expected_peer,
+                claimed: theirs.from,
+            });
+        }
+        self.check_addressed_to_me(&theirs)?;
+
+        let proof = self.proof(Role::Initiator, &ours, &theirs_bytes);
+        send(stream, &proof).await?;
+        let their_proof = read_proof(stream).await?;
+        self.verify(Role::Acceptor, &ours, &theirs_bytes, &their_proof)
+    }
+
+    /// [`Handshake::accept`] without the timeout.
+    async fn accept_inner<S>(&self, stream: &mut S) -> Result<NodeId, HandshakeError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        let (theirs, theirs_bytes) = read_hello(stream).await?;
+        if theirs.role != Role::Initiator as u8 {
+            return Err(HandshakeError::WrongRole(theirs.role));
+        }
+        if theirs.from as usize >= self.members {
+            return Err(HandshakeError::UnknownNode {
+                claimed: theirs.from,
+                members: self.members,
+            });
+        }
+        let peer = NodeId(theirs.from);
+        if peer == self.me {
+            return Err(HandshakeError::ImpersonatesUs(self.me));
+        }
+        self.check_addressed_to_me(&theirs)?;
+
+        let ours = Hello::new(Role::Acceptor, self.me, peer, self.digest).encode();
+        send(stream, &ours).await?;
+
+        let their_proof = read_proof(stream).await?;
+        self.verify(Role::Initiator, &theirs_bytes, &ours, &their_proof)?;
+        let proof = self.proof(Role::Acceptor, &theirs_bytes, &ours);
+        send(stream, &proof).await?;
+        Ok(peer)
+    }
+
+    /// Checks the `to` and digest fields of the peer's hello.
+    fn check_addressed_to_me(&self, hello: &Hello) -> Result<(), HandshakeError> {
+        if hello.to != self.me.0 {
+            return Err(HandshakeError::Misdirected {
+                intended: hello.to,
+                me: self.me,
+            });
+        }
+        if hello.digest != self.digest.0 {
+            return Err(HandshakeError::DigestMismatch);
+        }
+        Ok(())
+    }
+
+    /// The MAC over the transcript, keyed and labelled, for the prover `role`.
+    fn transcript_mac(
+        &self,
+        role: Role,
+        initiator_hello: &[u8; HELLO_LEN],
+        acceptor_hello: &[u8; HELLO_LEN],
+    ) -> HmacSha256 {
+        self.key
+            .mac()
+            .chain_update(PROOF_LABEL)
+            .chain_update([role as u8])
+            .chain_update(initiator_hello)
+            .chain_update(acceptor_hello)
+    }
+
+    /// The proof that the `role` end holds the key.
+    fn proof(
+        &self,
+        role: Role,
+        initiator_hello: &[u8; HELLO_LEN],
+        acceptor_hello: &[u8; HELLO_LEN],
+    ) -> [u8; PROOF_LEN] {
+        self.transcript_mac(role, initiator_hello, acceptor_hello)
+            .finalize()
+            .into_bytes()
+            .into()
+    }
+
+    /// Checks, in constant time, the proof of the `role` end.
+    fn verify(
+        &self,
+        role: Role,
+        initiator_hello: &[u8; HELLO_LEN],
+        acceptor_hello: &[u8; HELLO_LEN],
+        proof: &[u8; PROOF_LEN],
+    ) -> Result<(), HandshakeError> {
+        self.transcript_mac(role, initiator_hello, acceptor_hello)
+            .verify_slice(proof)
+            .map_err(|_| HandshakeError::BadProof)
+    }
+}

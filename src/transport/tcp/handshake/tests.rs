@@ -1,0 +1,575 @@
+//! Tests of the cluster handshake: honest members, wrong keys, forged and
+//! reflected messages, garbage and stalling clients, and a real TCP socket.
+
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, duplex};
+use tokio::time::Instant;
+
+use super::*;
+
+/// Members of the test cluster.
+const MEMBERS: [&str; 3] = ["10.0.0.1:4000", "10.0.0.2:4000", "10.0.0.3:4000"];
+
+/// A 32-byte key of `byte`s.
+fn key(byte: u8) -> ClusterKey {
+    ClusterKey::from_bytes(vec![byte; 32]).unwrap()
+}
+
+/// The digest of [`MEMBERS`].
+fn digest() -> ClusterDigest {
+    ClusterDigest::of_members(&MEMBERS)
+}
+
+/// Node `me` of [`MEMBERS`], with the key of `key_byte`s.
+fn node(me: u32, key_byte: u8) -> Handshake {
+    Handshake::new(key(key_byte), digest(), NodeId(me), MEMBERS.len())
+}
+
+/// A connected pair of in-memory streams, roomy enough that no test write
+/// blocks.
+fn pipe() -> (DuplexStream, DuplexStream) {
+    duplex(4096)
+}
+
+/// Runs `initiator` dialling `expected` against `acceptor`; each end drops
+/// its stream as soon as its side is done, as a real caller would.
+async fn run(
+    initiator: &Handshake,
+    expected: NodeId,
+    acceptor: &Handshake,
+) -> (Result<(), HandshakeError>, Result<NodeId, HandshakeError>) {
+    let (mut a, mut b) = pipe();
+    tokio::join!(
+        async move { initiator.initiate(&mut a, expected).await },
+        async move { acceptor.accept(&mut b).await },
+    )
+}
+
+/// A well-formed hello, as `role` from `from` to `to`.
+fn hello(role: Role, from: u32, to: u32, digest: ClusterDigest) -> [u8; HELLO_LEN] {
+    Hello::new(role, NodeId(from), NodeId(to), digest).encode()
+}
+
+/// Feeds `transcript` to node 0's acceptor as a whole client, then closes
+/// the client's end unless `keep_open`.
+async fn accept_transcript(
+    acceptor: &Handshake,
+    transcript: &[u8],
+    keep_open: bool,
+) -> Result<NodeId, HandshakeError> {
+    let (mut client, mut server) = pipe();
+    client.write_all(transcript).await.unwrap();
+    let kept = keep_open.then_some(client);
+    let result = acceptor.accept(&mut server).await;
+    drop(kept);
+    result
+}
+
+/// A runtime with paused time, for the property tests.
+fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn members_with_the_key_get_in_and_the_acceptor_learns_who() {
+    let (initiated, accepted) = run(&node(2, 7), NodeId(0), &node(0, 7)).await;
+    initiated.unwrap();
+    assert_eq!(accepted.unwrap(), NodeId(2));
+}
+
+#[tokio::test]
+async fn the_stream_carries_traffic_after_the_handshake() {
+    let (initiator, acceptor) = (node(1, 7), node(2, 7));
+    let (mut a, mut b) = pipe();
+    let (initiated, accepted) = tokio::join!(
+        initiator.initiate(&mut a, NodeId(2)),
+        acceptor.accept(&mut b)
+    );
+    initiated.unwrap();
+    assert_eq!(accepted.unwrap(), NodeId(1));
+    a.write_all(b"block").await.unwrap();
+    let mut buf = [0; 5];
+    b.read_exact(&mut buf).await.unwrap();
+    assert_eq!(&buf, b"block");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wrong_key_is_refused_and_neither_end_hangs() {
+    let start = Instant::now();
+    let (initiated, accepted) = run(&node(1, 9), NodeId(0), &node(0, 7)).await;
+    assert!(
+        matches!(accepted, Err(HandshakeError::BadProof)),
+        "{accepted:?}"
+    );
+    assert!(
+        matches!(initiated, Err(HandshakeError::Closed)),
+        "{initiated:?}"
+    );
+    assert!(start.elapsed() < DEFAULT_TIMEOUT);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_acceptor_with_a_wrong_key_gets_no_proof_it_could_use() {
+    // The acceptor (wrong key) rejects the initiator's proof before it
+    // proves anything itself.
+    let (initiated, accepted) = run(&node(1, 7), NodeId(0), &node(0, 9)).await;
+    assert!(
+        matches!(accepted, Err(HandshakeError::BadProof)),
+        "{accepted:?}"
+    );
+    assert!(
+        matches!(initiated, Err(HandshakeError::Closed)),
+        "{initiated:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_reflected_proof_is_refused() {
+    // A stranger poses as node 1; node 0 dials it. The stranger answers with
+    // a well-formed hello that even reuses the initiator's nonce, then echoes
+    // the initiator's own proof back.
+    let initiator = node(0, 7);
+    let (mut a, mut stranger) = pipe();
+    let fake_acceptor = async move {
+        let mut theirs = [0; HELLO_LEN];
+        stranger.read_exact(&mut theirs).await.unwrap();
+        let mut ours = hello(Role::Acceptor, 1, 0, digest());
+        ours[51..83].copy_from_slice(&theirs[51..83]);
+        stranger.write_all(&ours).await.unwrap();
+        let mut proof = [0; PROOF_LEN];
+        stranger.read_exact(&mut proof).await.unwrap();
+        stranger.write_all(&proof).await.unwrap();
+        stranger
+    };
+    let (initiated, _stranger) = tokio::join!(initiator.initiate(&mut a, NodeId(1)), fake_acceptor);
+    assert!(
+        matches!(initiated, Err(HandshakeError::BadProof)),
+        "{initiated:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_reflected_hello_is_refused() {
+    // The stranger echoes the initiator's hello as its own.
+    let initiator = node(0, 7);
+    let (mut a, mut stranger) = pipe();
+    let fake_acceptor = async move {
+        let mut theirs = [0; HELLO_LEN];
+        stranger.read_exact(&mut theirs).await.unwrap();
+        stranger.write_all(&theirs).await.unwrap();
+        stranger
+    };
+    let (initiated, _stranger) = tokio::join!(initiator.initiate(&mut a, NodeId(1)), fake_acceptor);
+    assert!(
+        matches!(initiated, Err(HandshakeError::WrongRole(1))),
+        "{initiated:?}"
+    );
+
+    // And an acceptor refuses a hello in the acceptor's role.
+    let transcript = hello(Role::Acceptor, 1, 0, digest());
+    let accepted = accept_transcript(&node(0, 7), &transcript, false).await;
+    assert!(
+        matches!(accepted, Err(HandshakeError::WrongRole(2))),
+        "{accepted:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_digest_mismatch_is_refused() {
+    let other = ClusterDigest::of_members(&["10.0.0.1:4000", "10.0.0.2:4000", "10.0.0.9:4000"]);
+    let initiator = Handshake::new(key(7), other, NodeId(1), 3);
+    let (initiated, accepted) = run(&initiator, NodeId(0), &node(0, 7)).await;
+    assert!(
+        matches!(accepted, Err(HandshakeError::DigestMismatch)),
+        "{accepted:?}"
+    );
+    assert!(
+        matches!(initiated, Err(HandshakeError::Closed)),
+        "{initiated:?}"
+    );
+}
+
+#[tokio::test]
+async fn ids_out_of_range_or_our_own_are_refused() {
+    let acceptor = node(0, 7);
+    let accepted =
+        accept_transcript(&acceptor, &hello(Role::Initiator, 3, 0, digest()), false).await;
+    assert!(
+        matches!(
+            accepted,
+            Err(HandshakeError::UnknownNode {
+                claimed: 3,
+                members: 3
+            })
+        ),
+        "{accepted:?}"
+    );
+    let far = hello(Role::Initiator, u32::MAX, 0, digest());
+    let accepted = accept_transcript(&acceptor, &far, false).await;
+    assert!(
+        matches!(accepted, Err(HandshakeError::UnknownNode { .. })),
+        "{accepted:?}"
+    );
+    let accepted =
+        accept_transcript(&acceptor, &hello(Role::Initiator, 0, 0, digest()), false).await;
+    assert!(
+        matches!(accepted, Err(HandshakeError::ImpersonatesUs(NodeId(0)))),
+        "{accepted:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_connection_that_reached_the_wrong_node_is_refused() {
+    // Node 1 dials node 2's address but node 0 answers (stale address).
+    let (initiated, accepted) = run(&node(1, 7), NodeId(2), &node(0, 7)).await;
+    assert!(
+        matches!(
+            accepted,
+            Err(HandshakeError::Misdirected {
+                intended: 2,
+                me: NodeId(0)
+            })
+        ),
+        "{accepted:?}"
+    );
+    assert!(
+        matches!(initiated, Err(HandshakeError::Closed)),
+        "{initiated:?}"
+    );
+
+    // A peer answering with another id than the one dialled.
+    let initiator = node(1, 7);
+    let (mut a, mut stranger) = pipe();
+    stranger
+        .write_all(&hello(Role::Acceptor, 0, 1, digest()))
+        .await
+        .unwrap();
+    let initiated = initiator.initiate(&mut a, NodeId(2)).await;
+    assert!(
+        matches!(
+            initiated,
+            Err(HandshakeError::UnexpectedPeer {
+                expected: NodeId(2),
+                claimed: 0
+            })
+        ),
+        "{initiated:?}"
+    );
+}
+
+#[tokio::test]
+async fn bad_magic_and_other_versions_are_refused_after_the_header() {
+    let acceptor = node(0, 7);
+    // Only the 10-byte header is sent and the client stays: the verdict must
+    // not wait for more.
+    let accepted = accept_transcript(&acceptor, b"GET / HTTP", true).await;
+    assert!(
+        matches!(accepted, Err(HandshakeError::BadMagic)),
+        "{accepted:?}"
+    );
+
+    let mut future = hello(Role::Initiator, 1, 0, digest());
+    future[8..10].copy_from_slice(&2u16.to_be_bytes());
+    let accepted = accept_transcript(&acceptor, &future[..HEADER_LEN], true).await;
+    assert!(
+        matches!(
+            accepted,
+            Err(HandshakeError::UnsupportedVersion { ours: 1, theirs: 2 })
+        ),
+        "{accepted:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_forged_proof_is_refused() {
+    let mut transcript = hello(Role::Initiator, 1, 0, digest()).to_vec();
+    transcript.extend_from_slice(&[0xAB; PROOF_LEN]);
+    let accepted = accept_transcript(&node(0, 7), &transcript, true).await;
+    assert!(
+        matches!(accepted, Err(HandshakeError::BadProof)),
+        "{accepted:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_client_times_out() {
+    let start = Instant::now();
+    let accepted = accept_transcript(&node(0, 7), b"", true).await;
+    assert!(
+        matches!(accepted, Err(HandshakeError::TimedOut(DEFAULT_TIMEOUT))),
+        "{accepted:?}"
+    );
+    assert_eq!(start.elapsed(), DEFAULT_TIMEOUT);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_client_that_stalls_mid_hello_times_out() {
+    let half = hello(Role::Initiator, 1, 0, digest());
+    let acceptor = node(0, 7).with_timeout(Duration::from_millis(300));
+    let start = Instant::now();
+    let accepted = accept_transcript(&acceptor, &half[..HELLO_LEN / 2], true).await;
+    assert!(
+        matches!(accepted, Err(HandshakeError::TimedOut(_))),
+        "{accepted:?}"
+    );
+    assert_eq!(start.elapsed(), Duration::from_millis(300));
+
+    // Stalling before the proof is no better.
+    let accepted = accept_transcript(&acceptor, &half, true).await;
+    assert!(
+        matches!(accepted, Err(HandshakeError::TimedOut(_))),
+        "{accepted:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_acceptor_times_the_initiator_out() {
+    let (mut a, _silent) = pipe();
+    let initiated = node(1, 7).initiate(&mut a, NodeId(0)).await;
+    assert!(
+        matches!(initiated, Err(HandshakeError::TimedOut(_))),
+        "{initiated:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_client_does_not_hold_up_other_connections() {
+    let acceptor = Arc::new(node(0, 7));
+    let start = Instant::now();
+    let (_silent_client, mut silent) = pipe();
+    let stalled = tokio::spawn({
+        let acceptor = acceptor.clone();
+        async move { acceptor.accept(&mut silent).await }
+    });
+    let (initiated, accepted) = run(&node(2, 7), NodeId(0), &acceptor).await;
+    initiated.unwrap();
+    assert_eq!(accepted.unwrap(), NodeId(2));
+    assert!(start.elapsed() < Duration::from_secs(1));
+    assert!(!stalled.is_finished());
+    let stalled = stalled.await.unwrap();
+    assert!(
+        matches!(stalled, Err(HandshakeError::TimedOut(_))),
+        "{stalled:?}"
+    );
+}
+
+#[tokio::test]
+async fn works_over_loopback_tcp() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (acceptor, initiator) = (node(1, 7), node(2, 7));
+    let accepting = async {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let peer = acceptor.accept(&mut stream).await.unwrap();
+        let mut buf = [0; 4];
+        stream.read_exact(&mut buf).await.unwrap();
+        (peer, buf)
+    };
+    let dialling = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        initiator.initiate(&mut stream, NodeId(1)).await.unwrap();
+        stream.write_all(b"ping").await.unwrap();
+    };
+    let ((peer, buf), ()) = tokio::join!(accepting, dialling);
+    assert_eq!(peer, NodeId(2));
+    assert_eq!(&buf, b"ping");
+}
+
+#[tokio::test]
+async fn a_stranger_over_loopback_tcp_is_dropped_with_a_reason() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let acceptor = node(0, 7);
+    let accepting = async {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        acceptor.accept(&mut stream).await
+    };
+    let stranger = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03])
+            .await
+            .unwrap();
+        let mut rest = Vec::new();
+        // The member closes without answering.
+        stream.read_to_end(&mut rest).await.unwrap();
+        rest
+    };
+    let (accepted, answer) = tokio::join!(accepting, stranger);
+    let reason = accepted.unwrap_err().to_string();
+    assert_eq!(reason, "not an rdmc handshake (bad magic)");
+    assert!(answer.is_empty());
+}
+
+#[test]
+fn keys_are_checked_loaded_and_never_printed() {
+    assert!(matches!(
+        ClusterKey::from_bytes(b""),
+        Err(ClusterKeyError::Empty)
+    ));
+    assert!(matches!(
+        ClusterKey::from_bytes(&b"fifteen bytes.."[..]),
+        Err(ClusterKeyError::TooShort { len: 15, min: 16 })
+    ));
+    let key = ClusterKey::from_bytes(&b"sixteen bytes..."[..]).unwrap();
+    let shown = format!("{key:?}");
+    assert!(!shown.contains("sixteen"), "{shown}");
+    assert_eq!(shown, "ClusterKey(<16 bytes, redacted>)");
+
+    let dir = std::env::temp_dir().join(format!("rdmc-handshake-key-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, contents, len) in [
+        ("lf", &b"0123456789abcdef0123\n"[..], 20),
+        ("crlf", b"0123456789abcdef0123\r\n", 20),
+        ("bare", b"0123456789abcdef0123", 20),
+        (
+            "binary",
+            &[0u8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
+            17,
+        ),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, contents).unwrap();
+        let key = ClusterKey::from_file(&path).unwrap();
+        assert_eq!(key.0.len(), len, "{name}");
+        assert_eq!(&key.0[..], &contents[..len], "{name}");
+    }
+    let short = dir.join("short");
+    std::fs::write(&short, b"short\n").unwrap();
+    assert!(matches!(
+        ClusterKey::from_file(&short),
+        Err(ClusterKeyError::TooShort { len: 5, .. })
+    ));
+    let empty = dir.join("empty");
+    std::fs::write(&empty, b"\n").unwrap();
+    assert!(matches!(
+        ClusterKey::from_file(&empty),
+        Err(ClusterKeyError::Empty)
+    ));
+    let missing = dir.join("missing");
+    let error = ClusterKey::from_file(&missing).unwrap_err();
+    assert!(matches!(error, ClusterKeyError::Read { .. }));
+    assert!(error.to_string().contains("missing"), "{error}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_digest_depends_on_every_member_in_order_unambiguously() {
+    let base = ClusterDigest::of_members(&["a:1", "b:2"]);
+    assert_eq!(
+        base,
+        ClusterDigest::of_members(&[String::from("a:1"), "b:2".into()])
+    );
+    assert_ne!(base, ClusterDigest::of_members(&["b:2", "a:1"]));
+    assert_ne!(base, ClusterDigest::of_members(&["a:1", "b:3"]));
+    assert_ne!(base, ClusterDigest::of_members(&["a:1", "b:2", "c:3"]));
+    assert_ne!(
+        ClusterDigest::of_members(&["ab", "c"]),
+        ClusterDigest::of_members(&["a", "bc"])
+    );
+}
+
+#[test]
+fn nonces_are_fresh_and_the_format_is_as_documented() {
+    let one = hello(Role::Initiator, 1, 0, digest());
+    let two = hello(Role::Initiator, 1, 0, digest());
+    assert_ne!(one[51..], two[51..]);
+    assert_eq!(one[..51], two[..51]);
+    assert_eq!(&one[..8], b"RDMC-HS\0");
+    assert_eq!(one[8..10], [0, 1]);
+    assert_eq!(one[10], 1);
+    assert_eq!(one[11..15], [0, 0, 0, 1]);
+    assert_eq!(one[15..19], [0, 0, 0, 0]);
+    assert_eq!(one[19..51], digest().0);
+}
+
+#[test]
+fn every_error_reads_as_one_line() {
+    let errors = [
+        HandshakeError::BadMagic,
+        HandshakeError::UnsupportedVersion { ours: 1, theirs: 9 },
+        HandshakeError::WrongRole(2),
+        HandshakeError::UnknownNode {
+            claimed: 9,
+            members: 3,
+        },
+        HandshakeError::ImpersonatesUs(NodeId(0)),
+        HandshakeError::UnexpectedPeer {
+            expected: NodeId(1),
+            claimed: 2,
+        },
+        HandshakeError::Misdirected {
+            intended: 2,
+            me: NodeId(0),
+        },
+        HandshakeError::DigestMismatch,
+        HandshakeError::BadProof,
+        HandshakeError::TimedOut(DEFAULT_TIMEOUT),
+        HandshakeError::Closed,
+        HandshakeError::Io(io::Error::other("boom")),
+    ];
+    for error in errors {
+        let line = format!("dropped peer 10.0.0.7:4000: {error}");
+        assert!(!line.contains('\n'), "{line}");
+    }
+}
+
+proptest! {
+    /// Any byte string as the whole client transcript ends in an error —
+    /// never a panic, a success or a hang — whether or not the client then
+    /// closes its end.
+    #[test]
+    fn garbage_is_refused(
+        transcript in proptest::collection::vec(any::<u8>(), 0..300),
+        keep_open: bool,
+    ) {
+        let accepted =
+            paused_runtime().block_on(accept_transcript(&node(0, 7), &transcript, keep_open));
+        prop_assert!(accepted.is_err());
+    }
+
+    /// A well-formed hello from a member followed by anything but the right
+    /// proof is refused too.
+    #[test]
+    fn a_valid_hello_with_a_garbage_tail_is_refused(
+        from in 1u32..3,
+        tail in proptest::collection::vec(any::<u8>(), 0..100),
+        keep_open: bool,
+    ) {
+        let mut transcript = hello(Role::Initiator, from, 0, digest()).to_vec();
+        transcript.extend_from_slice(&tail);
+        let accepted =
+            paused_runtime().block_on(accept_transcript(&node(0, 7), &transcript, keep_open));
+        // A client that left makes the acceptor's answer fail first; one that
+        // stays gets its proof checked once it has sent enough bytes.
+        match accepted {
+            Err(HandshakeError::Closed) => prop_assert!(!keep_open),
+            Err(HandshakeError::BadProof) => prop_assert!(keep_open && tail.len() >= PROOF_LEN),
+            Err(HandshakeError::TimedOut(_)) => prop_assert!(keep_open && tail.len() < PROOF_LEN),
+            other => prop_assert!(false, "unexpected {other:?}"),
+        }
+    }
+
+    /// Garbage from a fake acceptor cannot crash or stall the initiator.
+    #[test]
+    fn an_initiator_refuses_a_garbage_acceptor(
+        answer in proptest::collection::vec(any::<u8>(), 0..300),
+        keep_open: bool,
+    ) {
+        let initiated = paused_runtime().block_on(async {
+            let (mut a, mut stranger) = pipe();
+            stranger.write_all(&answer).await.unwrap();
+            let kept = keep_open.then_some(stranger);
+            let initiated = node(1, 7).initiate(&mut a, NodeId(0)).await;
+            drop(kept);
+            initiated
+        });
+        prop_assert!(initiated.is_err());
+    }
+}
