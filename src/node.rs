@@ -22,6 +22,7 @@ use crate::transport::{Completions, Transport};
 pub struct Node {
     id: NodeId,
     commands: mpsc::UnboundedSender<Command>,
+    actor: Option<tokio::task::JoinHandle<()>>,
 }
 
 impl fmt::Debug for Node {
@@ -105,8 +106,12 @@ impl Node {
     ) -> Self {
         let (commands, inbox) = mpsc::unbounded_channel();
         let actor = Actor::new(id, transport, inbox, completions, config.completion_mode());
-        tokio::spawn(actor.run());
-        Node { id, commands }
+        let actor = tokio::spawn(actor.run());
+        Node {
+            id,
+            commands,
+            actor: Some(actor),
+        }
     }
 
     /// Start every node of `cluster`, with ids `0..cluster.len()`.
@@ -162,9 +167,18 @@ impl Node {
     }
 
     /// Shut the node down: every group still open fails (its other members
-    /// see this node leave), and the actor task ends.
-    pub fn shutdown(self) {
-        drop(self);
+    /// see this node leave), everything queued is put on the wire, and the
+    /// actor task ends. Call this before a process exits, so that the last
+    /// messages of a closed group (the root's "closed" to every member among
+    /// them) are not lost with the process.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: the shutdown proceeds without the future.
+    pub async fn shutdown(mut self) {
+        let _ = self.commands.send(Command::Shutdown);
+        if let Some(actor) = self.actor.take() {
+            let _ = actor.await;
+        }
     }
 
     fn command(&self, command: Command) -> Result<(), Error> {

@@ -147,10 +147,12 @@ impl<T: Transport> Actor<T> {
                 }
                 while handled < BATCH {
                     match self.commands.try_recv() {
-                        Ok(Command::Shutdown) => return self.shutdown(),
+                        Ok(Command::Shutdown) => return self.shutdown().await,
                         Ok(cmd) => self.on_command(cmd),
                         Err(mpsc::error::TryRecvError::Empty) => break,
-                        Err(mpsc::error::TryRecvError::Disconnected) => return self.shutdown(),
+                        Err(mpsc::error::TryRecvError::Disconnected) => {
+                            return self.shutdown().await;
+                        }
                     }
                     handled += 1;
                 }
@@ -180,7 +182,7 @@ impl<T: Transport> Actor<T> {
                         None => return self.transport_gone(),
                     },
                     cmd = self.commands.recv() => match cmd {
-                        Some(Command::Shutdown) | None => return self.shutdown(),
+                        Some(Command::Shutdown) | None => return self.shutdown().await,
                         Some(cmd) => self.on_command(cmd),
                     },
                 }
@@ -427,9 +429,12 @@ impl<T: Transport> Actor<T> {
         self.fail_all();
     }
 
-    fn shutdown(mut self) {
+    /// Fail every open group (telling the other members), then let the
+    /// transport put everything queued on the wire before it goes.
+    async fn shutdown(mut self) {
         tracing::debug!("node shutting down");
         self.fail_all();
+        self.transport.flush().await;
     }
 
     fn fail_all(&mut self) {

@@ -11,6 +11,7 @@ pub(crate) mod buffer;
 pub mod mem;
 pub(crate) mod tcp;
 
+use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 
 use crate::ids::{GroupId, NodeId};
@@ -74,4 +75,8 @@ pub(crate) trait Transport: Send + 'static {
     fn send_signal(&mut self, group: GroupId, to: NodeId, signal: Signal);
     /// The group is over here: drop its posted receives.
     fn release_group(&mut self, group: GroupId);
+    /// The node is shutting down: stop taking new work and resolve once
+    /// everything already queued has been handed to the network (or the
+    /// transport gave up on it).
+    fn flush(&mut self) -> BoxFuture<'static, ()>;
 }

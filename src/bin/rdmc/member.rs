@@ -95,8 +95,7 @@ async fn member(args: &MemberArgs) -> Result<(), String> {
             members.len()
         ));
     }
-    let root = args.rank == 0;
-    if !root && !args.files.is_empty() {
+    if args.rank != 0 && !args.files.is_empty() {
         return Err("only the root (rank 0) sends files".into());
     }
     let block_size = usize::try_from(args.block_size)
@@ -127,12 +126,35 @@ async fn member(args: &MemberArgs) -> Result<(), String> {
     let group_config = GroupConfig::new()
         .with_algorithm(args.algorithm)
         .with_block_size(block_size);
+    let outcome = multicast(args, &node, &ids, group_config).await;
+    // Put the last signals on the wire before the process exits: the root's
+    // "closed" to every member, or this member's report of a failure, which
+    // must reach the others before they see its connection close.
+    node.shutdown().await;
+    let seconds = outcome?;
+    if args.json {
+        println!(
+            "{}",
+            json!({"event": "closed", "rank": args.rank, "seconds": seconds})
+        );
+    }
+    Ok(())
+}
+
+/// The group's part: send the files (root) or write the messages (others),
+/// then close. Returns the seconds from group creation to closed.
+async fn multicast(
+    args: &MemberArgs,
+    node: &Node,
+    ids: &[NodeId],
+    config: GroupConfig,
+) -> Result<f64, String> {
     let mut group = node
-        .create_group(GroupId(1), &ids, group_config)
+        .create_group(GroupId(1), ids, config)
         .await
         .map_err(|e| e.to_string())?;
     let start = Instant::now();
-    if root {
+    if args.rank == 0 {
         for (i, path) in args.files.iter().enumerate() {
             let data = Bytes::from(
                 std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?,
@@ -154,13 +176,7 @@ async fn member(args: &MemberArgs) -> Result<(), String> {
         }
     }
     group.close().await.map_err(|e| e.to_string())?;
-    if args.json {
-        println!(
-            "{}",
-            json!({"event": "closed", "rank": args.rank, "seconds": start.elapsed().as_secs_f64()})
-        );
-    }
-    Ok(())
+    Ok(start.elapsed().as_secs_f64())
 }
 
 fn report(args: &MemberArgs, seq: u64, size: usize, start: Instant, event: &str) {

@@ -48,6 +48,7 @@ pub(crate) struct Link {
     outgoing: mpsc::UnboundedSender<Outgoing>,
     posted: Arc<Posted>,
     down: Arc<AtomicBool>,
+    writer: tokio::task::JoinHandle<()>,
 }
 
 impl Link {
@@ -67,7 +68,7 @@ impl Link {
         let down = Arc::new(AtomicBool::new(false));
         let span = tracing::debug_span!("rdmc_link", peer = peer.0);
         let _enter = span.enter();
-        tokio::spawn(tracing::Instrument::in_current_span(write_loop(
+        let writer = tokio::spawn(tracing::Instrument::in_current_span(write_loop(
             peer,
             writer,
             queue,
@@ -87,7 +88,14 @@ impl Link {
             outgoing,
             posted,
             down,
+            writer,
         }
+    }
+
+    /// Close the sending side: the writer puts everything queued on the
+    /// wire, shuts the connection's write half and ends (the returned task).
+    pub(crate) fn close(self) -> tokio::task::JoinHandle<()> {
+        self.writer
     }
 
     /// Whether the connection is gone.

@@ -16,6 +16,7 @@ pub(crate) mod mesh;
 use std::collections::HashMap;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio_util::sync::DropGuard;
 
@@ -30,6 +31,8 @@ use crate::ids::{GroupId, NodeId};
 pub(crate) struct TcpEndpoint {
     links: HashMap<NodeId, Link>,
     completions: CompletionSender,
+    /// How long a shutdown waits for queued frames to be written.
+    flush_timeout: Duration,
     _acceptor: DropGuard,
 }
 
@@ -49,6 +52,7 @@ impl TcpEndpoint {
             TcpEndpoint {
                 links,
                 completions,
+                flush_timeout: link.failure_timeout,
                 _acceptor,
             },
             queue,
@@ -96,6 +100,17 @@ impl Transport for TcpEndpoint {
         for link in self.links.values() {
             link.release_group(group);
         }
+    }
+
+    fn flush(&mut self) -> BoxFuture<'static, ()> {
+        let writers: Vec<_> = self.links.drain().map(|(_, link)| link.close()).collect();
+        let limit = self.flush_timeout;
+        Box::pin(async move {
+            let all = futures::future::join_all(writers);
+            if tokio::time::timeout(limit, all).await.is_err() {
+                tracing::warn!("gave up flushing connections after {limit:?}");
+            }
+        })
     }
 }
 
