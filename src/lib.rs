@@ -57,7 +57,8 @@ pub mod schedule;
 pub mod transport;
 
 pub use config::{
-    CompletionMode, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_MESSAGE_SIZE, GroupConfig, NodeConfig,
+    CompletionMode, DEFAULT_BLOCK_SIZE, DEFAULT_CREATE_TIMEOUT, DEFAULT_MAX_MESSAGE_SIZE,
+    GroupConfig, NodeConfig,
 };
 pub use error::{Error, FailureKind, MembershipError};
 pub use group::{Group, SendFuture};
