@@ -96,6 +96,10 @@ pub(crate) struct Actor<T> {
     /// Groups whose creation failed here for a mismatch or a timeout, to
     /// answer `Join`s that come late.
     abandoned: HashMap<GroupId, Abandoned>,
+    /// The group whose early signals are being replayed: its rendezvous
+    /// completes only after all of them (a `JoinRejected` may follow the
+    /// last `Join`).
+    replaying: Option<GroupId>,
 }
 
 /// A creation rendezvous in progress: the group exists locally, but the
@@ -173,6 +177,7 @@ impl<T: Transport> Actor<T> {
             down: HashSet::new(),
             deadlines: BTreeSet::new(),
             abandoned: HashMap::new(),
+            replaying: None,
         }
     }
 
@@ -341,9 +346,11 @@ impl<T: Transport> Actor<T> {
         }
         if let Some(early) = self.early.remove(&id) {
             self.early_count -= early.len();
+            self.replaying = Some(id);
             for c in early {
                 self.on_completion(c);
             }
+            self.replaying = None;
         }
         self.maybe_complete_rendezvous(id);
     }
@@ -390,6 +397,9 @@ impl<T: Transport> Actor<T> {
 
     /// Hand the group to the user if every other member has joined.
     fn maybe_complete_rendezvous(&mut self, id: GroupId) {
+        if self.replaying == Some(id) {
+            return;
+        }
         let Some(g) = self.groups.get_mut(&id) else {
             return;
         };
@@ -478,14 +488,19 @@ impl<T: Transport> Actor<T> {
                 }
             }
         }
-        self.abandon(group, Error::MembershipMismatch { group, peer });
+        self.abandon(group, Error::MembershipMismatch { group, peer }, &[]);
     }
 
-    /// Fail the create of `group` with `error` and drop the group here
-    /// without telling the other members: a mismatch was told with
-    /// `JoinRejected`s, a timeout needs no telling (the others time out too,
-    /// or are told if the missing member turns up, see `answer_late_join`).
-    fn abandon(&mut self, group: GroupId, error: Error) {
+    /// Fail the create of `group` with `error` and drop the group here,
+    /// telling only the members in `tell` that it failed.
+    ///
+    /// A mismatch was told with `JoinRejected`s already. After a timeout the
+    /// missing members are told (they fail as soon as they create the
+    /// group); the members that joined are not: they are waiting for the
+    /// same missing members and time out too — each with its own, clear
+    /// error, not this member's failure — or, if a missing member turns up
+    /// before, they are told then (see `answer_late_join`).
+    fn abandon(&mut self, group: GroupId, error: Error, tell: &[NodeId]) {
         let Some(mut g) = self.groups.remove(&group) else {
             return;
         };
@@ -495,6 +510,14 @@ impl<T: Transport> Actor<T> {
         };
         self.deadlines.remove(&(rv.deadline, group));
         self.transport.release_group(group);
+        let failed = Signal::Group(Control::Failed {
+            suspect: Some(g.member.config().rank),
+        });
+        for &n in tell {
+            if !self.down.contains(&n) {
+                self.transport.send_signal(group, n, failed);
+            }
+        }
         g.span
             .in_scope(|| tracing::warn!(%error, "group not created"));
         let timed_out = matches!(error, Error::CreateTimedOut { .. });
@@ -547,7 +570,8 @@ impl<T: Transport> Actor<T> {
                 .and_then(|g| g.rendezvous.as_ref())
                 .map(|rv| rv.waiting.clone());
             if let Some(missing) = missing {
-                self.abandon(group, Error::CreateTimedOut { group, missing });
+                let tell = missing.clone();
+                self.abandon(group, Error::CreateTimedOut { group, missing }, &tell);
             }
         }
     }
