@@ -426,3 +426,70 @@ async fn the_mismatch_error_reads_well() {
         std::io::ErrorKind::TimedOut
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_timeout_fires_in_polling_and_hybrid_modes_too() {
+    for mode in [
+        CompletionMode::Polling,
+        CompletionMode::Hybrid {
+            window: Duration::from_millis(50),
+        },
+    ] {
+        let cluster = MemCluster::new(2);
+        let node = Node::in_memory(
+            &cluster,
+            NodeId(0),
+            NodeConfig::new().with_completion_mode(mode),
+        )
+        .unwrap();
+        // Node 1 runs but never creates the group.
+        let _idle = Node::in_memory(&cluster, NodeId(1), NodeConfig::new()).unwrap();
+        let config = GroupConfig::new().with_create_timeout(Duration::from_millis(200));
+        let err = bounded(create(&node, &[0, 1], config)).await.unwrap_err();
+        assert_eq!(
+            err,
+            Error::CreateTimedOut {
+                group: G,
+                missing: vec![NodeId(1)]
+            },
+            "{mode:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_group_of_one_is_created_at_once() {
+    let (_cluster, nodes) = nodes(2);
+    let g = bounded(create(&nodes[1], &[1], GroupConfig::new()))
+        .await
+        .unwrap();
+    g.send(Bytes::from_static(b"alone")).await.unwrap();
+    g.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn dropping_a_create_future_fails_the_group_for_the_others() {
+    let (_cluster, nodes) = nodes(2);
+    let members = ids(&[0, 1]);
+    // Node 1's create is abandoned before node 0 creates the group.
+    let abandoned = nodes[1].create_group(G, &members, GroupConfig::new());
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), abandoned)
+            .await
+            .is_err()
+    );
+    let r = bounded(create(&nodes[0], &[0, 1], GroupConfig::new())).await;
+    match r {
+        // Node 1 completed its rendezvous with nobody to hand the group to,
+        // and left it.
+        Err(Error::GroupFailed { suspect, .. }) => assert_eq!(suspect, Some(NodeId(1))),
+        Ok(g) => assert!(matches!(
+            bounded(g.close()).await,
+            Err(Error::GroupFailed {
+                suspect: Some(NodeId(1)),
+                ..
+            })
+        )),
+        other => panic!("{other:?}"),
+    }
+}
