@@ -65,13 +65,22 @@ pub const DEFAULT_MAX_MESSAGE_SIZE: u64 = 1 << 40;
 /// Default receive window: 64 delivered messages not yet read.
 pub const DEFAULT_RECEIVE_WINDOW: u64 = 64;
 
-/// Configuration of a group; every member must use the same.
+/// Default time [`Node::create_group`](crate::Node::create_group) waits for
+/// every other member to create the group: 30 s.
+pub const DEFAULT_CREATE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Configuration of a group.
+///
+/// Every member must use the same algorithm, block size and largest message
+/// size (creating the group checks this); the receive window and the create
+/// timeout are each member's own.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupConfig {
     algorithm: Algorithm,
     block_size: usize,
     max_message_size: u64,
     receive_window: Option<u64>,
+    create_timeout: Duration,
 }
 
 impl Default for GroupConfig {
@@ -81,13 +90,14 @@ impl Default for GroupConfig {
             block_size: DEFAULT_BLOCK_SIZE,
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             receive_window: Some(DEFAULT_RECEIVE_WINDOW),
+            create_timeout: DEFAULT_CREATE_TIMEOUT,
         }
     }
 }
 
 impl GroupConfig {
     /// The defaults: binomial pipeline, 1 MiB blocks, messages up to 1 TiB,
-    /// a receive window of 64 messages.
+    /// a receive window of 64 messages, a create timeout of 30 s.
     pub fn new() -> Self {
         Self::default()
     }
@@ -121,6 +131,15 @@ impl GroupConfig {
         self
     }
 
+    /// Set how long [`Node::create_group`](crate::Node::create_group) waits
+    /// for every other member to create the group too before it fails with
+    /// [`Error::CreateTimedOut`](crate::Error::CreateTimedOut). Local to this
+    /// member: members may use different timeouts.
+    pub fn with_create_timeout(mut self, timeout: Duration) -> Self {
+        self.create_timeout = timeout;
+        self
+    }
+
     /// The multicast algorithm.
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm
@@ -139,6 +158,11 @@ impl GroupConfig {
     /// How many delivered messages a receiver may hold unread.
     pub fn receive_window(&self) -> Option<u64> {
         self.receive_window
+    }
+
+    /// How long creating the group waits for the other members.
+    pub fn create_timeout(&self) -> Duration {
+        self.create_timeout
     }
 }
 

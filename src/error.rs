@@ -94,6 +94,49 @@ pub enum Error {
     /// The node has shut down.
     #[error("node {0} has shut down")]
     NodeShutDown(NodeId),
+    /// The members did not all create the group with the same membership
+    /// (ids in the same order) and configuration (algorithm, block size,
+    /// largest message size). The group is not created, on any member that
+    /// learns of it; its id stays used.
+    ///
+    /// `peer` is the member whose view of the group differs from this
+    /// node's — or, when a member that agreed with this node found the
+    /// difference with a third member first, that member.
+    #[error(
+        "group {group}: node {peer} created it with a different membership or configuration \
+         (or refused it because another member did)"
+    )]
+    MembershipMismatch {
+        /// The group.
+        group: GroupId,
+        /// The member that disagreed (or refused).
+        peer: NodeId,
+    },
+    /// Not every other member created the group within the create timeout
+    /// ([`GroupConfig::with_create_timeout`](crate::GroupConfig::with_create_timeout)).
+    /// The group is not created; its id stays used.
+    #[error("group {group}: timed out waiting for {} to create it", Nodes(missing))]
+    CreateTimedOut {
+        /// The group.
+        group: GroupId,
+        /// The members whose creation had not been heard of, in rank order.
+        missing: Vec<NodeId>,
+    },
+}
+
+struct Nodes<'a>(&'a [NodeId]);
+
+impl fmt::Display for Nodes<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.len() == 1 { "node " } else { "nodes " })?;
+        for (i, node) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{node}")?;
+        }
+        Ok(())
+    }
 }
 
 struct Suspect<'a>(Option<NodeId>, &'a FailureKind);
@@ -118,6 +161,8 @@ impl From<Error> for std::io::Error {
                 ErrorKind::InvalidInput
             }
             Error::GroupIdInUse(_) => ErrorKind::AlreadyExists,
+            Error::MembershipMismatch { .. } => ErrorKind::InvalidData,
+            Error::CreateTimedOut { .. } => ErrorKind::TimedOut,
             Error::Transport(_) => ErrorKind::Other,
         };
         std::io::Error::new(kind, e)

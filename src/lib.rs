@@ -57,8 +57,8 @@ pub mod schedule;
 pub mod transport;
 
 pub use config::{
-    ClusterKey, ClusterKeyError, CompletionMode, DEFAULT_BLOCK_SIZE, DEFAULT_MAX_MESSAGE_SIZE,
-    DEFAULT_RECEIVE_WINDOW, GroupConfig, NodeConfig, TcpConfig,
+    ClusterKey, ClusterKeyError, CompletionMode, DEFAULT_BLOCK_SIZE, DEFAULT_CREATE_TIMEOUT,
+    DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_RECEIVE_WINDOW, GroupConfig, NodeConfig, TcpConfig,
 };
 pub use error::{Error, FailureKind, MembershipError};
 pub use group::{Group, SendFuture};

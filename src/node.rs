@@ -131,17 +131,36 @@ impl Node {
 
     /// Create (join) group `id`. Every member calls this with the same
     /// `members` — node ids in rank order, the first being the root — and the
-    /// same `config`, concurrently.
+    /// same `config` (algorithm, block size, largest message size; the
+    /// receive window and the create timeout may differ), concurrently.
+    ///
+    /// This is a rendezvous: the future resolves once every other member has
+    /// created the group too with the same membership and configuration
+    /// (each member sends the others a digest of both). Members may call it
+    /// at different times, within the create timeout
+    /// ([`GroupConfig::with_create_timeout`], 30 s by default). A group of
+    /// one resolves at once.
     ///
     /// # Errors
-    /// [`Error::Membership`] for an empty list, a duplicate, or a list without
-    /// this node; [`Error::GroupIdInUse`] if this node used `id` before;
-    /// [`Error::InvalidConfig`]; [`Error::NodeShutDown`].
+    /// - [`Error::Membership`] for an empty list, a duplicate, or a list
+    ///   without this node; [`Error::InvalidConfig`]; [`Error::GroupIdInUse`]
+    ///   if this node used `id` before — also after a create that failed, as
+    ///   ids are never reused;
+    /// - [`Error::MembershipMismatch`] if a member created the group with a
+    ///   different member list or configuration (or a node outside the list
+    ///   created it): every member that creates the group gets this error;
+    /// - [`Error::CreateTimedOut`], naming the members not heard of, if they
+    ///   did not all create the group within the timeout;
+    /// - [`Error::GroupFailed`] naming the member, if a member is down (or
+    ///   goes down) before the rendezvous completes, or if another member
+    ///   gave up on the group;
+    /// - [`Error::NodeShutDown`].
     ///
     /// # Cancel safety
     /// Not cancel safe: if the future is dropped after the node accepted the
-    /// request, the group is created and then left at once, which its other
-    /// members see as this node's failure.
+    /// request, the group is created, and left as soon as its rendezvous
+    /// completes, which its other members see as this node's failure. The
+    /// id stays used.
     pub async fn create_group(
         &self,
         id: GroupId,

@@ -3,18 +3,23 @@
 //! actions and turns their outcomes into wakeups of the user's futures and
 //! streams.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time;
 use tracing::Instrument;
+
+use super::rendezvous::group_digest;
 
 use crate::config::{CompletionMode, GroupConfig};
 use crate::error::{Error, FailureKind, MembershipError};
 use crate::ids::{GroupId, NodeId};
-use crate::proto::{Action, Failure, FailureReason, GroupMember, MemberConfig, MemberError, Rank};
+use crate::proto::{
+    Action, Control, Failure, FailureReason, GroupMember, MemberConfig, MemberError, Rank,
+};
 use crate::transport::{BlockRef, Completion, Completions, MessageBuffer, Signal, Transport};
 
 /// A message delivered to a receiver.
@@ -39,7 +44,7 @@ pub(crate) enum Command {
         id: GroupId,
         members: Vec<NodeId>,
         config: GroupConfig,
-        reply: oneshot::Sender<Result<Deliveries, Error>>,
+        reply: CreateReply,
     },
     Send {
         group: GroupId,
@@ -64,6 +69,9 @@ pub(crate) enum Command {
 /// Where a root's send future learns its outcome.
 type SendReply = oneshot::Sender<Result<(), Error>>;
 
+/// Where a `create_group` future learns its outcome.
+pub(crate) type CreateReply = oneshot::Sender<Result<Deliveries, Error>>;
+
 /// Most events handled before the actor yields to other tasks.
 const BATCH: usize = 256;
 /// Most control messages kept for groups this node has not created yet.
@@ -83,6 +91,45 @@ pub(crate) struct Actor<T> {
     early_count: usize,
     /// Nodes known to be gone.
     down: HashSet<NodeId>,
+    /// When each creation rendezvous in progress gives up.
+    deadlines: BTreeSet<(time::Instant, GroupId)>,
+    /// Groups whose creation failed here for a mismatch or a timeout, to
+    /// answer `Join`s that come late.
+    abandoned: HashMap<GroupId, Abandoned>,
+    /// The group whose early signals are being replayed: its rendezvous
+    /// completes only after all of them (a `JoinRejected` may follow the
+    /// last `Join`).
+    replaying: Option<GroupId>,
+}
+
+/// A creation rendezvous in progress: the group exists locally, but the
+/// user gets its handle only once every other member has joined.
+///
+/// The group's state machine runs from local creation on: a peer that
+/// finished its rendezvous earlier may already send ready-for-block or
+/// failures, and the core handles peers at different stages already (it
+/// posts receives before it says ready, and nothing is sent to a receiver
+/// that has not said ready). Holding the state machine back would need a
+/// second buffer for its traffic and gain nothing: no message can be sent
+/// before the root's user has the handle, i.e. before the root's rendezvous
+/// completed, which needs every member's matching `Join`. What keeps a
+/// mismatch from showing up as a protocol violation instead is the order
+/// of signals: each member sends its `Join`s before anything else of the
+/// group, and signals are FIFO per link, so a peer checks the `Join` first.
+struct Rendezvous {
+    /// The other members whose matching `Join` has not arrived, in rank order.
+    waiting: Vec<NodeId>,
+    deadline: time::Instant,
+    reply: CreateReply,
+    deliveries: Deliveries,
+}
+
+/// A group whose creation failed here for a mismatch or a timeout.
+struct Abandoned {
+    digest: u128,
+    members: Vec<NodeId>,
+    rank: Rank,
+    timed_out: bool,
 }
 
 struct GroupState {
@@ -103,6 +150,10 @@ struct GroupState {
     /// Whether the user's handle is gone.
     left: bool,
     span: tracing::Span,
+    /// What every member must agree on (see `rendezvous`).
+    digest: u128,
+    /// Until every member has joined.
+    rendezvous: Option<Rendezvous>,
 }
 
 impl<T: Transport> Actor<T> {
@@ -124,6 +175,9 @@ impl<T: Transport> Actor<T> {
             early: HashMap::new(),
             early_count: 0,
             down: HashSet::new(),
+            deadlines: BTreeSet::new(),
+            abandoned: HashMap::new(),
+            replaying: None,
         }
     }
 
@@ -133,6 +187,9 @@ impl<T: Transport> Actor<T> {
         async move {
             let mut spin_until: Option<Instant> = None;
             loop {
+                if !self.deadlines.is_empty() {
+                    self.expire_rendezvous();
+                }
                 // Handle what is already there, a bounded batch at a time.
                 let mut handled = 0;
                 while handled < BATCH {
@@ -175,6 +232,7 @@ impl<T: Transport> Actor<T> {
                     continue;
                 }
                 spin_until = None;
+                let deadline = self.deadlines.first().map(|&(at, _)| at);
                 tokio::select! {
                     biased;
                     c = self.completions.recv() => match c {
@@ -185,6 +243,9 @@ impl<T: Transport> Actor<T> {
                         Some(Command::Shutdown) | None => return self.shutdown().await,
                         Some(cmd) => self.on_command(cmd),
                     },
+                    // Expired rendezvous are handled at the top of the loop.
+                    () = time::sleep_until(deadline.unwrap_or_else(time::Instant::now)),
+                        if deadline.is_some() => {}
                 }
             }
         }
@@ -199,9 +260,7 @@ impl<T: Transport> Actor<T> {
                 members,
                 config,
                 reply,
-            } => {
-                let _ = reply.send(self.create_group(id, members, config));
-            }
+            } => self.create_group(id, members, config, reply),
             Command::Send { group, data, reply } => self.send(group, data, reply),
             Command::Close { group, reply } => self.close(group, reply),
             Command::Consumed { group } => {
@@ -212,12 +271,100 @@ impl<T: Transport> Actor<T> {
         }
     }
 
+    /// Create group `id` here and start its rendezvous: `reply` gets the
+    /// group's deliveries once every other member has joined.
     fn create_group(
         &mut self,
         id: GroupId,
         members: Vec<NodeId>,
         config: GroupConfig,
-    ) -> Result<Deliveries, Error> {
+        reply: CreateReply,
+    ) {
+        let (member, rank_of, rank) = match self.new_member(id, &members, &config) {
+            Ok(new) => new,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        self.used.insert(id);
+        let digest = group_digest(id, &members, &config);
+        let now = time::Instant::now();
+        let deadline = now
+            .checked_add(config.create_timeout())
+            .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
+        let span = tracing::debug_span!(
+            "rdmc_group",
+            group = id.0,
+            rank,
+            nodes = members.len(),
+            algorithm = %config.algorithm()
+        );
+        span.in_scope(|| tracing::info!(digest = format_args!("{digest:032x}"), "group created"));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let others: Vec<NodeId> = members.iter().copied().filter(|&n| n != self.me).collect();
+        let down: Vec<Rank> = others
+            .iter()
+            .filter(|n| self.down.contains(n))
+            .map(|n| rank_of[n])
+            .collect();
+        // The Joins go out before anything else of the group: signals are
+        // FIFO per link, so every peer checks this member's Join first.
+        for &peer in &others {
+            if !self.down.contains(&peer) {
+                self.transport
+                    .send_signal(id, peer, Signal::Join { digest });
+            }
+        }
+        self.deadlines.insert((deadline, id));
+        self.groups.insert(
+            id,
+            GroupState {
+                id,
+                member,
+                bounce: (rank > 0).then(|| MessageBuffer::new(config.block_size())),
+                members,
+                rank_of,
+                block_size: config.block_size(),
+                receiving: None,
+                sending: VecDeque::new(),
+                deliveries: Some(tx),
+                close_waiters: Vec::new(),
+                outcome: None,
+                left: false,
+                span,
+                digest,
+                rendezvous: Some(Rendezvous {
+                    waiting: others,
+                    deadline,
+                    reply,
+                    deliveries: rx,
+                }),
+            },
+        );
+        self.drive(id);
+        if let Some(&suspect) = down.first() {
+            self.with_member(id, |m| m.handle_peer_failure(Some(suspect)));
+        }
+        if let Some(early) = self.early.remove(&id) {
+            self.early_count -= early.len();
+            self.replaying = Some(id);
+            for c in early {
+                self.on_completion(c);
+            }
+            self.replaying = None;
+        }
+        self.maybe_complete_rendezvous(id);
+    }
+
+    /// Check a creation request; the new member's state machine, the rank of
+    /// each member, and this node's rank.
+    fn new_member(
+        &self,
+        id: GroupId,
+        members: &[NodeId],
+        config: &GroupConfig,
+    ) -> Result<(GroupMember, HashMap<NodeId, Rank>, Rank), Error> {
         if members.is_empty() {
             return Err(MembershipError::Empty.into());
         }
@@ -247,50 +394,205 @@ impl<T: Transport> Actor<T> {
             receive_window: config.receive_window(),
         })
         .map_err(|_| Error::InvalidConfig("the group's schedule cannot be built"))?;
-        self.used.insert(id);
-        let span = tracing::debug_span!(
-            "rdmc_group",
-            group = id.0,
-            rank,
-            nodes = members.len(),
-            algorithm = %config.algorithm()
-        );
-        span.in_scope(|| tracing::info!("group created"));
-        let (tx, rx) = mpsc::unbounded_channel();
-        let down: Vec<Rank> = members
-            .iter()
-            .filter(|n| self.down.contains(n))
-            .map(|n| rank_of[n])
-            .collect();
-        self.groups.insert(
-            id,
-            GroupState {
-                id,
-                member,
-                bounce: (rank > 0).then(|| MessageBuffer::new(config.block_size())),
-                members,
-                rank_of,
-                block_size: config.block_size(),
-                receiving: None,
-                sending: VecDeque::new(),
-                deliveries: Some(tx),
-                close_waiters: Vec::new(),
-                outcome: None,
-                left: false,
-                span,
-            },
-        );
-        self.drive(id);
-        if let Some(&suspect) = down.first() {
-            self.with_member(id, |m| m.handle_peer_failure(Some(suspect)));
+        Ok((member, rank_of, rank))
+    }
+
+    /// Hand the group to the user if every other member has joined.
+    fn maybe_complete_rendezvous(&mut self, id: GroupId) {
+        if self.replaying == Some(id) {
+            return;
         }
-        if let Some(early) = self.early.remove(&id) {
-            self.early_count -= early.len();
-            for c in early {
-                self.on_completion(c);
+        let Some(g) = self.groups.get_mut(&id) else {
+            return;
+        };
+        if !g.rendezvous.as_ref().is_some_and(|r| r.waiting.is_empty()) {
+            return;
+        }
+        let Some(rv) = g.rendezvous.take() else {
+            return;
+        };
+        self.deadlines.remove(&(rv.deadline, id));
+        g.span.in_scope(|| tracing::info!("every member joined"));
+        if rv.reply.send(Ok(rv.deliveries)).is_err() {
+            // The create future was dropped: nobody will ever use the group.
+            self.leave(id);
+        }
+    }
+
+    /// A `Join` or `JoinRejected` from `from` for `group`.
+    fn on_rendezvous_signal(&mut self, group: GroupId, from: NodeId, signal: Signal) {
+        let Some(g) = self.groups.get_mut(&group) else {
+            if self.abandoned.contains_key(&group) {
+                if let Signal::Join { digest } = signal {
+                    self.answer_late_join(group, from, digest);
+                }
+            } else if !self.used.contains(&group) {
+                self.keep_early(Completion::Signal {
+                    group,
+                    from,
+                    signal,
+                });
+            }
+            return;
+        };
+        let mine = g.digest;
+        let member = g.rank_of.get(&from).copied();
+        let pending = g.rendezvous.is_some();
+        let _enter = g.span.clone().entered();
+        match signal {
+            Signal::Join { digest } if digest == mine && member.is_some() => {
+                if let Some(rv) = &mut g.rendezvous {
+                    rv.waiting.retain(|&n| n != from);
+                }
+                self.maybe_complete_rendezvous(group);
+            }
+            Signal::Join { digest } => {
+                tracing::warn!(
+                    peer = from.0,
+                    theirs = format_args!("{digest:032x}"),
+                    "join with a different membership or configuration refused"
+                );
+                self.transport
+                    .send_signal(group, from, Signal::JoinRejected { digest: mine });
+                if pending {
+                    self.refuse(group, from, true);
+                }
+            }
+            Signal::JoinRejected { digest } if pending => {
+                tracing::warn!(peer = from.0, "our join was refused");
+                // A peer with our own digest refused because of a third
+                // member; it told every member itself.
+                self.refuse(group, from, digest != mine);
+            }
+            Signal::JoinRejected { .. } => {
+                // The rendezvous completed here, but a member refused the
+                // group since (it found a mismatch with a non-member).
+                if let Some(rank) = member {
+                    tracing::warn!(peer = from.0, "a member refused the group");
+                    self.with_member(group, |m| m.handle_peer_failure(Some(rank)));
+                }
+            }
+            Signal::Group(_) => unreachable!("routed to the group's state machine"),
+        }
+    }
+
+    /// The rendezvous of `group` failed for a mismatch with `peer`: tell the
+    /// other members (if `relay`) and fail the local create.
+    fn refuse(&mut self, group: GroupId, peer: NodeId, relay: bool) {
+        let Some(g) = self.groups.get(&group) else {
+            return;
+        };
+        if relay {
+            for &n in &g.members {
+                if n != self.me && n != peer && !self.down.contains(&n) {
+                    self.transport
+                        .send_signal(group, n, Signal::JoinRejected { digest: g.digest });
+                }
             }
         }
-        Ok(rx)
+        self.abandon(group, Error::MembershipMismatch { group, peer }, &[]);
+    }
+
+    /// Fail the create of `group` with `error` and drop the group here,
+    /// telling only the members in `tell` that it failed.
+    ///
+    /// A mismatch was told with `JoinRejected`s already. After a timeout the
+    /// missing members are told (they fail as soon as they create the
+    /// group); the members that joined are not: they are waiting for the
+    /// same missing members and time out too — each with its own, clear
+    /// error, not this member's failure — or, if a missing member turns up
+    /// before, they are told then (see `answer_late_join`).
+    fn abandon(&mut self, group: GroupId, error: Error, tell: &[NodeId]) {
+        let Some(mut g) = self.groups.remove(&group) else {
+            return;
+        };
+        let Some(rv) = g.rendezvous.take() else {
+            self.groups.insert(group, g);
+            return;
+        };
+        self.deadlines.remove(&(rv.deadline, group));
+        self.transport.release_group(group);
+        let failed = Signal::Group(Control::Failed {
+            suspect: Some(g.member.config().rank),
+        });
+        for &n in tell {
+            if !self.down.contains(&n) {
+                self.transport.send_signal(group, n, failed);
+            }
+        }
+        g.span
+            .in_scope(|| tracing::warn!(%error, "group not created"));
+        let timed_out = matches!(error, Error::CreateTimedOut { .. });
+        let _ = rv.reply.send(Err(error));
+        self.abandoned.insert(
+            group,
+            Abandoned {
+                digest: g.digest,
+                rank: g.member.config().rank,
+                members: g.members,
+                timed_out,
+            },
+        );
+    }
+
+    /// A `Join` for a group whose creation failed here.
+    fn answer_late_join(&mut self, group: GroupId, from: NodeId, digest: u128) {
+        let Some(a) = self.abandoned.get(&group) else {
+            return;
+        };
+        if digest != a.digest || !a.timed_out {
+            self.transport
+                .send_signal(group, from, Signal::JoinRejected { digest: a.digest });
+            return;
+        }
+        // A member that was missing when this one gave up has turned up:
+        // the others may now complete their rendezvous, with this member
+        // gone. Fail the group everywhere.
+        let failed = Signal::Group(Control::Failed {
+            suspect: Some(a.rank),
+        });
+        for &n in &a.members {
+            if n != self.me && !self.down.contains(&n) {
+                self.transport.send_signal(group, n, failed);
+            }
+        }
+    }
+
+    /// Fail every rendezvous whose deadline has passed.
+    fn expire_rendezvous(&mut self) {
+        let now = time::Instant::now();
+        while let Some(&(deadline, group)) = self.deadlines.first() {
+            if deadline > now {
+                break;
+            }
+            self.deadlines.pop_first();
+            let missing = self
+                .groups
+                .get(&group)
+                .and_then(|g| g.rendezvous.as_ref())
+                .map(|rv| rv.waiting.clone());
+            if let Some(missing) = missing {
+                let tell = missing.clone();
+                self.abandon(group, Error::CreateTimedOut { group, missing }, &tell);
+            }
+        }
+    }
+
+    /// Keep a control message for a group not created here yet.
+    fn keep_early(&mut self, c: Completion) {
+        let Completion::Signal { group, .. } = &c else {
+            return;
+        };
+        let group = *group;
+        if self.early_count < MAX_EARLY {
+            self.early_count += 1;
+            self.early.entry(group).or_default().push(c);
+        } else {
+            tracing::warn!(
+                group = group.0,
+                "dropping control message for unknown group"
+            );
+        }
     }
 
     fn send(&mut self, group: GroupId, data: Bytes, reply: oneshot::Sender<Result<(), Error>>) {
@@ -360,17 +662,16 @@ impl<T: Transport> Actor<T> {
             Completion::Signal { group, from, .. } => (*group, *from),
             Completion::TransferFailed { group, peer, .. } => (*group, *peer),
         };
+        if let Completion::Signal {
+            signal: signal @ (Signal::Join { .. } | Signal::JoinRejected { .. }),
+            ..
+        } = c
+        {
+            return self.on_rendezvous_signal(group, peer, signal);
+        }
         let Some(g) = self.groups.get_mut(&group) else {
             if !self.used.contains(&group) && matches!(c, Completion::Signal { .. }) {
-                if self.early_count < MAX_EARLY {
-                    self.early_count += 1;
-                    self.early.entry(group).or_default().push(c);
-                } else {
-                    tracing::warn!(
-                        group = group.0,
-                        "dropping control message for unknown group"
-                    );
-                }
+                self.keep_early(c);
             }
             return;
         };
@@ -392,8 +693,7 @@ impl<T: Transport> Actor<T> {
                 signal: Signal::Group(control),
                 ..
             } => g.member.handle_control(rank, control),
-            // The creation rendezvous is not enforced yet.
-            Completion::Signal { .. } => {}
+            Completion::Signal { .. } => unreachable!("rendezvous signals are handled above"),
             Completion::TransferFailed { error, .. } => {
                 tracing::warn!(peer = peer.0, error, "transfer failed");
                 g.member.handle_peer_failure(Some(rank))
@@ -419,6 +719,16 @@ impl<T: Transport> Actor<T> {
         while let Some(action) = g.member.poll_action() {
             execute(g, &mut self.transport, action);
         }
+        if let Some(outcome) = &g.outcome
+            && let Some(rv) = g.rendezvous.take()
+        {
+            // The group failed before every member joined (a member is
+            // down, or another member said so): so does its creation.
+            let error = outcome.clone().err().unwrap_or(Error::Closed(group));
+            self.deadlines.remove(&(rv.deadline, group));
+            let _ = rv.reply.send(Err(error));
+            g.left = true;
+        }
         if g.outcome.is_some() && g.left {
             self.groups.remove(&group);
         }
@@ -439,6 +749,12 @@ impl<T: Transport> Actor<T> {
 
     fn fail_all(&mut self) {
         let ids: Vec<GroupId> = self.groups.keys().copied().collect();
+        for g in self.groups.values_mut() {
+            if let Some(rv) = g.rendezvous.take() {
+                let _ = rv.reply.send(Err(Error::NodeShutDown(self.me)));
+                g.left = true;
+            }
+        }
         for id in ids {
             self.with_member(id, GroupMember::shutdown);
         }

@@ -2,6 +2,7 @@
 //! the node's groups over its transport (DESIGN.md §3.4).
 
 mod actor;
+mod rendezvous;
 
 pub use actor::Message;
 pub(crate) use actor::{Actor, Command, Deliveries};

@@ -48,7 +48,6 @@ pub(crate) enum Completion {
 
 /// A control-plane message between two nodes about one group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[allow(dead_code)] // `Join`/`JoinRejected`: the creation rendezvous is in progress.
 pub(crate) enum Signal {
     /// One of the group protocol's own control messages.
     Group(Control),
