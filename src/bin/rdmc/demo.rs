@@ -53,8 +53,10 @@ pub(crate) struct DemoArgs {
     /// How each node waits for completions.
     #[arg(long, value_enum, default_value_t = ModeChoice::Hybrid)]
     completion: ModeChoice,
-    /// Also time plain memcpys of the same bytes (one copy per receiver, on
-    /// as many threads as there are cores).
+    /// Also time a baseline moving the same bytes without rdmc: with `mem`,
+    /// plain memcpys (one per receiver, on as many threads as there are
+    /// cores); with `tcp`, plain tokio TCP copies over loopback (one per
+    /// receiver, one after another, as unicasts would).
     #[arg(long)]
     baseline: bool,
     /// One JSON object per line instead of text.
@@ -134,8 +136,17 @@ struct Report {
     /// With several groups: fastest group's time over slowest group's (1 = perfectly fair).
     #[serde(skip_serializing_if = "Option::is_none")]
     fairness: Option<f64>,
+    /// Process CPU seconds (user + system) during the multicast.
     #[serde(skip_serializing_if = "Option::is_none")]
-    baseline_memcpy_seconds: Option<f64>,
+    cpu_seconds: Option<f64>,
+    /// Those CPU seconds per GiB delivered (summed over receivers).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cpu_seconds_per_gib: Option<f64>,
+    /// What the baseline did: `memcpy` or `tcp-copy`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline_seconds: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
@@ -169,9 +180,19 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
         AlgorithmChoice::All => Algorithm::ALL.to_vec(),
         AlgorithmChoice::One(a) => vec![a],
     };
-    let baseline = args
-        .baseline
-        .then(|| memcpy_baseline(&messages, args.nodes));
+    let baseline = match (args.baseline, args.transport) {
+        (false, _) => None,
+        (true, TransportChoice::Mem) => Some(("memcpy", memcpy_baseline(&messages, args.nodes))),
+        (true, TransportChoice::Tcp) => {
+            match runtime.block_on(tcp_copy_baseline(&messages, args.nodes)) {
+                Ok(seconds) => Some(("tcp-copy", seconds)),
+                Err(e) => {
+                    eprintln!("rdmc demo: the tcp baseline failed: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    };
     let mut ok = true;
     for (i, &algorithm) in algorithms.iter().enumerate() {
         let config = GroupConfig::new()
@@ -192,13 +213,23 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
             groups: args.groups,
             group_seconds: None,
             fairness: None,
-            baseline_memcpy_seconds: baseline,
+            cpu_seconds: None,
+            cpu_seconds_per_gib: None,
+            baseline: baseline.map(|(kind, _)| kind),
+            baseline_seconds: baseline.map(|(_, seconds)| seconds),
             error: None,
         };
         match outcome {
             Ok(run) => {
                 report.seconds = run.elapsed.as_secs_f64();
                 let payload = size * args.messages * u64::from(args.groups);
+                report.cpu_seconds = run.cpu_seconds;
+                let delivered_gib =
+                    (payload * u64::from(args.nodes - 1)) as f64 / (1u64 << 30) as f64;
+                report.cpu_seconds_per_gib = run
+                    .cpu_seconds
+                    .filter(|_| delivered_gib > 0.0)
+                    .map(|cpu| cpu / delivered_gib);
                 report.gbps = (payload * 8) as f64 / report.seconds / 1e9;
                 report.verified = run.received.iter().all(|r| verify(&messages, r));
                 if args.groups > 1 {
@@ -255,6 +286,8 @@ struct Run {
     group_elapsed: Vec<Duration>,
     /// Per group, per rank (index 0, the root, unused): the messages received in order.
     received: Vec<Vec<Vec<Bytes>>>,
+    /// Process CPU seconds over the same span as `elapsed`.
+    cpu_seconds: Option<f64>,
 }
 
 /// Run `args.groups` overlapping groups over one in-process cluster, each
@@ -286,6 +319,7 @@ async fn run_group(
     let groups = futures::future::try_join_all(creates)
         .await
         .map_err(|e| e.to_string())?;
+    let cpu_start = process_cpu_seconds();
     let start = Instant::now();
     let mut roots = Vec::new();
     let mut receivers = Vec::new();
@@ -325,6 +359,9 @@ async fn run_group(
         group_elapsed.push(took);
     }
     let elapsed = start.elapsed();
+    let cpu_seconds = cpu_start
+        .zip(process_cpu_seconds())
+        .map(|(before, after)| after - before);
     let mut received = Vec::new();
     for (g, tasks) in receivers.into_iter().enumerate() {
         let mut ranks = vec![Vec::new()];
@@ -341,6 +378,7 @@ async fn run_group(
         elapsed,
         group_elapsed,
         received,
+        cpu_seconds,
     })
 }
 
@@ -427,6 +465,49 @@ fn memcpy_baseline(messages: &[Bytes], nodes: u32) -> f64 {
     start.elapsed().as_secs_f64()
 }
 
+/// Seconds for plain tokio TCP copies of every message over loopback, once
+/// per receiver, one after another: what unicasting the bytes costs.
+async fn tcp_copy_baseline(messages: &[Bytes], nodes: u32) -> std::io::Result<f64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let total: Vec<usize> = messages.iter().map(Bytes::len).collect();
+    let start = Instant::now();
+    for _ in 1..nodes {
+        let receive = async {
+            let (mut server, _) = listener.accept().await?;
+            for &len in &total {
+                let mut copy = vec![0u8; len];
+                server.read_exact(&mut copy).await?;
+                std::hint::black_box(&copy);
+            }
+            Ok::<_, std::io::Error>(())
+        };
+        let send = async {
+            let mut client = tokio::net::TcpStream::connect(addr).await?;
+            client.set_nodelay(true)?;
+            for m in messages {
+                client.write_all(m).await?;
+            }
+            client.shutdown().await
+        };
+        tokio::try_join!(receive, send)?;
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// CPU seconds (user + system) this process has used, from `/proc/self/stat`
+/// (Linux; clock ticks of 1/100 s). `None` elsewhere.
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are the
+    // 14th and 15th fields of the whole line.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
+}
+
 fn print_report(report: &Report, json: bool) {
     if json {
         println!(
@@ -454,8 +535,11 @@ fn print_report(report: &Report, json: bool) {
     if let Some(fairness) = report.fairness {
         line += &format!("  groups={} fairness={fairness:.2}", report.groups);
     }
-    if let Some(b) = report.baseline_memcpy_seconds {
-        line += &format!("  (memcpy baseline {b:.4} s)");
+    if let Some(cpu) = report.cpu_seconds {
+        line += &format!("  cpu {cpu:.2} s");
+    }
+    if let (Some(kind), Some(b)) = (report.baseline, report.baseline_seconds) {
+        line += &format!("  ({kind} baseline {b:.4} s)");
     }
     if let Some(e) = &report.error {
         line += &format!("  error: {e}");
