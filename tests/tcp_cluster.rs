@@ -12,13 +12,14 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use rdmc::{
     Algorithm, ClusterKey, CompletionMode, Error, FailureKind, Group, GroupConfig, GroupId, Node,
     NodeConfig, NodeId, TcpConfig,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 const KEY: &[u8] = b"tcp cluster test key, 32 bytes!!";
 
@@ -153,6 +154,66 @@ async fn run_group(groups: Vec<Group>, messages: &[Bytes]) {
     bounded(LONG, "a group's transfer", futures::future::join_all(runs)).await;
 }
 
+/// A TCP proxy on loopback in front of one member: it forwards every
+/// connection to `target`, both ways, optionally slowly, until frozen —
+/// then it forwards nothing more but keeps the connections open, like a
+/// peer that hangs or a network that drops everything.
+struct Proxy {
+    addr: SocketAddr,
+    freeze: CancellationToken,
+}
+
+impl Proxy {
+    /// Start a proxy to `target`; with `pause`, it waits that long after
+    /// forwarding each read of at most 64 KiB (a slow link).
+    async fn start(target: SocketAddr, pause: Option<Duration>) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let freeze = CancellationToken::new();
+        let frozen = freeze.clone();
+        tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let Ok(outbound) = tokio::net::TcpStream::connect(target).await else {
+                    continue;
+                };
+                let (ri, wi) = inbound.into_split();
+                let (ro, wo) = outbound.into_split();
+                tokio::spawn(pump(ri, wo, pause, frozen.clone()));
+                tokio::spawn(pump(ro, wi, pause, frozen.clone()));
+            }
+        });
+        Proxy { addr, freeze }
+    }
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    pause: Option<Duration>,
+    freeze: CancellationToken,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = tokio::select! {
+            biased;
+            () = freeze.cancelled() => break,
+            r = from.read(&mut buf) => match r {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            },
+        };
+        if freeze.is_cancelled() || to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+        if let Some(pause) = pause {
+            tokio::time::sleep(pause).await;
+        }
+    }
+    // Frozen: hold both ends open, silent, until the test ends.
+    std::future::pending::<()>().await;
+    drop((from, to));
+}
+
 // ---------------------------------------------------------------------------
 // 1. Every algorithm, odd group sizes, odd message sizes, byte-exact.
 
@@ -256,7 +317,17 @@ async fn overlapping_groups_with_different_roots_deliver_concurrently_over_tcp()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_small_group_is_not_stuck_behind_another_groups_large_block() {
-    let (nodes, _) = cluster(2, |c| c).await;
+    // Node 1 reaches node 0 through a slow proxy (about 64 MB/s), so the
+    // big block takes about a second on the wire: long enough that when the
+    // test's tasks notice an arrival does not matter.
+    let listeners = [loopback(), loopback()];
+    let proxy = Proxy::start(
+        listeners[0].local_addr().unwrap(),
+        Some(Duration::from_millis(1)),
+    )
+    .await;
+    let addrs = vec![proxy.addr, listeners[1].local_addr().unwrap()];
+    let nodes = start(addrs, listeners.into(), |c| c).await;
     let members = ids(&[0, 1]);
     const BIG: usize = 64 << 20;
     let big_config = GroupConfig::new()
@@ -272,31 +343,48 @@ async fn a_small_group_is_not_stuck_behind_another_groups_large_block() {
     let big_message = payload(1, BIG);
     let small_messages: Vec<Bytes> = (0..5).map(|i| payload(10 + i, 1000)).collect();
 
-    // One 64 MiB block of group 1 is queued on the link from node 0 to node
-    // 1 first (the node handles commands in order); group 2's messages come
+    // The 64 MiB block of group 1 is queued on the link from node 0 to node
+    // 1 first (a node handles commands in order); group 2's messages come
     // after it on the same connection. Were blocks sent whole, none of them
     // could arrive before the big one.
+    let start = Instant::now();
     let big_send = big_root.send(big_message.clone());
     let small_sends: Vec<_> = small_messages
         .iter()
         .map(|m| small_root.send(m.clone()))
         .collect();
-    let got = bounded(LONG, "the big message", big_rx.next())
+    let big_arrival = tokio::spawn(async move {
+        let got = big_rx.next().await.unwrap().unwrap();
+        (Instant::now(), got, big_rx)
+    });
+    let expected = small_messages.clone();
+    let small_arrivals = tokio::spawn(async move {
+        let mut at = Vec::new();
+        for (i, m) in expected.iter().enumerate() {
+            let got = small_rx.next().await.unwrap().unwrap();
+            at.push(Instant::now());
+            assert_eq!(got.seq, i as u64);
+            assert!(got.data == m, "small message {i} differs");
+        }
+        (at, small_rx)
+    });
+    let (big_at, got, big_rx) = bounded(LONG, "the big message", big_arrival)
         .await
-        .unwrap()
         .unwrap();
     assert!(got.data == big_message, "the big message differs");
-    // Node 1 hands over messages in the order it completes them, so the
-    // small ones are waiting already. (Not timed: the test's own task may
-    // be scheduled late, the order of deliveries is what counts.)
-    for (i, m) in small_messages.iter().enumerate() {
-        let got = tokio::task::unconstrained(small_rx.next())
-            .now_or_never()
-            .unwrap_or_else(|| panic!("small message {i} was not delivered before the big one"))
-            .unwrap()
-            .unwrap();
-        assert_eq!(got.seq, i as u64);
-        assert!(got.data == m);
+    let (small_at, small_rx) = bounded(LONG, "the small messages", small_arrivals)
+        .await
+        .unwrap();
+    let big_took = big_at - start;
+    for (i, at) in small_at.iter().enumerate() {
+        // Well before the big block's end, not just before it. (Each small
+        // message still waits behind what of the big block the kernel
+        // buffers already hold, a few MB on loopback.)
+        assert!(
+            *at + big_took / 4 < big_at,
+            "small message {i} took {:?}; the big one {big_took:?}",
+            *at - start
+        );
     }
     bounded(LONG, "the sends", async {
         big_send.await.unwrap();
