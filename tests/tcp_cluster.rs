@@ -406,3 +406,194 @@ async fn a_small_group_is_not_stuck_behind_another_groups_large_block() {
     drop((big_root, big_rx, small_root, small_rx));
     shutdown(nodes).await;
 }
+
+// ---------------------------------------------------------------------------
+// 3. Strangers and garbage at a member's listening port.
+
+/// Read from `stream` until the other end closes it (or resets it).
+async fn closed_by_peer(stream: &mut tokio::net::TcpStream) {
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_clients_do_not_disturb_a_running_group() {
+    let (nodes, addrs) = cluster(3, |c| c).await;
+    let members = ids(&[0, 1, 2]);
+    let config = GroupConfig::new().with_block_size(64 * 1024);
+    let groups = create_all(&nodes, GroupId(1), &members, config.clone()).await;
+    let messages: Vec<Bytes> = (0..20).map(|i| payload(i, 200_000 + i as usize)).collect();
+    let transfer = tokio::spawn({
+        let messages = messages.clone();
+        async move { run_group(groups, &messages).await }
+    });
+
+    // At every member: random bytes, an HTTP request, a handshake hello
+    // with the right magic and nonsense after it, and a client that says
+    // nothing and keeps the connection open.
+    let mut random = Vec::new();
+    let mut http = Vec::new();
+    let mut fake_hello = Vec::new();
+    let mut silent = Vec::new();
+    for &addr in &addrs {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(&payload(addr.port().into(), 100_000)).await.ok();
+        random.push(s);
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: rdmc\r\nConnection: keep-alive\r\n\r\n")
+            .await
+            .unwrap();
+        http.push(s);
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut hello = b"RDMC-HS\0\x00\x01".to_vec();
+        hello.extend_from_slice(&payload(7, 73));
+        s.write_all(&hello).await.unwrap();
+        fake_hello.push(s);
+        silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    let connected = Instant::now();
+    bounded(LONG, "the group amid garbage", transfer)
+        .await
+        .unwrap();
+
+    // Each is dropped by the member, at the latest when the handshake times
+    // out (5 s by default); the silent ones were held open meanwhile.
+    bounded(
+        Duration::from_secs(15),
+        "members dropping garbage connections",
+        futures::future::join_all(
+            random
+                .iter_mut()
+                .chain(&mut http)
+                .chain(&mut fake_hello)
+                .chain(&mut silent)
+                .map(closed_by_peer),
+        ),
+    )
+    .await;
+    assert!(connected.elapsed() < Duration::from_secs(12));
+
+    // The members are undisturbed: another group works.
+    let groups = create_all(&nodes, GroupId(2), &ids(&[2, 0, 1]), config).await;
+    run_group(groups, &messages[..3]).await;
+    shutdown(nodes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_the_key_cannot_join_and_the_cluster_carries_on() {
+    let (nodes, addrs) = cluster(3, |c| c).await;
+    let members = ids(&[0, 1, 2]);
+    let config = GroupConfig::new().with_block_size(64 * 1024);
+    let groups = create_all(&nodes, GroupId(1), &members, config.clone()).await;
+    let messages: Vec<Bytes> = (0..20).map(|i| payload(i, 300_000)).collect();
+    let transfer = tokio::spawn({
+        let messages = messages.clone();
+        async move { run_group(groups, &messages).await }
+    });
+
+    // It knows the protocol and the member list, claims rank 2 (taken) and
+    // dials ranks 0 and 1 — with another key.
+    let wrong_key = ClusterKey::from_bytes(b"not the cluster key, but long enough".to_vec()).unwrap();
+    for id in [2, 1] {
+        let stranger = TcpConfig::new(addrs.clone(), NodeId(id), wrong_key.clone())
+            .with_listener(loopback())
+            .with_connect_timeout(Duration::from_secs(1));
+        let started = Instant::now();
+        let result = bounded(
+            Duration::from_secs(10),
+            "the stranger's connect",
+            Node::tcp(stranger, node_config()),
+        )
+        .await;
+        match result {
+            Err(Error::Transport(reason)) => {
+                assert!(reason.contains("no connection"), "{reason}")
+            }
+            other => panic!("a stranger as node {id} joined: {other:?}"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+    bounded(LONG, "the group beside the stranger", transfer)
+        .await
+        .unwrap();
+    let groups = create_all(&nodes, GroupId(2), &ids(&[1, 2, 0]), config).await;
+    run_group(groups, &messages[..3]).await;
+    shutdown(nodes).await;
+}
+
+// ---------------------------------------------------------------------------
+// 4. Creating a group with a different membership or configuration.
+
+fn assert_mismatch(result: Result<Group, Error>, group: GroupId, me: u32, allowed: &[u32]) {
+    match result {
+        Err(Error::MembershipMismatch { group: g, peer }) => {
+            assert_eq!(g, group, "node {me}");
+            assert!(allowed.contains(&peer.0), "node {me}: named node {peer}");
+        }
+        other => panic!("node {me}, group {group}: expected a mismatch, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_membership_mismatch_fails_every_creator_promptly_over_tcp() {
+    let (nodes, _) = cluster(3, |c| c).await;
+    let all = ids(&[0, 1, 2]);
+    // With the default 30 s create timeout, only the mismatch can end these
+    // quickly.
+    let prompt = Duration::from_secs(5);
+
+    // Node 1 leaves node 2 out.
+    let g = GroupId(1);
+    let without_2 = ids(&[0, 1]);
+    let (a, b, c) = bounded(prompt, "a member list mismatch", async {
+        tokio::join!(
+            nodes[0].create_group(g, &all, GroupConfig::new()),
+            nodes[1].create_group(g, &without_2, GroupConfig::new()),
+            nodes[2].create_group(g, &all, GroupConfig::new()),
+        )
+    })
+    .await;
+    assert_mismatch(a, g, 0, &[1, 2]);
+    assert_mismatch(b, g, 1, &[0, 2]);
+    assert_mismatch(c, g, 2, &[0, 1]);
+
+    // Node 2 has another block size, or another order; a few rounds, as
+    // the Joins race each other differently each time.
+    for round in 0..10u64 {
+        let g = GroupId(10 + round);
+        let same = GroupConfig::new().with_block_size(1024);
+        let (odd_members, odd_config) = if round % 2 == 0 {
+            (all.clone(), same.clone().with_block_size(2048))
+        } else {
+            (ids(&[0, 2, 1]), same.clone())
+        };
+        let (a, b, c) = bounded(prompt, "a configuration mismatch", async {
+            tokio::join!(
+                nodes[0].create_group(g, &all, same.clone()),
+                nodes[1].create_group(g, &all, same.clone()),
+                nodes[2].create_group(g, &odd_members, odd_config),
+            )
+        })
+        .await;
+        assert_mismatch(a, g, 0, &[1, 2]);
+        assert_mismatch(b, g, 1, &[0, 2]);
+        assert_mismatch(c, g, 2, &[0, 1]);
+    }
+
+    // The nodes still work, and the failed ids stay used.
+    assert_eq!(
+        nodes[0]
+            .create_group(GroupId(1), &all, GroupConfig::new())
+            .await
+            .unwrap_err(),
+        Error::GroupIdInUse(GroupId(1))
+    );
+    let groups = create_all(&nodes, GroupId(2), &all, GroupConfig::new()).await;
+    run_group(groups, &[payload(1, 12_345)]).await;
+    shutdown(nodes).await;
+}
