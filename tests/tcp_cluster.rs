@@ -368,9 +368,7 @@ async fn a_small_group_is_not_stuck_behind_another_groups_large_block() {
         }
         (at, small_rx)
     });
-    let (big_at, got, big_rx) = bounded(LONG, "the big message", big_arrival)
-        .await
-        .unwrap();
+    let (big_at, got, big_rx) = bounded(LONG, "the big message", big_arrival).await.unwrap();
     assert!(got.data == big_message, "the big message differs");
     let (small_at, small_rx) = bounded(LONG, "the small messages", small_arrivals)
         .await
@@ -442,7 +440,9 @@ async fn garbage_clients_do_not_disturb_a_running_group() {
     let mut silent = Vec::new();
     for &addr in &addrs {
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        s.write_all(&payload(addr.port().into(), 100_000)).await.ok();
+        s.write_all(&payload(addr.port().into(), 100_000))
+            .await
+            .ok();
         random.push(s);
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         s.write_all(b"GET / HTTP/1.1\r\nHost: rdmc\r\nConnection: keep-alive\r\n\r\n")
@@ -498,7 +498,8 @@ async fn a_node_without_the_key_cannot_join_and_the_cluster_carries_on() {
 
     // It knows the protocol and the member list, claims rank 2 (taken) and
     // dials ranks 0 and 1 — with another key.
-    let wrong_key = ClusterKey::from_bytes(b"not the cluster key, but long enough".to_vec()).unwrap();
+    let wrong_key =
+        ClusterKey::from_bytes(b"not the cluster key, but long enough".to_vec()).unwrap();
     for id in [2, 1] {
         let stranger = TcpConfig::new(addrs.clone(), NodeId(id), wrong_key.clone())
             .with_listener(loopback())
@@ -612,10 +613,11 @@ struct Survivor {
 }
 
 /// Read `group` to its end, checking every delivered message is whole and
-/// in order, and that it ends with exactly one failure.
-async fn read_until_failure(mut group: Group, expected: Vec<Bytes>) -> Survivor {
+/// in order, and that it ends with exactly one failure; `first` messages
+/// were read already.
+async fn read_until_failure(mut group: Group, expected: Vec<Bytes>, first: usize) -> Survivor {
     let (id, rank) = (group.id(), group.rank());
-    let mut delivered = 0;
+    let mut delivered = first;
     let (error, failed_at) = loop {
         match group.next().await {
             Some(Ok(m)) => {
@@ -694,7 +696,10 @@ async fn a_member_dies_mid_transfer(death: Death) {
             .unwrap(),
     );
     let mut listeners: Vec<_> = listeners.into_iter().map(Some).collect();
-    let victim = victim_rt.as_ref().unwrap().spawn(Node::tcp(tcp(2, listeners[2].take().unwrap()), node_config()));
+    let victim = victim_rt.as_ref().unwrap().spawn(Node::tcp(
+        tcp(2, listeners[2].take().unwrap()),
+        node_config(),
+    ));
     let others = futures::future::try_join_all(
         [0, 1, 3].map(|i| Node::tcp(tcp(i, listeners[i].take().unwrap()), node_config())),
     );
@@ -732,16 +737,16 @@ async fn a_member_dies_mid_transfer(death: Death) {
                 };
                 node(m.0).create_group(x, &x_members, config)
             })),
-            futures::future::try_join_all(
-                y_members
-                    .iter()
-                    .map(|&m| node(m.0).create_group(y, &y_members, GroupConfig::new()))
-            ),
-            futures::future::try_join_all(
-                z_members
-                    .iter()
-                    .map(|&m| node(m.0).create_group(z, &z_members, GroupConfig::new()))
-            ),
+            futures::future::try_join_all(y_members.iter().map(|&m| node(m.0).create_group(
+                y,
+                &y_members,
+                GroupConfig::new()
+            ))),
+            futures::future::try_join_all(z_members.iter().map(|&m| node(m.0).create_group(
+                z,
+                &z_members,
+                GroupConfig::new()
+            ))),
         )
     })
     .await;
@@ -753,22 +758,20 @@ async fn a_member_dies_mid_transfer(death: Death) {
         xs.next().unwrap(),
     );
     let mut ys = ys.unwrap().into_iter();
-    let (y_root, y3, y0) = (
-        ys.next().unwrap(),
-        ys.next().unwrap(),
-        ys.next().unwrap(),
-    );
+    let (y_root, y3, y0) = (ys.next().unwrap(), ys.next().unwrap(), ys.next().unwrap());
     let mut zs = zs.unwrap().into_iter();
     let (z3, z2) = (zs.next().unwrap(), zs.next().unwrap());
 
-    let x_messages: Vec<Bytes> = (0..40).map(|i| payload(i, (1 << 20) + i as usize)).collect();
+    let x_messages: Vec<Bytes> = (0..40)
+        .map(|i| payload(i, (1 << 20) + i as usize))
+        .collect();
     let y_messages: Vec<Bytes> = (0..10).map(|i| payload(100 + i, 100_000)).collect();
 
     // Group 1: the root queues everything; node 2 reads two messages and
     // then nothing, so the transfer is in full swing, and stuck, when it dies.
     let x_sends: Vec<_> = x_messages.iter().map(|m| x_root.send(m.clone())).collect();
-    let survivors = [x1, x3].map(|g| tokio::spawn(read_until_failure(g, x_messages.clone())));
-    let z_survivor = tokio::spawn(read_until_failure(z3, Vec::new()));
+    let survivors = [x1, x3].map(|g| tokio::spawn(read_until_failure(g, x_messages.clone(), 0)));
+    let z_survivor = tokio::spawn(read_until_failure(z3, Vec::new(), 0));
     for i in 0..2 {
         let m = bounded(LONG, "node 2's first messages", x2.next())
             .await
@@ -829,21 +832,31 @@ async fn a_member_dies_mid_transfer(death: Death) {
         (ok, error, failed_at)
     };
     let (root_outcome, outcomes, z_outcome) = bounded(limit * 2, "the failure reports", async {
-        tokio::join!(
-            root,
-            futures::future::join_all(survivors),
-            z_survivor
-        )
+        tokio::join!(root, futures::future::join_all(survivors), z_survivor)
     })
     .await;
     let (sent, root_error, root_failed_at) = root_outcome;
     assert_failed(&root_error, x, 2, "group 1 root");
-    assert!(root_failed_at - killed < limit, "{:?}", root_failed_at - killed);
-    assert!(sent < x_messages.len(), "the transfer was over before the death");
-    for (who, outcome) in ["group 1 node 1", "group 1 node 3"].into_iter().zip(outcomes) {
+    assert!(
+        root_failed_at - killed < limit,
+        "{:?}",
+        root_failed_at - killed
+    );
+    assert!(
+        sent < x_messages.len(),
+        "the transfer was over before the death"
+    );
+    for (who, outcome) in ["group 1 node 1", "group 1 node 3"]
+        .into_iter()
+        .zip(outcomes)
+    {
         let s = outcome.unwrap();
         assert_failed(&s.error, x, 2, who);
-        assert!(s.failed_at - killed < limit, "{who}: {:?}", s.failed_at - killed);
+        assert!(
+            s.failed_at - killed < limit,
+            "{who}: {:?}",
+            s.failed_at - killed
+        );
         assert!(s.delivered < x_messages.len(), "{who}");
     }
     let z = z_outcome.unwrap();
@@ -877,4 +890,99 @@ async fn a_member_dropped_mid_transfer_fails_its_groups_once_and_only_its_groups
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_crashed_mid_transfer_fails_its_groups_once_and_only_its_groups() {
     a_member_dies_mid_transfer(Death::Crashed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_gone_silent_is_detected_within_the_failure_timeout() {
+    // Nodes 1 and 2 reach node 0 through a proxy, which then stops
+    // forwarding without closing anything: node 0 goes silent, as a hung
+    // host or a dead network path would.
+    let listeners: Vec<_> = (0..3).map(|_| loopback()).collect();
+    let proxy = Proxy::start(listeners[0].local_addr().unwrap(), None).await;
+    let mut addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+    addrs[0] = proxy.addr;
+    let nodes = start(addrs, listeners, |c| {
+        c.with_failure_timeout(FAILURE_TIMEOUT)
+    })
+    .await;
+
+    let x = GroupId(1);
+    let x_members = ids(&[0, 1, 2]);
+    let config = GroupConfig::new().with_block_size(64 * 1024);
+    let mut xs = bounded(LONG, "creating group 1", async {
+        futures::future::try_join_all(x_members.iter().map(|m| {
+            // Node 2's small receive window holds the group back.
+            let config = if *m == NodeId(2) {
+                config.clone().with_receive_window(Some(3))
+            } else {
+                config.clone()
+            };
+            nodes[m.index()].create_group(x, &x_members, config)
+        }))
+        .await
+    })
+    .await
+    .unwrap()
+    .into_iter();
+    let (x_root, x1, mut x2) = (xs.next().unwrap(), xs.next().unwrap(), xs.next().unwrap());
+    let ys = create_all(&nodes, GroupId(2), &ids(&[1, 2]), GroupConfig::new()).await;
+
+    let messages: Vec<Bytes> = (0..40)
+        .map(|i| payload(i, (1 << 20) + 3 * i as usize))
+        .collect();
+    let sends: Vec<_> = messages.iter().map(|m| x_root.send(m.clone())).collect();
+    let reader_1 = tokio::spawn(read_until_failure(x1, messages.clone(), 0));
+    for (i, m) in messages.iter().enumerate().take(2) {
+        let got = bounded(LONG, "node 2's first messages", x2.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(got.data == m, "message {i}");
+    }
+    proxy.freeze.cancel();
+    let frozen = Instant::now();
+    let reader_2 = tokio::spawn(read_until_failure(x2, messages.clone(), 2));
+
+    let limit = FAILURE_TIMEOUT * 3;
+    let root = async {
+        let mut error = None;
+        for s in sends {
+            if let Err(e) = s.await {
+                error.get_or_insert(e);
+            }
+        }
+        let error = error.expect("the transfer cannot have finished");
+        assert_eq!(x_root.close().await.unwrap_err(), error);
+        (error, Instant::now())
+    };
+    let ((root_error, root_at), r1, r2) = bounded(limit, "detecting the silence", async {
+        tokio::join!(root, reader_1, reader_2)
+    })
+    .await;
+    for (who, s) in [("node 1", r1.unwrap()), ("node 2", r2.unwrap())] {
+        assert_failed(&s.error, x, 0, who);
+        let took = s.failed_at - frozen;
+        // Found by the failure detector: not before the peer has been
+        // silent for a good part of the timeout, not long after it.
+        assert!(
+            took >= FAILURE_TIMEOUT / 2 && took < FAILURE_TIMEOUT + Duration::from_millis(700),
+            "{who} took {took:?}"
+        );
+        assert!(s.delivered < messages.len(), "{who}");
+    }
+    // Node 0 finds both its peers silent; it names one of them.
+    match &root_error {
+        Error::GroupFailed {
+            group,
+            suspect: Some(s),
+            ..
+        } if *group == x && (s.0 == 1 || s.0 == 2) => {}
+        other => panic!("node 0: {other:?}"),
+    }
+    assert!(root_at - frozen < FAILURE_TIMEOUT + Duration::from_millis(700));
+
+    // Group 2 does not involve node 0.
+    run_group(ys, &messages[..3]).await;
+    drop(x_root);
+    shutdown(nodes).await;
 }
