@@ -772,12 +772,12 @@ async fn a_member_dies_mid_transfer(death: Death) {
     let x_sends: Vec<_> = x_messages.iter().map(|m| x_root.send(m.clone())).collect();
     let survivors = [x1, x3].map(|g| tokio::spawn(read_until_failure(g, x_messages.clone(), 0)));
     let z_survivor = tokio::spawn(read_until_failure(z3, Vec::new(), 0));
-    for i in 0..2 {
+    for expected in &x_messages[..2] {
         let m = bounded(LONG, "node 2's first messages", x2.next())
             .await
             .unwrap()
             .unwrap();
-        assert!(m.data == x_messages[i]);
+        assert!(m.data == expected);
     }
     // Group 2 is under way too.
     for m in &y_messages[..5] {
