@@ -1,0 +1,988 @@
+//! Whole clusters over the `tcp` transport, in one process on loopback:
+//! byte-exact delivery for every algorithm, overlapping groups sharing links
+//! without head-of-line blocking, strangers and garbage at the listening
+//! ports, membership mismatches, and failures (a member shut down, a member
+//! crashed, a member gone silent) reported promptly and exactly once.
+//!
+//! Every node listens on a loopback listener bound to port 0 beforehand and
+//! handed to [`TcpConfig::with_listener`], so there are no port races.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use rdmc::{
+    Algorithm, ClusterKey, CompletionMode, Error, FailureKind, Group, GroupConfig, GroupId, Node,
+    NodeConfig, NodeId, TcpConfig,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+const KEY: &[u8] = b"tcp cluster test key, 32 bytes!!";
+
+/// Bound for creating groups and for whole transfers.
+const LONG: Duration = Duration::from_secs(60);
+
+fn key() -> ClusterKey {
+    ClusterKey::from_bytes(KEY.to_vec()).unwrap()
+}
+
+fn node_config() -> NodeConfig {
+    NodeConfig::new().with_completion_mode(CompletionMode::Interrupt)
+}
+
+fn loopback() -> std::net::TcpListener {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap()
+}
+
+/// `f`, or a test failure naming `what` if it takes longer than `limit`.
+async fn bounded<F: Future>(limit: Duration, what: &str, f: F) -> F::Output {
+    match tokio::time::timeout(limit, f).await {
+        Ok(out) => out,
+        Err(_) => panic!("{what}: still waiting after {limit:?}"),
+    }
+}
+
+/// Start the nodes of a cluster whose member `i` listens at `addrs[i]` on
+/// `listeners[i]`, each tuned by `tune`.
+async fn start(
+    addrs: Vec<SocketAddr>,
+    listeners: Vec<std::net::TcpListener>,
+    tune: impl Fn(TcpConfig) -> TcpConfig,
+) -> Vec<Node> {
+    let starts = listeners.into_iter().enumerate().map(|(id, listener)| {
+        let tcp = TcpConfig::new(addrs.clone(), NodeId(id as u32), key())
+            .with_listener(listener)
+            .with_connect_timeout(Duration::from_secs(20));
+        Node::tcp(tune(tcp), node_config())
+    });
+    bounded(LONG, "connecting the cluster", async {
+        futures::future::try_join_all(starts).await.unwrap()
+    })
+    .await
+}
+
+/// `n` nodes on loopback, connected.
+async fn cluster(n: usize, tune: impl Fn(TcpConfig) -> TcpConfig) -> (Vec<Node>, Vec<SocketAddr>) {
+    let listeners: Vec<_> = (0..n).map(|_| loopback()).collect();
+    let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+    (start(addrs.clone(), listeners, tune).await, addrs)
+}
+
+async fn shutdown(nodes: Vec<Node>) {
+    bounded(
+        Duration::from_secs(20),
+        "shutting the nodes down",
+        futures::future::join_all(nodes.into_iter().map(Node::shutdown)),
+    )
+    .await;
+}
+
+fn ids(ids: &[u32]) -> Vec<NodeId> {
+    ids.iter().copied().map(NodeId).collect()
+}
+
+/// `len` pseudo-random bytes, different for every `seed`.
+fn payload(seed: u64, len: usize) -> Bytes {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out.into()
+}
+
+/// Every member of `members` creates group `id` (concurrently).
+async fn create_all(
+    nodes: &[Node],
+    id: GroupId,
+    members: &[NodeId],
+    config: GroupConfig,
+) -> Vec<Group> {
+    bounded(
+        LONG,
+        "creating a group",
+        futures::future::try_join_all(
+            members
+                .iter()
+                .map(|m| nodes[m.index()].create_group(id, members, config.clone())),
+        ),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("creating group {id}: {e}"))
+}
+
+/// The root sends `messages`; every receiver checks it gets each of them,
+/// whole, in order; then every member closes `Ok` and the streams end.
+async fn run_group(groups: Vec<Group>, messages: &[Bytes]) {
+    let runs = groups.into_iter().map(|mut g| async move {
+        let id = g.id();
+        if g.is_root() {
+            let sends: Vec<_> = messages.iter().map(|m| g.send(m.clone())).collect();
+            for s in sends {
+                s.await.unwrap_or_else(|e| panic!("group {id}: send: {e}"));
+            }
+        } else {
+            let rank = g.rank();
+            for (i, m) in messages.iter().enumerate() {
+                let got = g
+                    .next()
+                    .await
+                    .unwrap_or_else(|| panic!("group {id} rank {rank}: stream ended at {i}"))
+                    .unwrap_or_else(|e| panic!("group {id} rank {rank}: {e}"));
+                assert_eq!(got.seq, i as u64, "group {id} rank {rank}");
+                assert!(
+                    got.data == m,
+                    "group {id} rank {rank}: message {i} differs ({} vs {} bytes)",
+                    got.data.len(),
+                    m.len()
+                );
+            }
+        }
+        g.close()
+            .await
+            .unwrap_or_else(|e| panic!("group {id}: close: {e}"));
+        assert!(g.next().await.is_none(), "group {id}: stream after close");
+    });
+    bounded(LONG, "a group's transfer", futures::future::join_all(runs)).await;
+}
+
+/// A TCP proxy on loopback in front of one member: it forwards every
+/// connection to `target`, both ways, optionally slowly, until frozen —
+/// then it forwards nothing more but keeps the connections open, like a
+/// peer that hangs or a network that drops everything.
+struct Proxy {
+    addr: SocketAddr,
+    freeze: CancellationToken,
+}
+
+impl Proxy {
+    /// Start a proxy to `target`; with `pause`, it waits that long after
+    /// forwarding each read of at most 64 KiB (a slow link).
+    async fn start(target: SocketAddr, pause: Option<Duration>) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let freeze = CancellationToken::new();
+        let frozen = freeze.clone();
+        tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let Ok(outbound) = tokio::net::TcpStream::connect(target).await else {
+                    continue;
+                };
+                let (ri, wi) = inbound.into_split();
+                let (ro, wo) = outbound.into_split();
+                tokio::spawn(pump(ri, wo, pause, frozen.clone()));
+                tokio::spawn(pump(ro, wi, pause, frozen.clone()));
+            }
+        });
+        Proxy { addr, freeze }
+    }
+}
+
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    pause: Option<Duration>,
+    freeze: CancellationToken,
+) {
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = tokio::select! {
+            biased;
+            () = freeze.cancelled() => break,
+            r = from.read(&mut buf) => match r {
+                Ok(0) | Err(_) => return,
+                Ok(n) => n,
+            },
+        };
+        if freeze.is_cancelled() || to.write_all(&buf[..n]).await.is_err() {
+            break;
+        }
+        if let Some(pause) = pause {
+            tokio::time::sleep(pause).await;
+        }
+    }
+    // Frozen: hold both ends open, silent, until the test ends.
+    std::future::pending::<()>().await;
+    drop((from, to));
+}
+
+// ---------------------------------------------------------------------------
+// 1. Every algorithm, odd group sizes, odd message sizes, byte-exact.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_algorithm_delivers_odd_sizes_to_odd_groups_over_tcp() {
+    let (nodes, _) = cluster(7, |c| c).await;
+    let block = 100_003;
+    let sizes = [
+        0,
+        1,
+        block - 1,
+        block,
+        block + 1,
+        3 * (1 << 20) + 7,
+        5,
+        2 * block + 1,
+    ];
+    let mut id = 0;
+    for (a, &algorithm) in Algorithm::ALL.iter().enumerate() {
+        for (s, n) in [1u32, 2, 3, 5, 7].into_iter().enumerate() {
+            id += 1;
+            // Rotate the members so that the root (and the ranks) vary.
+            let shift = (a + s) as u32;
+            let members: Vec<NodeId> = (0..n).map(|i| NodeId((i + shift) % 7)).collect();
+            let config = GroupConfig::new()
+                .with_algorithm(algorithm)
+                .with_block_size(block);
+            let messages: Vec<Bytes> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &len)| payload(id * 100 + i as u64, len))
+                .collect();
+            let groups = create_all(&nodes, GroupId(id), &members, config).await;
+            run_group(groups, &messages).await;
+        }
+    }
+    shutdown(nodes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_messages_in_a_row_over_tcp() {
+    let (nodes, _) = cluster(5, |c| c).await;
+    for (a, &algorithm) in Algorithm::ALL.iter().enumerate() {
+        let members: Vec<NodeId> = (0..5).map(|i| NodeId((i + a as u32) % 5)).collect();
+        let config = GroupConfig::new()
+            .with_algorithm(algorithm)
+            .with_block_size(4099);
+        // More messages than the default receive window of 64.
+        let messages: Vec<Bytes> = (0..150u64)
+            .map(|i| payload(1000 * a as u64 + i, ((i * 7919) % 30_011) as usize))
+            .collect();
+        let groups = create_all(&nodes, GroupId(a as u64), &members, config).await;
+        run_group(groups, &messages).await;
+    }
+    shutdown(nodes).await;
+}
+
+// ---------------------------------------------------------------------------
+// 2. Overlapping groups share the links, fairly and without head-of-line
+//    blocking.
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overlapping_groups_with_different_roots_deliver_concurrently_over_tcp() {
+    let (nodes, _) = cluster(5, |c| c.with_chunk_size(16 * 1024)).await;
+    // Every group has another root; groups 3 and 4 cover part of the nodes.
+    let memberships: Vec<Vec<NodeId>> = vec![
+        ids(&[0, 1, 2, 3, 4]),
+        ids(&[1, 2, 3, 4, 0]),
+        ids(&[2, 3, 4, 0, 1]),
+        ids(&[3, 0, 4]),
+        ids(&[4, 1, 2, 3]),
+    ];
+    let mut created = Vec::new();
+    for (g, members) in memberships.iter().enumerate() {
+        let config = GroupConfig::new()
+            .with_algorithm(Algorithm::ALL[g % Algorithm::ALL.len()])
+            .with_block_size(65_537 + 1000 * g);
+        created.push(create_all(&nodes, GroupId(g as u64), members, config));
+    }
+    let groups = futures::future::join_all(created).await;
+    let messages: Vec<Vec<Bytes>> = (0..memberships.len() as u64)
+        .map(|g| {
+            (0..6u64)
+                .map(|i| payload(100 * g + i, 300_000 + 77_777 * i as usize))
+                .collect()
+        })
+        .collect();
+    bounded(
+        LONG,
+        "overlapping groups",
+        futures::future::join_all(
+            groups
+                .into_iter()
+                .zip(&messages)
+                .map(|(groups, messages)| run_group(groups, messages)),
+        ),
+    )
+    .await;
+    shutdown(nodes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_group_is_not_stuck_behind_another_groups_large_block() {
+    // Node 1 reaches node 0 through a slow proxy (about 64 MB/s), so the
+    // big block takes about a second on the wire: long enough that when the
+    // test's tasks notice an arrival does not matter.
+    let listeners = [loopback(), loopback()];
+    let proxy = Proxy::start(
+        listeners[0].local_addr().unwrap(),
+        Some(Duration::from_millis(1)),
+    )
+    .await;
+    let addrs = vec![proxy.addr, listeners[1].local_addr().unwrap()];
+    let nodes = start(addrs, listeners.into(), |c| c).await;
+    let members = ids(&[0, 1]);
+    const BIG: usize = 64 << 20;
+    let big_config = GroupConfig::new()
+        .with_algorithm(Algorithm::Sequential)
+        .with_block_size(BIG);
+    let small_config = GroupConfig::new()
+        .with_algorithm(Algorithm::Sequential)
+        .with_block_size(4096);
+    let mut big = create_all(&nodes, GroupId(1), &members, big_config).await;
+    let mut small = create_all(&nodes, GroupId(2), &members, small_config).await;
+    let (mut big_rx, big_root) = (big.pop().unwrap(), big.pop().unwrap());
+    let (mut small_rx, small_root) = (small.pop().unwrap(), small.pop().unwrap());
+    let big_message = payload(1, BIG);
+    let small_messages: Vec<Bytes> = (0..5).map(|i| payload(10 + i, 1000)).collect();
+
+    // The 64 MiB block of group 1 is queued on the link from node 0 to node
+    // 1 first (a node handles commands in order); group 2's messages come
+    // after it on the same connection. Were blocks sent whole, none of them
+    // could arrive before the big one.
+    let start = Instant::now();
+    let big_send = big_root.send(big_message.clone());
+    let small_sends: Vec<_> = small_messages
+        .iter()
+        .map(|m| small_root.send(m.clone()))
+        .collect();
+    let big_arrival = tokio::spawn(async move {
+        let got = big_rx.next().await.unwrap().unwrap();
+        (Instant::now(), got, big_rx)
+    });
+    let expected = small_messages.clone();
+    let small_arrivals = tokio::spawn(async move {
+        let mut at = Vec::new();
+        for (i, m) in expected.iter().enumerate() {
+            let got = small_rx.next().await.unwrap().unwrap();
+            at.push(Instant::now());
+            assert_eq!(got.seq, i as u64);
+            assert!(got.data == m, "small message {i} differs");
+        }
+        (at, small_rx)
+    });
+    let (big_at, got, big_rx) = bounded(LONG, "the big message", big_arrival).await.unwrap();
+    assert!(got.data == big_message, "the big message differs");
+    let (small_at, small_rx) = bounded(LONG, "the small messages", small_arrivals)
+        .await
+        .unwrap();
+    let big_took = big_at - start;
+    for (i, at) in small_at.iter().enumerate() {
+        // Well before the big block's end, not just before it. (Each small
+        // message still waits behind what of the big block the kernel
+        // buffers already hold, a few MB on loopback.)
+        assert!(
+            *at + big_took / 4 < big_at,
+            "small message {i} took {:?}; the big one {big_took:?}",
+            *at - start
+        );
+    }
+    bounded(LONG, "the sends", async {
+        big_send.await.unwrap();
+        for s in small_sends {
+            s.await.unwrap();
+        }
+    })
+    .await;
+    bounded(LONG, "closing", async {
+        tokio::try_join!(
+            big_root.close(),
+            big_rx.close(),
+            small_root.close(),
+            small_rx.close()
+        )
+    })
+    .await
+    .unwrap();
+    drop((big_root, big_rx, small_root, small_rx));
+    shutdown(nodes).await;
+}
+
+// ---------------------------------------------------------------------------
+// 3. Strangers and garbage at a member's listening port.
+
+/// Read from `stream` until the other end closes it (or resets it).
+async fn closed_by_peer(stream: &mut tokio::net::TcpStream) {
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_clients_do_not_disturb_a_running_group() {
+    let (nodes, addrs) = cluster(3, |c| c).await;
+    let members = ids(&[0, 1, 2]);
+    let config = GroupConfig::new().with_block_size(64 * 1024);
+    let groups = create_all(&nodes, GroupId(1), &members, config.clone()).await;
+    let messages: Vec<Bytes> = (0..20).map(|i| payload(i, 200_000 + i as usize)).collect();
+    let transfer = tokio::spawn({
+        let messages = messages.clone();
+        async move { run_group(groups, &messages).await }
+    });
+
+    // At every member: random bytes, an HTTP request, a handshake hello
+    // with the right magic and nonsense after it, and a client that says
+    // nothing and keeps the connection open.
+    let mut random = Vec::new();
+    let mut http = Vec::new();
+    let mut fake_hello = Vec::new();
+    let mut silent = Vec::new();
+    for &addr in &addrs {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(&payload(addr.port().into(), 100_000))
+            .await
+            .ok();
+        random.push(s);
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: rdmc\r\nConnection: keep-alive\r\n\r\n")
+            .await
+            .unwrap();
+        http.push(s);
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut hello = b"RDMC-HS\0\x00\x01".to_vec();
+        hello.extend_from_slice(&payload(7, 73));
+        s.write_all(&hello).await.unwrap();
+        fake_hello.push(s);
+        silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
+    }
+    let connected = Instant::now();
+    bounded(LONG, "the group amid garbage", transfer)
+        .await
+        .unwrap();
+
+    // Each is dropped by the member, at the latest when the handshake times
+    // out (5 s by default); the silent ones were held open meanwhile.
+    bounded(
+        Duration::from_secs(15),
+        "members dropping garbage connections",
+        futures::future::join_all(
+            random
+                .iter_mut()
+                .chain(&mut http)
+                .chain(&mut fake_hello)
+                .chain(&mut silent)
+                .map(closed_by_peer),
+        ),
+    )
+    .await;
+    assert!(connected.elapsed() < Duration::from_secs(12));
+
+    // The members are undisturbed: another group works.
+    let groups = create_all(&nodes, GroupId(2), &ids(&[2, 0, 1]), config).await;
+    run_group(groups, &messages[..3]).await;
+    shutdown(nodes).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_the_key_cannot_join_and_the_cluster_carries_on() {
+    let (nodes, addrs) = cluster(3, |c| c).await;
+    let members = ids(&[0, 1, 2]);
+    let config = GroupConfig::new().with_block_size(64 * 1024);
+    let groups = create_all(&nodes, GroupId(1), &members, config.clone()).await;
+    let messages: Vec<Bytes> = (0..20).map(|i| payload(i, 300_000)).collect();
+    let transfer = tokio::spawn({
+        let messages = messages.clone();
+        async move { run_group(groups, &messages).await }
+    });
+
+    // It knows the protocol and the member list, claims rank 2 (taken) and
+    // dials ranks 0 and 1 — with another key.
+    let wrong_key =
+        ClusterKey::from_bytes(b"not the cluster key, but long enough".to_vec()).unwrap();
+    for id in [2, 1] {
+        let stranger = TcpConfig::new(addrs.clone(), NodeId(id), wrong_key.clone())
+            .with_listener(loopback())
+            .with_connect_timeout(Duration::from_secs(1));
+        let started = Instant::now();
+        let result = bounded(
+            Duration::from_secs(10),
+            "the stranger's connect",
+            Node::tcp(stranger, node_config()),
+        )
+        .await;
+        match result {
+            Err(Error::Transport(reason)) => {
+                assert!(reason.contains("no connection"), "{reason}")
+            }
+            other => panic!("a stranger as node {id} joined: {other:?}"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+    bounded(LONG, "the group beside the stranger", transfer)
+        .await
+        .unwrap();
+    let groups = create_all(&nodes, GroupId(2), &ids(&[1, 2, 0]), config).await;
+    run_group(groups, &messages[..3]).await;
+    shutdown(nodes).await;
+}
+
+// ---------------------------------------------------------------------------
+// 4. Creating a group with a different membership or configuration.
+
+fn assert_mismatch(result: Result<Group, Error>, group: GroupId, me: u32, allowed: &[u32]) {
+    match result {
+        Err(Error::MembershipMismatch { group: g, peer }) => {
+            assert_eq!(g, group, "node {me}");
+            assert!(allowed.contains(&peer.0), "node {me}: named node {peer}");
+        }
+        other => panic!("node {me}, group {group}: expected a mismatch, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_membership_mismatch_fails_every_creator_promptly_over_tcp() {
+    let (nodes, _) = cluster(3, |c| c).await;
+    let all = ids(&[0, 1, 2]);
+    // With the default 30 s create timeout, only the mismatch can end these
+    // quickly.
+    let prompt = Duration::from_secs(5);
+
+    // Node 1 leaves node 2 out.
+    let g = GroupId(1);
+    let without_2 = ids(&[0, 1]);
+    let (a, b, c) = bounded(prompt, "a member list mismatch", async {
+        tokio::join!(
+            nodes[0].create_group(g, &all, GroupConfig::new()),
+            nodes[1].create_group(g, &without_2, GroupConfig::new()),
+            nodes[2].create_group(g, &all, GroupConfig::new()),
+        )
+    })
+    .await;
+    assert_mismatch(a, g, 0, &[1, 2]);
+    assert_mismatch(b, g, 1, &[0, 2]);
+    assert_mismatch(c, g, 2, &[0, 1]);
+
+    // Node 2 has another block size, or another order; a few rounds, as
+    // the Joins race each other differently each time.
+    for round in 0..10u64 {
+        let g = GroupId(10 + round);
+        let same = GroupConfig::new().with_block_size(1024);
+        let (odd_members, odd_config) = if round % 2 == 0 {
+            (all.clone(), same.clone().with_block_size(2048))
+        } else {
+            (ids(&[0, 2, 1]), same.clone())
+        };
+        let (a, b, c) = bounded(prompt, "a configuration mismatch", async {
+            tokio::join!(
+                nodes[0].create_group(g, &all, same.clone()),
+                nodes[1].create_group(g, &all, same.clone()),
+                nodes[2].create_group(g, &odd_members, odd_config),
+            )
+        })
+        .await;
+        assert_mismatch(a, g, 0, &[1, 2]);
+        assert_mismatch(b, g, 1, &[0, 2]);
+        assert_mismatch(c, g, 2, &[0, 1]);
+    }
+
+    // The nodes still work, and the failed ids stay used.
+    assert_eq!(
+        nodes[0]
+            .create_group(GroupId(1), &all, GroupConfig::new())
+            .await
+            .unwrap_err(),
+        Error::GroupIdInUse(GroupId(1))
+    );
+    let groups = create_all(&nodes, GroupId(2), &all, GroupConfig::new()).await;
+    run_group(groups, &[payload(1, 12_345)]).await;
+    shutdown(nodes).await;
+}
+
+// ---------------------------------------------------------------------------
+// 5. A member dies mid-transfer; 6. a member goes silent.
+
+const FAILURE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// What a surviving receiver saw: the whole messages it got, then exactly
+/// one failure, then the end of the stream.
+struct Survivor {
+    delivered: usize,
+    error: Error,
+    failed_at: Instant,
+}
+
+/// Read `group` to its end, checking every delivered message is whole and
+/// in order, and that it ends with exactly one failure; `first` messages
+/// were read already.
+async fn read_until_failure(mut group: Group, expected: Vec<Bytes>, first: usize) -> Survivor {
+    let (id, rank) = (group.id(), group.rank());
+    let mut delivered = first;
+    let (error, failed_at) = loop {
+        match group.next().await {
+            Some(Ok(m)) => {
+                assert_eq!(m.seq, delivered as u64, "group {id} rank {rank}");
+                assert!(
+                    m.data == expected[delivered],
+                    "group {id} rank {rank}: message {delivered} is not whole"
+                );
+                delivered += 1;
+            }
+            Some(Err(e)) => break (e, Instant::now()),
+            None => panic!("group {id} rank {rank}: the stream ended without a failure"),
+        }
+    };
+    assert!(
+        group.next().await.is_none(),
+        "group {id} rank {rank}: more after the failure"
+    );
+    assert_eq!(
+        group.close().await.unwrap_err(),
+        error,
+        "group {id} rank {rank}: close"
+    );
+    Survivor {
+        delivered,
+        error,
+        failed_at,
+    }
+}
+
+fn assert_failed(error: &Error, group: GroupId, suspect: u32, who: &str) {
+    match error {
+        Error::GroupFailed {
+            group: g,
+            suspect: s,
+            kind,
+        } => {
+            assert_eq!(*g, group, "{who}");
+            assert_eq!(*s, Some(NodeId(suspect)), "{who}: {error}");
+            assert!(
+                matches!(kind, FailureKind::Unreachable | FailureKind::ReportedBy(_)),
+                "{who}: {error}"
+            );
+        }
+        other => panic!("{who}: expected group {group} to fail, got {other:?}"),
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Death {
+    /// The node and its group handle are dropped without a close: its node
+    /// says goodbye (fails its groups, flushes) and closes its connections.
+    Dropped,
+    /// The runtime the node runs on is shut down: its tasks vanish, the
+    /// connections close without a word.
+    Crashed,
+}
+
+/// Node 2 of 4 dies in the middle of group 1 (all four nodes; node 2 holds
+/// it back by not reading). Group 3 (nodes 3 and 2, idle) fails too; group
+/// 2 (nodes 1, 3, 0) carries on.
+async fn a_member_dies_mid_transfer(death: Death) {
+    let listeners: Vec<_> = (0..4).map(|_| loopback()).collect();
+    let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+    let tcp = |id: usize, listener| {
+        TcpConfig::new(addrs.clone(), NodeId(id as u32), key())
+            .with_listener(listener)
+            .with_failure_timeout(FAILURE_TIMEOUT)
+    };
+    // The victim runs on a runtime of its own, so that it can crash.
+    let mut victim_rt = Some(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap(),
+    );
+    let mut listeners: Vec<_> = listeners.into_iter().map(Some).collect();
+    let victim = victim_rt.as_ref().unwrap().spawn(Node::tcp(
+        tcp(2, listeners[2].take().unwrap()),
+        node_config(),
+    ));
+    let others = futures::future::try_join_all(
+        [0, 1, 3].map(|i| Node::tcp(tcp(i, listeners[i].take().unwrap()), node_config())),
+    );
+    let (victim, others) =
+        bounded(LONG, "connecting", async { tokio::join!(victim, others) }).await;
+    let victim = victim.unwrap().unwrap();
+    let mut others = others.unwrap().into_iter();
+    let (n0, n1, n3) = (
+        others.next().unwrap(),
+        others.next().unwrap(),
+        others.next().unwrap(),
+    );
+    let node = |i: u32| match i {
+        0 => &n0,
+        1 => &n1,
+        2 => &victim,
+        _ => &n3,
+    };
+
+    let x = GroupId(1);
+    let x_members = ids(&[0, 1, 2, 3]);
+    let x_config = GroupConfig::new().with_block_size(64 * 1024);
+    let y = GroupId(2);
+    let y_members = ids(&[1, 3, 0]);
+    let z = GroupId(3);
+    let z_members = ids(&[3, 2]);
+    let (xs, ys, zs) = bounded(LONG, "creating the groups", async {
+        tokio::join!(
+            futures::future::try_join_all(x_members.iter().map(|&m| {
+                // The victim's small receive window holds the group back.
+                let config = if m == NodeId(2) {
+                    x_config.clone().with_receive_window(Some(3))
+                } else {
+                    x_config.clone()
+                };
+                node(m.0).create_group(x, &x_members, config)
+            })),
+            futures::future::try_join_all(y_members.iter().map(|&m| node(m.0).create_group(
+                y,
+                &y_members,
+                GroupConfig::new()
+            ))),
+            futures::future::try_join_all(z_members.iter().map(|&m| node(m.0).create_group(
+                z,
+                &z_members,
+                GroupConfig::new()
+            ))),
+        )
+    })
+    .await;
+    let mut xs = xs.unwrap().into_iter();
+    let (x_root, x1, mut x2, x3) = (
+        xs.next().unwrap(),
+        xs.next().unwrap(),
+        xs.next().unwrap(),
+        xs.next().unwrap(),
+    );
+    let mut ys = ys.unwrap().into_iter();
+    let (y_root, y3, y0) = (ys.next().unwrap(), ys.next().unwrap(), ys.next().unwrap());
+    let mut zs = zs.unwrap().into_iter();
+    let (z3, z2) = (zs.next().unwrap(), zs.next().unwrap());
+
+    let x_messages: Vec<Bytes> = (0..40)
+        .map(|i| payload(i, (1 << 20) + i as usize))
+        .collect();
+    let y_messages: Vec<Bytes> = (0..10).map(|i| payload(100 + i, 100_000)).collect();
+
+    // Group 1: the root queues everything; node 2 reads two messages and
+    // then nothing, so the transfer is in full swing, and stuck, when it dies.
+    let x_sends: Vec<_> = x_messages.iter().map(|m| x_root.send(m.clone())).collect();
+    let survivors = [x1, x3].map(|g| tokio::spawn(read_until_failure(g, x_messages.clone(), 0)));
+    let z_survivor = tokio::spawn(read_until_failure(z3, Vec::new(), 0));
+    for expected in &x_messages[..2] {
+        let m = bounded(LONG, "node 2's first messages", x2.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(m.data == expected);
+    }
+    // Group 2 is under way too.
+    for m in &y_messages[..5] {
+        drop(y_root.send(m.clone()));
+    }
+    let y_receivers = [y3, y0].map(|mut g| {
+        let expected = y_messages.clone();
+        tokio::spawn(async move {
+            for (i, m) in expected.iter().enumerate() {
+                let got = g.next().await.unwrap().unwrap();
+                assert_eq!(got.seq, i as u64);
+                assert!(got.data == m);
+            }
+            g.close().await.unwrap();
+            assert!(g.next().await.is_none());
+        })
+    });
+
+    let killed = Instant::now();
+    match death {
+        Death::Dropped => {
+            drop((x2, z2));
+            drop(victim);
+        }
+        Death::Crashed => {
+            victim_rt.take().unwrap().shutdown_background();
+            drop((x2, z2, victim));
+        }
+    }
+
+    // Every survivor of groups 1 and 3 learns of it once, promptly.
+    let limit = FAILURE_TIMEOUT + Duration::from_millis(500);
+    let root = async {
+        let mut ok = 0;
+        let mut error = None;
+        for s in x_sends {
+            match s.await {
+                Ok(()) if error.is_none() => ok += 1,
+                Ok(()) => panic!("a send completed after an earlier one failed"),
+                Err(e) => {
+                    if let Some(first) = &error {
+                        assert_eq!(&e, first, "every pending send fails alike");
+                    } else {
+                        error = Some(e);
+                    }
+                }
+            }
+        }
+        let failed_at = Instant::now();
+        let error = error.expect("not every message can have been sent");
+        assert_eq!(x_root.close().await.unwrap_err(), error, "root: close");
+        (ok, error, failed_at)
+    };
+    let (root_outcome, outcomes, z_outcome) = bounded(limit * 2, "the failure reports", async {
+        tokio::join!(root, futures::future::join_all(survivors), z_survivor)
+    })
+    .await;
+    let (sent, root_error, root_failed_at) = root_outcome;
+    assert_failed(&root_error, x, 2, "group 1 root");
+    assert!(
+        root_failed_at - killed < limit,
+        "{:?}",
+        root_failed_at - killed
+    );
+    assert!(
+        sent < x_messages.len(),
+        "the transfer was over before the death"
+    );
+    for (who, outcome) in ["group 1 node 1", "group 1 node 3"]
+        .into_iter()
+        .zip(outcomes)
+    {
+        let s = outcome.unwrap();
+        assert_failed(&s.error, x, 2, who);
+        assert!(
+            s.failed_at - killed < limit,
+            "{who}: {:?}",
+            s.failed_at - killed
+        );
+        assert!(s.delivered < x_messages.len(), "{who}");
+    }
+    let z = z_outcome.unwrap();
+    assert_failed(&z.error, GroupId(3), 2, "group 3 node 3");
+    assert!(z.failed_at - killed < limit);
+    assert_eq!(z.delivered, 0);
+
+    // Group 2 never had node 2: it finishes its messages and closes Ok.
+    for m in &y_messages[5..] {
+        drop(y_root.send(m.clone()));
+    }
+    bounded(LONG, "group 2 after the death", async {
+        y_root.close().await.unwrap();
+        for r in y_receivers {
+            r.await.unwrap();
+        }
+    })
+    .await;
+    drop((x_root, y_root));
+    shutdown(vec![n0, n1, n3]).await;
+    if let Some(rt) = victim_rt {
+        rt.shutdown_background();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_dropped_mid_transfer_fails_its_groups_once_and_only_its_groups() {
+    a_member_dies_mid_transfer(Death::Dropped).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_crashed_mid_transfer_fails_its_groups_once_and_only_its_groups() {
+    a_member_dies_mid_transfer(Death::Crashed).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_gone_silent_is_detected_within_the_failure_timeout() {
+    // Nodes 1 and 2 reach node 0 through a proxy, which then stops
+    // forwarding without closing anything: node 0 goes silent, as a hung
+    // host or a dead network path would.
+    let listeners: Vec<_> = (0..3).map(|_| loopback()).collect();
+    let proxy = Proxy::start(listeners[0].local_addr().unwrap(), None).await;
+    let mut addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+    addrs[0] = proxy.addr;
+    let nodes = start(addrs, listeners, |c| {
+        c.with_failure_timeout(FAILURE_TIMEOUT)
+    })
+    .await;
+
+    let x = GroupId(1);
+    let x_members = ids(&[0, 1, 2]);
+    let config = GroupConfig::new().with_block_size(64 * 1024);
+    let mut xs = bounded(LONG, "creating group 1", async {
+        futures::future::try_join_all(x_members.iter().map(|m| {
+            // Node 2's small receive window holds the group back.
+            let config = if *m == NodeId(2) {
+                config.clone().with_receive_window(Some(3))
+            } else {
+                config.clone()
+            };
+            nodes[m.index()].create_group(x, &x_members, config)
+        }))
+        .await
+    })
+    .await
+    .unwrap()
+    .into_iter();
+    let (x_root, x1, mut x2) = (xs.next().unwrap(), xs.next().unwrap(), xs.next().unwrap());
+    let ys = create_all(&nodes, GroupId(2), &ids(&[1, 2]), GroupConfig::new()).await;
+
+    let messages: Vec<Bytes> = (0..40)
+        .map(|i| payload(i, (1 << 20) + 3 * i as usize))
+        .collect();
+    let sends: Vec<_> = messages.iter().map(|m| x_root.send(m.clone())).collect();
+    let reader_1 = tokio::spawn(read_until_failure(x1, messages.clone(), 0));
+    for (i, m) in messages.iter().enumerate().take(2) {
+        let got = bounded(LONG, "node 2's first messages", x2.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(got.data == m, "message {i}");
+    }
+    proxy.freeze.cancel();
+    let frozen = Instant::now();
+    let reader_2 = tokio::spawn(read_until_failure(x2, messages.clone(), 2));
+
+    let limit = FAILURE_TIMEOUT * 3;
+    let root = async {
+        let mut error = None;
+        for s in sends {
+            if let Err(e) = s.await {
+                error.get_or_insert(e);
+            }
+        }
+        let error = error.expect("the transfer cannot have finished");
+        assert_eq!(x_root.close().await.unwrap_err(), error);
+        (error, Instant::now())
+    };
+    let ((root_error, root_at), r1, r2) = bounded(limit, "detecting the silence", async {
+        tokio::join!(root, reader_1, reader_2)
+    })
+    .await;
+    for (who, s) in [("node 1", r1.unwrap()), ("node 2", r2.unwrap())] {
+        assert_failed(&s.error, x, 0, who);
+        let took = s.failed_at - frozen;
+        // Found by the failure detector: not before the peer has been
+        // silent for a good part of the timeout, not long after it.
+        assert!(
+            took >= FAILURE_TIMEOUT / 2 && took < FAILURE_TIMEOUT + Duration::from_millis(700),
+            "{who} took {took:?}"
+        );
+        assert!(s.delivered < messages.len(), "{who}");
+    }
+    // Node 0 finds both its peers silent; it names one of them.
+    match &root_error {
+        Error::GroupFailed {
+            group,
+            suspect: Some(s),
+            ..
+        } if *group == x && (s.0 == 1 || s.0 == 2) => {}
+        other => panic!("node 0: {other:?}"),
+    }
+    assert!(root_at - frozen < FAILURE_TIMEOUT + Duration::from_millis(700));
+
+    // Group 2 does not involve node 0.
+    run_group(ys, &messages[..3]).await;
+    drop(x_root);
+    shutdown(nodes).await;
+}
