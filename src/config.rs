@@ -212,7 +212,9 @@ impl TcpConfig {
 
     /// After how long without a byte from a peer (heartbeats included) it is
     /// considered failed (default 3 s); failures are reported within this
-    /// bound, sooner when a connection breaks outright.
+    /// bound, sooner when a connection breaks outright. Writing one chunk
+    /// (see [`with_chunk_size`](Self::with_chunk_size)) must also finish
+    /// within it, so a peer that stops reading is detected too.
     pub fn with_failure_timeout(mut self, timeout: Duration) -> Self {
         self.failure_timeout = timeout;
         self

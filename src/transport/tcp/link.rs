@@ -143,6 +143,9 @@ async fn write_loop<W: AsyncWrite>(
     down: Arc<AtomicBool>,
 ) {
     tokio::pin!(writer);
+    // A write that makes no progress for this long means the peer is gone
+    // (or stopped reading): the writer must not block forever on it.
+    let limit = config.failure_timeout;
     let mut signals: Vec<u8> = Vec::new();
     // Groups with blocks to send, served round robin one chunk at a time.
     let mut ring: VecDeque<(GroupId, VecDeque<PendingBlock>)> = VecDeque::new();
@@ -170,9 +173,9 @@ async fn write_loop<W: AsyncWrite>(
             if signals.is_empty() && ring.is_empty() {
                 match tokio::time::timeout(config.heartbeat_interval(), queue.recv()).await {
                     Ok(Some(item)) => enqueue(item, &mut signals, &mut ring),
-                    Ok(None) => return writer.shutdown().await,
+                    Ok(None) => return bounded(limit, writer.shutdown()).await,
                     Err(_) => {
-                        writer.write_all(&Header::Heartbeat.encode()).await?;
+                        bounded(limit, writer.write_all(&Header::Heartbeat.encode())).await?;
                         continue;
                     }
                 }
@@ -181,7 +184,7 @@ async fn write_loop<W: AsyncWrite>(
                 enqueue(item, &mut signals, &mut ring);
             }
             if !signals.is_empty() {
-                writer.write_all(&signals).await?;
+                bounded(limit, writer.write_all(&signals)).await?;
                 signals.clear();
             }
             let Some((group, mut blocks)) = ring.pop_front() else {
@@ -196,10 +199,9 @@ async fn write_loop<W: AsyncWrite>(
                 block_len: total as u64,
                 chunk_len: len as u32,
             };
-            writer.write_all(&header.encode()).await?;
-            writer
-                .write_all(&block.block.as_slice()[block.sent..block.sent + len])
-                .await?;
+            bounded(limit, writer.write_all(&header.encode())).await?;
+            let chunk = &block.block.as_slice()[block.sent..block.sent + len];
+            bounded(limit, writer.write_all(chunk)).await?;
             block.sent += len;
             if block.sent == total {
                 blocks.pop_front();
@@ -209,7 +211,7 @@ async fn write_loop<W: AsyncWrite>(
             if !blocks.is_empty() {
                 ring.push_back((group, blocks));
             }
-            writer.flush().await?;
+            bounded(limit, writer.flush()).await?;
         }
     }
     .await;
@@ -218,6 +220,21 @@ async fn write_loop<W: AsyncWrite>(
         tracing::warn!(peer = peer.0, error = %e, "connection lost while writing");
         let _ = completions.send(Completion::PeerDown { node: peer });
     }
+}
+
+/// Run a write, failing it with `TimedOut` if it takes longer than `limit`.
+async fn bounded<F>(limit: Duration, write: F) -> std::io::Result<()>
+where
+    F: std::future::Future<Output = std::io::Result<()>>,
+{
+    tokio::time::timeout(limit, write)
+        .await
+        .unwrap_or_else(|_| {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no progress writing for {limit:?}"),
+            ))
+        })
 }
 
 /// A block being read, chunk by chunk.
