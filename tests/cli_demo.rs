@@ -5,11 +5,15 @@ use std::path::Path;
 use std::process::Command;
 
 fn demo(out: &Path, args: &[&str]) -> String {
+    demo_over("mem", out, args)
+}
+
+fn demo_over(transport: &str, out: &Path, args: &[&str]) -> String {
     let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
         .args([
             "demo",
             "--transport",
-            "mem",
+            transport,
             "--algorithm",
             "all",
             "--json",
@@ -170,6 +174,39 @@ fn overlapping_groups_all_deliver_and_report_fairness() {
         assert!(fairness > 0.0 && fairness <= 1.0, "{fairness}");
     }
     check_copies(&dir, 5, 50_001);
+}
+
+#[test]
+fn over_tcp_eight_members_get_identical_copies() {
+    let dir = tempdir("tcp");
+    let out = demo_over(
+        "tcp",
+        &dir,
+        &["--nodes", "8", "--size", "3000017", "--block-size", "64KiB"],
+    );
+    check_reports(&out, 8, 3_000_017, 1);
+    for line in out.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["transport"], "tcp");
+    }
+    check_copies(&dir, 8, 3_000_017);
+    let dir = tempdir("tcp_many");
+    let out = demo_over(
+        "tcp",
+        &dir,
+        &[
+            "--nodes",
+            "8",
+            "--size",
+            "100000",
+            "--block-size",
+            "16KiB",
+            "--messages",
+            "20",
+        ],
+    );
+    check_reports(&out, 8, 100_000, 20);
+    check_copies(&dir, 8, 20 * 100_000);
 }
 
 #[test]
