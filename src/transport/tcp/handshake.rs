@@ -126,7 +126,7 @@ pub enum ClusterKeyError {
     /// The key has no bytes.
     #[error("the cluster key is empty")]
     Empty,
-    /// The key is shorter than [`MIN_KEY_LEN`].
+    /// The key is shorter than the minimum (16 bytes).
     #[error("the cluster key is {len} bytes long; at least {min} are required")]
     TooShort {
         /// The key's length.
@@ -146,7 +146,7 @@ pub enum ClusterKeyError {
 }
 
 impl ClusterKey {
-    /// A key from its bytes; at least [`MIN_KEY_LEN`] of them.
+    /// A key from its bytes; at least 16 of them.
     pub fn from_bytes(bytes: impl Into<Vec<u8>>) -> Result<Self, ClusterKeyError> {
         let bytes = bytes.into();
         match bytes.len() {
