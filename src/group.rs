@@ -115,7 +115,11 @@ impl Group {
     ///
     /// On the root this starts the close (no more sends are accepted); on
     /// other members it waits for the root's close to complete. Messages not
-    /// yet read from the stream can still be read afterwards.
+    /// yet read from the stream can still be read afterwards — but a member
+    /// holding a full receive window of unread messages
+    /// ([`GroupConfig::with_receive_window`](crate::GroupConfig::with_receive_window))
+    /// takes no more, so while more messages may still come, keep reading
+    /// the stream (e.g. read it to its end, then close) or the close waits.
     ///
     /// # Errors
     /// [`Error::GroupFailed`] if the group failed (before or during the close);
