@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
-use crate::runtime::{Command, Deliveries, Message};
+use crate::runtime::{Command, Deliveries, Message, MessageTimings};
 
 /// A member's handle on a group.
 ///
@@ -86,8 +86,9 @@ impl Group {
     /// first polled; messages are transferred one after another in the order
     /// of the `send` calls. The future resolves when the message is locally
     /// complete — every block this node sends has been sent, so its buffer is
-    /// no longer used — and these completions come in send order. That the
-    /// message reached every member is what [`close`](Group::close) reports.
+    /// no longer used — and these completions come in send order, each with
+    /// the root's [`MessageTimings`] of that message. That the message
+    /// reached every member is what [`close`](Group::close) reports.
     ///
     /// # Errors
     /// [`Error::NotRoot`] on a non-root; [`Error::Closed`] after `close`;
@@ -165,12 +166,12 @@ impl Drop for Group {
 #[derive(Debug)]
 #[must_use = "the message is sent regardless; await the future to learn when it is locally complete"]
 pub struct SendFuture {
-    response: Option<oneshot::Receiver<Result<(), Error>>>,
+    response: Option<oneshot::Receiver<Result<MessageTimings, Error>>>,
     node: NodeId,
 }
 
 impl Future for SendFuture {
-    type Output = Result<(), Error>;
+    type Output = Result<MessageTimings, Error>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let node = self.node;

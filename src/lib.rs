@@ -64,6 +64,6 @@ pub use error::{Error, FailureKind, MembershipError};
 pub use group::{Group, SendFuture};
 pub use ids::{GroupId, NodeId};
 pub use node::Node;
-pub use runtime::Message;
+pub use runtime::{Message, MessageTimings};
 pub use schedule::Algorithm;
 pub use transport::mem::MemCluster;

@@ -377,3 +377,55 @@ async fn a_full_receive_window_holds_the_root_back_until_the_reader_catches_up()
     assert_eq!(fast.next().await.unwrap().unwrap().seq, 3);
     tokio::try_join!(root.close(), fast.close(), slow.close()).unwrap();
 }
+
+/// Every member reports where its time went, and the parts add up to no
+/// more than the whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_carry_consistent_timings() {
+    let n = 4;
+    let cluster = MemCluster::new(n);
+    let nodes = Node::in_memory_all(&cluster, node_config()).unwrap();
+    let members: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
+    let config = GroupConfig::new()
+        .with_algorithm(Algorithm::BinomialPipeline)
+        .with_block_size(64 * 1024);
+    let data = payload(3, 4 * 1024 * 1024 + 17);
+    let mut tasks = Vec::new();
+    for node in nodes {
+        let members = members.clone();
+        let config = config.clone();
+        let data = data.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut group = node
+                .create_group(GroupId(9), &members, config)
+                .await
+                .unwrap();
+            let timings = if group.is_root() {
+                let before = std::time::Instant::now();
+                let t = group.send(data).await.unwrap();
+                assert!(t.started >= before, "root starts at its send");
+                assert_eq!(t.copy, Duration::ZERO, "the root copies nothing");
+                t
+            } else {
+                let msg = group.next().await.unwrap().unwrap();
+                assert_eq!(msg.data, data);
+                msg.timings
+            };
+            group.close().await.unwrap();
+            timings
+        }));
+    }
+    for (rank, t) in tasks.into_iter().enumerate() {
+        let t = tokio::time::timeout(Duration::from_secs(30), t)
+            .await
+            .unwrap()
+            .unwrap();
+        let parts = t.setup + t.copy + t.transferring + t.waiting;
+        assert!(parts <= t.total, "rank {rank}: {t:?}");
+        assert!(t.total > Duration::ZERO, "rank {rank}: {t:?}");
+        assert!(
+            t.transferring > Duration::ZERO,
+            "rank {rank}: 65 blocks took no transfer time: {t:?}"
+        );
+    }
+}

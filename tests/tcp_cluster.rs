@@ -815,8 +815,8 @@ async fn a_member_dies_mid_transfer(death: Death) {
         let mut error = None;
         for s in x_sends {
             match s.await {
-                Ok(()) if error.is_none() => ok += 1,
-                Ok(()) => panic!("a send completed after an earlier one failed"),
+                Ok(_) if error.is_none() => ok += 1,
+                Ok(_) => panic!("a send completed after an earlier one failed"),
                 Err(e) => {
                     if let Some(first) = &error {
                         assert_eq!(&e, first, "every pending send fails alike");

@@ -13,6 +13,7 @@ use tokio::time;
 use tracing::Instrument;
 
 use super::rendezvous::group_digest;
+use super::timing::{Lap, MessageTimings, Stopwatch};
 
 use crate::config::{CompletionMode, GroupConfig};
 use crate::error::{Error, FailureKind, MembershipError};
@@ -23,8 +24,11 @@ use crate::proto::{
 use crate::transport::{BlockRef, Completion, Completions, MessageBuffer, Signal, Transport};
 
 /// A message delivered to a receiver.
+///
+/// Two messages are equal when their group, sequence number and bytes are;
+/// [`timings`](Self::timings) are not compared.
 #[non_exhaustive]
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct Message {
     /// The group it was multicast in.
     pub group: GroupId,
@@ -32,7 +36,17 @@ pub struct Message {
     pub seq: u64,
     /// Its bytes, exactly as the root sent them.
     pub data: Bytes,
+    /// Where this member's time went while receiving (and relaying) it.
+    pub timings: MessageTimings,
 }
+
+impl PartialEq for Message {
+    fn eq(&self, other: &Self) -> bool {
+        self.group == other.group && self.seq == other.seq && self.data == other.data
+    }
+}
+
+impl Eq for Message {}
 
 /// The receiving end of a group's deliveries.
 pub(crate) type Deliveries = mpsc::UnboundedReceiver<Result<Message, Error>>;
@@ -49,7 +63,7 @@ pub(crate) enum Command {
     Send {
         group: GroupId,
         data: Bytes,
-        reply: oneshot::Sender<Result<(), Error>>,
+        reply: SendReply,
     },
     Close {
         group: GroupId,
@@ -67,7 +81,7 @@ pub(crate) enum Command {
 }
 
 /// Where a root's send future learns its outcome.
-type SendReply = oneshot::Sender<Result<(), Error>>;
+type SendReply = oneshot::Sender<Result<MessageTimings, Error>>;
 
 /// Where a `create_group` future learns its outcome.
 pub(crate) type CreateReply = oneshot::Sender<Result<Deliveries, Error>>;
@@ -132,6 +146,14 @@ struct Abandoned {
     timed_out: bool,
 }
 
+/// Root: a message submitted and not yet complete.
+struct Sending {
+    seq: u64,
+    data: Bytes,
+    reply: SendReply,
+    watch: Stopwatch,
+}
+
 struct GroupState {
     id: GroupId,
     member: GroupMember,
@@ -142,8 +164,12 @@ struct GroupState {
     bounce: Option<Arc<MessageBuffer>>,
     /// The message being received.
     receiving: Option<(u64, Arc<MessageBuffer>)>,
+    /// The timings of the message being received.
+    receive_watch: Option<Stopwatch>,
+    /// When the completion being handled was taken from the transport.
+    event_at: Instant,
     /// Root: messages submitted and not yet complete, in order.
-    sending: VecDeque<(u64, Bytes, SendReply)>,
+    sending: VecDeque<Sending>,
     deliveries: Option<mpsc::UnboundedSender<Result<Message, Error>>>,
     close_waiters: Vec<oneshot::Sender<Result<(), Error>>>,
     outcome: Option<Result<(), Error>>,
@@ -327,6 +353,8 @@ impl<T: Transport> Actor<T> {
                 rank_of,
                 block_size: config.block_size(),
                 receiving: None,
+                receive_watch: None,
+                event_at: Instant::now(),
                 sending: VecDeque::new(),
                 deliveries: Some(tx),
                 close_waiters: Vec::new(),
@@ -595,14 +623,20 @@ impl<T: Transport> Actor<T> {
         }
     }
 
-    fn send(&mut self, group: GroupId, data: Bytes, reply: oneshot::Sender<Result<(), Error>>) {
+    fn send(&mut self, group: GroupId, data: Bytes, reply: SendReply) {
+        let started = Instant::now();
         let Some(g) = self.groups.get_mut(&group) else {
             let _ = reply.send(Err(Error::Closed(group)));
             return;
         };
         match g.member.submit(data.len() as u64) {
             Ok(seq) => {
-                g.sending.push_back((seq, data, reply));
+                g.sending.push_back(Sending {
+                    seq,
+                    data,
+                    reply,
+                    watch: Stopwatch::start(started),
+                });
                 self.drive(group);
             }
             Err(e) => {
@@ -642,6 +676,7 @@ impl<T: Transport> Actor<T> {
     }
 
     fn on_completion(&mut self, c: Completion) {
+        let now = Instant::now();
         let (group, peer) = match &c {
             Completion::PeerDown { node } => {
                 let node = *node;
@@ -684,6 +719,21 @@ impl<T: Transport> Actor<T> {
             return;
         };
         let _enter = g.span.clone().entered();
+        g.event_at = now;
+        let lap = match &c {
+            Completion::Received { .. } | Completion::Sent { .. } => Some(Lap::Transfer),
+            Completion::Signal { .. } => Some(Lap::Control),
+            _ => None,
+        };
+        if let Some(lap) = lap {
+            // The message this node is busy with: the one it receives, or
+            // the root's oldest unfinished one.
+            if let Some(watch) = g.receive_watch.as_mut() {
+                watch.lap(now, lap);
+            } else if let Some(s) = g.sending.front_mut() {
+                s.watch.lap(now, lap);
+            }
+        }
         match c {
             Completion::Received { immediate, len, .. } => {
                 g.member.handle_block(rank, immediate, len)
@@ -718,6 +768,11 @@ impl<T: Transport> Actor<T> {
         let _enter = g.span.clone().entered();
         while let Some(action) = g.member.poll_action() {
             execute(g, &mut self.transport, action);
+        }
+        if let Some(watch) = g.receive_watch.as_mut()
+            && !watch.setup_ended()
+        {
+            watch.end_setup(Instant::now());
         }
         if let Some(outcome) = &g.outcome
             && let Some(rv) = g.rendezvous.take()
@@ -802,12 +857,16 @@ fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, action: Action) 
             let Ok(size) = usize::try_from(size) else {
                 unreachable!("sizes above max_message_size are refused by the core");
             };
+            let mut watch = Stopwatch::start(g.event_at);
             let buf = MessageBuffer::new(size);
             let bounce = g.bounce.as_ref().expect("non-roots have a bounce buffer");
+            let copy_start = Instant::now();
             buf.region(first_block * g.block_size, first_block_len)
                 .write(bounce.block(0, first_block_len).as_slice());
+            watch.add_copy(copy_start.elapsed());
             tracing::debug!(seq, size, "message begins");
             g.receiving = Some((seq, buf));
+            g.receive_watch = Some(watch);
         }
         Action::PostRecv {
             from,
@@ -825,33 +884,41 @@ fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, action: Action) 
             len,
             immediate,
         } => {
-            let block = if g.member.is_root() {
-                let (_, data, _) = g
+            if g.member.is_root() {
+                let sending = g
                     .sending
-                    .iter()
-                    .find(|(s, _, _)| *s == seq)
+                    .iter_mut()
+                    .find(|s| s.seq == seq)
                     .expect("the root sends only submitted messages");
-                BlockRef::from_bytes(data.slice(offset..offset + len))
+                let block = BlockRef::from_bytes(sending.data.slice(offset..offset + len));
+                transport.post_send(id, g.members[to], block, immediate);
+                sending.watch.end_setup(Instant::now());
             } else {
-                receiving(g, seq).block(offset, len)
-            };
-            transport.post_send(id, g.members[to], block, immediate);
+                let block = receiving(g, seq).block(offset, len);
+                transport.post_send(id, g.members[to], block, immediate);
+            }
         }
         Action::SendControl { to, control } => {
             transport.send_signal(id, g.members[to], Signal::Group(control));
         }
         Action::MessageComplete { seq } => {
+            let now = Instant::now();
             if g.member.is_root() {
-                let (s, _, reply) = g.sending.pop_front().expect("a message was in flight");
-                debug_assert_eq!(s, seq);
-                let _ = reply.send(Ok(()));
+                let sending = g.sending.pop_front().expect("a message was in flight");
+                debug_assert_eq!(sending.seq, seq);
+                let _ = sending.reply.send(Ok(sending.watch.finish(now)));
             } else {
                 let (s, buf) = g.receiving.take().expect("a message was in progress");
                 debug_assert_eq!(s, seq);
+                let watch = g
+                    .receive_watch
+                    .take()
+                    .unwrap_or_else(|| Stopwatch::start(g.event_at));
                 let message = Message {
                     group: id,
                     seq,
                     data: buf.into_bytes(),
+                    timings: watch.finish(now),
                 };
                 if let Some(tx) = &g.deliveries {
                     let _ = tx.send(Ok(message));
@@ -866,10 +933,11 @@ fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, action: Action) 
         Action::Failed(failure) => {
             tracing::warn!(%failure, "group failed");
             let error = failure_error(g, &failure);
-            for (_, _, reply) in g.sending.drain(..) {
-                let _ = reply.send(Err(error.clone()));
+            for sending in g.sending.drain(..) {
+                let _ = sending.reply.send(Err(error.clone()));
             }
             g.receiving = None;
+            g.receive_watch = None;
             if let Some(tx) = &g.deliveries {
                 let _ = tx.send(Err(error.clone()));
             }

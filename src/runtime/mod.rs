@@ -3,6 +3,8 @@
 
 mod actor;
 mod rendezvous;
+mod timing;
 
 pub use actor::Message;
+pub use timing::MessageTimings;
 pub(crate) use actor::{Actor, Command, Deliveries};

@@ -1,0 +1,179 @@
+//! Per-message timings: where one member's time went while a message passed
+//! through it (the breakdown of the RDMC paper's Table 1).
+
+use std::time::{Duration, Instant};
+
+/// Where one member's time went during one message.
+///
+/// Measured by the node's actor with the monotonic clock, at the moments it
+/// handles the transport's completions, so each figure includes the time the
+/// completion waited to be noticed (which is what the completion mode —
+/// interrupt, hybrid or polling — changes).
+///
+/// * On a receiver ([`Message::timings`](crate::Message)) the message
+///   starts when its first block arrives (into the node's bounce buffer: the
+///   size is not known before).
+/// * On the root ([`Group::send`](crate::Group::send)) it starts when the
+///   node takes the message from the `send` call.
+///
+/// The time from start to completion is cut at every completion of the
+/// message's transfers: an interval that ends with a block sent or received
+/// counts as [`transferring`](Self::transferring), one that ends with a
+/// peer's "ready for block" (this node had a block to send and waited for the
+/// peer to be ready for it) counts as [`waiting`](Self::waiting).
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MessageTimings {
+    /// When the message started here (see above).
+    pub started: Instant,
+    /// Local setup. Root: from taking the message to handing its first
+    /// block to the transport. Receiver: from the first block's arrival to
+    /// the message's buffer allocated and its receives posted, not counting
+    /// [`copy`](Self::copy).
+    pub setup: Duration,
+    /// Receiver: copying the first block out of the bounce buffer into the
+    /// message's buffer. Zero on the root.
+    pub copy: Duration,
+    /// Time in intervals that ended with one of this message's blocks sent
+    /// or received.
+    pub transferring: Duration,
+    /// Time in intervals that ended with a peer becoming ready for a block.
+    pub waiting: Duration,
+    /// From [`started`](Self::started) to the message complete here.
+    pub total: Duration,
+}
+
+impl MessageTimings {
+    /// Time-zero timings starting at `started`.
+    fn new(started: Instant) -> Self {
+        MessageTimings {
+            started,
+            setup: Duration::ZERO,
+            copy: Duration::ZERO,
+            transferring: Duration::ZERO,
+            waiting: Duration::ZERO,
+            total: Duration::ZERO,
+        }
+    }
+}
+
+/// What ended an interval of a message's time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Lap {
+    /// A block of the message was sent or received.
+    Transfer,
+    /// A peer's control signal (e.g. ready for block) arrived.
+    Control,
+}
+
+/// Accumulates one message's [`MessageTimings`] as its events happen.
+#[derive(Clone, Debug)]
+pub(crate) struct Stopwatch {
+    timings: MessageTimings,
+    /// The end of the last interval accounted for; `None` until setup ends.
+    last: Option<Instant>,
+}
+
+impl Stopwatch {
+    /// A message that started at `started`.
+    pub(crate) fn start(started: Instant) -> Self {
+        Stopwatch {
+            timings: MessageTimings::new(started),
+            last: None,
+        }
+    }
+
+    /// Count `copy` as copy time (part of setup's wall time, kept apart).
+    pub(crate) fn add_copy(&mut self, copy: Duration) {
+        self.timings.copy += copy;
+    }
+
+    /// End the setup at `now` (only the first call counts).
+    pub(crate) fn end_setup(&mut self, now: Instant) {
+        if self.last.is_none() {
+            let wall = now.saturating_duration_since(self.timings.started);
+            self.timings.setup = wall.saturating_sub(self.timings.copy);
+            self.last = Some(now);
+        }
+    }
+
+    /// Whether the setup has ended.
+    pub(crate) fn setup_ended(&self) -> bool {
+        self.last.is_some()
+    }
+
+    /// An event at `now` of kind `lap` ends the current interval.
+    pub(crate) fn lap(&mut self, now: Instant, lap: Lap) {
+        let Some(last) = self.last else {
+            return;
+        };
+        let interval = now.saturating_duration_since(last);
+        match lap {
+            Lap::Transfer => self.timings.transferring += interval,
+            Lap::Control => self.timings.waiting += interval,
+        }
+        self.last = Some(now.max(last));
+    }
+
+    /// The message completed at `now`.
+    pub(crate) fn finish(mut self, now: Instant) -> MessageTimings {
+        self.end_setup(now);
+        self.timings.total = now.saturating_duration_since(self.timings.started);
+        self.timings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    #[test]
+    fn intervals_are_split_by_what_ended_them() {
+        let t0 = Instant::now();
+        let mut sw = Stopwatch::start(t0);
+        sw.add_copy(2 * MS);
+        // Events before setup ends are not laps.
+        sw.lap(t0 + MS, Lap::Transfer);
+        assert!(!sw.setup_ended());
+        sw.end_setup(t0 + 5 * MS);
+        assert!(sw.setup_ended());
+        sw.end_setup(t0 + 6 * MS); // ignored
+        sw.lap(t0 + 15 * MS, Lap::Transfer);
+        sw.lap(t0 + 18 * MS, Lap::Control);
+        sw.lap(t0 + 28 * MS, Lap::Transfer);
+        let t = sw.finish(t0 + 30 * MS);
+        assert_eq!(t.started, t0);
+        assert_eq!(t.copy, 2 * MS);
+        assert_eq!(t.setup, 3 * MS);
+        assert_eq!(t.transferring, 20 * MS);
+        assert_eq!(t.waiting, 3 * MS);
+        assert_eq!(t.total, 30 * MS);
+        // Everything but the tail after the last event is accounted for.
+        assert_eq!(
+            t.setup + t.copy + t.transferring + t.waiting + 2 * MS,
+            t.total
+        );
+    }
+
+    #[test]
+    fn a_message_finished_during_setup_has_setup_only() {
+        let t0 = Instant::now();
+        let t = Stopwatch::start(t0).finish(t0 + 4 * MS);
+        assert_eq!(t.setup, 4 * MS);
+        assert_eq!(t.transferring + t.waiting + t.copy, Duration::ZERO);
+        assert_eq!(t.total, 4 * MS);
+    }
+
+    #[test]
+    fn clock_going_backwards_never_panics_or_goes_negative() {
+        let t0 = Instant::now() + 10 * MS;
+        let mut sw = Stopwatch::start(t0);
+        sw.end_setup(t0 - MS);
+        sw.lap(t0 - 2 * MS, Lap::Transfer);
+        let t = sw.finish(t0 - 3 * MS);
+        assert_eq!(t.total, Duration::ZERO);
+        assert_eq!(t.transferring, Duration::ZERO);
+    }
+}
