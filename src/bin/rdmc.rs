@@ -21,8 +21,12 @@ use clap::{Args, Parser, Subcommand};
 mod demo;
 #[path = "rdmc/member.rs"]
 mod member;
+#[path = "rdmc/member_bench.rs"]
+mod member_bench;
 #[path = "rdmc/size.rs"]
 mod size;
+#[path = "rdmc/tcp_copy.rs"]
+mod tcp_copy;
 use rdmc::schedule::{Algorithm, Plan, step_bound};
 
 /// `rdmc plan` refuses plans whose assembly would call a schedule function
@@ -47,6 +51,10 @@ enum Command {
     /// Be one member of a cluster of processes: the root sends files, the
     /// others write what they receive.
     Member(member::MemberArgs),
+    /// The unicast baseline of `rdmc bench`: a plain TCP copy between two
+    /// processes, driven like `rdmc member --bench`.
+    #[command(hide = true)]
+    TcpCopy(tcp_copy::TcpCopyArgs),
 }
 
 /// Arguments of `rdmc plan`.
@@ -87,6 +95,7 @@ fn main() -> ExitCode {
         Command::Plan(args) => exit_status(run_plan(&args)),
         Command::Demo(args) => demo::run(args),
         Command::Member(args) => member::run(args),
+        Command::TcpCopy(args) => tcp_copy::run(args),
     }
 }
 

@@ -100,8 +100,9 @@ impl TransportChoice {
     }
 }
 
+/// The completion modes, as the command line names them.
 #[derive(Debug, Clone, Copy, ValueEnum)]
-enum ModeChoice {
+pub(crate) enum ModeChoice {
     Interrupt,
     Polling,
     Hybrid,

@@ -15,6 +15,8 @@ use rdmc::{
 };
 use serde_json::json;
 
+use crate::demo::ModeChoice;
+use crate::member_bench;
 use crate::size::parse_size;
 
 /// Arguments of `rdmc member`.
@@ -26,7 +28,7 @@ pub(crate) struct MemberArgs {
     members: PathBuf,
     /// This process's rank in the member list.
     #[arg(long)]
-    rank: u32,
+    pub(crate) rank: u32,
     /// Multicast algorithm.
     #[arg(long, default_value = "binomial-pipeline", value_parser = parse_algorithm)]
     algorithm: Algorithm,
@@ -47,9 +49,22 @@ pub(crate) struct MemberArgs {
     /// Seconds of silence after which a peer is considered failed.
     #[arg(long, default_value_t = 3.0)]
     failure_timeout: f64,
+    /// How this member waits for completions.
+    #[arg(long, value_enum, default_value_t = ModeChoice::Hybrid)]
+    completion: ModeChoice,
     /// One JSON object per line instead of text.
     #[arg(long)]
     json: bool,
+    /// Benchmark mode, driven by `rdmc bench`: the root reads `send SIZE
+    /// COUNT` and `close` commands from stdin and sends prefixes of a
+    /// pseudo-random payload every member generates alike; receivers check
+    /// every message against it. Events are JSON lines with monotonic-clock
+    /// times in nanoseconds.
+    #[arg(long, requires = "json", conflicts_with_all = ["files", "out"])]
+    bench: bool,
+    /// Benchmark mode: the payload's size (the largest message).
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    pub(crate) max_size: u64,
     /// Root only: the files to multicast, one message each, in order.
     files: Vec<PathBuf>,
 }
@@ -118,7 +133,7 @@ async fn member(args: &MemberArgs) -> Result<(), String> {
         .with_failure_timeout(seconds(args.failure_timeout, "--failure-timeout")?);
     let node = Node::tcp(
         config,
-        NodeConfig::new().with_completion_mode(CompletionMode::default()),
+        NodeConfig::new().with_completion_mode(CompletionMode::from(args.completion)),
     )
     .await
     .map_err(|e| e.to_string())?;
@@ -135,7 +150,8 @@ async fn member(args: &MemberArgs) -> Result<(), String> {
     if args.json {
         println!(
             "{}",
-            json!({"event": "closed", "rank": args.rank, "seconds": seconds})
+            json!({"event": "closed", "rank": args.rank, "seconds": seconds,
+                   "cpu": member_bench::cpu_seconds()})
         );
     }
     Ok(())
@@ -154,7 +170,9 @@ async fn multicast(
         .await
         .map_err(|e| e.to_string())?;
     let start = Instant::now();
-    if args.rank == 0 {
+    if args.bench {
+        member_bench::run(args, &mut group).await?;
+    } else if args.rank == 0 {
         for (i, path) in args.files.iter().enumerate() {
             let data = Bytes::from(
                 std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?,
@@ -208,7 +226,7 @@ fn write_atomically(dir: &Path, seq: u64, data: &[u8]) -> Result<(), String> {
 }
 
 /// Read the members file: one `host:port` per line, in rank order.
-fn read_members(path: &Path) -> Result<Vec<SocketAddr>, String> {
+pub(crate) fn read_members(path: &Path) -> Result<Vec<SocketAddr>, String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     let members: Vec<SocketAddr> = text

@@ -1,0 +1,170 @@
+//! `rdmc member --bench`: a member driven line by line by `rdmc bench`.
+//!
+//! Every member builds the same pseudo-random payload of `--max-size` bytes
+//! (a fixed seed), so the root can send any prefix of it and every receiver
+//! can check each message byte for byte without a second copy on the wire.
+//!
+//! The root reads commands from stdin, one per line:
+//!
+//! * `send SIZE COUNT`: send COUNT messages of the payload's first SIZE
+//!   bytes back to back, wait until all are locally complete, then print a
+//!   `sent` event;
+//! * `close` (or the end of stdin): close the group.
+//!
+//! Receivers print a `delivered` event per message. Every event carries `t`,
+//! the `CLOCK_MONOTONIC` time in nanoseconds (one clock for every network
+//! namespace of the machine, so the driver can subtract the root's times from
+//! the receivers'), and `cpu`, the process's user + system CPU seconds so far.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use rdmc::{Group, MessageTimings};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+use crate::member::MemberArgs;
+
+/// The payload's seed: the same on every member.
+const PAYLOAD_SEED: u64 = 0x5244_4d43_4245_4e43;
+
+/// Run the benchmark part of a member on its group (then the caller closes).
+pub(crate) async fn run(args: &MemberArgs, group: &mut Group) -> Result<(), String> {
+    let max = usize::try_from(args.max_size).map_err(|_| "--max-size is too large")?;
+    let payload = tokio::task::spawn_blocking(move || payload(max))
+        .await
+        .map_err(|e| format!("generating the payload: {e}"))?;
+    emit(json!({"event": "ready", "rank": args.rank, "t": mono_ns(Instant::now()),
+                "cpu": cpu_seconds()}));
+    if args.rank == 0 {
+        root(args, group, &payload).await
+    } else {
+        receiver(args, group, &payload).await
+    }
+}
+
+async fn root(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(), String> {
+    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut seq = 0u64;
+    while let Some(line) = lines
+        .next_line()
+        .await
+        .map_err(|e| format!("reading stdin: {e}"))?
+    {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            [] => continue,
+            ["close"] => break,
+            ["send", size, count] => {
+                let size: usize = size
+                    .parse()
+                    .map_err(|_| format!("bad size in {line:?}"))?;
+                let count: u64 = count
+                    .parse()
+                    .ok()
+                    .filter(|&c| c > 0)
+                    .ok_or_else(|| format!("bad count in {line:?}"))?;
+                if size > payload.len() {
+                    return Err(format!(
+                        "size {size} is above --max-size {}",
+                        payload.len()
+                    ));
+                }
+                let data = payload.slice(..size);
+                let t0 = Instant::now();
+                let cpu0 = cpu_seconds();
+                let sends: Vec<_> = (0..count).map(|_| group.send(data.clone())).collect();
+                let mut first = None;
+                for send in sends {
+                    let timings = send.await.map_err(|e| e.to_string())?;
+                    first.get_or_insert(timings);
+                }
+                let done = Instant::now();
+                let mut event = json!({"event": "sent", "rank": args.rank, "seq": seq,
+                    "count": count, "size": size, "t": mono_ns(t0), "done_t": mono_ns(done),
+                    "cpu0": cpu0, "cpu": cpu_seconds()});
+                if let Some(t) = first {
+                    add_timings(&mut event, &t);
+                }
+                emit(event);
+                seq += count;
+            }
+            _ => return Err(format!("unknown command {line:?}")),
+        }
+    }
+    Ok(())
+}
+
+async fn receiver(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(), String> {
+    while let Some(message) = group.next().await {
+        let now = Instant::now();
+        let message = message.map_err(|e| e.to_string())?;
+        let len = message.data.len();
+        if len > payload.len() || message.data != payload[..len] {
+            return Err(format!(
+                "message {} ({len} bytes) differs from the root's payload",
+                message.seq
+            ));
+        }
+        let mut event = json!({"event": "delivered", "rank": args.rank, "seq": message.seq,
+            "size": len, "t": mono_ns(now), "cpu": cpu_seconds()});
+        add_timings(&mut event, &message.timings);
+        emit(event);
+    }
+    Ok(())
+}
+
+/// Add a message's timings to an event: `started_t` in monotonic ns, the
+/// rest in microseconds.
+fn add_timings(event: &mut Value, t: &MessageTimings) {
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    event["started_t"] = json!(mono_ns(t.started));
+    event["setup_us"] = json!(us(t.setup));
+    event["copy_us"] = json!(us(t.copy));
+    event["transferring_us"] = json!(us(t.transferring));
+    event["waiting_us"] = json!(us(t.waiting));
+    event["total_us"] = json!(us(t.total));
+}
+
+fn emit(event: Value) {
+    println!("{event}");
+}
+
+/// The payload every member agrees on.
+pub(crate) fn payload(len: usize) -> Bytes {
+    let mut data = vec![0u8; len];
+    StdRng::seed_from_u64(PAYLOAD_SEED).fill_bytes(&mut data);
+    Bytes::from(data)
+}
+
+/// `instant` on the `CLOCK_MONOTONIC` clock, in nanoseconds.
+pub(crate) fn mono_ns(instant: Instant) -> u64 {
+    let now = Instant::now();
+    let mono = clock_monotonic_ns();
+    let ago = now.saturating_duration_since(instant).as_nanos() as u64;
+    let ahead = instant.saturating_duration_since(now).as_nanos() as u64;
+    (mono + ahead).saturating_sub(ago)
+}
+
+fn clock_monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always
+    // exists on Linux, so the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// User + system CPU seconds this process has used so far.
+pub(crate) fn cpu_seconds() -> f64 {
+    // SAFETY: an all-zero rusage is a valid value to be overwritten.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `usage` is valid and writable; RUSAGE_SELF is always valid.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
