@@ -8,6 +8,8 @@
 //!   every copy, report the time (see `rdmc demo --help`).
 //! * `rdmc member --members FILE --rank R [...] [FILES...]`: one member of a
 //!   cluster of processes over TCP (see `rdmc member --help`).
+//! * `rdmc bench [--quick] [--out DIR]`: the papers' experiments on an
+//!   emulated cluster, beside unicast and MPI_Bcast (see BENCHMARKS.md).
 //!
 //! To add a subcommand, add a variant to [`Command`] with its argument
 //! struct and a `run_*` function, and one arm to the match in `main`.
@@ -17,6 +19,12 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+#[path = "rdmc/bench.rs"]
+mod bench;
+#[path = "rdmc/bench_lab.rs"]
+mod bench_lab;
+#[path = "rdmc/bench_report.rs"]
+mod bench_report;
 #[path = "rdmc/demo.rs"]
 mod demo;
 #[path = "rdmc/member.rs"]
@@ -51,6 +59,9 @@ enum Command {
     /// Be one member of a cluster of processes: the root sends files, the
     /// others write what they receive.
     Member(member::MemberArgs),
+    /// Run the papers' experiments on an emulated cluster of network
+    /// namespaces, beside a TCP unicast and MPI_Bcast (root only).
+    Bench(bench::BenchArgs),
     /// The unicast baseline of `rdmc bench`: a plain TCP copy between two
     /// processes, driven like `rdmc member --bench`.
     #[command(hide = true)]
@@ -96,6 +107,7 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(args),
         Command::Member(args) => member::run(args),
         Command::TcpCopy(args) => tcp_copy::run(args),
+        Command::Bench(args) => bench::run(args),
     }
 }
 

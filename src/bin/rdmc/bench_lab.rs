@@ -1,0 +1,475 @@
+//! The machinery under `rdmc bench`: the emulated cluster
+//! (`benches/netlab.sh`), processes started in its namespaces and driven
+//! through their stdin and JSON stdout, the machine's CPU idle time, and
+//! clean-up on every exit path, Ctrl-C included.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// Processes of ours that must die if the bench is interrupted.
+static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+/// The netlab script, once a lab may exist (for the interrupt handler).
+static NETLAB: OnceLock<PathBuf> = OnceLock::new();
+
+/// Tear the lab down and kill our processes on SIGINT or SIGTERM, then exit.
+pub(crate) fn install_interrupt_handler(netlab: &Path) {
+    let _ = NETLAB.set(netlab.to_path_buf());
+    std::thread::spawn(|| {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        let code = rt.block_on(async {
+            let Ok(mut term) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            else {
+                return None;
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => Some(130),
+                _ = term.recv() => Some(143),
+            }
+        });
+        if let Some(code) = code {
+            eprintln!("rdmc bench: interrupted; tearing the lab down");
+            kill_children();
+            if let Some(netlab) = NETLAB.get() {
+                let _ = Command::new("bash").arg(netlab).arg("down").status();
+            }
+            std::process::exit(code);
+        }
+    });
+}
+
+fn kill_children() {
+    let pids = std::mem::take(&mut *CHILDREN.lock().unwrap_or_else(|e| e.into_inner()));
+    for pid in pids {
+        // SAFETY: kill(2) with a PID of a child we started and a valid signal.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    }
+}
+
+fn register(pid: u32) {
+    CHILDREN.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+}
+
+fn unregister(pid: u32) {
+    CHILDREN
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|&p| p != pid);
+}
+
+/// An emulated cluster that exists while this value does.
+pub(crate) struct Lab {
+    netlab: PathBuf,
+    /// Number of hosts.
+    pub(crate) hosts: usize,
+}
+
+impl Lab {
+    /// Bring up `hosts` hosts at `rate` (removing any earlier lab first).
+    pub(crate) fn up(netlab: &Path, hosts: usize, rate: &str) -> Result<Lab, String> {
+        let _ = Command::new("bash")
+            .arg(netlab)
+            .arg("down")
+            .stderr(Stdio::null())
+            .status();
+        let status = Command::new("bash")
+            .arg(netlab)
+            .args(["up", &hosts.to_string(), rate])
+            .status()
+            .map_err(|e| format!("running {}: {e}", netlab.display()))?;
+        if !status.success() {
+            return Err(format!("netlab.sh up {hosts} {rate} failed ({status})"));
+        }
+        Ok(Lab {
+            netlab: netlab.to_path_buf(),
+            hosts,
+        })
+    }
+
+    /// The address of host `i`.
+    pub(crate) fn addr(i: usize) -> String {
+        format!("10.77.0.{}", i + 1)
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = Command::new("bash").arg(&self.netlab).arg("down").status();
+    }
+}
+
+/// One event of one process: its rank and the JSON object it printed, or
+/// `None` once its stdout closed.
+type Event = (usize, Option<Value>);
+
+/// Processes `rdmc member --bench` (or `rdmc tcp-copy`), one per lab host,
+/// rank 0 driven through its stdin.
+pub(crate) struct Cluster {
+    children: Vec<Child>,
+    root_stdin: Option<ChildStdin>,
+    events: Receiver<Event>,
+    /// Each rank's CPU seconds at its latest event.
+    cpu: Vec<f64>,
+    next_seq: u64,
+    exited: Vec<bool>,
+    label: String,
+}
+
+/// The outcome of one `send SIZE COUNT`.
+pub(crate) struct Sample {
+    /// From the root's send to the last receiver's delivery of the last message.
+    pub(crate) seconds: f64,
+    /// CPU seconds each rank used since its previous event.
+    pub(crate) cpu: Vec<f64>,
+    /// The root's `sent` event.
+    pub(crate) sent: Value,
+    /// Each receiver's `delivered` event of the last message (index = rank).
+    pub(crate) delivered: Vec<Value>,
+}
+
+impl Cluster {
+    /// Start `args(rank)` under `ip netns exec rdmc-h<rank>` for each rank,
+    /// stderr to `logs/<label>-<rank>.log`, and wait until all are ready.
+    pub(crate) fn start(
+        n: usize,
+        label: &str,
+        logs: &Path,
+        args: impl Fn(usize) -> Vec<String>,
+        ready_timeout: Duration,
+    ) -> Result<Cluster, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("finding rdmc itself: {e}"))?;
+        let (tx, events) = mpsc::channel();
+        let mut cluster = Cluster {
+            children: Vec::new(),
+            root_stdin: None,
+            events,
+            cpu: vec![0.0; n],
+            next_seq: 0,
+            exited: vec![false; n],
+            label: label.to_owned(),
+        };
+        // Receivers first, so they listen by the time the root connects.
+        for rank in (0..n).rev() {
+            let log = std::fs::File::create(logs.join(format!("{label}-{rank}.log")))
+                .map_err(|e| format!("creating a log file: {e}"))?;
+            let mut child = Command::new("ip")
+                .args(["netns", "exec", &format!("rdmc-h{rank}")])
+                .arg(&exe)
+                .args(args(rank))
+                .stdin(if rank == 0 {
+                    Stdio::piped()
+                } else {
+                    Stdio::null()
+                })
+                .stdout(Stdio::piped())
+                .stderr(log)
+                .spawn()
+                .map_err(|e| format!("starting rank {rank} of {label}: {e}"))?;
+            register(child.id());
+            if rank == 0 {
+                cluster.root_stdin = child.stdin.take();
+            }
+            let stdout = child.stdout.take().expect("stdout is piped");
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if let Ok(v) = serde_json::from_str::<Value>(&line)
+                        && tx.send((rank, Some(v))).is_err()
+                    {
+                        return;
+                    }
+                }
+                let _ = tx.send((rank, None));
+            });
+            cluster.children.push(child);
+        }
+        let mut ready = vec![false; n];
+        let deadline = Instant::now() + ready_timeout;
+        while ready.iter().any(|r| !r) {
+            let (rank, event) = cluster.next_event(deadline)?;
+            if event["event"] == "ready" {
+                ready[rank] = true;
+            }
+        }
+        Ok(cluster)
+    }
+
+    /// The next event of any rank; an error for an `error` event, an exit
+    /// or the deadline passing.
+    fn next_event(&mut self, deadline: Instant) -> Result<(usize, Value), String> {
+        match self.next_event_or_exit(deadline)? {
+            (rank, Some(event)) => Ok((rank, event)),
+            (rank, None) => Err(format!(
+                "{} rank {rank} exited unexpectedly (see its log)",
+                self.label
+            )),
+        }
+    }
+
+    /// The next event of any rank, `None` meaning the rank exited; an error
+    /// for an `error` event or the deadline passing.
+    fn next_event_or_exit(&mut self, deadline: Instant) -> Result<Event, String> {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        match self.events.recv_timeout(wait) {
+            Ok((rank, Some(event))) => {
+                if let Some(cpu) = event["cpu"].as_f64() {
+                    self.cpu[rank] = cpu;
+                }
+                if event["event"] == "error" {
+                    return Err(format!(
+                        "{} rank {rank}: {}",
+                        self.label,
+                        event["error"].as_str().unwrap_or("error")
+                    ));
+                }
+                Ok((rank, Some(event)))
+            }
+            Ok((rank, None)) => {
+                self.exited[rank] = true;
+                Ok((rank, None))
+            }
+            Err(RecvTimeoutError::Timeout) => Err(format!("{}: timed out", self.label)),
+            Err(RecvTimeoutError::Disconnected) => Err(format!("{}: all exited", self.label)),
+        }
+    }
+
+    /// Send `count` messages of `size` bytes back to back and wait until
+    /// every receiver has the last one.
+    pub(crate) fn measure(
+        &mut self,
+        size: u64,
+        count: u64,
+        timeout: Duration,
+    ) -> Result<Sample, String> {
+        let n = self.children.len();
+        let first = self.next_seq;
+        let last = first + count - 1;
+        self.next_seq += count;
+        let before = self.cpu.clone();
+        let stdin = self
+            .root_stdin
+            .as_mut()
+            .ok_or("the root's stdin is closed")?;
+        writeln!(stdin, "send {size} {count}")
+            .and_then(|()| stdin.flush())
+            .map_err(|e| format!("{}: commanding the root: {e}", self.label))?;
+        let deadline = Instant::now() + timeout;
+        let mut sent: Option<Value> = None;
+        let mut delivered: Vec<Value> = vec![Value::Null; n];
+        let mut missing = n - 1;
+        while sent.is_none() || missing > 0 {
+            let (rank, event) = self.next_event(deadline)?;
+            match event["event"].as_str() {
+                Some("sent") if rank == 0 && event["seq"] == first => sent = Some(event),
+                Some("delivered") if rank > 0 && event["seq"] == last => {
+                    if delivered[rank].is_null() {
+                        missing -= 1;
+                    }
+                    delivered[rank] = event;
+                }
+                _ => {}
+            }
+        }
+        let sent = sent.expect("loop ends with the sent event");
+        let t0 = sent["t"].as_u64().ok_or("a sent event without t")?;
+        let t1 = delivered
+            .iter()
+            .filter_map(|d| d["t"].as_u64())
+            .max()
+            .ok_or("no delivered event")?;
+        let cpu = self
+            .cpu
+            .iter()
+            .zip(&before)
+            .map(|(now, then)| (now - then).max(0.0))
+            .collect();
+        Ok(Sample {
+            seconds: t1.saturating_sub(t0) as f64 / 1e9,
+            cpu,
+            sent,
+            delivered,
+        })
+    }
+
+    /// Close the group and wait for every process to exit.
+    pub(crate) fn close(mut self) -> Result<(), String> {
+        let outcome = self.close_inner();
+        self.reap();
+        outcome
+    }
+
+    fn close_inner(&mut self) -> Result<(), String> {
+        if let Some(mut stdin) = self.root_stdin.take() {
+            let _ = writeln!(stdin, "close");
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut closed = vec![false; self.children.len()];
+        while closed.iter().any(|c| !c) {
+            match self.next_event_or_exit(deadline)? {
+                (rank, Some(event)) if event["event"] == "closed" => closed[rank] = true,
+                (rank, None) if !closed[rank] => {
+                    return Err(format!(
+                        "{} rank {rank} exited without closing (see its log)",
+                        self.label
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait a little for each process, then kill what is left.
+    fn reap(&mut self) {
+        self.root_stdin = None;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for child in &mut self.children {
+            loop {
+                match child.try_wait() {
+                    Ok(Some(_)) | Err(_) => break,
+                    Ok(None) if Instant::now() >= deadline => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break;
+                    }
+                    Ok(None) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+            unregister(child.id());
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.reap();
+    }
+}
+
+/// Run `mpi_netlab.sh --existing` and return mpi_bcast's JSON line.
+pub(crate) fn mpi_bcast(
+    script: &Path,
+    nodes: usize,
+    rate: &str,
+    size: u64,
+    runs: usize,
+    warmup: usize,
+    forced: Option<(u32, u64)>,
+) -> Result<Value, String> {
+    let mut cmd = Command::new("bash");
+    cmd.arg(script).arg("--existing").args(["--timeout", "900"]);
+    if let Some((algorithm, segsize)) = forced {
+        cmd.args(["--algorithm", &algorithm.to_string()]);
+        cmd.args(["--segsize", &segsize.to_string()]);
+    }
+    cmd.args([
+        nodes.to_string(),
+        rate.to_owned(),
+        size.to_string(),
+        runs.to_string(),
+        warmup.to_string(),
+    ]);
+    let out = cmd
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("running {}: {e}", script.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().rev().find(|l| l.starts_with('{'));
+    match (out.status.success(), line) {
+        (true, Some(line)) => {
+            serde_json::from_str(line).map_err(|e| format!("mpi_bcast printed {line:?}: {e}"))
+        }
+        _ => Err(format!(
+            "mpi_netlab.sh failed ({}) for {nodes} nodes, {size} bytes",
+            out.status
+        )),
+    }
+}
+
+/// Cumulative CPU times of the whole machine, from `/proc/stat`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CpuTimes {
+    idle: u64,
+    total: u64,
+}
+
+impl CpuTimes {
+    /// Read them now (zeros if `/proc/stat` cannot be read).
+    pub(crate) fn now() -> CpuTimes {
+        let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let fields: Vec<u64> = text
+            .lines()
+            .find(|l| l.starts_with("cpu "))
+            .map(|l| {
+                l.split_whitespace()
+                    .skip(1)
+                    .filter_map(|f| f.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default();
+        // user nice system idle iowait irq softirq steal (guest is in user).
+        let idle = fields.get(3).copied().unwrap_or(0) + fields.get(4).copied().unwrap_or(0);
+        let total = fields.iter().take(8).sum();
+        CpuTimes { idle, total }
+    }
+
+    /// The fraction of the machine's CPU time idle since `earlier`.
+    pub(crate) fn idle_since(&self, earlier: &CpuTimes) -> Option<f64> {
+        let total = self.total.checked_sub(earlier.total)?;
+        let idle = self.idle.checked_sub(earlier.idle)?;
+        (total > 0).then(|| idle as f64 / total as f64)
+    }
+}
+
+/// The median of some samples (the mean of the middle two for an even count).
+pub(crate) fn median(samples: &[f64]) -> f64 {
+    let mut s = samples.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert_eq!(median(&[7.0]), 7.0);
+        assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn idle_fraction_from_two_readings() {
+        let a = CpuTimes {
+            idle: 100,
+            total: 400,
+        };
+        let b = CpuTimes {
+            idle: 175,
+            total: 500,
+        };
+        assert_eq!(b.idle_since(&a), Some(0.75));
+        assert_eq!(a.idle_since(&b), None);
+        assert_eq!(a.idle_since(&a), None);
+        let now = CpuTimes::now();
+        assert!(now.total >= now.idle);
+    }
+}

@@ -1,0 +1,177 @@
+//! The processes `rdmc bench` drives — `rdmc member --bench` and the
+//! `rdmc tcp-copy` baseline — across real processes on loopback (the driver
+//! itself needs root and network namespaces, so it is not run here).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn members_file(name: &str, n: usize) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli_bench_{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let listeners: Vec<_> = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let text: String = listeners
+        .iter()
+        .map(|l| format!("127.0.0.1:{}\n", l.local_addr().unwrap().port()))
+        .collect();
+    let path = dir.join("members");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn spawn(args: &[&str], members: &Path, rank: usize) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_rdmc"))
+        .args(args)
+        .arg("--members")
+        .arg(members)
+        .args(["--rank", &rank.to_string()])
+        .stdin(if rank == 0 {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("rdmc runs")
+}
+
+/// Every JSON line the child prints until it exits (killed after `limit`),
+/// and whether it exited successfully.
+fn events(mut child: Child, limit: Duration) -> (bool, Vec<Value>) {
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(&l.unwrap()).expect("a JSON line"))
+            .collect::<Vec<_>>()
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            let _ = child.wait();
+            panic!("process did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status.success(), reader.join().unwrap())
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["event"] == kind).collect()
+}
+
+#[test]
+fn bench_members_report_checked_deliveries_with_clock_and_timings() {
+    let members = members_file("members", 3);
+    let common = [
+        "member",
+        "--json",
+        "--bench",
+        "--max-size",
+        "300000",
+        "--block-size",
+        "64KiB",
+        "--algorithm",
+        "binomial-pipeline",
+    ];
+    let receivers: Vec<Child> = (1..3).map(|r| spawn(&common, &members, r)).collect();
+    let mut root = spawn(&common, &members, 0);
+    root.stdin
+        .take()
+        .unwrap()
+        .write_all(b"send 300000 1\nsend 1 3\n\nclose\n")
+        .unwrap();
+    let (ok, root_events) = events(root, Duration::from_secs(60));
+    assert!(ok, "root failed: {root_events:?}");
+    let sent = of_kind(&root_events, "sent");
+    assert_eq!(sent.len(), 2, "{root_events:?}");
+    assert_eq!(
+        (sent[0]["seq"].as_u64(), sent[0]["count"].as_u64()),
+        (Some(0), Some(1))
+    );
+    assert_eq!(
+        (sent[1]["seq"].as_u64(), sent[1]["count"].as_u64()),
+        (Some(1), Some(3))
+    );
+    assert!(sent[0]["setup_us"].as_f64().is_some());
+    assert_eq!(of_kind(&root_events, "closed").len(), 1);
+    for receiver in receivers {
+        let (ok, ev) = events(receiver, Duration::from_secs(60));
+        assert!(ok, "receiver failed: {ev:?}");
+        let delivered = of_kind(&ev, "delivered");
+        let seqs: Vec<u64> = delivered.iter().filter_map(|d| d["seq"].as_u64()).collect();
+        assert_eq!(seqs, [0, 1, 2, 3]);
+        let sizes: Vec<u64> = delivered
+            .iter()
+            .filter_map(|d| d["size"].as_u64())
+            .collect();
+        assert_eq!(sizes, [300_000, 1, 1, 1]);
+        // One monotonic clock: a delivery comes after its send started.
+        let t = delivered[0]["t"].as_u64().unwrap();
+        assert!(t > sent[0]["t"].as_u64().unwrap());
+        assert!(delivered[0]["started_t"].as_u64().unwrap() <= t);
+        let total = delivered[0]["total_us"].as_f64().unwrap();
+        let parts: f64 = ["setup_us", "copy_us", "transferring_us", "waiting_us"]
+            .iter()
+            .map(|k| delivered[0][k].as_f64().unwrap())
+            .sum();
+        assert!(parts <= total + 1.0, "{:?}", delivered[0]);
+        assert_eq!(of_kind(&ev, "closed").len(), 1);
+    }
+}
+
+#[test]
+fn a_bad_command_fails_the_bench_root_with_an_error_event() {
+    let members = members_file("bad_command", 2);
+    let common = ["member", "--json", "--bench", "--max-size", "1000"];
+    let receiver = spawn(&common, &members, 1);
+    let mut root = spawn(&common, &members, 0);
+    root.stdin
+        .take()
+        .unwrap()
+        .write_all(b"send 5000 1\n")
+        .unwrap();
+    let (ok, ev) = events(root, Duration::from_secs(60));
+    assert!(!ok, "a size above --max-size must fail: {ev:?}");
+    let error = of_kind(&ev, "error");
+    assert_eq!(error.len(), 1);
+    assert!(error[0]["error"].as_str().unwrap().contains("max-size"));
+    // The receiver sees the root fail rather than hang.
+    let (ok, _) = events(receiver, Duration::from_secs(60));
+    assert!(!ok);
+}
+
+#[test]
+fn tcp_copy_moves_and_checks_the_same_payload() {
+    let members = members_file("tcp_copy", 2);
+    let common = ["tcp-copy", "--max-size", "1MiB"];
+    let receiver = spawn(&common, &members, 1);
+    let mut sender = spawn(&common, &members, 0);
+    sender
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"send 1048576 2\nsend 10 1\nclose\n")
+        .unwrap();
+    let (ok, sent_events) = events(sender, Duration::from_secs(60));
+    assert!(ok, "{sent_events:?}");
+    assert_eq!(of_kind(&sent_events, "sent").len(), 2);
+    let (ok, ev) = events(receiver, Duration::from_secs(60));
+    assert!(ok, "{ev:?}");
+    let sizes: Vec<u64> = of_kind(&ev, "delivered")
+        .iter()
+        .filter_map(|d| d["size"].as_u64())
+        .collect();
+    assert_eq!(sizes, [1 << 20, 1 << 20, 10]);
+}
