@@ -45,6 +45,14 @@ pub(crate) struct BenchArgs {
     /// Only these experiments (default: all of the run's).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Experiment>,
+    /// Completion mode of the members outside the CPU experiment. The
+    /// lab runs up to 16 members on this machine's few cores, where
+    /// spinning members (hybrid, polling) take the CPU the others need.
+    #[arg(long, default_value = "interrupt", value_parser = ["interrupt", "hybrid", "polling"])]
+    completion: String,
+    /// Latency experiment only at these group sizes (e.g. `4,8`).
+    #[arg(long, value_delimiter = ',')]
+    nodes: Vec<usize>,
     /// Leave MPI_Bcast out.
     #[arg(long)]
     no_mpi: bool,
@@ -160,6 +168,12 @@ impl Plan {
         };
         if !args.only.is_empty() {
             plan.experiments.retain(|e| args.only.contains(e));
+        }
+        if !args.nodes.is_empty() {
+            for l in &mut plan.latency {
+                l.nodes = args.nodes.clone();
+            }
+            plan.small.0.retain(|n| args.nodes.contains(n));
         }
         if args.no_mpi {
             plan.mpi.clear();
@@ -334,13 +348,14 @@ impl Run<'_> {
             if latency.is_empty() && !small {
                 break;
             }
-            let mut cluster = self.start_rdmc(n, algorithm, MIB, "hybrid")?;
+            let mode = self.args.completion.clone();
+            let mut cluster = self.start_rdmc(n, algorithm, MIB, &mode)?;
             for &(size, runs, warmup) in &latency {
                 let (record, samples) = self.series(&mut cluster, size, 1, runs, warmup)?;
                 let ratio = record["seconds"].as_f64().unwrap_or(f64::NAN) / unicast[&size];
                 self.emit(merge(
                     json!({"experiment": "latency", "system": "rdmc", "algorithm": algorithm,
-                           "nodes": n, "size": size, "block_size": MIB, "mode": "hybrid",
+                           "nodes": n, "size": size, "block_size": MIB, "mode": mode,
                            "ratio_to_unicast": ratio}),
                     record,
                 ));
@@ -355,7 +370,7 @@ impl Run<'_> {
                 self.emit(merge(
                     json!({"experiment": "small_messages", "system": "rdmc",
                            "algorithm": algorithm, "nodes": n, "size": 1, "block_size": MIB,
-                           "mode": "hybrid", "burst": burst,
+                           "mode": mode, "burst": burst,
                            "messages_per_second": median(&rates)}),
                     record,
                 ));
@@ -401,13 +416,14 @@ impl Run<'_> {
             if messages.is_empty() {
                 continue;
             }
-            let mut cluster = self.start_rdmc(4, "binomial-pipeline", block, "hybrid")?;
+            let mode = self.args.completion.clone();
+            let mut cluster = self.start_rdmc(4, "binomial-pipeline", block, &mode)?;
             for (size, runs, warmup) in messages {
                 let (record, _) = self.series(&mut cluster, size, 1, runs, warmup)?;
                 self.emit(merge(
                     json!({"experiment": "block_size", "system": "rdmc",
                            "algorithm": "binomial-pipeline", "nodes": 4, "size": size,
-                           "block_size": block, "mode": "hybrid"}),
+                           "block_size": block, "mode": mode}),
                     record,
                 ));
             }
@@ -458,7 +474,7 @@ impl Run<'_> {
         let before_first = first_block.saturating_sub(submit) as f64 / 1e3;
         self.emit(json!({
             "experiment": "breakdown", "system": "rdmc", "algorithm": algorithm, "nodes": 4,
-            "size": size, "block_size": MIB, "mode": "hybrid", "rank": far,
+            "size": size, "block_size": MIB, "mode": self.args.completion, "rank": far,
             "seconds": sample.seconds, "runs": 1,
             "remote_setup_us": remote_setup,
             "remote_transfers_us": (before_first - remote_setup).max(0.0),
@@ -493,6 +509,13 @@ impl Run<'_> {
         }
         let idle = CpuTimes::now().idle_since(&before);
         let all: Vec<f64> = samples.iter().map(|s| s.seconds).collect();
+        // CPU per member per message (from each process's previous event).
+        let member_cpu = median(
+            &samples
+                .iter()
+                .map(|s| s.cpu.iter().sum::<f64>() / s.cpu.len() as f64 / count as f64)
+                .collect::<Vec<_>>(),
+        );
         let seconds = median(&all);
         let record = json!({
             "seconds": seconds, "runs": runs, "all": all,
@@ -500,6 +523,7 @@ impl Run<'_> {
             "max": all.iter().copied().fold(0.0, f64::max),
             "gbps": (size * count) as f64 * 8.0 / seconds / 1e9,
             "cpu_idle": idle, "rate": self.args.rate,
+            "member_cpu_seconds": member_cpu,
         });
         Ok((record, samples))
     }
