@@ -17,6 +17,10 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
+// Used by the `rdmc bench` driver, which is written alongside.
+#[allow(dead_code)]
+#[path = "rdmc/bench_report.rs"]
+mod bench_report;
 #[path = "rdmc/demo.rs"]
 mod demo;
 #[path = "rdmc/member.rs"]
