@@ -783,8 +783,8 @@ fn push_small_messages(out: &mut String, recs: &[Rec<'_>]) -> bool {
     true
 }
 
-/// The column label of a breakdown record: "binomial-pipeline 256MiB, 16
-/// nodes (rank 15)".
+/// The label of a breakdown record: "binomial-pipeline 256MiB/1MiB, 16
+/// nodes" (algorithm, message size / block size, group size).
 fn breakdown_label(rec: &Rec<'_>) -> String {
     let mut label = rec.series();
     if let Some(size) = rec.size {
@@ -795,9 +795,6 @@ fn breakdown_label(rec: &Rec<'_>) -> String {
     }
     if let Some(n) = rec.nodes {
         let _ = write!(label, ", {n} nodes");
-    }
-    if let Some(rank) = int(rec.raw, "rank") {
-        let _ = write!(label, " (rank {rank})");
     }
     label
 }
@@ -830,7 +827,13 @@ fn push_breakdown(out: &mut String, recs: &[Rec<'_>]) -> bool {
     }
     out.push_str("## Time breakdown on the member farthest from the root (µs)\n\n");
     let mut header = vec!["".to_owned()];
-    header.extend(chosen.iter().map(|r| breakdown_label(r)));
+    header.extend(chosen.iter().map(|r| {
+        let mut label = breakdown_label(r);
+        if let Some(rank) = int(r.raw, "rank") {
+            let _ = write!(label, " (rank {rank})");
+        }
+        label
+    }));
     let rows: Vec<Vec<String>> = BREAKDOWN_ROWS
         .iter()
         .map(|(label, field)| {
@@ -1150,8 +1153,12 @@ fn draw_line_chart(path: &Path, chart: &LineChart<'_>) -> Result<(), String> {
             Stroke::Dashed => ctx.draw_series(DashedLineSeries::new(points.clone(), 10, 5, style)),
         }
         .map_err(&err)?;
+        // The legend's sample: one stroke, or two with a gap for dashed lines.
+        let gap = if line.stroke == Stroke::Dashed { 3 } else { 0 };
         series.label(line.label.as_str()).legend(move |(x, y)| {
-            PathElement::new(vec![(x, y), (x + 24, y)], color.stroke_width(2))
+            EmptyElement::at((x, y))
+                + PathElement::new(vec![(0, 0), (12 - gap, 0)], style)
+                + PathElement::new(vec![(12 + gap, 0), (24, 0)], style)
         });
         ctx.draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))
             .map_err(&err)?;
@@ -1190,7 +1197,18 @@ fn draw_bar_chart(path: &Path, chart: &BarChart<'_>) -> Result<(), String> {
         .fold(0.0_f64, f64::max);
     let top = y_top(max_y, chart.series.len());
     let ticks: Vec<f64> = (0..n).map(|i| i as f64).collect();
-    let width = PLOT_SIZE.0.max(140 * n as u32);
+    // Wide enough that the category labels (about 9 px a character at
+    // LABEL_FONT) do not overlap.
+    let longest = chart
+        .categories
+        .iter()
+        .map(|c| c.chars().count())
+        .max()
+        .unwrap_or(0);
+    let per_category = (longest * 9 + 30).max(140);
+    let width = u32::try_from(180 + n * per_category)
+        .unwrap_or(u32::MAX)
+        .clamp(PLOT_SIZE.0, 8000);
 
     let root = SVGBackend::new(path, (width, PLOT_SIZE.1)).into_drawing_area();
     root.fill(&WHITE).map_err(&err)?;
@@ -1512,19 +1530,7 @@ fn write_plots(
                 title: "Time breakdown on the member farthest from the root".to_owned(),
                 x_desc: "algorithm, message size / block size",
                 y_desc: "time (µs)",
-                categories: breakdown
-                    .iter()
-                    .map(|r| {
-                        let mut label = r.series();
-                        if let Some(size) = r.size {
-                            let _ = write!(label, " {}", size_label(size));
-                        }
-                        if let Some(bs) = r.block_size {
-                            let _ = write!(label, "/{}", size_label(bs));
-                        }
-                        label
-                    })
-                    .collect(),
+                categories: breakdown.iter().map(|r| breakdown_label(r)).collect(),
                 series,
             },
         )?;
