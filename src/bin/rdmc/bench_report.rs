@@ -172,8 +172,18 @@ pub(crate) fn read_records(path: &Path) -> Result<Vec<Value>, String> {
             continue;
         }
         let line_number = index + 1;
-        let value: Value = serde_json::from_str(line)
-            .map_err(|e| format!("{} line {line_number}: {e}", path.display()))?;
+        let value: Value = serde_json::from_str(line).map_err(|e| {
+            // serde_json places the error at "line 1" of the one line it saw.
+            let message = e.to_string();
+            let message = message
+                .rsplit_once(" at line ")
+                .map_or(message.as_str(), |(m, _)| m);
+            format!(
+                "{} line {line_number}, column {}: {message}",
+                path.display(),
+                e.column()
+            )
+        })?;
         if !value.is_object() {
             return Err(format!(
                 "{} line {line_number}: not a JSON object",
@@ -1550,7 +1560,8 @@ mod tests {
     use serde_json::json;
 
     /// A directory under the system temp dir, removed when dropped (also
-    /// when the test fails).
+    /// when the test fails) unless `RDMC_KEEP_TEST_REPORT` is set, to look
+    /// at the report a test wrote.
     struct TempDir(PathBuf);
 
     impl TempDir {
@@ -1843,7 +1854,8 @@ mod tests {
         let bad = dir.0.join("bad.jsonl");
         std::fs::write(&bad, "{\"a\": 1}\n\n{\"b\": oops}\n{}\n").unwrap();
         let error = read_records(&bad).unwrap_err();
-        assert!(error.contains("line 3"), "{error}");
+        assert!(error.contains("bad.jsonl line 3, column 7: "), "{error}");
+        assert!(!error.contains("line 1"), "{error}");
 
         std::fs::write(&bad, "{}\n[1, 2]\n").unwrap();
         let error = read_records(&bad).unwrap_err();
