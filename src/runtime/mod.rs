@@ -6,5 +6,5 @@ mod rendezvous;
 mod timing;
 
 pub use actor::Message;
-pub(crate) use actor::{Actor, Command, Deliveries};
 pub use timing::MessageTimings;
+pub(crate) use actor::{Actor, Command, Deliveries};

@@ -36,10 +36,8 @@ pub(crate) async fn run(args: &MemberArgs, group: &mut Group) -> Result<(), Stri
     let payload = tokio::task::spawn_blocking(move || payload(max))
         .await
         .map_err(|e| format!("generating the payload: {e}"))?;
-    emit(
-        json!({"event": "ready", "rank": args.rank, "t": mono_ns(Instant::now()),
-                "cpu": cpu_seconds()}),
-    );
+    emit(json!({"event": "ready", "rank": args.rank, "t": mono_ns(Instant::now()),
+                "cpu": cpu_seconds()}));
     if args.rank == 0 {
         root(args, group, &payload).await
     } else {
@@ -60,14 +58,19 @@ async fn root(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(
             [] => continue,
             ["close"] => break,
             ["send", size, count] => {
-                let size: usize = size.parse().map_err(|_| format!("bad size in {line:?}"))?;
+                let size: usize = size
+                    .parse()
+                    .map_err(|_| format!("bad size in {line:?}"))?;
                 let count: u64 = count
                     .parse()
                     .ok()
                     .filter(|&c| c > 0)
                     .ok_or_else(|| format!("bad count in {line:?}"))?;
                 if size > payload.len() {
-                    return Err(format!("size {size} is above --max-size {}", payload.len()));
+                    return Err(format!(
+                        "size {size} is above --max-size {}",
+                        payload.len()
+                    ));
                 }
                 let data = payload.slice(..size);
                 let t0 = Instant::now();
