@@ -294,8 +294,10 @@ fn bench(args: &BenchArgs) -> Result<(), String> {
 
 fn report(args: &BenchArgs, records: &[Value], machine: &Value) -> Result<(), String> {
     let files = bench_report::write_report(&args.out, records, machine)?;
-    println!("{}", files.summary);
-    eprintln!("rdmc bench: report in {}", args.out.display());
+    println!("{}", files.summary_markdown);
+    for path in files.paths() {
+        eprintln!("rdmc bench: wrote {}", path.display());
+    }
     Ok(())
 }
 
