@@ -858,7 +858,7 @@ fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, action: Action) 
                 unreachable!("sizes above max_message_size are refused by the core");
             };
             let mut watch = Stopwatch::start(g.event_at);
-            let buf = MessageBuffer::new(size);
+            let buf = MessageBuffer::for_message(size);
             let bounce = g.bounce.as_ref().expect("non-roots have a bounce buffer");
             let copy_start = Instant::now();
             buf.region(first_block * g.block_size, first_block_len)

@@ -14,7 +14,7 @@
 
 use std::fmt;
 use std::ptr::NonNull;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 
@@ -24,10 +24,35 @@ pub(crate) struct MessageBuffer {
     len: usize,
     /// Whether the bytes are an `mmap`ed region (else a boxed slice).
     mapped: bool,
+    /// The mapping's length (at least `len`), when `mapped`.
+    capacity: usize,
 }
 
 /// Buffers at least this large are mapped with huge pages where possible.
 const HUGE_THRESHOLD: usize = 4 << 20;
+
+/// Mappings are made in multiples of this (the huge page size).
+const MAPPING_UNIT: usize = 2 << 20;
+
+/// At most this many bytes of freed mappings are kept for reuse.
+const POOL_BYTES: usize = 512 << 20;
+
+/// At most this many freed mappings are kept for reuse.
+const POOL_ENTRIES: usize = 8;
+
+/// Freed mappings kept for the next messages, as (address, capacity).
+///
+/// Receiving into fresh memory makes the kernel fault in and zero every page
+/// first — on this crate's benchmark machine that zeroing took more CPU than
+/// the network stack. A message buffer dropped by its user is kept here
+/// (bounded by [`POOL_BYTES`] and [`POOL_ENTRIES`]) and handed to the next
+/// message that fits, already mapped: the way RDMA stacks reuse registered
+/// memory.
+static POOL: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+
+fn pool() -> std::sync::MutexGuard<'static, Vec<(usize, usize)>> {
+    POOL.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 // SAFETY: the buffer owns its allocation; all access to its bytes goes through
 // `RecvRegion::write`/`BlockRef::as_slice`/`into_bytes`, whose contracts make
@@ -48,6 +73,37 @@ impl MessageBuffer {
             ptr,
             len,
             mapped: false,
+            capacity: len,
+        })
+    }
+
+    /// A buffer of `len` bytes for a message that receives will fill
+    /// completely: its contents are unspecified (a recycled buffer keeps an
+    /// earlier message's bytes) until written.
+    pub(crate) fn for_message(len: usize) -> Arc<Self> {
+        if len >= HUGE_THRESHOLD
+            && let Some(buffer) = Self::recycled(len)
+        {
+            return Arc::new(buffer);
+        }
+        Self::new(len)
+    }
+
+    /// The smallest pooled mapping that holds `len` bytes without wasting
+    /// more than half of itself.
+    fn recycled(len: usize) -> Option<Self> {
+        let mut pool = pool();
+        let (index, &(addr, capacity)) = pool
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, cap))| *cap >= len && *cap / 2 <= len)
+            .min_by_key(|(_, (_, cap))| *cap)?;
+        pool.swap_remove(index);
+        Some(MessageBuffer {
+            ptr: NonNull::new(addr as *mut u8)?,
+            len,
+            mapped: true,
+            capacity,
         })
     }
 
@@ -59,12 +115,13 @@ impl MessageBuffer {
         if len < HUGE_THRESHOLD {
             return None;
         }
-        // SAFETY: an anonymous private mapping of `len` bytes, no fixed
+        let capacity = len.checked_next_multiple_of(MAPPING_UNIT)?;
+        // SAFETY: an anonymous private mapping of `capacity` bytes, no fixed
         // address: it aliases nothing, and is zero-filled by the kernel.
         let ptr = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
-                len,
+                capacity,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
                 -1,
@@ -74,13 +131,14 @@ impl MessageBuffer {
         if ptr == libc::MAP_FAILED {
             return None;
         }
-        // SAFETY: `ptr..ptr+len` is the mapping just made; the advice is a
-        // hint whose failure changes nothing.
-        unsafe { libc::madvise(ptr, len, libc::MADV_HUGEPAGE) };
+        // SAFETY: `ptr..ptr+capacity` is the mapping just made; the advice
+        // is a hint whose failure changes nothing.
+        unsafe { libc::madvise(ptr, capacity, libc::MADV_HUGEPAGE) };
         Some(MessageBuffer {
             ptr: NonNull::new(ptr.cast::<u8>())?,
             len,
             mapped: true,
+            capacity,
         })
     }
 
@@ -127,9 +185,19 @@ impl Drop for MessageBuffer {
     fn drop(&mut self) {
         #[cfg(target_os = "linux")]
         if self.mapped {
-            // SAFETY: `ptr`/`len` are the mapping made in `huge`, unmapped
-            // only here, once; no reference into it outlives the buffer.
-            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+            let mut pool = pool();
+            let pooled: usize = pool.iter().map(|(_, cap)| cap).sum();
+            if pool.len() < POOL_ENTRIES && pooled + self.capacity <= POOL_BYTES {
+                // No reference into the buffer outlives it: the mapping is
+                // free for the next message.
+                pool.push((self.ptr.as_ptr() as usize, self.capacity));
+                return;
+            }
+            drop(pool);
+            // SAFETY: `ptr`/`capacity` are a mapping made in `huge`, unmapped
+            // only here, once (it is not in the pool); no reference into it
+            // outlives the buffer.
+            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.capacity) };
             return;
         }
         let slice = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len);
@@ -266,6 +334,33 @@ mod tests {
         assert_eq!(&bytes[..5], b"start");
         assert!(bytes[5..len - 3].iter().all(|&b| b == 0));
         assert_eq!(&bytes[len - 3..], b"end");
+    }
+
+    #[test]
+    fn dropped_message_buffers_are_reused_for_messages_that_fit() {
+        let len = HUGE_THRESHOLD + 777;
+        let first = MessageBuffer::for_message(len);
+        first.region(0, 4).write(b"old!");
+        let addr = first.ptr.as_ptr() as usize;
+        drop(first.into_bytes());
+        // Other tests run in parallel and may take it first: look for it
+        // among a few buffers taken at once.
+        let taken: Vec<_> = (0..POOL_ENTRIES + 1)
+            .map(|_| MessageBuffer::for_message(len - 100))
+            .collect();
+        if cfg!(target_os = "linux") {
+            let again = taken.iter().find(|b| b.ptr.as_ptr() as usize == addr);
+            let again = again.expect("the dropped mapping is reused");
+            assert_eq!(again.len, len - 100);
+            assert!(again.capacity >= len);
+        }
+        // Far smaller messages do not take a big mapping.
+        drop(taken);
+        let small = MessageBuffer::for_message(HUGE_THRESHOLD);
+        assert!(small.capacity <= 2 * HUGE_THRESHOLD);
+        // Zeroed buffers are always fresh.
+        let fresh = MessageBuffer::new(len);
+        assert!(fresh.block(0, 4).as_slice() == [0, 0, 0, 0]);
     }
 
     #[test]

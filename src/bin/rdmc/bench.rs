@@ -53,6 +53,13 @@ pub(crate) struct BenchArgs {
     /// Latency experiment only at these group sizes (e.g. `4,8`).
     #[arg(long, value_delimiter = ',')]
     nodes: Vec<usize>,
+    /// Latency experiment: measured runs per point (overrides the plan's).
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Latency experiment: unmeasured warm-up runs per point (overrides the
+    /// plan's).
+    #[arg(long)]
+    warmup: Option<usize>,
     /// Leave MPI_Bcast out.
     #[arg(long)]
     no_mpi: bool,
@@ -168,6 +175,10 @@ impl Plan {
         };
         if !args.only.is_empty() {
             plan.experiments.retain(|e| args.only.contains(e));
+        }
+        for l in &mut plan.latency {
+            l.runs = args.runs.unwrap_or(l.runs).max(1);
+            l.warmup = args.warmup.unwrap_or(l.warmup);
         }
         if !args.nodes.is_empty() {
             for l in &mut plan.latency {

@@ -67,6 +67,8 @@ fn copy(args: &TcpCopyArgs) -> Result<(), String> {
             TcpListener::bind(receiver).map_err(|e| format!("listening on {receiver}: {e}"))?;
         ready();
         let (mut stream, _) = listener.accept().map_err(|e| format!("accepting: {e}"))?;
+        // One buffer for every message, as a tuned copy program would do.
+        let mut buffer = vec![0u8; max];
         let mut seq = 0u64;
         loop {
             let mut header = [0u8; 8];
@@ -79,9 +81,9 @@ fn copy(args: &TcpCopyArgs) -> Result<(), String> {
             if len > max as u64 {
                 return Err(format!("message of {len} bytes is above --max-size"));
             }
-            let mut data = vec![0u8; len as usize];
+            let data = &mut buffer[..len as usize];
             stream
-                .read_exact(&mut data)
+                .read_exact(data)
                 .map_err(|e| format!("reading: {e}"))?;
             let now = Instant::now();
             if data[..] != payload[..data.len()] {

@@ -5,6 +5,8 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
+use std::os::fd::{AsRawFd, RawFd};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -52,10 +54,12 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    /// Run a link over `stream` (already authenticated) to `peer`.
+    /// Run a link over `stream` (already authenticated) to `peer`; `lowat`
+    /// tunes the stream's socket, if it is one.
     pub(crate) fn spawn<S>(
         peer: NodeId,
         stream: S,
+        lowat: RecvLowat,
         completions: CompletionSender,
         config: LinkConfig,
     ) -> Self
@@ -79,6 +83,7 @@ impl Link {
         tokio::spawn(tracing::Instrument::in_current_span(read_loop(
             peer,
             reader,
+            lowat,
             Arc::clone(&posted),
             completions,
             config,
@@ -124,6 +129,88 @@ impl Link {
 
 fn lock(posted: &Posted) -> MutexGuard<'_, HashMap<GroupId, VecDeque<RecvRegion>>> {
     posted.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Largest receive low-water mark set: well below the smallest receive
+/// buffer Linux grows a socket to for it.
+const MAX_LOWAT: usize = 128 * 1024;
+
+/// A socket's receive low-water mark (`SO_RCVLOWAT`), raised to the bytes
+/// the reader still needs so that it is woken once per chunk rather than
+/// once per arriving packet — which on a slow link, packet by packet, costs
+/// more CPU than the copy itself. Never above what the reader needs, so it
+/// can never wait for bytes that are not coming; Linux also wakes the reader
+/// regardless when the receive window or buffer runs short.
+#[derive(Debug)]
+pub(crate) struct RecvLowat {
+    fd: Option<RawFd>,
+    current: usize,
+}
+
+impl RecvLowat {
+    /// For a stream that is not a socket: does nothing.
+    #[cfg(test)]
+    pub(crate) fn none() -> Self {
+        RecvLowat {
+            fd: None,
+            current: 1,
+        }
+    }
+
+    /// For `socket`, which must outlive the reader using this.
+    pub(crate) fn of(socket: &impl AsRawFd) -> Self {
+        RecvLowat {
+            fd: Some(socket.as_raw_fd()),
+            current: 1,
+        }
+    }
+
+    /// Wake the reader once `bytes` (capped) are there.
+    #[allow(unsafe_code)]
+    fn set(&mut self, bytes: usize) {
+        let bytes = bytes.clamp(1, MAX_LOWAT);
+        let Some(fd) = self.fd else { return };
+        if bytes == self.current {
+            return;
+        }
+        let value = bytes as libc::c_int;
+        // SAFETY: `fd` is the socket of the stream whose read half the
+        // caller owns, so it is open; `value` is a live c_int whose size is
+        // passed along. A failure only leaves the old mark in place.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVLOWAT,
+                (&raw const value).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            self.current = bytes;
+        } else {
+            // Not a socket after all, or not supported: stop trying.
+            self.fd = None;
+        }
+    }
+}
+
+/// Fill `buf` from `reader`, raising the low-water mark to what is missing.
+async fn read_full<R: AsyncRead>(
+    reader: &mut Pin<&mut R>,
+    buf: &mut [u8],
+    lowat: &mut RecvLowat,
+) -> std::io::Result<()> {
+    let mut got = 0;
+    while got < buf.len() {
+        lowat.set(buf.len() - got);
+        let n = reader.read(&mut buf[got..]).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::UnexpectedEof.into());
+        }
+        got += n;
+    }
+    Ok(())
 }
 
 /// A block being written, chunk by chunk.
@@ -249,6 +336,7 @@ struct PartialBlock {
 async fn read_loop<R: AsyncRead>(
     peer: NodeId,
     reader: R,
+    mut lowat: RecvLowat,
     posted: Arc<Posted>,
     completions: CompletionSender,
     config: LinkConfig,
@@ -263,7 +351,8 @@ async fn read_loop<R: AsyncRead>(
     };
     let reason: String = loop {
         let mut bytes = [0u8; HEADER_LEN];
-        match tokio::time::timeout(config.failure_timeout, reader.read_exact(&mut bytes)).await {
+        let read = read_full(&mut reader, &mut bytes, &mut lowat);
+        match tokio::time::timeout(config.failure_timeout, read).await {
             Err(_) => break format!("silent for {:?}", config.failure_timeout),
             Ok(Err(e)) => break format!("connection lost: {e}"),
             Ok(Ok(_)) => {}
@@ -330,7 +419,8 @@ async fn read_loop<R: AsyncRead>(
                 &mut scratch[..]
             }
         };
-        match tokio::time::timeout(config.failure_timeout, reader.read_exact(target)).await {
+        let read = read_full(&mut reader, target, &mut lowat);
+        match tokio::time::timeout(config.failure_timeout, read).await {
             Err(_) => break format!("silent for {:?} mid-block", config.failure_timeout),
             Ok(Err(e)) => break format!("connection lost: {e}"),
             Ok(Ok(_)) => {}
@@ -374,9 +464,9 @@ mod tests {
         let (ca, ra) = mpsc::unbounded_channel();
         let (cb, rb) = mpsc::unbounded_channel();
         (
-            Link::spawn(NodeId(1), a, ca, CONFIG),
+            Link::spawn(NodeId(1), a, RecvLowat::none(), ca, CONFIG),
             ra,
-            Link::spawn(NodeId(0), b, cb, CONFIG),
+            Link::spawn(NodeId(0), b, RecvLowat::none(), cb, CONFIG),
             rb,
         )
     }
@@ -500,7 +590,7 @@ mod tests {
     async fn garbage_or_a_closed_connection_is_a_peer_failure() {
         let (a, mut b) = tokio::io::duplex(1024);
         let (ca, mut ra) = mpsc::unbounded_channel();
-        let link = Link::spawn(NodeId(4), a, ca, CONFIG);
+        let link = Link::spawn(NodeId(4), a, RecvLowat::none(), ca, CONFIG);
         b.write_all(&[0xAB; HEADER_LEN]).await.unwrap();
         assert!(matches!(
             ra.recv().await.unwrap(),
@@ -515,7 +605,7 @@ mod tests {
     async fn a_silent_peer_is_declared_down_after_the_failure_timeout() {
         let (a, _b) = tokio::io::duplex(1024);
         let (ca, mut ra) = mpsc::unbounded_channel();
-        let _link = Link::spawn(NodeId(2), a, ca, CONFIG);
+        let _link = Link::spawn(NodeId(2), a, RecvLowat::none(), ca, CONFIG);
         let start = tokio::time::Instant::now();
         assert!(matches!(
             ra.recv().await.unwrap(),
@@ -529,8 +619,8 @@ mod tests {
         let (a, b) = tokio::io::duplex(1024);
         let (ca, mut ra) = mpsc::unbounded_channel();
         let (cb, mut rb) = mpsc::unbounded_channel();
-        let _x = Link::spawn(NodeId(1), a, ca, CONFIG);
-        let _y = Link::spawn(NodeId(0), b, cb, CONFIG);
+        let _x = Link::spawn(NodeId(1), a, RecvLowat::none(), ca, CONFIG);
+        let _y = Link::spawn(NodeId(0), b, RecvLowat::none(), cb, CONFIG);
         tokio::time::sleep(CONFIG.failure_timeout * 4).await;
         assert!(ra.try_recv().is_err());
         assert!(rb.try_recv().is_err());

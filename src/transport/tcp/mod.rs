@@ -21,7 +21,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::DropGuard;
 
 pub use self::handshake::{ClusterKey, ClusterKeyError};
-use self::link::{Link, LinkConfig, Outgoing};
+use self::link::{Link, LinkConfig, Outgoing, RecvLowat};
 use self::mesh::{Mesh, MeshConfig, MeshError};
 use super::{BlockRef, Completion, CompletionSender, Completions, RecvRegion, Signal, Transport};
 use crate::ids::{GroupId, NodeId};
@@ -46,7 +46,13 @@ impl TcpEndpoint {
         let (completions, queue) = mpsc::unbounded_channel();
         let links = peers
             .into_iter()
-            .map(|(peer, stream)| (peer, Link::spawn(peer, stream, completions.clone(), link)))
+            .map(|(peer, stream)| {
+                let lowat = RecvLowat::of(&stream);
+                (
+                    peer,
+                    Link::spawn(peer, stream, lowat, completions.clone(), link),
+                )
+            })
             .collect();
         Ok((
             TcpEndpoint {
