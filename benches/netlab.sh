@@ -136,13 +136,17 @@ rate_bits() {
     esac
 }
 
-# tbf burst in bytes for a rate: 2 ms worth of data, at least 32 KiB (a few
-# full-size frames; below that tbf cannot reach the rate with coarse timers).
+# tbf burst in bytes for a rate: 2 ms worth of data, at least 128 KiB. tbf
+# cuts every packet larger than its burst into wire-size frames, and TCP hands
+# the stack 64 KiB GSO packets: with a smaller burst each of them would cross
+# the bridge as ~45 separate frames, and the lab's CPU, not its links, would
+# become the bottleneck with many hosts (measured: the per-frame path through
+# bridge, netfilter and tbf took most of the machine at 8 hosts x 250mbit).
 tbf_burst() {
     local bits b
     bits=$(rate_bits "$1")
     b=$((bits / 8 / 500))
-    [ "$b" -ge 32768 ] || b=32768
+    [ "$b" -ge 131072 ] || b=131072
     echo "$b"
 }
 

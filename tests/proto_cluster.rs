@@ -5,7 +5,9 @@
 mod support;
 
 use proptest::prelude::*;
-use rdmc::proto::{Action, Control, FailureReason, GroupMember, MemberConfig, MemberError, Rank};
+use rdmc::proto::{
+    Action, Control, FailureReason, GroupMember, MemberConfig, MemberError, READY_WINDOW, Rank,
+};
 use rdmc::schedule::Algorithm;
 use support::{Cluster, Crash, Notify, RootOp};
 
@@ -420,14 +422,16 @@ fn block_with_a_changed_immediate() {
 }
 
 #[test]
-fn duplicate_ready_for_block() {
+fn more_ready_for_blocks_than_the_window() {
     let mut root = chain_member(3, 0);
-    root.handle_control(1, Control::ReadyForBlock);
-    assert_eq!(actions(&mut root), []);
+    for _ in 0..READY_WINDOW {
+        root.handle_control(1, Control::ReadyForBlock);
+        assert_eq!(actions(&mut root), []);
+    }
     root.handle_control(1, Control::ReadyForBlock);
     assert_violation(&actions(&mut root), 0, 3, 1);
 
-    // Also mid-message, after a block was sent.
+    // Also mid-message: a block sent uses one up.
     let mut root = chain_member(3, 0);
     root.handle_control(1, Control::ReadyForBlock);
     root.submit(8).unwrap();
@@ -435,12 +439,14 @@ fn duplicate_ready_for_block() {
         actions(&mut root)[..],
         [Action::SendBlock { to: 1, .. }]
     ));
-    root.handle_control(1, Control::ReadyForBlock);
-    assert_eq!(
-        actions(&mut root),
-        [],
-        "one ready-for-block per block is fine"
-    );
+    for _ in 0..READY_WINDOW {
+        root.handle_control(1, Control::ReadyForBlock);
+        assert_eq!(
+            actions(&mut root),
+            [],
+            "up to the window, ready-for-blocks wait for blocks to send"
+        );
+    }
     root.handle_control(1, Control::ReadyForBlock);
     assert_violation(&actions(&mut root), 0, 3, 1);
     root.handle_send_complete(1);

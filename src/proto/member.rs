@@ -8,6 +8,21 @@ use crate::schedule::{Algorithm, NodeSchedule, Schedule, ScheduleError, Transfer
 /// A member's rank in a group: its index in the membership list; 0 is the root.
 pub type Rank = usize;
 
+/// How many receives a member keeps posted ahead, each announced to its
+/// sender with a [`Control::ReadyForBlock`]; a sender holds at most this many
+/// unused ready-for-blocks from a peer (more is a protocol violation).
+///
+/// The original RDMC posts one receive at a time, so every step of the
+/// schedule waits for a ready-for-block to cross the network after the
+/// previous block arrived — free on RDMA, where it takes microseconds, but
+/// on TCP the signal queues behind the bulk data already in the sender's
+/// socket and the network's queues, which on the benchmark lab added most of
+/// a block time to every step of the binomial pipeline. With a window of 2
+/// the next block's receive is announced one block ahead, hiding that delay
+/// up to a block time. Blocks from one peer still arrive in schedule order;
+/// blocks from different peers may now arrive in either order.
+pub const READY_WINDOW: usize = 2;
+
 /// Number of blocks of a `size`-byte message. An empty message is one empty block.
 pub fn block_count(size: u64, block_size: usize) -> usize {
     if size == 0 {
@@ -52,7 +67,8 @@ pub struct MemberConfig {
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Control {
-    /// "I have posted the receive for the next block I expect from you."
+    /// "I have posted the receive for another block I expect from you"
+    /// (at most [`READY_WINDOW`] outstanding).
     ReadyForBlock,
     /// Root → every member: the group closes after `messages` messages.
     Close {
@@ -222,8 +238,12 @@ struct MessageProgress {
     send_step: usize,
     /// Target of the one outstanding block send, if any.
     sending: Option<Rank>,
-    /// The step of the receive currently expected, with what it carries.
-    expected: Option<(usize, Transfer)>,
+    /// Receives posted and announced with a ready-for-block whose blocks
+    /// have not arrived, in step order (at most [`READY_WINDOW`]), with the
+    /// step each belongs to.
+    expected: VecDeque<(usize, Transfer)>,
+    /// The first step not yet considered for posting a receive.
+    post_cursor: usize,
     /// Which blocks have arrived (empty on the root).
     received: Vec<bool>,
     num_received: usize,
@@ -261,8 +281,8 @@ pub struct GroupMember {
     schedule: NodeSchedule,
     /// Peers I exchange blocks with (by rank).
     neighbour: Vec<bool>,
-    /// Peers that said ready-for-block and have not been sent to since.
-    ready: Vec<bool>,
+    /// Ready-for-blocks each peer sent that no block sent to it used yet.
+    ready: Vec<u8>,
     /// Where every message's first block comes from (non-root).
     first: Option<Transfer>,
     /// Whether the first-block receive of the next message is posted.
@@ -292,7 +312,7 @@ impl GroupMember {
         }
         let first = schedule.first_block();
         let mut member = GroupMember {
-            ready: vec![false; config.nodes],
+            ready: vec![0; config.nodes],
             neighbour,
             first,
             armed: false,
@@ -398,12 +418,14 @@ impl GroupMember {
             self.first_block(from, immediate, len);
             return;
         };
-        let Some((_, expected)) = cur.expected else {
+        if cur.expected.is_empty() {
             return self.violation(from, "a block arrived when none was expected");
-        };
-        if from != expected.peer {
-            return self.violation(from, "a block arrived from the wrong member");
         }
+        // Each peer's blocks come in the order their receives were posted.
+        let Some(index) = cur.expected.iter().position(|(_, t)| t.peer == from) else {
+            return self.violation(from, "a block arrived from the wrong member");
+        };
+        let (_, expected) = cur.expected[index];
         if immediate != cur.size {
             return self.violation(from, "the message size changed between blocks");
         }
@@ -414,6 +436,7 @@ impl GroupMember {
             return self.violation(from, "a block arrived twice");
         }
         cur.num_received += 1;
+        cur.expected.remove(index);
         tracing::trace!(
             seq = cur.seq,
             block = expected.block,
@@ -452,9 +475,10 @@ impl GroupMember {
                 if !self.neighbour[from] {
                     return self.violation(from, "ready-for-block from a non-neighbour");
                 }
-                if std::mem::replace(&mut self.ready[from], true) {
-                    return self.violation(from, "two ready-for-block without a block between");
+                if usize::from(self.ready[from]) >= READY_WINDOW {
+                    return self.violation(from, "more ready-for-blocks than the window allows");
                 }
+                self.ready[from] += 1;
                 self.try_send();
                 self.check_complete();
             }
@@ -682,7 +706,8 @@ impl GroupMember {
             steps,
             send_step: 0,
             sending: None,
-            expected: first_step.map(|s| (s, Transfer { peer: from, block })),
+            expected: VecDeque::new(),
+            post_cursor: first_step.map_or(steps, |s| s + 1),
             received,
             num_received: 1,
         });
@@ -691,25 +716,30 @@ impl GroupMember {
         self.check_complete();
     }
 
-    /// Move the receive cursor past the block just received; post the next
-    /// receive and send its ready-for-block.
+    /// Keep [`READY_WINDOW`] receives posted ahead: post the next ones of
+    /// the schedule and send their ready-for-blocks.
     fn expect_next_block(&mut self) {
         let bs = self.config.block_size;
         let cur = self.current.as_mut().expect("a message is in progress");
-        let Some((step, _)) = cur.expected else {
-            return;
-        };
-        cur.expected = (step + 1..cur.steps)
-            .find_map(|s| self.schedule.incoming(cur.blocks, s).map(|t| (s, t)));
-        if let Some((_, t)) = cur.expected {
-            let action = Action::PostRecv {
+        while cur.expected.len() < READY_WINDOW {
+            let next = (cur.post_cursor..cur.steps)
+                .find_map(|s| self.schedule.incoming(cur.blocks, s).map(|t| (s, t)));
+            let Some((step, t)) = next else {
+                cur.post_cursor = cur.steps;
+                return;
+            };
+            cur.post_cursor = step + 1;
+            cur.expected.push_back((step, t));
+            self.actions.push_back(Action::PostRecv {
                 from: t.peer,
                 seq: cur.seq,
                 offset: t.block * bs,
                 len: block_len(cur.size, bs, t.block),
-            };
-            self.actions.push_back(action);
-            self.control(t.peer, Control::ReadyForBlock);
+            });
+            self.actions.push_back(Action::SendControl {
+                to: t.peer,
+                control: Control::ReadyForBlock,
+            });
         }
     }
 
@@ -727,7 +757,8 @@ impl GroupMember {
             steps: self.schedule.total_steps(blocks),
             send_step: 0,
             sending: None,
-            expected: None,
+            expected: VecDeque::new(),
+            post_cursor: 0,
             received: Vec::new(),
             num_received: 0,
         });
@@ -758,10 +789,10 @@ impl GroupMember {
         else {
             return;
         };
-        if (!is_root && !cur.received[t.block]) || !self.ready[t.peer] {
+        if (!is_root && !cur.received[t.block]) || self.ready[t.peer] == 0 {
             return;
         }
-        self.ready[t.peer] = false;
+        self.ready[t.peer] -= 1;
         cur.sending = Some(t.peer);
         cur.send_step += 1;
         tracing::trace!(seq = cur.seq, block = t.block, to = t.peer, "block send");

@@ -18,6 +18,6 @@
 mod member;
 
 pub use member::{
-    Action, Control, Failure, FailureReason, GroupMember, MemberConfig, MemberError, Rank,
-    block_count, block_len,
+    Action, Control, Failure, FailureReason, GroupMember, MemberConfig, MemberError, READY_WINDOW,
+    Rank, block_count, block_len,
 };

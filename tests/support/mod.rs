@@ -778,6 +778,12 @@ impl Cluster {
                 let l = self.link(from, to);
                 let packet = self.links[l].data.pop_front().expect("picked");
                 self.touch(Kind::Data, l);
+                if self.nodes[to].crashed {
+                    // Sent after the crash (on a ready-for-block the victim
+                    // sent before it): nothing reaches a crashed member.
+                    self.log(format_args!("drop {from}->{to}: the receiver crashed"));
+                    return;
+                }
                 self.log(format_args!(
                     "deliver {from}->{to}: #{} {}..{} imm {}",
                     packet.seq,
