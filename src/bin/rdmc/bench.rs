@@ -53,6 +53,9 @@ pub(crate) struct BenchArgs {
     /// Latency experiment only at these group sizes (e.g. `4,8`).
     #[arg(long, value_delimiter = ',')]
     nodes: Vec<usize>,
+    /// Latency and small-message experiments: only these rdmc algorithms.
+    #[arg(long, value_delimiter = ',', value_parser = ALGORITHMS)]
+    algorithms: Vec<String>,
     /// Latency experiment: measured runs per point (overrides the plan's).
     #[arg(long)]
     runs: Option<usize>,
@@ -360,6 +363,11 @@ impl Run<'_> {
         for algorithm in ALGORITHMS {
             if latency.is_empty() && !small {
                 break;
+            }
+            if !self.args.algorithms.is_empty()
+                && !self.args.algorithms.iter().any(|a| a == algorithm)
+            {
+                continue;
             }
             let mode = self.args.completion.clone();
             let mut cluster = self.start_rdmc(n, algorithm, MIB, &mode)?;
