@@ -611,3 +611,24 @@ fn a_member_leaving_mid_run_fails_the_group() {
         }
     }
 }
+
+#[test]
+fn waiting_for_ready_means_a_block_is_held_for_an_unready_target() {
+    let mut root = chain_member(3, 0);
+    assert!(!root.waiting_for_ready(), "nothing to send yet");
+    root.submit(8).unwrap();
+    actions(&mut root);
+    assert!(
+        root.waiting_for_ready(),
+        "a block to send, no ready-for-block"
+    );
+    root.handle_control(1, Control::ReadyForBlock);
+    assert!(matches!(
+        actions(&mut root)[..],
+        [Action::SendBlock { to: 1, .. }]
+    ));
+    assert!(!root.waiting_for_ready(), "a send is outstanding");
+    root.handle_send_complete(1);
+    actions(&mut root);
+    assert!(root.waiting_for_ready(), "the second block waits again");
+}

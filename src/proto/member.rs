@@ -341,6 +341,20 @@ impl GroupMember {
         self.config.rank == 0
     }
 
+    /// Whether this member holds the block its schedule sends next, with no
+    /// send outstanding, and only waits for the target's ready-for-block
+    /// (the papers' "waiting" state).
+    pub fn waiting_for_ready(&self) -> bool {
+        let Some(cur) = self.current.as_ref() else {
+            return false;
+        };
+        if cur.sending.is_some() {
+            return false;
+        }
+        let next = (cur.send_step..cur.steps).find_map(|s| self.schedule.outgoing(cur.blocks, s));
+        next.is_some_and(|t| (self.is_root() || cur.received[t.block]) && self.ready[t.peer] == 0)
+    }
+
     /// Number of messages completed locally so far.
     pub fn completed(&self) -> u64 {
         self.completed

@@ -168,6 +168,9 @@ struct GroupState {
     receive_watch: Option<Stopwatch>,
     /// When the completion being handled was taken from the transport.
     event_at: Instant,
+    /// Whether, after the last event, the member only waited for a
+    /// ready-for-block (for [`MessageTimings::waiting`]).
+    waiting_for_ready: bool,
     /// Root: messages submitted and not yet complete, in order.
     sending: VecDeque<Sending>,
     deliveries: Option<mpsc::UnboundedSender<Result<Message, Error>>>,
@@ -355,6 +358,7 @@ impl<T: Transport> Actor<T> {
                 receiving: None,
                 receive_watch: None,
                 event_at: Instant::now(),
+                waiting_for_ready: false,
                 sending: VecDeque::new(),
                 deliveries: Some(tx),
                 close_waiters: Vec::new(),
@@ -720,19 +724,19 @@ impl<T: Transport> Actor<T> {
         };
         let _enter = g.span.clone().entered();
         g.event_at = now;
-        let lap = match &c {
-            Completion::Received { .. } | Completion::Sent { .. } => Some(Lap::Transfer),
-            Completion::Signal { .. } => Some(Lap::Control),
-            _ => None,
+        // The interval this event ends was spent as the member's state
+        // after the previous event says.
+        let lap = if g.waiting_for_ready {
+            Lap::Waiting
+        } else {
+            Lap::Transfer
         };
-        if let Some(lap) = lap {
-            // The message this node is busy with: the one it receives, or
-            // the root's oldest unfinished one.
-            if let Some(watch) = g.receive_watch.as_mut() {
-                watch.lap(now, lap);
-            } else if let Some(s) = g.sending.front_mut() {
-                s.watch.lap(now, lap);
-            }
+        // The message this node is busy with: the one it receives, or the
+        // root's oldest unfinished one.
+        if let Some(watch) = g.receive_watch.as_mut() {
+            watch.lap(now, lap);
+        } else if let Some(s) = g.sending.front_mut() {
+            s.watch.lap(now, lap);
         }
         match c {
             Completion::Received { immediate, len, .. } => {
@@ -769,6 +773,7 @@ impl<T: Transport> Actor<T> {
         while let Some(action) = g.member.poll_action() {
             execute(g, &mut self.transport, action);
         }
+        g.waiting_for_ready = g.member.waiting_for_ready();
         if let Some(watch) = g.receive_watch.as_mut()
             && !watch.setup_ended()
         {

@@ -16,11 +16,12 @@ use std::time::{Duration, Instant};
 /// * On the root ([`Group::send`](crate::Group::send)) it starts when the
 ///   node takes the message from the `send` call.
 ///
-/// The time from start to completion is cut at every completion of the
-/// message's transfers: an interval that ends with a block sent or received
-/// counts as [`transferring`](Self::transferring), one that ends with a
-/// peer's "ready for block" (this node had a block to send and waited for the
-/// peer to be ready for it) counts as [`waiting`](Self::waiting).
+/// After setup, the time to completion is cut at every event the node
+/// handles for the group (a block sent or received, a peer's signal): an
+/// interval during which the member held the next block it sends, had no
+/// send outstanding and only lacked its target's ready-for-block counts as
+/// [`waiting`](Self::waiting) (the papers' "waiting"), any other as
+/// [`transferring`](Self::transferring).
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MessageTimings {
@@ -34,10 +35,9 @@ pub struct MessageTimings {
     /// Receiver: copying the first block out of the bounce buffer into the
     /// message's buffer. Zero on the root.
     pub copy: Duration,
-    /// Time in intervals that ended with one of this message's blocks sent
-    /// or received.
+    /// Time with a transfer possible or in progress (see above).
     pub transferring: Duration,
-    /// Time in intervals that ended with a peer becoming ready for a block.
+    /// Time with the next block ready to go and its target not ready for it.
     pub waiting: Duration,
     /// From [`started`](Self::started) to the message complete here.
     pub total: Duration,
@@ -57,13 +57,13 @@ impl MessageTimings {
     }
 }
 
-/// What ended an interval of a message's time.
+/// How the member spent an interval of a message's time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Lap {
-    /// A block of the message was sent or received.
+    /// Transfers were possible or in progress.
     Transfer,
-    /// A peer's control signal (e.g. ready for block) arrived.
-    Control,
+    /// The next block waited for its target's ready-for-block.
+    Waiting,
 }
 
 /// Accumulates one message's [`MessageTimings`] as its events happen.
@@ -102,7 +102,7 @@ impl Stopwatch {
         self.last.is_some()
     }
 
-    /// An event at `now` of kind `lap` ends the current interval.
+    /// An event at `now` ends the current interval, spent as `lap` says.
     pub(crate) fn lap(&mut self, now: Instant, lap: Lap) {
         let Some(last) = self.last else {
             return;
@@ -110,7 +110,7 @@ impl Stopwatch {
         let interval = now.saturating_duration_since(last);
         match lap {
             Lap::Transfer => self.timings.transferring += interval,
-            Lap::Control => self.timings.waiting += interval,
+            Lap::Waiting => self.timings.waiting += interval,
         }
         self.last = Some(now.max(last));
     }
@@ -141,7 +141,7 @@ mod tests {
         assert!(sw.setup_ended());
         sw.end_setup(t0 + 6 * MS); // ignored
         sw.lap(t0 + 15 * MS, Lap::Transfer);
-        sw.lap(t0 + 18 * MS, Lap::Control);
+        sw.lap(t0 + 18 * MS, Lap::Waiting);
         sw.lap(t0 + 28 * MS, Lap::Transfer);
         let t = sw.finish(t0 + 30 * MS);
         assert_eq!(t.started, t0);
