@@ -227,3 +227,84 @@ impl TcpConfig {
         self
     }
 }
+
+/// Configuration of a node on the `ofi` transport (cargo feature `ofi`):
+/// libfabric endpoints to every other member, found through a rendezvous
+/// over the same authenticated TCP mesh the `tcp` transport uses.
+///
+/// `members` are the members' rendezvous addresses (one per node id, in id
+/// order); the fabric endpoints bind to this node's rendezvous IP unless
+/// [`with_fabric_addr`](Self::with_fabric_addr) says otherwise. The
+/// provider is `tcp` unless [`with_provider`](Self::with_provider) names
+/// another (`verbs`, `efa`, `psm3`, ...).
+#[cfg(feature = "ofi")]
+#[derive(Debug)]
+pub struct OfiConfig {
+    pub(crate) members: Vec<SocketAddr>,
+    pub(crate) id: NodeId,
+    pub(crate) key: ClusterKey,
+    pub(crate) listener: Option<std::net::TcpListener>,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) handshake_timeout: Duration,
+    pub(crate) flush_timeout: Duration,
+    pub(crate) provider: String,
+    pub(crate) fabric_addr: Option<std::net::IpAddr>,
+    /// Tests: behave as if the provider asked for every verbs-like mode.
+    pub(crate) strict_modes: bool,
+}
+
+#[cfg(feature = "ofi")]
+impl OfiConfig {
+    /// Node `id` of the cluster whose members rendezvous at `members`
+    /// (indexed by node id), authenticating with `key`.
+    pub fn new(members: Vec<SocketAddr>, id: NodeId, key: ClusterKey) -> Self {
+        OfiConfig {
+            members,
+            id,
+            key,
+            listener: None,
+            connect_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(5),
+            flush_timeout: crate::transport::ofi::DEFAULT_FLUSH_TIMEOUT,
+            provider: crate::transport::ofi::DEFAULT_PROVIDER.to_owned(),
+            fabric_addr: None,
+            strict_modes: false,
+        }
+    }
+
+    /// Accept rendezvous connections on this already bound listener instead
+    /// of binding this node's member address (useful with port 0).
+    pub fn with_listener(mut self, listener: std::net::TcpListener) -> Self {
+        self.listener = Some(listener);
+        self
+    }
+
+    /// How long to wait for every other member to be connected, through the
+    /// rendezvous and the fabric (default 30 s).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The libfabric provider to use (default `tcp`), as `fi_info -l` names
+    /// it.
+    pub fn with_provider(mut self, provider: impl Into<String>) -> Self {
+        self.provider = provider.into();
+        self
+    }
+
+    /// The local address the fabric endpoints bind to (default: the IP of
+    /// this node's member address) — for example the IPoIB address of the
+    /// RDMA NIC while the rendezvous runs over another network.
+    pub fn with_fabric_addr(mut self, addr: std::net::IpAddr) -> Self {
+        self.fabric_addr = Some(addr);
+        self
+    }
+
+    /// How long a shutdown waits for queued control messages to be sent
+    /// (default 3 s).
+    pub fn with_flush_timeout(mut self, timeout: Duration) -> Self {
+        self.flush_timeout = timeout;
+        self
+    }
+}

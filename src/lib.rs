@@ -60,6 +60,8 @@ pub use config::{
     ClusterKey, ClusterKeyError, CompletionMode, DEFAULT_BLOCK_SIZE, DEFAULT_CREATE_TIMEOUT,
     DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_RECEIVE_WINDOW, GroupConfig, NodeConfig, TcpConfig,
 };
+#[cfg(feature = "ofi")]
+pub use config::OfiConfig;
 pub use error::{Error, FailureKind, MembershipError};
 pub use group::{Group, SendFuture};
 pub use ids::{GroupId, NodeId};

@@ -24,6 +24,11 @@ pub(crate) struct MessageBuffer {
     len: usize,
     /// Whether the bytes are an `mmap`ed region (else a boxed slice).
     mapped: bool,
+    /// A transport's registration of the bytes (the `ofi` transport's memory
+    /// region), made once, before the first receive into the buffer is
+    /// posted, and released — before the bytes are freed — with the buffer.
+    #[cfg(feature = "ofi")]
+    registration: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 /// Buffers at least this large are mapped with huge pages where possible.
@@ -48,6 +53,8 @@ impl MessageBuffer {
             ptr,
             len,
             mapped: false,
+            #[cfg(feature = "ofi")]
+            registration: std::sync::OnceLock::new(),
         })
     }
 
@@ -81,6 +88,8 @@ impl MessageBuffer {
             ptr: NonNull::new(ptr.cast::<u8>())?,
             len,
             mapped: true,
+            #[cfg(feature = "ofi")]
+            registration: std::sync::OnceLock::new(),
         })
     }
 
@@ -116,6 +125,24 @@ impl MessageBuffer {
         })
     }
 
+    /// The buffer's first byte, for handing to a NIC (`ofi`).
+    #[cfg(feature = "ofi")]
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Length in bytes.
+    #[cfg(feature = "ofi")]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The transport's registration of this buffer (set once).
+    #[cfg(feature = "ofi")]
+    pub(crate) fn registration(&self) -> &std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>> {
+        &self.registration
+    }
+
     /// The whole buffer as [`Bytes`], without copying. Call only once every
     /// receive into the buffer has completed (no region is written afterwards).
     pub(crate) fn into_bytes(self: Arc<Self>) -> Bytes {
@@ -125,6 +152,9 @@ impl MessageBuffer {
 
 impl Drop for MessageBuffer {
     fn drop(&mut self) {
+        // Deregister before the memory goes.
+        #[cfg(feature = "ofi")]
+        drop(self.registration.take());
         #[cfg(target_os = "linux")]
         if self.mapped {
             // SAFETY: `ptr`/`len` are the mapping made in `huge`, unmapped
@@ -170,6 +200,18 @@ impl RecvRegion {
     /// Capacity in bytes.
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// The buffer the region is part of.
+    #[cfg(feature = "ofi")]
+    pub(crate) fn buffer(&self) -> &Arc<MessageBuffer> {
+        &self.buf
+    }
+
+    /// Where the region starts in its buffer.
+    #[cfg(feature = "ofi")]
+    pub(crate) fn offset(&self) -> usize {
+        self.offset
     }
 
     /// The region's bytes, to be filled by the receive that owns it (in
@@ -221,6 +263,15 @@ impl BlockRef {
             BlockInner::Buffer { buf, offset, len } => unsafe {
                 std::slice::from_raw_parts(buf.ptr.as_ptr().add(*offset), *len)
             },
+        }
+    }
+
+    /// The relay buffer the block is part of (`None` for a root's bytes).
+    #[cfg(feature = "ofi")]
+    pub(crate) fn buffer(&self) -> Option<&Arc<MessageBuffer>> {
+        match &self.0 {
+            BlockInner::Bytes(_) => None,
+            BlockInner::Buffer { buf, .. } => Some(buf),
         }
     }
 

@@ -9,6 +9,9 @@
 
 pub(crate) mod buffer;
 pub mod mem;
+#[cfg(feature = "ofi")]
+#[allow(unsafe_code)]
+pub(crate) mod ofi;
 pub(crate) mod tcp;
 
 use futures::future::BoxFuture;
