@@ -77,6 +77,9 @@ pub(crate) struct Fid(pub(crate) *mut c_void);
 // SAFETY: fids of a thread-safe domain may be used from any thread; this
 // one is only used by the task owning it.
 unsafe impl Send for Fid {}
+// SAFETY: as for Send: a shared `&Fid` only ever passes the handle to
+// libfabric calls, which a thread-safe domain allows from any thread.
+unsafe impl Sync for Fid {}
 
 impl Drop for Fid {
     fn drop(&mut self) {
@@ -119,6 +122,10 @@ pub(crate) struct ControlPool {
 // SAFETY: the pool owns its allocation; slots are handed to the provider and
 // read or written by the driver only between the completions that order them.
 unsafe impl Send for ControlPool {}
+// SAFETY: a shared pool is only used by the one task that owns it (start-up,
+// then the driver); `&self` methods touch disjoint slots, each only while
+// no operation on it is outstanding.
+unsafe impl Sync for ControlPool {}
 
 impl std::fmt::Debug for ControlPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -96,6 +96,55 @@ async fn swap(
     Ok((theirs, their_token))
 }
 
+/// A connection request's `fi_info`, freed on drop.
+struct ConnReqInfo(*mut ffi::FiInfo);
+
+// SAFETY: plain heap data owned by this value alone.
+unsafe impl Send for ConnReqInfo {}
+
+impl Drop for ConnReqInfo {
+    fn drop(&mut self) {
+        // SAFETY: the connreq's info, ours to free, freed only here.
+        unsafe { ffi::rdmc_freeinfo(self.0) };
+    }
+}
+
+/// A connection-manager event during start-up.
+enum Event {
+    ConnReq { info: ConnReqInfo, data: Vec<u8> },
+    Connected((NodeId, bool)),
+    Down(Option<(NodeId, bool)>, i32),
+}
+
+/// The next CM event, if there is one.
+fn read_event(eq: &Fid) -> Result<Option<Event>, OfiError> {
+    loop {
+        // SAFETY: all-zero is a valid value of this plain C struct.
+        let mut ev: ffi::Eqe = unsafe { std::mem::zeroed() };
+        let mut data = [0u8; 64];
+        // SAFETY: the EQ is open; `ev` and `data` are live locals of the
+        // sizes given.
+        let got =
+            unsafe { ffi::rdmc_eq_read(eq.0, &mut ev, data.as_mut_ptr().cast(), data.len()) };
+        if got == -(ffi::FI_EAGAIN as isize) {
+            return Ok(None);
+        }
+        check("fi_eq_read", got as i64)?;
+        return Ok(Some(match ev.event {
+            ffi::EV_CONNREQ => Event::ConnReq {
+                info: ConnReqInfo(ev.info),
+                data: data[..(ev.data_len as usize).min(data.len())].to_vec(),
+            },
+            ffi::EV_CONNECTED => match token_peer(ev.fid_context) {
+                Some(key) => Event::Connected(key),
+                None => continue,
+            },
+            ffi::EV_SHUTDOWN | ffi::EV_ERROR => Event::Down(token_peer(ev.fid_context), ev.err),
+            _ => continue,
+        }));
+    }
+}
+
 /// What every endpoint of the node is opened with.
 struct Shared<'a> {
     domain: &'a Arc<Domain>,
@@ -183,40 +232,46 @@ pub(crate) async fn establish(
 
     // 2. Fabric, domain, queues, control pool, passive endpoint.
     let domain = Domain::open(&info).map_err(|e| transport_error("opening the fabric", e))?;
-    let (mut eq, mut eq_fd) = (ptr::null_mut(), 0);
-    // SAFETY: the fabric is open; out-pointers are live locals.
-    let ret = unsafe { ffi::rdmc_eq_open(domain.fabric(), &mut eq, &mut eq_fd) };
-    check("fi_eq_open", ret.into()).map_err(|e| transport_error("event queue", e))?;
-    let eq = Fid(eq);
+    let (eq, eq_fd) = {
+        let (mut eq, mut fd) = (ptr::null_mut(), 0);
+        // SAFETY: the fabric is open; out-pointers are live locals.
+        let ret = unsafe { ffi::rdmc_eq_open(domain.fabric(), &mut eq, &mut fd) };
+        check("fi_eq_open", ret.into()).map_err(|e| transport_error("event queue", e))?;
+        (Fid(eq), fd)
+    };
     let peers_n = n.saturating_sub(1) as u64;
     let cq_size = peers_n * (CTRL_RECVS + DATA_RECVS + CTRL_SENDS + 32) as u64 + 64;
-    let (mut cq, mut cq_fd) = (ptr::null_mut(), 0);
-    // SAFETY: the domain is open; out-pointers are live locals.
-    let ret = unsafe { ffi::rdmc_cq_open(domain.domain(), cq_size, &mut cq, &mut cq_fd) };
-    check("fi_cq_open", ret.into()).map_err(|e| transport_error("completion queue", e))?;
-    let cq = Fid(cq);
+    let (cq, cq_fd) = {
+        let (mut cq, mut fd) = (ptr::null_mut(), 0);
+        // SAFETY: the domain is open; out-pointers are live locals.
+        let ret = unsafe { ffi::rdmc_cq_open(domain.domain(), cq_size, &mut cq, &mut fd) };
+        check("fi_cq_open", ret.into()).map_err(|e| transport_error("completion queue", e))?;
+        (Fid(cq), fd)
+    };
     let mut next_key = 1u64;
     let pool = ControlPool::new(&domain, n, next_key)
         .map_err(|e| transport_error("registering control buffers", e))?;
     next_key += 1;
-    let mut name = vec![0u8; MAX_NAME];
-    let mut name_len = name.len();
-    let mut pep = ptr::null_mut();
-    // SAFETY: fabric, info and EQ are live; `name` has `name_len` bytes.
-    let ret = unsafe {
-        ffi::rdmc_pep_open(
-            domain.fabric(),
-            info.as_ptr(),
-            eq.0,
-            &mut pep,
-            name.as_mut_ptr().cast(),
-            &mut name_len,
-        )
+    let (pep, name) = {
+        let mut name = vec![0u8; MAX_NAME];
+        let mut name_len = name.len();
+        let mut pep = ptr::null_mut();
+        // SAFETY: fabric, info and EQ are live; `name` has `name_len` bytes.
+        let ret = unsafe {
+            ffi::rdmc_pep_open(
+                domain.fabric(),
+                info.as_ptr(),
+                eq.0,
+                &mut pep,
+                name.as_mut_ptr().cast(),
+                &mut name_len,
+            )
+        };
+        check("fi_passive_ep/fi_listen", ret.into())
+            .map_err(|e| transport_error("listening on the fabric", e))?;
+        name.truncate(name_len);
+        (Fid(pep), name)
     };
-    check("fi_passive_ep/fi_listen", ret.into())
-        .map_err(|e| transport_error("listening on the fabric", e))?;
-    let pep = Fid(pep);
-    name.truncate(name_len);
 
     // 3. Rendezvous over the authenticated TCP mesh.
     let listener = match config.listener {
@@ -292,17 +347,8 @@ pub(crate) async fn establish(
     let want = 2 * n.saturating_sub(1);
     let deadline = tokio::time::Instant::now() + config.connect_timeout;
     while connected.len() < want {
-        // SAFETY: all-zero is a valid value of this plain C struct.
-        let mut ev: ffi::Eqe = unsafe { std::mem::zeroed() };
-        let mut data = [0u8; 64];
-        // SAFETY: the EQ is open; `ev` and `data` are live locals of the
-        // sizes given.
-        let got =
-            unsafe { ffi::rdmc_eq_read(eq.0, &mut ev, data.as_mut_ptr().cast(), data.len()) };
-        if got < 0 {
-            if got != -(ffi::FI_EAGAIN as isize) {
-                return Err(transport_error("reading connection events", got));
-            }
+        let Some(ev) = read_event(&eq).map_err(|e| transport_error("reading connection events", e))?
+        else {
             if tokio::time::Instant::now() >= deadline {
                 let missing: Vec<u32> = (0..n as u32)
                     .filter(|&p| p != id.0)
@@ -313,16 +359,18 @@ pub(crate) async fn establish(
                     .collect();
                 return Err(transport_error(
                     "connecting endpoints",
-                    format!("node(s) {missing:?} not connected within {:?}", config.connect_timeout),
+                    format!(
+                        "node(s) {missing:?} not connected within {:?}",
+                        config.connect_timeout
+                    ),
                 ));
             }
             tokio::time::sleep(Duration::from_millis(2)).await;
             continue;
-        }
-        match ev.event {
-            ffi::EV_CONNREQ => {
-                let request = parse_conn_data(&data[..(ev.data_len as usize).min(data.len())]);
-                let ok = request.filter(|(ctrl, from, token)| {
+        };
+        match ev {
+            Event::ConnReq { info: req, data } => {
+                let ok = parse_conn_data(&data).filter(|(ctrl, from, token)| {
                     *from > id
                         && from.index() < n
                         && issued.get(from) == Some(token)
@@ -330,11 +378,8 @@ pub(crate) async fn establish(
                 });
                 match ok {
                     Some((ctrl, from, _)) => {
-                        let opened = shared.open_ep(ev.info, from, ctrl);
-                        // SAFETY: the connreq's info was used to open the
-                        // endpoint (or failed to), which keeps no reference
-                        // to it; it is ours to free, once.
-                        unsafe { ffi::rdmc_freeinfo(ev.info) };
+                        let opened = shared.open_ep(req.0, from, ctrl);
+                        drop(req);
                         let ep = opened.map_err(|e| transport_error("accepting an endpoint", e))?;
                         // SAFETY: the endpoint was opened from this connreq.
                         let ret = unsafe { ffi::rdmc_accept(ep.0) };
@@ -345,31 +390,24 @@ pub(crate) async fn establish(
                     None => {
                         tracing::warn!("rejected a fabric connection without a valid token");
                         // SAFETY: the passive endpoint is open; the info is
-                        // the connreq's, freed right after.
-                        unsafe {
-                            ffi::rdmc_reject(pep.0, ev.info);
-                            ffi::rdmc_freeinfo(ev.info);
-                        }
+                        // the connreq's, freed after (by `req`'s drop).
+                        unsafe { ffi::rdmc_reject(pep.0, req.0) };
                     }
                 }
             }
-            ffi::EV_CONNECTED => {
-                if let Some(key) = token_peer(ev.fid_context) {
-                    connected.insert(key, true);
-                }
+            Event::Connected(key) => {
+                connected.insert(key, true);
             }
-            ffi::EV_SHUTDOWN | ffi::EV_ERROR => {
-                let who = token_peer(ev.fid_context).map(|(p, _)| p.to_string());
+            Event::Down(who, err) => {
                 return Err(transport_error(
                     "connecting endpoints",
                     format!(
                         "node {} refused or dropped the connection ({})",
-                        who.unwrap_or_else(|| "?".into()),
-                        super::fabric::strerror(ev.err)
+                        who.map_or_else(|| "?".to_owned(), |(p, _)| p.to_string()),
+                        super::fabric::strerror(err)
                     ),
                 ));
             }
-            _ => {}
         }
     }
     drop(pep);
