@@ -44,14 +44,33 @@ pub(crate) struct MemberArgs {
     /// Seconds to wait for every member to be connected.
     #[arg(long, default_value_t = 30.0)]
     connect_timeout: f64,
-    /// Seconds of silence after which a peer is considered failed.
+    /// Seconds of silence after which a peer is considered failed (`tcp`;
+    /// over `ofi` a peer fails when its fabric endpoints break).
     #[arg(long, default_value_t = 3.0)]
     failure_timeout: f64,
     /// One JSON object per line instead of text.
     #[arg(long)]
     json: bool,
+    /// Transport between the members: `tcp`, or `ofi` (libfabric; needs a
+    /// build with the `ofi` feature). The members file lists rendezvous
+    /// addresses either way; with `ofi` the fabric endpoints bind to the
+    /// same IP.
+    #[arg(long, value_enum, default_value_t = Transport::Tcp)]
+    transport: Transport,
+    /// With `--transport ofi`: the libfabric provider (`tcp`, `verbs`, ...).
+    #[arg(long, default_value = "tcp", value_name = "NAME")]
+    ofi_provider: String,
     /// Root only: the files to multicast, one message each, in order.
     files: Vec<PathBuf>,
+}
+
+/// The transports a member can use.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Transport {
+    /// TCP: one authenticated connection per pair of members.
+    Tcp,
+    /// libfabric: RDMA-style endpoints (the `ofi` feature).
+    Ofi,
 }
 
 fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
@@ -113,14 +132,19 @@ async fn member(args: &MemberArgs) -> Result<(), String> {
         Duration::try_from_secs_f64(s)
             .map_err(|_| format!("{what} must be a positive number of seconds"))
     };
-    let config = TcpConfig::new(members.clone(), NodeId(args.rank), key)
-        .with_connect_timeout(seconds(args.connect_timeout, "--connect-timeout")?)
-        .with_failure_timeout(seconds(args.failure_timeout, "--failure-timeout")?);
-    let node = Node::tcp(
-        config,
-        NodeConfig::new().with_completion_mode(CompletionMode::default()),
-    )
-    .await
+    let connect_timeout = seconds(args.connect_timeout, "--connect-timeout")?;
+    let node_config = NodeConfig::new().with_completion_mode(CompletionMode::default());
+    let node = match args.transport {
+        Transport::Tcp => {
+            let config = TcpConfig::new(members.clone(), NodeId(args.rank), key)
+                .with_connect_timeout(connect_timeout)
+                .with_failure_timeout(seconds(args.failure_timeout, "--failure-timeout")?);
+            Node::tcp(config, node_config).await
+        }
+        Transport::Ofi => {
+            start_ofi(args, members.clone(), key, connect_timeout, node_config).await?
+        }
+    }
     .map_err(|e| e.to_string())?;
     let ids: Vec<NodeId> = (0..members.len() as u32).map(NodeId).collect();
     let group_config = GroupConfig::new()
@@ -139,6 +163,31 @@ async fn member(args: &MemberArgs) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+#[cfg(feature = "ofi")]
+async fn start_ofi(
+    args: &MemberArgs,
+    members: Vec<SocketAddr>,
+    key: ClusterKey,
+    connect_timeout: Duration,
+    node_config: NodeConfig,
+) -> Result<Result<Node, rdmc::Error>, String> {
+    let config = rdmc::OfiConfig::new(members, NodeId(args.rank), key)
+        .with_connect_timeout(connect_timeout)
+        .with_provider(args.ofi_provider.clone());
+    Ok(Node::ofi(config, node_config).await)
+}
+
+#[cfg(not(feature = "ofi"))]
+async fn start_ofi(
+    _: &MemberArgs,
+    _: Vec<SocketAddr>,
+    _: ClusterKey,
+    _: Duration,
+    _: NodeConfig,
+) -> Result<Result<Node, rdmc::Error>, String> {
+    Err(crate::NO_OFI.to_owned())
 }
 
 /// The group's part: send the files (root) or write the messages (others),
