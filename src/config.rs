@@ -247,6 +247,7 @@ pub struct OfiConfig {
     pub(crate) connect_timeout: Duration,
     pub(crate) handshake_timeout: Duration,
     pub(crate) flush_timeout: Duration,
+    pub(crate) failure_timeout: Duration,
     pub(crate) provider: String,
     pub(crate) fabric_addr: Option<std::net::IpAddr>,
     /// Tests: behave as if the provider asked for every verbs-like mode.
@@ -266,6 +267,7 @@ impl OfiConfig {
             connect_timeout: Duration::from_secs(30),
             handshake_timeout: Duration::from_secs(5),
             flush_timeout: crate::transport::ofi::DEFAULT_FLUSH_TIMEOUT,
+            failure_timeout: DEFAULT_FAILURE_TIMEOUT,
             provider: crate::transport::ofi::DEFAULT_PROVIDER.to_owned(),
             fabric_addr: None,
             strict_modes: false,
@@ -298,6 +300,15 @@ impl OfiConfig {
     /// RDMA NIC while the rendezvous runs over another network.
     pub fn with_fabric_addr(mut self, addr: std::net::IpAddr) -> Self {
         self.fabric_addr = Some(addr);
+        self
+    }
+
+    /// After how long without a message from a peer (heartbeats included)
+    /// it is considered failed (default 3 s). A peer whose process dies is
+    /// noticed sooner, when its endpoints shut down; this bound is for one
+    /// that hangs, or a path that drops everything.
+    pub fn with_failure_timeout(mut self, timeout: Duration) -> Self {
+        self.failure_timeout = timeout;
         self
     }
 

@@ -186,3 +186,58 @@ fn a_member_killed_mid_transfer_over_ofi_makes_every_survivor_fail_naming_it() {
         killed.elapsed()
     );
 }
+
+#[test]
+fn a_member_that_hangs_over_ofi_is_detected_within_the_failure_timeout() {
+    let dir = tempdir("hang");
+    std::fs::write(dir.join("key"), "yet another cluster key, long enough").unwrap();
+    let members = members_file(&dir, 4);
+    let small = dir.join("small");
+    let big = dir.join("big");
+    write_file(&small, 1000, 1);
+    write_file(&big, 128 << 20, 2);
+    let extra = [
+        "--block-size",
+        "16KiB",
+        "--algorithm",
+        "chain",
+        "--failure-timeout",
+        "1",
+    ];
+    let mut children: Vec<Child> = (1..4)
+        .map(|r| spawn_member(&dir, &members, r, &extra, &[]))
+        .collect();
+    children.insert(
+        0,
+        spawn_member(&dir, &members, 0, &extra, &[small.clone(), big.clone()]),
+    );
+    let first = dir.join("out2/0.bin");
+    let start = Instant::now();
+    while !first.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "rank 2 never got the first file"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Freeze rank 2: its connections stay open, it just says nothing more.
+    let pid = children[2].id() as libc::pid_t;
+    // SAFETY: signalling our own child process, which is still running.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
+    let frozen = Instant::now();
+    for rank in [0, 1, 3] {
+        let (status, err) = wait(&mut children[rank], Duration::from_secs(20));
+        assert!(!status.success(), "rank {rank} should fail");
+        assert!(
+            err.contains("node 2"),
+            "rank {rank} should name rank 2: {err}"
+        );
+    }
+    let took = frozen.elapsed();
+    children[2].kill().unwrap();
+    let _ = children[2].wait();
+    assert!(
+        took < Duration::from_secs(4),
+        "survivors took {took:?} with a 1 s failure timeout"
+    );
+}

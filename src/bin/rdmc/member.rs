@@ -44,8 +44,8 @@ pub(crate) struct MemberArgs {
     /// Seconds to wait for every member to be connected.
     #[arg(long, default_value_t = 30.0)]
     connect_timeout: f64,
-    /// Seconds of silence after which a peer is considered failed (`tcp`;
-    /// over `ofi` a peer fails when its fabric endpoints break).
+    /// Seconds of silence after which a peer is considered failed (a peer
+    /// whose connections break is noticed sooner).
     #[arg(long, default_value_t = 3.0)]
     failure_timeout: f64,
     /// One JSON object per line instead of text.
@@ -133,16 +133,18 @@ async fn member(args: &MemberArgs) -> Result<(), String> {
             .map_err(|_| format!("{what} must be a positive number of seconds"))
     };
     let connect_timeout = seconds(args.connect_timeout, "--connect-timeout")?;
+    let failure_timeout = seconds(args.failure_timeout, "--failure-timeout")?;
     let node_config = NodeConfig::new().with_completion_mode(CompletionMode::default());
     let node = match args.transport {
         Transport::Tcp => {
             let config = TcpConfig::new(members.clone(), NodeId(args.rank), key)
                 .with_connect_timeout(connect_timeout)
-                .with_failure_timeout(seconds(args.failure_timeout, "--failure-timeout")?);
+                .with_failure_timeout(failure_timeout);
             Node::tcp(config, node_config).await
         }
         Transport::Ofi => {
-            start_ofi(args, members.clone(), key, connect_timeout, node_config).await?
+            let timeouts = (connect_timeout, failure_timeout);
+            start_ofi(args, members.clone(), key, timeouts, node_config).await?
         }
     }
     .map_err(|e| e.to_string())?;
@@ -170,11 +172,12 @@ async fn start_ofi(
     args: &MemberArgs,
     members: Vec<SocketAddr>,
     key: ClusterKey,
-    connect_timeout: Duration,
+    (connect_timeout, failure_timeout): (Duration, Duration),
     node_config: NodeConfig,
 ) -> Result<Result<Node, rdmc::Error>, String> {
     let config = rdmc::OfiConfig::new(members, NodeId(args.rank), key)
         .with_connect_timeout(connect_timeout)
+        .with_failure_timeout(failure_timeout)
         .with_provider(args.ofi_provider.clone());
     Ok(Node::ofi(config, node_config).await)
 }
@@ -184,7 +187,7 @@ async fn start_ofi(
     _: &MemberArgs,
     _: Vec<SocketAddr>,
     _: ClusterKey,
-    _: Duration,
+    _: (Duration, Duration),
     _: NodeConfig,
 ) -> Result<Result<Node, rdmc::Error>, String> {
     Err(crate::NO_OFI.to_owned())

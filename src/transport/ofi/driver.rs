@@ -283,11 +283,18 @@ pub(crate) struct Peer {
     free_sends: Vec<usize>,
     write_backlog: VecDeque<WriteOp>,
     writes_in_flight: usize,
+    /// When anything last came from the peer.
+    last_heard: Instant,
+    /// When a control message last went to the peer.
+    last_sent: Instant,
 }
 
 impl Peer {
     pub(crate) fn new(data: Fid, ctrl: Fid) -> Self {
+        let now = Instant::now();
         Peer {
+            last_heard: now,
+            last_sent: now,
             data: Some(data),
             ctrl: Some(ctrl),
             down: false,
@@ -349,6 +356,9 @@ pub(crate) struct Driver {
     pub(crate) completions: CompletionSender,
     pub(crate) mode: CompletionMode,
     pub(crate) next_key: u64,
+    /// A peer silent this long is down; heartbeats go out at a third of it.
+    failure_timeout: Duration,
+    next_liveness_check: Instant,
     slots: Vec<Option<RecvSlot>>,
     free_slots: Vec<u32>,
     credits: HashMap<(NodeId, GroupId), VecDeque<Credit>>,
@@ -387,6 +397,7 @@ impl Driver {
         completions: CompletionSender,
         mode: CompletionMode,
         next_key: u64,
+        failure_timeout: Duration,
     ) -> Self {
         Driver {
             me,
@@ -403,6 +414,8 @@ impl Driver {
             completions,
             mode,
             next_key,
+            failure_timeout,
+            next_liveness_check: Instant::now(),
             slots: Vec::new(),
             free_slots: Vec::new(),
             credits: HashMap::new(),
@@ -431,6 +444,9 @@ impl Driver {
             work += self.poll_cq();
             work += self.poll_eq();
             self.retry_backlogs();
+            if Instant::now() >= self.next_liveness_check {
+                self.check_liveness();
+            }
             if self.flush_done() {
                 return;
             }
@@ -466,6 +482,7 @@ impl Driver {
                 }
             }
             let deadline = self.flushing.as_ref().map(|(_, at)| *at);
+            let liveness = tokio::time::Instant::from_std(self.next_liveness_check);
             let (cq_fd, eq_fd) = (
                 self.cq_fd.as_ref().expect("open"),
                 self.eq_fd.as_ref().expect("open"),
@@ -486,9 +503,37 @@ impl Driver {
                     }
                 }
                 () = tokio::time::sleep(Duration::from_millis(1)), if !fd_wait_works => {}
+                () = tokio::time::sleep_until(liveness) => {}
                 () = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)),
                     if deadline.is_some() => {}
             }
+        }
+    }
+
+    /// Send heartbeats to peers not written to lately; declare peers silent
+    /// for the failure timeout down.
+    fn check_liveness(&mut self) {
+        let now = Instant::now();
+        let interval = self.failure_timeout / 3;
+        self.next_liveness_check = now + (self.failure_timeout / 6).max(Duration::from_millis(1));
+        let mut silent = Vec::new();
+        let mut idle = Vec::new();
+        for (&id, p) in &self.peers {
+            if p.down {
+                continue;
+            }
+            if now.duration_since(p.last_heard) > self.failure_timeout {
+                silent.push(id);
+            } else if now.duration_since(p.last_sent) >= interval && self.flushing.is_none() {
+                idle.push(id);
+            }
+        }
+        for id in idle {
+            self.send_ctrl(id, Control::Heartbeat);
+        }
+        for id in silent {
+            let why = format!("silent for {:?}", self.failure_timeout);
+            self.peer_failed(id, &why);
         }
     }
 
@@ -805,6 +850,7 @@ impl Driver {
             }
             check("fi_send", ret as i64)?;
         }
+        peer.last_sent = Instant::now();
         Ok(Posted::Yes)
     }
 
@@ -913,6 +959,9 @@ impl Driver {
         // `OpCtx::boxed`, handed back exactly once, here.
         match unsafe { OpCtx::take(e.op_context) } {
             Op::CtrlRecv { peer, index } => {
+                if let Some(p) = self.peers.get_mut(&peer) {
+                    p.last_heard = Instant::now();
+                }
                 let bytes = self.pool().read(index);
                 self.repost_ctrl_recv(peer, index);
                 match Control::decode(&bytes) {
@@ -1045,6 +1094,7 @@ impl Driver {
                 }
                 self.maybe_complete(slot);
             }
+            Control::Heartbeat => {}
         }
     }
 
@@ -1052,6 +1102,10 @@ impl Driver {
         match self.slots.get_mut(slot as usize).and_then(Option::as_mut) {
             Some(s) if !s.written => {
                 s.written = true;
+                let from = s.from;
+                if let Some(p) = self.peers.get_mut(&from) {
+                    p.last_heard = Instant::now();
+                }
                 self.maybe_complete(slot);
             }
             _ => tracing::warn!(slot, "a write landed in no posted receive"),

@@ -446,6 +446,7 @@ pub(crate) async fn establish(
         completions.clone(),
         mode,
         next_key,
+        config.failure_timeout,
     );
     let span = tracing::debug_span!("rdmc_ofi", node = id.0);
     let task = tokio::spawn(tracing::Instrument::instrument(driver.run(), span));

@@ -4,12 +4,15 @@
 //!
 //! ```text
 //! offset size field
-//!      0    1 kind      1 signal, 2 credit, 3 block header
+//!      0    1 kind      1 signal, 2 credit, 3 block header, 4 heartbeat
 //!      1    7 reserved  zero
 //!      8   32 signal:   the tcp transport's 32-byte signal frame header
 //!      8    8 credit:   group | 16 4 slot | 20 4 zero | 24 8 len | 32 8 addr | 40 8 key
 //!      8    8 header:   group | 16 4 slot | 20 4 zero | 24 8 len | 32 8 immediate
 //! ```
+//!
+//! A heartbeat has no fields (all zero after the kind); it keeps an idle
+//! peer's failure detector quiet.
 //!
 //! A *credit* is the receiver's pre-posted receive: "slot `slot` of mine is
 //! `len` bytes of registered memory at `addr` under `key`; write your next
@@ -29,6 +32,7 @@ pub(crate) const MSG_LEN: usize = 64;
 const KIND_SIGNAL: u8 = 1;
 const KIND_CREDIT: u8 = 2;
 const KIND_HEADER: u8 = 3;
+const KIND_HEARTBEAT: u8 = 4;
 
 /// A control message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +48,8 @@ pub(crate) enum Control {
         len: u64,
         immediate: u64,
     },
+    /// "I am alive."
+    Heartbeat,
 }
 
 /// Where the next block of `group` may be written.
@@ -104,6 +110,7 @@ impl Control {
                 out[24..32].copy_from_slice(&len.to_le_bytes());
                 out[32..40].copy_from_slice(&immediate.to_le_bytes());
             }
+            Control::Heartbeat => out[0] = KIND_HEARTBEAT,
         }
         out
     }
@@ -149,6 +156,8 @@ impl Control {
                     immediate: u64_at(b, 32),
                 })
             }
+            KIND_HEARTBEAT if b[8..].iter().all(|&x| x == 0) => Ok(Control::Heartbeat),
+            KIND_HEARTBEAT => Err(WireError::Reserved),
             kind => Err(WireError::UnknownKind(kind)),
         }
     }
@@ -183,6 +192,7 @@ mod tests {
                 len: 12345,
                 immediate: 1 << 40,
             },
+            Control::Heartbeat,
         ];
         for m in messages {
             assert_eq!(Control::decode(&m.encode()), Ok(m));
