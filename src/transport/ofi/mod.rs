@@ -48,11 +48,23 @@
 //! # Failures
 //!
 //! An error completion, an endpoint shut down or in error (a crashed peer's
-//! connection) makes the peer down: its endpoints are closed and the runtime
-//! gets one [`Completion::PeerDown`](super::Completion) — what the `tcp`
-//! transport reports — so every group with that peer fails once. A peer
-//! that hangs while its connection stays up is not detected here (the `tcp`
-//! transport's heartbeats have no counterpart yet).
+//! connection), or a peer silent for the failure timeout (heartbeats go out
+//! on idle control endpoints, so only a hung peer or a dead path is silent)
+//! makes the peer down: its endpoints are closed — after which the provider
+//! touches none of the memory posted for it — and the runtime gets one
+//! [`Completion::PeerDown`](super::Completion), what the `tcp` transport
+//! reports, so every group with that peer fails once.
+//!
+//! # Known limits
+//!
+//! * A receive buffer is registered when its first receive is posted and
+//!   deregistered when the delivered message is dropped; with `FI_MR_LOCAL`
+//!   a root's bytes are registered per block write. On hardware, where
+//!   registration pins pages, a recycled pool of registered buffers would
+//!   save that cost for large messages.
+//! * The `tcp` provider's numbers say nothing about RDMA performance: the
+//!   data is copied through sockets, and "one-sided" writes are carried out
+//!   by the target's provider.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
