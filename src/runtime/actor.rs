@@ -831,7 +831,7 @@ fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, action: Action) 
                     .iter()
                     .find(|(s, _, _)| *s == seq)
                     .expect("the root sends only submitted messages");
-                BlockRef::from_bytes(data.slice(offset..offset + len))
+                BlockRef::from_message(data.clone(), offset, len)
             } else {
                 receiving(g, seq).block(offset, len)
             };

@@ -239,7 +239,12 @@ pub(crate) struct BlockRef(BlockInner);
 
 #[derive(Clone, Debug)]
 enum BlockInner {
-    Bytes(Bytes),
+    /// `offset..offset + len` of a root's message.
+    Bytes {
+        message: Bytes,
+        offset: usize,
+        len: usize,
+    },
     Buffer {
         buf: Arc<MessageBuffer>,
         offset: usize,
@@ -248,15 +253,44 @@ enum BlockInner {
 }
 
 impl BlockRef {
-    /// A block of the root's message.
+    /// A whole message as one block.
+    #[cfg(test)]
     pub(crate) fn from_bytes(bytes: Bytes) -> Self {
-        BlockRef(BlockInner::Bytes(bytes))
+        let len = bytes.len();
+        Self::from_message(bytes, 0, len)
+    }
+
+    /// Block `offset..offset + len` of a root's message.
+    ///
+    /// # Panics
+    /// If the range is out of bounds.
+    pub(crate) fn from_message(message: Bytes, offset: usize, len: usize) -> Self {
+        assert!(offset.checked_add(len).is_some_and(|end| end <= message.len()));
+        BlockRef(BlockInner::Bytes {
+            message,
+            offset,
+            len,
+        })
+    }
+
+    /// The root's whole message the block is part of (`None` for a relay's
+    /// buffer).
+    #[cfg(feature = "ofi")]
+    pub(crate) fn message(&self) -> Option<&Bytes> {
+        match &self.0 {
+            BlockInner::Bytes { message, .. } => Some(message),
+            BlockInner::Buffer { .. } => None,
+        }
     }
 
     /// The block's bytes.
     pub(crate) fn as_slice(&self) -> &[u8] {
         match &self.0 {
-            BlockInner::Bytes(b) => b,
+            BlockInner::Bytes {
+                message,
+                offset,
+                len,
+            } => &message[*offset..*offset + *len],
             // SAFETY: in bounds (checked in `MessageBuffer::block`); the region
             // was completely written before this handle was made (a member only
             // forwards received blocks) and is never written again.
@@ -270,7 +304,7 @@ impl BlockRef {
     #[cfg(feature = "ofi")]
     pub(crate) fn buffer(&self) -> Option<&Arc<MessageBuffer>> {
         match &self.0 {
-            BlockInner::Bytes(_) => None,
+            BlockInner::Bytes { .. } => None,
             BlockInner::Buffer { buf, .. } => Some(buf),
         }
     }
@@ -278,7 +312,7 @@ impl BlockRef {
     /// Length in bytes.
     pub(crate) fn len(&self) -> usize {
         match &self.0 {
-            BlockInner::Bytes(b) => b.len(),
+            BlockInner::Bytes { len, .. } => *len,
             BlockInner::Buffer { len, .. } => *len,
         }
     }

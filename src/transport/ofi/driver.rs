@@ -217,8 +217,15 @@ pub(crate) enum Op {
         peer: NodeId,
         group: GroupId,
         _block: BlockRef,
-        _mr: Option<Mr>,
+        _mr: Option<Arc<RootRegistration>>,
     },
+}
+
+/// A root's whole message, registered once for all its block writes (with
+/// `FI_MR_LOCAL`). Holds the bytes, so they outlive the registration.
+pub(crate) struct RootRegistration {
+    mr: Mr,
+    message: bytes::Bytes,
 }
 
 impl OpCtx {
@@ -362,6 +369,8 @@ pub(crate) struct Driver {
     slots: Vec<Option<RecvSlot>>,
     free_slots: Vec<u32>,
     credits: HashMap<(NodeId, GroupId), VecDeque<Credit>>,
+    /// Per group, the registration of the message its root sends now.
+    root_registrations: HashMap<GroupId, Arc<RootRegistration>>,
     flushing: Option<(oneshot::Sender<()>, tokio::time::Instant)>,
     /// Last: the domain closes after every queue and endpoint.
     pub(crate) domain: Arc<Domain>,
@@ -419,6 +428,7 @@ impl Driver {
             slots: Vec::new(),
             free_slots: Vec::new(),
             credits: HashMap::new(),
+            root_registrations: HashMap::new(),
             flushing: None,
         }
     }
@@ -754,22 +764,8 @@ impl Driver {
                 }
             }
             None if self.modes.mr_local => {
-                // A root's bytes: register the block for the write's duration.
-                let key = self.next_key;
-                self.next_key += 1;
-                let bytes = op.block.as_slice();
-                // SAFETY: the memory is the block's, which the write's context
-                // holds (with this registration) until the write completes.
-                let mr = unsafe {
-                    Mr::register(
-                        &self.domain,
-                        bytes.as_ptr().cast_mut(),
-                        bytes.len(),
-                        Access::Local,
-                        key,
-                    )
-                }?;
-                (mr.desc(), Some(mr))
+                let reg = self.root_registration(op.group, &op.block)?;
+                (reg.mr.desc(), Some(reg))
             }
             None => (ptr::null_mut(), None),
         };
@@ -810,6 +806,43 @@ impl Driver {
         self.peer_mut(to).writes_in_flight += 1;
         tracing::trace!(group = op.group.0, to = to.0, slot = credit.slot, len, "block write posted");
         Ok(None)
+    }
+
+    /// The registration of the root's message `block` is part of: cached per
+    /// group, so a message is registered once, not per block (the root sends
+    /// a group's messages one after another).
+    fn root_registration(
+        &mut self,
+        group: GroupId,
+        block: &BlockRef,
+    ) -> Result<Arc<RootRegistration>, OfiError> {
+        let message = block.message().expect("a root's block").clone();
+        if let Some(reg) = self.root_registrations.get(&group)
+            && reg.message.as_ptr() == message.as_ptr()
+            && reg.message.len() == message.len()
+        {
+            return Ok(Arc::clone(reg));
+        }
+        let key = self.next_key;
+        self.next_key += 1;
+        // SAFETY: the registration holds a clone of the bytes, so they stay
+        // allocated (and unchanged: `Bytes` are immutable) until it is
+        // dropped; it is only read, as the source of writes.
+        let mr = unsafe {
+            Mr::register(
+                &self.domain,
+                message.as_ptr().cast_mut(),
+                message.len(),
+                Access::Source,
+                key,
+            )
+        }?;
+        let reg = Arc::new(RootRegistration {
+            mr,
+            message,
+        });
+        self.root_registrations.insert(group, Arc::clone(&reg));
+        Ok(reg)
     }
 
     /// Queue a control message to `to`, in order.
@@ -896,6 +929,7 @@ impl Driver {
 
     fn release(&mut self, group: GroupId) {
         self.credits.retain(|(_, g), _| *g != group);
+        self.root_registrations.remove(&group);
         for (i, entry) in self.slots.iter_mut().enumerate() {
             let Some(slot) = entry.as_mut().filter(|s| s.group == group) else {
                 continue;

@@ -276,6 +276,8 @@ impl fmt::Debug for Mr {
 /// What a registration allows.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Access {
+    /// Only read, as the source of sends and writes.
+    Source,
     /// Local sends, receives and writes from it.
     Local,
     /// That, and remote writes into it.
@@ -299,6 +301,7 @@ impl Mr {
         // SAFETY: the shim's access helpers only return constants.
         let access = unsafe {
             match access {
+                Access::Source => ffi::rdmc_access_source(),
                 Access::Local => ffi::rdmc_access_local(),
                 Access::LocalAndRemoteWrite => {
                     ffi::rdmc_access_local() | ffi::rdmc_access_remote_write()

@@ -148,6 +148,7 @@ unsafe extern "C" {
     ) -> c_int;
     pub(crate) fn rdmc_access_local() -> u64;
     pub(crate) fn rdmc_access_remote_write() -> u64;
+    pub(crate) fn rdmc_access_source() -> u64;
     pub(crate) fn rdmc_recv(
         ep: *mut c_void,
         buf: *mut c_void,

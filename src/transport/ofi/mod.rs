@@ -36,8 +36,8 @@
 //! The hints request verbs-like modes — `FI_MR_LOCAL`, `FI_MR_VIRT_ADDR`,
 //! `FI_MR_ALLOCATED`, `FI_MR_PROV_KEY`, `FI_CONTEXT`, `FI_RX_CQ_DATA` — and
 //! the transport obeys what `fi_getinfo` returns: descriptors for local
-//! buffers (control buffers are registered too; a root's bytes are
-//! registered for the write's duration), virtual addresses or offsets,
+//! buffers (control buffers are registered too; a root's message is
+//! registered once for all its block writes), virtual addresses or offsets,
 //! provider keys, zero-length receives on the data endpoint re-posted for
 //! every write when writes consume receives; every operation carries an
 //! `fi_context`. Providers asking for modes it does not implement
@@ -59,9 +59,10 @@
 //!
 //! * A receive buffer is registered when its first receive is posted and
 //!   deregistered when the delivered message is dropped; with `FI_MR_LOCAL`
-//!   a root's bytes are registered per block write. On hardware, where
-//!   registration pins pages, a recycled pool of registered buffers would
-//!   save that cost for large messages.
+//!   a root's message is registered once, at its first block write. On
+//!   hardware, where registration pins pages, a recycled pool of
+//!   registered buffers (and `node.alloc`-style registered send buffers)
+//!   would save that cost for large messages.
 //! * The `tcp` provider's numbers say nothing about RDMA performance: the
 //!   data is copied through sockets, and "one-sided" writes are carried out
 //!   by the target's provider.

@@ -238,6 +238,8 @@ int rdmc_mr_reg(struct fid_domain *domain, void *buf, size_t len, uint64_t acces
 
 uint64_t rdmc_access_local(void) { return FI_SEND | FI_RECV | FI_WRITE; }
 uint64_t rdmc_access_remote_write(void) { return FI_REMOTE_WRITE; }
+/* Only read locally, as the source of sends and writes (may be read-only memory). */
+uint64_t rdmc_access_source(void) { return FI_SEND | FI_WRITE; }
 
 ssize_t rdmc_recv(struct fid_ep *ep, void *buf, size_t len, void *desc, void *context) {
     return fi_recv(ep, buf, len, desc, 0, context);
