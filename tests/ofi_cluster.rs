@@ -5,7 +5,10 @@
 //! mid-transfer reported to every survivor exactly once.
 //!
 //! Every node's rendezvous listener is bound to port 0 on 127.0.0.1
-//! beforehand; the fabric endpoints bind to 127.0.0.1 too.
+//! beforehand; the fabric endpoints bind to 127.0.0.1 too. To run these
+//! tests on another provider (say `verbs` over Soft-RoCE in a VM), set
+//! `RDMC_OFI_PROVIDER` and `RDMC_OFI_FABRIC_ADDR` (the local address the
+//! provider's device has).
 
 #![cfg(feature = "ofi")]
 
@@ -34,6 +37,19 @@ fn node_config() -> NodeConfig {
     NodeConfig::new().with_completion_mode(CompletionMode::Interrupt)
 }
 
+/// The provider and fabric address from the environment (default: `tcp`
+/// on the rendezvous address, loopback).
+fn fabric(config: OfiConfig) -> OfiConfig {
+    let config = match std::env::var("RDMC_OFI_PROVIDER") {
+        Ok(p) if !p.is_empty() => config.with_provider(p),
+        _ => config,
+    };
+    match std::env::var("RDMC_OFI_FABRIC_ADDR") {
+        Ok(a) if !a.is_empty() => config.with_fabric_addr(a.parse().expect("an IP address")),
+        _ => config,
+    }
+}
+
 fn loopback() -> std::net::TcpListener {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap()
 }
@@ -57,7 +73,7 @@ async fn start(
         let ofi = OfiConfig::new(addrs.clone(), NodeId(id as u32), key())
             .with_listener(listener)
             .with_connect_timeout(Duration::from_secs(20));
-        Node::ofi(tune(ofi), node_config())
+        Node::ofi(tune(fabric(ofi)), node_config())
     });
     bounded(LONG, "connecting the cluster", async {
         futures::future::try_join_all(starts).await.unwrap()
@@ -340,7 +356,7 @@ async fn a_member_dies_mid_transfer(death: Death) {
     let listeners: Vec<_> = (0..4).map(|_| loopback()).collect();
     let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
     let ofi = |id: usize, listener| {
-        OfiConfig::new(addrs.clone(), NodeId(id as u32), key()).with_listener(listener)
+        fabric(OfiConfig::new(addrs.clone(), NodeId(id as u32), key()).with_listener(listener))
     };
     // The victim runs on a runtime of its own, so that it can crash.
     let mut victim_rt = Some(

@@ -347,10 +347,6 @@ struct RecvSlot {
 pub(crate) struct Driver {
     pub(crate) me: NodeId,
     pub(crate) modes: Modes,
-    /// Whether the provider really makes writes with remote CQ data consume
-    /// a posted receive (then their completions carry its context); `modes`
-    /// may only pretend so, in tests.
-    pub(crate) writes_consume_recvs: bool,
     // Field order is drop order after `Drop::drop`: the fds' registrations
     // with the reactor go before the queues that own the fds.
     pub(crate) cq_fd: Option<AsyncFd<WaitFd>>,
@@ -394,7 +390,6 @@ impl Driver {
     pub(crate) fn new(
         me: NodeId,
         modes: Modes,
-        writes_consume_recvs: bool,
         domain: Arc<Domain>,
         cq: Fid,
         cq_fd: AsyncFd<WaitFd>,
@@ -411,7 +406,6 @@ impl Driver {
         Driver {
             me,
             modes,
-            writes_consume_recvs,
             domain,
             cq_fd: Some(cq_fd),
             eq_fd: Some(eq_fd),
@@ -975,23 +969,28 @@ impl Driver {
     }
 
     fn on_cqe(&mut self, e: ffi::Cqe) {
-        if e.flags & ffi::FI_REMOTE_CQ_DATA != 0 {
-            // A block write landed in one of our slots.
-            if self.writes_consume_recvs && !e.op_context.is_null() {
-                // It consumed one of the data endpoint's zero-length receives.
-                // SAFETY: with FI_RX_CQ_DATA the context is that receive's.
-                if let Op::DataRecv { peer } = unsafe { OpCtx::take(e.op_context) } {
-                    self.repost_data_recv(peer);
-                }
-            }
-            return self.written((e.data & 0xFFFF_FFFF) as u32);
-        }
+        let remote_data = e.flags & ffi::FI_REMOTE_CQ_DATA != 0;
         if e.op_context.is_null() {
+            // A peer's block write landed in one of our slots (remote
+            // completions carry no context unless they consumed a receive).
+            if remote_data {
+                self.written((e.data & 0xFFFF_FFFF) as u32);
+            }
             return;
         }
+        // Classify by our own context, not by the flags: some providers
+        // (sockets) also flag the initiator's completion of a write with
+        // immediate data as FI_REMOTE_CQ_DATA.
         // SAFETY: every operation we post carries a context from
         // `OpCtx::boxed`, handed back exactly once, here.
         match unsafe { OpCtx::take(e.op_context) } {
+            Op::DataRecv { peer } => {
+                // With FI_RX_CQ_DATA, a peer's write consumed this receive.
+                self.repost_data_recv(peer);
+                if remote_data {
+                    self.written((e.data & 0xFFFF_FFFF) as u32);
+                }
+            }
             Op::CtrlRecv { peer, index } => {
                 if let Some(p) = self.peers.get_mut(&peer) {
                     p.last_heard = Instant::now();
@@ -1006,7 +1005,6 @@ impl Driver {
                     }
                 }
             }
-            Op::DataRecv { peer } => self.repost_data_recv(peer),
             Op::CtrlSend { peer, slot } => {
                 if let Some(p) = self.peers.get_mut(&peer) {
                     p.free_sends.push(slot);
@@ -1281,7 +1279,7 @@ impl Drop for Driver {
                 break;
             }
             for e in &entries[..n as usize] {
-                if e.flags & ffi::FI_REMOTE_CQ_DATA == 0 && !e.op_context.is_null() {
+                if !e.op_context.is_null() {
                     // SAFETY: our context, handed back once.
                     drop(unsafe { OpCtx::take(e.op_context) });
                 }

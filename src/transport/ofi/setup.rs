@@ -209,7 +209,6 @@ pub(crate) async fn establish(
         .await
         .map_err(|e| transport_error("fi_getinfo", e))?
         .map_err(|e| transport_error("choosing the provider", e))?;
-    let writes_consume_recvs = info.summary.modes.rx_cq_data;
     if strict {
         info.force_strict();
     }
@@ -347,24 +346,24 @@ pub(crate) async fn establish(
     let want = 2 * n.saturating_sub(1);
     let deadline = tokio::time::Instant::now() + config.connect_timeout;
     while connected.len() < want {
+        if tokio::time::Instant::now() >= deadline {
+            let missing: Vec<u32> = (0..n as u32)
+                .filter(|&p| p != id.0)
+                .filter(|&p| {
+                    !connected.contains_key(&(NodeId(p), false))
+                        || !connected.contains_key(&(NodeId(p), true))
+                })
+                .collect();
+            return Err(transport_error(
+                "connecting endpoints",
+                format!(
+                    "node(s) {missing:?} not connected within {:?}",
+                    config.connect_timeout
+                ),
+            ));
+        }
         let Some(ev) = read_event(&eq).map_err(|e| transport_error("reading connection events", e))?
         else {
-            if tokio::time::Instant::now() >= deadline {
-                let missing: Vec<u32> = (0..n as u32)
-                    .filter(|&p| p != id.0)
-                    .filter(|&p| {
-                        !connected.contains_key(&(NodeId(p), false))
-                            || !connected.contains_key(&(NodeId(p), true))
-                    })
-                    .collect();
-                return Err(transport_error(
-                    "connecting endpoints",
-                    format!(
-                        "node(s) {missing:?} not connected within {:?}",
-                        config.connect_timeout
-                    ),
-                ));
-            }
             tokio::time::sleep(Duration::from_millis(2)).await;
             continue;
         };
@@ -434,7 +433,6 @@ pub(crate) async fn establish(
     let driver = Driver::new(
         id,
         modes,
-        writes_consume_recvs,
         domain,
         cq,
         cq_fd,
