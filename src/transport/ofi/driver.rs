@@ -640,14 +640,7 @@ impl Driver {
         } else {
             let buf = Arc::clone(region.buffer());
             match self.buffer_mr(&buf) {
-                Ok((_, key)) => {
-                    let addr = if self.modes.virt_addr {
-                        buf.as_ptr() as u64 + region.offset() as u64
-                    } else {
-                        region.offset() as u64
-                    };
-                    (addr, key)
-                }
+                Ok((_, key)) => (self.modes.remote_addr(buf.as_ptr(), region.offset()), key),
                 Err(e) => {
                     tracing::warn!(error = %e, "cannot register a receive buffer");
                     return self.emit(Completion::TransferFailed {

@@ -69,6 +69,47 @@ pub(crate) struct Modes {
     pub(crate) rx_cq_data: bool,
 }
 
+impl Modes {
+    /// The modes to obey for what `fi_getinfo` returned (`mr_mode` and
+    /// `mode` as the shim maps them), or why this transport cannot.
+    pub(crate) fn obey(mr_mode: u32, mode: u32, cq_data_size: u64) -> Result<Self, String> {
+        if mr_mode & ffi::MR_OTHER != 0 {
+            return Err("it needs memory-registration modes this transport does not \
+                        implement (only LOCAL, VIRT_ADDR, ALLOCATED, PROV_KEY)"
+                .into());
+        }
+        if mode & ffi::MODE_OTHER != 0 {
+            return Err("it needs operation modes this transport does not implement \
+                        (only FI_CONTEXT, FI_RX_CQ_DATA)"
+                .into());
+        }
+        if cq_data_size < 4 {
+            return Err(format!(
+                "it carries {cq_data_size} bytes of remote CQ data; 4 are needed"
+            ));
+        }
+        // FI_MR_ALLOCATED is always met (only allocated memory is
+        // registered), and so is FI_CONTEXT (every operation has one).
+        Ok(Modes {
+            mr_local: mr_mode & ffi::MR_LOCAL != 0,
+            virt_addr: mr_mode & ffi::MR_VIRT_ADDR != 0,
+            prov_key: mr_mode & ffi::MR_PROV_KEY != 0,
+            rx_cq_data: mode & ffi::MODE_RX_CQ_DATA != 0,
+        })
+    }
+
+    /// The address a peer writes to for `offset` into a registered buffer
+    /// starting at `base`: the virtual address under `FI_MR_VIRT_ADDR`,
+    /// else the offset into the region.
+    pub(crate) fn remote_addr(&self, base: *const u8, offset: usize) -> u64 {
+        if self.virt_addr {
+            base as u64 + offset as u64
+        } else {
+            offset as u64
+        }
+    }
+}
+
 /// What `fi_getinfo` chose.
 #[derive(Clone, Debug)]
 pub(crate) struct Summary {
@@ -115,18 +156,13 @@ impl Info {
         // out-pointers point to live locals.
         let ret = unsafe { ffi::rdmc_getinfo(provider.as_ptr(), node.as_ptr(), &mut ptr, &mut raw) };
         check("fi_getinfo", ret.into())?;
-        let info = Info {
+        let mut info = Info {
             ptr,
             summary: Summary {
                 provider: c_chars(&raw.provider),
                 fabric: c_chars(&raw.fabric),
                 domain: c_chars(&raw.domain),
-                modes: Modes {
-                    mr_local: raw.mr_mode & ffi::MR_LOCAL != 0,
-                    virt_addr: raw.mr_mode & ffi::MR_VIRT_ADDR != 0,
-                    prov_key: raw.mr_mode & ffi::MR_PROV_KEY != 0,
-                    rx_cq_data: raw.mode & ffi::MODE_RX_CQ_DATA != 0,
-                },
+                modes: Modes::default(),
                 cq_data_size: raw.cq_data_size,
                 tx_size: raw.tx_size,
                 rx_size: raw.rx_size,
@@ -135,28 +171,13 @@ impl Info {
                 raw_mode: raw.raw_mode,
             },
         };
-        if raw.mr_mode & ffi::MR_OTHER != 0 {
-            return Err(unsupported(format!(
-                "provider {} needs memory-registration modes this transport does not \
-                 implement (mr_mode {:#x})",
-                info.summary.provider, raw.raw_mr_mode
-            )));
-        }
-        if raw.mode & ffi::MODE_OTHER != 0 {
-            return Err(unsupported(format!(
-                "provider {} needs operation modes this transport does not implement \
-                 (mode {:#x})",
-                info.summary.provider, raw.raw_mode
-            )));
-        }
-        if raw.cq_data_size < 4 {
-            return Err(unsupported(format!(
-                "provider {} carries {} bytes of remote CQ data; 4 are needed",
-                info.summary.provider, raw.cq_data_size
-            )));
-        }
-        let _ = raw.mr_mode & ffi::MR_ALLOCATED; // always met: only allocated memory is registered
-        let _ = raw.mode & ffi::MODE_CONTEXT; // always met: every operation has an fi_context
+        let modes = Modes::obey(raw.mr_mode, raw.mode, raw.cq_data_size).map_err(|why| {
+            unsupported(format!(
+                "provider {} (mr_mode {:#x}, mode {:#x}): {why}",
+                info.summary.provider, raw.raw_mr_mode, raw.raw_mode
+            ))
+        })?;
+        info.summary.modes = modes;
         Ok(info)
     }
 
@@ -351,5 +372,44 @@ impl Drop for Mr {
         // SAFETY: opened in `register`, closed only here; the domain is kept
         // open by the `Arc` this value holds.
         unsafe { ffi::rdmc_close(self.mr) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What libfabric's `verbs` provider returned under Soft-RoCE (see the
+    /// feasibility notes): every MR mode, FI_RX_CQ_DATA, 4-byte immediates.
+    #[test]
+    fn verbs_modes_are_obeyed() {
+        let mr = ffi::MR_LOCAL | ffi::MR_VIRT_ADDR | ffi::MR_ALLOCATED | ffi::MR_PROV_KEY;
+        let modes = Modes::obey(mr, ffi::MODE_RX_CQ_DATA, 4).unwrap();
+        assert_eq!(
+            modes,
+            Modes {
+                mr_local: true,
+                virt_addr: true,
+                prov_key: true,
+                rx_cq_data: true,
+            }
+        );
+        let base = 0x7f00_0000_1000 as *const u8;
+        assert_eq!(modes.remote_addr(base, 4096), 0x7f00_0000_2000);
+    }
+
+    /// What `tcp` returns: nothing asked of the application.
+    #[test]
+    fn lenient_modes_use_offsets() {
+        let modes = Modes::obey(0, ffi::MODE_CONTEXT, 8).unwrap();
+        assert_eq!(modes, Modes::default());
+        assert_eq!(modes.remote_addr(0x1000 as *const u8, 4096), 4096);
+    }
+
+    #[test]
+    fn modes_this_transport_cannot_obey_are_refused() {
+        assert!(Modes::obey(ffi::MR_OTHER, 0, 8).unwrap_err().contains("memory-registration"));
+        assert!(Modes::obey(0, ffi::MODE_OTHER, 8).unwrap_err().contains("operation modes"));
+        assert!(Modes::obey(0, 0, 0).unwrap_err().contains("remote CQ data"));
     }
 }
