@@ -236,7 +236,7 @@ impl TcpConfig {
 /// order); the fabric endpoints bind to this node's rendezvous IP unless
 /// [`with_fabric_addr`](Self::with_fabric_addr) says otherwise. The
 /// provider is `tcp` unless [`with_provider`](Self::with_provider) names
-/// another (`verbs`, `efa`, `psm3`, ...).
+/// another (`verbs` on RDMA fabrics).
 #[cfg(feature = "ofi")]
 #[derive(Debug)]
 pub struct OfiConfig {

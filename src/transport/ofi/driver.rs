@@ -192,12 +192,13 @@ impl Drop for ControlPool {
     }
 }
 
-/// An operation's context: the `fi_context` the provider may use
-/// (`FI_CONTEXT`), then what the completion means to us. Boxed; the raw
+/// An operation's context: room for the `fi_context2` (which contains an
+/// `fi_context`) the provider may use (`FI_CONTEXT`, `FI_CONTEXT2`), then
+/// what the completion means to us. Boxed; the raw
 /// pointer is the libfabric context until the completion hands it back.
 #[repr(C)]
 pub(crate) struct OpCtx {
-    fi_context: [*mut c_void; 4],
+    fi_context: [*mut c_void; 8],
     op: Op,
 }
 
@@ -231,7 +232,7 @@ pub(crate) struct RootRegistration {
 impl OpCtx {
     pub(crate) fn boxed(op: Op) -> *mut c_void {
         Box::into_raw(Box::new(OpCtx {
-            fi_context: [ptr::null_mut(); 4],
+            fi_context: [ptr::null_mut(); 8],
             op,
         }))
         .cast()

@@ -80,7 +80,7 @@ impl Modes {
         }
         if mode & ffi::MODE_OTHER != 0 {
             return Err("it needs operation modes this transport does not implement \
-                        (only FI_CONTEXT, FI_RX_CQ_DATA)"
+                        (only FI_CONTEXT, FI_CONTEXT2, FI_RX_CQ_DATA)"
                 .into());
         }
         if cq_data_size < 4 {
@@ -89,7 +89,8 @@ impl Modes {
             ));
         }
         // FI_MR_ALLOCATED is always met (only allocated memory is
-        // registered), and so is FI_CONTEXT (every operation has one).
+        // registered), and so are FI_CONTEXT and FI_CONTEXT2 (every
+        // operation has room for one).
         Ok(Modes {
             mr_local: mr_mode & ffi::MR_LOCAL != 0,
             virt_addr: mr_mode & ffi::MR_VIRT_ADDR != 0,

@@ -1,6 +1,7 @@
 //! `ofi`: RDMC over libfabric (cargo feature `ofi`) — the RDMA-style data
 //! path, runnable without RDMA hardware on libfabric's `tcp` provider and
-//! unchanged on `verbs`, `efa`, `psm3`, ... (DESIGN.md §4b).
+//! unchanged on `verbs` (DESIGN.md §4b; see the known limits below for
+//! RDM-only providers).
 //!
 //! # Shape
 //!
@@ -63,6 +64,11 @@
 //!   hardware, where registration pins pages, a recycled pool of
 //!   registered buffers (and `node.alloc`-style registered send buffers)
 //!   would save that cost for large messages.
+//! * `FI_EP_MSG` endpoints are what `verbs` (InfiniBand, RoCE, iWARP) and
+//!   `tcp` offer; providers that only offer reliable-datagram endpoints
+//!   (`efa`, `psm3`, `cxi`) would need an `FI_EP_RDM` variant of the
+//!   connection setup (an address vector instead of the CM); the data path
+//!   (credits, writes with CQ data) would carry over.
 //! * The `tcp` provider's numbers say nothing about RDMA performance: the
 //!   data is copied through sockets, and "one-sided" writes are carried out
 //!   by the target's provider.

@@ -93,7 +93,9 @@ static uint32_t map_mode(uint64_t m) {
     uint32_t out = 0;
     if (m & FI_CONTEXT) out |= RDMC_MODE_CONTEXT;
     if (m & FI_RX_CQ_DATA) out |= RDMC_MODE_RX_CQ_DATA;
-    if (m & ~(uint64_t)(FI_CONTEXT | FI_RX_CQ_DATA)) out |= RDMC_MODE_OTHER;
+    /* Every context has room for an fi_context2 (which contains fi_context). */
+    if (m & FI_CONTEXT2) out |= RDMC_MODE_CONTEXT;
+    if (m & ~(uint64_t)(FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA)) out |= RDMC_MODE_OTHER;
     return out;
 }
 
@@ -115,7 +117,7 @@ int rdmc_getinfo(const char *provider, const char *node, struct fi_info **out,
     if (!hints) return -FI_ENOMEM;
     hints->ep_attr->type = FI_EP_MSG;
     hints->caps = FI_MSG | FI_RMA | FI_SEND | FI_RECV | FI_WRITE | FI_REMOTE_WRITE;
-    hints->mode = FI_CONTEXT | FI_RX_CQ_DATA;
+    hints->mode = FI_CONTEXT | FI_CONTEXT2 | FI_RX_CQ_DATA;
     hints->domain_attr->mr_mode =
         FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     hints->domain_attr->threading = FI_THREAD_SAFE;
