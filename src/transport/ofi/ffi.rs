@@ -9,6 +9,8 @@ use std::ffi::{c_char, c_int, c_void};
 pub(crate) const FI_EAGAIN: i32 = 11;
 /// `FI_EAVAIL`: an error completion or event is waiting.
 pub(crate) const FI_EAVAIL: i32 = 259;
+/// `FI_ENODATA`: no provider matches.
+pub(crate) const FI_ENODATA: i32 = 61;
 /// `FI_ECANCELED`: the operation was flushed (endpoint closed).
 pub(crate) const FI_ECANCELED: i32 = 125;
 

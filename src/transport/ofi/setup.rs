@@ -200,15 +200,29 @@ pub(crate) async fn establish(
     }
     // 1. The provider (fi_getinfo takes a while: off the runtime's threads).
     let provider = config.provider.clone();
-    let node = config
+    let node: String = config
         .fabric_addr
         .unwrap_or_else(|| config.members[id.index()].ip())
         .to_string();
     let strict = config.strict_modes;
+    let wanted = (config.provider.clone(), node.clone());
     let mut info = tokio::task::spawn_blocking(move || Info::get(&provider, &node))
         .await
         .map_err(|e| transport_error("fi_getinfo", e))?
-        .map_err(|e| transport_error("choosing the provider", e))?;
+        .map_err(|e| {
+            if e.code == ffi::FI_ENODATA {
+                let (provider, node) = &wanted;
+                transport_error(
+                    "choosing the provider",
+                    format!(
+                        "libfabric offers no `{provider}` endpoints (FI_EP_MSG with RMA and \
+                         remote CQ data) on {node}; see `fi_info -p {provider} -t FI_EP_MSG`"
+                    ),
+                )
+            } else {
+                transport_error("choosing the provider", e)
+            }
+        })?;
     if strict {
         info.force_strict();
     }
