@@ -248,6 +248,7 @@ pub struct OfiConfig {
     pub(crate) handshake_timeout: Duration,
     pub(crate) flush_timeout: Duration,
     pub(crate) failure_timeout: Duration,
+    pub(crate) pool_budget: usize,
     pub(crate) provider: String,
     pub(crate) fabric_addr: Option<std::net::IpAddr>,
     /// Tests: behave as if the provider asked for every verbs-like mode.
@@ -268,6 +269,7 @@ impl OfiConfig {
             handshake_timeout: Duration::from_secs(5),
             flush_timeout: crate::transport::ofi::DEFAULT_FLUSH_TIMEOUT,
             failure_timeout: DEFAULT_FAILURE_TIMEOUT,
+            pool_budget: crate::transport::ofi::DEFAULT_POOL_BUDGET,
             provider: crate::transport::ofi::DEFAULT_PROVIDER.to_owned(),
             fabric_addr: None,
             strict_modes: false,
@@ -309,6 +311,16 @@ impl OfiConfig {
     /// that hangs, or a path that drops everything.
     pub fn with_failure_timeout(mut self, timeout: Duration) -> Self {
         self.failure_timeout = timeout;
+        self
+    }
+
+    /// The most bytes of spare registered receive buffers the node keeps
+    /// for reuse (default 1 GiB; 0: none). A delivered message's buffer
+    /// returns to the pool, registration included, when the application
+    /// drops the message; the next message of a similar size reuses it
+    /// instead of registering (on hardware: pinning) fresh memory.
+    pub fn with_buffer_pool(mut self, bytes: usize) -> Self {
+        self.pool_budget = bytes;
         self
     }
 

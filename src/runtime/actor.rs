@@ -322,7 +322,7 @@ impl<T: Transport> Actor<T> {
             GroupState {
                 id,
                 member,
-                bounce: (rank > 0).then(|| MessageBuffer::new(config.block_size())),
+                bounce: (rank > 0).then(|| self.transport.alloc_buffer(config.block_size())),
                 members,
                 rank_of,
                 block_size: config.block_size(),
@@ -802,7 +802,7 @@ fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, action: Action) 
             let Ok(size) = usize::try_from(size) else {
                 unreachable!("sizes above max_message_size are refused by the core");
             };
-            let buf = MessageBuffer::new(size);
+            let buf = transport.alloc_buffer(size);
             let bounce = g.bounce.as_ref().expect("non-roots have a bounce buffer");
             buf.region(first_block * g.block_size, first_block_len)
                 .write(bounce.block(0, first_block_len).as_slice());

@@ -21,9 +21,16 @@ use bytes::Bytes;
 /// One heap allocation holding a message, shared by the transfers filling it.
 pub(crate) struct MessageBuffer {
     ptr: NonNull<u8>,
+    /// The message's length: what `into_bytes` exposes.
     len: usize,
+    /// The allocation's length (at least `len`; more for a recycled buffer).
+    capacity: usize,
     /// Whether the bytes are an `mmap`ed region (else a boxed slice).
     mapped: bool,
+    /// Where the memory goes when the buffer is dropped, instead of back to
+    /// the allocator (a transport's pool of registered buffers).
+    #[cfg(feature = "ofi")]
+    recycler: Option<std::sync::Weak<dyn Recycle>>,
     /// A transport's registration of the bytes (the `ofi` transport's memory
     /// region), made once, before the first receive into the buffer is
     /// posted, and released — before the bytes are freed — with the buffer.
@@ -52,7 +59,10 @@ impl MessageBuffer {
         Arc::new(MessageBuffer {
             ptr,
             len,
+            capacity: len,
             mapped: false,
+            #[cfg(feature = "ofi")]
+            recycler: None,
             #[cfg(feature = "ofi")]
             registration: std::sync::OnceLock::new(),
         })
@@ -87,7 +97,10 @@ impl MessageBuffer {
         Some(MessageBuffer {
             ptr: NonNull::new(ptr.cast::<u8>())?,
             len,
+            capacity: len,
             mapped: true,
+            #[cfg(feature = "ofi")]
+            recycler: None,
             #[cfg(feature = "ofi")]
             registration: std::sync::OnceLock::new(),
         })
@@ -131,10 +144,39 @@ impl MessageBuffer {
         self.ptr.as_ptr()
     }
 
-    /// Length in bytes.
+    /// Length of the allocation in bytes (what a registration covers).
     #[cfg(feature = "ofi")]
-    pub(crate) fn len(&self) -> usize {
-        self.len
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// A buffer of `len` bytes that goes to `recycler` when dropped: made
+    /// from `spare` (a buffer taken back earlier, with at least `len` bytes
+    /// and its registration) or, without one, newly allocated with
+    /// `capacity` bytes. A recycled buffer's bytes are not zeroed: every
+    /// byte of a message is written by its blocks before it is delivered.
+    ///
+    /// # Panics
+    /// If `spare` is shorter than `len` or `capacity` is.
+    #[cfg(feature = "ofi")]
+    pub(crate) fn pooled(
+        spare: Option<Spare>,
+        len: usize,
+        capacity: usize,
+        recycler: std::sync::Weak<dyn Recycle>,
+    ) -> Arc<Self> {
+        let mut buf = match spare {
+            Some(Spare(buf)) => buf,
+            None => {
+                assert!(capacity >= len);
+                let fresh = MessageBuffer::new(capacity);
+                Arc::into_inner(fresh).expect("a new buffer has one owner")
+            }
+        };
+        assert!(buf.capacity >= len);
+        buf.len = len;
+        buf.recycler = Some(recycler);
+        Arc::new(buf)
     }
 
     /// The transport's registration of this buffer (set once).
@@ -152,21 +194,63 @@ impl MessageBuffer {
 
 impl Drop for MessageBuffer {
     fn drop(&mut self) {
+        #[cfg(feature = "ofi")]
+        if let Some(recycler) = self.recycler.take().and_then(|r| r.upgrade()) {
+            // Hand the memory (and its registration) over whole: this
+            // buffer no longer owns it.
+            let spare = MessageBuffer {
+                ptr: self.ptr,
+                len: self.capacity,
+                capacity: self.capacity,
+                mapped: self.mapped,
+                recycler: None,
+                registration: std::mem::take(&mut self.registration),
+            };
+            self.ptr = NonNull::dangling();
+            self.capacity = 0;
+            self.mapped = false;
+            recycler.recycle(Spare(spare));
+            return;
+        }
         // Deregister before the memory goes.
         #[cfg(feature = "ofi")]
         drop(self.registration.take());
         #[cfg(target_os = "linux")]
         if self.mapped {
-            // SAFETY: `ptr`/`len` are the mapping made in `huge`, unmapped
-            // only here, once; no reference into it outlives the buffer.
-            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+            // SAFETY: `ptr`/`capacity` are the mapping made in `huge`,
+            // unmapped only here, once; no reference into it outlives the
+            // buffer (a recycled one was handed over above).
+            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.capacity) };
             return;
         }
-        let slice = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len);
-        // SAFETY: `ptr`/`len` came from `Box::into_raw` of a `Box<[u8]>` of this
-        // length in `new`, and are freed only here, once.
+        let slice = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.capacity);
+        // SAFETY: `ptr`/`capacity` came from `Box::into_raw` of a `Box<[u8]>`
+        // of this length in `new`, and are freed only here, once (a buffer
+        // whose memory was handed over has a dangling pointer and capacity
+        // 0: an empty box, which frees nothing).
         drop(unsafe { Box::from_raw(slice) });
     }
+}
+
+/// Memory taken back from a dropped buffer (with its registration), for
+/// reuse by [`MessageBuffer::pooled`]; freed if dropped.
+#[cfg(feature = "ofi")]
+#[derive(Debug)]
+pub(crate) struct Spare(MessageBuffer);
+
+#[cfg(feature = "ofi")]
+impl Spare {
+    /// Bytes of memory it holds.
+    pub(crate) fn capacity(&self) -> usize {
+        self.0.capacity
+    }
+}
+
+/// Takes back the memory of dropped buffers.
+#[cfg(feature = "ofi")]
+pub(crate) trait Recycle: Send + Sync {
+    /// Keep `spare` for reuse, or drop it (which frees it).
+    fn recycle(&self, spare: Spare);
 }
 
 impl fmt::Debug for MessageBuffer {
@@ -351,6 +435,54 @@ mod tests {
         assert_eq!(&bytes[..5], b"start");
         assert!(bytes[5..len - 3].iter().all(|&b| b == 0));
         assert_eq!(&bytes[len - 3..], b"end");
+    }
+
+    #[cfg(feature = "ofi")]
+    #[derive(Default)]
+    struct Keep(std::sync::Mutex<Vec<Spare>>);
+
+    #[cfg(feature = "ofi")]
+    impl Recycle for Keep {
+        fn recycle(&self, spare: Spare) {
+            self.0.lock().unwrap().push(spare);
+        }
+    }
+
+    #[cfg(feature = "ofi")]
+    #[test]
+    fn dropped_pooled_buffers_come_back_with_their_registration() {
+        let keep = Arc::new(Keep::default());
+        let as_recycler: Arc<dyn Recycle> = keep.clone();
+        let pool = Arc::downgrade(&as_recycler);
+        let take = || keep.0.lock().unwrap().pop().expect("a spare came back");
+        for len in [HUGE_THRESHOLD + 5, 100] {
+            let buf = MessageBuffer::pooled(None, len, len + 3, pool.clone());
+            assert_eq!((buf.len, buf.capacity), (len, len + 3));
+            buf.registration().set(Box::new(42u32)).unwrap();
+            buf.region(0, 5).write(b"hello");
+            let ptr = buf.as_ptr();
+            let bytes = buf.into_bytes();
+            assert_eq!(bytes.len(), len);
+            drop(bytes);
+            // Back in the pool, registration included; reused as is.
+            let spare = take();
+            assert_eq!(spare.capacity(), len + 3);
+            let again = MessageBuffer::pooled(Some(spare), len - 1, 0, pool.clone());
+            assert_eq!(again.as_ptr(), ptr);
+            assert_eq!(again.len, len - 1);
+            assert_eq!(
+                again.registration().get().unwrap().downcast_ref::<u32>(),
+                Some(&42)
+            );
+            assert_eq!(again.block(0, 5).as_slice(), b"hello");
+            drop(again);
+            drop(take()); // freed
+        }
+        // With the pool gone, a pooled buffer is simply freed.
+        let orphan = MessageBuffer::pooled(None, 10, 10, pool.clone());
+        drop(as_recycler);
+        drop(keep);
+        drop(orphan);
     }
 
     #[test]

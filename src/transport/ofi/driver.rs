@@ -613,13 +613,15 @@ impl Driver {
         }
         let key = self.next_key;
         self.next_key += 1;
-        // SAFETY: the registration is stored in the buffer itself, which drops
-        // it before freeing its memory (`MessageBuffer::drop`).
+        // SAFETY: the registration (of the whole allocation) is stored in the
+        // buffer itself, which drops it before freeing its memory, or hands
+        // memory and registration over together to the node's pool
+        // (`MessageBuffer::drop`).
         let mr = unsafe {
             Mr::register(
                 &self.domain,
                 buf.as_ptr(),
-                buf.len(),
+                buf.capacity(),
                 Access::LocalAndRemoteWrite,
                 key,
             )

@@ -17,9 +17,11 @@
 //!   reactor (drain, `fi_trywait`, await readiness, drain — safe with
 //!   edge-triggered epoll), spin-polling, or spinning for a window after
 //!   activity (hybrid).
-//! * A **receive** is posted by registering the message buffer once (the
-//!   registration lives in the buffer and is released with it — a
-//!   registration cache keyed by the buffer's lifetime), reserving a slot,
+//! * A **receive** is posted by registering the message buffer once — the
+//!   registration lives in the buffer, and buffers come from a per-node
+//!   [`pool`] they return to, registration included, when the application
+//!   drops the message, so a stream of messages reuses registered memory —
+//!   reserving a slot,
 //!   and sending the sender a **credit** — slot, address at the block's
 //!   offset, length, key — on the control endpoint, *before* the
 //!   ready-for-block that follows on the same ordered endpoint.
@@ -58,12 +60,10 @@
 //!
 //! # Known limits
 //!
-//! * A receive buffer is registered when its first receive is posted and
-//!   deregistered when the delivered message is dropped; with `FI_MR_LOCAL`
-//!   a root's message is registered once, at its first block write. On
-//!   hardware, where registration pins pages, a recycled pool of
-//!   registered buffers (and `node.alloc`-style registered send buffers)
-//!   would save that cost for large messages.
+//! * A receive buffer is registered when its first receive is posted (then
+//!   reused from the pool); with `FI_MR_LOCAL` a root's message is
+//!   registered once, at its first block write. Registered send buffers
+//!   handed out by the node (`node.alloc`-style) would save that too.
 //! * `FI_EP_MSG` endpoints are what `verbs` (InfiniBand, RoCE, iWARP) and
 //!   `tcp` offer; providers that only offer reliable-datagram endpoints
 //!   (`efa`, `psm3`, `cxi`) would need an `FI_EP_RDM` variant of the
@@ -78,6 +78,7 @@
 mod driver;
 mod fabric;
 mod ffi;
+mod pool;
 mod setup;
 #[cfg(test)]
 mod tests;
@@ -89,13 +90,16 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
 use self::driver::Cmd;
-use super::{BlockRef, Completion, CompletionSender, RecvRegion, Signal, Transport};
+pub(crate) use self::pool::BufferPool;
+use super::{BlockRef, Completion, CompletionSender, MessageBuffer, RecvRegion, Signal, Transport};
 use crate::ids::{GroupId, NodeId};
 
 pub(crate) use self::setup::establish;
 
 /// Default fabric provider.
 pub(crate) const DEFAULT_PROVIDER: &str = "tcp";
+/// Default most bytes of spare registered receive buffers a node keeps.
+pub(crate) const DEFAULT_POOL_BUDGET: usize = 1 << 30;
 /// Default time a shutdown waits for queued control messages to go out.
 pub(crate) const DEFAULT_FLUSH_TIMEOUT: Duration = Duration::from_secs(3);
 
@@ -107,6 +111,7 @@ pub(crate) struct OfiEndpoint {
     completions: CompletionSender,
     flush_timeout: Duration,
     task: Option<tokio::task::JoinHandle<()>>,
+    pool: std::sync::Arc<BufferPool>,
 }
 
 impl OfiEndpoint {
@@ -153,6 +158,10 @@ impl Transport for OfiEndpoint {
 
     fn release_group(&mut self, group: GroupId) {
         let _ = self.commands.send(Cmd::Release { group });
+    }
+
+    fn alloc_buffer(&mut self, len: usize) -> std::sync::Arc<MessageBuffer> {
+        self.pool.alloc(len)
     }
 
     fn flush(&mut self) -> BoxFuture<'static, ()> {

@@ -468,6 +468,7 @@ pub(crate) async fn establish(
             completions,
             flush_timeout: config.flush_timeout,
             task: Some(task),
+            pool: super::BufferPool::new(config.pool_budget),
         },
         queue,
     ))
