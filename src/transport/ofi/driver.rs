@@ -468,6 +468,11 @@ impl Driver {
                 _ => false,
             };
             if spinning {
+                // Nothing came: let other threads have the core for a moment
+                // (the provider's progress thread, the peers) — on a machine
+                // with few cores, a poller that never yields starves the very
+                // threads that produce its completions — then poll again.
+                std::thread::yield_now();
                 tokio::task::yield_now().await;
                 continue;
             }
