@@ -69,6 +69,12 @@
 //!   (`efa`, `psm3`, `cxi`) would need an `FI_EP_RDM` variant of the
 //!   connection setup (an address vector instead of the CM); the data path
 //!   (credits, writes with CQ data) would carry over.
+//! * Linking libfabric has a start-up cost on Debian: `libfabric1` pulls in
+//!   `libpsm-infinipath1`, whose library constructor calibrates a clock with
+//!   ~800 short sleeps, about 0.1 to 0.2 s at every process start of a
+//!   binary built with `ofi` — whether or not it uses the transport. (Loading
+//!   libfabric with `dlopen` on first use would avoid that; it needs
+//!   `dlvsym` to the symbol versions the headers were compiled for.)
 //! * The `tcp` provider's numbers say nothing about RDMA performance: the
 //!   data is copied through sockets, and "one-sided" writes are carried out
 //!   by the target's provider.
