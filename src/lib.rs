@@ -56,12 +56,12 @@ mod runtime;
 pub mod schedule;
 pub mod transport;
 
+#[cfg(feature = "ofi")]
+pub use config::OfiConfig;
 pub use config::{
     ClusterKey, ClusterKeyError, CompletionMode, DEFAULT_BLOCK_SIZE, DEFAULT_CREATE_TIMEOUT,
     DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_RECEIVE_WINDOW, GroupConfig, NodeConfig, TcpConfig,
 };
-#[cfg(feature = "ofi")]
-pub use config::OfiConfig;
 pub use error::{Error, FailureKind, MembershipError};
 pub use group::{Group, SendFuture};
 pub use ids::{GroupId, NodeId};

@@ -256,7 +256,15 @@ fn ofi_without_the_feature_fails_with_a_clear_message() {
     let text = String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr);
     assert!(text.contains("--features ofi"), "{text}");
     let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
-        .args(["member", "--transport", "ofi", "--members", "/dev/null", "--rank", "0"])
+        .args([
+            "member",
+            "--transport",
+            "ofi",
+            "--members",
+            "/dev/null",
+            "--rank",
+            "0",
+        ])
         .output()
         .unwrap();
     assert!(!output.status.success());

@@ -562,4 +562,3 @@ async fn a_member_dropped_mid_transfer_fails_its_groups_once_and_only_its_groups
 async fn a_member_crashed_mid_transfer_fails_its_groups_once_and_only_its_groups() {
     a_member_dies_mid_transfer(Death::Crashed).await;
 }
-

@@ -181,7 +181,9 @@ impl MessageBuffer {
 
     /// The transport's registration of this buffer (set once).
     #[cfg(feature = "ofi")]
-    pub(crate) fn registration(&self) -> &std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>> {
+    pub(crate) fn registration(
+        &self,
+    ) -> &std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>> {
         &self.registration
     }
 
@@ -349,7 +351,11 @@ impl BlockRef {
     /// # Panics
     /// If the range is out of bounds.
     pub(crate) fn from_message(message: Bytes, offset: usize, len: usize) -> Self {
-        assert!(offset.checked_add(len).is_some_and(|end| end <= message.len()));
+        assert!(
+            offset
+                .checked_add(len)
+                .is_some_and(|end| end <= message.len())
+        );
         BlockRef(BlockInner::Bytes {
             message,
             offset,

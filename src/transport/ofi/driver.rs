@@ -129,7 +129,9 @@ unsafe impl Sync for ControlPool {}
 
 impl std::fmt::Debug for ControlPool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ControlPool").field("len", &self.len).finish()
+        f.debug_struct("ControlPool")
+            .field("len", &self.len)
+            .finish()
     }
 }
 
@@ -429,7 +431,9 @@ impl Driver {
     }
 
     fn pool(&self) -> &ControlPool {
-        self.pool.as_ref().expect("the pool lives as long as the driver")
+        self.pool
+            .as_ref()
+            .expect("the pool lives as long as the driver")
     }
 
     /// Run until the transport is dropped or flushed.
@@ -773,7 +777,10 @@ impl Driver {
             _block: op.block.clone(),
             _mr: mr,
         });
-        let ep = self.peers[&to].data.as_ref().expect("usable peers have endpoints");
+        let ep = self.peers[&to]
+            .data
+            .as_ref()
+            .expect("usable peers have endpoints");
         // SAFETY: the endpoint is open; the source bytes are kept alive (and
         // registered, where that is needed) by the context until the write
         // completes; the remote address and key come from the receiver's
@@ -799,7 +806,13 @@ impl Driver {
             check("fi_writedata", ret as i64)?;
         }
         self.peer_mut(to).writes_in_flight += 1;
-        tracing::trace!(group = op.group.0, to = to.0, slot = credit.slot, len, "block write posted");
+        tracing::trace!(
+            group = op.group.0,
+            to = to.0,
+            slot = credit.slot,
+            len,
+            "block write posted"
+        );
         Ok(None)
     }
 
@@ -832,10 +845,7 @@ impl Driver {
                 key,
             )
         }?;
-        let reg = Arc::new(RootRegistration {
-            mr,
-            message,
-        });
+        let reg = Arc::new(RootRegistration { mr, message });
         self.root_registrations.insert(group, Arc::clone(&reg));
         Ok(reg)
     }
@@ -1166,7 +1176,13 @@ impl Driver {
                 error: "block longer than the posted receive",
             });
         }
-        tracing::trace!(group = s.group.0, from = s.from.0, slot, len, "block received");
+        tracing::trace!(
+            group = s.group.0,
+            from = s.from.0,
+            slot,
+            len,
+            "block received"
+        );
         self.emit(Completion::Received {
             group: s.group,
             from: s.from,

@@ -74,14 +74,18 @@ impl Modes {
     /// `mode` as the shim maps them), or why this transport cannot.
     pub(crate) fn obey(mr_mode: u32, mode: u32, cq_data_size: u64) -> Result<Self, String> {
         if mr_mode & ffi::MR_OTHER != 0 {
-            return Err("it needs memory-registration modes this transport does not \
+            return Err(
+                "it needs memory-registration modes this transport does not \
                         implement (only LOCAL, VIRT_ADDR, ALLOCATED, PROV_KEY)"
-                .into());
+                    .into(),
+            );
         }
         if mode & ffi::MODE_OTHER != 0 {
-            return Err("it needs operation modes this transport does not implement \
+            return Err(
+                "it needs operation modes this transport does not implement \
                         (only FI_CONTEXT, FI_CONTEXT2, FI_RX_CQ_DATA)"
-                .into());
+                    .into(),
+            );
         }
         if cq_data_size < 4 {
             return Err(format!(
@@ -155,7 +159,8 @@ impl Info {
         let mut raw: ffi::InfoSummary = unsafe { std::mem::zeroed() };
         // SAFETY: both strings are NUL-terminated and outlive the call; the
         // out-pointers point to live locals.
-        let ret = unsafe { ffi::rdmc_getinfo(provider.as_ptr(), node.as_ptr(), &mut ptr, &mut raw) };
+        let ret =
+            unsafe { ffi::rdmc_getinfo(provider.as_ptr(), node.as_ptr(), &mut ptr, &mut raw) };
         check("fi_getinfo", ret.into())?;
         let mut info = Info {
             ptr,
@@ -409,8 +414,16 @@ mod tests {
 
     #[test]
     fn modes_this_transport_cannot_obey_are_refused() {
-        assert!(Modes::obey(ffi::MR_OTHER, 0, 8).unwrap_err().contains("memory-registration"));
-        assert!(Modes::obey(0, ffi::MODE_OTHER, 8).unwrap_err().contains("operation modes"));
+        assert!(
+            Modes::obey(ffi::MR_OTHER, 0, 8)
+                .unwrap_err()
+                .contains("memory-registration")
+        );
+        assert!(
+            Modes::obey(0, ffi::MODE_OTHER, 8)
+                .unwrap_err()
+                .contains("operation modes")
+        );
         assert!(Modes::obey(0, 0, 0).unwrap_err().contains("remote CQ data"));
     }
 }

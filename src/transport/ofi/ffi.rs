@@ -109,8 +109,7 @@ unsafe extern "C" {
         fabric: *mut *mut c_void,
         domain: *mut *mut c_void,
     ) -> c_int;
-    pub(crate) fn rdmc_eq_open(fabric: *mut c_void, eq: *mut *mut c_void, fd: *mut c_int)
-    -> c_int;
+    pub(crate) fn rdmc_eq_open(fabric: *mut c_void, eq: *mut *mut c_void, fd: *mut c_int) -> c_int;
     pub(crate) fn rdmc_cq_open(
         domain: *mut c_void,
         size: u64,

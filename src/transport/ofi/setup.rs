@@ -124,8 +124,7 @@ fn read_event(eq: &Fid) -> Result<Option<Event>, OfiError> {
         let mut data = [0u8; 64];
         // SAFETY: the EQ is open; `ev` and `data` are live locals of the
         // sizes given.
-        let got =
-            unsafe { ffi::rdmc_eq_read(eq.0, &mut ev, data.as_mut_ptr().cast(), data.len()) };
+        let got = unsafe { ffi::rdmc_eq_read(eq.0, &mut ev, data.as_mut_ptr().cast(), data.len()) };
         if got == -(ffi::FI_EAGAIN as isize) {
             return Ok(None);
         }
@@ -239,7 +238,9 @@ pub(crate) async fn establish(
         "ofi provider chosen"
     );
     if !info.summary.thread_safe {
-        tracing::warn!("the domain is not FI_THREAD_SAFE; memory regions are closed from other threads");
+        tracing::warn!(
+            "the domain is not FI_THREAD_SAFE; memory regions are closed from other threads"
+        );
     }
     let modes = info.summary.modes;
 
@@ -301,7 +302,8 @@ pub(crate) async fn establish(
             .map(|a| format!("ofi:{a}"))
             .collect::<Vec<_>>(),
     );
-    let handshake = Handshake::new(config.key, digest, id, n).with_timeout(config.handshake_timeout);
+    let handshake =
+        Handshake::new(config.key, digest, id, n).with_timeout(config.handshake_timeout);
     let mesh = mesh::establish(MeshConfig {
         me: id,
         members: config.members.clone(),
@@ -320,13 +322,16 @@ pub(crate) async fn establish(
         issued.insert(peer, token);
         let name = &name;
         async move {
-            let r = tokio::time::timeout(config.handshake_timeout, swap(stream, name, &token)).await;
+            let r =
+                tokio::time::timeout(config.handshake_timeout, swap(stream, name, &token)).await;
             (peer, r)
         }
     });
     for (peer, r) in futures::future::join_all(swaps).await {
         let got = r
-            .map_err(|_| transport_error("fabric address exchange", format!("node {peer} timed out")))?
+            .map_err(|_| {
+                transport_error("fabric address exchange", format!("node {peer} timed out"))
+            })?
             .map_err(|e| transport_error("fabric address exchange", format!("node {peer}: {e}")))?;
         theirs.insert(peer, got);
     }
@@ -376,7 +381,8 @@ pub(crate) async fn establish(
                 ),
             ));
         }
-        let Some(ev) = read_event(&eq).map_err(|e| transport_error("reading connection events", e))?
+        let Some(ev) =
+            read_event(&eq).map_err(|e| transport_error("reading connection events", e))?
         else {
             tokio::time::sleep(Duration::from_millis(2)).await;
             continue;

@@ -9,7 +9,9 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use crate::config::OfiConfig;
-use crate::{Algorithm, ClusterKey, CompletionMode, GroupConfig, GroupId, Node, NodeConfig, NodeId};
+use crate::{
+    Algorithm, ClusterKey, CompletionMode, GroupConfig, GroupId, Node, NodeConfig, NodeId,
+};
 
 const KEY: &[u8] = b"ofi unit test key, 32 bytes long";
 
@@ -29,10 +31,13 @@ async fn cluster(n: usize, strict: bool, mode: CompletionMode) -> Vec<Node> {
         config.strict_modes = strict;
         Node::ofi(config, NodeConfig::new().with_completion_mode(mode))
     });
-    tokio::time::timeout(Duration::from_secs(30), futures::future::try_join_all(starts))
-        .await
-        .expect("connecting in time")
-        .expect("connecting")
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        futures::future::try_join_all(starts),
+    )
+    .await
+    .expect("connecting in time")
+    .expect("connecting")
 }
 
 fn payload(seed: u8, len: usize) -> Bytes {
@@ -88,7 +93,14 @@ async fn shutdown(nodes: Vec<Node>) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pair_multicasts_over_the_tcp_provider() {
     let nodes = cluster(2, false, CompletionMode::Interrupt).await;
-    multicast(&nodes, 1, Algorithm::BinomialPipeline, 1000, &[1, 0, 4500, 1000]).await;
+    multicast(
+        &nodes,
+        1,
+        Algorithm::BinomialPipeline,
+        1000,
+        &[1, 0, 4500, 1000],
+    )
+    .await;
     shutdown(nodes).await;
 }
 
@@ -99,7 +111,14 @@ async fn a_pair_multicasts_over_the_tcp_provider() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_verbs_modes_work_on_the_tcp_provider() {
     let nodes = cluster(3, true, CompletionMode::Interrupt).await;
-    multicast(&nodes, 1, Algorithm::BinomialPipeline, 4096, &[1, 10_000, 0, 4096 * 3 + 7]).await;
+    multicast(
+        &nodes,
+        1,
+        Algorithm::BinomialPipeline,
+        4096,
+        &[1, 10_000, 0, 4096 * 3 + 7],
+    )
+    .await;
     multicast(&nodes, 2, Algorithm::Chain, 777, &[5000, 1]).await;
     shutdown(nodes).await;
 }
