@@ -69,6 +69,14 @@
 //!   (`efa`, `psm3`, `cxi`) would need an `FI_EP_RDM` variant of the
 //!   connection setup (an address vector instead of the CM); the data path
 //!   (credits, writes with CQ data) would carry over.
+//! * Trust: a receive buffer stays registered for remote writes as long as
+//!   it lives (in the pool too, and while the application holds a
+//!   delivered message), under a key the writing peer has seen. Members
+//!   only write where a credit points, but a buggy or hostile member could
+//!   write into such memory later. Fabric endpoints are only given to
+//!   nodes that proved the cluster key, so this trusts the members, as the
+//!   `tcp` transport does; fresh keys per receive would close it, at the
+//!   cost of a registration per block.
 //! * Linking libfabric has a start-up cost on Debian: `libfabric1` pulls in
 //!   `libpsm-infinipath1`, whose library constructor calibrates a clock with
 //!   ~800 short sleeps, about 0.1 to 0.2 s at every process start of a
