@@ -343,6 +343,8 @@ struct RecvSlot {
     /// Kept alive while the peer may still write into a retired slot.
     _keep: Option<Arc<MessageBuffer>>,
     written: bool,
+    /// The block's length as the write's CQ data carried it, if it did.
+    data_len: Option<u64>,
     header: Option<(u64, u64)>,
 }
 
@@ -362,6 +364,9 @@ pub(crate) struct Driver {
     pub(crate) completions: CompletionSender,
     pub(crate) mode: CompletionMode,
     pub(crate) next_key: u64,
+    /// Whether writes carry the block length in the upper 32 bits of their
+    /// CQ data too (8-byte CQ data; verbs has 4), checked against the header.
+    pub(crate) len_in_cq_data: bool,
     /// A peer silent this long is down; heartbeats go out at a third of it.
     failure_timeout: Duration,
     next_liveness_check: Instant,
@@ -421,6 +426,7 @@ impl Driver {
             mode,
             next_key,
             failure_timeout,
+            len_in_cq_data: false,
             next_liveness_check: Instant::now(),
             slots: Vec::new(),
             free_slots: Vec::new(),
@@ -674,6 +680,7 @@ impl Driver {
             region: Some(region),
             _keep: None,
             written: false,
+            data_len: None,
             header: None,
         });
         let credit = Credit {
@@ -791,7 +798,7 @@ impl Driver {
                 src_ptr.cast(),
                 len,
                 desc,
-                u64::from(credit.slot),
+                self.cq_data(credit.slot, len),
                 credit.addr,
                 credit.key,
                 ctx,
@@ -848,6 +855,16 @@ impl Driver {
         let reg = Arc::new(RootRegistration { mr, message });
         self.root_registrations.insert(group, Arc::clone(&reg));
         Ok(reg)
+    }
+
+    /// The remote CQ data of a block write: the slot, and — where the
+    /// provider carries 8 bytes — the length above it (0: not carried).
+    fn cq_data(&self, slot: u32, len: usize) -> u64 {
+        let len = match u32::try_from(len) {
+            Ok(len) if self.len_in_cq_data => u64::from(len),
+            _ => 0,
+        };
+        len << 32 | u64::from(slot)
     }
 
     /// Queue a control message to `to`, in order.
@@ -985,7 +1002,7 @@ impl Driver {
             // A peer's block write landed in one of our slots (remote
             // completions carry no context unless they consumed a receive).
             if remote_data {
-                self.written((e.data & 0xFFFF_FFFF) as u32);
+                self.written(e.data);
             }
             return;
         }
@@ -999,7 +1016,7 @@ impl Driver {
                 // With FI_RX_CQ_DATA, a peer's write consumed this receive.
                 self.repost_data_recv(peer);
                 if remote_data {
-                    self.written((e.data & 0xFFFF_FFFF) as u32);
+                    self.written(e.data);
                 }
             }
             Op::CtrlRecv { peer, index } => {
@@ -1141,10 +1158,14 @@ impl Driver {
         }
     }
 
-    fn written(&mut self, slot: u32) {
+    /// A block write with CQ data `data` landed.
+    fn written(&mut self, data: u64) {
+        let slot = (data & 0xFFFF_FFFF) as u32;
+        let data_len = data >> 32;
         match self.slots.get_mut(slot as usize).and_then(Option::as_mut) {
             Some(s) if !s.written => {
                 s.written = true;
+                s.data_len = (data_len != 0).then_some(data_len);
                 let from = s.from;
                 if let Some(p) = self.peers.get_mut(&from) {
                     p.last_heard = Instant::now();
@@ -1174,6 +1195,13 @@ impl Driver {
                 group: s.group,
                 peer: s.from,
                 error: "block longer than the posted receive",
+            });
+        }
+        if s.data_len.is_some_and(|l| l != len) {
+            return self.emit(Completion::TransferFailed {
+                group: s.group,
+                peer: s.from,
+                error: "a block's CQ data and header disagree on its length",
             });
         }
         tracing::trace!(

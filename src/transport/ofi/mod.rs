@@ -26,13 +26,16 @@
 //!   offset, length, key — on the control endpoint, *before* the
 //!   ready-for-block that follows on the same ordered endpoint.
 //! * A **block** is one `fi_writedata` into the credited address, carrying
-//!   the slot as remote CQ data, plus a block header on the control endpoint
-//!   with the block's exact length and immediate value (the message size);
-//!   the receiver delivers the block once both are in. Writes are used
+//!   the slot as remote CQ data (and, where the provider carries 8 bytes of
+//!   it, the block's exact length in the upper half, cross-checked), plus a
+//!   block header on the control endpoint with the block's exact length and
+//!   immediate value (the message size, up to 64 bits, which no CQ data
+//!   could carry beside the slot); the receiver delivers the block once
+//!   both are in. Writes are used
 //!   rather than two-sided sends because all groups between two nodes share
 //!   the endpoints: a send would consume whichever receive was posted first,
 //!   possibly another group's, while a write lands exactly where its credit
-//!   says. The CQ data needs 32 bits, so it fits verbs' 4-byte immediates.
+//!   says. The slot needs 32 bits, so it fits verbs' 4-byte immediates.
 //!
 //! # Honest hardware semantics
 //!

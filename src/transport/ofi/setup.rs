@@ -450,7 +450,7 @@ pub(crate) async fn establish(
         .map_err(|e| transport_error("waiting on the EQ", e))?;
     let (commands, inbox) = mpsc::unbounded_channel();
     let (completions, queue) = mpsc::unbounded_channel();
-    let driver = Driver::new(
+    let mut driver = Driver::new(
         id,
         modes,
         domain,
@@ -466,6 +466,9 @@ pub(crate) async fn establish(
         next_key,
         config.failure_timeout,
     );
+    // Verbs carries 4 bytes of CQ data, so strict (verbs-like) mode never
+    // counts on more.
+    driver.len_in_cq_data = info.summary.cq_data_size >= 8 && !strict;
     let span = tracing::debug_span!("rdmc_ofi", node = id.0);
     let task = tokio::spawn(tracing::Instrument::instrument(driver.run(), span));
     Ok((

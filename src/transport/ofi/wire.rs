@@ -19,8 +19,9 @@
 //! block of `group` there". It goes out before the ready-for-block signal
 //! on the same (ordered) endpoint. A *block header* tells the receiver the
 //! exact length and immediate value of the block written into `slot`; the
-//! write itself carries `slot` as its remote CQ data (32 bits, so it fits
-//! the 4-byte immediates of verbs too).
+//! write itself carries `slot` in the low 32 bits of its remote CQ data (so
+//! it fits the 4-byte immediates of verbs too) and, with 8-byte CQ data, the
+//! block's length in the high 32 bits (0 when not carried).
 
 use crate::ids::GroupId;
 use crate::transport::Signal;
