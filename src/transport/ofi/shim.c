@@ -122,7 +122,7 @@ int rdmc_getinfo(const char *provider, const char *node, struct fi_info **out,
         FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
     hints->domain_attr->threading = FI_THREAD_SAFE;
     hints->domain_attr->cq_data_size = 4;
-    hints->addr_format = FI_SOCKADDR_IN;
+    hints->addr_format = FI_FORMAT_UNSPEC; /* IPv4 or IPv6, as `node` says */
     if (provider) hints->fabric_attr->prov_name = strdup(provider);
     struct fi_info *info = NULL;
     int ret = fi_getinfo(FI_VERSION(1, 5), node, NULL, node ? FI_SOURCE : 0, hints, &info);

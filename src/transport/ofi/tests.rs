@@ -136,3 +136,40 @@ async fn polling_and_hybrid_modes_deliver() {
         shutdown(nodes).await;
     }
 }
+
+/// Fabric addresses are opaque to the transport: IPv6 works as IPv4 does
+/// (skipped where the machine has no IPv6 loopback).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_loopback_works_too() {
+    let Ok(probe) = std::net::TcpListener::bind("[::1]:0") else {
+        return;
+    };
+    drop(probe);
+    let listeners: Vec<_> = (0..3)
+        .map(|_| std::net::TcpListener::bind("[::1]:0").unwrap())
+        .collect();
+    let addrs: Vec<_> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+    let starts = listeners.into_iter().enumerate().map(|(i, l)| {
+        let config = OfiConfig::new(
+            addrs.clone(),
+            NodeId(i as u32),
+            ClusterKey::from_bytes(KEY.to_vec()).unwrap(),
+        )
+        .with_listener(l);
+        Node::ofi(config, NodeConfig::new())
+    });
+    let nodes = tokio::time::timeout(
+        Duration::from_secs(30),
+        futures::future::try_join_all(starts),
+    )
+    .await
+    .expect("connecting in time");
+    let nodes = match nodes {
+        Ok(nodes) => nodes,
+        // No IPv6 endpoints from the provider here: nothing to test.
+        Err(e) if e.to_string().contains("offers no") => return,
+        Err(e) => panic!("connecting over IPv6: {e}"),
+    };
+    multicast(&nodes, 1, Algorithm::Chain, 3000, &[10_007]).await;
+    shutdown(nodes).await;
+}
