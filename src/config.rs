@@ -227,3 +227,107 @@ impl TcpConfig {
         self
     }
 }
+
+/// Configuration of a node on the `ofi` transport (cargo feature `ofi`):
+/// libfabric endpoints to every other member, found through a rendezvous
+/// over the same authenticated TCP mesh the `tcp` transport uses.
+///
+/// `members` are the members' rendezvous addresses (one per node id, in id
+/// order); the fabric endpoints bind to this node's rendezvous IP unless
+/// [`with_fabric_addr`](Self::with_fabric_addr) says otherwise. The
+/// provider is `tcp` unless [`with_provider`](Self::with_provider) names
+/// another (`verbs` on RDMA fabrics).
+#[cfg(feature = "ofi")]
+#[derive(Debug)]
+pub struct OfiConfig {
+    pub(crate) members: Vec<SocketAddr>,
+    pub(crate) id: NodeId,
+    pub(crate) key: ClusterKey,
+    pub(crate) listener: Option<std::net::TcpListener>,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) handshake_timeout: Duration,
+    pub(crate) flush_timeout: Duration,
+    pub(crate) failure_timeout: Duration,
+    pub(crate) pool_budget: usize,
+    pub(crate) provider: String,
+    pub(crate) fabric_addr: Option<std::net::IpAddr>,
+    /// Tests: behave as if the provider asked for every verbs-like mode.
+    pub(crate) strict_modes: bool,
+}
+
+#[cfg(feature = "ofi")]
+impl OfiConfig {
+    /// Node `id` of the cluster whose members rendezvous at `members`
+    /// (indexed by node id), authenticating with `key`.
+    pub fn new(members: Vec<SocketAddr>, id: NodeId, key: ClusterKey) -> Self {
+        OfiConfig {
+            members,
+            id,
+            key,
+            listener: None,
+            connect_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(5),
+            flush_timeout: crate::transport::ofi::DEFAULT_FLUSH_TIMEOUT,
+            failure_timeout: DEFAULT_FAILURE_TIMEOUT,
+            pool_budget: crate::transport::ofi::DEFAULT_POOL_BUDGET,
+            provider: crate::transport::ofi::DEFAULT_PROVIDER.to_owned(),
+            fabric_addr: None,
+            strict_modes: false,
+        }
+    }
+
+    /// Accept rendezvous connections on this already bound listener instead
+    /// of binding this node's member address (useful with port 0).
+    pub fn with_listener(mut self, listener: std::net::TcpListener) -> Self {
+        self.listener = Some(listener);
+        self
+    }
+
+    /// How long to wait for every other member to be connected, through the
+    /// rendezvous and the fabric (default 30 s).
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The libfabric provider to use (default `tcp`), as `fi_info -l` names
+    /// it.
+    pub fn with_provider(mut self, provider: impl Into<String>) -> Self {
+        self.provider = provider.into();
+        self
+    }
+
+    /// The local address the fabric endpoints bind to (default: the IP of
+    /// this node's member address) — for example the IPoIB address of the
+    /// RDMA NIC while the rendezvous runs over another network.
+    pub fn with_fabric_addr(mut self, addr: std::net::IpAddr) -> Self {
+        self.fabric_addr = Some(addr);
+        self
+    }
+
+    /// After how long without a message from a peer (heartbeats included)
+    /// it is considered failed (default 3 s). A peer whose process dies is
+    /// noticed sooner, when its endpoints shut down; this bound is for one
+    /// that hangs, or a path that drops everything.
+    pub fn with_failure_timeout(mut self, timeout: Duration) -> Self {
+        self.failure_timeout = timeout;
+        self
+    }
+
+    /// The most bytes of spare registered receive buffers the node keeps
+    /// for reuse (default 1 GiB; 0: none). A delivered message's buffer
+    /// returns to the pool, registration included, when the application
+    /// drops the message; the next message of a similar size reuses it
+    /// instead of registering (on hardware: pinning) fresh memory.
+    pub fn with_buffer_pool(mut self, bytes: usize) -> Self {
+        self.pool_budget = bytes;
+        self
+    }
+
+    /// How long a shutdown waits for queued control messages to be sent
+    /// (default 3 s).
+    pub fn with_flush_timeout(mut self, timeout: Duration) -> Self {
+        self.flush_timeout = timeout;
+        self
+    }
+}

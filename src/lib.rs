@@ -56,6 +56,8 @@ mod runtime;
 pub mod schedule;
 pub mod transport;
 
+#[cfg(feature = "ofi")]
+pub use config::OfiConfig;
 pub use config::{
     ClusterKey, ClusterKeyError, CompletionMode, DEFAULT_BLOCK_SIZE, DEFAULT_CREATE_TIMEOUT,
     DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_RECEIVE_WINDOW, GroupConfig, NodeConfig, TcpConfig,

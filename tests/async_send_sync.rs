@@ -38,3 +38,14 @@ fn create_group_and_close_futures_are_send() {
         rdmc::GroupConfig::new(),
     ));
 }
+
+#[cfg(feature = "ofi")]
+#[test]
+fn the_ofi_start_future_is_send() {
+    fn check<F: std::future::Future + Send>(_: F) {}
+    assert_send::<rdmc::OfiConfig>();
+    let key = rdmc::ClusterKey::from_bytes(b"sixteen bytes at least".to_vec()).unwrap();
+    let config = rdmc::OfiConfig::new(vec![], rdmc::NodeId(0), key);
+    // Never polled.
+    check(rdmc::Node::ofi(config, rdmc::NodeConfig::new()));
+}

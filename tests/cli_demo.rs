@@ -209,6 +209,67 @@ fn over_tcp_eight_members_get_identical_copies() {
     check_copies(&dir, 8, 20 * 100_000);
 }
 
+#[cfg(feature = "ofi")]
+#[test]
+fn over_ofi_seven_members_get_identical_copies_of_odd_messages() {
+    let dir = tempdir("ofi");
+    let out = demo_over(
+        "ofi",
+        &dir,
+        &["--nodes", "7", "--size", "3000017", "--block-size", "64KiB"],
+    );
+    check_reports(&out, 7, 3_000_017, 1);
+    for line in out.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["transport"], "ofi");
+    }
+    check_copies(&dir, 7, 3_000_017);
+    let dir = tempdir("ofi_many");
+    let out = demo_over(
+        "ofi",
+        &dir,
+        &[
+            "--nodes",
+            "5",
+            "--size",
+            "1",
+            "--block-size",
+            "16KiB",
+            "--messages",
+            "30",
+            "--completion",
+            "polling",
+        ],
+    );
+    check_reports(&out, 5, 1, 30);
+    check_copies(&dir, 5, 30);
+}
+
+#[cfg(not(feature = "ofi"))]
+#[test]
+fn ofi_without_the_feature_fails_with_a_clear_message() {
+    let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
+        .args(["demo", "--transport", "ofi", "--nodes", "2", "--size", "10"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr);
+    assert!(text.contains("--features ofi"), "{text}");
+    let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
+        .args([
+            "member",
+            "--transport",
+            "ofi",
+            "--members",
+            "/dev/null",
+            "--rank",
+            "0",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+}
+
 #[test]
 fn bad_arguments_fail_with_a_message() {
     for args in [

@@ -7,7 +7,7 @@
 //! * `rdmc demo [...]`: multicast among N members in this process, verify
 //!   every copy, report the time (see `rdmc demo --help`).
 //! * `rdmc member --members FILE --rank R [...] [FILES...]`: one member of a
-//!   cluster of processes over TCP (see `rdmc member --help`).
+//!   cluster of processes over TCP or libfabric (see `rdmc member --help`).
 //! * `rdmc bench [--quick] [--out DIR]`: the papers' experiments on an
 //!   emulated cluster, beside unicast and MPI_Bcast (see BENCHMARKS.md).
 //!
@@ -36,6 +36,11 @@ mod size;
 #[path = "rdmc/tcp_copy.rs"]
 mod tcp_copy;
 use rdmc::schedule::{Algorithm, Plan, step_bound};
+
+/// The error for `--transport ofi` in a build without the `ofi` feature.
+#[cfg_attr(feature = "ofi", allow(dead_code))]
+const NO_OFI: &str = "this rdmc was built without the `ofi` transport; \
+                      rebuild with `cargo build --features ofi` (needs libfabric-dev)";
 
 /// `rdmc plan` refuses plans whose assembly would call a schedule function
 /// more than this many times (members × steps), rather than run for hours.

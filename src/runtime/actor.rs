@@ -351,7 +351,7 @@ impl<T: Transport> Actor<T> {
             GroupState {
                 id,
                 member,
-                bounce: (rank > 0).then(|| MessageBuffer::new(config.block_size())),
+                bounce: (rank > 0).then(|| self.transport.alloc_buffer(config.block_size())),
                 members,
                 rank_of,
                 block_size: config.block_size(),
@@ -863,7 +863,7 @@ fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, action: Action) 
                 unreachable!("sizes above max_message_size are refused by the core");
             };
             let mut watch = Stopwatch::start(g.event_at);
-            let buf = MessageBuffer::for_message(size);
+            let buf = transport.alloc_buffer(size);
             let bounce = g.bounce.as_ref().expect("non-roots have a bounce buffer");
             let copy_start = Instant::now();
             buf.region(first_block * g.block_size, first_block_len)
@@ -895,7 +895,7 @@ fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, action: Action) 
                     .iter_mut()
                     .find(|s| s.seq == seq)
                     .expect("the root sends only submitted messages");
-                let block = BlockRef::from_bytes(sending.data.slice(offset..offset + len));
+                let block = BlockRef::from_message(sending.data.clone(), offset, len);
                 transport.post_send(id, g.members[to], block, immediate);
                 sending.watch.end_setup(Instant::now());
             } else {

@@ -21,11 +21,21 @@ use bytes::Bytes;
 /// One heap allocation holding a message, shared by the transfers filling it.
 pub(crate) struct MessageBuffer {
     ptr: NonNull<u8>,
+    /// The message's length: what `into_bytes` exposes.
     len: usize,
+    /// The allocation's length (at least `len`; more for a recycled buffer).
+    capacity: usize,
     /// Whether the bytes are an `mmap`ed region (else a boxed slice).
     mapped: bool,
-    /// The mapping's length (at least `len`), when `mapped`.
-    capacity: usize,
+    /// Where the memory goes when the buffer is dropped, instead of back to
+    /// the allocator (a transport's pool of registered buffers).
+    #[cfg(feature = "ofi")]
+    recycler: Option<std::sync::Weak<dyn Recycle>>,
+    /// A transport's registration of the bytes (the `ofi` transport's memory
+    /// region), made once, before the first receive into the buffer is
+    /// posted, and released — before the bytes are freed — with the buffer.
+    #[cfg(feature = "ofi")]
+    registration: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
 }
 
 /// Buffers at least this large are mapped with huge pages where possible.
@@ -43,11 +53,11 @@ const POOL_ENTRIES: usize = 8;
 /// Freed mappings kept for the next messages, as (address, capacity).
 ///
 /// Receiving into fresh memory makes the kernel fault in and zero every page
-/// first — on this crate's benchmark machine that zeroing took more CPU than
-/// the network stack. A message buffer dropped by its user is kept here
-/// (bounded by [`POOL_BYTES`] and [`POOL_ENTRIES`]) and handed to the next
-/// message that fits, already mapped: the way RDMA stacks reuse registered
-/// memory.
+/// first — on this crate's benchmark lab that zeroing took more CPU than the
+/// network stack. A message buffer dropped by its user is kept here (bounded
+/// by [`POOL_BYTES`] and [`POOL_ENTRIES`]) and handed to the next message
+/// that fits, already mapped. (The `ofi` transport keeps its own pool of
+/// registered buffers instead.)
 static POOL: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
 
 fn pool() -> std::sync::MutexGuard<'static, Vec<(usize, usize)>> {
@@ -72,8 +82,12 @@ impl MessageBuffer {
         Arc::new(MessageBuffer {
             ptr,
             len,
-            mapped: false,
             capacity: len,
+            mapped: false,
+            #[cfg(feature = "ofi")]
+            recycler: None,
+            #[cfg(feature = "ofi")]
+            registration: std::sync::OnceLock::new(),
         })
     }
 
@@ -102,8 +116,12 @@ impl MessageBuffer {
         Some(MessageBuffer {
             ptr: NonNull::new(addr as *mut u8)?,
             len,
-            mapped: true,
             capacity,
+            mapped: true,
+            #[cfg(feature = "ofi")]
+            recycler: None,
+            #[cfg(feature = "ofi")]
+            registration: std::sync::OnceLock::new(),
         })
     }
 
@@ -137,8 +155,12 @@ impl MessageBuffer {
         Some(MessageBuffer {
             ptr: NonNull::new(ptr.cast::<u8>())?,
             len,
-            mapped: true,
             capacity,
+            mapped: true,
+            #[cfg(feature = "ofi")]
+            recycler: None,
+            #[cfg(feature = "ofi")]
+            registration: std::sync::OnceLock::new(),
         })
     }
 
@@ -174,6 +196,55 @@ impl MessageBuffer {
         })
     }
 
+    /// The buffer's first byte, for handing to a NIC (`ofi`).
+    #[cfg(feature = "ofi")]
+    pub(crate) fn as_ptr(&self) -> *mut u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Length of the allocation in bytes (what a registration covers).
+    #[cfg(feature = "ofi")]
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// A buffer of `len` bytes that goes to `recycler` when dropped: made
+    /// from `spare` (a buffer taken back earlier, with at least `len` bytes
+    /// and its registration) or, without one, newly allocated with
+    /// `capacity` bytes. A recycled buffer's bytes are not zeroed: every
+    /// byte of a message is written by its blocks before it is delivered.
+    ///
+    /// # Panics
+    /// If `spare` is shorter than `len` or `capacity` is.
+    #[cfg(feature = "ofi")]
+    pub(crate) fn pooled(
+        spare: Option<Spare>,
+        len: usize,
+        capacity: usize,
+        recycler: std::sync::Weak<dyn Recycle>,
+    ) -> Arc<Self> {
+        let mut buf = match spare {
+            Some(Spare(buf)) => buf,
+            None => {
+                assert!(capacity >= len);
+                let fresh = MessageBuffer::new(capacity);
+                Arc::into_inner(fresh).expect("a new buffer has one owner")
+            }
+        };
+        assert!(buf.capacity >= len);
+        buf.len = len;
+        buf.recycler = Some(recycler);
+        Arc::new(buf)
+    }
+
+    /// The transport's registration of this buffer (set once).
+    #[cfg(feature = "ofi")]
+    pub(crate) fn registration(
+        &self,
+    ) -> &std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>> {
+        &self.registration
+    }
+
     /// The whole buffer as [`Bytes`], without copying. Call only once every
     /// receive into the buffer has completed (no region is written afterwards).
     pub(crate) fn into_bytes(self: Arc<Self>) -> Bytes {
@@ -183,6 +254,27 @@ impl MessageBuffer {
 
 impl Drop for MessageBuffer {
     fn drop(&mut self) {
+        #[cfg(feature = "ofi")]
+        if let Some(recycler) = self.recycler.take().and_then(|r| r.upgrade()) {
+            // Hand the memory (and its registration) over whole: this
+            // buffer no longer owns it.
+            let spare = MessageBuffer {
+                ptr: self.ptr,
+                len: self.capacity,
+                capacity: self.capacity,
+                mapped: self.mapped,
+                recycler: None,
+                registration: std::mem::take(&mut self.registration),
+            };
+            self.ptr = NonNull::dangling();
+            self.capacity = 0;
+            self.mapped = false;
+            recycler.recycle(Spare(spare));
+            return;
+        }
+        // Deregister before the memory goes.
+        #[cfg(feature = "ofi")]
+        drop(self.registration.take());
         #[cfg(target_os = "linux")]
         if self.mapped {
             let mut pool = pool();
@@ -196,15 +288,38 @@ impl Drop for MessageBuffer {
             drop(pool);
             // SAFETY: `ptr`/`capacity` are a mapping made in `huge`, unmapped
             // only here, once (it is not in the pool); no reference into it
-            // outlives the buffer.
+            // outlives the buffer (a recycled one was handed over above).
             unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.capacity) };
             return;
         }
-        let slice = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len);
-        // SAFETY: `ptr`/`len` came from `Box::into_raw` of a `Box<[u8]>` of this
-        // length in `new`, and are freed only here, once.
+        let slice = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.capacity);
+        // SAFETY: `ptr`/`capacity` came from `Box::into_raw` of a `Box<[u8]>`
+        // of this length in `new`, and are freed only here, once (a buffer
+        // whose memory was handed over has a dangling pointer and capacity
+        // 0: an empty box, which frees nothing).
         drop(unsafe { Box::from_raw(slice) });
     }
+}
+
+/// Memory taken back from a dropped buffer (with its registration), for
+/// reuse by [`MessageBuffer::pooled`]; freed if dropped.
+#[cfg(feature = "ofi")]
+#[derive(Debug)]
+pub(crate) struct Spare(MessageBuffer);
+
+#[cfg(feature = "ofi")]
+impl Spare {
+    /// Bytes of memory it holds.
+    pub(crate) fn capacity(&self) -> usize {
+        self.0.capacity
+    }
+}
+
+/// Takes back the memory of dropped buffers.
+#[cfg(feature = "ofi")]
+pub(crate) trait Recycle: Send + Sync {
+    /// Keep `spare` for reuse, or drop it (which frees it).
+    fn recycle(&self, spare: Spare);
 }
 
 impl fmt::Debug for MessageBuffer {
@@ -240,6 +355,18 @@ impl RecvRegion {
         self.len
     }
 
+    /// The buffer the region is part of.
+    #[cfg(feature = "ofi")]
+    pub(crate) fn buffer(&self) -> &Arc<MessageBuffer> {
+        &self.buf
+    }
+
+    /// Where the region starts in its buffer.
+    #[cfg(feature = "ofi")]
+    pub(crate) fn offset(&self) -> usize {
+        self.offset
+    }
+
     /// The region's bytes, to be filled by the receive that owns it (in
     /// one go or in parts). Each region is written by its owner only.
     pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
@@ -265,7 +392,12 @@ pub(crate) struct BlockRef(BlockInner);
 
 #[derive(Clone, Debug)]
 enum BlockInner {
-    Bytes(Bytes),
+    /// `offset..offset + len` of a root's message.
+    Bytes {
+        message: Bytes,
+        offset: usize,
+        len: usize,
+    },
     Buffer {
         buf: Arc<MessageBuffer>,
         offset: usize,
@@ -274,15 +406,48 @@ enum BlockInner {
 }
 
 impl BlockRef {
-    /// A block of the root's message.
+    /// A whole message as one block.
+    #[cfg(test)]
     pub(crate) fn from_bytes(bytes: Bytes) -> Self {
-        BlockRef(BlockInner::Bytes(bytes))
+        let len = bytes.len();
+        Self::from_message(bytes, 0, len)
+    }
+
+    /// Block `offset..offset + len` of a root's message.
+    ///
+    /// # Panics
+    /// If the range is out of bounds.
+    pub(crate) fn from_message(message: Bytes, offset: usize, len: usize) -> Self {
+        assert!(
+            offset
+                .checked_add(len)
+                .is_some_and(|end| end <= message.len())
+        );
+        BlockRef(BlockInner::Bytes {
+            message,
+            offset,
+            len,
+        })
+    }
+
+    /// The root's whole message the block is part of (`None` for a relay's
+    /// buffer).
+    #[cfg(feature = "ofi")]
+    pub(crate) fn message(&self) -> Option<&Bytes> {
+        match &self.0 {
+            BlockInner::Bytes { message, .. } => Some(message),
+            BlockInner::Buffer { .. } => None,
+        }
     }
 
     /// The block's bytes.
     pub(crate) fn as_slice(&self) -> &[u8] {
         match &self.0 {
-            BlockInner::Bytes(b) => b,
+            BlockInner::Bytes {
+                message,
+                offset,
+                len,
+            } => &message[*offset..*offset + *len],
             // SAFETY: in bounds (checked in `MessageBuffer::block`); the region
             // was completely written before this handle was made (a member only
             // forwards received blocks) and is never written again.
@@ -292,10 +457,19 @@ impl BlockRef {
         }
     }
 
+    /// The relay buffer the block is part of (`None` for a root's bytes).
+    #[cfg(feature = "ofi")]
+    pub(crate) fn buffer(&self) -> Option<&Arc<MessageBuffer>> {
+        match &self.0 {
+            BlockInner::Bytes { .. } => None,
+            BlockInner::Buffer { buf, .. } => Some(buf),
+        }
+    }
+
     /// Length in bytes.
     pub(crate) fn len(&self) -> usize {
         match &self.0 {
-            BlockInner::Bytes(b) => b.len(),
+            BlockInner::Bytes { len, .. } => *len,
             BlockInner::Buffer { len, .. } => *len,
         }
     }
@@ -319,21 +493,6 @@ mod tests {
         let buf = MessageBuffer::new(4);
         buf.region(0, 4).write(b"ab");
         assert_eq!(&buf.into_bytes()[..], b"ab\0\0");
-    }
-
-    #[test]
-    fn large_buffers_are_mapped_zeroed_and_work_the_same() {
-        let len = HUGE_THRESHOLD + 12_345;
-        let buf = MessageBuffer::new(len);
-        assert_eq!(buf.mapped, cfg!(target_os = "linux"));
-        buf.region(len - 3, 3).write(b"end");
-        buf.region(0, 5).write(b"start");
-        assert_eq!(buf.block(len - 3, 3).as_slice(), b"end");
-        let bytes = buf.into_bytes();
-        assert_eq!(bytes.len(), len);
-        assert_eq!(&bytes[..5], b"start");
-        assert!(bytes[5..len - 3].iter().all(|&b| b == 0));
-        assert_eq!(&bytes[len - 3..], b"end");
     }
 
     #[test]
@@ -361,6 +520,72 @@ mod tests {
         // Zeroed buffers are always fresh.
         let fresh = MessageBuffer::new(len);
         assert!(fresh.block(0, 4).as_slice() == [0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn large_buffers_are_mapped_zeroed_and_work_the_same() {
+        let len = HUGE_THRESHOLD + 12_345;
+        let buf = MessageBuffer::new(len);
+        assert_eq!(buf.mapped, cfg!(target_os = "linux"));
+        buf.region(len - 3, 3).write(b"end");
+        buf.region(0, 5).write(b"start");
+        assert_eq!(buf.block(len - 3, 3).as_slice(), b"end");
+        let bytes = buf.into_bytes();
+        assert_eq!(bytes.len(), len);
+        assert_eq!(&bytes[..5], b"start");
+        assert!(bytes[5..len - 3].iter().all(|&b| b == 0));
+        assert_eq!(&bytes[len - 3..], b"end");
+    }
+
+    #[cfg(feature = "ofi")]
+    #[derive(Default)]
+    struct Keep(std::sync::Mutex<Vec<Spare>>);
+
+    #[cfg(feature = "ofi")]
+    impl Recycle for Keep {
+        fn recycle(&self, spare: Spare) {
+            self.0.lock().unwrap().push(spare);
+        }
+    }
+
+    #[cfg(feature = "ofi")]
+    #[test]
+    fn dropped_pooled_buffers_come_back_with_their_registration() {
+        let keep = Arc::new(Keep::default());
+        let as_recycler: Arc<dyn Recycle> = keep.clone();
+        let pool = Arc::downgrade(&as_recycler);
+        let take = || keep.0.lock().unwrap().pop().expect("a spare came back");
+        for len in [HUGE_THRESHOLD + 5, 100] {
+            let buf = MessageBuffer::pooled(None, len, len + 3, pool.clone());
+            // Large buffers are mapped in whole huge pages.
+            assert_eq!(buf.len, len);
+            assert!(buf.capacity >= len + 3);
+            let capacity = buf.capacity;
+            buf.registration().set(Box::new(42u32)).unwrap();
+            buf.region(0, 5).write(b"hello");
+            let ptr = buf.as_ptr();
+            let bytes = buf.into_bytes();
+            assert_eq!(bytes.len(), len);
+            drop(bytes);
+            // Back in the pool, registration included; reused as is.
+            let spare = take();
+            assert_eq!(spare.capacity(), capacity);
+            let again = MessageBuffer::pooled(Some(spare), len - 1, 0, pool.clone());
+            assert_eq!(again.as_ptr(), ptr);
+            assert_eq!(again.len, len - 1);
+            assert_eq!(
+                again.registration().get().unwrap().downcast_ref::<u32>(),
+                Some(&42)
+            );
+            assert_eq!(again.block(0, 5).as_slice(), b"hello");
+            drop(again);
+            drop(take()); // freed
+        }
+        // With the pool gone, a pooled buffer is simply freed.
+        let orphan = MessageBuffer::pooled(None, 10, 10, pool.clone());
+        drop(as_recycler);
+        drop(keep);
+        drop(orphan);
     }
 
     #[test]

@@ -9,6 +9,9 @@
 
 pub(crate) mod buffer;
 pub mod mem;
+#[cfg(feature = "ofi")]
+#[allow(unsafe_code)]
+pub(crate) mod ofi;
 pub(crate) mod tcp;
 
 use futures::future::BoxFuture;
@@ -74,6 +77,12 @@ pub(crate) trait Transport: Send + 'static {
     fn send_signal(&mut self, group: GroupId, to: NodeId, signal: Signal);
     /// The group is over here: drop its posted receives.
     fn release_group(&mut self, group: GroupId);
+    /// A buffer of `len` bytes for a message (or a group's first-block
+    /// buffer) this node receives. Transports that register memory keep a
+    /// pool of registered buffers.
+    fn alloc_buffer(&mut self, len: usize) -> std::sync::Arc<MessageBuffer> {
+        MessageBuffer::for_message(len)
+    }
     /// The node is shutting down: stop taking new work and resolve once
     /// everything already queued has been handed to the network (or the
     /// transport gave up on it).

@@ -35,9 +35,14 @@ pub(crate) struct DemoArgs {
     /// Algorithm, or `all` to run each in turn.
     #[arg(long, default_value = "binomial-pipeline")]
     algorithm: AlgorithmChoice,
-    /// Transport connecting the members.
+    /// Transport connecting the members (`ofi` needs a build with the
+    /// `ofi` feature).
     #[arg(long, value_enum, default_value_t = TransportChoice::Mem)]
     transport: TransportChoice,
+    /// With `--transport ofi`: the libfabric provider (as `fi_info -l`
+    /// names it).
+    #[arg(long, default_value = "tcp", value_name = "NAME")]
+    ofi_provider: String,
     /// Number of messages to multicast, one after another.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     messages: u64,
@@ -89,6 +94,10 @@ enum TransportChoice {
     Mem,
     /// TCP over loopback, one authenticated connection per pair of members.
     Tcp,
+    /// libfabric (RDMA-style: registered memory, writes with immediate
+    /// data, one completion queue per node) on loopback; needs the `ofi`
+    /// feature.
+    Ofi,
 }
 
 impl TransportChoice {
@@ -96,6 +105,7 @@ impl TransportChoice {
         match self {
             TransportChoice::Mem => "mem",
             TransportChoice::Tcp => "tcp",
+            TransportChoice::Ofi => "ofi",
         }
     }
 }
@@ -184,7 +194,7 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
     let baseline = match (args.baseline, args.transport) {
         (false, _) => None,
         (true, TransportChoice::Mem) => Some(("memcpy", memcpy_baseline(&messages, args.nodes))),
-        (true, TransportChoice::Tcp) => {
+        (true, TransportChoice::Tcp | TransportChoice::Ofi) => {
             match runtime.block_on(tcp_copy_baseline(&messages, args.nodes)) {
                 Ok(seconds) => Some(("tcp-copy", seconds)),
                 Err(e) => {
@@ -301,7 +311,7 @@ async fn run_group(
 ) -> Result<Run, String> {
     let n = args.nodes;
     let node_config = NodeConfig::new().with_completion_mode(args.completion.into());
-    let nodes = start_nodes(args.transport, n, node_config).await?;
+    let nodes = start_nodes(args, n, node_config).await?;
     let mut creates = Vec::new();
     for g in 0..args.groups {
         let members: Vec<NodeId> = (0..n).map(|i| NodeId((i + g) % n)).collect();
@@ -384,12 +394,8 @@ async fn run_group(
 }
 
 /// Start `n` nodes in this process on the chosen transport.
-async fn start_nodes(
-    transport: TransportChoice,
-    n: u32,
-    config: NodeConfig,
-) -> Result<Vec<Node>, String> {
-    match transport {
+async fn start_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<Vec<Node>, String> {
+    match args.transport {
         TransportChoice::Mem => {
             Node::in_memory_all(&MemCluster::new(n as usize), config).map_err(|e| e.to_string())
         }
@@ -414,7 +420,36 @@ async fn start_nodes(
             .await
             .map_err(|e| e.to_string())
         }
+        TransportChoice::Ofi => start_ofi_nodes(args, n, config).await,
     }
+}
+
+/// Start `n` nodes on the `ofi` transport, rendezvous and fabric on loopback.
+#[cfg(feature = "ofi")]
+async fn start_ofi_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<Vec<Node>, String> {
+    let listeners = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(|e| format!("binding loopback ports: {e}"))?;
+    let members = listeners
+        .iter()
+        .map(std::net::TcpListener::local_addr)
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(|e| e.to_string())?;
+    let key = ClusterKey::from_bytes(DEMO_KEY.to_vec()).map_err(|e| e.to_string())?;
+    futures::future::try_join_all(listeners.into_iter().enumerate().map(|(id, listener)| {
+        let ofi = rdmc::OfiConfig::new(members.clone(), NodeId(id as u32), key.clone())
+            .with_listener(listener)
+            .with_provider(args.ofi_provider.clone());
+        Node::ofi(ofi, config.clone())
+    }))
+    .await
+    .map_err(|e| e.to_string())
+}
+
+#[cfg(not(feature = "ofi"))]
+async fn start_ofi_nodes(_: &DemoArgs, _: u32, _: NodeConfig) -> Result<Vec<Node>, String> {
+    Err(crate::NO_OFI.to_owned())
 }
 
 /// The demo's cluster key: its members are all in this process.

@@ -46,7 +46,8 @@ pub(crate) struct MemberArgs {
     /// Seconds to wait for every member to be connected.
     #[arg(long, default_value_t = 30.0)]
     connect_timeout: f64,
-    /// Seconds of silence after which a peer is considered failed.
+    /// Seconds of silence after which a peer is considered failed (a peer
+    /// whose connections break is noticed sooner).
     #[arg(long, default_value_t = 3.0)]
     failure_timeout: f64,
     /// How this member waits for completions.
@@ -55,6 +56,15 @@ pub(crate) struct MemberArgs {
     /// One JSON object per line instead of text.
     #[arg(long)]
     json: bool,
+    /// Transport between the members: `tcp`, or `ofi` (libfabric; needs a
+    /// build with the `ofi` feature). The members file lists rendezvous
+    /// addresses either way; with `ofi` the fabric endpoints bind to the
+    /// same IP.
+    #[arg(long, value_enum, default_value_t = Transport::Tcp)]
+    transport: Transport,
+    /// With `--transport ofi`: the libfabric provider (`tcp`, `verbs`, ...).
+    #[arg(long, default_value = "tcp", value_name = "NAME")]
+    ofi_provider: String,
     /// Benchmark mode, driven by `rdmc bench`: the root reads `send SIZE
     /// COUNT` and `close` commands from stdin and sends prefixes of a
     /// pseudo-random payload every member generates alike; receivers check
@@ -67,6 +77,15 @@ pub(crate) struct MemberArgs {
     pub(crate) max_size: u64,
     /// Root only: the files to multicast, one message each, in order.
     files: Vec<PathBuf>,
+}
+
+/// The transports a member can use.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Transport {
+    /// TCP: one authenticated connection per pair of members.
+    Tcp,
+    /// libfabric: RDMA-style endpoints (the `ofi` feature).
+    Ofi,
 }
 
 fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
@@ -128,14 +147,21 @@ async fn member(args: &MemberArgs) -> Result<(), String> {
         Duration::try_from_secs_f64(s)
             .map_err(|_| format!("{what} must be a positive number of seconds"))
     };
-    let config = TcpConfig::new(members.clone(), NodeId(args.rank), key)
-        .with_connect_timeout(seconds(args.connect_timeout, "--connect-timeout")?)
-        .with_failure_timeout(seconds(args.failure_timeout, "--failure-timeout")?);
-    let node = Node::tcp(
-        config,
-        NodeConfig::new().with_completion_mode(CompletionMode::from(args.completion)),
-    )
-    .await
+    let connect_timeout = seconds(args.connect_timeout, "--connect-timeout")?;
+    let failure_timeout = seconds(args.failure_timeout, "--failure-timeout")?;
+    let node_config = NodeConfig::new().with_completion_mode(CompletionMode::from(args.completion));
+    let node = match args.transport {
+        Transport::Tcp => {
+            let config = TcpConfig::new(members.clone(), NodeId(args.rank), key)
+                .with_connect_timeout(connect_timeout)
+                .with_failure_timeout(failure_timeout);
+            Node::tcp(config, node_config).await
+        }
+        Transport::Ofi => {
+            let timeouts = (connect_timeout, failure_timeout);
+            start_ofi(args, members.clone(), key, timeouts, node_config).await?
+        }
+    }
     .map_err(|e| e.to_string())?;
     let ids: Vec<NodeId> = (0..members.len() as u32).map(NodeId).collect();
     let group_config = GroupConfig::new()
@@ -155,6 +181,32 @@ async fn member(args: &MemberArgs) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+#[cfg(feature = "ofi")]
+async fn start_ofi(
+    args: &MemberArgs,
+    members: Vec<SocketAddr>,
+    key: ClusterKey,
+    (connect_timeout, failure_timeout): (Duration, Duration),
+    node_config: NodeConfig,
+) -> Result<Result<Node, rdmc::Error>, String> {
+    let config = rdmc::OfiConfig::new(members, NodeId(args.rank), key)
+        .with_connect_timeout(connect_timeout)
+        .with_failure_timeout(failure_timeout)
+        .with_provider(args.ofi_provider.clone());
+    Ok(Node::ofi(config, node_config).await)
+}
+
+#[cfg(not(feature = "ofi"))]
+async fn start_ofi(
+    _: &MemberArgs,
+    _: Vec<SocketAddr>,
+    _: ClusterKey,
+    _: (Duration, Duration),
+    _: NodeConfig,
+) -> Result<Result<Node, rdmc::Error>, String> {
+    Err(crate::NO_OFI.to_owned())
 }
 
 /// The group's part: send the files (root) or write the messages (others),

@@ -1,0 +1,484 @@
+//! Starting a node on the `ofi` transport: choose the provider, open the
+//! fabric objects, and connect a data and a control endpoint to every peer.
+//!
+//! Rendezvous uses the `tcp` transport's authenticated mesh (the cluster
+//! key's HMAC handshake): over each authenticated connection the two nodes
+//! swap their passive endpoint's fabric address and a fresh random token.
+//! The higher-ranked node then connects both endpoints through libfabric's
+//! connection manager, presenting the token in the connection data; the
+//! lower-ranked node accepts only connection requests carrying a token it
+//! issued, so only cluster members get fabric endpoints. CM events are
+//! dispatched by endpoint (fid context), not by their order. Once every
+//! endpoint is connected, the passive endpoint and the TCP connections are
+//! closed.
+
+use std::collections::HashMap;
+use std::ptr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use super::driver::{
+    CTRL_RECVS, CTRL_SENDS, ControlPool, DATA_RECVS, Driver, Fid, Peer, WaitFd, ep_token,
+    post_ctrl_recv, post_data_recv, token_peer,
+};
+use super::fabric::{Domain, Info, OfiError, check};
+use super::{OfiEndpoint, ffi};
+use crate::config::{CompletionMode, OfiConfig};
+use crate::error::Error;
+use crate::ids::NodeId;
+use crate::transport::Completions;
+use crate::transport::tcp::handshake::{ClusterDigest, Handshake};
+use crate::transport::tcp::mesh::{self, MeshConfig};
+
+/// Connection data magic and version.
+const CONN_MAGIC: [u8; 4] = *b"RDMC";
+const CONN_VERSION: u8 = 1;
+const CONN_LEN: usize = 28;
+/// Longest fabric address accepted from a peer.
+const MAX_NAME: usize = 256;
+
+fn transport_error(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Transport(format!("ofi: {what}: {e}"))
+}
+
+fn conn_data(kind_ctrl: bool, from: NodeId, token: &[u8; 16]) -> [u8; CONN_LEN] {
+    let mut out = [0u8; CONN_LEN];
+    out[..4].copy_from_slice(&CONN_MAGIC);
+    out[4] = CONN_VERSION;
+    out[5] = u8::from(kind_ctrl);
+    out[8..12].copy_from_slice(&from.0.to_le_bytes());
+    out[12..28].copy_from_slice(token);
+    out
+}
+
+/// (is-control, from, token) of valid connection data.
+fn parse_conn_data(data: &[u8]) -> Option<(bool, NodeId, [u8; 16])> {
+    if data.len() < CONN_LEN || data[..4] != CONN_MAGIC || data[4] != CONN_VERSION {
+        return None;
+    }
+    let ctrl = match data[5] {
+        0 => false,
+        1 => true,
+        _ => return None,
+    };
+    let from = NodeId(u32::from_le_bytes(data[8..12].try_into().ok()?));
+    Some((ctrl, from, data[12..28].try_into().ok()?))
+}
+
+/// Swap (fabric address, token) with a peer over its authenticated stream.
+async fn swap(
+    stream: &mut TcpStream,
+    name: &[u8],
+    token: &[u8; 16],
+) -> std::io::Result<(Vec<u8>, [u8; 16])> {
+    let mut out = Vec::with_capacity(2 + name.len() + 16);
+    out.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    out.extend_from_slice(name);
+    out.extend_from_slice(token);
+    stream.write_all(&out).await?;
+    let len = stream.read_u16().await? as usize;
+    if len == 0 || len > MAX_NAME {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("fabric address of {len} bytes"),
+        ));
+    }
+    let mut theirs = vec![0u8; len];
+    stream.read_exact(&mut theirs).await?;
+    let mut their_token = [0u8; 16];
+    stream.read_exact(&mut their_token).await?;
+    Ok((theirs, their_token))
+}
+
+/// A connection request's `fi_info`, freed on drop.
+struct ConnReqInfo(*mut ffi::FiInfo);
+
+// SAFETY: plain heap data owned by this value alone.
+unsafe impl Send for ConnReqInfo {}
+
+impl Drop for ConnReqInfo {
+    fn drop(&mut self) {
+        // SAFETY: the connreq's info, ours to free, freed only here.
+        unsafe { ffi::rdmc_freeinfo(self.0) };
+    }
+}
+
+/// A connection-manager event during start-up.
+enum Event {
+    ConnReq { info: ConnReqInfo, data: Vec<u8> },
+    Connected((NodeId, bool)),
+    Down(Option<(NodeId, bool)>, i32),
+}
+
+/// The next CM event, if there is one.
+fn read_event(eq: &Fid) -> Result<Option<Event>, OfiError> {
+    loop {
+        // SAFETY: all-zero is a valid value of this plain C struct.
+        let mut ev: ffi::Eqe = unsafe { std::mem::zeroed() };
+        let mut data = [0u8; 64];
+        // SAFETY: the EQ is open; `ev` and `data` are live locals of the
+        // sizes given.
+        let got = unsafe { ffi::rdmc_eq_read(eq.0, &mut ev, data.as_mut_ptr().cast(), data.len()) };
+        if got == -(ffi::FI_EAGAIN as isize) {
+            return Ok(None);
+        }
+        check("fi_eq_read", got as i64)?;
+        return Ok(Some(match ev.event {
+            ffi::EV_CONNREQ => Event::ConnReq {
+                info: ConnReqInfo(ev.info),
+                data: data[..(ev.data_len as usize).min(data.len())].to_vec(),
+            },
+            ffi::EV_CONNECTED => match token_peer(ev.fid_context) {
+                Some(key) => Event::Connected(key),
+                None => continue,
+            },
+            ffi::EV_SHUTDOWN | ffi::EV_ERROR => Event::Down(token_peer(ev.fid_context), ev.err),
+            _ => continue,
+        }));
+    }
+}
+
+/// What every endpoint of the node is opened with.
+struct Shared<'a> {
+    domain: &'a Arc<Domain>,
+    eq: &'a Fid,
+    cq: &'a Fid,
+    pool: &'a ControlPool,
+    /// Post zero-length receives on data endpoints (`FI_RX_CQ_DATA`).
+    data_recvs: bool,
+}
+
+impl Shared<'_> {
+    /// Open an endpoint bound to the node's queues, with its receives posted.
+    fn open_ep(&self, info: *mut ffi::FiInfo, peer: NodeId, ctrl: bool) -> Result<Fid, OfiError> {
+        let mut ep = ptr::null_mut();
+        // SAFETY: domain, EQ and CQ are open; `info` is a live fi_info; the
+        // context is an integer token, never dereferenced.
+        let ret = unsafe {
+            ffi::rdmc_ep_open(
+                self.domain.domain(),
+                info,
+                self.eq.0,
+                self.cq.0,
+                ep_token(peer, ctrl),
+                &mut ep,
+            )
+        };
+        check("fi_endpoint", ret.into())?;
+        let ep = Fid(ep);
+        if ctrl {
+            for i in 0..CTRL_RECVS {
+                post_ctrl_recv(&ep, self.pool, peer, i)?;
+            }
+        } else if self.data_recvs {
+            for _ in 0..DATA_RECVS {
+                post_data_recv(&ep, peer)?;
+            }
+        }
+        Ok(ep)
+    }
+}
+
+/// Start the node's fabric side; returns its transport and completion queue.
+pub(crate) async fn establish(
+    config: OfiConfig,
+    mode: CompletionMode,
+) -> Result<(OfiEndpoint, Completions), Error> {
+    let id = config.id;
+    let n = config.members.len();
+    if id.index() >= n {
+        return Err(Error::Transport(format!(
+            "node {id} is not in a cluster of {n}"
+        )));
+    }
+    // 1. The provider (fi_getinfo takes a while: off the runtime's threads).
+    let provider = config.provider.clone();
+    let node: String = config
+        .fabric_addr
+        .unwrap_or_else(|| config.members[id.index()].ip())
+        .to_string();
+    let strict = config.strict_modes;
+    let wanted = (config.provider.clone(), node.clone());
+    let mut info = tokio::task::spawn_blocking(move || Info::get(&provider, &node))
+        .await
+        .map_err(|e| transport_error("fi_getinfo", e))?
+        .map_err(|e| {
+            if e.code == ffi::FI_ENODATA {
+                let (provider, node) = &wanted;
+                transport_error(
+                    "choosing the provider",
+                    format!(
+                        "libfabric offers no `{provider}` endpoints (FI_EP_MSG with RMA and \
+                         remote CQ data) on {node}; see `fi_info -p {provider} -t FI_EP_MSG`"
+                    ),
+                )
+            } else {
+                transport_error("choosing the provider", e)
+            }
+        })?;
+    if strict {
+        info.force_strict();
+    }
+    tracing::info!(
+        provider = %info.summary.provider,
+        fabric = %info.summary.fabric,
+        domain = %info.summary.domain,
+        mr_mode = format_args!("{:#x}", info.summary.raw_mr_mode),
+        mode = format_args!("{:#x}", info.summary.raw_mode),
+        cq_data_size = info.summary.cq_data_size,
+        tx_size = info.summary.tx_size,
+        rx_size = info.summary.rx_size,
+        strict,
+        "ofi provider chosen"
+    );
+    if !info.summary.thread_safe {
+        tracing::warn!(
+            "the domain is not FI_THREAD_SAFE; memory regions are closed from other threads"
+        );
+    }
+    let modes = info.summary.modes;
+
+    // 2. Fabric, domain, queues, control pool, passive endpoint.
+    let domain = Domain::open(&info).map_err(|e| transport_error("opening the fabric", e))?;
+    let (eq, eq_fd) = {
+        let (mut eq, mut fd) = (ptr::null_mut(), 0);
+        // SAFETY: the fabric is open; out-pointers are live locals.
+        let ret = unsafe { ffi::rdmc_eq_open(domain.fabric(), &mut eq, &mut fd) };
+        check("fi_eq_open", ret.into()).map_err(|e| transport_error("event queue", e))?;
+        (Fid(eq), fd)
+    };
+    let peers_n = n.saturating_sub(1) as u64;
+    let cq_size = peers_n * (CTRL_RECVS + DATA_RECVS + CTRL_SENDS + 32) as u64 + 64;
+    let (cq, cq_fd) = {
+        let (mut cq, mut fd) = (ptr::null_mut(), 0);
+        // SAFETY: the domain is open; out-pointers are live locals.
+        let ret = unsafe { ffi::rdmc_cq_open(domain.domain(), cq_size, &mut cq, &mut fd) };
+        check("fi_cq_open", ret.into()).map_err(|e| transport_error("completion queue", e))?;
+        (Fid(cq), fd)
+    };
+    let mut next_key = 1u64;
+    let pool = ControlPool::new(&domain, n, next_key)
+        .map_err(|e| transport_error("registering control buffers", e))?;
+    next_key += 1;
+    let (pep, name) = {
+        let mut name = vec![0u8; MAX_NAME];
+        let mut name_len = name.len();
+        let mut pep = ptr::null_mut();
+        // SAFETY: fabric, info and EQ are live; `name` has `name_len` bytes.
+        let ret = unsafe {
+            ffi::rdmc_pep_open(
+                domain.fabric(),
+                info.as_ptr(),
+                eq.0,
+                &mut pep,
+                name.as_mut_ptr().cast(),
+                &mut name_len,
+            )
+        };
+        check("fi_passive_ep/fi_listen", ret.into())
+            .map_err(|e| transport_error("listening on the fabric", e))?;
+        name.truncate(name_len);
+        (Fid(pep), name)
+    };
+
+    // 3. Rendezvous over the authenticated TCP mesh.
+    let listener = match config.listener {
+        Some(l) => l
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::TcpListener::from_std(l)),
+        None => tokio::net::TcpListener::bind(config.members[id.index()]).await,
+    }
+    .map_err(|e| Error::Transport(format!("listening: {e}")))?;
+    let digest = ClusterDigest::of_members(
+        &config
+            .members
+            .iter()
+            .map(|a| format!("ofi:{a}"))
+            .collect::<Vec<_>>(),
+    );
+    let handshake =
+        Handshake::new(config.key, digest, id, n).with_timeout(config.handshake_timeout);
+    let mesh = mesh::establish(MeshConfig {
+        me: id,
+        members: config.members.clone(),
+        listener,
+        handshake: Arc::new(handshake),
+        connect_timeout: config.connect_timeout,
+    })
+    .await
+    .map_err(|e| transport_error("rendezvous", e))?;
+    let mut issued: HashMap<NodeId, [u8; 16]> = HashMap::new();
+    let mut theirs: HashMap<NodeId, (Vec<u8>, [u8; 16])> = HashMap::new();
+    let mut streams = mesh.peers;
+    let swaps = streams.iter_mut().map(|(&peer, stream)| {
+        let mut token = [0u8; 16];
+        rand::rng().fill_bytes(&mut token);
+        issued.insert(peer, token);
+        let name = &name;
+        async move {
+            let r =
+                tokio::time::timeout(config.handshake_timeout, swap(stream, name, &token)).await;
+            (peer, r)
+        }
+    });
+    for (peer, r) in futures::future::join_all(swaps).await {
+        let got = r
+            .map_err(|_| {
+                transport_error("fabric address exchange", format!("node {peer} timed out"))
+            })?
+            .map_err(|e| transport_error("fabric address exchange", format!("node {peer}: {e}")))?;
+        theirs.insert(peer, got);
+    }
+
+    // 4. Connect to lower ranks, accept higher ranks.
+    let shared = Shared {
+        domain: &domain,
+        eq: &eq,
+        cq: &cq,
+        pool: &pool,
+        data_recvs: modes.rx_cq_data,
+    };
+    let mut eps: HashMap<(NodeId, bool), Fid> = HashMap::new();
+    for (&peer, (addr, token)) in theirs.iter().filter(|(p, _)| **p < id) {
+        for ctrl in [false, true] {
+            let ep = shared
+                .open_ep(info.as_ptr(), peer, ctrl)
+                .map_err(|e| transport_error("opening an endpoint", e))?;
+            let data = conn_data(ctrl, id, token);
+            // SAFETY: the endpoint is open; `addr` is the peer's fabric
+            // address as its fi_getname gave it; `data` outlives the call.
+            let ret = unsafe {
+                ffi::rdmc_connect(ep.0, addr.as_ptr().cast(), data.as_ptr().cast(), data.len())
+            };
+            check("fi_connect", ret.into())
+                .map_err(|e| transport_error(&format!("connecting to node {peer}"), e))?;
+            eps.insert((peer, ctrl), ep);
+        }
+    }
+    let mut connected: HashMap<(NodeId, bool), bool> = HashMap::new();
+    let want = 2 * n.saturating_sub(1);
+    let deadline = tokio::time::Instant::now() + config.connect_timeout;
+    while connected.len() < want {
+        if tokio::time::Instant::now() >= deadline {
+            let missing: Vec<u32> = (0..n as u32)
+                .filter(|&p| p != id.0)
+                .filter(|&p| {
+                    !connected.contains_key(&(NodeId(p), false))
+                        || !connected.contains_key(&(NodeId(p), true))
+                })
+                .collect();
+            return Err(transport_error(
+                "connecting endpoints",
+                format!(
+                    "node(s) {missing:?} not connected within {:?}",
+                    config.connect_timeout
+                ),
+            ));
+        }
+        let Some(ev) =
+            read_event(&eq).map_err(|e| transport_error("reading connection events", e))?
+        else {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            continue;
+        };
+        match ev {
+            Event::ConnReq { info: req, data } => {
+                let ok = parse_conn_data(&data).filter(|(ctrl, from, token)| {
+                    *from > id
+                        && from.index() < n
+                        && issued.get(from) == Some(token)
+                        && !eps.contains_key(&(*from, *ctrl))
+                });
+                match ok {
+                    Some((ctrl, from, _)) => {
+                        let opened = shared.open_ep(req.0, from, ctrl);
+                        drop(req);
+                        let ep = opened.map_err(|e| transport_error("accepting an endpoint", e))?;
+                        // SAFETY: the endpoint was opened from this connreq.
+                        let ret = unsafe { ffi::rdmc_accept(ep.0) };
+                        check("fi_accept", ret.into())
+                            .map_err(|e| transport_error("accepting an endpoint", e))?;
+                        eps.insert((from, ctrl), ep);
+                    }
+                    None => {
+                        tracing::warn!("rejected a fabric connection without a valid token");
+                        // SAFETY: the passive endpoint is open; the info is
+                        // the connreq's, freed after (by `req`'s drop).
+                        unsafe { ffi::rdmc_reject(pep.0, req.0) };
+                    }
+                }
+            }
+            Event::Connected(key) => {
+                connected.insert(key, true);
+            }
+            Event::Down(who, err) => {
+                return Err(transport_error(
+                    "connecting endpoints",
+                    format!(
+                        "node {} refused or dropped the connection ({})",
+                        who.map_or_else(|| "?".to_owned(), |(p, _)| p.to_string()),
+                        super::fabric::strerror(err)
+                    ),
+                ));
+            }
+        }
+    }
+    drop(pep);
+    drop(streams);
+    drop(theirs);
+
+    // 5. The driver.
+    let mut peers = HashMap::new();
+    for p in (0..n as u32).map(NodeId).filter(|&p| p != id) {
+        let data = eps.remove(&(p, false)).expect("connected");
+        let ctrl = eps.remove(&(p, true)).expect("connected");
+        peers.insert(p, Peer::new(data, ctrl));
+    }
+    let interest = tokio::io::Interest::READABLE;
+    // SAFETY: the fds are the CQ's and EQ's wait objects, open until those
+    // queues close; the driver drops these registrations first.
+    let cq_fd = unsafe { AsyncFd::register_with_interest(WaitFd(cq_fd), interest) }
+        .map_err(|e| transport_error("waiting on the CQ", e))?;
+    // SAFETY: as above.
+    let eq_fd = unsafe { AsyncFd::register_with_interest(WaitFd(eq_fd), interest) }
+        .map_err(|e| transport_error("waiting on the EQ", e))?;
+    let (commands, inbox) = mpsc::unbounded_channel();
+    let (completions, queue) = mpsc::unbounded_channel();
+    let mut driver = Driver::new(
+        id,
+        modes,
+        domain,
+        cq,
+        cq_fd,
+        eq,
+        eq_fd,
+        peers,
+        pool,
+        inbox,
+        completions.clone(),
+        mode,
+        next_key,
+        config.failure_timeout,
+    );
+    // Verbs carries 4 bytes of CQ data, so strict (verbs-like) mode never
+    // counts on more.
+    driver.len_in_cq_data = info.summary.cq_data_size >= 8 && !strict;
+    let span = tracing::debug_span!("rdmc_ofi", node = id.0);
+    let task = tokio::spawn(tracing::Instrument::instrument(driver.run(), span));
+    Ok((
+        OfiEndpoint {
+            commands,
+            completions,
+            flush_timeout: config.flush_timeout,
+            task: Some(task),
+            pool: super::BufferPool::new(config.pool_budget),
+        },
+        queue,
+    ))
+}
