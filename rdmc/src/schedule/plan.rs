@@ -5,12 +5,11 @@
 //! the invariants of rdmc-original.md §2.7; [`verify_schedules`] checks the
 //! per-member functions against each other (§2.7 items 1, 4 and 5).
 
-use serde::{Deserialize, Serialize};
-
 use super::{Algorithm, NodeSchedule, Schedule, ScheduleError, Transfer, ceil_log2, floor_log2};
 
 /// One transfer of a whole-group plan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct PlanTransfer {
     /// Logical step, from 0.
     pub step: usize,
@@ -23,7 +22,8 @@ pub struct PlanTransfer {
 }
 
 /// Every transfer of every member for one (algorithm, n, k), in step order.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Plan {
     /// The algorithm's CLI name.
     pub algorithm: String,

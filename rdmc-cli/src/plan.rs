@@ -1,0 +1,173 @@
+//! `rdmc plan`: print every block transfer of one multicast, step by step,
+//! as a table or as one JSON object.
+
+use std::fmt::Write as _;
+
+use clap::Args;
+use rdmc::schedule::{Algorithm, Plan, step_bound};
+
+/// `rdmc plan` refuses plans whose assembly would call a schedule function
+/// more than this many times (members × steps), rather than run for hours.
+const MAX_PLAN_WORK: usize = 1 << 28;
+
+/// Arguments of `rdmc plan`.
+#[derive(Debug, Args)]
+pub(crate) struct PlanArgs {
+    /// Multicast algorithm: sequential, chain, tree or binomial-pipeline.
+    #[arg(short, long, value_parser = parse_algorithm)]
+    algorithm: Algorithm,
+    /// Group size, the root included (at least 1).
+    #[arg(short, long, value_parser = parse_positive)]
+    nodes: usize,
+    /// Number of blocks in the message (at least 1).
+    #[arg(short, long, value_parser = parse_positive)]
+    blocks: usize,
+    /// Print one JSON object instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
+    s.parse().map_err(|e| format!("{e}"))
+}
+
+fn parse_positive(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(0) => Err("must be at least 1".to_owned()),
+        Ok(v) => Ok(v),
+        Err(e) => Err(format!("not a positive integer: {e}")),
+    }
+}
+
+/// `rdmc plan`: print what [`render`] makes of the arguments.
+pub(crate) fn run(args: &PlanArgs) -> Result<(), String> {
+    println!("{}", render(args)?);
+    Ok(())
+}
+
+/// Assemble the plan, check it, and render it as JSON or a table (without
+/// the final newline).
+fn render(args: &PlanArgs) -> Result<String, String> {
+    let work = step_bound(args.algorithm, args.nodes, args.blocks).checked_mul(args.nodes);
+    if work.is_none_or(|w| w > MAX_PLAN_WORK) {
+        return Err(format!(
+            "a {} plan for {} nodes and {} blocks is too large to print",
+            args.algorithm, args.nodes, args.blocks
+        ));
+    }
+    let plan = Plan::new(args.algorithm, args.nodes, args.blocks).map_err(|e| e.to_string())?;
+    plan.verify().map_err(|e| {
+        format!(
+            "internal error: the {} plan is invalid: {e}",
+            plan.algorithm
+        )
+    })?;
+    if args.json {
+        serde_json::to_string(&plan).map_err(|e| e.to_string())
+    } else {
+        Ok(table(&plan))
+    }
+}
+
+/// A readable table: a header, then one row per step listing `from→to:bN`.
+fn table(plan: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} multicast: {} nodes, {} blocks, {} steps, {} transfers",
+        plan.algorithm,
+        plan.nodes,
+        plan.blocks,
+        plan.steps,
+        plan.transfers.len()
+    );
+    let width = plan.steps.saturating_sub(1).to_string().len();
+    let mut rest = plan.transfers.as_slice();
+    for step in 0..plan.steps {
+        let count = rest.iter().take_while(|t| t.step == step).count();
+        let (now, later) = rest.split_at(count);
+        rest = later;
+        let _ = write!(out, "step {step:>width$}:");
+        if now.is_empty() {
+            out.push_str(" -");
+        }
+        for t in now {
+            let _ = write!(out, " {}→{}:b{}", t.from, t.to, t.block);
+        }
+        out.push('\n');
+    }
+    out.pop();
+    out
+}
+
+/// The JSON contract of `rdmc plan --json`, swept in this process (the
+/// binary itself is run by `tests/cli_plan.rs` for a few cases).
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan_json(algorithm: Algorithm, n: usize, k: usize) -> Plan {
+        let args = PlanArgs {
+            algorithm,
+            nodes: n,
+            blocks: k,
+            json: true,
+        };
+        let out = render(&args).unwrap_or_else(|e| panic!("{algorithm} n={n} k={k}: {e}"));
+        // Exactly one JSON object on one line.
+        assert!(!out.contains('\n'));
+        let value: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let keys: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert_eq!(
+            keys,
+            ["algorithm", "blocks", "nodes", "steps", "transfers"],
+            "{keys:?}"
+        );
+        serde_json::from_value(value).unwrap()
+    }
+
+    fn check(algorithm: Algorithm, n: usize, k: usize) {
+        let plan = plan_json(algorithm, n, k);
+        assert_eq!(plan.algorithm, algorithm.name());
+        assert_eq!((plan.nodes, plan.blocks), (n, k));
+        assert_eq!(plan.steps, step_bound(algorithm, n, k));
+        plan.verify()
+            .unwrap_or_else(|e| panic!("{algorithm} n={n} k={k}: {e}"));
+        assert_eq!(plan, Plan::new(algorithm, n, k).unwrap());
+    }
+
+    /// Every algorithm, every n in 1..=64 with k ∈ {1, 2, 3, 5}; k ∈ {7, 16}
+    /// for a spread of n around the powers of two.
+    #[test]
+    fn json_plans_of_every_algorithm_verify() {
+        for algorithm in Algorithm::ALL {
+            for n in 1..=64 {
+                for k in [1, 2, 3, 5] {
+                    check(algorithm, n, k);
+                }
+            }
+            for n in [2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64] {
+                for k in [7, 16] {
+                    check(algorithm, n, k);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn oversized_plans_are_refused() {
+        let args = PlanArgs {
+            algorithm: Algorithm::Sequential,
+            nodes: 100_000_000,
+            blocks: 100_000_000,
+            json: false,
+        };
+        let err = render(&args).unwrap_err();
+        assert!(err.contains("too large"), "{err}");
+    }
+}
