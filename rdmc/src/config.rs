@@ -5,32 +5,9 @@ use std::time::Duration;
 
 use crate::ids::NodeId;
 use crate::schedule::Algorithm;
+pub use crate::wait::CompletionMode;
 pub use crate::transport::tcp::{ClusterKey, ClusterKeyError};
 use crate::transport::tcp::{DEFAULT_CHUNK_SIZE, DEFAULT_FAILURE_TIMEOUT};
-
-/// How a node's actor waits for completions (seed 001 Sec. 4.2, "Initialization").
-#[non_exhaustive]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CompletionMode {
-    /// Sleep until a completion arrives (the papers' interrupt mode).
-    Interrupt,
-    /// Never sleep: poll for completions continuously.
-    Polling,
-    /// After any completion keep polling for `window`, then sleep until the
-    /// next one — the papers' default with a 50 ms window.
-    Hybrid {
-        /// How long to keep polling after the last completion.
-        window: Duration,
-    },
-}
-
-impl Default for CompletionMode {
-    fn default() -> Self {
-        CompletionMode::Hybrid {
-            window: Duration::from_millis(50),
-        }
-    }
-}
 
 /// Configuration of a [`Node`](crate::Node).
 #[derive(Clone, Debug, Default)]

@@ -55,6 +55,7 @@ pub mod proto;
 mod runtime;
 pub mod schedule;
 pub mod transport;
+pub(crate) mod wait;
 
 #[cfg(feature = "ofi")]
 pub use config::OfiConfig;

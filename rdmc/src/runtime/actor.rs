@@ -15,7 +15,8 @@ use tracing::Instrument;
 use super::rendezvous::group_digest;
 use super::timing::{Lap, MessageTimings, Stopwatch};
 
-use crate::config::{CompletionMode, GroupConfig};
+use crate::config::GroupConfig;
+use crate::wait::{CompletionMode, Next, WaitPolicy};
 use crate::error::{Error, FailureKind, MembershipError};
 use crate::ids::{GroupId, NodeId};
 use crate::proto::{
@@ -214,7 +215,7 @@ impl<T: Transport> Actor<T> {
     pub(crate) async fn run(mut self) {
         let span = tracing::info_span!("rdmc_node", node = self.me.0);
         async move {
-            let mut spin_until: Option<Instant> = None;
+            let mut wait = WaitPolicy::new(self.mode);
             loop {
                 if !self.deadlines.is_empty() {
                     self.expire_rendezvous();
@@ -242,25 +243,13 @@ impl<T: Transport> Actor<T> {
                     }
                     handled += 1;
                 }
-                if handled > 0 {
-                    if let CompletionMode::Hybrid { window } = self.mode {
-                        spin_until = Some(Instant::now() + window);
+                match wait.after_pass(handled) {
+                    Next::Again | Next::Spin => {
+                        tokio::task::yield_now().await;
+                        continue;
                     }
-                    tokio::task::yield_now().await;
-                    continue;
+                    Next::Sleep => {}
                 }
-                let spinning = match self.mode {
-                    CompletionMode::Polling => true,
-                    CompletionMode::Hybrid { .. } => {
-                        spin_until.is_some_and(|until| Instant::now() < until)
-                    }
-                    CompletionMode::Interrupt => false,
-                };
-                if spinning {
-                    tokio::task::yield_now().await;
-                    continue;
-                }
-                spin_until = None;
                 let deadline = self.deadlines.first().map(|&(at, _)| at);
                 tokio::select! {
                     biased;

@@ -26,7 +26,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::fabric::{Access, Domain, Modes, Mr, OfiError, check, strerror};
 use super::ffi;
 use super::wire::{Control, Credit, MSG_LEN};
-use crate::config::CompletionMode;
+use crate::wait::{CompletionMode, Next, WaitPolicy};
 use crate::ids::{GroupId, NodeId};
 use crate::transport::{BlockRef, Completion, CompletionSender, MessageBuffer, RecvRegion, Signal};
 
@@ -444,7 +444,7 @@ impl Driver {
 
     /// Run until the transport is dropped or flushed.
     pub(crate) async fn run(mut self) {
-        let mut spin_until: Option<Instant> = None;
+        let mut wait = WaitPolicy::new(self.mode);
         let mut fd_wait_works = true;
         loop {
             let mut work = 0;
@@ -465,28 +465,23 @@ impl Driver {
             if self.flush_done() {
                 return;
             }
-            if work > 0 {
-                if let CompletionMode::Hybrid { window } = self.mode {
-                    spin_until = Some(Instant::now() + window);
+            match wait.after_pass(work) {
+                Next::Again => {
+                    tokio::task::yield_now().await;
+                    continue;
                 }
-                tokio::task::yield_now().await;
-                continue;
+                Next::Spin => {
+                    // Nothing came: let other threads have the core for a
+                    // moment (the provider's progress thread, the peers) — on
+                    // a machine with few cores, a poller that never yields
+                    // starves the very threads that produce its completions —
+                    // then poll again.
+                    std::thread::yield_now();
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                Next::Sleep => {}
             }
-            let spinning = match self.mode {
-                CompletionMode::Polling => true,
-                CompletionMode::Hybrid { .. } => spin_until.is_some_and(|t| Instant::now() < t),
-                _ => false,
-            };
-            if spinning {
-                // Nothing came: let other threads have the core for a moment
-                // (the provider's progress thread, the peers) — on a machine
-                // with few cores, a poller that never yields starves the very
-                // threads that produce its completions — then poll again.
-                std::thread::yield_now();
-                tokio::task::yield_now().await;
-                continue;
-            }
-            spin_until = None;
             if fd_wait_works {
                 // SAFETY: the fabric, CQ and EQ are open for the driver's life.
                 let ret = unsafe { ffi::rdmc_trywait(self.domain.fabric(), self.cq.0, self.eq.0) };
