@@ -84,4 +84,3 @@ fn exit_status(outcome: Result<(), String>) -> ExitCode {
         }
     }
 }
-

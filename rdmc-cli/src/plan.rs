@@ -76,7 +76,7 @@ fn table(plan: &Plan) -> String {
         out,
         "{} multicast: {} nodes, {} blocks, {} steps, {} transfers",
         plan.algorithm,
-        plan.nodes,
+        plan.group_size,
         plan.blocks,
         plan.steps,
         plan.transfers.len()
@@ -134,7 +134,7 @@ mod tests {
     fn check(algorithm: Algorithm, n: usize, k: usize) {
         let plan = plan_json(algorithm, n, k);
         assert_eq!(plan.algorithm, algorithm.name());
-        assert_eq!((plan.nodes, plan.blocks), (n, k));
+        assert_eq!((plan.group_size, plan.blocks), (n, k));
         assert_eq!(plan.steps, step_bound(algorithm, n, k));
         plan.verify()
             .unwrap_or_else(|e| panic!("{algorithm} n={n} k={k}: {e}"));

@@ -46,7 +46,7 @@ fn plan_json(algorithm: Algorithm, n: usize, k: usize) -> Plan {
 fn check(algorithm: Algorithm, n: usize, k: usize) {
     let plan = plan_json(algorithm, n, k);
     assert_eq!(plan.algorithm, algorithm.name());
-    assert_eq!((plan.nodes, plan.blocks), (n, k));
+    assert_eq!((plan.group_size, plan.blocks), (n, k));
     assert_eq!(plan.steps, step_bound(algorithm, n, k));
     plan.verify()
         .unwrap_or_else(|e| panic!("{algorithm} n={n} k={k}: {e}"));

@@ -199,7 +199,7 @@ fn rejects_out_of_range_and_malformed() {
         Err(PlanError::RankOutOfRange {
             step: 4,
             rank: 5,
-            nodes: 5
+            group_size: 5
         })
     );
     assert_eq!(
@@ -228,7 +228,7 @@ fn rejects_out_of_range_and_malformed() {
     plan.blocks = 0;
     assert_eq!(plan.verify(), Err(PlanError::NoBlocks));
     let mut plan = chain_plan();
-    plan.nodes = 0;
+    plan.group_size = 0;
     assert_eq!(plan.verify(), Err(PlanError::EmptyGroup));
     assert_eq!(
         verify_schedules(Algorithm::Chain, 0, 1),
@@ -252,7 +252,7 @@ fn rejects_wrong_header() {
         Err(PlanError::MissingBlock { node: 1, block: 2 })
     );
     let mut plan = Plan::new(Algorithm::Sequential, 3, 2).unwrap();
-    plan.nodes = 4;
+    plan.group_size = 4;
     plan.steps = 4;
     assert_eq!(
         plan.verify(),

@@ -16,13 +16,13 @@ use super::rendezvous::group_digest;
 use super::timing::{Lap, MessageTimings, Stopwatch};
 
 use crate::config::GroupConfig;
-use crate::wait::{CompletionMode, Next, WaitPolicy};
 use crate::error::{Error, FailureKind, MembershipError};
 use crate::ids::{GroupId, NodeId};
 use crate::proto::{
     Action, Control, Failure, FailureReason, GroupMember, MemberConfig, MemberError, Rank,
 };
 use crate::transport::{BlockRef, Completion, Completions, MessageBuffer, Signal, Transport};
+use crate::wait::{CompletionMode, Next, WaitPolicy};
 
 /// A message delivered to a receiver.
 ///

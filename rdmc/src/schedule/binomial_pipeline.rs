@@ -1,10 +1,11 @@
 //! Binomial pipeline: blocks relayed over a hypercube overlay so that, after
 //! the first `l` steps, every member sends and receives a block at every step
-//! (seed 001 Sec. 4.3-4.4; seed 004 Appendix A for group sizes that are not
-//! powers of two; `rdmc-original.md` §2.5 for the exact schedule the original
-//! RDMC computes, which this module reproduces rule by rule).
+//! (the RDMC paper, Sec. 4.3-4.4; "Pushing Bytes: Cloud-Scale Data Replication
+//! with RDMC", Appendix A, for group sizes that are not powers of two). This
+//! module reproduces, rule by rule, the exact schedule the original C++ RDMC
+//! computes.
 //!
-//! Terms used throughout (rdmc-original.md §2.5, "Notation"):
+//! Terms used throughout:
 //!
 //! * `n` members, `k` blocks, `l = ⌊log2 n⌋`, `P = 2^l` hypercube vertices;
 //!   the group is *POT* if `n = P`, otherwise *NPOT*.
@@ -23,15 +24,15 @@
 use super::{Schedule, Transfer, floor_log2};
 
 /// The message length with which the original computes the first block
-/// (rdmc-original.md §2.5(e): "builds the schedule of a long message
-/// (k = 1024 ...)"). Any `k` larger than `l + 1` gives the same answer.
+/// (rule (e): it builds the schedule of a long message,
+/// k = 1024). Any `k` larger than `l + 1` gives the same answer.
 const FIRST_BLOCK_SCAN_BLOCKS: usize = 1024;
 
 /// Binomial pipeline; `k + l − 1` steps when `n` is a power of two, `k + l`
 /// otherwise (`0` for a group of one).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BinomialPipeline {
-    nodes: usize,
+    group_size: usize,
     rank: usize,
     /// `l = ⌊log2 n⌋`, the hypercube's dimension.
     dim: usize,
@@ -47,13 +48,17 @@ impl BinomialPipeline {
     /// Member `rank`'s schedule in a group of `nodes` (caller checks `rank < nodes`).
     ///
     /// Costs `O(log² n)`: it scans the first `l + 1` steps of a long message
-    /// for the first block (rdmc-original.md §2.5(e)).
-    pub fn new(nodes: usize, rank: usize) -> Self {
-        debug_assert!(rank < nodes);
-        let dim = if nodes == 0 { 0 } else { floor_log2(nodes) };
+    /// for the first block (rule (e)).
+    pub fn new(group_size: usize, rank: usize) -> Self {
+        debug_assert!(rank < group_size);
+        let dim = if group_size == 0 {
+            0
+        } else {
+            floor_log2(group_size)
+        };
         let cube = 1usize << dim;
         let mut schedule = Self {
-            nodes,
+            group_size,
             rank,
             dim,
             cube,
@@ -64,12 +69,12 @@ impl BinomialPipeline {
         schedule
     }
 
-    /// rdmc-original.md §2.5(e): the transfer at the earliest step at which
+    /// Rule (e): the transfer at the earliest step at which
     /// this member receives anything, in the schedule of a long message.
     /// That step is at most `l + 1`, so the scan stops early; the bound
     /// `total_steps` only guards against a schedule in which it never receives.
     fn scan_first_block(&self) -> Option<Transfer> {
-        if self.rank == 0 || self.nodes < 2 {
+        if self.rank == 0 || self.group_size < 2 {
             return None;
         }
         let k = FIRST_BLOCK_SCAN_BLOCKS.max(self.dim + 2);
@@ -78,13 +83,13 @@ impl BinomialPipeline {
 
     /// True if the group size is a power of two.
     fn is_pot(&self) -> bool {
-        self.nodes == self.cube
+        self.group_size == self.cube
     }
 
-    /// rdmc-original.md §2.5, "Nodes → hypercube vertices": vertex `v` is
+    /// Placement of members on vertices: vertex `v` is
     /// paired iff `1 ≤ v ≤ n − P`.
     fn is_paired(&self, v: usize) -> bool {
-        v >= 1 && v <= self.nodes - self.cube
+        v >= 1 && v <= self.group_size - self.cube
     }
 
     /// The upper member of paired vertex `v`: `v + P − 1`.
@@ -101,7 +106,7 @@ impl BinomialPipeline {
         }
     }
 
-    /// rdmc-original.md §2.5(b): `F(v, t)`, the number of steps `t' < t`
+    /// Rule (b): `F(v, t)`, the number of steps `t' < t`
     /// whose dimension `t' mod l` is a set bit of `v`:
     /// `⌊t/l⌋·popcount(v) + popcount(v & (2^(t mod l) − 1))`.
     fn flips(&self, v: usize, t: usize) -> usize {
@@ -121,7 +126,7 @@ impl BinomialPipeline {
         (m / ones) * self.dim + rest.trailing_zeros() as usize
     }
 
-    /// rdmc-original.md §2.5(b): the receiver `R(v, t)`: the lower member if
+    /// Rule (b): the receiver `R(v, t)`: the lower member if
     /// `F(v, t)` is even, the upper one if it is odd; an unpaired vertex's
     /// single member always.
     fn receiver(&self, v: usize, t: usize) -> usize {
@@ -132,16 +137,16 @@ impl BinomialPipeline {
         }
     }
 
-    /// rdmc-original.md §2.5(b): the inter-vertex sender `S(v, t)`: the twin
+    /// Rule (b): the inter-vertex sender `S(v, t)`: the twin
     /// of `R(v, t)` on a paired vertex, the single member otherwise.
     fn sender(&self, v: usize, t: usize) -> usize {
         let r = self.receiver(v, t);
         if self.is_paired(v) { self.twin(r) } else { r }
     }
 
-    /// Total steps `T` for `k` blocks (rdmc-original.md §2.5, "Total steps").
+    /// Total steps `T` for `k` blocks.
     fn steps(&self, k: usize) -> usize {
-        if self.nodes < 2 || k == 0 {
+        if self.group_size < 2 || k == 0 {
             0
         } else if self.is_pot() {
             k + self.dim - 1
@@ -151,12 +156,12 @@ impl BinomialPipeline {
     }
 
     /// True if `t` is the extra last step of an NPOT group, which carries no
-    /// inter-vertex traffic (rdmc-original.md §2.5(d)).
+    /// inter-vertex traffic (Rule (d)).
     fn is_npot_last(&self, k: usize, t: usize) -> bool {
         !self.is_pot() && t + 1 == self.steps(k)
     }
 
-    /// rdmc-original.md §2.5(a): the block vertex `w` receives at the
+    /// Rule (a): the block vertex `w` receives at the
     /// vertex-level step `t` from `w XOR 2^(t mod l)`, if any.
     ///
     /// * Nobody sends to the root's vertex 0.
@@ -167,7 +172,7 @@ impl BinomialPipeline {
     ///   next set bit of `w`.
     /// * Block numbers are capped at `k − 1` (the "virtual" blocks ≥ k).
     ///
-    /// This is seed 001 Sec. 4.4's rule seen from the receiving end: there
+    /// This is the RDMC paper's Sec. 4.4's rule seen from the receiving end: there
     /// `j` is `tr_ze(σ(sender, t mod l))`.
     fn vertex_block(&self, w: usize, t: usize, k: usize) -> Option<usize> {
         if w == 0 {
@@ -192,7 +197,7 @@ impl BinomialPipeline {
         Some(block.min(k - 1))
     }
 
-    /// rdmc-original.md §2.5(c): the block `γ(v, t)` that the receiver
+    /// Rule (c): the block `γ(v, t)` that the receiver
     /// `R(v, t)` of paired vertex `v` forwards to its twin at step `t`.
     ///
     /// * `F(v, t) = 0`: nothing.
@@ -213,7 +218,7 @@ impl BinomialPipeline {
         }
     }
 
-    /// rdmc-original.md §2.5(d), `k ≥ 2`: the block the twin of `R(v, T−1)`
+    /// Rule (d), `k ≥ 2`: the block the twin of `R(v, T−1)`
     /// sends it at the last step: the block `v` received at the latest step
     /// `p < T − 1` at which that twin was the receiver, i.e. the latest `p`
     /// with `F(v, p) = F(v, T − 1) − 1`.
@@ -227,16 +232,16 @@ impl BinomialPipeline {
 }
 
 impl Schedule for BinomialPipeline {
-    fn nodes(&self) -> usize {
-        self.nodes
+    fn group_size(&self) -> usize {
+        self.group_size
     }
 
     fn rank(&self) -> usize {
         self.rank
     }
 
-    /// rdmc-original.md §2.5, "Total steps": `T = k + l − 1` if `n` is a
-    /// power of two (seed 001 Sec. 4.4: "the number of steps to complete the
+    /// Total steps: `T = k + l − 1` if `n` is a
+    /// power of two (the RDMC paper's Sec. 4.4: "the number of steps to complete the
     /// send is l + k − 1"), otherwise `T = k + l`. A group of one needs no
     /// steps (the original divides by zero there).
     fn total_steps(&self, blocks: usize) -> usize {
@@ -343,14 +348,14 @@ impl Schedule for BinomialPipeline {
         })
     }
 
-    /// rdmc-original.md §2.5(e): precomputed in [`BinomialPipeline::new`]
+    /// Rule (e): precomputed in [`BinomialPipeline::new`]
     /// from the schedule of a 1024-block message. For a power of two it is
     /// `(v XOR 2^h, lowest set bit of v)` with `h` the highest set bit of `v`.
     fn first_block(&self) -> Option<Transfer> {
         self.first
     }
 
-    /// rdmc-original.md §2.5(f): the twin first (if on a paired vertex), then
+    /// Rule (f): the twin first (if on a paired vertex), then
     /// for `i = 0..l` the lower member of vertex `v XOR 2^i` followed by its
     /// upper member if that vertex is paired.
     fn connections(&self) -> Vec<usize> {
@@ -373,7 +378,7 @@ impl Schedule for BinomialPipeline {
 mod tests {
     use super::*;
 
-    /// rdmc-original.md §2.6, n = 6, k = 4: the vertex-level schedule (rule a).
+    /// The original's worked table, n = 6, k = 4: the vertex-level schedule (rule a).
     #[test]
     fn vertex_schedule_n6_k4() {
         let s = BinomialPipeline::new(6, 0);
@@ -401,7 +406,7 @@ mod tests {
         assert!(!s.is_npot_last(4, 4));
     }
 
-    /// rdmc-original.md §2.6, n = 6: receivers of v1 and v2 with F in brackets.
+    /// The original's worked table, n = 6: receivers of v1 and v2 with F in brackets.
     #[test]
     fn receivers_and_flips_n6() {
         let s = BinomialPipeline::new(6, 0);

@@ -1,20 +1,20 @@
 //! Binomial tree by recursive doubling: in stage `s` every member `r < 2^s`
 //! that holds the message sends all of it, block by block, to `r + 2^s`
-//! (seed 001 Sec. 4.3, "Binomial Tree"; Fig. 3 left).
+//! (the RDMC paper, Sec. 4.3, "Binomial Tree"; Fig. 3 left).
 
 use super::{Schedule, Transfer, ceil_log2, floor_log2};
 
 /// Binomial tree; `k·⌈log2 n⌉` steps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BinomialTree {
-    nodes: usize,
+    group_size: usize,
     rank: usize,
 }
 
 impl BinomialTree {
     /// Member `rank`'s schedule in a group of `nodes` (caller checks `rank < nodes`).
-    pub fn new(nodes: usize, rank: usize) -> Self {
-        Self { nodes, rank }
+    pub fn new(group_size: usize, rank: usize) -> Self {
+        Self { group_size, rank }
     }
 
     /// The stage (`⌊log2 rank⌋`) in which a non-root member receives.
@@ -24,14 +24,14 @@ impl BinomialTree {
 }
 
 impl Schedule for BinomialTree {
-    fn nodes(&self) -> usize {
-        self.nodes
+    fn group_size(&self) -> usize {
+        self.group_size
     }
     fn rank(&self) -> usize {
         self.rank
     }
     fn total_steps(&self, blocks: usize) -> usize {
-        blocks * ceil_log2(self.nodes)
+        blocks * ceil_log2(self.group_size)
     }
     fn outgoing(&self, blocks: usize, step: usize) -> Option<Transfer> {
         if step >= self.total_steps(blocks) {
@@ -40,7 +40,7 @@ impl Schedule for BinomialTree {
         let stage = step / blocks;
         let span = 1usize << stage;
         let peer = self.rank + span;
-        (self.rank < span && peer < self.nodes).then_some(Transfer {
+        (self.rank < span && peer < self.group_size).then_some(Transfer {
             peer,
             block: step - stage * blocks,
         })
@@ -64,7 +64,7 @@ impl Schedule for BinomialTree {
             peers.push(self.rank - (1 << stage));
         }
         let mut span = 1usize;
-        while self.rank + span < self.nodes {
+        while self.rank + span < self.group_size {
             if span > self.rank {
                 peers.push(self.rank + span);
             }

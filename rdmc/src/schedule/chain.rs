@@ -1,39 +1,39 @@
 //! Chain send: a bucket brigade in which member `r` relays every block to
-//! `r + 1` (seed 001 Sec. 4.3, "Chain Send").
+//! `r + 1` (the RDMC paper, Sec. 4.3, "Chain Send").
 
 use super::{Schedule, Transfer};
 
 /// Chain send; `k + n − 2` steps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Chain {
-    nodes: usize,
+    group_size: usize,
     rank: usize,
 }
 
 impl Chain {
     /// Member `rank`'s schedule in a group of `nodes` (caller checks `rank < nodes`).
-    pub fn new(nodes: usize, rank: usize) -> Self {
-        Self { nodes, rank }
+    pub fn new(group_size: usize, rank: usize) -> Self {
+        Self { group_size, rank }
     }
 }
 
 impl Schedule for Chain {
-    fn nodes(&self) -> usize {
-        self.nodes
+    fn group_size(&self) -> usize {
+        self.group_size
     }
     fn rank(&self) -> usize {
         self.rank
     }
     fn total_steps(&self, blocks: usize) -> usize {
-        if self.nodes < 2 {
+        if self.group_size < 2 {
             0
         } else {
-            blocks + self.nodes - 2
+            blocks + self.group_size - 2
         }
     }
     fn outgoing(&self, blocks: usize, step: usize) -> Option<Transfer> {
         let block = step.checked_sub(self.rank)?;
-        (self.rank + 1 < self.nodes && block < blocks).then_some(Transfer {
+        (self.rank + 1 < self.group_size && block < blocks).then_some(Transfer {
             peer: self.rank + 1,
             block,
         })
@@ -60,7 +60,7 @@ impl Schedule for Chain {
         if self.rank > 0 {
             peers.push(self.rank - 1);
         }
-        if self.rank + 1 < self.nodes {
+        if self.rank + 1 < self.group_size {
             peers.push(self.rank + 1);
         }
         peers

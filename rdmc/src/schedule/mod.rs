@@ -5,12 +5,13 @@
 //! to whom at each *logical* step. Steps are not a global clock: at run time
 //! every member works through its own send steps in order and its own receive
 //! steps in order, linked to the others only by data dependencies and the
-//! ready-for-block handshake (seed 001 Sec. 4.2).
+//! ready-for-block handshake (the RDMC paper, Sec. 4.2).
 //!
 //! Every member computes only its own part ([`NodeSchedule`]); [`Plan`]
 //! assembles the whole group's transfers from the same per-node functions.
 //! [`Plan::verify`] and [`verify_schedules`] check plans and schedules against
-//! the invariants of rdmc-original.md §2.7 and the bounds of [`step_bound`].
+//! the invariants listed at [`Plan::verify`] and [`verify_schedules`] and the
+//! bounds of [`step_bound`].
 //!
 //! This layer does no I/O, no allocation on the hot path and reads no clock.
 
@@ -40,7 +41,8 @@ pub enum Algorithm {
     /// A binomial tree by recursive doubling; each member receives all blocks
     /// from its parent, then forwards them.
     BinomialTree,
-    /// The binomial pipeline (seed 001 Sec. 4.3-4.4, seed 004 Appendix A).
+    /// The binomial pipeline (the RDMC paper, Sec. 4.3-4.4; "Pushing Bytes:
+    /// Cloud-Scale Data Replication with RDMC", Appendix A).
     BinomialPipeline,
 }
 
@@ -106,7 +108,7 @@ pub struct Transfer {
 /// answer, on every member.
 pub trait Schedule {
     /// Number of members in the group (n ≥ 1).
-    fn nodes(&self) -> usize;
+    fn group_size(&self) -> usize;
     /// This member's rank; rank 0 is the root.
     fn rank(&self) -> usize;
     /// Number of logical steps needed to move `blocks` blocks to every member.
@@ -141,12 +143,12 @@ pub enum ScheduleError {
     #[error("a group needs at least one member")]
     EmptyGroup,
     /// The rank is not a member of the group.
-    #[error("rank {rank} is not in a group of {nodes}")]
+    #[error("rank {rank} is not in a group of {group_size}")]
     RankOutOfRange {
         /// The rank asked for.
         rank: usize,
         /// The group size.
-        nodes: usize,
+        group_size: usize,
     },
 }
 
@@ -165,19 +167,25 @@ pub enum NodeSchedule {
 
 impl NodeSchedule {
     /// The schedule of member `rank` in a group of `nodes` members.
-    pub fn new(algorithm: Algorithm, nodes: usize, rank: usize) -> Result<Self, ScheduleError> {
-        if nodes == 0 {
+    pub fn new(
+        algorithm: Algorithm,
+        group_size: usize,
+        rank: usize,
+    ) -> Result<Self, ScheduleError> {
+        if group_size == 0 {
             return Err(ScheduleError::EmptyGroup);
         }
-        if rank >= nodes {
-            return Err(ScheduleError::RankOutOfRange { rank, nodes });
+        if rank >= group_size {
+            return Err(ScheduleError::RankOutOfRange { rank, group_size });
         }
         Ok(match algorithm {
-            Algorithm::Sequential => NodeSchedule::Sequential(Sequential::new(nodes, rank)),
-            Algorithm::Chain => NodeSchedule::Chain(Chain::new(nodes, rank)),
-            Algorithm::BinomialTree => NodeSchedule::BinomialTree(BinomialTree::new(nodes, rank)),
+            Algorithm::Sequential => NodeSchedule::Sequential(Sequential::new(group_size, rank)),
+            Algorithm::Chain => NodeSchedule::Chain(Chain::new(group_size, rank)),
+            Algorithm::BinomialTree => {
+                NodeSchedule::BinomialTree(BinomialTree::new(group_size, rank))
+            }
             Algorithm::BinomialPipeline => {
-                NodeSchedule::BinomialPipeline(BinomialPipeline::new(nodes, rank))
+                NodeSchedule::BinomialPipeline(BinomialPipeline::new(group_size, rank))
             }
         })
     }
@@ -203,8 +211,8 @@ impl NodeSchedule {
 }
 
 impl Schedule for NodeSchedule {
-    fn nodes(&self) -> usize {
-        self.inner().nodes()
+    fn group_size(&self) -> usize {
+        self.inner().group_size()
     }
     fn rank(&self) -> usize {
         self.inner().rank()

@@ -2,8 +2,12 @@
 //! per-member schedule functions, plus verifiers used by the tests and the CLI.
 //!
 //! [`Plan::verify`] checks a plan (possibly one read back from JSON) against
-//! the invariants of rdmc-original.md §2.7; [`verify_schedules`] checks the
-//! per-member functions against each other (§2.7 items 1, 4 and 5).
+//! the invariants every schedule must keep (each block reaches every member
+//! exactly once, relayed only after it arrived, within the step bound);
+//! [`verify_schedules`] checks the per-member functions against each other
+//! (sends match receives, the first block, the connection lists). These are
+//! the checks the original C++ RDMC ran in its schedule self-test, extended
+//! to all four algorithms.
 
 use super::{Algorithm, NodeSchedule, Schedule, ScheduleError, Transfer, ceil_log2, floor_log2};
 
@@ -27,8 +31,9 @@ pub struct PlanTransfer {
 pub struct Plan {
     /// The algorithm's CLI name.
     pub algorithm: String,
-    /// Group size.
-    pub nodes: usize,
+    /// Group size (`"nodes"` in JSON).
+    #[cfg_attr(feature = "serde", serde(rename = "nodes"))]
+    pub group_size: usize,
     /// Number of blocks.
     pub blocks: usize,
     /// Number of logical steps.
@@ -37,8 +42,8 @@ pub struct Plan {
     pub transfers: Vec<PlanTransfer>,
 }
 
-/// A plan or a set of per-member schedules breaks an invariant of
-/// rdmc-original.md §2.7. Each variant names the offending step, member and
+/// A plan or a set of per-member schedules breaks an invariant every
+/// schedule must keep. Each variant names the offending step, member and
 /// block where there is one.
 #[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -69,14 +74,14 @@ pub enum PlanError {
         steps: usize,
     },
     /// A transfer names a rank outside the group.
-    #[error("step {step}: rank {rank} is not in a group of {nodes}")]
+    #[error("step {step}: rank {rank} is not in a group of {group_size}")]
     RankOutOfRange {
         /// The transfer's step.
         step: usize,
         /// The bad rank.
         rank: usize,
         /// The group size.
-        nodes: usize,
+        group_size: usize,
     },
     /// A transfer names a block outside the message.
     #[error("step {step}: block {block} is not in a message of {blocks} blocks")]
@@ -209,7 +214,7 @@ pub enum PlanError {
     },
     /// Building the connections in list order by pairwise blocking
     /// rendezvous gets stuck: `node` waits for `peer`, which waits for
-    /// someone else (rdmc-original.md §2.7 item 6, §5.3).
+    /// someone else.
     #[error("connection rendezvous deadlocks: member {node} waits for {peer}")]
     ConnectionDeadlock {
         /// A member that cannot finish its connection list.
@@ -228,34 +233,38 @@ pub enum PlanError {
 }
 
 /// The most steps `algorithm` may take for `nodes` members and `blocks`
-/// blocks (rdmc-original.md §2.2-2.5; `0` for a group of one):
+/// blocks (`0` for a group of one):
 ///
 /// * binomial pipeline: `l + k − 1` for `n = 2^l`, `l + k` otherwise,
 ///   with `l = ⌊log2 n⌋`;
 /// * chain: `n + k − 2`;
 /// * binomial tree: `⌈log2 n⌉·k`;
 /// * sequential: `(n − 1)·k`.
-pub fn step_bound(algorithm: Algorithm, nodes: usize, blocks: usize) -> usize {
-    if nodes < 2 {
+pub fn step_bound(algorithm: Algorithm, group_size: usize, blocks: usize) -> usize {
+    if group_size < 2 {
         return 0;
     }
     match algorithm {
         Algorithm::BinomialPipeline => {
-            let l = floor_log2(nodes);
-            let extra = usize::from(!nodes.is_power_of_two());
+            let l = floor_log2(group_size);
+            let extra = usize::from(!group_size.is_power_of_two());
             l + blocks + extra - 1
         }
-        Algorithm::Chain => nodes + blocks - 2,
-        Algorithm::BinomialTree => ceil_log2(nodes) * blocks,
-        Algorithm::Sequential => (nodes - 1) * blocks,
+        Algorithm::Chain => group_size + blocks - 2,
+        Algorithm::BinomialTree => ceil_log2(group_size) * blocks,
+        Algorithm::Sequential => (group_size - 1) * blocks,
     }
 }
 
 impl Plan {
     /// Assemble the plan from each member's [`Schedule::outgoing`].
-    pub fn new(algorithm: Algorithm, nodes: usize, blocks: usize) -> Result<Self, ScheduleError> {
-        let schedules = (0..nodes)
-            .map(|rank| NodeSchedule::new(algorithm, nodes, rank))
+    pub fn new(
+        algorithm: Algorithm,
+        group_size: usize,
+        blocks: usize,
+    ) -> Result<Self, ScheduleError> {
+        let schedules = (0..group_size)
+            .map(|rank| NodeSchedule::new(algorithm, group_size, rank))
             .collect::<Result<Vec<_>, _>>()?;
         let steps = schedules.first().map_or(0, |s| s.total_steps(blocks));
         let mut transfers = Vec::new();
@@ -273,14 +282,14 @@ impl Plan {
         }
         Ok(Plan {
             algorithm: algorithm.name().to_owned(),
-            nodes,
+            group_size,
             blocks,
             steps,
             transfers,
         })
     }
 
-    /// Check the plan against rdmc-original.md §2.7 (items 2 and 3) and the
+    /// Check the plan against the invariants every schedule keeps and the
     /// algorithm's [`step_bound`]:
     ///
     /// * ranks and blocks are in range, nobody sends to itself, and no
@@ -297,7 +306,7 @@ impl Plan {
             .algorithm
             .parse()
             .map_err(|_| PlanError::UnknownAlgorithm(self.algorithm.clone()))?;
-        let (n, k, steps) = (self.nodes, self.blocks, self.steps);
+        let (n, k, steps) = (self.group_size, self.blocks, self.steps);
         if n == 0 {
             return Err(PlanError::EmptyGroup);
         }
@@ -321,7 +330,7 @@ impl Plan {
                     return Err(PlanError::RankOutOfRange {
                         step,
                         rank,
-                        nodes: n,
+                        group_size: n,
                     });
                 }
             }
@@ -396,7 +405,7 @@ impl Plan {
 }
 
 /// Check the per-member schedules of `algorithm` for `nodes` members and
-/// `blocks` blocks against each other (rdmc-original.md §2.7 items 1, 4, 5):
+/// `blocks` blocks against each other:
 ///
 /// * every member agrees on [`Schedule::total_steps`], and nobody sends or
 ///   receives at steps `total_steps .. total_steps + 2`;
@@ -406,22 +415,22 @@ impl Plan {
 /// * every transfer uses a pair present in both members' connection lists;
 /// * connection lists are duplicate-free, name only other members, are
 ///   symmetric, and can be built in list order by pairwise blocking
-///   rendezvous without deadlock (§2.7 item 6).
+///   rendezvous without deadlock.
 ///
 /// Costs `O(n · T · log n)`; meant for tests and tools.
 pub fn verify_schedules(
     algorithm: Algorithm,
-    nodes: usize,
+    group_size: usize,
     blocks: usize,
 ) -> Result<(), PlanError> {
-    if nodes == 0 {
+    if group_size == 0 {
         return Err(PlanError::EmptyGroup);
     }
     if blocks == 0 {
         return Err(PlanError::NoBlocks);
     }
-    let schedules: Vec<NodeSchedule> = (0..nodes)
-        .map(|rank| NodeSchedule::new(algorithm, nodes, rank).expect("rank < nodes"))
+    let schedules: Vec<NodeSchedule> = (0..group_size)
+        .map(|rank| NodeSchedule::new(algorithm, group_size, rank).expect("rank < group_size"))
         .collect();
 
     // Connection lists: in range, no self, no duplicates, symmetric.
@@ -431,7 +440,7 @@ pub fn verify_schedules(
         .map(|(node, s)| {
             let mut peers = s.connections();
             for &peer in &peers {
-                if peer >= nodes || peer == node {
+                if peer >= group_size || peer == node {
                     return Err(PlanError::BadConnection { node, peer });
                 }
             }
@@ -466,7 +475,7 @@ pub fn verify_schedules(
         }
     }
 
-    let mut first: Vec<Option<Transfer>> = vec![None; nodes];
+    let mut first: Vec<Option<Transfer>> = vec![None; group_size];
     for step in 0..steps + 2 {
         for (node, s) in schedules.iter().enumerate() {
             if let Some(out) = s.outgoing(blocks, step) {
@@ -477,7 +486,7 @@ pub fn verify_schedules(
                     to,
                     block: out.block,
                 };
-                if step >= steps || to >= nodes {
+                if step >= steps || to >= group_size {
                     return Err(unmatched);
                 }
                 let back = schedules[to].incoming(blocks, step);
@@ -505,7 +514,7 @@ pub fn verify_schedules(
                     to: node,
                     block: inc.block,
                 };
-                if step >= steps || from >= nodes {
+                if step >= steps || from >= group_size {
                     return Err(unmatched);
                 }
                 let forth = schedules[from].outgoing(blocks, step);
@@ -536,7 +545,7 @@ pub fn verify_schedules(
     Ok(())
 }
 
-/// Simulate connection set-up (rdmc-original.md §5.3): every member connects
+/// Simulate connection set-up as the original C++ RDMC does it: every member connects
 /// to the peers of its list in order, and connecting to a peer blocks until
 /// that peer has reached this member in its own list.
 fn check_rendezvous(lists: &[Vec<usize>]) -> Result<(), PlanError> {

@@ -1,31 +1,31 @@
 //! Sequential send: the root sends the whole message to member 1, then to
-//! member 2, and so on (seed 001 Sec. 4.3, "Sequential Send").
+//! member 2, and so on (the RDMC paper, Sec. 4.3, "Sequential Send").
 
 use super::{Schedule, Transfer};
 
 /// Sequential send; `k·(n−1)` steps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Sequential {
-    nodes: usize,
+    group_size: usize,
     rank: usize,
 }
 
 impl Sequential {
     /// Member `rank`'s schedule in a group of `nodes` (caller checks `rank < nodes`).
-    pub fn new(nodes: usize, rank: usize) -> Self {
-        Self { nodes, rank }
+    pub fn new(group_size: usize, rank: usize) -> Self {
+        Self { group_size, rank }
     }
 }
 
 impl Schedule for Sequential {
-    fn nodes(&self) -> usize {
-        self.nodes
+    fn group_size(&self) -> usize {
+        self.group_size
     }
     fn rank(&self) -> usize {
         self.rank
     }
     fn total_steps(&self, blocks: usize) -> usize {
-        blocks * (self.nodes - 1)
+        blocks * (self.group_size - 1)
     }
     fn outgoing(&self, blocks: usize, step: usize) -> Option<Transfer> {
         (self.rank == 0 && step < self.total_steps(blocks)).then(|| Transfer {
@@ -46,7 +46,7 @@ impl Schedule for Sequential {
     }
     fn connections(&self) -> Vec<usize> {
         if self.rank == 0 {
-            (1..self.nodes).collect()
+            (1..self.group_size).collect()
         } else {
             vec![0]
         }
