@@ -20,8 +20,49 @@ use crate::runtime::{Command, Deliveries, Message, MessageTimings};
 /// the stream ends, after a failure it yields the failure once and then ends.
 /// On the root, [`send`](Group::send) multicasts a message.
 ///
+/// On the root the stream yields no messages: it stays pending while the
+/// group is open, ends once the group has closed, and yields the group's
+/// failure (once) if it fails. A root can therefore await its stream beside
+/// its sends to learn of a failure as soon as it happens.
+///
 /// Dropping the handle leaves the group: if it is still open, it fails, and
 /// the other members see this node as the failed one.
+///
+/// # Examples
+///
+/// A receiver that expects a known number of messages reads them with
+/// [`by_ref`](futures::StreamExt::by_ref)`().take(n)` and then closes, which
+/// resolves once every member has every message:
+///
+/// ```
+/// use bytes::Bytes;
+/// use futures::{StreamExt, TryStreamExt};
+/// use rdmc::{Group, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId};
+///
+/// async fn receive_two(mut group: Group) -> Result<Vec<Bytes>, rdmc::Error> {
+///     let messages: Vec<_> = group.by_ref().take(2).map_ok(|m| m.data).try_collect().await?;
+///     group.close().await?;
+///     Ok(messages)
+/// }
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), rdmc::Error> {
+/// let cluster = MemCluster::new(2);
+/// let nodes = Node::in_memory_all(&cluster, NodeConfig::new())?;
+/// let members = [NodeId(0), NodeId(1)];
+/// let (root, receiver) = tokio::try_join!(
+///     nodes[0].create_group(GroupId(7), &members, GroupConfig::new()),
+///     nodes[1].create_group(GroupId(7), &members, GroupConfig::new()),
+/// )?;
+/// let receiving = tokio::spawn(receive_two(receiver));
+/// root.send(Bytes::from_static(b"first")).await?;
+/// root.send(Bytes::from_static(b"second")).await?;
+/// root.close().await?;
+/// let got = receiving.await.expect("the receiving task")?;
+/// assert_eq!(got, [Bytes::from_static(b"first"), Bytes::from_static(b"second")]);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Group {
     id: GroupId,
     node: NodeId,
@@ -98,6 +139,40 @@ impl Group {
     /// # Cancel safety
     /// Dropping the returned future does not withdraw the message: it is
     /// still sent, and the outcome is then only visible through `close`.
+    ///
+    /// # Examples
+    ///
+    /// Queue several messages at once, then wait for each to be locally
+    /// complete, and for the group to close:
+    ///
+    /// ```
+    /// # use bytes::Bytes;
+    /// # use futures::StreamExt;
+    /// # use rdmc::{GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), rdmc::Error> {
+    /// # let cluster = MemCluster::new(2);
+    /// # let nodes = Node::in_memory_all(&cluster, NodeConfig::new())?;
+    /// # let members = [NodeId(0), NodeId(1)];
+    /// # let (root, mut receiver) = tokio::try_join!(
+    /// #     nodes[0].create_group(GroupId(1), &members, GroupConfig::new()),
+    /// #     nodes[1].create_group(GroupId(1), &members, GroupConfig::new()),
+    /// # )?;
+    /// # let reader = tokio::spawn(async move {
+    /// #     while let Some(m) = receiver.next().await { m?; }
+    /// #     receiver.close().await
+    /// # });
+    /// // `root` is the root's `Group`.
+    /// let sends: Vec<_> = (0u8..3).map(|i| root.send(vec![i; 1000])).collect();
+    /// for send in sends {
+    ///     let timings = send.await?;
+    ///     assert!(timings.total >= timings.waiting);
+    /// }
+    /// root.close().await?; // every member has all three messages
+    /// # reader.await.expect("reader")?;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn send(&self, data: impl Into<Bytes>) -> SendFuture {
         let (reply, response) = oneshot::channel();
         let sent = self.commands.send(Command::Send {
@@ -129,6 +204,36 @@ impl Group {
     /// # Cancel safety
     /// Cancel safe: dropping the future does not affect the group; call
     /// `close` again to wait once more.
+    ///
+    /// # Examples
+    ///
+    /// See the [type-level example](Group#examples) for a receiver that
+    /// reads, then closes. On the root, close ends the root's (empty) stream:
+    ///
+    /// ```
+    /// # use futures::StreamExt;
+    /// # use rdmc::{GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), rdmc::Error> {
+    /// # let cluster = MemCluster::new(2);
+    /// # let nodes = Node::in_memory_all(&cluster, NodeConfig::new())?;
+    /// # let members = [NodeId(0), NodeId(1)];
+    /// let (mut root, mut receiver) = tokio::try_join!(
+    ///     nodes[0].create_group(GroupId(1), &members, GroupConfig::new()),
+    ///     nodes[1].create_group(GroupId(1), &members, GroupConfig::new()),
+    /// )?;
+    /// root.send(&b"only message"[..]).await?;
+    /// let receiving = async {
+    ///     let message = receiver.next().await.expect("one message")?;
+    ///     receiver.close().await?;
+    ///     Ok::<_, rdmc::Error>(message)
+    /// };
+    /// let ((), message) = tokio::try_join!(root.close(), receiving)?;
+    /// assert_eq!(&message.data[..], b"only message");
+    /// assert!(root.next().await.is_none());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn close(&self) -> Result<(), Error> {
         let (reply, response) = oneshot::channel();
         self.commands

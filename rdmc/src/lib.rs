@@ -1,5 +1,6 @@
-//! rdmc: reliable multicast of large objects, after RDMC (Behrens, Jha,
-//! Birman, Tremel).
+//! rdmc: reliable multicast of large objects for tokio, after "RDMC: A
+//! Reliable RDMA Multicast for Large Objects" (Behrens, Jha, Birman, Tremel)
+//! and "Pushing Bytes: Cloud-Scale Data Replication with RDMC".
 //!
 //! One member of a [`Group`] — the root, its first member — sends messages;
 //! every other member receives each one intact, in order, exactly once. A
@@ -70,3 +71,8 @@ pub use node::Node;
 pub use runtime::{Message, MessageTimings};
 pub use schedule::Algorithm;
 pub use transport::mem::MemCluster;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
