@@ -10,6 +10,9 @@
 //! overlap. Latency is the last receiver's delivery time minus the root's
 //! send time, both on the machine's one monotonic clock.
 
+mod lab;
+mod report;
+
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
@@ -19,10 +22,7 @@ use std::time::{Duration, Instant};
 use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 
-use crate::bench_lab::{
-    Cluster, CpuTimes, Lab, Sample, install_interrupt_handler, median, mpi_bcast,
-};
-use crate::bench_report;
+use lab::{Cluster, CpuTimes, Lab, Sample, install_interrupt_handler, median, mpi_bcast};
 
 /// Arguments of `rdmc bench`.
 #[derive(Debug, Args)]
@@ -256,7 +256,7 @@ fn bench(args: &BenchArgs) -> Result<(), String> {
         .map_err(|e| format!("creating {}: {e}", args.out.display()))?;
     let jsonl = args.out.join("results.jsonl");
     if args.replot {
-        let records = bench_report::read_records(&jsonl)?;
+        let records = report::read_records(&jsonl)?;
         let machine = std::fs::read_to_string(args.out.join("machine.json"))
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
@@ -312,7 +312,7 @@ fn bench(args: &BenchArgs) -> Result<(), String> {
 }
 
 fn report(args: &BenchArgs, records: &[Value], machine: &Value) -> Result<(), String> {
-    let files = bench_report::write_report(&args.out, records, machine)?;
+    let files = report::write_report(&args.out, records, machine)?;
     println!("{}", files.summary_markdown);
     for path in files.paths() {
         eprintln!("rdmc bench: wrote {}", path.display());
