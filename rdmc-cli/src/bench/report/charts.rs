@@ -4,7 +4,9 @@
 
 use std::path::Path;
 
+use plotters::coord::Shift;
 use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint, Ranged};
+use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::format::tick;
@@ -127,25 +129,86 @@ pub(super) fn y_top(max: f64, entries: usize) -> f64 {
     max * 1.05 / (1.0 - legend)
 }
 
+/// The axes of a chart as plotters draws them: a [`TickedAxis`] for x and
+/// a linear axis from 0 for y.
+type Axes = Cartesian2d<TickedAxis, RangedCoordf64>;
+
+/// A plotters error while drawing an SVG file.
+type DrawError = DrawingAreaErrorKind<std::io::Error>;
+
+/// What the line and bar charts share: the picture around the data.
+struct Frame<'a> {
+    title: &'a str,
+    x_desc: &'a str,
+    y_desc: &'a str,
+    /// Width and height in pixels.
+    size: (u32, u32),
+    x_axis: TickedAxis,
+    /// The top of the y axis (see [`y_top`]).
+    top: f64,
+    x_label: &'a dyn Fn(&f64) -> String,
+    /// Draw the grid lines across x (bar charts leave them out).
+    x_mesh: bool,
+}
+
 /// Map a plotters error to our error text.
-pub(super) fn plot_error(
-    path: &Path,
-) -> impl Fn(DrawingAreaErrorKind<std::io::Error>) -> String + '_ {
+fn plot_error(path: &Path) -> impl Fn(DrawError) -> String + '_ {
     move |e| format!("drawing {}: {e}", path.display())
+}
+
+/// Start a chart on `root`: white background, title, axes and grid from
+/// `frame`. The caller draws the data, then [`finish_chart`].
+fn start_chart<'a, 'p>(
+    root: &'a DrawingArea<SVGBackend<'p>, Shift>,
+    frame: Frame<'_>,
+) -> Result<ChartContext<'a, SVGBackend<'p>, Axes>, DrawError> {
+    root.fill(&WHITE)?;
+    let mut ctx = ChartBuilder::on(root)
+        .caption(frame.title, ("sans-serif", TITLE_FONT))
+        .margin(16)
+        .x_label_area_size(48)
+        .y_label_area_size(80)
+        .build_cartesian_2d(frame.x_axis, 0.0..frame.top)?;
+    let y_label = |y: &f64| tick(*y);
+    let mut mesh = ctx.configure_mesh();
+    mesh.x_desc(frame.x_desc)
+        .y_desc(frame.y_desc)
+        .label_style(("sans-serif", LABEL_FONT))
+        .axis_desc_style(("sans-serif", LABEL_FONT))
+        .x_label_formatter(frame.x_label)
+        .y_label_formatter(&y_label)
+        .light_line_style(WHITE.mix(0.0));
+    if !frame.x_mesh {
+        mesh.disable_x_mesh();
+    }
+    mesh.draw()?;
+    Ok(ctx)
+}
+
+/// Finish a chart: the legend at the upper left, then the file.
+fn finish_chart<'a, 'p: 'a>(
+    root: &DrawingArea<SVGBackend<'p>, Shift>,
+    ctx: &mut ChartContext<'a, SVGBackend<'p>, Axes>,
+) -> Result<(), DrawError> {
+    ctx.configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .label_font(("sans-serif", LABEL_FONT))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
+    root.present()
 }
 
 /// Draw a [`LineChart`] into an SVG file.
 pub(super) fn draw_line_chart(path: &Path, chart: &LineChart<'_>) -> Result<(), String> {
-    let err = plot_error(path);
     let to_x = |x: f64| if chart.x_log { x.log2() } else { x };
     let from_x = |x: f64| if chart.x_log { x.exp2() } else { x };
-    let xs: Vec<f64> = chart
+    let mut ticks: Vec<f64> = chart
         .lines
         .iter()
         .flat_map(|l| l.points.iter().map(|p| to_x(p.0)))
         .filter(|x| x.is_finite())
-        .collect::<Vec<_>>();
-    let mut ticks: Vec<f64> = xs.clone();
+        .collect();
     ticks.sort_by(f64::total_cmp);
     ticks.dedup();
     let (lo, hi) = match (ticks.first(), ticks.last()) {
@@ -161,72 +224,58 @@ pub(super) fn draw_line_chart(path: &Path, chart: &LineChart<'_>) -> Result<(), 
         .chain(chart.reference.map(|r| r.0))
         .fold(0.0_f64, f64::max);
     let entries = chart.lines.len() + usize::from(chart.reference.is_some());
-    let top = y_top(max_y, entries);
-
-    let root = SVGBackend::new(path, PLOT_SIZE).into_drawing_area();
-    root.fill(&WHITE).map_err(&err)?;
-    let mut ctx = ChartBuilder::on(&root)
-        .caption(&chart.title, ("sans-serif", TITLE_FONT))
-        .margin(16)
-        .x_label_area_size(48)
-        .y_label_area_size(80)
-        .build_cartesian_2d(TickedAxis::new(lo - pad, hi + pad, ticks), 0.0..top)
-        .map_err(&err)?;
-    ctx.configure_mesh()
-        .x_desc(chart.x_desc)
-        .y_desc(chart.y_desc)
-        .label_style(("sans-serif", LABEL_FONT))
-        .axis_desc_style(("sans-serif", LABEL_FONT))
-        .x_label_formatter(&|x| (chart.x_label)(from_x(*x)))
-        .y_label_formatter(&|y| tick(*y))
-        .light_line_style(WHITE.mix(0.0))
-        .draw()
-        .map_err(&err)?;
-    if let Some((y, label)) = chart.reference {
-        let grey = RGBColor(0x60, 0x60, 0x60);
-        ctx.draw_series(DashedLineSeries::new(
-            [(lo - pad, y), (hi + pad, y)],
-            8,
-            6,
-            grey.stroke_width(1),
-        ))
-        .map_err(&err)?
-        .label(label)
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], grey));
-    }
-    for line in &chart.lines {
-        let color = line.color;
-        let points: Vec<(f64, f64)> = line
-            .points
-            .iter()
-            .map(|&(x, y)| (to_x(x), y))
-            .filter(|(x, y)| x.is_finite() && y.is_finite())
-            .collect();
-        let style = color.stroke_width(2);
-        let series = match line.stroke {
-            Stroke::Solid => ctx.draw_series(LineSeries::new(points.clone(), style)),
-            Stroke::Dashed => ctx.draw_series(DashedLineSeries::new(points.clone(), 10, 5, style)),
+    let x_label = |x: &f64| (chart.x_label)(from_x(*x));
+    let frame = Frame {
+        title: &chart.title,
+        x_desc: chart.x_desc,
+        y_desc: chart.y_desc,
+        size: PLOT_SIZE,
+        x_axis: TickedAxis::new(lo - pad, hi + pad, ticks),
+        top: y_top(max_y, entries),
+        x_label: &x_label,
+        x_mesh: true,
+    };
+    let root = SVGBackend::new(path, frame.size).into_drawing_area();
+    let draw = || {
+        let mut ctx = start_chart(&root, frame)?;
+        if let Some((y, label)) = chart.reference {
+            let grey = RGBColor(0x60, 0x60, 0x60);
+            ctx.draw_series(DashedLineSeries::new(
+                [(lo - pad, y), (hi + pad, y)],
+                8,
+                6,
+                grey.stroke_width(1),
+            ))?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], grey));
         }
-        .map_err(&err)?;
-        // The legend's sample: one stroke, or two with a gap for dashed lines.
-        let gap = if line.stroke == Stroke::Dashed { 3 } else { 0 };
-        series.label(line.label.as_str()).legend(move |(x, y)| {
-            EmptyElement::at((x, y))
-                + PathElement::new(vec![(0, 0), (12 - gap, 0)], style)
-                + PathElement::new(vec![(12 + gap, 0), (24, 0)], style)
-        });
-        ctx.draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))
-            .map_err(&err)?;
-    }
-    ctx.configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font(("sans-serif", LABEL_FONT))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(&err)?;
-    root.present().map_err(&err)?;
-    Ok(())
+        for line in &chart.lines {
+            let color = line.color;
+            let points: Vec<(f64, f64)> = line
+                .points
+                .iter()
+                .map(|&(x, y)| (to_x(x), y))
+                .filter(|(x, y)| x.is_finite() && y.is_finite())
+                .collect();
+            let style = color.stroke_width(2);
+            let series = match line.stroke {
+                Stroke::Solid => ctx.draw_series(LineSeries::new(points.clone(), style)),
+                Stroke::Dashed => {
+                    ctx.draw_series(DashedLineSeries::new(points.clone(), 10, 5, style))
+                }
+            }?;
+            // The legend's sample: one stroke, or two with a gap for dashed lines.
+            let gap = if line.stroke == Stroke::Dashed { 3 } else { 0 };
+            series.label(line.label.as_str()).legend(move |(x, y)| {
+                EmptyElement::at((x, y))
+                    + PathElement::new(vec![(0, 0), (12 - gap, 0)], style)
+                    + PathElement::new(vec![(12 + gap, 0), (24, 0)], style)
+            });
+            ctx.draw_series(points.iter().map(|p| Circle::new(*p, 3, color.filled())))?;
+        }
+        finish_chart(&root, &mut ctx)
+    };
+    draw().map_err(plot_error(path))
 }
 
 /// A bar chart: groups of bars side by side, one colour per series.
@@ -242,7 +291,6 @@ pub(super) struct BarChart<'a> {
 
 /// Draw a [`BarChart`] into an SVG file.
 pub(super) fn draw_bar_chart(path: &Path, chart: &BarChart<'_>) -> Result<(), String> {
-    let err = plot_error(path);
     let n = chart.categories.len().max(1);
     let max_y = chart
         .series
@@ -250,7 +298,6 @@ pub(super) fn draw_bar_chart(path: &Path, chart: &BarChart<'_>) -> Result<(), St
         .flat_map(|(_, values)| values.iter().flatten().copied())
         .filter(|v| v.is_finite())
         .fold(0.0_f64, f64::max);
-    let top = y_top(max_y, chart.series.len());
     let ticks: Vec<f64> = (0..n).map(|i| i as f64).collect();
     // Wide enough that the category labels (about 9 px a character at
     // LABEL_FONT) do not overlap.
@@ -264,60 +311,50 @@ pub(super) fn draw_bar_chart(path: &Path, chart: &BarChart<'_>) -> Result<(), St
     let width = u32::try_from(180 + n * per_category)
         .unwrap_or(u32::MAX)
         .clamp(PLOT_SIZE.0, 8000);
-
-    let root = SVGBackend::new(path, (width, PLOT_SIZE.1)).into_drawing_area();
-    root.fill(&WHITE).map_err(&err)?;
-    let mut ctx = ChartBuilder::on(&root)
-        .caption(&chart.title, ("sans-serif", TITLE_FONT))
-        .margin(16)
-        .x_label_area_size(48)
-        .y_label_area_size(80)
-        .build_cartesian_2d(TickedAxis::new(-0.5, n as f64 - 0.5, ticks), 0.0..top)
-        .map_err(&err)?;
-    let categories = &chart.categories;
-    ctx.configure_mesh()
-        .x_desc(chart.x_desc)
-        .y_desc(chart.y_desc)
-        .label_style(("sans-serif", LABEL_FONT))
-        .axis_desc_style(("sans-serif", LABEL_FONT))
-        .x_label_formatter(&|x| {
-            let i = x.round();
-            if i >= 0.0 {
-                categories.get(i as usize).cloned().unwrap_or_default()
-            } else {
-                String::new()
-            }
-        })
-        .y_label_formatter(&|y| tick(*y))
-        .disable_x_mesh()
-        .light_line_style(WHITE.mix(0.0))
-        .draw()
-        .map_err(&err)?;
-    let bars = chart.series.len().max(1) as f64;
-    let bar_width = 0.8 / bars;
-    for (s, (label, values)) in chart.series.iter().enumerate() {
-        let color = COLORS[s % COLORS.len()];
-        let left = -0.4 + s as f64 * bar_width;
-        let rects = values.iter().enumerate().filter_map(|(c, v)| {
-            let v = v.filter(|v| v.is_finite() && *v >= 0.0)?;
-            let x0 = c as f64 + left;
-            Some(Rectangle::new(
-                [(x0, 0.0), (x0 + bar_width * 0.9, v)],
-                color.filled(),
-            ))
-        });
-        ctx.draw_series(rects)
-            .map_err(&err)?
-            .label(label.as_str())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], color.filled()));
-    }
-    ctx.configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .label_font(("sans-serif", LABEL_FONT))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(&err)?;
-    root.present().map_err(&err)?;
-    Ok(())
+    let x_label = |x: &f64| {
+        let i = x.round();
+        if i >= 0.0 {
+            chart
+                .categories
+                .get(i as usize)
+                .cloned()
+                .unwrap_or_default()
+        } else {
+            String::new()
+        }
+    };
+    let frame = Frame {
+        title: &chart.title,
+        x_desc: chart.x_desc,
+        y_desc: chart.y_desc,
+        size: (width, PLOT_SIZE.1),
+        x_axis: TickedAxis::new(-0.5, n as f64 - 0.5, ticks),
+        top: y_top(max_y, chart.series.len()),
+        x_label: &x_label,
+        x_mesh: false,
+    };
+    let bar_width = 0.8 / chart.series.len().max(1) as f64;
+    let root = SVGBackend::new(path, frame.size).into_drawing_area();
+    let draw = || {
+        let mut ctx = start_chart(&root, frame)?;
+        for (s, (label, values)) in chart.series.iter().enumerate() {
+            let color = COLORS[s % COLORS.len()];
+            let left = -0.4 + s as f64 * bar_width;
+            let rects = values.iter().enumerate().filter_map(|(c, v)| {
+                let v = v.filter(|v| v.is_finite() && *v >= 0.0)?;
+                let x0 = c as f64 + left;
+                Some(Rectangle::new(
+                    [(x0, 0.0), (x0 + bar_width * 0.9, v)],
+                    color.filled(),
+                ))
+            });
+            ctx.draw_series(rects)?
+                .label(label.as_str())
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 6), (x + 16, y + 6)], color.filled())
+                });
+        }
+        finish_chart(&root, &mut ctx)
+    };
+    draw().map_err(plot_error(path))
 }

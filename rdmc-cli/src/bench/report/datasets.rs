@@ -72,19 +72,12 @@ pub(super) fn latency_tables(recs: &[Rec<'_>]) -> Vec<LatencyTable> {
     by_size
         .into_iter()
         .map(|(size, recs)| {
-            let nodes: Vec<u64> = recs
-                .iter()
-                .filter_map(|r| r.nodes)
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect();
-            let variants: Vec<Variant> = recs
-                .iter()
-                .filter(|r| r.system != "unicast")
-                .map(|r| Variant::of(r))
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect();
+            let nodes: Vec<u64> = sorted_distinct(recs.iter().filter_map(|r| r.nodes));
+            let variants: Vec<Variant> = sorted_distinct(
+                recs.iter()
+                    .filter(|r| r.system != "unicast")
+                    .map(|r| Variant::of(r)),
+            );
             let labels = variant_labels(&variants);
             let mut table = LatencyTable {
                 size,
@@ -154,10 +147,7 @@ pub(super) fn grouped<'r, 'a>(
     keep: impl Fn(&Rec<'a>) -> bool,
 ) -> BTreeMap<GroupKey, Vec<&'r Rec<'a>>> {
     let mut groups: BTreeMap<GroupKey, Vec<&Rec<'_>>> = BTreeMap::new();
-    for rec in recs
-        .iter()
-        .filter(|r| r.experiment == experiment && keep(r))
-    {
+    for rec in of_experiment(recs, experiment, keep) {
         let key = (
             series_order(rec.system, rec.algorithm),
             rec.system.to_owned(),
@@ -206,21 +196,19 @@ pub(super) fn breakdown_label(rec: &Rec<'_>) -> String {
 
 /// The breakdown records that have at least one part, sorted.
 pub(super) fn breakdown_records<'r, 'a>(recs: &'r [Rec<'a>]) -> Vec<&'r Rec<'a>> {
-    let mut chosen: Vec<&Rec<'_>> = recs
-        .iter()
-        .filter(|r| {
-            r.experiment == "breakdown" && BREAKDOWN_ROWS.iter().any(|(_, f)| r.num(f).is_some())
-        })
-        .collect();
-    chosen.sort_by_key(|r| {
-        (
-            series_order(r.system, r.algorithm),
-            r.size,
-            r.nodes,
-            r.block_size,
-        )
-    });
-    chosen
+    sorted_records(
+        recs,
+        "breakdown",
+        |r| BREAKDOWN_ROWS.iter().any(|(_, f)| r.num(f).is_some()),
+        |r| {
+            (
+                series_order(r.system, r.algorithm),
+                r.size,
+                r.nodes,
+                r.block_size,
+            )
+        },
+    )
 }
 
 /// Sort key of a completion mode: [`MODES`] order, then by name.
@@ -231,17 +219,57 @@ pub(super) fn mode_order(mode: &str) -> (usize, String) {
 
 /// The CPU records that have a mode, sorted by mode, size, group size.
 pub(super) fn cpu_records<'r, 'a>(recs: &'r [Rec<'a>]) -> Vec<&'r Rec<'a>> {
-    let mut chosen: Vec<&Rec<'_>> = recs
-        .iter()
-        .filter(|r| r.experiment == "cpu" && text(r.raw, "mode").is_some())
-        .collect();
-    chosen.sort_by_key(|r| {
-        (
-            mode_order(text(r.raw, "mode").unwrap_or("")),
-            r.size,
-            r.nodes,
-            series_order(r.system, r.algorithm),
-        )
-    });
+    sorted_records(
+        recs,
+        "cpu",
+        |r| text(r.raw, "mode").is_some(),
+        |r| {
+            (
+                mode_order(text(r.raw, "mode").unwrap_or("")),
+                r.size,
+                r.nodes,
+                series_order(r.system, r.algorithm),
+            )
+        },
+    )
+}
+
+/// The small-message records that have a group size and a rate.
+pub(super) fn small_message_records<'r, 'a>(recs: &'r [Rec<'a>]) -> Vec<&'r Rec<'a>> {
+    of_experiment(recs, "small_messages", |r| {
+        r.nodes.is_some() && messages_per_second(r).is_some()
+    })
+    .collect()
+}
+
+/// The records of `experiment` that `keep` accepts, in their order.
+fn of_experiment<'r, 'a>(
+    recs: &'r [Rec<'a>],
+    experiment: &str,
+    keep: impl Fn(&Rec<'a>) -> bool,
+) -> impl Iterator<Item = &'r Rec<'a>> {
+    recs.iter()
+        .filter(move |r| r.experiment == experiment && keep(r))
+}
+
+/// The records of `experiment` that `keep` accepts, sorted by `key` (records
+/// with equal keys keep their order).
+fn sorted_records<'r, 'a, K: Ord>(
+    recs: &'r [Rec<'a>],
+    experiment: &str,
+    keep: impl Fn(&Rec<'a>) -> bool,
+    key: impl FnMut(&&'r Rec<'a>) -> K,
+) -> Vec<&'r Rec<'a>> {
+    let mut chosen: Vec<&Rec<'_>> = of_experiment(recs, experiment, keep).collect();
+    chosen.sort_by_key(key);
     chosen
+}
+
+/// The distinct items, sorted.
+pub(super) fn sorted_distinct<T: Ord>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    items
+        .into_iter()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
 }

@@ -12,7 +12,7 @@ pub(crate) fn size_label(bytes: u64) -> String {
         (1 << 10, "KiB"),
     ];
     for &(unit, name) in UNITS {
-        if bytes >= unit && bytes % unit == 0 {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{}{name}", bytes / unit);
         }
     }

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::datasets::{
     BREAKDOWN_ROWS, LatencyTable, breakdown_label, breakdown_records, cpu_records, group_title,
-    grouped, messages_per_second,
+    grouped, messages_per_second, small_message_records, sorted_distinct,
 };
 use super::format::{percent, ratio, sig, size_label};
 use super::records::{Rec, Variant, int, text, variant_labels};
@@ -150,10 +150,8 @@ pub(super) fn push_block_size(out: &mut String, recs: &[Rec<'_>]) -> bool {
 /// per message size.
 pub(super) fn push_small_messages(out: &mut String, recs: &[Rec<'_>]) -> bool {
     let mut by_size: BTreeMap<u64, Vec<&Rec<'_>>> = BTreeMap::new();
-    for rec in recs.iter().filter(|r| r.experiment == "small_messages") {
-        if rec.nodes.is_some() && messages_per_second(rec).is_some() {
-            by_size.entry(rec.size.unwrap_or(1)).or_default().push(rec);
-        }
+    for rec in small_message_records(recs) {
+        by_size.entry(rec.size.unwrap_or(1)).or_default().push(rec);
     }
     if by_size.is_empty() {
         return false;
@@ -161,12 +159,7 @@ pub(super) fn push_small_messages(out: &mut String, recs: &[Rec<'_>]) -> bool {
     out.push_str("## Small messages (messages per second)\n\n");
     for (size, recs) in &by_size {
         let _ = writeln!(out, "### {} messages\n", size_label(*size));
-        let variants: Vec<Variant> = recs
-            .iter()
-            .map(|r| Variant::of(r))
-            .collect::<BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let variants: Vec<Variant> = sorted_distinct(recs.iter().map(|r| Variant::of(r)));
         let labels = variant_labels(&variants);
         let nodes: BTreeSet<u64> = recs.iter().filter_map(|r| r.nodes).collect();
         let mut cells = BTreeMap::new();
