@@ -31,6 +31,16 @@ pub(super) fn md_cell(text: &str) -> String {
     text.replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
+/// A table row (or header): the first cell, then the others.
+fn row(first: impl Into<String>, rest: impl IntoIterator<Item = String>) -> Vec<String> {
+    std::iter::once(first.into()).chain(rest).collect()
+}
+
+/// A number's cell, empty when there is none.
+fn cell(x: Option<f64>, format: impl Fn(f64) -> String) -> String {
+    x.map_or(String::new(), format)
+}
+
 /// Append a markdown table.
 pub(super) fn push_table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
     let line = |cells: &[String]| {
@@ -84,25 +94,18 @@ pub(super) fn push_latency_table(out: &mut String, table: &LatencyTable) {
         .map(|&n| {
             let mut row = vec![n.to_string()];
             if has_unicast {
-                row.push(table.unicast.get(&n).map_or(String::new(), |s| sig(*s, 4)));
+                row.push(cell(table.unicast.get(&n).copied(), |s| sig(s, 4)));
             }
             for (v, variant) in table.variants.iter().enumerate() {
-                let cell = |m: &BTreeMap<(usize, u64), f64>, f: fn(f64) -> String| {
-                    m.get(&(v, n)).map_or(String::new(), |x| f(*x))
-                };
-                row.push(cell(&table.seconds, |s| sig(s, 4)));
-                row.push(cell(&table.ratios, ratio));
+                let at = |m: &BTreeMap<(usize, u64), f64>| m.get(&(v, n)).copied();
+                row.push(cell(at(&table.seconds), |s| sig(s, 4)));
+                row.push(cell(at(&table.ratios), ratio));
                 if variant.system == "mpi" && has_pipeline {
-                    row.push(table.mpi_over_pipeline(v, n).map_or(String::new(), ratio));
+                    row.push(cell(table.mpi_over_pipeline(v, n), ratio));
                 }
             }
             if has_idle {
-                row.push(
-                    table
-                        .cpu_idle_min
-                        .get(&n)
-                        .map_or(String::new(), |x| percent(*x)),
-                );
+                row.push(cell(table.cpu_idle_min.get(&n).copied(), percent));
             }
             row
         })
@@ -127,18 +130,12 @@ pub(super) fn push_block_size(out: &mut String, recs: &[Rec<'_>]) -> bool {
             .iter()
             .filter_map(|r| Some(((r.block_size?, r.size?), r.gbps()?)))
             .collect();
-        let mut header = vec!["block size".to_owned()];
-        header.extend(sizes.iter().map(|s| size_label(*s)));
+        let header = row("block size", sizes.iter().map(|s| size_label(*s)));
         let rows: Vec<Vec<String>> = blocks
             .iter()
             .map(|&b| {
-                let mut row = vec![size_label(b)];
-                row.extend(
-                    sizes
-                        .iter()
-                        .map(|&s| cells.get(&(b, s)).map_or(String::new(), |g| sig(*g, 3))),
-                );
-                row
+                let gbps = sizes.iter().map(|&s| cells.get(&(b, s)).copied());
+                row(size_label(b), gbps.map(|g| cell(g, |g| sig(g, 3))))
             })
             .collect();
         push_table(out, &header, &rows);
@@ -172,18 +169,12 @@ pub(super) fn push_small_messages(out: &mut String, recs: &[Rec<'_>]) -> bool {
                 cells.insert((v, n), rate);
             }
         }
-        let mut header = vec!["nodes".to_owned()];
-        header.extend(labels.iter().cloned());
+        let header = row("nodes", labels.iter().cloned());
         let rows: Vec<Vec<String>> = nodes
             .iter()
             .map(|&n| {
-                let mut row = vec![n.to_string()];
-                row.extend((0..variants.len()).map(|v| {
-                    cells
-                        .get(&(v, n))
-                        .map_or(String::new(), |r| format!("{r:.0}"))
-                }));
-                row
+                let rates = (0..variants.len()).map(|v| cells.get(&(v, n)).copied());
+                row(n.to_string(), rates.map(|r| cell(r, |r| format!("{r:.0}"))))
             })
             .collect();
         push_table(out, &header, &rows);
@@ -199,24 +190,23 @@ pub(super) fn push_breakdown(out: &mut String, recs: &[Rec<'_>]) -> bool {
         return false;
     }
     out.push_str("## Time breakdown on the member farthest from the root (µs)\n\n");
-    let mut header = vec!["".to_owned()];
-    header.extend(chosen.iter().map(|r| {
-        let mut label = breakdown_label(r);
-        if let Some(rank) = int(r.raw, "rank") {
-            let _ = write!(label, " (rank {rank})");
-        }
-        label
-    }));
+    let header = row(
+        "",
+        chosen.iter().map(|r| {
+            let mut label = breakdown_label(r);
+            if let Some(rank) = int(r.raw, "rank") {
+                let _ = write!(label, " (rank {rank})");
+            }
+            label
+        }),
+    );
     let rows: Vec<Vec<String>> = BREAKDOWN_ROWS
         .iter()
         .map(|(label, field)| {
-            let mut row = vec![(*label).to_owned()];
-            row.extend(
-                chosen
-                    .iter()
-                    .map(|r| r.num(field).map_or(String::new(), |x| format!("{x:.2}"))),
-            );
-            row
+            let parts = chosen
+                .iter()
+                .map(|r| cell(r.num(field), |x| format!("{x:.2}")));
+            row(*label, parts)
         })
         .collect();
     push_table(out, &header, &rows);
@@ -243,7 +233,6 @@ pub(super) fn push_cpu(out: &mut String, recs: &[Rec<'_>]) -> bool {
     .iter()
     .map(|s| (*s).to_owned())
     .collect();
-    let opt = |x: Option<f64>, f: &dyn Fn(f64) -> String| x.map_or(String::new(), f);
     let rows: Vec<Vec<String>> = chosen
         .iter()
         .map(|r| {
@@ -252,10 +241,10 @@ pub(super) fn push_cpu(out: &mut String, recs: &[Rec<'_>]) -> bool {
                 r.size.map_or(String::new(), size_label),
                 r.nodes.map_or(String::new(), |n| n.to_string()),
                 r.series(),
-                opt(r.seconds, &|s| sig(s, 4)),
-                opt(r.num("cpu_seconds_per_message"), &|s| sig(s, 3)),
-                opt(r.num("cpu_seconds_per_gib"), &|s| sig(s, 3)),
-                opt(r.num("cpu_idle"), &percent),
+                cell(r.seconds, |s| sig(s, 4)),
+                cell(r.num("cpu_seconds_per_message"), |s| sig(s, 3)),
+                cell(r.num("cpu_seconds_per_gib"), |s| sig(s, 3)),
+                cell(r.num("cpu_idle"), percent),
             ]
         })
         .collect();
