@@ -27,12 +27,12 @@ pub(super) const COLORS: &[RGBColor] = &[
 
 /// Font size of the plots' titles, in plotters' units (the SVG gets about
 /// 80% of this in pixels).
-pub(super) const TITLE_FONT: u32 = 28;
+const TITLE_FONT: u32 = 28;
 /// Font size of the plots' other text.
-pub(super) const LABEL_FONT: u32 = 18;
+const LABEL_FONT: u32 = 18;
 
 /// Size of every plot, in pixels.
-pub(super) const PLOT_SIZE: (u32, u32) = (960, 600);
+const PLOT_SIZE: (u32, u32) = (960, 600);
 
 /// How a plotted line is drawn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,14 +56,14 @@ pub(super) struct Line {
 /// (plotters' `with_key_points` wrapper cannot take a label formatter for
 /// f64 axes.)
 #[derive(Debug, Clone)]
-pub(super) struct TickedAxis {
-    pub(super) lo: f64,
-    pub(super) hi: f64,
-    pub(super) ticks: Vec<f64>,
+struct TickedAxis {
+    lo: f64,
+    hi: f64,
+    ticks: Vec<f64>,
 }
 
 impl TickedAxis {
-    pub(super) fn new(lo: f64, hi: f64, ticks: Vec<f64>) -> Self {
+    fn new(lo: f64, hi: f64, ticks: Vec<f64>) -> Self {
         TickedAxis { lo, hi, ticks }
     }
 }
@@ -119,7 +119,7 @@ pub(super) fn line_look(system: &str, index: usize) -> (RGBColor, Stroke) {
 
 /// The top of the y axis: the data's maximum plus room for the legend
 /// (`entries` lines of about 22 px at the top of a ~480 px plot area).
-pub(super) fn y_top(max: f64, entries: usize) -> f64 {
+fn y_top(max: f64, entries: usize) -> f64 {
     let max = if max > 0.0 && max.is_finite() {
         max
     } else {

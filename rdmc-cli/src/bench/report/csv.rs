@@ -60,7 +60,7 @@ pub(super) fn csv_text(records: &[Value]) -> String {
 /// taken from the `csv` crate: the cells are plain numbers and short names,
 /// and the rule (quote a cell containing a comma, quote or line break, and
 /// double its quotes) is all there is to it.
-pub(super) fn push_csv_row(out: &mut String, cells: impl Iterator<Item = String>) {
+fn push_csv_row(out: &mut String, cells: impl Iterator<Item = String>) {
     for (i, cell) in cells.enumerate() {
         if i > 0 {
             out.push(',');

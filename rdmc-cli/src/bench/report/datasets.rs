@@ -10,7 +10,7 @@ use super::format::size_label;
 use super::records::{Rec, Variant, int, series_label, series_order, text, variant_labels};
 
 /// The completion modes in the order the CPU table lists them.
-pub(super) const MODES: &[&str] = &["interrupt", "hybrid", "polling"];
+const MODES: &[&str] = &["interrupt", "hybrid", "polling"];
 
 /// The rows of the breakdown table (the paper's Table 1): label and field.
 pub(super) const BREAKDOWN_ROWS: &[(&str, &str)] = &[
@@ -212,7 +212,7 @@ pub(super) fn breakdown_records<'r, 'a>(recs: &'r [Rec<'a>]) -> Vec<&'r Rec<'a>>
 }
 
 /// Sort key of a completion mode: [`MODES`] order, then by name.
-pub(super) fn mode_order(mode: &str) -> (usize, String) {
+fn mode_order(mode: &str) -> (usize, String) {
     let index = MODES.iter().position(|m| *m == mode).unwrap_or(MODES.len());
     (index, mode.to_owned())
 }

@@ -14,7 +14,7 @@ use super::format::{percent, ratio, sig, size_label};
 use super::records::{Rec, Variant, int, text, variant_labels};
 
 /// Machine facts shown first, in this order; any others follow by name.
-pub(super) const MACHINE_KEYS: &[(&str, &str)] = &[
+const MACHINE_KEYS: &[(&str, &str)] = &[
     ("command", "Command"),
     ("date", "Date"),
     ("rdmc_version", "rdmc version"),
@@ -42,7 +42,7 @@ fn cell(x: Option<f64>, format: impl Fn(f64) -> String) -> String {
 }
 
 /// Append a markdown table.
-pub(super) fn push_table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
+fn push_table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
     let line = |cells: &[String]| {
         let cells: Vec<String> = cells.iter().map(|c| md_cell(c)).collect();
         format!("| {} |\n", cells.join(" | "))
@@ -57,7 +57,7 @@ pub(super) fn push_table(out: &mut String, header: &[String], rows: &[Vec<String
 }
 
 /// The markdown of one latency table.
-pub(super) fn push_latency_table(out: &mut String, table: &LatencyTable) {
+fn push_latency_table(out: &mut String, table: &LatencyTable) {
     let _ = writeln!(out, "### {} messages\n", size_label(table.size));
     let runs: Vec<String> = table.runs.iter().map(u64::to_string).collect();
     let _ = writeln!(
@@ -114,7 +114,7 @@ pub(super) fn push_latency_table(out: &mut String, table: &LatencyTable) {
 }
 
 /// Bandwidth against block size: rows block size, columns message size.
-pub(super) fn push_block_size(out: &mut String, recs: &[Rec<'_>]) -> bool {
+fn push_block_size(out: &mut String, recs: &[Rec<'_>]) -> bool {
     let groups = grouped(recs, "block_size", |r| {
         r.block_size.is_some() && r.size.is_some() && r.gbps().is_some()
     });
@@ -145,7 +145,7 @@ pub(super) fn push_block_size(out: &mut String, recs: &[Rec<'_>]) -> bool {
 
 /// Small messages per second: rows group size, columns algorithm; one table
 /// per message size.
-pub(super) fn push_small_messages(out: &mut String, recs: &[Rec<'_>]) -> bool {
+fn push_small_messages(out: &mut String, recs: &[Rec<'_>]) -> bool {
     let mut by_size: BTreeMap<u64, Vec<&Rec<'_>>> = BTreeMap::new();
     for rec in small_message_records(recs) {
         by_size.entry(rec.size.unwrap_or(1)).or_default().push(rec);
@@ -184,7 +184,7 @@ pub(super) fn push_small_messages(out: &mut String, recs: &[Rec<'_>]) -> bool {
 
 /// The time breakdown in the layout of the paper's Table 1: rows the parts,
 /// one column per measured algorithm and size.
-pub(super) fn push_breakdown(out: &mut String, recs: &[Rec<'_>]) -> bool {
+fn push_breakdown(out: &mut String, recs: &[Rec<'_>]) -> bool {
     let chosen = breakdown_records(recs);
     if chosen.is_empty() {
         return false;
@@ -214,7 +214,7 @@ pub(super) fn push_breakdown(out: &mut String, recs: &[Rec<'_>]) -> bool {
 }
 
 /// CPU cost per completion mode: rows mode × size.
-pub(super) fn push_cpu(out: &mut String, recs: &[Rec<'_>]) -> bool {
+fn push_cpu(out: &mut String, recs: &[Rec<'_>]) -> bool {
     let chosen = cpu_records(recs);
     if chosen.is_empty() {
         return false;
@@ -254,7 +254,7 @@ pub(super) fn push_cpu(out: &mut String, recs: &[Rec<'_>]) -> bool {
 
 /// The machine facts as a two-column table (nothing if `machine` is not a
 /// non-empty object).
-pub(super) fn push_machine(out: &mut String, machine: &Value) {
+fn push_machine(out: &mut String, machine: &Value) {
     let Some(facts) = machine.as_object().filter(|m| !m.is_empty()) else {
         return;
     };
