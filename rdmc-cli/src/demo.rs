@@ -69,9 +69,12 @@ pub(crate) struct DemoArgs {
     json: bool,
 }
 
+/// `--algorithm`: every algorithm in turn, or one.
 #[derive(Debug, Clone)]
 pub(crate) enum AlgorithmChoice {
+    /// `all`: each algorithm in turn.
     All,
+    /// One algorithm by name.
     One(Algorithm),
 }
 
@@ -162,6 +165,8 @@ struct Report {
     error: Option<String>,
 }
 
+/// Run `rdmc demo`: one report line per algorithm; failure if any copy
+/// differs or any run failed.
 pub(crate) fn run(args: DemoArgs) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -160,6 +160,7 @@ pub(super) struct Variant {
 }
 
 impl Variant {
+    /// The variant a record belongs to.
     pub(super) fn of(rec: &Rec<'_>) -> Self {
         Variant {
             order: series_order(rec.system, rec.algorithm),
