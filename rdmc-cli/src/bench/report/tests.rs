@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use super::csv::{CSV_COLUMNS, csv_value};
 use super::format::{percent, sig, size_label, tick};
 use super::tables::md_cell;
-use super::{read_records, write_report};
+use super::{ReportFiles, read_records, write_report};
 /// when the test fails) unless `RDMC_KEEP_TEST_REPORT` is set, to look
 /// at the report a test wrote.
 struct TempDir(PathBuf);
@@ -118,12 +118,18 @@ fn section<'t>(text: &'t str, heading: &str) -> Vec<&'t str> {
     lines.take_while(|l| !l.starts_with('#')).collect()
 }
 
-#[test]
-fn report_files_tables_and_plots() {
-    let dir = TempDir::new("full");
+/// The report of [`records`] and [`machine`], written into a fresh directory
+/// (kept alive by the returned [`TempDir`]).
+fn full_report(name: &str) -> (TempDir, Vec<Value>, ReportFiles) {
+    let dir = TempDir::new(name);
     let records = records();
     let files = write_report(&dir.0, &records, &machine()).unwrap();
+    (dir, records, files)
+}
 
+#[test]
+fn report_csv_has_the_fixed_header_and_a_row_per_record() {
+    let (_dir, records, files) = full_report("full-csv");
     // CSV: the fixed header, one row per record.
     let csv = std::fs::read_to_string(&files.csv).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
@@ -151,7 +157,11 @@ fn report_files_tables_and_plots() {
             .iter()
             .all(|l| l.split(',').count() == CSV_COLUMNS.len())
     );
+}
 
+#[test]
+fn report_summary_has_the_machine_and_every_table() {
+    let (_dir, _, files) = full_report("full-summary");
     // The summary: machine facts, then the latency table with computed
     // ratios.
     let summary = std::fs::read_to_string(&files.summary).unwrap();
@@ -211,7 +221,11 @@ fn report_files_tables_and_plots() {
         ),
         "{cpu:#?}"
     );
+}
 
+#[test]
+fn report_plots_have_their_names_and_legends() {
+    let (_dir, _, files) = full_report("full-plots");
     // The plots.
     let names: Vec<String> = files
         .plots
@@ -249,7 +263,11 @@ fn report_files_tables_and_plots() {
             );
         }
     }
-    assert!(summary.contains("- [latency_8MiB.svg](latency_8MiB.svg)"));
+    assert!(
+        files
+            .summary_markdown
+            .contains("- [latency_8MiB.svg](latency_8MiB.svg)")
+    );
     assert_eq!(files.paths().len(), 2 + files.plots.len());
 }
 
