@@ -69,9 +69,12 @@ pub(crate) struct DemoArgs {
     json: bool,
 }
 
+/// `--algorithm`: every algorithm in turn, or one.
 #[derive(Debug, Clone)]
 pub(crate) enum AlgorithmChoice {
+    /// `all`: each algorithm in turn.
     All,
+    /// One algorithm by name.
     One(Algorithm),
 }
 
@@ -162,6 +165,8 @@ struct Report {
     error: Option<String>,
 }
 
+/// Run `rdmc demo`: one report line per algorithm; failure if any copy
+/// differs or any run failed.
 pub(crate) fn run(args: DemoArgs) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -210,59 +215,7 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
             .with_algorithm(algorithm)
             .with_block_size(block_size);
         let outcome = runtime.block_on(run_group(&args, config, &messages, i as u64));
-        let size = messages.first().map_or(0, |m| m.len() as u64);
-        let mut report = Report {
-            algorithm: algorithm.name().to_owned(),
-            transport: args.transport.name(),
-            nodes: args.nodes,
-            size,
-            block_size: args.block_size,
-            messages: args.messages,
-            seconds: 0.0,
-            gbps: 0.0,
-            verified: false,
-            groups: args.groups,
-            group_seconds: None,
-            fairness: None,
-            cpu_seconds: None,
-            cpu_seconds_per_gib: None,
-            baseline: baseline.map(|(kind, _)| kind),
-            baseline_seconds: baseline.map(|(_, seconds)| seconds),
-            error: None,
-        };
-        match outcome {
-            Ok(run) => {
-                report.seconds = run.elapsed.as_secs_f64();
-                let payload = size * args.messages * u64::from(args.groups);
-                report.cpu_seconds = run.cpu_seconds;
-                let delivered_gib =
-                    (payload * u64::from(args.nodes - 1)) as f64 / (1u64 << 30) as f64;
-                report.cpu_seconds_per_gib = run
-                    .cpu_seconds
-                    .filter(|_| delivered_gib > 0.0)
-                    .map(|cpu| cpu / delivered_gib);
-                report.gbps = (payload * 8) as f64 / report.seconds / 1e9;
-                report.verified = run.received.iter().all(|r| verify(&messages, r));
-                if args.groups > 1 {
-                    let times: Vec<f64> = run
-                        .group_elapsed
-                        .iter()
-                        .map(Duration::as_secs_f64)
-                        .collect();
-                    let (min, max) = times.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &t| {
-                        (lo.min(t), hi.max(t))
-                    });
-                    report.fairness = Some(if max > 0.0 { min / max } else { 1.0 });
-                    report.group_seconds = Some(times);
-                }
-                if let Some(dir) = &args.out
-                    && let Err(e) = write_out(dir, &messages, &run.received[0])
-                {
-                    report.error = Some(format!("writing {}: {e}", dir.display()));
-                }
-            }
-            Err(e) => report.error = Some(e),
-        }
+        let report = report_of(&args, algorithm, &messages, baseline, outcome);
         ok &= report.verified && report.error.is_none();
         print_report(&report, args.json);
     }
@@ -271,6 +224,69 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
     } else {
         ExitCode::FAILURE
     }
+}
+
+/// The report of one algorithm's run (or of its failure).
+fn report_of(
+    args: &DemoArgs,
+    algorithm: Algorithm,
+    messages: &[Bytes],
+    baseline: Option<(&'static str, f64)>,
+    outcome: Result<Run, String>,
+) -> Report {
+    let size = messages.first().map_or(0, |m| m.len() as u64);
+    let mut report = Report {
+        algorithm: algorithm.name().to_owned(),
+        transport: args.transport.name(),
+        nodes: args.nodes,
+        size,
+        block_size: args.block_size,
+        messages: args.messages,
+        seconds: 0.0,
+        gbps: 0.0,
+        verified: false,
+        groups: args.groups,
+        group_seconds: None,
+        fairness: None,
+        cpu_seconds: None,
+        cpu_seconds_per_gib: None,
+        baseline: baseline.map(|(kind, _)| kind),
+        baseline_seconds: baseline.map(|(_, seconds)| seconds),
+        error: None,
+    };
+    match outcome {
+        Ok(run) => {
+            report.seconds = run.elapsed.as_secs_f64();
+            let payload = size * args.messages * u64::from(args.groups);
+            report.cpu_seconds = run.cpu_seconds;
+            let delivered_gib = (payload * u64::from(args.nodes - 1)) as f64 / (1u64 << 30) as f64;
+            report.cpu_seconds_per_gib = run
+                .cpu_seconds
+                .filter(|_| delivered_gib > 0.0)
+                .map(|cpu| cpu / delivered_gib);
+            report.gbps = (payload * 8) as f64 / report.seconds / 1e9;
+            report.verified = run.received.iter().all(|r| verify(messages, r));
+            if args.groups > 1 {
+                let times: Vec<f64> = run
+                    .group_elapsed
+                    .iter()
+                    .map(Duration::as_secs_f64)
+                    .collect();
+                let (min, max) = times.iter().fold((f64::INFINITY, 0.0f64), |(lo, hi), &t| {
+                    (lo.min(t), hi.max(t))
+                });
+                report.fairness = Some(if max > 0.0 { min / max } else { 1.0 });
+                report.group_seconds = Some(times);
+            }
+            if let Some(dir) = &args.out
+                && let Err(e) = write_out(dir, messages, &run.received[0])
+            {
+                report.error = Some(format!("writing {}: {e}", dir.display()));
+            }
+        }
+        Err(e) => report.error = Some(e),
+    }
+    report
 }
 
 fn load_messages(args: &DemoArgs) -> Result<Vec<Bytes>, String> {
@@ -400,16 +416,7 @@ async fn start_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<Vec<
             Node::in_memory_all(&MemCluster::new(n as usize), config).map_err(|e| e.to_string())
         }
         TransportChoice::Tcp => {
-            let listeners = (0..n)
-                .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-                .collect::<std::io::Result<Vec<_>>>()
-                .map_err(|e| format!("binding loopback ports: {e}"))?;
-            let members = listeners
-                .iter()
-                .map(std::net::TcpListener::local_addr)
-                .collect::<std::io::Result<Vec<_>>>()
-                .map_err(|e| e.to_string())?;
-            let key = ClusterKey::from_bytes(DEMO_KEY.to_vec()).map_err(|e| e.to_string())?;
+            let (listeners, members, key) = loopback_cluster(n)?;
             futures::future::try_join_all(listeners.into_iter().enumerate().map(
                 |(id, listener)| {
                     let tcp = TcpConfig::new(members.clone(), NodeId(id as u32), key.clone())
@@ -424,9 +431,19 @@ async fn start_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<Vec<
     }
 }
 
-/// Start `n` nodes on the `ofi` transport, rendezvous and fabric on loopback.
-#[cfg(feature = "ofi")]
-async fn start_ofi_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<Vec<Node>, String> {
+/// A cluster of `n` members on loopback: a bound listener per member (so no
+/// port is taken between choosing and listening), the members' addresses,
+/// and the demo's key.
+fn loopback_cluster(
+    n: u32,
+) -> Result<
+    (
+        Vec<std::net::TcpListener>,
+        Vec<std::net::SocketAddr>,
+        ClusterKey,
+    ),
+    String,
+> {
     let listeners = (0..n)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
         .collect::<std::io::Result<Vec<_>>>()
@@ -437,6 +454,13 @@ async fn start_ofi_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<
         .collect::<std::io::Result<Vec<_>>>()
         .map_err(|e| e.to_string())?;
     let key = ClusterKey::from_bytes(DEMO_KEY.to_vec()).map_err(|e| e.to_string())?;
+    Ok((listeners, members, key))
+}
+
+/// Start `n` nodes on the `ofi` transport, rendezvous and fabric on loopback.
+#[cfg(feature = "ofi")]
+async fn start_ofi_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<Vec<Node>, String> {
+    let (listeners, members, key) = loopback_cluster(n)?;
     futures::future::try_join_all(listeners.into_iter().enumerate().map(|(id, listener)| {
         let ofi = rdmc::OfiConfig::new(members.clone(), NodeId(id as u32), key.clone())
             .with_listener(listener)

@@ -19,8 +19,6 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
-mod bench_lab;
-mod bench_report;
 mod demo;
 mod member;
 mod member_bench;

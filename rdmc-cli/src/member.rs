@@ -95,6 +95,7 @@ fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
 /// The key used without `--key-file`.
 const DEFAULT_KEY: &[u8] = b"rdmc default cluster key: not a secret";
 
+/// Run `rdmc member`: join the cluster, send or receive, report.
 pub(crate) fn run(args: MemberArgs) -> ExitCode {
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -1,0 +1,201 @@
+//! `rdmc bench`: the papers' experiments on an emulated cluster, side by
+//! side with a plain TCP unicast and MPI_Bcast, as JSON lines, CSV, tables
+//! and plots (see BENCHMARKS.md).
+//!
+//! Every measurement runs on `benches/netlab.sh`'s lab: one network
+//! namespace per host, each link capped at `--rate` in both directions. The
+//! members are `rdmc member --bench` processes, one per host, paced by this
+//! driver: it sends one command to the root, waits until every receiver
+//! reports the message, and only then sends the next, so measurements never
+//! overlap. Latency is the last receiver's delivery time minus the root's
+//! send time, both on the machine's one monotonic clock.
+
+mod lab;
+mod measure;
+mod plan;
+mod report;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+use serde_json::{Value, json};
+
+use lab::install_interrupt_handler;
+
+/// Arguments of `rdmc bench`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// The small run: latency vs group size at 64 MiB for 2, 4 and 8 nodes
+    /// (every algorithm, unicast, MPI_Bcast default and forced pipeline),
+    /// in under 3 minutes.
+    #[arg(long)]
+    quick: bool,
+    /// Directory for results.jsonl, results.csv, summary.md, the plots and
+    /// the members' logs.
+    #[arg(long, default_value = "bench-results")]
+    out: PathBuf,
+    /// Bandwidth of every host's link, each direction (a tc rate).
+    #[arg(long, default_value = "250mbit")]
+    rate: String,
+    /// Directory holding netlab.sh and mpi_netlab.sh.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/benches"))]
+    scripts: PathBuf,
+    /// Only these experiments (default: all of the run's).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Experiment>,
+    /// Completion mode of the members outside the CPU experiment. The
+    /// lab runs up to 16 members on this machine's few cores, where
+    /// spinning members (hybrid, polling) take the CPU the others need.
+    #[arg(long, default_value = "interrupt", value_parser = ["interrupt", "hybrid", "polling"])]
+    completion: String,
+    /// Latency experiment only at these group sizes (e.g. `4,8`).
+    #[arg(long, value_delimiter = ',')]
+    nodes: Vec<usize>,
+    /// Block size of the latency, small-message and CPU experiments. The
+    /// default is the best of the block-size sweep for large messages on
+    /// this lab at 250 Mbit/s (the papers used 1 MiB on RDMA).
+    #[arg(long, default_value = "256KiB", value_parser = crate::size::parse_size)]
+    block_size: u64,
+    /// Latency and small-message experiments: only these rdmc algorithms.
+    #[arg(long, value_delimiter = ',', value_parser = ALGORITHMS)]
+    algorithms: Vec<String>,
+    /// Latency experiment: measured runs per point (overrides the plan's).
+    #[arg(long)]
+    runs: Option<usize>,
+    /// Latency experiment: unmeasured warm-up runs per point (overrides the
+    /// plan's).
+    #[arg(long)]
+    warmup: Option<usize>,
+    /// Leave MPI_Bcast out.
+    #[arg(long)]
+    no_mpi: bool,
+    /// Measure nothing: rebuild the CSV, summary and plots from
+    /// DIR/results.jsonl.
+    #[arg(long)]
+    replot: bool,
+}
+
+/// The experiments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Experiment {
+    /// Latency vs group size per algorithm, with unicast and MPI_Bcast
+    /// (papers' Fig. 4), and the per-step breakdown (Table 1).
+    Latency,
+    /// Bandwidth vs block size for 4-node groups (Fig. 6).
+    BlockSize,
+    /// 1-byte messages per second vs group size (Fig. 7).
+    SmallMessages,
+    /// CPU use per completion mode (Fig. 11).
+    Cpu,
+}
+
+/// The rdmc algorithms, in the order every experiment runs them.
+const ALGORITHMS: [&str; 4] = ["sequential", "chain", "tree", "binomial-pipeline"];
+
+/// Run `rdmc bench`: measure and report, or with `--replot` only report.
+pub(crate) fn run(args: BenchArgs) -> ExitCode {
+    match bench(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rdmc bench: error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `rdmc bench`'s work; the error to print.
+fn bench(args: &BenchArgs) -> Result<(), String> {
+    std::fs::create_dir_all(&args.out)
+        .map_err(|e| format!("creating {}: {e}", args.out.display()))?;
+    let jsonl = args.out.join("results.jsonl");
+    if args.replot {
+        let records = report::read_records(&jsonl)?;
+        let machine = std::fs::read_to_string(args.out.join("machine.json"))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(Value::Null);
+        return report(args, &records, &machine);
+    }
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("must run as root (it creates network namespaces)".into());
+    }
+    if cfg!(debug_assertions) {
+        eprintln!(
+            "rdmc bench: warning: this is a debug build; measure with `cargo run --release --bin rdmc -- bench`"
+        );
+    }
+    let netlab = args.scripts.join("netlab.sh");
+    if !netlab.exists() {
+        return Err(format!(
+            "{} not found (pass --scripts DIR)",
+            netlab.display()
+        ));
+    }
+    install_interrupt_handler(&netlab);
+    let logs = args.out.join("logs");
+    std::fs::create_dir_all(&logs).map_err(|e| format!("creating {}: {e}", logs.display()))?;
+    let machine = machine_facts(args);
+    std::fs::write(
+        args.out.join("machine.json"),
+        serde_json::to_string_pretty(&machine).unwrap_or_default(),
+    )
+    .map_err(|e| format!("writing machine.json: {e}"))?;
+    let records = measure::measure(args, &netlab, &jsonl, &logs)?;
+    report(args, &records, &machine)
+}
+
+/// Write the report of `records` into `--out`, print the summary and the
+/// written paths.
+fn report(args: &BenchArgs, records: &[Value], machine: &Value) -> Result<(), String> {
+    let files = report::write_report(&args.out, records, machine)?;
+    println!("{}", files.summary_markdown);
+    for path in files.paths() {
+        eprintln!("rdmc bench: wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// What the report says about the machine and the run.
+fn machine_facts(args: &BenchArgs) -> Value {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
+    let cpuinfo = read("/proc/cpuinfo");
+    let model = cpuinfo
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(str::trim)
+        .unwrap_or("unknown");
+    let mem_kib: u64 = read("/proc/meminfo")
+        .lines()
+        .find(|l| l.starts_with("MemTotal"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let first_line = |cmd: &str, arg: &str| {
+        std::process::Command::new(cmd)
+            .arg(arg)
+            .output()
+            .ok()
+            .and_then(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .next()
+                    .map(str::to_owned)
+            })
+            .unwrap_or_default()
+    };
+    json!({
+        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "cpu_model": model,
+        "memory_gib": mem_kib / (1 << 20),
+        "kernel": read("/proc/sys/kernel/osrelease").trim(),
+        "rate": args.rate,
+        "date": first_line("date", "-u"),
+        "command": std::env::args().collect::<Vec<_>>().join(" "),
+        "rdmc_version": env!("CARGO_PKG_VERSION"),
+        "mpi": first_line("mpirun", "--version"),
+        "quick": args.quick,
+    })
+}

@@ -1,0 +1,149 @@
+//! What one `rdmc bench` run measures: the full run or `--quick`, narrowed
+//! by the command line (`--only`, `--nodes`, `--runs`, `--warmup`,
+//! `--no-mpi`).
+
+use super::{BenchArgs, Experiment};
+
+/// A kibibyte.
+const KIB: u64 = 1 << 10;
+/// A mebibyte.
+const MIB: u64 = 1 << 20;
+
+/// One workload of a series: message size, measured runs, warm-up runs.
+pub(super) type Workload = (u64, usize, usize);
+
+/// One latency workload: a message size, the group sizes, runs and warm-ups.
+pub(super) struct LatencySpec {
+    pub(super) size: u64,
+    pub(super) nodes: Vec<usize>,
+    pub(super) runs: usize,
+    pub(super) warmup: usize,
+}
+
+/// Everything one run measures.
+pub(super) struct Plan {
+    pub(super) latency: Vec<LatencySpec>,
+    /// MPI_Bcast variants: name, and the forced (algorithm, segment size).
+    pub(super) mpi: Vec<(&'static str, Option<(u32, u64)>)>,
+    /// Size whose N = 4 runs give the breakdown records.
+    pub(super) breakdown_size: u64,
+    /// Group sizes and burst length for 1-byte messages.
+    pub(super) small: (Vec<usize>, u64, usize),
+    /// Block sizes and (message size, runs, warm-up) for Fig. 6.
+    pub(super) block_sizes: Vec<u64>,
+    pub(super) block_messages: Vec<Workload>,
+    /// Message sizes with (runs, warm-up) for the CPU experiment.
+    pub(super) cpu: Vec<Workload>,
+    pub(super) experiments: Vec<Experiment>,
+}
+
+impl Plan {
+    /// The full run or the quick one, narrowed by the command line.
+    pub(super) fn new(args: &BenchArgs) -> Plan {
+        let mpi_pipeline = ("pipeline", Some((3, 32 * KIB)));
+        let mut plan = if args.quick {
+            Plan {
+                latency: vec![LatencySpec {
+                    size: 64 * MIB,
+                    nodes: vec![2, 4, 8],
+                    runs: 1,
+                    warmup: 0,
+                }],
+                mpi: vec![("default", None), mpi_pipeline],
+                breakdown_size: 64 * MIB,
+                small: (vec![], 0, 0),
+                block_sizes: vec![],
+                block_messages: vec![],
+                cpu: vec![],
+                experiments: vec![Experiment::Latency],
+            }
+        } else {
+            Plan {
+                latency: vec![
+                    LatencySpec {
+                        size: 8 * MIB,
+                        nodes: vec![2, 3, 4, 6, 8, 12, 16],
+                        runs: 5,
+                        warmup: 1,
+                    },
+                    LatencySpec {
+                        size: 256 * MIB,
+                        nodes: vec![2, 4, 8, 16],
+                        runs: 1,
+                        warmup: 0,
+                    },
+                ],
+                mpi: vec![
+                    ("default", None),
+                    mpi_pipeline,
+                    ("scatter_allgather_ring", Some((9, 0))),
+                ],
+                breakdown_size: 256 * MIB,
+                small: (vec![2, 4, 8, 16], 1000, 3),
+                block_sizes: (14..=24).map(|p| 1u64 << p).collect(),
+                block_messages: vec![
+                    (16 * KIB, 5, 1),
+                    (128 * KIB, 5, 1),
+                    (MIB, 5, 1),
+                    (8 * MIB, 3, 1),
+                    (32 * MIB, 1, 0),
+                    (128 * MIB, 1, 0),
+                ],
+                cpu: vec![(MIB, 20, 2), (100 * MIB, 2, 0)],
+                experiments: vec![
+                    Experiment::Latency,
+                    Experiment::SmallMessages,
+                    Experiment::BlockSize,
+                    Experiment::Cpu,
+                ],
+            }
+        };
+        if !args.only.is_empty() {
+            plan.experiments.retain(|e| args.only.contains(e));
+        }
+        for l in &mut plan.latency {
+            l.runs = args.runs.unwrap_or(l.runs).max(1);
+            l.warmup = args.warmup.unwrap_or(l.warmup);
+        }
+        if !args.nodes.is_empty() {
+            for l in &mut plan.latency {
+                l.nodes = args.nodes.clone();
+            }
+            plan.small.0.retain(|n| args.nodes.contains(n));
+        }
+        if args.no_mpi {
+            plan.mpi.clear();
+        }
+        plan
+    }
+
+    /// Whether the run includes experiment `e`.
+    pub(super) fn has(&self, e: Experiment) -> bool {
+        self.experiments.contains(&e)
+    }
+
+    /// Every group size a lab is needed for, ascending.
+    pub(super) fn lab_sizes(&self) -> Vec<usize> {
+        let mut sizes: Vec<usize> = Vec::new();
+        if self.has(Experiment::Latency) {
+            sizes.extend(self.latency.iter().flat_map(|l| l.nodes.iter().copied()));
+        }
+        if self.has(Experiment::SmallMessages) {
+            sizes.extend(&self.small.0);
+        }
+        if self.has(Experiment::BlockSize) || self.has(Experiment::Cpu) {
+            sizes.push(4);
+        }
+        sizes.sort_unstable();
+        sizes.dedup();
+        sizes
+    }
+
+    /// The largest message any experiment sends (what the members allocate).
+    pub(super) fn largest_message(&self) -> u64 {
+        let latency = self.latency.iter().map(|l| l.size);
+        let block = self.block_messages.iter().map(|m| m.0);
+        let cpu = self.cpu.iter().map(|m| m.0);
+        latency.chain(block).chain(cpu).max().unwrap_or(MIB)
+    }
+}

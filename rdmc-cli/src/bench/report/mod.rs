@@ -1,0 +1,100 @@
+//! The report of `rdmc bench`: from the measurements (one JSON object per
+//! measurement, as in `results.jsonl`) to `results.csv`, `summary.md` and
+//! SVG plots in the same directory.
+//!
+//! The driver measures and calls [`write_report`]; [`read_records`] reads an
+//! earlier run's `results.jsonl` so a report can be rebuilt without
+//! measuring again.
+//!
+//! Records are loosely typed on purpose: a field that is absent, `null` or of
+//! the wrong type is treated as missing, and a record lacking what a table or
+//! plot needs is left out of that table or plot (it still gets its CSV row).
+//!
+//! The rooms: [`records`] (the records, their fields and series labels),
+//! [`datasets`] (the records each table and plot is drawn from), [`csv`],
+//! [`tables`] (`summary.md`), [`charts`] (line and bar charts as SVG) and
+//! [`plots`] (the figures), with [`format`] for numbers and sizes.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+mod charts;
+mod csv;
+mod datasets;
+mod format;
+mod plots;
+mod records;
+mod tables;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use records::read_records;
+
+use csv::csv_text;
+use datasets::latency_tables;
+use plots::write_plots;
+use records::Rec;
+use tables::summary_text;
+
+/// The files [`write_report`] wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReportFiles {
+    /// `DIR/results.csv`.
+    pub(crate) csv: PathBuf,
+    /// `DIR/summary.md`.
+    pub(crate) summary: PathBuf,
+    /// The text written to `summary.md`, for printing.
+    pub(crate) summary_markdown: String,
+    /// The SVG plots, in the order they are listed in the summary.
+    pub(crate) plots: Vec<PathBuf>,
+}
+
+impl ReportFiles {
+    /// Every written path: the CSV, the summary, then the plots.
+    pub(crate) fn paths(&self) -> Vec<&Path> {
+        let mut paths = vec![self.csv.as_path(), self.summary.as_path()];
+        paths.extend(self.plots.iter().map(PathBuf::as_path));
+        paths
+    }
+}
+
+/// Write `DIR/results.csv`, `DIR/summary.md` and the SVG plots from the
+/// records (creating `DIR` if needed). `machine` is an object of facts about
+/// the machine and the run (cores, CPU model, kernel, rate, command, ...),
+/// shown at the top of the summary.
+pub(crate) fn write_report(
+    dir: &Path,
+    records: &[Value],
+    machine: &Value,
+) -> Result<ReportFiles, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let recs: Vec<Rec<'_>> = records.iter().filter_map(Rec::new).collect();
+    let latency = latency_tables(&recs);
+
+    let plots = write_plots(dir, &recs, &latency)?;
+
+    let csv = dir.join("results.csv");
+    write_file(&csv, &csv_text(records))?;
+
+    let plot_names: Vec<String> = plots
+        .iter()
+        .filter_map(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect();
+    let summary_markdown = summary_text(&recs, &latency, machine, &plot_names);
+    let summary = dir.join("summary.md");
+    write_file(&summary, &summary_markdown)?;
+
+    Ok(ReportFiles {
+        csv,
+        summary,
+        summary_markdown,
+        plots,
+    })
+}
+
+/// Write a whole file.
+fn write_file(path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))
+}
