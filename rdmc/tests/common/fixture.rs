@@ -144,6 +144,21 @@ pub trait Fixture: 'static {
     }
 }
 
+/// A network transport's configuration `$config` (`TcpConfig`,
+/// `OfiConfig`: the same `with_*` methods) accepting on `$listener`, with
+/// the timeouts of `$tuning`.
+macro_rules! tuned {
+    ($config:expr, $listener:expr, $tuning:expr) => {{
+        let config = $config
+            .with_listener($listener)
+            .with_connect_timeout($tuning.connect_timeout.unwrap_or(Duration::from_secs(20)));
+        match $tuning.failure_timeout {
+            Some(timeout) => config.with_failure_timeout(timeout),
+            None => config,
+        }
+    }};
+}
+
 /// The in-process transport: no wire, no heartbeats; a crash is
 /// [`MemCluster::kill`].
 pub struct MemFixture;
@@ -185,12 +200,8 @@ impl Fixture for TcpFixture {
         listener: std::net::TcpListener,
         tuning: Tuning,
     ) -> BoxFuture<'static, Result<Node, Error>> {
-        let mut config = TcpConfig::new(layout.addrs.clone(), id, layout.key.clone())
-            .with_listener(listener)
-            .with_connect_timeout(tuning.connect_timeout.unwrap_or(Duration::from_secs(20)));
-        if let Some(timeout) = tuning.failure_timeout {
-            config = config.with_failure_timeout(timeout);
-        }
+        let config = TcpConfig::new(layout.addrs.clone(), id, layout.key.clone());
+        let mut config = tuned!(config, listener, tuning);
         if let Some(bytes) = tuning.chunk_size {
             config = config.with_chunk_size(bytes);
         }
@@ -219,12 +230,8 @@ impl Fixture for OfiFixture {
         listener: std::net::TcpListener,
         tuning: Tuning,
     ) -> BoxFuture<'static, Result<Node, Error>> {
-        let mut config = rdmc::OfiConfig::new(layout.addrs.clone(), id, layout.key.clone())
-            .with_listener(listener)
-            .with_connect_timeout(tuning.connect_timeout.unwrap_or(Duration::from_secs(20)));
-        if let Some(timeout) = tuning.failure_timeout {
-            config = config.with_failure_timeout(timeout);
-        }
+        let config = rdmc::OfiConfig::new(layout.addrs.clone(), id, layout.key.clone());
+        let mut config = tuned!(config, listener, tuning);
         if let Ok(provider) = std::env::var("RDMC_OFI_PROVIDER")
             && !provider.is_empty()
         {

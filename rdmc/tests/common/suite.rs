@@ -312,16 +312,53 @@ pub async fn a_small_group_is_not_stuck_behind_another_groups_large_block<F: Fix
 // ---------------------------------------------------------------------------
 // Strangers and garbage at a member's listening port.
 
+/// Three members running group 1 (all three, twenty messages) in the
+/// background, while a test disturbs them.
+struct Busy {
+    nodes: Vec<Node>,
+    layout: Layout,
+    config: GroupConfig,
+    messages: Vec<Bytes>,
+    transfer: tokio::task::JoinHandle<()>,
+}
+
+impl Busy {
+    /// Start the cluster and group 1; message `i` is `len(i)` bytes long.
+    async fn start<F: Fixture>(len: impl Fn(u64) -> usize) -> Self {
+        let (nodes, layout) = cluster::<F>(3, Tuning::default()).await;
+        let members = ids(&[0, 1, 2]);
+        let config = GroupConfig::new().with_block_size(64 * 1024);
+        let groups = create_all(&nodes, GroupId(1), &members, config.clone()).await;
+        let messages: Vec<Bytes> = (0..20).map(|i| payload(i, len(i))).collect();
+        let transfer = tokio::spawn({
+            let messages = messages.clone();
+            async move { run_group(groups, &messages).await }
+        });
+        Busy {
+            nodes,
+            layout,
+            config,
+            messages,
+            transfer,
+        }
+    }
+
+    /// Group 1 delivers everything and closes `Ok` despite `what`.
+    async fn finish(&mut self, what: &str) {
+        bounded(LONG, what, &mut self.transfer).await.unwrap();
+    }
+
+    /// The members are undisturbed: another group (`members`) works; then
+    /// they shut down.
+    async fn carry_on(self, members: &[u32]) {
+        let groups = create_all(&self.nodes, GroupId(2), &ids(members), self.config).await;
+        run_group(groups, &self.messages[..3]).await;
+        shutdown(self.nodes).await;
+    }
+}
+
 pub async fn garbage_clients_do_not_disturb_a_running_group<F: Fixture>() {
-    let (nodes, layout) = cluster::<F>(3, Tuning::default()).await;
-    let members = ids(&[0, 1, 2]);
-    let config = GroupConfig::new().with_block_size(64 * 1024);
-    let groups = create_all(&nodes, GroupId(1), &members, config.clone()).await;
-    let messages: Vec<Bytes> = (0..20).map(|i| payload(i, 200_000 + i as usize)).collect();
-    let transfer = tokio::spawn({
-        let messages = messages.clone();
-        async move { run_group(groups, &messages).await }
-    });
+    let mut busy = Busy::start::<F>(|i| 200_000 + i as usize).await;
 
     // At every member: random bytes, an HTTP request, a handshake hello
     // with the right magic and nonsense after it, and a client that says
@@ -330,7 +367,7 @@ pub async fn garbage_clients_do_not_disturb_a_running_group<F: Fixture>() {
     let mut http = Vec::new();
     let mut fake_hello = Vec::new();
     let mut silent = Vec::new();
-    for &addr in &layout.addrs {
+    for &addr in &busy.layout.addrs {
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         s.write_all(&payload(addr.port().into(), 100_000))
             .await
@@ -349,9 +386,7 @@ pub async fn garbage_clients_do_not_disturb_a_running_group<F: Fixture>() {
         silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
     }
     let connected = Instant::now();
-    bounded(LONG, "the group amid garbage", transfer)
-        .await
-        .unwrap();
+    busy.finish("the group amid garbage").await;
 
     // Each is dropped by the member, at the latest when the handshake times
     // out (5 s by default); the silent ones were held open meanwhile.
@@ -369,29 +404,17 @@ pub async fn garbage_clients_do_not_disturb_a_running_group<F: Fixture>() {
     )
     .await;
     assert!(connected.elapsed() < Duration::from_secs(12));
-
-    // The members are undisturbed: another group works.
-    let groups = create_all(&nodes, GroupId(2), &ids(&[2, 0, 1]), config).await;
-    run_group(groups, &messages[..3]).await;
-    shutdown(nodes).await;
+    busy.carry_on(&[2, 0, 1]).await;
 }
 
 pub async fn a_node_without_the_key_cannot_join_and_the_cluster_carries_on<F: Fixture>() {
-    let (nodes, layout) = cluster::<F>(3, Tuning::default()).await;
-    let members = ids(&[0, 1, 2]);
-    let config = GroupConfig::new().with_block_size(64 * 1024);
-    let groups = create_all(&nodes, GroupId(1), &members, config.clone()).await;
-    let messages: Vec<Bytes> = (0..20).map(|i| payload(i, 300_000)).collect();
-    let transfer = tokio::spawn({
-        let messages = messages.clone();
-        async move { run_group(groups, &messages).await }
-    });
+    let mut busy = Busy::start::<F>(|_| 300_000).await;
 
     // It knows the protocol and the member list, claims rank 2 (taken) and
     // dials ranks 0 and 1 — with another key.
     let wrong_key =
         ClusterKey::from_bytes(b"not the cluster key, but long enough".to_vec()).unwrap();
-    let mut strangers = layout.impostors(wrong_key);
+    let mut strangers = busy.layout.impostors(wrong_key);
     let quick = Tuning {
         connect_timeout: Some(Duration::from_secs(1)),
         ..Tuning::default()
@@ -412,12 +435,8 @@ pub async fn a_node_without_the_key_cannot_join_and_the_cluster_carries_on<F: Fi
         }
         assert!(started.elapsed() < Duration::from_secs(5));
     }
-    bounded(LONG, "the group beside the stranger", transfer)
-        .await
-        .unwrap();
-    let groups = create_all(&nodes, GroupId(2), &ids(&[1, 2, 0]), config).await;
-    run_group(groups, &messages[..3]).await;
-    shutdown(nodes).await;
+    busy.finish("the group beside the stranger").await;
+    busy.carry_on(&[1, 2, 0]).await;
 }
 
 // ---------------------------------------------------------------------------
