@@ -75,7 +75,12 @@ impl Layout {
         tuning: Tuning,
     ) -> BoxFuture<'static, Result<Node, Error>> {
         let listener = self.take_listener(id.index());
-        F::start(self, id, listener, tuning)
+        F::start(Member {
+            layout: self,
+            id,
+            listener,
+            tuning,
+        })
     }
 
     /// Start every member on transport `F` and wait until all are connected.
@@ -98,6 +103,18 @@ pub async fn cluster<F: Fixture>(n: usize, tuning: Tuning) -> (Vec<Node>, Layout
     (nodes, layout)
 }
 
+/// One member of a [`Layout`] to start.
+pub struct Member<'a> {
+    /// The cluster it belongs to.
+    pub layout: &'a Layout,
+    /// Its id.
+    pub id: NodeId,
+    /// The listener it accepts on.
+    pub listener: std::net::TcpListener,
+    /// The knobs the scenario turns.
+    pub tuning: Tuning,
+}
+
 /// A transport under test: how its members start and crash, and what the
 /// suite can test it for. The capability constants decide which scenarios
 /// `whole_group_suite!` expands for it; they must match the capabilities
@@ -118,13 +135,8 @@ pub trait Fixture: 'static {
     /// failure timeout (capability `heartbeats`).
     const HEARTBEATS: bool;
 
-    /// Start member `id` of `layout`, accepting on `listener`.
-    fn start(
-        layout: &Layout,
-        id: NodeId,
-        listener: std::net::TcpListener,
-        tuning: Tuning,
-    ) -> BoxFuture<'static, Result<Node, Error>>;
+    /// Start `member`: a future to run on the runtime it should live on.
+    fn start(member: Member<'_>) -> BoxFuture<'static, Result<Node, Error>>;
 
     /// Crash member `id` the transport's way, before the runtime it runs on
     /// is shut down. By default the runtime's shutdown is the crash: its
@@ -144,15 +156,20 @@ pub trait Fixture: 'static {
     }
 }
 
-/// A network transport's configuration `$config` (`TcpConfig`,
-/// `OfiConfig`: the same `with_*` methods) accepting on `$listener`, with
-/// the timeouts of `$tuning`.
+/// The configuration of a network transport, `$config` (`TcpConfig`,
+/// `OfiConfig`: the same constructor and `with_*` methods), for `$member`.
 macro_rules! tuned {
-    ($config:expr, $listener:expr, $tuning:expr) => {{
-        let config = $config
-            .with_listener($listener)
-            .with_connect_timeout($tuning.connect_timeout.unwrap_or(Duration::from_secs(20)));
-        match $tuning.failure_timeout {
+    ($config:ty, $member:expr) => {{
+        let Member {
+            layout,
+            id,
+            listener,
+            tuning,
+        } = $member;
+        let config = <$config>::new(layout.addrs.clone(), id, layout.key.clone())
+            .with_listener(listener)
+            .with_connect_timeout(tuning.connect_timeout.unwrap_or(Duration::from_secs(20)));
+        match tuning.failure_timeout {
             Some(timeout) => config.with_failure_timeout(timeout),
             None => config,
         }
@@ -169,13 +186,8 @@ impl Fixture for MemFixture {
     const RELAYABLE: bool = false;
     const HEARTBEATS: bool = false;
 
-    fn start(
-        layout: &Layout,
-        id: NodeId,
-        _listener: std::net::TcpListener,
-        _tuning: Tuning,
-    ) -> BoxFuture<'static, Result<Node, Error>> {
-        let cluster = layout.mem.clone();
+    fn start(member: Member<'_>) -> BoxFuture<'static, Result<Node, Error>> {
+        let (cluster, id) = (member.layout.mem.clone(), member.id);
         // The node's actor is spawned where the future runs.
         Box::pin(async move { Node::in_memory(&cluster, id, node_config()) })
     }
@@ -194,15 +206,9 @@ impl Fixture for TcpFixture {
     const RELAYABLE: bool = true;
     const HEARTBEATS: bool = true;
 
-    fn start(
-        layout: &Layout,
-        id: NodeId,
-        listener: std::net::TcpListener,
-        tuning: Tuning,
-    ) -> BoxFuture<'static, Result<Node, Error>> {
-        let config = TcpConfig::new(layout.addrs.clone(), id, layout.key.clone());
-        let mut config = tuned!(config, listener, tuning);
-        if let Some(bytes) = tuning.chunk_size {
+    fn start(member: Member<'_>) -> BoxFuture<'static, Result<Node, Error>> {
+        let mut config = tuned!(TcpConfig, member);
+        if let Some(bytes) = member.tuning.chunk_size {
             config = config.with_chunk_size(bytes);
         }
         Box::pin(Node::tcp(config, node_config()))
@@ -224,14 +230,8 @@ impl Fixture for OfiFixture {
     const RELAYABLE: bool = false;
     const HEARTBEATS: bool = true;
 
-    fn start(
-        layout: &Layout,
-        id: NodeId,
-        listener: std::net::TcpListener,
-        tuning: Tuning,
-    ) -> BoxFuture<'static, Result<Node, Error>> {
-        let config = rdmc::OfiConfig::new(layout.addrs.clone(), id, layout.key.clone());
-        let mut config = tuned!(config, listener, tuning);
+    fn start(member: Member<'_>) -> BoxFuture<'static, Result<Node, Error>> {
+        let mut config = tuned!(rdmc::OfiConfig, member);
         if let Ok(provider) = std::env::var("RDMC_OFI_PROVIDER")
             && !provider.is_empty()
         {

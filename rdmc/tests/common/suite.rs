@@ -49,71 +49,42 @@ macro_rules! whole_group_suite {
                 );
             }
 
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn every_algorithm_delivers_odd_sizes_to_odd_groups() {
-                suite::every_algorithm_delivers_odd_sizes_to_odd_groups::<$fixture>().await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn many_messages_in_a_row() {
-                suite::many_messages_in_a_row::<$fixture>().await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn overlapping_groups_with_different_roots_deliver_concurrently() {
-                suite::overlapping_groups_with_different_roots_deliver_concurrently::<$fixture>()
-                    .await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn a_membership_mismatch_fails_every_creator_promptly() {
-                suite::a_membership_mismatch_fails_every_creator_promptly::<$fixture>().await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn a_member_dropped_mid_transfer_fails_its_groups_once_and_only_its_groups() {
-                suite::a_member_dies_mid_transfer::<$fixture>(suite::Death::Dropped).await;
-            }
-
-            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-            async fn a_member_crashed_mid_transfer_fails_its_groups_once_and_only_its_groups() {
-                suite::a_member_dies_mid_transfer::<$fixture>(suite::Death::Crashed).await;
-            }
-
+            whole_group_suite!(@tests $fixture:
+                every_algorithm_delivers_odd_sizes_to_odd_groups,
+                many_messages_in_a_row,
+                overlapping_groups_with_different_roots_deliver_concurrently,
+                a_membership_mismatch_fails_every_creator_promptly,
+                a_member_dropped_mid_transfer_fails_its_groups_once_and_only_its_groups,
+                a_member_crashed_mid_transfer_fails_its_groups_once_and_only_its_groups,
+            );
             $( whole_group_suite!(@ $capability, $fixture); )*
         }
     };
     (@ listens, $fixture:ty) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn garbage_clients_do_not_disturb_a_running_group() {
-            suite::garbage_clients_do_not_disturb_a_running_group::<$fixture>().await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn a_node_without_the_key_cannot_join_and_the_cluster_carries_on() {
-            suite::a_node_without_the_key_cannot_join_and_the_cluster_carries_on::<$fixture>()
-                .await;
-        }
+        whole_group_suite!(@tests $fixture:
+            garbage_clients_do_not_disturb_a_running_group,
+            a_node_without_the_key_cannot_join_and_the_cluster_carries_on,
+        );
     };
     (@ relayable, $fixture:ty) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn a_small_group_is_not_stuck_behind_another_groups_large_block() {
-            suite::a_small_group_is_not_stuck_behind_another_groups_large_block::<$fixture>()
-                .await;
-        }
-
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn a_member_gone_silent_is_detected_within_the_failure_timeout() {
-            suite::a_member_gone_silent_is_detected_within_the_failure_timeout::<$fixture>()
-                .await;
-        }
+        whole_group_suite!(@tests $fixture:
+            a_small_group_is_not_stuck_behind_another_groups_large_block,
+            a_member_gone_silent_is_detected_within_the_failure_timeout,
+        );
     };
     (@ heartbeats, $fixture:ty) => {
-        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-        async fn a_member_hung_mid_transfer_is_found_within_the_failure_timeout() {
-            suite::a_member_dies_mid_transfer::<$fixture>(suite::Death::Hung).await;
-        }
-
+        whole_group_suite!(@tests $fixture:
+            a_member_hung_mid_transfer_is_found_within_the_failure_timeout,
+        );
+    };
+    // Each scenario of `suite` as a test of the same name.
+    (@tests $fixture:ty: $($scenario:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $scenario() {
+                suite::$scenario::<$fixture>().await;
+            }
+        )*
     };
 }
 
@@ -505,7 +476,7 @@ pub async fn a_membership_mismatch_fails_every_creator_promptly<F: Fixture>() {
 
 /// How the member dies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Death {
+enum Death {
     /// The node and its group handles are dropped without a close: its node
     /// says goodbye (fails its groups, flushes) and closes its connections.
     Dropped,
@@ -518,10 +489,22 @@ pub enum Death {
     Hung,
 }
 
+pub async fn a_member_dropped_mid_transfer_fails_its_groups_once_and_only_its_groups<F: Fixture>() {
+    a_member_dies_mid_transfer::<F>(Death::Dropped).await;
+}
+
+pub async fn a_member_crashed_mid_transfer_fails_its_groups_once_and_only_its_groups<F: Fixture>() {
+    a_member_dies_mid_transfer::<F>(Death::Crashed).await;
+}
+
+pub async fn a_member_hung_mid_transfer_is_found_within_the_failure_timeout<F: Fixture>() {
+    a_member_dies_mid_transfer::<F>(Death::Hung).await;
+}
+
 /// Node 2 of 4 dies in the middle of group 1 (all four nodes; node 2 holds
 /// it back by not reading). Group 3 (nodes 3 and 2, idle) fails too; group
 /// 2 (nodes 1, 3, 0) carries on.
-pub async fn a_member_dies_mid_transfer<F: Fixture>(death: Death) {
+async fn a_member_dies_mid_transfer<F: Fixture>(death: Death) {
     let mut layout = Layout::new(4);
     let tuning = Tuning {
         failure_timeout: Some(FAILURE_TIMEOUT),
