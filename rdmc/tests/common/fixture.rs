@@ -116,9 +116,10 @@ pub struct Member<'a> {
 }
 
 /// A transport under test: how its members start and crash, and what the
-/// suite can test it for. The capability constants decide which scenarios
-/// `whole_group_suite!` expands for it; they must match the capabilities
-/// listed in its `whole_group_suite!` line (a test checks).
+/// suite can test it for. The capability constants declare that; the
+/// transport's `whole_group_suite!` line lists the same capabilities, and
+/// only their scenarios are expanded for it (its test
+/// `the_suite_runs_what_the_fixture_can` checks the two agree).
 pub trait Fixture: 'static {
     /// The transport's name.
     const NAME: &'static str;
