@@ -33,6 +33,34 @@ async fn create_id(
     node.create_group(id, &ids(members), config).await
 }
 
+type Created = Result<rdmc::Group, Error>;
+
+/// Nodes 0 and 1 create group `id` at once, each with its own member list
+/// and configuration.
+async fn create_both(
+    nodes: &[Node],
+    id: GroupId,
+    (members_0, config_0): (&[u32], GroupConfig),
+    (members_1, config_1): (&[u32], GroupConfig),
+) -> (Created, Created) {
+    bounded(PROMPT, "the rendezvous", async {
+        tokio::join!(
+            create_id(&nodes[0], id, members_0, config_0),
+            create_id(&nodes[1], id, members_1, config_1),
+        )
+    })
+    .await
+}
+
+/// Both groups close `Ok`.
+async fn close_both(a: rdmc::Group, b: rdmc::Group) {
+    bounded(PROMPT, "closing", async {
+        tokio::try_join!(a.close(), b.close())
+    })
+    .await
+    .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_that_creates_later_still_joins_and_others_wait_for_it() {
     let (_cluster, nodes) = mem_nodes(3);
@@ -122,13 +150,7 @@ async fn the_root_creating_last_still_delivers() {
 async fn a_different_member_order_fails_on_both_members() {
     let (_cluster, nodes) = mem_nodes(2);
     let config = GroupConfig::new();
-    let (a, b) = bounded(PROMPT, "create_group", async {
-        tokio::join!(
-            create(&nodes[0], &[0, 1], config.clone()),
-            create(&nodes[1], &[1, 0], config.clone()),
-        )
-    })
-    .await;
+    let (a, b) = create_both(&nodes, G, (&[0, 1], config.clone()), (&[1, 0], config)).await;
     assert_mismatch(a, G, &[1], "node 0");
     assert_mismatch(b, G, &[0], "node 1");
 }
@@ -136,21 +158,15 @@ async fn a_different_member_order_fails_on_both_members() {
 #[tokio::test]
 async fn a_different_algorithm_fails_on_both_members() {
     let (_cluster, nodes) = mem_nodes(2);
-    let members = ids(&[0, 1]);
-    let (a, b) = bounded(PROMPT, "create_group", async {
-        tokio::join!(
-            nodes[0].create_group(
-                G,
-                &members,
-                GroupConfig::new().with_algorithm(Algorithm::Chain)
-            ),
-            nodes[1].create_group(
-                G,
-                &members,
-                GroupConfig::new().with_algorithm(Algorithm::BinomialTree)
-            ),
-        )
-    })
+    let (a, b) = create_both(
+        &nodes,
+        G,
+        (&[0, 1], GroupConfig::new().with_algorithm(Algorithm::Chain)),
+        (
+            &[0, 1],
+            GroupConfig::new().with_algorithm(Algorithm::BinomialTree),
+        ),
+    )
     .await;
     assert_mismatch(a, G, &[1], "node 0");
     assert_mismatch(b, G, &[0], "node 1");
@@ -236,12 +252,12 @@ async fn a_member_that_never_creates_the_group_times_the_others_out() {
     let members = ids(&[0, 1, 2]);
     let config = GroupConfig::new().with_create_timeout(Duration::from_millis(300));
     let start = tokio::time::Instant::now();
-    let (a, b) = bounded(PROMPT, "create_group", async {
-        tokio::join!(
-            nodes[0].create_group(G, &members, config.clone()),
-            nodes[1].create_group(G, &members, config.clone()),
-        )
-    })
+    let (a, b) = create_both(
+        &nodes,
+        G,
+        (&[0, 1, 2], config.clone()),
+        (&[0, 1, 2], config.clone()),
+    )
     .await;
     assert!(start.elapsed() >= Duration::from_millis(300));
     for (who, r) in [("node 0", a), ("node 1", b)] {
@@ -283,12 +299,11 @@ async fn a_member_that_never_creates_the_group_times_the_others_out() {
 #[tokio::test(start_paused = true)]
 async fn the_timeout_names_every_missing_member_in_rank_order() {
     let (_cluster, nodes) = mem_nodes(4);
-    let members = ids(&[3, 0, 2, 1]);
     let config = GroupConfig::new().with_create_timeout(Duration::from_millis(300));
     let err = bounded(
         PROMPT,
         "create_group",
-        nodes[0].create_group(G, &members, config),
+        create(&nodes[0], &[3, 0, 2, 1], config),
     )
     .await
     .unwrap_err();
@@ -310,12 +325,13 @@ async fn a_member_killed_before_the_create_fails_it_naming_the_member() {
     let (cluster, nodes) = mem_nodes(3);
     cluster.kill(NodeId(2));
     let members = ids(&[0, 1, 2]);
-    let (a, b) = bounded(PROMPT, "create_group", async {
-        tokio::join!(
-            nodes[0].create_group(G, &members, GroupConfig::new()),
-            nodes[1].create_group(G, &members, GroupConfig::new()),
-        )
-    })
+    let all: &[u32] = &[0, 1, 2];
+    let (a, b) = create_both(
+        &nodes,
+        G,
+        (all, GroupConfig::new()),
+        (all, GroupConfig::new()),
+    )
     .await;
     for (who, r) in [("node 0", a), ("node 1", b)] {
         match r {
@@ -366,12 +382,12 @@ async fn a_member_killed_during_the_rendezvous_fails_it_promptly() {
 #[tokio::test]
 async fn the_id_stays_used_after_a_mismatch() {
     let (_cluster, nodes) = mem_nodes(2);
-    let (a, b) = bounded(PROMPT, "create_group", async {
-        tokio::join!(
-            create(&nodes[0], &[0, 1], GroupConfig::new()),
-            create(&nodes[1], &[0, 1], GroupConfig::new().with_block_size(1)),
-        )
-    })
+    let (a, b) = create_both(
+        &nodes,
+        G,
+        (&[0, 1], GroupConfig::new()),
+        (&[0, 1], GroupConfig::new().with_block_size(1)),
+    )
     .await;
     assert_mismatch(a, G, &[1], "node 0");
     assert_mismatch(b, G, &[0], "node 1");
@@ -384,42 +400,32 @@ async fn the_id_stays_used_after_a_mismatch() {
         );
     }
     // A fresh id works.
-    let (a, b) = bounded(PROMPT, "create_group", async {
-        tokio::join!(
-            create_id(&nodes[0], GroupId(6), &[0, 1], GroupConfig::new()),
-            create_id(&nodes[1], GroupId(6), &[0, 1], GroupConfig::new()),
-        )
-    })
+    let fresh = GroupId(6);
+    let both: &[u32] = &[0, 1];
+    let (a, b) = create_both(
+        &nodes,
+        fresh,
+        (both, GroupConfig::new()),
+        (both, GroupConfig::new()),
+    )
     .await;
-    let (a, b) = (a.unwrap(), b.unwrap());
-    bounded(PROMPT, "create_group", async {
-        tokio::try_join!(a.close(), b.close())
-    })
-    .await
-    .unwrap();
+    close_both(a.unwrap(), b.unwrap()).await;
 }
 
 #[tokio::test]
 async fn local_settings_may_differ_between_members() {
     let (_cluster, nodes) = mem_nodes(2);
-    let members = ids(&[0, 1]);
-    let (a, b) = bounded(PROMPT, "create_group", async {
-        tokio::join!(
-            nodes[0].create_group(
-                G,
-                &members,
-                GroupConfig::new().with_create_timeout(Duration::from_secs(5))
-            ),
-            nodes[1].create_group(G, &members, GroupConfig::new().with_receive_window(Some(1))),
-        )
-    })
+    let (a, b) = create_both(
+        &nodes,
+        G,
+        (
+            &[0, 1],
+            GroupConfig::new().with_create_timeout(Duration::from_secs(5)),
+        ),
+        (&[0, 1], GroupConfig::new().with_receive_window(Some(1))),
+    )
     .await;
-    let (a, b) = (a.unwrap(), b.unwrap());
-    bounded(PROMPT, "create_group", async {
-        tokio::try_join!(a.close(), b.close())
-    })
-    .await
-    .unwrap();
+    close_both(a.unwrap(), b.unwrap()).await;
 }
 
 #[tokio::test]
