@@ -4,120 +4,52 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use rdmc::{
-    Algorithm, CompletionMode, Error, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId,
-};
+use rdmc::{Algorithm, Error, GroupConfig, GroupId, NodeId};
 
-/// Every algorithm.
-const ALGORITHMS: &[Algorithm] = &Algorithm::ALL;
+mod common;
 
-fn payload(seed: u64, len: usize) -> Bytes {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect::<Vec<u8>>()
-        .into()
-}
+use common::{create_all, mem_nodes, payload, run_group};
 
-fn node_config() -> NodeConfig {
-    NodeConfig::new().with_completion_mode(CompletionMode::Interrupt)
-}
-
-/// Run one group of `n` nodes sending `sizes`; return what each receiver got.
-async fn multicast(n: usize, config: GroupConfig, sizes: &[usize]) -> Vec<Vec<Bytes>> {
-    let cluster = MemCluster::new(n);
-    let nodes = Node::in_memory_all(&cluster, node_config()).unwrap();
-    let members: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
-    let messages: Vec<Bytes> = sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &len)| payload(i as u64, len))
-        .collect();
-    let mut tasks = Vec::new();
-    for node in nodes {
-        let members = members.clone();
-        let config = config.clone();
-        let messages = messages.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut group = node
-                .create_group(GroupId(7), &members, config)
-                .await
-                .unwrap();
-            let mut got = Vec::new();
-            if group.is_root() {
-                let sends: Vec<_> = messages.iter().map(|m| group.send(m.clone())).collect();
-                for s in sends {
-                    s.await.unwrap();
-                }
-                group.close().await.unwrap();
-            } else {
-                while let Some(msg) = group.next().await {
-                    let msg = msg.unwrap();
-                    assert_eq!(msg.seq, got.len() as u64);
-                    got.push(msg.data);
-                }
-                group.close().await.unwrap();
-            }
-            drop(group);
-            drop(node);
-            got
-        }));
-    }
-    let mut out = Vec::new();
-    for t in tasks {
-        out.push(
-            tokio::time::timeout(Duration::from_secs(30), t)
-                .await
-                .unwrap()
-                .unwrap(),
-        );
-    }
-    for (rank, got) in out.iter().enumerate().skip(1) {
-        assert_eq!(got.len(), messages.len(), "rank {rank} message count");
-        for (i, (a, b)) in got.iter().zip(&messages).enumerate() {
-            assert!(
-                a == b,
-                "rank {rank} message {i} differs ({} vs {} bytes)",
-                a.len(),
-                b.len()
-            );
-        }
-    }
-    out
-}
-
+/// The whole-group scenarios every transport runs are in
+/// `tests/whole_group.rs` (`mem::...`); this one goes with them, in
+/// smaller blocks and up to larger groups than the suite's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_algorithm_delivers_odd_sizes_to_odd_groups() {
-    for &algorithm in ALGORITHMS {
+async fn every_algorithm_delivers_odd_sizes_in_small_blocks_to_groups_of_up_to_thirteen() {
+    let (_cluster, nodes) = mem_nodes(13);
+    let messages: Vec<Bytes> = [10_007, 1, 0, 999, 1000, 1001, 65_536]
+        .into_iter()
+        .enumerate()
+        .map(|(i, len)| payload(i as u64, len))
+        .collect();
+    let mut id = 0;
+    for &algorithm in &Algorithm::ALL {
         for n in [1, 2, 3, 5, 7, 13] {
+            id += 1;
+            let members: Vec<NodeId> = (0..n).map(NodeId).collect();
             let config = GroupConfig::new()
                 .with_algorithm(algorithm)
                 .with_block_size(1000);
-            multicast(n, config, &[10_007, 1, 0, 999, 1000, 1001, 65_536]).await;
+            let groups = create_all(&nodes, GroupId(id), &members, config).await;
+            run_group(groups, &messages).await;
         }
     }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_messages_in_a_row() {
-    for &algorithm in ALGORITHMS {
+    // A hundred small messages in a row, in 64-byte blocks, to six members.
+    let six: Vec<NodeId> = (0..6).map(NodeId).collect();
+    let messages: Vec<Bytes> = (0..100u64)
+        .map(|i| payload(100 + i, ((i * 37) % 300) as usize))
+        .collect();
+    for (a, &algorithm) in Algorithm::ALL.iter().enumerate() {
         let config = GroupConfig::new()
             .with_algorithm(algorithm)
             .with_block_size(64);
-        let sizes: Vec<usize> = (0..100).map(|i| (i * 37) % 300).collect();
-        multicast(6, config, &sizes).await;
+        let groups = create_all(&nodes, GroupId(100 + a as u64), &six, config).await;
+        run_group(groups, &messages).await;
     }
 }
 
 #[tokio::test]
 async fn a_non_root_send_is_an_error() {
-    let cluster = MemCluster::new(2);
-    let nodes = Node::in_memory_all(&cluster, node_config()).unwrap();
+    let (_cluster, nodes) = mem_nodes(2);
     let members = [NodeId(0), NodeId(1)];
     let config = GroupConfig::new().with_algorithm(Algorithm::Chain);
     let (_g0, g1) = tokio::join!(
@@ -134,8 +66,7 @@ async fn a_non_root_send_is_an_error() {
 #[tokio::test]
 async fn a_killed_member_fails_the_group_everywhere() {
     let n = 4;
-    let cluster = MemCluster::new(n);
-    let nodes = Node::in_memory_all(&cluster, node_config()).unwrap();
+    let (cluster, nodes) = mem_nodes(n);
     let members: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
     let config = GroupConfig::new()
         .with_algorithm(Algorithm::Chain)
@@ -170,70 +101,9 @@ async fn a_killed_member_fails_the_group_everywhere() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn overlapping_groups_with_different_roots_deliver_concurrently() {
-    let n = 6;
-    let cluster = MemCluster::new(n);
-    let nodes: Vec<_> = Node::in_memory_all(&cluster, node_config())
-        .unwrap()
-        .into_iter()
-        .map(std::sync::Arc::new)
-        .collect();
-    // Group g has root g and a rotated membership; groups 3 and 4 cover only part of the nodes.
-    let memberships: Vec<Vec<NodeId>> = vec![
-        (0..6).map(NodeId).collect(),
-        (1..6).chain(0..1).map(NodeId).collect(),
-        (2..6).chain(0..2).map(NodeId).collect(),
-        vec![NodeId(3), NodeId(0), NodeId(5)],
-        vec![NodeId(4), NodeId(1), NodeId(2), NodeId(3)],
-    ];
-    let mut tasks = Vec::new();
-    for (g, members) in memberships.iter().enumerate() {
-        let algorithm = ALGORITHMS[g % ALGORITHMS.len()];
-        let config = GroupConfig::new()
-            .with_algorithm(algorithm)
-            .with_block_size(512);
-        let messages: Vec<Bytes> = (0..4)
-            .map(|i| payload(100 * g as u64 + i, 5_000 + 333 * i as usize))
-            .collect();
-        for &member in members {
-            let node = std::sync::Arc::clone(&nodes[member.index()]);
-            let members = members.clone();
-            let config = config.clone();
-            let messages = messages.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut group = node
-                    .create_group(GroupId(g as u64), &members, config)
-                    .await
-                    .unwrap();
-                if group.is_root() {
-                    for m in &messages {
-                        drop(group.send(m.clone()));
-                    }
-                } else {
-                    for (i, m) in messages.iter().enumerate() {
-                        let got = group.next().await.unwrap().unwrap();
-                        assert_eq!(got.seq, i as u64);
-                        assert!(got.data == m, "group {g} message {i} differs at {member}");
-                    }
-                }
-                group.close().await.unwrap();
-                assert!(group.next().await.is_none(), "the stream ends after close");
-            }));
-        }
-    }
-    for t in tasks {
-        tokio::time::timeout(Duration::from_secs(30), t)
-            .await
-            .unwrap()
-            .unwrap();
-    }
-}
-
 #[tokio::test]
 async fn membership_errors_are_reported() {
-    let cluster = MemCluster::new(3);
-    let nodes = Node::in_memory_all(&cluster, node_config()).unwrap();
+    let (_cluster, nodes) = mem_nodes(3);
     let config = GroupConfig::new();
     let err = nodes[0]
         .create_group(GroupId(1), &[], config.clone())
@@ -282,8 +152,7 @@ async fn membership_errors_are_reported() {
 
 #[tokio::test]
 async fn a_message_above_the_limit_is_refused() {
-    let cluster = MemCluster::new(1);
-    let nodes = Node::in_memory_all(&cluster, node_config()).unwrap();
+    let (_cluster, nodes) = mem_nodes(1);
     let config = GroupConfig::new().with_max_message_size(10);
     let g = nodes[0]
         .create_group(GroupId(1), &[NodeId(0)], config)
@@ -298,8 +167,7 @@ async fn a_message_above_the_limit_is_refused() {
 
 #[tokio::test]
 async fn dropping_a_member_fails_the_group_for_the_others() {
-    let cluster = MemCluster::new(3);
-    let nodes = Node::in_memory_all(&cluster, node_config()).unwrap();
+    let (_cluster, nodes) = mem_nodes(3);
     let members = [NodeId(0), NodeId(1), NodeId(2)];
     let config = GroupConfig::new().with_algorithm(Algorithm::Chain);
     let (root, g1, mut g2) = tokio::try_join!(
@@ -336,8 +204,7 @@ async fn dropping_a_member_fails_the_group_for_the_others() {
 
 #[tokio::test]
 async fn a_full_receive_window_holds_the_root_back_until_the_reader_catches_up() {
-    let cluster = MemCluster::new(3);
-    let nodes = Node::in_memory_all(&cluster, node_config()).unwrap();
+    let (_cluster, nodes) = mem_nodes(3);
     let members = [NodeId(0), NodeId(1), NodeId(2)];
     let config = GroupConfig::new()
         .with_algorithm(Algorithm::BinomialPipeline)
@@ -383,8 +250,7 @@ async fn a_full_receive_window_holds_the_root_back_until_the_reader_catches_up()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_carry_consistent_timings() {
     let n = 4;
-    let cluster = MemCluster::new(n);
-    let nodes = Node::in_memory_all(&cluster, node_config()).unwrap();
+    let (_cluster, nodes) = mem_nodes(n);
     let members: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
     let config = GroupConfig::new()
         .with_algorithm(Algorithm::BinomialPipeline)

@@ -3,7 +3,6 @@
 //! mismatch, a member that never creates it, or a member that is gone makes
 //! `create_group` fail with a clear error instead of hanging.
 
-use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,18 +11,14 @@ use rdmc::{
     Algorithm, CompletionMode, Error, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId,
 };
 
+mod common;
+
+use common::{assert_mismatch, bounded, ids, mem_nodes};
+
 const G: GroupId = GroupId(5);
 
-fn nodes(n: usize) -> (MemCluster, Vec<Node>) {
-    let cluster = MemCluster::new(n);
-    let config = NodeConfig::new().with_completion_mode(CompletionMode::Interrupt);
-    let nodes = Node::in_memory_all(&cluster, config).unwrap();
-    (cluster, nodes)
-}
-
-fn ids(ids: &[u32]) -> Vec<NodeId> {
-    ids.iter().copied().map(NodeId).collect()
-}
+/// Bound for a rendezvous that must not hang.
+const PROMPT: Duration = Duration::from_secs(10);
 
 async fn create(node: &Node, members: &[u32], config: GroupConfig) -> Result<rdmc::Group, Error> {
     create_id(node, G, members, config).await
@@ -38,29 +33,37 @@ async fn create_id(
     node.create_group(id, &ids(members), config).await
 }
 
-/// `f`, or a test failure if it hangs.
-async fn bounded<F: Future>(f: F) -> F::Output {
-    tokio::time::timeout(Duration::from_secs(10), f)
-        .await
-        .expect("create_group hung")
+type Created = Result<rdmc::Group, Error>;
+
+/// Nodes 0 and 1 create group `id` at once, each with its own member list
+/// and configuration.
+async fn create_both(
+    nodes: &[Node],
+    id: GroupId,
+    (members_0, config_0): (&[u32], GroupConfig),
+    (members_1, config_1): (&[u32], GroupConfig),
+) -> (Created, Created) {
+    bounded(PROMPT, "the rendezvous", async {
+        tokio::join!(
+            create_id(&nodes[0], id, members_0, config_0),
+            create_id(&nodes[1], id, members_1, config_1),
+        )
+    })
+    .await
 }
 
-fn assert_mismatch(result: Result<rdmc::Group, Error>, allowed_peers: &[u32], who: &str) {
-    match result {
-        Err(Error::MembershipMismatch { group, peer }) => {
-            assert_eq!(group, G, "{who}");
-            assert!(
-                allowed_peers.contains(&peer.0),
-                "{who}: unexpected peer {peer}"
-            );
-        }
-        other => panic!("{who}: expected a membership mismatch, got {other:?}"),
-    }
+/// Both groups close `Ok`.
+async fn close_both(a: rdmc::Group, b: rdmc::Group) {
+    bounded(PROMPT, "closing", async {
+        tokio::try_join!(a.close(), b.close())
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_that_creates_later_still_joins_and_others_wait_for_it() {
-    let (_cluster, nodes) = nodes(3);
+    let (_cluster, nodes) = mem_nodes(3);
     let members = ids(&[0, 1, 2]);
     let config = GroupConfig::new()
         .with_algorithm(Algorithm::BinomialPipeline)
@@ -77,10 +80,11 @@ async fn a_member_that_creates_later_still_joins_and_others_wait_for_it() {
             .is_err(),
         "the rendezvous completed without node 2"
     );
-    let (late, early) = bounded(futures::future::join(
-        nodes[2].create_group(G, &members, config.clone()),
-        early,
-    ))
+    let (late, early) = bounded(
+        PROMPT,
+        "create_group",
+        futures::future::join(nodes[2].create_group(G, &members, config.clone()), early),
+    )
     .await;
     let (root, mut g1) = early.unwrap();
     let mut g2 = late.unwrap();
@@ -88,19 +92,24 @@ async fn a_member_that_creates_later_still_joins_and_others_wait_for_it() {
         .await
         .unwrap();
     for g in [&mut g1, &mut g2] {
-        let msg = bounded(g.next()).await.unwrap().unwrap();
+        let msg = bounded(PROMPT, "create_group", g.next())
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(&msg.data[..], b"after the rendezvous");
     }
-    bounded(async { tokio::try_join!(root.close(), g1.close(), g2.close()) })
-        .await
-        .unwrap();
+    bounded(PROMPT, "create_group", async {
+        tokio::try_join!(root.close(), g1.close(), g2.close())
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_root_creating_last_still_delivers() {
     // The receivers finish their part first and post their receives; the
     // root's rendezvous completes last.
-    let (_cluster, nodes) = nodes(4);
+    let (_cluster, nodes) = mem_nodes(4);
     let members = ids(&[0, 1, 2, 3]);
     let config = GroupConfig::new()
         .with_algorithm(Algorithm::Chain)
@@ -114,67 +123,72 @@ async fn the_root_creating_last_still_delivers() {
         tokio::time::sleep(Duration::from_millis(200)).await;
         nodes[0].create_group(G, &members, config.clone()).await
     };
-    let (root, receivers) = bounded(futures::future::join(root, receivers)).await;
+    let (root, receivers) = bounded(
+        PROMPT,
+        "create_group",
+        futures::future::join(root, receivers),
+    )
+    .await;
     let root = root.unwrap();
     let mut receivers = receivers.unwrap();
     root.send(vec![7u8; 100]).await.unwrap();
     for g in &mut receivers {
-        assert_eq!(bounded(g.next()).await.unwrap().unwrap().data.len(), 100);
+        assert_eq!(
+            bounded(PROMPT, "create_group", g.next())
+                .await
+                .unwrap()
+                .unwrap()
+                .data
+                .len(),
+            100
+        );
     }
     root.close().await.unwrap();
 }
 
 #[tokio::test]
 async fn a_different_member_order_fails_on_both_members() {
-    let (_cluster, nodes) = nodes(2);
+    let (_cluster, nodes) = mem_nodes(2);
     let config = GroupConfig::new();
-    let (a, b) = bounded(async {
-        tokio::join!(
-            create(&nodes[0], &[0, 1], config.clone()),
-            create(&nodes[1], &[1, 0], config.clone()),
-        )
-    })
-    .await;
-    assert_mismatch(a, &[1], "node 0");
-    assert_mismatch(b, &[0], "node 1");
+    let (a, b) = create_both(&nodes, G, (&[0, 1], config.clone()), (&[1, 0], config)).await;
+    assert_mismatch(a, G, &[1], "node 0");
+    assert_mismatch(b, G, &[0], "node 1");
 }
 
 #[tokio::test]
 async fn a_different_algorithm_fails_on_both_members() {
-    let (_cluster, nodes) = nodes(2);
-    let members = ids(&[0, 1]);
-    let (a, b) = bounded(async {
-        tokio::join!(
-            nodes[0].create_group(
-                G,
-                &members,
-                GroupConfig::new().with_algorithm(Algorithm::Chain)
-            ),
-            nodes[1].create_group(
-                G,
-                &members,
-                GroupConfig::new().with_algorithm(Algorithm::BinomialTree)
-            ),
-        )
-    })
+    let (_cluster, nodes) = mem_nodes(2);
+    let (a, b) = create_both(
+        &nodes,
+        G,
+        (&[0, 1], GroupConfig::new().with_algorithm(Algorithm::Chain)),
+        (
+            &[0, 1],
+            GroupConfig::new().with_algorithm(Algorithm::BinomialTree),
+        ),
+    )
     .await;
-    assert_mismatch(a, &[1], "node 0");
-    assert_mismatch(b, &[0], "node 1");
+    assert_mismatch(a, G, &[1], "node 0");
+    assert_mismatch(b, G, &[0], "node 1");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_member_with_a_different_block_size_fails_every_member() {
     for round in 0..20u64 {
-        let (_cluster, nodes) = nodes(3);
+        let (_cluster, nodes) = mem_nodes(3);
         let members = ids(&[0, 1, 2]);
         let same = GroupConfig::new().with_block_size(1024);
         let other = same.clone().with_block_size(2048);
         let g = GroupId(round);
-        let results = bounded(futures::future::join_all([
-            nodes[0].create_group(g, &members, same.clone()),
-            nodes[1].create_group(g, &members, same.clone()),
-            nodes[2].create_group(g, &members, other.clone()),
-        ]))
+        let results = bounded(
+            PROMPT,
+            "create_group",
+            futures::future::join_all([
+                nodes[0].create_group(g, &members, same.clone()),
+                nodes[1].create_group(g, &members, same.clone()),
+                nodes[2].create_group(g, &members, other.clone()),
+            ]),
+        )
         .await;
         for (i, r) in results.into_iter().enumerate() {
             match r {
@@ -195,8 +209,8 @@ async fn one_member_with_a_different_block_size_fails_every_member() {
 
 #[tokio::test]
 async fn different_member_lists_fail_every_creator() {
-    let (_cluster, nodes) = nodes(3);
-    let (a, b, c) = bounded(async {
+    let (_cluster, nodes) = mem_nodes(3);
+    let (a, b, c) = bounded(PROMPT, "create_group", async {
         tokio::join!(
             create(&nodes[0], &[0, 1, 2], GroupConfig::new()),
             create(&nodes[1], &[0, 1], GroupConfig::new()),
@@ -204,41 +218,46 @@ async fn different_member_lists_fail_every_creator() {
         )
     })
     .await;
-    assert_mismatch(a, &[1, 2], "node 0");
-    assert_mismatch(b, &[0, 2], "node 1");
-    assert_mismatch(c, &[0, 1], "node 2");
+    assert_mismatch(a, G, &[1, 2], "node 0");
+    assert_mismatch(b, G, &[0, 2], "node 1");
+    assert_mismatch(c, G, &[0, 1], "node 2");
 }
 
 #[tokio::test]
 async fn a_join_from_a_non_member_is_a_mismatch() {
-    let (_cluster, nodes) = nodes(3);
+    let (_cluster, nodes) = mem_nodes(3);
     // Node 2 believes the group is {0, 2}; nodes 0 and 1 that it is {0, 1}.
-    let outsider = bounded(async {
+    let outsider = bounded(PROMPT, "create_group", async {
         tokio::join!(create(&nodes[2], &[0, 2], GroupConfig::new()), async {
             tokio::time::sleep(Duration::from_millis(50)).await;
             create(&nodes[0], &[0, 1], GroupConfig::new()).await
         },)
     })
     .await;
-    assert_mismatch(outsider.0, &[0], "node 2");
-    assert_mismatch(outsider.1, &[2], "node 0");
+    assert_mismatch(outsider.0, G, &[0], "node 2");
+    assert_mismatch(outsider.1, G, &[2], "node 0");
     // Node 0 told node 1, which fails as soon as it creates the group.
-    let b = bounded(create(&nodes[1], &[0, 1], GroupConfig::new())).await;
-    assert_mismatch(b, &[0], "node 1");
+    let b = bounded(
+        PROMPT,
+        "create_group",
+        create(&nodes[1], &[0, 1], GroupConfig::new()),
+    )
+    .await;
+    assert_mismatch(b, G, &[0], "node 1");
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_member_that_never_creates_the_group_times_the_others_out() {
-    let (_cluster, nodes) = nodes(3);
+    let (_cluster, nodes) = mem_nodes(3);
     let members = ids(&[0, 1, 2]);
     let config = GroupConfig::new().with_create_timeout(Duration::from_millis(300));
     let start = tokio::time::Instant::now();
-    let (a, b) = bounded(async {
-        tokio::join!(
-            nodes[0].create_group(G, &members, config.clone()),
-            nodes[1].create_group(G, &members, config.clone()),
-        )
-    })
+    let (a, b) = create_both(
+        &nodes,
+        G,
+        (&[0, 1, 2], config.clone()),
+        (&[0, 1, 2], config.clone()),
+    )
     .await;
     assert!(start.elapsed() >= Duration::from_millis(300));
     for (who, r) in [("node 0", a), ("node 1", b)] {
@@ -265,7 +284,12 @@ async fn a_member_that_never_creates_the_group_times_the_others_out() {
         Error::GroupIdInUse(G)
     );
     // The latecomer is told the group failed rather than waiting for ever.
-    let late = bounded(nodes[2].create_group(G, &members, GroupConfig::new())).await;
+    let late = bounded(
+        PROMPT,
+        "create_group",
+        nodes[2].create_group(G, &members, GroupConfig::new()),
+    )
+    .await;
     assert!(
         matches!(late, Err(Error::GroupFailed { group: G, .. })),
         "{late:?}"
@@ -274,12 +298,15 @@ async fn a_member_that_never_creates_the_group_times_the_others_out() {
 
 #[tokio::test(start_paused = true)]
 async fn the_timeout_names_every_missing_member_in_rank_order() {
-    let (_cluster, nodes) = nodes(4);
-    let members = ids(&[3, 0, 2, 1]);
+    let (_cluster, nodes) = mem_nodes(4);
     let config = GroupConfig::new().with_create_timeout(Duration::from_millis(300));
-    let err = bounded(nodes[0].create_group(G, &members, config))
-        .await
-        .unwrap_err();
+    let err = bounded(
+        PROMPT,
+        "create_group",
+        create(&nodes[0], &[3, 0, 2, 1], config),
+    )
+    .await
+    .unwrap_err();
     assert_eq!(
         err,
         Error::CreateTimedOut {
@@ -295,15 +322,16 @@ async fn the_timeout_names_every_missing_member_in_rank_order() {
 
 #[tokio::test]
 async fn a_member_killed_before_the_create_fails_it_naming_the_member() {
-    let (cluster, nodes) = nodes(3);
+    let (cluster, nodes) = mem_nodes(3);
     cluster.kill(NodeId(2));
     let members = ids(&[0, 1, 2]);
-    let (a, b) = bounded(async {
-        tokio::join!(
-            nodes[0].create_group(G, &members, GroupConfig::new()),
-            nodes[1].create_group(G, &members, GroupConfig::new()),
-        )
-    })
+    let all: &[u32] = &[0, 1, 2];
+    let (a, b) = create_both(
+        &nodes,
+        G,
+        (all, GroupConfig::new()),
+        (all, GroupConfig::new()),
+    )
     .await;
     for (who, r) in [("node 0", a), ("node 1", b)] {
         match r {
@@ -325,7 +353,7 @@ async fn a_member_killed_before_the_create_fails_it_naming_the_member() {
 
 #[tokio::test]
 async fn a_member_killed_during_the_rendezvous_fails_it_promptly() {
-    let (cluster, nodes) = nodes(3);
+    let (cluster, nodes) = mem_nodes(3);
     let members = ids(&[0, 1, 2]);
     // The default 30 s create timeout: only the kill can end this quickly.
     let creates = futures::future::join(
@@ -336,7 +364,7 @@ async fn a_member_killed_during_the_rendezvous_fails_it_promptly() {
         tokio::time::sleep(Duration::from_millis(100)).await;
         cluster.kill(NodeId(2));
     };
-    let ((a, b), ()) = bounded(futures::future::join(creates, kill)).await;
+    let ((a, b), ()) = bounded(PROMPT, "create_group", futures::future::join(creates, kill)).await;
     for (who, r) in [("node 0", a), ("node 1", b)] {
         assert!(
             matches!(
@@ -353,16 +381,16 @@ async fn a_member_killed_during_the_rendezvous_fails_it_promptly() {
 
 #[tokio::test]
 async fn the_id_stays_used_after_a_mismatch() {
-    let (_cluster, nodes) = nodes(2);
-    let (a, b) = bounded(async {
-        tokio::join!(
-            create(&nodes[0], &[0, 1], GroupConfig::new()),
-            create(&nodes[1], &[0, 1], GroupConfig::new().with_block_size(1)),
-        )
-    })
+    let (_cluster, nodes) = mem_nodes(2);
+    let (a, b) = create_both(
+        &nodes,
+        G,
+        (&[0, 1], GroupConfig::new()),
+        (&[0, 1], GroupConfig::new().with_block_size(1)),
+    )
     .await;
-    assert_mismatch(a, &[1], "node 0");
-    assert_mismatch(b, &[0], "node 1");
+    assert_mismatch(a, G, &[1], "node 0");
+    assert_mismatch(b, G, &[0], "node 1");
     for node in &nodes {
         assert_eq!(
             node.create_group(G, &ids(&[0, 1]), GroupConfig::new())
@@ -372,38 +400,32 @@ async fn the_id_stays_used_after_a_mismatch() {
         );
     }
     // A fresh id works.
-    let (a, b) = bounded(async {
-        tokio::join!(
-            create_id(&nodes[0], GroupId(6), &[0, 1], GroupConfig::new()),
-            create_id(&nodes[1], GroupId(6), &[0, 1], GroupConfig::new()),
-        )
-    })
+    let fresh = GroupId(6);
+    let both: &[u32] = &[0, 1];
+    let (a, b) = create_both(
+        &nodes,
+        fresh,
+        (both, GroupConfig::new()),
+        (both, GroupConfig::new()),
+    )
     .await;
-    let (a, b) = (a.unwrap(), b.unwrap());
-    bounded(async { tokio::try_join!(a.close(), b.close()) })
-        .await
-        .unwrap();
+    close_both(a.unwrap(), b.unwrap()).await;
 }
 
 #[tokio::test]
 async fn local_settings_may_differ_between_members() {
-    let (_cluster, nodes) = nodes(2);
-    let members = ids(&[0, 1]);
-    let (a, b) = bounded(async {
-        tokio::join!(
-            nodes[0].create_group(
-                G,
-                &members,
-                GroupConfig::new().with_create_timeout(Duration::from_secs(5))
-            ),
-            nodes[1].create_group(G, &members, GroupConfig::new().with_receive_window(Some(1))),
-        )
-    })
+    let (_cluster, nodes) = mem_nodes(2);
+    let (a, b) = create_both(
+        &nodes,
+        G,
+        (
+            &[0, 1],
+            GroupConfig::new().with_create_timeout(Duration::from_secs(5)),
+        ),
+        (&[0, 1], GroupConfig::new().with_receive_window(Some(1))),
+    )
     .await;
-    let (a, b) = (a.unwrap(), b.unwrap());
-    bounded(async { tokio::try_join!(a.close(), b.close()) })
-        .await
-        .unwrap();
+    close_both(a.unwrap(), b.unwrap()).await;
 }
 
 #[tokio::test]
@@ -445,7 +467,9 @@ async fn the_timeout_fires_in_polling_and_hybrid_modes_too() {
         // Node 1 runs but never creates the group.
         let _idle = Node::in_memory(&cluster, NodeId(1), NodeConfig::new()).unwrap();
         let config = GroupConfig::new().with_create_timeout(Duration::from_millis(200));
-        let err = bounded(create(&node, &[0, 1], config)).await.unwrap_err();
+        let err = bounded(PROMPT, "create_group", create(&node, &[0, 1], config))
+            .await
+            .unwrap_err();
         assert_eq!(
             err,
             Error::CreateTimedOut {
@@ -459,17 +483,21 @@ async fn the_timeout_fires_in_polling_and_hybrid_modes_too() {
 
 #[tokio::test]
 async fn a_group_of_one_is_created_at_once() {
-    let (_cluster, nodes) = nodes(2);
-    let g = bounded(create(&nodes[1], &[1], GroupConfig::new()))
-        .await
-        .unwrap();
+    let (_cluster, nodes) = mem_nodes(2);
+    let g = bounded(
+        PROMPT,
+        "create_group",
+        create(&nodes[1], &[1], GroupConfig::new()),
+    )
+    .await
+    .unwrap();
     g.send(Bytes::from_static(b"alone")).await.unwrap();
     g.close().await.unwrap();
 }
 
 #[tokio::test]
 async fn dropping_a_create_future_fails_the_group_for_the_others() {
-    let (_cluster, nodes) = nodes(2);
+    let (_cluster, nodes) = mem_nodes(2);
     let members = ids(&[0, 1]);
     // Node 1's create is abandoned before node 0 creates the group.
     let abandoned = nodes[1].create_group(G, &members, GroupConfig::new());
@@ -478,13 +506,18 @@ async fn dropping_a_create_future_fails_the_group_for_the_others() {
             .await
             .is_err()
     );
-    let r = bounded(create(&nodes[0], &[0, 1], GroupConfig::new())).await;
+    let r = bounded(
+        PROMPT,
+        "create_group",
+        create(&nodes[0], &[0, 1], GroupConfig::new()),
+    )
+    .await;
     match r {
         // Node 1 completed its rendezvous with nobody to hand the group to,
         // and left it.
         Err(Error::GroupFailed { suspect, .. }) => assert_eq!(suspect, Some(NodeId(1))),
         Ok(g) => assert!(matches!(
-            bounded(g.close()).await,
+            bounded(PROMPT, "create_group", g.close()).await,
             Err(Error::GroupFailed {
                 suspect: Some(NodeId(1)),
                 ..

@@ -1,7 +1,8 @@
 //! Whole nodes over the `ofi` transport on libfabric's `tcp` provider, on
 //! loopback — here with the provider's own (lenient) modes and with every
 //! verbs-like mode forced, so the strict branches run too. The cluster
-//! tests proper are in `tests/ofi_cluster.rs`.
+//! tests proper are the `ofi` instance of the whole-group suite,
+//! `tests/whole_group.rs`.
 
 use std::time::Duration;
 

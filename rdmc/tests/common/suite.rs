@@ -1,225 +1,103 @@
-//! Whole clusters over the `tcp` transport, in one process on loopback:
-//! byte-exact delivery for every algorithm, overlapping groups sharing links
-//! without head-of-line blocking, strangers and garbage at the listening
-//! ports, membership mismatches, and failures (a member shut down, a member
-//! crashed, a member gone silent) reported promptly and exactly once.
-//!
-//! Every node listens on a loopback listener bound to port 0 beforehand and
-//! handed to [`TcpConfig::with_listener`], so there are no port races.
+//! The whole-group scenarios, each written once for any [`Fixture`], and
+//! [`whole_group_suite!`], which expands them as tests for one transport:
+//! byte-exact delivery for every algorithm, odd group and message sizes,
+//! many messages in a row, overlapping groups with different roots, a
+//! membership mismatch, a member dropped, crashed or hung mid-transfer
+//! (exactly one failure per survivor, naming it; unaffected groups close
+//! `Ok`), and — where the transport can be tested for it — strangers and
+//! garbage at the listening ports, a small group not stuck behind another
+//! group's large block, and a member whose links go silent.
 
-use std::future::Future;
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use rdmc::{
-    Algorithm, ClusterKey, CompletionMode, Error, FailureKind, Group, GroupConfig, GroupId, Node,
-    NodeConfig, NodeId, TcpConfig,
-};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use rdmc::{Algorithm, ClusterKey, Error, GroupConfig, GroupId, Node, NodeId};
+use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
-const KEY: &[u8] = b"tcp cluster test key, 32 bytes!!";
+use super::relay::{Relay, closed_by_peer};
+use super::{
+    Fixture, LONG, Layout, Tuning, assert_failed, assert_mismatch, bounded, cluster, create_all,
+    ids, payload, read_until_failure, run_group, shutdown,
+};
 
-/// Bound for creating groups and for whole transfers.
-const LONG: Duration = Duration::from_secs(60);
+/// Every scenario of the suite, as `#[tokio::test]`s in a module `$name`
+/// for the fixture `$fixture`, followed by its capabilities in the order
+/// `listens, relayable, heartbeats` (see [`Fixture`]); a capability not
+/// listed means its scenarios are not expanded for the transport, and the
+/// test `the_suite_runs_what_the_fixture_can` checks the list against the
+/// fixture's constants:
+///
+/// ```ignore
+/// whole_group_suite!(tcp, common::TcpFixture, listens, relayable, heartbeats);
+/// ```
+macro_rules! whole_group_suite {
+    ($name:ident, $fixture:ty $(, $capability:ident)* $(,)?) => {
+        mod $name {
+            use super::*;
+            use $crate::common::{suite, Fixture};
 
-fn key() -> ClusterKey {
-    ClusterKey::from_bytes(KEY.to_vec()).unwrap()
-}
-
-fn node_config() -> NodeConfig {
-    NodeConfig::new().with_completion_mode(CompletionMode::Interrupt)
-}
-
-fn loopback() -> std::net::TcpListener {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap()
-}
-
-/// `f`, or a test failure naming `what` if it takes longer than `limit`.
-async fn bounded<F: Future>(limit: Duration, what: &str, f: F) -> F::Output {
-    match tokio::time::timeout(limit, f).await {
-        Ok(out) => out,
-        Err(_) => panic!("{what}: still waiting after {limit:?}"),
-    }
-}
-
-/// Start the nodes of a cluster whose member `i` listens at `addrs[i]` on
-/// `listeners[i]`, each tuned by `tune`.
-async fn start(
-    addrs: Vec<SocketAddr>,
-    listeners: Vec<std::net::TcpListener>,
-    tune: impl Fn(TcpConfig) -> TcpConfig,
-) -> Vec<Node> {
-    let starts = listeners.into_iter().enumerate().map(|(id, listener)| {
-        let tcp = TcpConfig::new(addrs.clone(), NodeId(id as u32), key())
-            .with_listener(listener)
-            .with_connect_timeout(Duration::from_secs(20));
-        Node::tcp(tune(tcp), node_config())
-    });
-    bounded(LONG, "connecting the cluster", async {
-        futures::future::try_join_all(starts).await.unwrap()
-    })
-    .await
-}
-
-/// `n` nodes on loopback, connected.
-async fn cluster(n: usize, tune: impl Fn(TcpConfig) -> TcpConfig) -> (Vec<Node>, Vec<SocketAddr>) {
-    let listeners: Vec<_> = (0..n).map(|_| loopback()).collect();
-    let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
-    (start(addrs.clone(), listeners, tune).await, addrs)
-}
-
-async fn shutdown(nodes: Vec<Node>) {
-    bounded(
-        Duration::from_secs(20),
-        "shutting the nodes down",
-        futures::future::join_all(nodes.into_iter().map(Node::shutdown)),
-    )
-    .await;
-}
-
-fn ids(ids: &[u32]) -> Vec<NodeId> {
-    ids.iter().copied().map(NodeId).collect()
-}
-
-/// `len` pseudo-random bytes, different for every `seed`.
-fn payload(seed: u64, len: usize) -> Bytes {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(len);
-    out.into()
-}
-
-/// Every member of `members` creates group `id` (concurrently).
-async fn create_all(
-    nodes: &[Node],
-    id: GroupId,
-    members: &[NodeId],
-    config: GroupConfig,
-) -> Vec<Group> {
-    bounded(
-        LONG,
-        "creating a group",
-        futures::future::try_join_all(
-            members
-                .iter()
-                .map(|m| nodes[m.index()].create_group(id, members, config.clone())),
-        ),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("creating group {id}: {e}"))
-}
-
-/// The root sends `messages`; every receiver checks it gets each of them,
-/// whole, in order; then every member closes `Ok` and the streams end.
-async fn run_group(groups: Vec<Group>, messages: &[Bytes]) {
-    let runs = groups.into_iter().map(|mut g| async move {
-        let id = g.id();
-        if g.is_root() {
-            let sends: Vec<_> = messages.iter().map(|m| g.send(m.clone())).collect();
-            for s in sends {
-                s.await.unwrap_or_else(|e| panic!("group {id}: send: {e}"));
-            }
-        } else {
-            let rank = g.rank();
-            for (i, m) in messages.iter().enumerate() {
-                let got = g
-                    .next()
-                    .await
-                    .unwrap_or_else(|| panic!("group {id} rank {rank}: stream ended at {i}"))
-                    .unwrap_or_else(|e| panic!("group {id} rank {rank}: {e}"));
-                assert_eq!(got.seq, i as u64, "group {id} rank {rank}");
-                assert!(
-                    got.data == m,
-                    "group {id} rank {rank}: message {i} differs ({} vs {} bytes)",
-                    got.data.len(),
-                    m.len()
+            #[test]
+            fn the_suite_runs_what_the_fixture_can() {
+                let listed: &[&str] = &[$(stringify!($capability)),*];
+                assert_eq!(
+                    <$fixture as Fixture>::capabilities(),
+                    listed,
+                    "{}: the capabilities listed in whole_group_suite! are not the fixture's",
+                    <$fixture as Fixture>::NAME,
                 );
             }
+
+            whole_group_suite!(@tests $fixture:
+                every_algorithm_delivers_odd_sizes_to_odd_groups,
+                many_messages_in_a_row,
+                overlapping_groups_with_different_roots_deliver_concurrently,
+                a_membership_mismatch_fails_every_creator_promptly,
+                a_member_dropped_mid_transfer_fails_its_groups_once_and_only_its_groups,
+                a_member_crashed_mid_transfer_fails_its_groups_once_and_only_its_groups,
+            );
+            $( whole_group_suite!(@ $capability, $fixture); )*
         }
-        g.close()
-            .await
-            .unwrap_or_else(|e| panic!("group {id}: close: {e}"));
-        assert!(g.next().await.is_none(), "group {id}: stream after close");
-    });
-    bounded(LONG, "a group's transfer", futures::future::join_all(runs)).await;
-}
-
-/// A TCP proxy on loopback in front of one member: it forwards every
-/// connection to `target`, both ways, optionally slowly, until frozen —
-/// then it forwards nothing more but keeps the connections open, like a
-/// peer that hangs or a network that drops everything.
-struct Proxy {
-    addr: SocketAddr,
-    freeze: CancellationToken,
-}
-
-impl Proxy {
-    /// Start a proxy to `target`; with `pause`, it waits that long after
-    /// forwarding each read of at most 64 KiB (a slow link).
-    async fn start(target: SocketAddr, pause: Option<Duration>) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let freeze = CancellationToken::new();
-        let frozen = freeze.clone();
-        tokio::spawn(async move {
-            while let Ok((inbound, _)) = listener.accept().await {
-                let Ok(outbound) = tokio::net::TcpStream::connect(target).await else {
-                    continue;
-                };
-                let (ri, wi) = inbound.into_split();
-                let (ro, wo) = outbound.into_split();
-                tokio::spawn(pump(ri, wo, pause, frozen.clone()));
-                tokio::spawn(pump(ro, wi, pause, frozen.clone()));
+    };
+    (@ listens, $fixture:ty) => {
+        whole_group_suite!(@tests $fixture:
+            garbage_clients_do_not_disturb_a_running_group,
+            a_node_without_the_key_cannot_join_and_the_cluster_carries_on,
+        );
+    };
+    (@ relayable, $fixture:ty) => {
+        whole_group_suite!(@tests $fixture:
+            a_small_group_is_not_stuck_behind_another_groups_large_block,
+            a_member_gone_silent_is_detected_within_the_failure_timeout,
+        );
+    };
+    (@ heartbeats, $fixture:ty) => {
+        whole_group_suite!(@tests $fixture:
+            a_member_hung_mid_transfer_is_found_within_the_failure_timeout,
+        );
+    };
+    // Each scenario of `suite` as a test of the same name.
+    (@tests $fixture:ty: $($scenario:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $scenario() {
+                suite::$scenario::<$fixture>().await;
             }
-        });
-        Proxy { addr, freeze }
-    }
+        )*
+    };
 }
 
-async fn pump(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    pause: Option<Duration>,
-    freeze: CancellationToken,
-) {
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = tokio::select! {
-            biased;
-            () = freeze.cancelled() => break,
-            r = from.read(&mut buf) => match r {
-                Ok(0) | Err(_) => return,
-                Ok(n) => n,
-            },
-        };
-        if freeze.is_cancelled() || to.write_all(&buf[..n]).await.is_err() {
-            break;
-        }
-        if let Some(pause) = pause {
-            tokio::time::sleep(pause).await;
-        }
-    }
-    // Frozen: hold both ends open, silent, until the test ends.
-    std::future::pending::<()>().await;
-    drop((from, to));
-}
+pub(crate) use whole_group_suite;
+
+/// The failure timeout of the failure scenarios.
+pub const FAILURE_TIMEOUT: Duration = Duration::from_secs(1);
 
 // ---------------------------------------------------------------------------
-// 1. Every algorithm, odd group sizes, odd message sizes, byte-exact.
+// Every algorithm, odd group sizes, odd message sizes, byte-exact.
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_algorithm_delivers_odd_sizes_to_odd_groups_over_tcp() {
-    let (nodes, _) = cluster(7, |c| c).await;
+pub async fn every_algorithm_delivers_odd_sizes_to_odd_groups<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(7, Tuning::default()).await;
     let block = 100_003;
     let sizes = [
         0,
@@ -253,9 +131,8 @@ async fn every_algorithm_delivers_odd_sizes_to_odd_groups_over_tcp() {
     shutdown(nodes).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn many_messages_in_a_row_over_tcp() {
-    let (nodes, _) = cluster(5, |c| c).await;
+pub async fn many_messages_in_a_row<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(5, Tuning::default()).await;
     for (a, &algorithm) in Algorithm::ALL.iter().enumerate() {
         let members: Vec<NodeId> = (0..5).map(|i| NodeId((i + a as u32) % 5)).collect();
         let config = GroupConfig::new()
@@ -272,12 +149,15 @@ async fn many_messages_in_a_row_over_tcp() {
 }
 
 // ---------------------------------------------------------------------------
-// 2. Overlapping groups share the links, fairly and without head-of-line
-//    blocking.
+// Overlapping groups share the links, fairly and without head-of-line
+// blocking.
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn overlapping_groups_with_different_roots_deliver_concurrently_over_tcp() {
-    let (nodes, _) = cluster(5, |c| c.with_chunk_size(16 * 1024)).await;
+pub async fn overlapping_groups_with_different_roots_deliver_concurrently<F: Fixture>() {
+    let tuning = Tuning {
+        chunk_size: Some(16 * 1024),
+        ..Tuning::default()
+    };
+    let (nodes, _) = cluster::<F>(5, tuning).await;
     // Every group has another root; groups 3 and 4 cover part of the nodes.
     let memberships: Vec<Vec<NodeId>> = vec![
         ids(&[0, 1, 2, 3, 4]),
@@ -315,19 +195,14 @@ async fn overlapping_groups_with_different_roots_deliver_concurrently_over_tcp()
     shutdown(nodes).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_small_group_is_not_stuck_behind_another_groups_large_block() {
-    // Node 1 reaches node 0 through a slow proxy (about 64 MB/s), so the
-    // big block takes about a second on the wire: long enough that when the
-    // test's tasks notice an arrival does not matter.
-    let listeners = [loopback(), loopback()];
-    let proxy = Proxy::start(
-        listeners[0].local_addr().unwrap(),
-        Some(Duration::from_millis(1)),
-    )
-    .await;
-    let addrs = vec![proxy.addr, listeners[1].local_addr().unwrap()];
-    let nodes = start(addrs, listeners.into(), |c| c).await;
+/// Node 1 reaches node 0 through a slow relay (about 64 MB/s), so the big
+/// block takes about a second on the wire: long enough that when the
+/// test's tasks notice an arrival does not matter.
+pub async fn a_small_group_is_not_stuck_behind_another_groups_large_block<F: Fixture>() {
+    let mut layout = Layout::new(2);
+    let relay = Relay::start(layout.addrs[0], Some(Duration::from_millis(1))).await;
+    layout.addrs[0] = relay.addr;
+    let nodes = layout.start_all::<F>(Tuning::default()).await;
     let members = ids(&[0, 1]);
     const BIG: usize = 64 << 20;
     let big_config = GroupConfig::new()
@@ -406,30 +281,55 @@ async fn a_small_group_is_not_stuck_behind_another_groups_large_block() {
 }
 
 // ---------------------------------------------------------------------------
-// 3. Strangers and garbage at a member's listening port.
+// Strangers and garbage at a member's listening port.
 
-/// Read from `stream` until the other end closes it (or resets it).
-async fn closed_by_peer(stream: &mut tokio::net::TcpStream) {
-    let mut buf = [0u8; 4096];
-    loop {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
+/// Three members running group 1 (all three, twenty messages) in the
+/// background, while a test disturbs them.
+struct Busy {
+    nodes: Vec<Node>,
+    layout: Layout,
+    config: GroupConfig,
+    messages: Vec<Bytes>,
+    transfer: tokio::task::JoinHandle<()>,
+}
+
+impl Busy {
+    /// Start the cluster and group 1; message `i` is `len(i)` bytes long.
+    async fn start<F: Fixture>(len: impl Fn(u64) -> usize) -> Self {
+        let (nodes, layout) = cluster::<F>(3, Tuning::default()).await;
+        let members = ids(&[0, 1, 2]);
+        let config = GroupConfig::new().with_block_size(64 * 1024);
+        let groups = create_all(&nodes, GroupId(1), &members, config.clone()).await;
+        let messages: Vec<Bytes> = (0..20).map(|i| payload(i, len(i))).collect();
+        let transfer = tokio::spawn({
+            let messages = messages.clone();
+            async move { run_group(groups, &messages).await }
+        });
+        Busy {
+            nodes,
+            layout,
+            config,
+            messages,
+            transfer,
         }
+    }
+
+    /// Group 1 delivers everything and closes `Ok` despite `what`.
+    async fn finish(&mut self, what: &str) {
+        bounded(LONG, what, &mut self.transfer).await.unwrap();
+    }
+
+    /// The members are undisturbed: another group (`members`) works; then
+    /// they shut down.
+    async fn carry_on(self, members: &[u32]) {
+        let groups = create_all(&self.nodes, GroupId(2), &ids(members), self.config).await;
+        run_group(groups, &self.messages[..3]).await;
+        shutdown(self.nodes).await;
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn garbage_clients_do_not_disturb_a_running_group() {
-    let (nodes, addrs) = cluster(3, |c| c).await;
-    let members = ids(&[0, 1, 2]);
-    let config = GroupConfig::new().with_block_size(64 * 1024);
-    let groups = create_all(&nodes, GroupId(1), &members, config.clone()).await;
-    let messages: Vec<Bytes> = (0..20).map(|i| payload(i, 200_000 + i as usize)).collect();
-    let transfer = tokio::spawn({
-        let messages = messages.clone();
-        async move { run_group(groups, &messages).await }
-    });
+pub async fn garbage_clients_do_not_disturb_a_running_group<F: Fixture>() {
+    let mut busy = Busy::start::<F>(|i| 200_000 + i as usize).await;
 
     // At every member: random bytes, an HTTP request, a handshake hello
     // with the right magic and nonsense after it, and a client that says
@@ -438,7 +338,7 @@ async fn garbage_clients_do_not_disturb_a_running_group() {
     let mut http = Vec::new();
     let mut fake_hello = Vec::new();
     let mut silent = Vec::new();
-    for &addr in &addrs {
+    for &addr in &busy.layout.addrs {
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         s.write_all(&payload(addr.port().into(), 100_000))
             .await
@@ -457,9 +357,7 @@ async fn garbage_clients_do_not_disturb_a_running_group() {
         silent.push(tokio::net::TcpStream::connect(addr).await.unwrap());
     }
     let connected = Instant::now();
-    bounded(LONG, "the group amid garbage", transfer)
-        .await
-        .unwrap();
+    busy.finish("the group amid garbage").await;
 
     // Each is dropped by the member, at the latest when the handshake times
     // out (5 s by default); the silent ones were held open meanwhile.
@@ -477,38 +375,27 @@ async fn garbage_clients_do_not_disturb_a_running_group() {
     )
     .await;
     assert!(connected.elapsed() < Duration::from_secs(12));
-
-    // The members are undisturbed: another group works.
-    let groups = create_all(&nodes, GroupId(2), &ids(&[2, 0, 1]), config).await;
-    run_group(groups, &messages[..3]).await;
-    shutdown(nodes).await;
+    busy.carry_on(&[2, 0, 1]).await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_without_the_key_cannot_join_and_the_cluster_carries_on() {
-    let (nodes, addrs) = cluster(3, |c| c).await;
-    let members = ids(&[0, 1, 2]);
-    let config = GroupConfig::new().with_block_size(64 * 1024);
-    let groups = create_all(&nodes, GroupId(1), &members, config.clone()).await;
-    let messages: Vec<Bytes> = (0..20).map(|i| payload(i, 300_000)).collect();
-    let transfer = tokio::spawn({
-        let messages = messages.clone();
-        async move { run_group(groups, &messages).await }
-    });
+pub async fn a_node_without_the_key_cannot_join_and_the_cluster_carries_on<F: Fixture>() {
+    let mut busy = Busy::start::<F>(|_| 300_000).await;
 
     // It knows the protocol and the member list, claims rank 2 (taken) and
     // dials ranks 0 and 1 — with another key.
     let wrong_key =
         ClusterKey::from_bytes(b"not the cluster key, but long enough".to_vec()).unwrap();
+    let mut strangers = busy.layout.impostors(wrong_key);
+    let quick = Tuning {
+        connect_timeout: Some(Duration::from_secs(1)),
+        ..Tuning::default()
+    };
     for id in [2, 1] {
-        let stranger = TcpConfig::new(addrs.clone(), NodeId(id), wrong_key.clone())
-            .with_listener(loopback())
-            .with_connect_timeout(Duration::from_secs(1));
         let started = Instant::now();
         let result = bounded(
             Duration::from_secs(10),
             "the stranger's connect",
-            Node::tcp(stranger, node_config()),
+            strangers.start::<F>(NodeId(id), quick),
         )
         .await;
         match result {
@@ -519,30 +406,15 @@ async fn a_node_without_the_key_cannot_join_and_the_cluster_carries_on() {
         }
         assert!(started.elapsed() < Duration::from_secs(5));
     }
-    bounded(LONG, "the group beside the stranger", transfer)
-        .await
-        .unwrap();
-    let groups = create_all(&nodes, GroupId(2), &ids(&[1, 2, 0]), config).await;
-    run_group(groups, &messages[..3]).await;
-    shutdown(nodes).await;
+    busy.finish("the group beside the stranger").await;
+    busy.carry_on(&[1, 2, 0]).await;
 }
 
 // ---------------------------------------------------------------------------
-// 4. Creating a group with a different membership or configuration.
+// Creating a group with a different membership or configuration.
 
-fn assert_mismatch(result: Result<Group, Error>, group: GroupId, me: u32, allowed: &[u32]) {
-    match result {
-        Err(Error::MembershipMismatch { group: g, peer }) => {
-            assert_eq!(g, group, "node {me}");
-            assert!(allowed.contains(&peer.0), "node {me}: named node {peer}");
-        }
-        other => panic!("node {me}, group {group}: expected a mismatch, got {other:?}"),
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_membership_mismatch_fails_every_creator_promptly_over_tcp() {
-    let (nodes, _) = cluster(3, |c| c).await;
+pub async fn a_membership_mismatch_fails_every_creator_promptly<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(3, Tuning::default()).await;
     let all = ids(&[0, 1, 2]);
     // With the default 30 s create timeout, only the mismatch can end these
     // quickly.
@@ -559,9 +431,9 @@ async fn a_membership_mismatch_fails_every_creator_promptly_over_tcp() {
         )
     })
     .await;
-    assert_mismatch(a, g, 0, &[1, 2]);
-    assert_mismatch(b, g, 1, &[0, 2]);
-    assert_mismatch(c, g, 2, &[0, 1]);
+    assert_mismatch(a, g, &[1, 2], "node 0");
+    assert_mismatch(b, g, &[0, 2], "node 1");
+    assert_mismatch(c, g, &[0, 1], "node 2");
 
     // Node 2 has another block size, or another order; a few rounds, as
     // the Joins race each other differently each time.
@@ -581,9 +453,9 @@ async fn a_membership_mismatch_fails_every_creator_promptly_over_tcp() {
             )
         })
         .await;
-        assert_mismatch(a, g, 0, &[1, 2]);
-        assert_mismatch(b, g, 1, &[0, 2]);
-        assert_mismatch(c, g, 2, &[0, 1]);
+        assert_mismatch(a, g, &[1, 2], "node 0");
+        assert_mismatch(b, g, &[0, 2], "node 1");
+        assert_mismatch(c, g, &[0, 1], "node 2");
     }
 
     // The nodes still work, and the failed ids stay used.
@@ -600,94 +472,45 @@ async fn a_membership_mismatch_fails_every_creator_promptly_over_tcp() {
 }
 
 // ---------------------------------------------------------------------------
-// 5. A member dies mid-transfer; 6. a member goes silent.
+// A member dies mid-transfer; a member goes silent.
 
-const FAILURE_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// What a surviving receiver saw: the whole messages it got, then exactly
-/// one failure, then the end of the stream.
-struct Survivor {
-    delivered: usize,
-    error: Error,
-    failed_at: Instant,
-}
-
-/// Read `group` to its end, checking every delivered message is whole and
-/// in order, and that it ends with exactly one failure; `first` messages
-/// were read already.
-async fn read_until_failure(mut group: Group, expected: Vec<Bytes>, first: usize) -> Survivor {
-    let (id, rank) = (group.id(), group.rank());
-    let mut delivered = first;
-    let (error, failed_at) = loop {
-        match group.next().await {
-            Some(Ok(m)) => {
-                assert_eq!(m.seq, delivered as u64, "group {id} rank {rank}");
-                assert!(
-                    m.data == expected[delivered],
-                    "group {id} rank {rank}: message {delivered} is not whole"
-                );
-                delivered += 1;
-            }
-            Some(Err(e)) => break (e, Instant::now()),
-            None => panic!("group {id} rank {rank}: the stream ended without a failure"),
-        }
-    };
-    assert!(
-        group.next().await.is_none(),
-        "group {id} rank {rank}: more after the failure"
-    );
-    assert_eq!(
-        group.close().await.unwrap_err(),
-        error,
-        "group {id} rank {rank}: close"
-    );
-    Survivor {
-        delivered,
-        error,
-        failed_at,
-    }
-}
-
-fn assert_failed(error: &Error, group: GroupId, suspect: u32, who: &str) {
-    match error {
-        Error::GroupFailed {
-            group: g,
-            suspect: s,
-            kind,
-        } => {
-            assert_eq!(*g, group, "{who}");
-            assert_eq!(*s, Some(NodeId(suspect)), "{who}: {error}");
-            assert!(
-                matches!(kind, FailureKind::Unreachable | FailureKind::ReportedBy(_)),
-                "{who}: {error}"
-            );
-        }
-        other => panic!("{who}: expected group {group} to fail, got {other:?}"),
-    }
-}
-
-#[derive(Clone, Copy, Debug)]
+/// How the member dies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Death {
-    /// The node and its group handle are dropped without a close: its node
+    /// The node and its group handles are dropped without a close: its node
     /// says goodbye (fails its groups, flushes) and closes its connections.
     Dropped,
-    /// The runtime the node runs on is shut down: its tasks vanish, the
-    /// connections close without a word.
+    /// The transport's crash ([`Fixture::crash`]), then the runtime the node
+    /// runs on is shut down: its tasks vanish, the connections close
+    /// without a word.
     Crashed,
+    /// The runtime the node runs on stops running anything, its
+    /// connections open: only the failure detector can tell.
+    Hung,
+}
+
+pub async fn a_member_dropped_mid_transfer_fails_its_groups_once_and_only_its_groups<F: Fixture>() {
+    a_member_dies_mid_transfer::<F>(Death::Dropped).await;
+}
+
+pub async fn a_member_crashed_mid_transfer_fails_its_groups_once_and_only_its_groups<F: Fixture>() {
+    a_member_dies_mid_transfer::<F>(Death::Crashed).await;
+}
+
+pub async fn a_member_hung_mid_transfer_is_found_within_the_failure_timeout<F: Fixture>() {
+    a_member_dies_mid_transfer::<F>(Death::Hung).await;
 }
 
 /// Node 2 of 4 dies in the middle of group 1 (all four nodes; node 2 holds
 /// it back by not reading). Group 3 (nodes 3 and 2, idle) fails too; group
 /// 2 (nodes 1, 3, 0) carries on.
-async fn a_member_dies_mid_transfer(death: Death) {
-    let listeners: Vec<_> = (0..4).map(|_| loopback()).collect();
-    let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
-    let tcp = |id: usize, listener| {
-        TcpConfig::new(addrs.clone(), NodeId(id as u32), key())
-            .with_listener(listener)
-            .with_failure_timeout(FAILURE_TIMEOUT)
+async fn a_member_dies_mid_transfer<F: Fixture>(death: Death) {
+    let mut layout = Layout::new(4);
+    let tuning = Tuning {
+        failure_timeout: Some(FAILURE_TIMEOUT),
+        ..Tuning::default()
     };
-    // The victim runs on a runtime of its own, so that it can crash.
+    // The victim runs on a runtime of its own, so that it can crash or hang.
     let mut victim_rt = Some(
         tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -695,14 +518,12 @@ async fn a_member_dies_mid_transfer(death: Death) {
             .build()
             .unwrap(),
     );
-    let mut listeners: Vec<_> = listeners.into_iter().map(Some).collect();
-    let victim = victim_rt.as_ref().unwrap().spawn(Node::tcp(
-        tcp(2, listeners[2].take().unwrap()),
-        node_config(),
-    ));
-    let others = futures::future::try_join_all(
-        [0, 1, 3].map(|i| Node::tcp(tcp(i, listeners[i].take().unwrap()), node_config())),
-    );
+    let victim = victim_rt
+        .as_ref()
+        .unwrap()
+        .spawn(layout.start::<F>(NodeId(2), tuning));
+    let others =
+        futures::future::try_join_all([0, 1, 3].map(|i| layout.start::<F>(NodeId(i), tuning)));
     let (victim, others) =
         bounded(LONG, "connecting", async { tokio::join!(victim, others) }).await;
     let victim = victim.unwrap().unwrap();
@@ -797,19 +618,45 @@ async fn a_member_dies_mid_transfer(death: Death) {
     });
 
     let killed = Instant::now();
+    // A hung victim keeps its handles (and its runtime's thread, until
+    // `thaw` is dropped).
+    let mut hung = None;
     match death {
         Death::Dropped => {
             drop((x2, z2));
             drop(victim);
         }
         Death::Crashed => {
+            F::crash(&layout, NodeId(2));
             victim_rt.take().unwrap().shutdown_background();
             drop((x2, z2, victim));
         }
+        Death::Hung => {
+            let (thaw, frozen) = std::sync::mpsc::channel::<()>();
+            // The runtime's only worker blocks here: nothing of the node
+            // runs, its timers and sockets are not served.
+            victim_rt.as_ref().unwrap().spawn(async move {
+                let _ = frozen.recv();
+            });
+            hung = Some((thaw, x2, z2, victim));
+        }
     }
 
-    // Every survivor of groups 1 and 3 learns of it once, promptly.
-    let limit = FAILURE_TIMEOUT + Duration::from_millis(500);
+    // Every survivor of groups 1 and 3 learns of it once, promptly: a
+    // dropped or crashed member's connections break, a hung one's silence
+    // is found by the failure detector.
+    let limit = match death {
+        Death::Dropped | Death::Crashed => FAILURE_TIMEOUT + Duration::from_millis(500),
+        Death::Hung => FAILURE_TIMEOUT + Duration::from_millis(700),
+    };
+    let assert_prompt = |took: Duration, who: &str| {
+        assert!(took < limit, "{who}: {took:?}");
+        if death == Death::Hung {
+            // Not before the member has been silent for a good part of the
+            // timeout.
+            assert!(took >= FAILURE_TIMEOUT / 2, "{who}: {took:?}");
+        }
+    };
     let root = async {
         let mut ok = 0;
         let mut error = None;
@@ -837,11 +684,7 @@ async fn a_member_dies_mid_transfer(death: Death) {
     .await;
     let (sent, root_error, root_failed_at) = root_outcome;
     assert_failed(&root_error, x, 2, "group 1 root");
-    assert!(
-        root_failed_at - killed < limit,
-        "{:?}",
-        root_failed_at - killed
-    );
+    assert_prompt(root_failed_at - killed, "group 1 root");
     assert!(
         sent < x_messages.len(),
         "the transfer was over before the death"
@@ -852,16 +695,12 @@ async fn a_member_dies_mid_transfer(death: Death) {
     {
         let s = outcome.unwrap();
         assert_failed(&s.error, x, 2, who);
-        assert!(
-            s.failed_at - killed < limit,
-            "{who}: {:?}",
-            s.failed_at - killed
-        );
+        assert_prompt(s.failed_at - killed, who);
         assert!(s.delivered < x_messages.len(), "{who}");
     }
     let z = z_outcome.unwrap();
     assert_failed(&z.error, GroupId(3), 2, "group 3 node 3");
-    assert!(z.failed_at - killed < limit);
+    assert_prompt(z.failed_at - killed, "group 3 node 3");
     assert_eq!(z.delivered, 0);
 
     // Group 2 never had node 2: it finishes its messages and closes Ok.
@@ -877,34 +716,30 @@ async fn a_member_dies_mid_transfer(death: Death) {
     .await;
     drop((x_root, y_root));
     shutdown(vec![n0, n1, n3]).await;
+    drop(hung);
     if let Some(rt) = victim_rt {
         rt.shutdown_background();
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_member_dropped_mid_transfer_fails_its_groups_once_and_only_its_groups() {
-    a_member_dies_mid_transfer(Death::Dropped).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_member_crashed_mid_transfer_fails_its_groups_once_and_only_its_groups() {
-    a_member_dies_mid_transfer(Death::Crashed).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_member_gone_silent_is_detected_within_the_failure_timeout() {
-    // Nodes 1 and 2 reach node 0 through a proxy, which then stops
-    // forwarding without closing anything: node 0 goes silent, as a hung
-    // host or a dead network path would.
-    let listeners: Vec<_> = (0..3).map(|_| loopback()).collect();
-    let proxy = Proxy::start(listeners[0].local_addr().unwrap(), None).await;
-    let mut addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
-    addrs[0] = proxy.addr;
-    let nodes = start(addrs, listeners, |c| {
-        c.with_failure_timeout(FAILURE_TIMEOUT)
-    })
-    .await;
+/// Nodes 1 and 2 reach node 0 through a relay, which then stops forwarding
+/// without closing anything: node 0 goes silent, as a hung host or a dead
+/// network path would, and node 0 finds its peers silent.
+pub async fn a_member_gone_silent_is_detected_within_the_failure_timeout<F: Fixture>() {
+    assert!(
+        F::RELAYABLE && F::HEARTBEATS,
+        "{}: a silent link needs a relay in front of a member and heartbeats",
+        F::NAME
+    );
+    let mut layout = Layout::new(3);
+    let relay = Relay::start(layout.addrs[0], None).await;
+    layout.addrs[0] = relay.addr;
+    let nodes = layout
+        .start_all::<F>(Tuning {
+            failure_timeout: Some(FAILURE_TIMEOUT),
+            ..Tuning::default()
+        })
+        .await;
 
     let x = GroupId(1);
     let x_members = ids(&[0, 1, 2]);
@@ -939,7 +774,7 @@ async fn a_member_gone_silent_is_detected_within_the_failure_timeout() {
             .unwrap();
         assert!(got.data == m, "message {i}");
     }
-    proxy.freeze.cancel();
+    relay.freeze.cancel();
     let frozen = Instant::now();
     let reader_2 = tokio::spawn(read_until_failure(x2, messages.clone(), 2));
 

@@ -1,35 +1,68 @@
-//! Three members over TCP on loopback, in one process: the root multicasts a
-//! few objects, the others read them as a stream.
+//! Three members on loopback, in one process, over a network transport: the
+//! root multicasts a few objects, the others read them as a stream.
 //!
 //! ```sh
-//! cargo run --example tcp_cluster
+//! cargo run --example cluster                      # authenticated TCP
+//! cargo run --features ofi --example cluster ofi   # libfabric, `tcp` provider
 //! ```
 //!
-//! In a real deployment each member is its own process (see `rdmc member`),
-//! with the member list and cluster key from configuration.
+//! In a real deployment each member is its own process (see `rdmc member`,
+//! and `rdmc member --transport ofi`), with the member list and cluster key
+//! from configuration.
+
+use std::net::{SocketAddr, TcpListener};
 
 use bytes::Bytes;
 use futures::StreamExt;
 use rdmc::{ClusterKey, GroupConfig, GroupId, Node, NodeConfig, NodeId, TcpConfig};
 
+/// Start member `id` of `members` on `transport`, accepting on `listener`.
+async fn start(
+    transport: &str,
+    members: Vec<SocketAddr>,
+    id: NodeId,
+    key: ClusterKey,
+    listener: TcpListener,
+) -> Result<Node, Box<dyn std::error::Error>> {
+    match transport {
+        // Every member connects to the others (authenticating with the key).
+        "tcp" => {
+            let config = TcpConfig::new(members, id, key).with_listener(listener);
+            Ok(Node::tcp(config, NodeConfig::new()).await?)
+        }
+        // Every member meets the others over TCP (authenticating with the
+        // key), then connects its fabric endpoints to them. Pick the
+        // provider with `OfiConfig::with_provider("verbs")` and so on on a
+        // real fabric.
+        #[cfg(feature = "ofi")]
+        "ofi" => {
+            let config = rdmc::OfiConfig::new(members, id, key).with_listener(listener);
+            Ok(Node::ofi(config, NodeConfig::new()).await?)
+        }
+        other => Err(format!(
+            "unknown transport {other:?}: tcp, or ofi (built with --features ofi)"
+        )
+        .into()),
+    }
+}
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let transport = std::env::args().nth(1).unwrap_or_else(|| "tcp".into());
+
     // Bind every member's port first so the member list is known up front.
     let listeners = (0..3)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .map(|_| TcpListener::bind("127.0.0.1:0"))
         .collect::<std::io::Result<Vec<_>>>()?;
     let addresses = listeners
         .iter()
-        .map(std::net::TcpListener::local_addr)
+        .map(TcpListener::local_addr)
         .collect::<std::io::Result<Vec<_>>>()?;
     let key = ClusterKey::from_bytes(b"example key: at least sixteen bytes".to_vec())?;
-
-    // Every member connects to the others (authenticating with the key).
     let nodes =
         futures::future::try_join_all(listeners.into_iter().enumerate().map(|(id, listener)| {
-            let config = TcpConfig::new(addresses.clone(), NodeId(id as u32), key.clone())
-                .with_listener(listener);
-            Node::tcp(config, NodeConfig::new())
+            let id = NodeId(id as u32);
+            start(&transport, addresses.clone(), id, key.clone(), listener)
         }))
         .await?;
 

@@ -1,0 +1,221 @@
+//! What the runtime-level tests share: payloads, timeouts, starting a
+//! cluster on any transport ([`fixture`]), running a group to its end, and
+//! the whole-group scenarios every transport runs ([`suite`]).
+//!
+//! Each test file that needs it says `mod common;`; not every file uses
+//! every helper.
+
+#![allow(dead_code, unused_imports, unused_macros)]
+
+pub mod fixture;
+pub mod relay;
+#[macro_use]
+pub mod suite;
+
+use std::future::Future;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use rdmc::{
+    ClusterKey, CompletionMode, Error, FailureKind, Group, GroupConfig, GroupId, MemCluster, Node,
+    NodeConfig, NodeId,
+};
+use tokio::time::Instant;
+
+#[cfg(feature = "ofi")]
+pub use fixture::OfiFixture;
+pub use fixture::{Fixture, Layout, MemFixture, TcpFixture, Tuning, cluster};
+
+/// Bound for connecting a cluster, creating groups and whole transfers.
+pub const LONG: Duration = Duration::from_secs(60);
+
+/// The cluster key of the test clusters.
+pub fn key() -> ClusterKey {
+    ClusterKey::from_bytes(b"rdmc test cluster key, 32 bytes!".to_vec()).unwrap()
+}
+
+/// The node configuration of the test clusters.
+pub fn node_config() -> NodeConfig {
+    NodeConfig::new().with_completion_mode(CompletionMode::Interrupt)
+}
+
+/// A listener on a free loopback port.
+pub fn loopback() -> std::net::TcpListener {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap()
+}
+
+/// `f`, or a test failure naming `what` if it takes longer than `limit`.
+pub async fn bounded<F: Future>(limit: Duration, what: &str, f: F) -> F::Output {
+    match tokio::time::timeout(limit, f).await {
+        Ok(out) => out,
+        Err(_) => panic!("{what}: still waiting after {limit:?}"),
+    }
+}
+
+/// Node ids from their numbers.
+pub fn ids(ids: &[u32]) -> Vec<NodeId> {
+    ids.iter().copied().map(NodeId).collect()
+}
+
+/// `len` pseudo-random bytes, different for every `seed`.
+pub fn payload(seed: u64, len: usize) -> Bytes {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out.into()
+}
+
+/// `n` in-process nodes of a fresh [`MemCluster`], and the cluster (to
+/// kill nodes with).
+pub fn mem_nodes(n: usize) -> (MemCluster, Vec<Node>) {
+    let cluster = MemCluster::new(n);
+    let nodes = Node::in_memory_all(&cluster, node_config()).unwrap();
+    (cluster, nodes)
+}
+
+/// Shut every node down, in bounded time.
+pub async fn shutdown(nodes: Vec<Node>) {
+    bounded(
+        Duration::from_secs(20),
+        "shutting the nodes down",
+        futures::future::join_all(nodes.into_iter().map(Node::shutdown)),
+    )
+    .await;
+}
+
+/// Every member of `members` creates group `id` (concurrently).
+pub async fn create_all(
+    nodes: &[Node],
+    id: GroupId,
+    members: &[NodeId],
+    config: GroupConfig,
+) -> Vec<Group> {
+    bounded(
+        LONG,
+        "creating a group",
+        futures::future::try_join_all(
+            members
+                .iter()
+                .map(|m| nodes[m.index()].create_group(id, members, config.clone())),
+        ),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("creating group {id}: {e}"))
+}
+
+/// The root sends `messages`; every receiver checks it gets each of them,
+/// whole, in order; then every member closes `Ok` and the streams end.
+pub async fn run_group(groups: Vec<Group>, messages: &[Bytes]) {
+    let runs = groups.into_iter().map(|mut g| async move {
+        let id = g.id();
+        if g.is_root() {
+            let sends: Vec<_> = messages.iter().map(|m| g.send(m.clone())).collect();
+            for s in sends {
+                s.await.unwrap_or_else(|e| panic!("group {id}: send: {e}"));
+            }
+        } else {
+            let rank = g.rank();
+            for (i, m) in messages.iter().enumerate() {
+                let got = g
+                    .next()
+                    .await
+                    .unwrap_or_else(|| panic!("group {id} rank {rank}: stream ended at {i}"))
+                    .unwrap_or_else(|e| panic!("group {id} rank {rank}: {e}"));
+                assert_eq!(got.seq, i as u64, "group {id} rank {rank}");
+                assert!(
+                    got.data == m,
+                    "group {id} rank {rank}: message {i} differs ({} vs {} bytes)",
+                    got.data.len(),
+                    m.len()
+                );
+            }
+        }
+        g.close()
+            .await
+            .unwrap_or_else(|e| panic!("group {id}: close: {e}"));
+        assert!(g.next().await.is_none(), "group {id}: stream after close");
+    });
+    bounded(LONG, "a group's transfer", futures::future::join_all(runs)).await;
+}
+
+/// `result` is a membership mismatch of `group` naming one of `allowed`;
+/// `who` is the creator, for the failure message.
+pub fn assert_mismatch(result: Result<Group, Error>, group: GroupId, allowed: &[u32], who: &str) {
+    match result {
+        Err(Error::MembershipMismatch { group: g, peer }) => {
+            assert_eq!(g, group, "{who}");
+            assert!(allowed.contains(&peer.0), "{who}: named node {peer}");
+        }
+        other => panic!("{who}, group {group}: expected a mismatch, got {other:?}"),
+    }
+}
+
+/// `error` is the failure of `group` naming node `suspect`.
+pub fn assert_failed(error: &Error, group: GroupId, suspect: u32, who: &str) {
+    match error {
+        Error::GroupFailed {
+            group: g,
+            suspect: s,
+            kind,
+        } => {
+            assert_eq!(*g, group, "{who}");
+            assert_eq!(*s, Some(NodeId(suspect)), "{who}: {error}");
+            assert!(
+                matches!(kind, FailureKind::Unreachable | FailureKind::ReportedBy(_)),
+                "{who}: {error}"
+            );
+        }
+        other => panic!("{who}: expected group {group} to fail, got {other:?}"),
+    }
+}
+
+/// What a surviving receiver saw: the whole messages it got, then exactly
+/// one failure, then the end of the stream.
+pub struct Survivor {
+    pub delivered: usize,
+    pub error: Error,
+    pub failed_at: Instant,
+}
+
+/// Read `group` to its end, checking every delivered message is whole and
+/// in order, and that it ends with exactly one failure; `first` messages
+/// were read already.
+pub async fn read_until_failure(mut group: Group, expected: Vec<Bytes>, first: usize) -> Survivor {
+    let (id, rank) = (group.id(), group.rank());
+    let mut delivered = first;
+    let (error, failed_at) = loop {
+        match group.next().await {
+            Some(Ok(m)) => {
+                assert_eq!(m.seq, delivered as u64, "group {id} rank {rank}");
+                assert!(
+                    m.data == expected[delivered],
+                    "group {id} rank {rank}: message {delivered} is not whole"
+                );
+                delivered += 1;
+            }
+            Some(Err(e)) => break (e, Instant::now()),
+            None => panic!("group {id} rank {rank}: the stream ended without a failure"),
+        }
+    };
+    assert!(
+        group.next().await.is_none(),
+        "group {id} rank {rank}: more after the failure"
+    );
+    assert_eq!(
+        group.close().await.unwrap_err(),
+        error,
+        "group {id} rank {rank}: close"
+    );
+    Survivor {
+        delivered,
+        error,
+        failed_at,
+    }
+}

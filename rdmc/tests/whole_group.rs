@@ -1,0 +1,13 @@
+//! Whole clusters in one process, every scenario of `common::suite` on
+//! every transport: `mem` in process, `tcp` on loopback, and `ofi`
+//! (libfabric's `tcp` provider on loopback by default; see
+//! `common::fixture::OfiFixture` for other providers). A transport is one
+//! line: its fixture and the capabilities it can be tested for.
+
+#[macro_use]
+mod common;
+
+whole_group_suite!(mem, common::MemFixture);
+whole_group_suite!(tcp, common::TcpFixture, listens, relayable, heartbeats);
+#[cfg(feature = "ofi")]
+whole_group_suite!(ofi, common::OfiFixture, heartbeats);
