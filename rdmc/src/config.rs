@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use crate::ids::NodeId;
 use crate::schedule::Algorithm;
+use crate::transport::mesh::ClusterConfig;
+pub use crate::transport::mesh::{ClusterKey, ClusterKeyError};
+#[cfg(feature = "ofi")]
+use crate::transport::ofi::FabricOptions;
 pub use crate::wait::CompletionMode;
-pub use crate::transport::tcp::{ClusterKey, ClusterKeyError};
-use crate::transport::tcp::{DEFAULT_CHUNK_SIZE, DEFAULT_FAILURE_TIMEOUT};
 
 /// Configuration of a [`Node`](crate::Node).
 #[derive(Clone, Debug, Default)]
@@ -143,18 +145,48 @@ impl GroupConfig {
     }
 }
 
+/// Default size of the chunks the `tcp` transport cuts blocks into on the
+/// wire: 256 KiB.
+pub(crate) const DEFAULT_CHUNK_SIZE: u32 = 256 * 1024;
+
+/// The builders of what both network transports' configurations hold in
+/// their `cluster` field (a [`ClusterConfig`]), written once for both; the
+/// attributes given document the transport's failure timeout.
+macro_rules! cluster_builders {
+    ($config:ident, $(#[$failure_timeout_doc:meta])*) => {
+        impl $config {
+            /// Accept the mesh's connections on this already bound listener
+            /// instead of binding this node's member address (useful with
+            /// port 0).
+            pub fn with_listener(mut self, listener: std::net::TcpListener) -> Self {
+                self.cluster.listener = Some(listener);
+                self
+            }
+
+            /// How long to wait for every other member to be connected
+            /// (default 30 s).
+            pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+                self.cluster.connect_timeout = timeout;
+                self
+            }
+
+            $(#[$failure_timeout_doc])*
+            pub fn with_failure_timeout(mut self, timeout: Duration) -> Self {
+                self.cluster.failure_timeout = timeout;
+                self
+            }
+        }
+    };
+}
+
 /// Configuration of a node on the `tcp` transport: the cluster's members
 /// (one address per node id, in id order), this node's id, and the cluster
 /// key every member holds.
+///
+/// [`Node::tcp`](crate::Node::tcp) has an example.
 #[derive(Debug)]
 pub struct TcpConfig {
-    pub(crate) members: Vec<SocketAddr>,
-    pub(crate) id: NodeId,
-    pub(crate) key: ClusterKey,
-    pub(crate) listener: Option<std::net::TcpListener>,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) handshake_timeout: Duration,
-    pub(crate) failure_timeout: Duration,
+    pub(crate) cluster: ClusterConfig,
     pub(crate) chunk_size: u32,
 }
 
@@ -163,38 +195,9 @@ impl TcpConfig {
     /// node id), authenticating with `key`.
     pub fn new(members: Vec<SocketAddr>, id: NodeId, key: ClusterKey) -> Self {
         TcpConfig {
-            members,
-            id,
-            key,
-            listener: None,
-            connect_timeout: Duration::from_secs(30),
-            handshake_timeout: Duration::from_secs(5),
-            failure_timeout: DEFAULT_FAILURE_TIMEOUT,
+            cluster: ClusterConfig::new(members, id, key),
             chunk_size: DEFAULT_CHUNK_SIZE,
         }
-    }
-
-    /// Accept on this already bound listener instead of binding this node's
-    /// member address (useful with port 0).
-    pub fn with_listener(mut self, listener: std::net::TcpListener) -> Self {
-        self.listener = Some(listener);
-        self
-    }
-
-    /// How long to wait for every other member to be connected (default 30 s).
-    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// After how long without a byte from a peer (heartbeats included) it is
-    /// considered failed (default 3 s); failures are reported within this
-    /// bound, sooner when a connection breaks outright. Writing one chunk
-    /// (see [`with_chunk_size`](Self::with_chunk_size)) must also finish
-    /// within it, so a peer that stops reading is detected too.
-    pub fn with_failure_timeout(mut self, timeout: Duration) -> Self {
-        self.failure_timeout = timeout;
-        self
     }
 
     /// Size of the chunks blocks are cut into on the wire (default 256 KiB):
@@ -205,6 +208,15 @@ impl TcpConfig {
     }
 }
 
+cluster_builders!(
+    TcpConfig,
+    /// After how long without a byte from a peer (heartbeats included) it is
+    /// considered failed (default 3 s); failures are reported within this
+    /// bound, sooner when a connection breaks outright. Writing one chunk
+    /// (see [`with_chunk_size`](Self::with_chunk_size)) must also finish
+    /// within it, so a peer that stops reading is detected too.
+);
+
 /// Configuration of a node on the `ofi` transport (cargo feature `ofi`):
 /// libfabric endpoints to every other member, found through a rendezvous
 /// over the same authenticated TCP mesh the `tcp` transport uses.
@@ -214,22 +226,13 @@ impl TcpConfig {
 /// [`with_fabric_addr`](Self::with_fabric_addr) says otherwise. The
 /// provider is `tcp` unless [`with_provider`](Self::with_provider) names
 /// another (`verbs` on RDMA fabrics).
+///
+/// [`Node::ofi`](crate::Node::ofi) has an example.
 #[cfg(feature = "ofi")]
 #[derive(Debug)]
 pub struct OfiConfig {
-    pub(crate) members: Vec<SocketAddr>,
-    pub(crate) id: NodeId,
-    pub(crate) key: ClusterKey,
-    pub(crate) listener: Option<std::net::TcpListener>,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) handshake_timeout: Duration,
-    pub(crate) flush_timeout: Duration,
-    pub(crate) failure_timeout: Duration,
-    pub(crate) pool_budget: usize,
-    pub(crate) provider: String,
-    pub(crate) fabric_addr: Option<std::net::IpAddr>,
-    /// Tests: behave as if the provider asked for every verbs-like mode.
-    pub(crate) strict_modes: bool,
+    pub(crate) cluster: ClusterConfig,
+    pub(crate) fabric: FabricOptions,
 }
 
 #[cfg(feature = "ofi")]
@@ -238,39 +241,15 @@ impl OfiConfig {
     /// (indexed by node id), authenticating with `key`.
     pub fn new(members: Vec<SocketAddr>, id: NodeId, key: ClusterKey) -> Self {
         OfiConfig {
-            members,
-            id,
-            key,
-            listener: None,
-            connect_timeout: Duration::from_secs(30),
-            handshake_timeout: Duration::from_secs(5),
-            flush_timeout: crate::transport::ofi::DEFAULT_FLUSH_TIMEOUT,
-            failure_timeout: DEFAULT_FAILURE_TIMEOUT,
-            pool_budget: crate::transport::ofi::DEFAULT_POOL_BUDGET,
-            provider: crate::transport::ofi::DEFAULT_PROVIDER.to_owned(),
-            fabric_addr: None,
-            strict_modes: false,
+            cluster: ClusterConfig::new(members, id, key),
+            fabric: FabricOptions::default(),
         }
-    }
-
-    /// Accept rendezvous connections on this already bound listener instead
-    /// of binding this node's member address (useful with port 0).
-    pub fn with_listener(mut self, listener: std::net::TcpListener) -> Self {
-        self.listener = Some(listener);
-        self
-    }
-
-    /// How long to wait for every other member to be connected, through the
-    /// rendezvous and the fabric (default 30 s).
-    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
     }
 
     /// The libfabric provider to use (default `tcp`), as `fi_info -l` names
     /// it.
     pub fn with_provider(mut self, provider: impl Into<String>) -> Self {
-        self.provider = provider.into();
+        self.fabric.provider = provider.into();
         self
     }
 
@@ -278,16 +257,7 @@ impl OfiConfig {
     /// this node's member address) — for example the IPoIB address of the
     /// RDMA NIC while the rendezvous runs over another network.
     pub fn with_fabric_addr(mut self, addr: std::net::IpAddr) -> Self {
-        self.fabric_addr = Some(addr);
-        self
-    }
-
-    /// After how long without a message from a peer (heartbeats included)
-    /// it is considered failed (default 3 s). A peer whose process dies is
-    /// noticed sooner, when its endpoints shut down; this bound is for one
-    /// that hangs, or a path that drops everything.
-    pub fn with_failure_timeout(mut self, timeout: Duration) -> Self {
-        self.failure_timeout = timeout;
+        self.fabric.fabric_addr = Some(addr);
         self
     }
 
@@ -297,14 +267,23 @@ impl OfiConfig {
     /// drops the message; the next message of a similar size reuses it
     /// instead of registering (on hardware: pinning) fresh memory.
     pub fn with_buffer_pool(mut self, bytes: usize) -> Self {
-        self.pool_budget = bytes;
+        self.fabric.pool_budget = bytes;
         self
     }
 
     /// How long a shutdown waits for queued control messages to be sent
     /// (default 3 s).
     pub fn with_flush_timeout(mut self, timeout: Duration) -> Self {
-        self.flush_timeout = timeout;
+        self.fabric.flush_timeout = timeout;
         self
     }
 }
+
+#[cfg(feature = "ofi")]
+cluster_builders!(
+    OfiConfig,
+    /// After how long without a message from a peer (heartbeats included)
+    /// it is considered failed (default 3 s). A peer whose process dies is
+    /// noticed sooner, when its endpoints shut down; this bound is for one
+    /// that hangs, or a path that drops everything.
+);
