@@ -346,7 +346,28 @@ impl Handshake {
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
-        self.timed(self.initiate_inner(stream, expected_peer)).await
+        self.timed(async {
+            let ours = Hello::new(Role::Initiator, self.me, expected_peer, self.digest).encode();
+            send(stream, &ours).await?;
+
+            let (theirs, theirs_bytes) = read_hello(stream).await?;
+            if theirs.role != Role::Acceptor as u8 {
+                return Err(HandshakeError::WrongRole(theirs.role));
+            }
+            if theirs.from != expected_peer.0 {
+                return Err(HandshakeError::UnexpectedPeer {
+                    expected: expected_peer,
+                    claimed: theirs.from,
+                });
+            }
+            self.check_addressed_to_me(&theirs)?;
+
+            let proof = self.proof(Role::Initiator, &ours, &theirs_bytes);
+            send(stream, &proof).await?;
+            let their_proof = read_proof(stream).await?;
+            self.verify(Role::Acceptor, &ours, &theirs_bytes, &their_proof)
+        })
+        .await
     }
 
     /// Runs the listening side over `stream`, a freshly accepted connection.
@@ -356,7 +377,33 @@ impl Handshake {
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
-        self.timed(self.accept_inner(stream)).await
+        self.timed(async {
+            let (theirs, theirs_bytes) = read_hello(stream).await?;
+            if theirs.role != Role::Initiator as u8 {
+                return Err(HandshakeError::WrongRole(theirs.role));
+            }
+            if theirs.from as usize >= self.members {
+                return Err(HandshakeError::UnknownNode {
+                    claimed: theirs.from,
+                    members: self.members,
+                });
+            }
+            let peer = NodeId(theirs.from);
+            if peer == self.me {
+                return Err(HandshakeError::ImpersonatesUs(self.me));
+            }
+            self.check_addressed_to_me(&theirs)?;
+
+            let ours = Hello::new(Role::Acceptor, self.me, peer, self.digest).encode();
+            send(stream, &ours).await?;
+
+            let their_proof = read_proof(stream).await?;
+            self.verify(Role::Initiator, &theirs_bytes, &ours, &their_proof)?;
+            let proof = self.proof(Role::Acceptor, &theirs_bytes, &ours);
+            send(stream, &proof).await?;
+            Ok(peer)
+        })
+        .await
     }
 
     /// Runs `handshake` under the timeout.
@@ -367,67 +414,6 @@ impl Handshake {
         tokio::time::timeout(self.timeout, handshake)
             .await
             .unwrap_or(Err(HandshakeError::TimedOut(self.timeout)))
-    }
-
-    /// [`Handshake::initiate`] without the timeout.
-    async fn initiate_inner<S>(
-        &self,
-        stream: &mut S,
-        expected_peer: NodeId,
-    ) -> Result<(), HandshakeError>
-    where
-        S: AsyncRead + AsyncWrite + Unpin,
-    {
-        let ours = Hello::new(Role::Initiator, self.me, expected_peer, self.digest).encode();
-        send(stream, &ours).await?;
-
-        let (theirs, theirs_bytes) = read_hello(stream).await?;
-        if theirs.role != Role::Acceptor as u8 {
-            return Err(HandshakeError::WrongRole(theirs.role));
-        }
-        if theirs.from != expected_peer.0 {
-            return Err(HandshakeError::UnexpectedPeer {
-                expected: expected_peer,
-                claimed: theirs.from,
-            });
-        }
-        self.check_addressed_to_me(&theirs)?;
-
-        let proof = self.proof(Role::Initiator, &ours, &theirs_bytes);
-        send(stream, &proof).await?;
-        let their_proof = read_proof(stream).await?;
-        self.verify(Role::Acceptor, &ours, &theirs_bytes, &their_proof)
-    }
-
-    /// [`Handshake::accept`] without the timeout.
-    async fn accept_inner<S>(&self, stream: &mut S) -> Result<NodeId, HandshakeError>
-    where
-        S: AsyncRead + AsyncWrite + Unpin,
-    {
-        let (theirs, theirs_bytes) = read_hello(stream).await?;
-        if theirs.role != Role::Initiator as u8 {
-            return Err(HandshakeError::WrongRole(theirs.role));
-        }
-        if theirs.from as usize >= self.members {
-            return Err(HandshakeError::UnknownNode {
-                claimed: theirs.from,
-                members: self.members,
-            });
-        }
-        let peer = NodeId(theirs.from);
-        if peer == self.me {
-            return Err(HandshakeError::ImpersonatesUs(self.me));
-        }
-        self.check_addressed_to_me(&theirs)?;
-
-        let ours = Hello::new(Role::Acceptor, self.me, peer, self.digest).encode();
-        send(stream, &ours).await?;
-
-        let their_proof = read_proof(stream).await?;
-        self.verify(Role::Initiator, &theirs_bytes, &ours, &their_proof)?;
-        let proof = self.proof(Role::Acceptor, &theirs_bytes, &ours);
-        send(stream, &proof).await?;
-        Ok(peer)
     }
 
     /// Checks the `to` and digest fields of the peer's hello.

@@ -591,18 +591,7 @@ fn start_driver(
     mode: CompletionMode,
     len_in_cq_data: bool,
 ) -> Result<RunningDriver, Error> {
-    let FabricObjects {
-        pep,
-        name: _,
-        pool,
-        cq,
-        cq_fd,
-        eq,
-        eq_fd,
-        domain,
-        next_key,
-    } = fabric;
-    drop(pep);
+    drop(fabric.pep);
     let mut peers = HashMap::new();
     for p in startup.peers() {
         let data = endpoints.remove(&(p, false)).expect("connected");
@@ -612,27 +601,27 @@ fn start_driver(
     let interest = tokio::io::Interest::READABLE;
     // SAFETY: the fds are the CQ's and EQ's wait objects, open until those
     // queues close; the driver drops these registrations first.
-    let cq_fd = unsafe { AsyncFd::register_with_interest(WaitFd(cq_fd), interest) }
+    let cq_fd = unsafe { AsyncFd::register_with_interest(WaitFd(fabric.cq_fd), interest) }
         .map_err(|e| transport_error("waiting on the CQ", e))?;
     // SAFETY: as above.
-    let eq_fd = unsafe { AsyncFd::register_with_interest(WaitFd(eq_fd), interest) }
+    let eq_fd = unsafe { AsyncFd::register_with_interest(WaitFd(fabric.eq_fd), interest) }
         .map_err(|e| transport_error("waiting on the EQ", e))?;
     let (commands, inbox) = mpsc::unbounded_channel();
     let (completions, queue) = mpsc::unbounded_channel();
     let mut driver = Driver::new(
         startup.me,
         modes,
-        domain,
-        cq,
+        fabric.domain,
+        fabric.cq,
         cq_fd,
-        eq,
+        fabric.eq,
         eq_fd,
         peers,
-        pool,
+        fabric.pool,
         inbox,
         completions.clone(),
         mode,
-        next_key,
+        fabric.next_key,
         startup.failure_timeout,
     );
     driver.len_in_cq_data = len_in_cq_data;
