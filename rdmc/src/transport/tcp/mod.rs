@@ -1,12 +1,13 @@
 //! `tcp`: the default transport — RDMC over TCP, which the RDMC paper
 //! leaves to future work.
 //!
-//! Every pair of nodes shares one authenticated connection
-//! ([`mesh`](super::mesh)) carrying the signals and blocks of all their
-//! groups ([`frame`](super::frame)). Blocks travel in chunks, interleaved round robin across
-//! groups, so overlapping groups share a link fairly and a large block never
-//! holds another group's traffic back; received chunks go straight into the
-//! buffer the protocol core posted for the block ([`link`]).
+//! Every pair of nodes shares one authenticated connection ([`mesh`])
+//! carrying the signals and blocks of all their groups
+//! ([`frame`](super::frame)). Blocks travel in chunks, interleaved round
+//! robin across groups, so overlapping groups share a link fairly and a
+//! large block never holds another group's traffic back; received chunks go
+//! straight into the buffer the protocol core posted for the block
+//! ([`link`]).
 
 pub(crate) mod link;
 
