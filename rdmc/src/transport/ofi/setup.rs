@@ -28,7 +28,7 @@ use super::driver::{
     CTRL_RECVS, CTRL_SENDS, ControlPool, DATA_RECVS, Driver, Fid, Peer, WaitFd, ep_token,
     post_ctrl_recv, post_data_recv, token_peer,
 };
-use super::fabric::{Domain, Info, Modes, OfiError, check};
+use super::fabric::{Domain, Info, OfiError, check};
 use super::{FabricOptions, OfiEndpoint, ffi};
 use crate::error::Error;
 use crate::ids::NodeId;
@@ -231,27 +231,7 @@ pub(crate) async fn establish(
     let dialled = dial_lower_ranks(&shared, &info, &rendezvous, startup.me)?;
     let endpoints = await_connections(&shared, &fabric.pep, &rendezvous, startup, dialled).await?;
     drop(rendezvous);
-    // Verbs carries 4 bytes of CQ data, so strict (verbs-like) mode never
-    // counts on more.
-    let len_in_cq_data = info.summary.cq_data_size >= 8 && !options.strict_modes;
-    let transport = start_driver(
-        fabric,
-        info.summary.modes,
-        endpoints,
-        startup,
-        mode,
-        len_in_cq_data,
-    )?;
-    Ok((
-        OfiEndpoint {
-            commands: transport.commands,
-            completions: transport.completions,
-            flush_timeout: options.flush_timeout,
-            task: Some(transport.task),
-            pool: super::BufferPool::new(options.pool_budget),
-        },
-        transport.queue,
-    ))
+    start_driver(fabric, &info, endpoints, startup, &options, mode)
 }
 
 /// Step 1: the provider (`fi_getinfo` takes a while: off the runtime's
@@ -573,24 +553,16 @@ fn accept_endpoint(
     Ok(ep)
 }
 
-/// The running driver task and the channels to and from it.
-struct RunningDriver {
-    commands: mpsc::UnboundedSender<super::driver::Cmd>,
-    completions: crate::transport::CompletionSender,
-    queue: Completions,
-    task: tokio::task::JoinHandle<()>,
-}
-
 /// Step 5: close the passive endpoint, hand the connected endpoints and the
 /// queues to a fabric driver task, and start it.
 fn start_driver(
     fabric: FabricObjects,
-    modes: Modes,
+    info: &Info,
     mut endpoints: HashMap<EndpointKey, Fid>,
     startup: Startup,
+    options: &FabricOptions,
     mode: CompletionMode,
-    len_in_cq_data: bool,
-) -> Result<RunningDriver, Error> {
+) -> Result<(OfiEndpoint, Completions), Error> {
     drop(fabric.pep);
     let mut peers = HashMap::new();
     for p in startup.peers() {
@@ -610,7 +582,7 @@ fn start_driver(
     let (completions, queue) = mpsc::unbounded_channel();
     let mut driver = Driver::new(
         startup.me,
-        modes,
+        info.summary.modes,
         fabric.domain,
         fabric.cq,
         cq_fd,
@@ -624,13 +596,17 @@ fn start_driver(
         fabric.next_key,
         startup.failure_timeout,
     );
-    driver.len_in_cq_data = len_in_cq_data;
+    // Verbs carries 4 bytes of CQ data, so strict (verbs-like) mode never
+    // counts on more.
+    driver.len_in_cq_data = info.summary.cq_data_size >= 8 && !options.strict_modes;
     let span = tracing::debug_span!("rdmc_ofi", node = startup.me.0);
     let task = tokio::spawn(tracing::Instrument::instrument(driver.run(), span));
-    Ok(RunningDriver {
+    let endpoint = OfiEndpoint {
         commands,
         completions,
-        queue,
-        task,
-    })
+        flush_timeout: options.flush_timeout,
+        task: Some(task),
+        pool: super::BufferPool::new(options.pool_budget),
+    };
+    Ok((endpoint, queue))
 }
