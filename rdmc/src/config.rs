@@ -287,3 +287,70 @@ cluster_builders!(
     /// noticed sooner, when its endpoints shut down; this bound is for one
     /// that hangs, or a path that drops everything.
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster() -> (Vec<SocketAddr>, ClusterKey) {
+        let members = vec!["127.0.0.1:7000".parse().unwrap(); 2];
+        let key = ClusterKey::from_bytes(*b"config unit test key").unwrap();
+        (members, key)
+    }
+
+    /// The shared builders set the shared fields, and nothing else, on `$config`.
+    macro_rules! check_cluster_builders {
+        ($config:expr) => {{
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let config = $config
+                .with_listener(listener)
+                .with_connect_timeout(Duration::from_millis(1234))
+                .with_failure_timeout(Duration::from_millis(567));
+            let cluster = &config.cluster;
+            assert_eq!(cluster.id, NodeId(1));
+            assert_eq!(cluster.members.len(), 2);
+            let bound = cluster.listener.as_ref().unwrap().local_addr().unwrap();
+            assert_eq!(bound.port(), port);
+            assert_eq!(cluster.connect_timeout, Duration::from_millis(1234));
+            assert_eq!(cluster.failure_timeout, Duration::from_millis(567));
+            assert_eq!(cluster.handshake_timeout, Duration::from_secs(5));
+            config
+        }};
+    }
+
+    #[test]
+    fn tcp_config_defaults_and_builders() {
+        let (members, key) = cluster();
+        let config = TcpConfig::new(members.clone(), NodeId(1), key.clone());
+        assert_eq!(config.chunk_size, 256 * 1024);
+        assert_eq!(config.cluster.connect_timeout, Duration::from_secs(30));
+        assert_eq!(config.cluster.failure_timeout, Duration::from_secs(3));
+        assert!(config.cluster.listener.is_none());
+        let config = check_cluster_builders!(TcpConfig::new(members, NodeId(1), key));
+        assert_eq!(config.chunk_size, 256 * 1024);
+        assert_eq!(config.with_chunk_size(0).chunk_size, 1);
+    }
+
+    #[cfg(feature = "ofi")]
+    #[test]
+    fn ofi_config_defaults_and_builders() {
+        let (members, key) = cluster();
+        let config = OfiConfig::new(members.clone(), NodeId(1), key.clone());
+        assert_eq!(config.fabric.provider, "tcp");
+        assert_eq!(config.fabric.pool_budget, 1 << 30);
+        assert_eq!(config.fabric.flush_timeout, Duration::from_secs(3));
+        assert_eq!(config.cluster.connect_timeout, Duration::from_secs(30));
+        assert_eq!(config.cluster.failure_timeout, Duration::from_secs(3));
+        let config = check_cluster_builders!(OfiConfig::new(members, NodeId(1), key))
+            .with_provider("verbs")
+            .with_fabric_addr("10.1.0.1".parse().unwrap())
+            .with_buffer_pool(0)
+            .with_flush_timeout(Duration::from_secs(1));
+        assert_eq!(config.fabric.provider, "verbs");
+        assert_eq!(config.fabric.fabric_addr, Some("10.1.0.1".parse().unwrap()));
+        assert_eq!(config.fabric.pool_budget, 0);
+        assert_eq!(config.fabric.flush_timeout, Duration::from_secs(1));
+        assert!(!config.fabric.strict_modes);
+    }
+}

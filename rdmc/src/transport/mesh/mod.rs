@@ -11,6 +11,8 @@
 
 pub(crate) mod handshake;
 mod key;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
