@@ -90,6 +90,7 @@ pub(crate) enum MeshPurpose {
     /// The `tcp` transport's connections.
     Tcp,
     /// The `ofi` transport's rendezvous.
+    #[cfg(any(feature = "ofi", test))]
     OfiRendezvous,
 }
 
@@ -98,6 +99,7 @@ impl MeshPurpose {
     fn digest_entry(self, member: &SocketAddr) -> String {
         match self {
             MeshPurpose::Tcp => member.to_string(),
+            #[cfg(any(feature = "ofi", test))]
             MeshPurpose::OfiRendezvous => format!("ofi:{member}"),
         }
     }
