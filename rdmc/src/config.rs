@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use crate::ids::NodeId;
 use crate::schedule::Algorithm;
-pub use crate::transport::tcp::{ClusterKey, ClusterKeyError};
-use crate::transport::tcp::{DEFAULT_CHUNK_SIZE, DEFAULT_FAILURE_TIMEOUT};
+use crate::transport::mesh::ClusterConfig;
+pub use crate::transport::mesh::{ClusterKey, ClusterKeyError};
+#[cfg(feature = "ofi")]
+use crate::transport::ofi::FabricOptions;
 pub use crate::wait::CompletionMode;
 
 /// Configuration of a [`Node`](crate::Node).
@@ -143,18 +145,48 @@ impl GroupConfig {
     }
 }
 
+/// Default size of the chunks the `tcp` transport cuts blocks into on the
+/// wire: 256 KiB.
+pub(crate) const DEFAULT_CHUNK_SIZE: u32 = 256 * 1024;
+
+/// The builders of what both network transports' configurations hold in
+/// their `cluster` field (a [`ClusterConfig`]), written once for both; the
+/// attributes given document the transport's failure timeout.
+macro_rules! cluster_builders {
+    ($config:ident, $(#[$failure_timeout_doc:meta])*) => {
+        impl $config {
+            /// Accept the mesh's connections on this already bound listener
+            /// instead of binding this node's member address (useful with
+            /// port 0).
+            pub fn with_listener(mut self, listener: std::net::TcpListener) -> Self {
+                self.cluster.listener = Some(listener);
+                self
+            }
+
+            /// How long to wait for every other member to be connected
+            /// (default 30 s).
+            pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+                self.cluster.connect_timeout = timeout;
+                self
+            }
+
+            $(#[$failure_timeout_doc])*
+            pub fn with_failure_timeout(mut self, timeout: Duration) -> Self {
+                self.cluster.failure_timeout = timeout;
+                self
+            }
+        }
+    };
+}
+
 /// Configuration of a node on the `tcp` transport: the cluster's members
 /// (one address per node id, in id order), this node's id, and the cluster
 /// key every member holds.
+///
+/// [`Node::tcp`](crate::Node::tcp) has an example.
 #[derive(Debug)]
 pub struct TcpConfig {
-    pub(crate) members: Vec<SocketAddr>,
-    pub(crate) id: NodeId,
-    pub(crate) key: ClusterKey,
-    pub(crate) listener: Option<std::net::TcpListener>,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) handshake_timeout: Duration,
-    pub(crate) failure_timeout: Duration,
+    pub(crate) cluster: ClusterConfig,
     pub(crate) chunk_size: u32,
 }
 
@@ -163,38 +195,9 @@ impl TcpConfig {
     /// node id), authenticating with `key`.
     pub fn new(members: Vec<SocketAddr>, id: NodeId, key: ClusterKey) -> Self {
         TcpConfig {
-            members,
-            id,
-            key,
-            listener: None,
-            connect_timeout: Duration::from_secs(30),
-            handshake_timeout: Duration::from_secs(5),
-            failure_timeout: DEFAULT_FAILURE_TIMEOUT,
+            cluster: ClusterConfig::new(members, id, key),
             chunk_size: DEFAULT_CHUNK_SIZE,
         }
-    }
-
-    /// Accept on this already bound listener instead of binding this node's
-    /// member address (useful with port 0).
-    pub fn with_listener(mut self, listener: std::net::TcpListener) -> Self {
-        self.listener = Some(listener);
-        self
-    }
-
-    /// How long to wait for every other member to be connected (default 30 s).
-    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// After how long without a byte from a peer (heartbeats included) it is
-    /// considered failed (default 3 s); failures are reported within this
-    /// bound, sooner when a connection breaks outright. Writing one chunk
-    /// (see [`with_chunk_size`](Self::with_chunk_size)) must also finish
-    /// within it, so a peer that stops reading is detected too.
-    pub fn with_failure_timeout(mut self, timeout: Duration) -> Self {
-        self.failure_timeout = timeout;
-        self
     }
 
     /// Size of the chunks blocks are cut into on the wire (default 256 KiB):
@@ -205,6 +208,15 @@ impl TcpConfig {
     }
 }
 
+cluster_builders!(
+    TcpConfig,
+    /// After how long without a byte from a peer (heartbeats included) it is
+    /// considered failed (default 3 s); failures are reported within this
+    /// bound, sooner when a connection breaks outright. Writing one chunk
+    /// (see [`with_chunk_size`](Self::with_chunk_size)) must also finish
+    /// within it, so a peer that stops reading is detected too.
+);
+
 /// Configuration of a node on the `ofi` transport (cargo feature `ofi`):
 /// libfabric endpoints to every other member, found through a rendezvous
 /// over the same authenticated TCP mesh the `tcp` transport uses.
@@ -214,22 +226,13 @@ impl TcpConfig {
 /// [`with_fabric_addr`](Self::with_fabric_addr) says otherwise. The
 /// provider is `tcp` unless [`with_provider`](Self::with_provider) names
 /// another (`verbs` on RDMA fabrics).
+///
+/// [`Node::ofi`](crate::Node::ofi) has an example.
 #[cfg(feature = "ofi")]
 #[derive(Debug)]
 pub struct OfiConfig {
-    pub(crate) members: Vec<SocketAddr>,
-    pub(crate) id: NodeId,
-    pub(crate) key: ClusterKey,
-    pub(crate) listener: Option<std::net::TcpListener>,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) handshake_timeout: Duration,
-    pub(crate) flush_timeout: Duration,
-    pub(crate) failure_timeout: Duration,
-    pub(crate) pool_budget: usize,
-    pub(crate) provider: String,
-    pub(crate) fabric_addr: Option<std::net::IpAddr>,
-    /// Tests: behave as if the provider asked for every verbs-like mode.
-    pub(crate) strict_modes: bool,
+    pub(crate) cluster: ClusterConfig,
+    pub(crate) fabric: FabricOptions,
 }
 
 #[cfg(feature = "ofi")]
@@ -238,39 +241,15 @@ impl OfiConfig {
     /// (indexed by node id), authenticating with `key`.
     pub fn new(members: Vec<SocketAddr>, id: NodeId, key: ClusterKey) -> Self {
         OfiConfig {
-            members,
-            id,
-            key,
-            listener: None,
-            connect_timeout: Duration::from_secs(30),
-            handshake_timeout: Duration::from_secs(5),
-            flush_timeout: crate::transport::ofi::DEFAULT_FLUSH_TIMEOUT,
-            failure_timeout: DEFAULT_FAILURE_TIMEOUT,
-            pool_budget: crate::transport::ofi::DEFAULT_POOL_BUDGET,
-            provider: crate::transport::ofi::DEFAULT_PROVIDER.to_owned(),
-            fabric_addr: None,
-            strict_modes: false,
+            cluster: ClusterConfig::new(members, id, key),
+            fabric: FabricOptions::default(),
         }
-    }
-
-    /// Accept rendezvous connections on this already bound listener instead
-    /// of binding this node's member address (useful with port 0).
-    pub fn with_listener(mut self, listener: std::net::TcpListener) -> Self {
-        self.listener = Some(listener);
-        self
-    }
-
-    /// How long to wait for every other member to be connected, through the
-    /// rendezvous and the fabric (default 30 s).
-    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
     }
 
     /// The libfabric provider to use (default `tcp`), as `fi_info -l` names
     /// it.
     pub fn with_provider(mut self, provider: impl Into<String>) -> Self {
-        self.provider = provider.into();
+        self.fabric.provider = provider.into();
         self
     }
 
@@ -278,16 +257,7 @@ impl OfiConfig {
     /// this node's member address) — for example the IPoIB address of the
     /// RDMA NIC while the rendezvous runs over another network.
     pub fn with_fabric_addr(mut self, addr: std::net::IpAddr) -> Self {
-        self.fabric_addr = Some(addr);
-        self
-    }
-
-    /// After how long without a message from a peer (heartbeats included)
-    /// it is considered failed (default 3 s). A peer whose process dies is
-    /// noticed sooner, when its endpoints shut down; this bound is for one
-    /// that hangs, or a path that drops everything.
-    pub fn with_failure_timeout(mut self, timeout: Duration) -> Self {
-        self.failure_timeout = timeout;
+        self.fabric.fabric_addr = Some(addr);
         self
     }
 
@@ -297,14 +267,90 @@ impl OfiConfig {
     /// drops the message; the next message of a similar size reuses it
     /// instead of registering (on hardware: pinning) fresh memory.
     pub fn with_buffer_pool(mut self, bytes: usize) -> Self {
-        self.pool_budget = bytes;
+        self.fabric.pool_budget = bytes;
         self
     }
 
     /// How long a shutdown waits for queued control messages to be sent
     /// (default 3 s).
     pub fn with_flush_timeout(mut self, timeout: Duration) -> Self {
-        self.flush_timeout = timeout;
+        self.fabric.flush_timeout = timeout;
         self
+    }
+}
+
+#[cfg(feature = "ofi")]
+cluster_builders!(
+    OfiConfig,
+    /// After how long without a message from a peer (heartbeats included)
+    /// it is considered failed (default 3 s). A peer whose process dies is
+    /// noticed sooner, when its endpoints shut down; this bound is for one
+    /// that hangs, or a path that drops everything.
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster() -> (Vec<SocketAddr>, ClusterKey) {
+        let members = vec!["127.0.0.1:7000".parse().unwrap(); 2];
+        let key = ClusterKey::from_bytes(*b"config unit test key").unwrap();
+        (members, key)
+    }
+
+    /// The shared builders set the shared fields, and nothing else, on `$config`.
+    macro_rules! check_cluster_builders {
+        ($config:expr) => {{
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let config = $config
+                .with_listener(listener)
+                .with_connect_timeout(Duration::from_millis(1234))
+                .with_failure_timeout(Duration::from_millis(567));
+            let cluster = &config.cluster;
+            assert_eq!(cluster.id, NodeId(1));
+            assert_eq!(cluster.members.len(), 2);
+            let bound = cluster.listener.as_ref().unwrap().local_addr().unwrap();
+            assert_eq!(bound.port(), port);
+            assert_eq!(cluster.connect_timeout, Duration::from_millis(1234));
+            assert_eq!(cluster.failure_timeout, Duration::from_millis(567));
+            assert_eq!(cluster.handshake_timeout, Duration::from_secs(5));
+            config
+        }};
+    }
+
+    #[test]
+    fn tcp_config_defaults_and_builders() {
+        let (members, key) = cluster();
+        let config = TcpConfig::new(members.clone(), NodeId(1), key.clone());
+        assert_eq!(config.chunk_size, 256 * 1024);
+        assert_eq!(config.cluster.connect_timeout, Duration::from_secs(30));
+        assert_eq!(config.cluster.failure_timeout, Duration::from_secs(3));
+        assert!(config.cluster.listener.is_none());
+        let config = check_cluster_builders!(TcpConfig::new(members, NodeId(1), key));
+        assert_eq!(config.chunk_size, 256 * 1024);
+        assert_eq!(config.with_chunk_size(0).chunk_size, 1);
+    }
+
+    #[cfg(feature = "ofi")]
+    #[test]
+    fn ofi_config_defaults_and_builders() {
+        let (members, key) = cluster();
+        let config = OfiConfig::new(members.clone(), NodeId(1), key.clone());
+        assert_eq!(config.fabric.provider, "tcp");
+        assert_eq!(config.fabric.pool_budget, 1 << 30);
+        assert_eq!(config.fabric.flush_timeout, Duration::from_secs(3));
+        assert_eq!(config.cluster.connect_timeout, Duration::from_secs(30));
+        assert_eq!(config.cluster.failure_timeout, Duration::from_secs(3));
+        let config = check_cluster_builders!(OfiConfig::new(members, NodeId(1), key))
+            .with_provider("verbs")
+            .with_fabric_addr("10.1.0.1".parse().unwrap())
+            .with_buffer_pool(0)
+            .with_flush_timeout(Duration::from_secs(1));
+        assert_eq!(config.fabric.provider, "verbs");
+        assert_eq!(config.fabric.fabric_addr, Some("10.1.0.1".parse().unwrap()));
+        assert_eq!(config.fabric.pool_budget, 0);
+        assert_eq!(config.fabric.flush_timeout, Duration::from_secs(1));
+        assert!(!config.fabric.strict_modes);
     }
 }

@@ -40,9 +40,10 @@
 //! ```
 //!
 //! The layers, each in its own module: [`schedule`] (pure schedules),
-//! [`proto`] (the sans-IO protocol state machine), [`transport`] (how blocks
-//! move), the runtime (one actor task per [`Node`]), and the API re-exported
-//! here.
+//! [`proto`] (the sans-IO protocol state machine), the transports (how
+//! blocks move: in process with [`MemCluster`], over TCP with
+//! [`Node::tcp`], over libfabric with `Node::ofi`), the runtime (one actor
+//! task per [`Node`]), and the API re-exported here.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![deny(unsafe_code)]
@@ -55,7 +56,7 @@ mod node;
 pub mod proto;
 mod runtime;
 pub mod schedule;
-pub mod transport;
+pub(crate) mod transport;
 pub(crate) mod wait;
 
 #[cfg(feature = "ofi")]

@@ -11,9 +11,6 @@ use crate::ids::{GroupId, NodeId};
 use crate::runtime::{Actor, Command};
 use crate::transport::mem::MemCluster;
 use crate::transport::tcp::TcpEndpoint;
-use crate::transport::tcp::handshake::{ClusterDigest, Handshake};
-use crate::transport::tcp::link::LinkConfig;
-use crate::transport::tcp::mesh::MeshConfig;
 use crate::transport::{Completions, Transport};
 
 /// A member of a cluster. It owns an actor task that runs every group the
@@ -36,6 +33,21 @@ impl Node {
     ///
     /// Must be called within a tokio runtime (the node's actor is spawned on it).
     ///
+    /// ```
+    /// use rdmc::{MemCluster, Node, NodeConfig, NodeId};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), rdmc::Error> {
+    /// let cluster = MemCluster::new(2);
+    /// let a = Node::in_memory(&cluster, NodeId(0), NodeConfig::new())?;
+    /// let b = Node::in_memory(&cluster, NodeId(1), NodeConfig::new())?;
+    /// // Each id runs once.
+    /// assert!(Node::in_memory(&cluster, NodeId(1), NodeConfig::new()).is_err());
+    /// assert_eq!((a.id(), b.id()), (NodeId(0), NodeId(1)));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::Transport`] if `id` is not in the cluster or is already running.
     pub fn in_memory(cluster: &MemCluster, id: NodeId, config: NodeConfig) -> Result<Self, Error> {
@@ -51,48 +63,47 @@ impl Node {
     ///
     /// Must be called within a tokio runtime.
     ///
+    /// ```
+    /// use rdmc::{ClusterKey, Node, NodeConfig, NodeId, TcpConfig};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Three members on loopback. Each binds port 0 first, so that every
+    /// // member's address is known before any node starts.
+    /// let listeners = (0..3)
+    ///     .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+    ///     .collect::<Result<Vec<_>, _>>()?;
+    /// let members = listeners
+    ///     .iter()
+    ///     .map(|l| l.local_addr())
+    ///     .collect::<Result<Vec<_>, _>>()?;
+    /// let key = ClusterKey::from_bytes(*b"the cluster's shared secret")?;
+    ///
+    /// // In a real cluster each member starts in its own process.
+    /// let starts = listeners.into_iter().enumerate().map(|(id, listener)| {
+    ///     let config = TcpConfig::new(members.clone(), NodeId(id as u32), key.clone())
+    ///         .with_listener(listener);
+    ///     Node::tcp(config, NodeConfig::new())
+    /// });
+    /// let nodes = futures::future::try_join_all(starts).await?;
+    /// assert_eq!(nodes[2].id(), NodeId(2));
+    /// for node in nodes {
+    ///     node.shutdown().await;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
-    /// [`Error::Transport`] if the listener cannot be bound or not every
-    /// member connected within the connect timeout (naming those missing).
+    /// [`Error::Transport`] if this node's id is not below the number of
+    /// members, the listener cannot be bound, or not every member connected
+    /// within the connect timeout (naming those missing).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the connections made so far.
     pub async fn tcp(config: TcpConfig, node: NodeConfig) -> Result<Self, Error> {
-        let id = config.id;
-        if id.index() >= config.members.len() {
-            return Err(Error::Transport(format!(
-                "node {id} is not in a cluster of {}",
-                config.members.len()
-            )));
-        }
-        let listener = match config.listener {
-            Some(l) => l
-                .set_nonblocking(true)
-                .and_then(|()| tokio::net::TcpListener::from_std(l)),
-            None => tokio::net::TcpListener::bind(config.members[id.index()]).await,
-        }
-        .map_err(|e| Error::Transport(format!("listening: {e}")))?;
-        let digest = ClusterDigest::of_members(
-            &config
-                .members
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>(),
-        );
-        let handshake = Handshake::new(config.key, digest, id, config.members.len())
-            .with_timeout(config.handshake_timeout);
-        let mesh = MeshConfig {
-            me: id,
-            members: config.members,
-            listener,
-            handshake: std::sync::Arc::new(handshake),
-            connect_timeout: config.connect_timeout,
-        };
-        let link = LinkConfig {
-            chunk_size: config.chunk_size,
-            failure_timeout: config.failure_timeout,
-        };
-        let (transport, completions) = TcpEndpoint::connect(mesh, link)
+        let id = config.cluster.id;
+        let (transport, completions) = TcpEndpoint::connect(config.cluster, config.chunk_size)
             .await
             .map_err(|e| Error::Transport(e.to_string()))?;
         Ok(Self::start(id, transport, completions, node))
@@ -110,6 +121,21 @@ impl Node {
     ///
     /// Must be called within a tokio runtime with I/O enabled.
     ///
+    /// ```no_run
+    /// use rdmc::{ClusterKey, Node, NodeConfig, NodeId, OfiConfig};
+    ///
+    /// # async fn start() -> Result<(), Box<dyn std::error::Error>> {
+    /// // Node 0 of two, on an RDMA fabric; the rendezvous runs over TCP at
+    /// // the members' addresses.
+    /// let members = vec!["10.0.0.1:7000".parse()?, "10.0.0.2:7000".parse()?];
+    /// let key = ClusterKey::from_file("/etc/rdmc/cluster.key")?;
+    /// let config = OfiConfig::new(members, NodeId(0), key).with_provider("verbs");
+    /// let node = Node::ofi(config, NodeConfig::new()).await?;
+    /// node.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Errors
     /// [`Error::Transport`] if no provider matches (libfabric's message
     /// says why), the provider needs modes this transport does not
@@ -120,9 +146,10 @@ impl Node {
     /// Cancel safe: dropping the future closes what was opened so far.
     #[cfg(feature = "ofi")]
     pub async fn ofi(config: crate::config::OfiConfig, node: NodeConfig) -> Result<Self, Error> {
-        let id = config.id;
+        let id = config.cluster.id;
         let (transport, completions) =
-            crate::transport::ofi::establish(config, node.completion_mode()).await?;
+            crate::transport::ofi::establish(config.cluster, config.fabric, node.completion_mode())
+                .await?;
         // The completion mode is carried out where the completions are: the
         // fabric driver polls (or sleeps on) the CQ. The actor just waits
         // for what the driver hands it; spinning there too would only take
@@ -147,7 +174,8 @@ impl Node {
         }
     }
 
-    /// Start every node of `cluster`, with ids `0..cluster.len()`.
+    /// Start every node of `cluster`, with ids `0..cluster.len()`. The
+    /// [crate-level example](crate) uses it.
     ///
     /// # Errors
     /// As [`Node::in_memory`].
@@ -189,6 +217,26 @@ impl Node {
     ///   gave up on the group;
     /// - [`Error::NodeShutDown`].
     ///
+    /// ```
+    /// use rdmc::{Error, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Error> {
+    /// let nodes = Node::in_memory_all(&MemCluster::new(2), NodeConfig::new())?;
+    /// let members = [NodeId(0), NodeId(1)];
+    /// let (root, receiver) = tokio::try_join!(
+    ///     nodes[0].create_group(GroupId(7), &members, GroupConfig::new()),
+    ///     nodes[1].create_group(GroupId(7), &members, GroupConfig::new()),
+    /// )?;
+    /// assert_eq!(root.members(), receiver.members());
+    ///
+    /// // Ids are never reused.
+    /// let again = nodes[0].create_group(GroupId(7), &members, GroupConfig::new());
+    /// assert!(matches!(again.await, Err(Error::GroupIdInUse(_))));
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
     /// # Cancel safety
     /// Not cancel safe: if the future is dropped after the node accepted the
     /// request, the group is created, and left as soon as its rendezvous
@@ -223,6 +271,17 @@ impl Node {
     /// actor task ends. Call this before a process exits, so that the last
     /// messages of a closed group (the root's "closed" to every member among
     /// them) are not lost with the process.
+    ///
+    /// ```
+    /// use rdmc::{MemCluster, Node, NodeConfig, NodeId};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), rdmc::Error> {
+    /// let node = Node::in_memory(&MemCluster::new(1), NodeId(0), NodeConfig::new())?;
+    /// node.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     ///
     /// # Cancel safety
     /// Cancel safe: the shutdown proceeds without the future.

@@ -18,7 +18,18 @@ use tokio::sync::mpsc;
 use super::{BlockRef, Completion, CompletionSender, Completions, RecvRegion, Signal, Transport};
 use crate::ids::{GroupId, NodeId};
 
-/// An in-process cluster of `n` nodes with ids `0..n`.
+/// An in-process cluster of `n` nodes with ids `0..n`: the transport for
+/// tests, examples and simulation. Start its nodes with
+/// [`Node::in_memory`](crate::Node::in_memory) or
+/// [`Node::in_memory_all`](crate::Node::in_memory_all); the
+/// [crate-level example](crate) uses one.
+///
+/// It keeps the rules an RDMA transport keeps, so code that works here
+/// does not depend on a bare channel's leniency: a block lands only in the
+/// receive its peer posted for that group beforehand (a send with none
+/// posted fails as an RNR error would, a block longer than the posted
+/// receive as a length error would), completions arrive in order per link,
+/// and [`kill`](Self::kill) makes a node vanish as a crashed host does.
 ///
 /// Cloning gives another handle to the same cluster.
 #[derive(Clone, Debug)]

@@ -1,14 +1,40 @@
 //! Transports: reliable, ordered, two-sided point-to-point transfer of a block
-//! plus an immediate value, with completions (DESIGN.md §3.3).
+//! plus an immediate value, with completions.
 //!
 //! A transport follows the verbs contract the protocol core is written for:
 //! a block send consumes a receive the peer posted on the same (group, link)
 //! beforehand — never one posted for anything else — completions arrive in
 //! order per link, and every node's completions come through one queue (a
 //! channel, the analogue of a completion queue).
+//!
+//! The transports: [`mem`] (in-process), [`tcp`] and, behind the cargo
+//! feature `ofi`, `ofi` (libfabric). What the two network transports share
+//! has one home each: [`mesh`] (the authenticated TCP mesh, the whole of
+//! `tcp`'s connections and `ofi`'s rendezvous) and [`frame`] (the signal
+//! codec).
+//!
+//! # Messages, and which is which
+//!
+//! - [`proto::Control`](crate::proto::Control): the group protocol's own
+//!   control messages (ready-for-block, close, failed, …), made and taken by
+//!   the protocol core.
+//! - [`Signal`]: what a transport carries between two nodes about one group —
+//!   a protocol `Control`, or the group-creation rendezvous's `Join` and
+//!   `JoinRejected`.
+//! - [`Completion`]: what a transport reports to its own node — a block
+//!   received or sent, a signal arrived, a transfer or a peer failed.
+//! - [`frame::Header`]: the 32-byte frame header on the wire: on `tcp` a
+//!   data chunk, a signal or a heartbeat; `ofi` embeds signal frames.
+//! - `ofi::wire::ControlMessage`: a message on an `ofi` control endpoint —
+//!   a signal, a credit, a block header or a heartbeat.
+//!
+//! Inside a transport, `tcp::link::Outgoing` is an item of a link's write
+//! queue and `ofi::driver::Cmd` a request to the fabric driver task.
 
 pub(crate) mod buffer;
+pub(crate) mod frame;
 pub mod mem;
+pub(crate) mod mesh;
 #[cfg(feature = "ofi")]
 #[allow(unsafe_code)]
 pub(crate) mod ofi;

@@ -25,7 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::fabric::{Access, Domain, Modes, Mr, OfiError, check, strerror};
 use super::ffi;
-use super::wire::{Control, Credit, MSG_LEN};
+use super::wire::{ControlMessage as Control, Credit, MSG_LEN};
 use crate::ids::{GroupId, NodeId};
 use crate::transport::{BlockRef, Completion, CompletionSender, MessageBuffer, RecvRegion, Signal};
 use crate::wait::{CompletionMode, Next, WaitPolicy};

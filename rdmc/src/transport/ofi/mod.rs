@@ -1,7 +1,7 @@
 //! `ofi`: RDMC over libfabric (cargo feature `ofi`) — the RDMA-style data
 //! path, runnable without RDMA hardware on libfabric's `tcp` provider and
-//! unchanged on `verbs` (DESIGN.md §4b; see the known limits below for
-//! RDM-only providers).
+//! unchanged on `verbs` (see the known limits below for RDM-only
+//! providers).
 //!
 //! # Shape
 //!
@@ -119,6 +119,35 @@ pub(crate) const DEFAULT_PROVIDER: &str = "tcp";
 pub(crate) const DEFAULT_POOL_BUDGET: usize = 1 << 30;
 /// Default time a shutdown waits for queued control messages to go out.
 pub(crate) const DEFAULT_FLUSH_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What a node on the `ofi` transport is configured with beyond what every
+/// network transport is (the cluster, in the mesh's `ClusterConfig`).
+#[derive(Debug)]
+pub(crate) struct FabricOptions {
+    /// The libfabric provider, as `fi_info -l` names it.
+    pub(crate) provider: String,
+    /// The local address the fabric endpoints bind to (default: the IP of
+    /// this node's member address).
+    pub(crate) fabric_addr: Option<std::net::IpAddr>,
+    /// The most bytes of spare registered receive buffers kept for reuse.
+    pub(crate) pool_budget: usize,
+    /// How long a shutdown waits for queued control messages to go out.
+    pub(crate) flush_timeout: Duration,
+    /// Tests: behave as if the provider asked for every verbs-like mode.
+    pub(crate) strict_modes: bool,
+}
+
+impl Default for FabricOptions {
+    fn default() -> Self {
+        FabricOptions {
+            provider: DEFAULT_PROVIDER.to_owned(),
+            fabric_addr: None,
+            pool_budget: DEFAULT_POOL_BUDGET,
+            flush_timeout: DEFAULT_FLUSH_TIMEOUT,
+            strict_modes: false,
+        }
+    }
+}
 
 /// One node's fabric endpoints, as the runtime sees them: every call is
 /// handed, in order, to the node's fabric driver task.

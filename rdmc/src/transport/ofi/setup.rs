@@ -1,8 +1,8 @@
 //! Starting a node on the `ofi` transport: choose the provider, open the
 //! fabric objects, and connect a data and a control endpoint to every peer.
 //!
-//! Rendezvous uses the `tcp` transport's authenticated mesh (the cluster
-//! key's HMAC handshake): over each authenticated connection the two nodes
+//! Rendezvous uses the authenticated mesh the `tcp` transport runs on (the
+//! cluster key's HMAC handshake): over each authenticated connection the two nodes
 //! swap their passive endpoint's fabric address and a fresh random token.
 //! The higher-ranked node then connects both endpoints through libfabric's
 //! connection manager, presenting the token in the connection data; the
@@ -13,6 +13,7 @@
 //! closed.
 
 use std::collections::HashMap;
+use std::os::fd::RawFd;
 use std::ptr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,13 +29,12 @@ use super::driver::{
     post_ctrl_recv, post_data_recv, token_peer,
 };
 use super::fabric::{Domain, Info, OfiError, check};
-use super::{OfiEndpoint, ffi};
-use crate::config::{CompletionMode, OfiConfig};
+use super::{FabricOptions, OfiEndpoint, ffi};
 use crate::error::Error;
 use crate::ids::NodeId;
 use crate::transport::Completions;
-use crate::transport::tcp::handshake::{ClusterDigest, Handshake};
-use crate::transport::tcp::mesh::{self, MeshConfig};
+use crate::transport::mesh::{self, ClusterConfig, Mesh, MeshError, MeshPurpose};
+use crate::wait::CompletionMode;
 
 /// Connection data magic and version.
 const CONN_MAGIC: [u8; 4] = *b"RDMC";
@@ -185,26 +185,64 @@ impl Shared<'_> {
     }
 }
 
+/// What the start-up steps need to know of the cluster once the mesh has
+/// taken its configuration.
+#[derive(Clone, Copy, Debug)]
+struct Startup {
+    me: NodeId,
+    nodes: usize,
+    connect_timeout: Duration,
+    handshake_timeout: Duration,
+    failure_timeout: Duration,
+}
+
+impl Startup {
+    fn of(cluster: &ClusterConfig) -> Self {
+        Startup {
+            me: cluster.id,
+            nodes: cluster.members.len(),
+            connect_timeout: cluster.connect_timeout,
+            handshake_timeout: cluster.handshake_timeout,
+            failure_timeout: cluster.failure_timeout,
+        }
+    }
+
+    /// Every other member.
+    fn peers(&self) -> impl Iterator<Item = NodeId> + use<> {
+        let me = self.me;
+        (0..self.nodes as u32).map(NodeId).filter(move |&p| p != me)
+    }
+}
+
 /// Start the node's fabric side; returns its transport and completion queue.
 pub(crate) async fn establish(
-    config: OfiConfig,
+    cluster: ClusterConfig,
+    options: FabricOptions,
     mode: CompletionMode,
 ) -> Result<(OfiEndpoint, Completions), Error> {
-    let id = config.id;
-    let n = config.members.len();
-    if id.index() >= n {
-        return Err(Error::Transport(format!(
-            "node {id} is not in a cluster of {n}"
-        )));
-    }
-    // 1. The provider (fi_getinfo takes a while: off the runtime's threads).
-    let provider = config.provider.clone();
-    let node: String = config
+    cluster
+        .check_member()
+        .map_err(|e| Error::Transport(e.to_string()))?;
+    let startup = Startup::of(&cluster);
+    let info = choose_provider(&cluster, &options).await?;
+    let fabric = FabricObjects::open(&info, startup.nodes)?;
+    let rendezvous = rendezvous(cluster, &fabric.name, startup.handshake_timeout).await?;
+    let shared = fabric.shared(info.summary.modes.rx_cq_data);
+    let dialled = dial_lower_ranks(&shared, &info, &rendezvous, startup.me)?;
+    let endpoints = await_connections(&shared, &fabric.pep, &rendezvous, startup, dialled).await?;
+    drop(rendezvous);
+    start_driver(fabric, &info, endpoints, startup, &options, mode)
+}
+
+/// Step 1: the provider (`fi_getinfo` takes a while: off the runtime's
+/// threads), with the strict modes forced if asked for.
+async fn choose_provider(cluster: &ClusterConfig, options: &FabricOptions) -> Result<Info, Error> {
+    let provider = options.provider.clone();
+    let node: String = options
         .fabric_addr
-        .unwrap_or_else(|| config.members[id.index()].ip())
+        .unwrap_or_else(|| cluster.members[cluster.id.index()].ip())
         .to_string();
-    let strict = config.strict_modes;
-    let wanted = (config.provider.clone(), node.clone());
+    let wanted = (options.provider.clone(), node.clone());
     let mut info = tokio::task::spawn_blocking(move || Info::get(&provider, &node))
         .await
         .map_err(|e| transport_error("fi_getinfo", e))?
@@ -222,6 +260,7 @@ pub(crate) async fn establish(
                 transport_error("choosing the provider", e)
             }
         })?;
+    let strict = options.strict_modes;
     if strict {
         info.force_strict();
     }
@@ -242,91 +281,133 @@ pub(crate) async fn establish(
             "the domain is not FI_THREAD_SAFE; memory regions are closed from other threads"
         );
     }
-    let modes = info.summary.modes;
+    Ok(info)
+}
 
-    // 2. Fabric, domain, queues, control pool, passive endpoint.
-    let domain = Domain::open(&info).map_err(|e| transport_error("opening the fabric", e))?;
-    let (eq, eq_fd) = {
-        let (mut eq, mut fd) = (ptr::null_mut(), 0);
-        // SAFETY: the fabric is open; out-pointers are live locals.
-        let ret = unsafe { ffi::rdmc_eq_open(domain.fabric(), &mut eq, &mut fd) };
-        check("fi_eq_open", ret.into()).map_err(|e| transport_error("event queue", e))?;
-        (Fid(eq), fd)
-    };
-    let peers_n = n.saturating_sub(1) as u64;
-    let cq_size = peers_n * (CTRL_RECVS + DATA_RECVS + CTRL_SENDS + 32) as u64 + 64;
-    let (cq, cq_fd) = {
-        let (mut cq, mut fd) = (ptr::null_mut(), 0);
-        // SAFETY: the domain is open; out-pointers are live locals.
-        let ret = unsafe { ffi::rdmc_cq_open(domain.domain(), cq_size, &mut cq, &mut fd) };
-        check("fi_cq_open", ret.into()).map_err(|e| transport_error("completion queue", e))?;
-        (Fid(cq), fd)
-    };
-    let mut next_key = 1u64;
-    let pool = ControlPool::new(&domain, n, next_key)
-        .map_err(|e| transport_error("registering control buffers", e))?;
-    next_key += 1;
-    let (pep, name) = {
-        let mut name = vec![0u8; MAX_NAME];
-        let mut name_len = name.len();
-        let mut pep = ptr::null_mut();
-        // SAFETY: fabric, info and EQ are live; `name` has `name_len` bytes.
-        let ret = unsafe {
-            ffi::rdmc_pep_open(
-                domain.fabric(),
-                info.as_ptr(),
-                eq.0,
-                &mut pep,
-                name.as_mut_ptr().cast(),
-                &mut name_len,
-            )
+/// The node's fabric objects, opened before the rendezvous. Fields drop in
+/// order: the passive endpoint and the control pool before the queues, the
+/// queues before the domain.
+struct FabricObjects {
+    /// The passive endpoint higher-ranked peers connect to.
+    pep: Fid,
+    /// Its fabric address, sent to every peer in the rendezvous.
+    name: Vec<u8>,
+    pool: ControlPool,
+    cq: Fid,
+    cq_fd: RawFd,
+    eq: Fid,
+    eq_fd: RawFd,
+    domain: Arc<Domain>,
+    /// The next memory registration key.
+    next_key: u64,
+}
+
+impl FabricObjects {
+    /// Step 2: fabric, domain, queues, control pool, passive endpoint, for
+    /// a cluster of `nodes`.
+    fn open(info: &Info, nodes: usize) -> Result<Self, Error> {
+        let domain = Domain::open(info).map_err(|e| transport_error("opening the fabric", e))?;
+        let (eq, eq_fd) = {
+            let (mut eq, mut fd) = (ptr::null_mut(), 0);
+            // SAFETY: the fabric is open; out-pointers are live locals.
+            let ret = unsafe { ffi::rdmc_eq_open(domain.fabric(), &mut eq, &mut fd) };
+            check("fi_eq_open", ret.into()).map_err(|e| transport_error("event queue", e))?;
+            (Fid(eq), fd)
         };
-        check("fi_passive_ep/fi_listen", ret.into())
-            .map_err(|e| transport_error("listening on the fabric", e))?;
-        name.truncate(name_len);
-        (Fid(pep), name)
-    };
-
-    // 3. Rendezvous over the authenticated TCP mesh.
-    let listener = match config.listener {
-        Some(l) => l
-            .set_nonblocking(true)
-            .and_then(|()| tokio::net::TcpListener::from_std(l)),
-        None => tokio::net::TcpListener::bind(config.members[id.index()]).await,
+        let peers = nodes.saturating_sub(1) as u64;
+        let cq_size = peers * (CTRL_RECVS + DATA_RECVS + CTRL_SENDS + 32) as u64 + 64;
+        let (cq, cq_fd) = {
+            let (mut cq, mut fd) = (ptr::null_mut(), 0);
+            // SAFETY: the domain is open; out-pointers are live locals.
+            let ret = unsafe { ffi::rdmc_cq_open(domain.domain(), cq_size, &mut cq, &mut fd) };
+            check("fi_cq_open", ret.into()).map_err(|e| transport_error("completion queue", e))?;
+            (Fid(cq), fd)
+        };
+        let pool = ControlPool::new(&domain, nodes, 1)
+            .map_err(|e| transport_error("registering control buffers", e))?;
+        let (pep, name) = open_passive_endpoint(&domain, info, &eq)?;
+        Ok(FabricObjects {
+            pep,
+            name,
+            pool,
+            cq,
+            cq_fd,
+            eq,
+            eq_fd,
+            domain,
+            next_key: 2,
+        })
     }
-    .map_err(|e| Error::Transport(format!("listening: {e}")))?;
-    let digest = ClusterDigest::of_members(
-        &config
-            .members
-            .iter()
-            .map(|a| format!("ofi:{a}"))
-            .collect::<Vec<_>>(),
-    );
-    let handshake =
-        Handshake::new(config.key, digest, id, n).with_timeout(config.handshake_timeout);
-    let mesh = mesh::establish(MeshConfig {
-        me: id,
-        members: config.members.clone(),
-        listener,
-        handshake: Arc::new(handshake),
-        connect_timeout: config.connect_timeout,
-    })
-    .await
-    .map_err(|e| transport_error("rendezvous", e))?;
-    let mut issued: HashMap<NodeId, [u8; 16]> = HashMap::new();
-    let mut theirs: HashMap<NodeId, (Vec<u8>, [u8; 16])> = HashMap::new();
-    let mut streams = mesh.peers;
-    let swaps = streams.iter_mut().map(|(&peer, stream)| {
+
+    /// What every endpoint of the node is opened with.
+    fn shared(&self, data_recvs: bool) -> Shared<'_> {
+        Shared {
+            domain: &self.domain,
+            eq: &self.eq,
+            cq: &self.cq,
+            pool: &self.pool,
+            data_recvs,
+        }
+    }
+}
+
+/// The passive endpoint, listening, and its fabric address.
+fn open_passive_endpoint(domain: &Domain, info: &Info, eq: &Fid) -> Result<(Fid, Vec<u8>), Error> {
+    let mut name = vec![0u8; MAX_NAME];
+    let mut name_len = name.len();
+    let mut pep = ptr::null_mut();
+    // SAFETY: fabric, info and EQ are live; `name` has `name_len` bytes.
+    let ret = unsafe {
+        ffi::rdmc_pep_open(
+            domain.fabric(),
+            info.as_ptr(),
+            eq.0,
+            &mut pep,
+            name.as_mut_ptr().cast(),
+            &mut name_len,
+        )
+    };
+    check("fi_passive_ep/fi_listen", ret.into())
+        .map_err(|e| transport_error("listening on the fabric", e))?;
+    name.truncate(name_len);
+    Ok((Fid(pep), name))
+}
+
+/// What the rendezvous yields.
+struct Rendezvous {
+    /// The token issued to each peer, which its connection requests carry.
+    issued: HashMap<NodeId, [u8; 16]>,
+    /// Each peer's passive endpoint address and the token it issued us.
+    theirs: HashMap<NodeId, (Vec<u8>, [u8; 16])>,
+    /// The authenticated connections, and the listener still turning
+    /// strangers away, until the fabric endpoints are connected.
+    _mesh: Mesh,
+}
+
+/// Step 3: the rendezvous over the authenticated TCP mesh — swap fabric
+/// addresses and fresh tokens with every peer.
+async fn rendezvous(
+    cluster: ClusterConfig,
+    name: &[u8],
+    swap_timeout: Duration,
+) -> Result<Rendezvous, Error> {
+    let mut mesh = mesh::bring_up(cluster, MeshPurpose::OfiRendezvous)
+        .await
+        .map_err(|e| match e {
+            MeshError::Listen(_) => Error::Transport(e.to_string()),
+            e => transport_error("rendezvous", e),
+        })?;
+    let mut issued = HashMap::new();
+    let swaps = mesh.peers.iter_mut().map(|(&peer, stream)| {
         let mut token = [0u8; 16];
         rand::rng().fill_bytes(&mut token);
         issued.insert(peer, token);
-        let name = &name;
         async move {
-            let r =
-                tokio::time::timeout(config.handshake_timeout, swap(stream, name, &token)).await;
+            let r = tokio::time::timeout(swap_timeout, swap(stream, name, &token)).await;
             (peer, r)
         }
     });
+    let mut theirs = HashMap::new();
     for (peer, r) in futures::future::join_all(swaps).await {
         let got = r
             .map_err(|_| {
@@ -335,87 +416,87 @@ pub(crate) async fn establish(
             .map_err(|e| transport_error("fabric address exchange", format!("node {peer}: {e}")))?;
         theirs.insert(peer, got);
     }
+    Ok(Rendezvous {
+        issued,
+        theirs,
+        _mesh: mesh,
+    })
+}
 
-    // 4. Connect to lower ranks, accept higher ranks.
-    let shared = Shared {
-        domain: &domain,
-        eq: &eq,
-        cq: &cq,
-        pool: &pool,
-        data_recvs: modes.rx_cq_data,
-    };
-    let mut eps: HashMap<(NodeId, bool), Fid> = HashMap::new();
-    for (&peer, (addr, token)) in theirs.iter().filter(|(p, _)| **p < id) {
+/// A node's data (`false`) or control (`true`) endpoint to a peer.
+type EndpointKey = (NodeId, bool);
+
+/// Step 4a: connect both endpoints to every lower rank.
+fn dial_lower_ranks(
+    shared: &Shared<'_>,
+    info: &Info,
+    rendezvous: &Rendezvous,
+    me: NodeId,
+) -> Result<HashMap<EndpointKey, Fid>, Error> {
+    let mut eps = HashMap::new();
+    let lower = rendezvous.theirs.iter().filter(|(p, _)| **p < me);
+    for (&peer, (addr, token)) in lower {
         for ctrl in [false, true] {
-            let ep = shared
-                .open_ep(info.as_ptr(), peer, ctrl)
-                .map_err(|e| transport_error("opening an endpoint", e))?;
-            let data = conn_data(ctrl, id, token);
-            // SAFETY: the endpoint is open; `addr` is the peer's fabric
-            // address as its fi_getname gave it; `data` outlives the call.
-            let ret = unsafe {
-                ffi::rdmc_connect(ep.0, addr.as_ptr().cast(), data.as_ptr().cast(), data.len())
-            };
-            check("fi_connect", ret.into())
-                .map_err(|e| transport_error(&format!("connecting to node {peer}"), e))?;
+            let ep = dial_endpoint(shared, info, peer, ctrl, me, addr, token)?;
             eps.insert((peer, ctrl), ep);
         }
     }
-    let mut connected: HashMap<(NodeId, bool), bool> = HashMap::new();
-    let want = 2 * n.saturating_sub(1);
-    let deadline = tokio::time::Instant::now() + config.connect_timeout;
+    Ok(eps)
+}
+
+/// Step 4b: accept both endpoints from every higher rank (connection
+/// requests with a token issued to them), and wait until every endpoint,
+/// `eps` dialled before included, is connected.
+async fn await_connections(
+    shared: &Shared<'_>,
+    pep: &Fid,
+    rendezvous: &Rendezvous,
+    startup: Startup,
+    mut eps: HashMap<EndpointKey, Fid>,
+) -> Result<HashMap<EndpointKey, Fid>, Error> {
+    let mut connected = std::collections::HashSet::new();
+    let want = 2 * startup.nodes.saturating_sub(1);
+    let deadline = tokio::time::Instant::now() + startup.connect_timeout;
     while connected.len() < want {
         if tokio::time::Instant::now() >= deadline {
-            let missing: Vec<u32> = (0..n as u32)
-                .filter(|&p| p != id.0)
-                .filter(|&p| {
-                    !connected.contains_key(&(NodeId(p), false))
-                        || !connected.contains_key(&(NodeId(p), true))
-                })
+            let missing: Vec<u32> = startup
+                .peers()
+                .filter(|&p| !connected.contains(&(p, false)) || !connected.contains(&(p, true)))
+                .map(|p| p.0)
                 .collect();
             return Err(transport_error(
                 "connecting endpoints",
                 format!(
                     "node(s) {missing:?} not connected within {:?}",
-                    config.connect_timeout
+                    startup.connect_timeout
                 ),
             ));
         }
         let Some(ev) =
-            read_event(&eq).map_err(|e| transport_error("reading connection events", e))?
+            read_event(shared.eq).map_err(|e| transport_error("reading connection events", e))?
         else {
             tokio::time::sleep(Duration::from_millis(2)).await;
             continue;
         };
         match ev {
             Event::ConnReq { info: req, data } => {
-                let ok = parse_conn_data(&data).filter(|(ctrl, from, token)| {
-                    *from > id
-                        && from.index() < n
-                        && issued.get(from) == Some(token)
+                let valid = parse_conn_data(&data).filter(|(ctrl, from, token)| {
+                    *from > startup.me
+                        && from.index() < startup.nodes
+                        && rendezvous.issued.get(from) == Some(token)
                         && !eps.contains_key(&(*from, *ctrl))
                 });
-                match ok {
-                    Some((ctrl, from, _)) => {
-                        let opened = shared.open_ep(req.0, from, ctrl);
-                        drop(req);
-                        let ep = opened.map_err(|e| transport_error("accepting an endpoint", e))?;
-                        // SAFETY: the endpoint was opened from this connreq.
-                        let ret = unsafe { ffi::rdmc_accept(ep.0) };
-                        check("fi_accept", ret.into())
-                            .map_err(|e| transport_error("accepting an endpoint", e))?;
-                        eps.insert((from, ctrl), ep);
-                    }
-                    None => {
-                        tracing::warn!("rejected a fabric connection without a valid token");
-                        // SAFETY: the passive endpoint is open; the info is
-                        // the connreq's, freed after (by `req`'s drop).
-                        unsafe { ffi::rdmc_reject(pep.0, req.0) };
-                    }
+                if let Some((ctrl, from, _)) = valid {
+                    eps.insert((from, ctrl), accept_endpoint(shared, req, from, ctrl)?);
+                } else {
+                    tracing::warn!("rejected a fabric connection without a valid token");
+                    // SAFETY: the passive endpoint is open; the info is the
+                    // connreq's, freed after (by `req`'s drop).
+                    unsafe { ffi::rdmc_reject(pep.0, req.0) };
                 }
             }
             Event::Connected(key) => {
-                connected.insert(key, true);
+                connected.insert(key);
             }
             Event::Down(who, err) => {
                 return Err(transport_error(
@@ -429,56 +510,103 @@ pub(crate) async fn establish(
             }
         }
     }
-    drop(pep);
-    drop(streams);
-    drop(theirs);
+    Ok(eps)
+}
 
-    // 5. The driver.
+/// Open an endpoint to lower-ranked `peer` and connect it to the peer's
+/// passive endpoint at `addr`, presenting the peer's `token`.
+fn dial_endpoint(
+    shared: &Shared<'_>,
+    info: &Info,
+    peer: NodeId,
+    ctrl: bool,
+    me: NodeId,
+    addr: &[u8],
+    token: &[u8; 16],
+) -> Result<Fid, Error> {
+    let ep = shared
+        .open_ep(info.as_ptr(), peer, ctrl)
+        .map_err(|e| transport_error("opening an endpoint", e))?;
+    let data = conn_data(ctrl, me, token);
+    // SAFETY: the endpoint is open; `addr` is the peer's fabric address as
+    // its fi_getname gave it; `data` outlives the call.
+    let ret =
+        unsafe { ffi::rdmc_connect(ep.0, addr.as_ptr().cast(), data.as_ptr().cast(), data.len()) };
+    check("fi_connect", ret.into())
+        .map_err(|e| transport_error(&format!("connecting to node {peer}"), e))?;
+    Ok(ep)
+}
+
+/// Open an endpoint from a valid connection request of `from` and accept it.
+fn accept_endpoint(
+    shared: &Shared<'_>,
+    req: ConnReqInfo,
+    from: NodeId,
+    ctrl: bool,
+) -> Result<Fid, Error> {
+    let opened = shared.open_ep(req.0, from, ctrl);
+    drop(req);
+    let ep = opened.map_err(|e| transport_error("accepting an endpoint", e))?;
+    // SAFETY: the endpoint was opened from this connreq.
+    let ret = unsafe { ffi::rdmc_accept(ep.0) };
+    check("fi_accept", ret.into()).map_err(|e| transport_error("accepting an endpoint", e))?;
+    Ok(ep)
+}
+
+/// Step 5: close the passive endpoint, hand the connected endpoints and the
+/// queues to a fabric driver task, and start it.
+fn start_driver(
+    fabric: FabricObjects,
+    info: &Info,
+    mut endpoints: HashMap<EndpointKey, Fid>,
+    startup: Startup,
+    options: &FabricOptions,
+    mode: CompletionMode,
+) -> Result<(OfiEndpoint, Completions), Error> {
+    drop(fabric.pep);
     let mut peers = HashMap::new();
-    for p in (0..n as u32).map(NodeId).filter(|&p| p != id) {
-        let data = eps.remove(&(p, false)).expect("connected");
-        let ctrl = eps.remove(&(p, true)).expect("connected");
+    for p in startup.peers() {
+        let data = endpoints.remove(&(p, false)).expect("connected");
+        let ctrl = endpoints.remove(&(p, true)).expect("connected");
         peers.insert(p, Peer::new(data, ctrl));
     }
     let interest = tokio::io::Interest::READABLE;
     // SAFETY: the fds are the CQ's and EQ's wait objects, open until those
     // queues close; the driver drops these registrations first.
-    let cq_fd = unsafe { AsyncFd::register_with_interest(WaitFd(cq_fd), interest) }
+    let cq_fd = unsafe { AsyncFd::register_with_interest(WaitFd(fabric.cq_fd), interest) }
         .map_err(|e| transport_error("waiting on the CQ", e))?;
     // SAFETY: as above.
-    let eq_fd = unsafe { AsyncFd::register_with_interest(WaitFd(eq_fd), interest) }
+    let eq_fd = unsafe { AsyncFd::register_with_interest(WaitFd(fabric.eq_fd), interest) }
         .map_err(|e| transport_error("waiting on the EQ", e))?;
     let (commands, inbox) = mpsc::unbounded_channel();
     let (completions, queue) = mpsc::unbounded_channel();
     let mut driver = Driver::new(
-        id,
-        modes,
-        domain,
-        cq,
+        startup.me,
+        info.summary.modes,
+        fabric.domain,
+        fabric.cq,
         cq_fd,
-        eq,
+        fabric.eq,
         eq_fd,
         peers,
-        pool,
+        fabric.pool,
         inbox,
         completions.clone(),
         mode,
-        next_key,
-        config.failure_timeout,
+        fabric.next_key,
+        startup.failure_timeout,
     );
     // Verbs carries 4 bytes of CQ data, so strict (verbs-like) mode never
     // counts on more.
-    driver.len_in_cq_data = info.summary.cq_data_size >= 8 && !strict;
-    let span = tracing::debug_span!("rdmc_ofi", node = id.0);
+    driver.len_in_cq_data = info.summary.cq_data_size >= 8 && !options.strict_modes;
+    let span = tracing::debug_span!("rdmc_ofi", node = startup.me.0);
     let task = tokio::spawn(tracing::Instrument::instrument(driver.run(), span));
-    Ok((
-        OfiEndpoint {
-            commands,
-            completions,
-            flush_timeout: config.flush_timeout,
-            task: Some(task),
-            pool: super::BufferPool::new(config.pool_budget),
-        },
-        queue,
-    ))
+    let endpoint = OfiEndpoint {
+        commands,
+        completions,
+        flush_timeout: options.flush_timeout,
+        task: Some(task),
+        pool: super::BufferPool::new(options.pool_budget),
+    };
+    Ok((endpoint, queue))
 }

@@ -29,7 +29,7 @@ async fn cluster(n: usize, strict: bool, mode: CompletionMode) -> Vec<Node> {
         )
         .with_listener(l)
         .with_connect_timeout(Duration::from_secs(20));
-        config.strict_modes = strict;
+        config.fabric.strict_modes = strict;
         Node::ofi(config, NodeConfig::new().with_completion_mode(mode))
     });
     tokio::time::timeout(

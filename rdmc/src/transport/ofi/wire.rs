@@ -6,7 +6,7 @@
 //! offset size field
 //!      0    1 kind      1 signal, 2 credit, 3 block header, 4 heartbeat
 //!      1    7 reserved  zero
-//!      8   32 signal:   the tcp transport's 32-byte signal frame header
+//!      8   32 signal:   a 32-byte signal frame header (the shared signal codec)
 //!      8    8 credit:   group | 16 4 slot | 20 4 zero | 24 8 len | 32 8 addr | 40 8 key
 //!      8    8 header:   group | 16 4 slot | 20 4 zero | 24 8 len | 32 8 immediate
 //! ```
@@ -25,7 +25,7 @@
 
 use crate::ids::GroupId;
 use crate::transport::Signal;
-use crate::transport::tcp::frame::{HEADER_LEN, Header};
+use crate::transport::frame::{HEADER_LEN, Header};
 
 /// Size of every control message.
 pub(crate) const MSG_LEN: usize = 64;
@@ -35,9 +35,11 @@ const KIND_CREDIT: u8 = 2;
 const KIND_HEADER: u8 = 3;
 const KIND_HEARTBEAT: u8 = 4;
 
-/// A control message.
+/// A message on a peer's control endpoint (not the group protocol's
+/// [`Control`](crate::proto::Control), which travels inside a
+/// [`ControlMessage::Signal`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Control {
+pub(crate) enum ControlMessage {
     /// A control-plane signal of `group`.
     Signal { group: GroupId, signal: Signal },
     /// A pre-posted receive the peer may write its next block of `group` into.
@@ -82,16 +84,16 @@ fn u32_at(b: &[u8; MSG_LEN], i: usize) -> u32 {
     u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"))
 }
 
-impl Control {
+impl ControlMessage {
     /// The message's 64 bytes.
     pub(crate) fn encode(&self) -> [u8; MSG_LEN] {
         let mut out = [0u8; MSG_LEN];
         match *self {
-            Control::Signal { group, signal } => {
+            ControlMessage::Signal { group, signal } => {
                 out[0] = KIND_SIGNAL;
                 out[8..8 + HEADER_LEN].copy_from_slice(&Header::Signal { group, signal }.encode());
             }
-            Control::Credit(c) => {
+            ControlMessage::Credit(c) => {
                 out[0] = KIND_CREDIT;
                 out[8..16].copy_from_slice(&c.group.0.to_le_bytes());
                 out[16..20].copy_from_slice(&c.slot.to_le_bytes());
@@ -99,7 +101,7 @@ impl Control {
                 out[32..40].copy_from_slice(&c.addr.to_le_bytes());
                 out[40..48].copy_from_slice(&c.key.to_le_bytes());
             }
-            Control::BlockHeader {
+            ControlMessage::BlockHeader {
                 group,
                 slot,
                 len,
@@ -111,7 +113,7 @@ impl Control {
                 out[24..32].copy_from_slice(&len.to_le_bytes());
                 out[32..40].copy_from_slice(&immediate.to_le_bytes());
             }
-            Control::Heartbeat => out[0] = KIND_HEARTBEAT,
+            ControlMessage::Heartbeat => out[0] = KIND_HEARTBEAT,
         }
         out
     }
@@ -129,7 +131,9 @@ impl Control {
                 let header: &[u8; HEADER_LEN] =
                     b[8..8 + HEADER_LEN].try_into().expect("header bytes");
                 match Header::decode(header, 0) {
-                    Ok(Header::Signal { group, signal }) => Ok(Control::Signal { group, signal }),
+                    Ok(Header::Signal { group, signal }) => {
+                        Ok(ControlMessage::Signal { group, signal })
+                    }
                     Ok(other) => Err(WireError::Signal(format!("not a signal: {other:?}"))),
                     Err(e) => Err(WireError::Signal(e.to_string())),
                 }
@@ -138,7 +142,7 @@ impl Control {
                 if u32_at(b, 20) != 0 || b[48..].iter().any(|&x| x != 0) {
                     return Err(WireError::Reserved);
                 }
-                Ok(Control::Credit(Credit {
+                Ok(ControlMessage::Credit(Credit {
                     group: GroupId(u64_at(b, 8)),
                     slot: u32_at(b, 16),
                     len: u64_at(b, 24),
@@ -150,14 +154,14 @@ impl Control {
                 if u32_at(b, 20) != 0 || b[40..].iter().any(|&x| x != 0) {
                     return Err(WireError::Reserved);
                 }
-                Ok(Control::BlockHeader {
+                Ok(ControlMessage::BlockHeader {
                     group: GroupId(u64_at(b, 8)),
                     slot: u32_at(b, 16),
                     len: u64_at(b, 24),
                     immediate: u64_at(b, 32),
                 })
             }
-            KIND_HEARTBEAT if b[8..].iter().all(|&x| x == 0) => Ok(Control::Heartbeat),
+            KIND_HEARTBEAT if b[8..].iter().all(|&x| x == 0) => Ok(ControlMessage::Heartbeat),
             KIND_HEARTBEAT => Err(WireError::Reserved),
             kind => Err(WireError::UnknownKind(kind)),
         }
@@ -167,48 +171,51 @@ impl Control {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::Control as GroupControl;
+    use crate::proto::Control;
 
     #[test]
     fn every_message_round_trips() {
         let messages = [
-            Control::Signal {
+            ControlMessage::Signal {
                 group: GroupId(7),
-                signal: Signal::Group(GroupControl::ReadyForBlock),
+                signal: Signal::Group(Control::ReadyForBlock),
             },
-            Control::Signal {
+            ControlMessage::Signal {
                 group: GroupId(u64::MAX),
                 signal: Signal::Join { digest: u128::MAX },
             },
-            Control::Credit(Credit {
+            ControlMessage::Credit(Credit {
                 group: GroupId(3),
                 slot: 99,
                 len: 1 << 20,
                 addr: 0xdead_beef_0000,
                 key: 42,
             }),
-            Control::BlockHeader {
+            ControlMessage::BlockHeader {
                 group: GroupId(3),
                 slot: u32::MAX,
                 len: 12345,
                 immediate: 1 << 40,
             },
-            Control::Heartbeat,
+            ControlMessage::Heartbeat,
         ];
         for m in messages {
-            assert_eq!(Control::decode(&m.encode()), Ok(m));
+            assert_eq!(ControlMessage::decode(&m.encode()), Ok(m));
         }
     }
 
     #[test]
     fn garbage_is_refused() {
         let mut b = [0u8; MSG_LEN];
-        assert_eq!(Control::decode(&b), Err(WireError::UnknownKind(0)));
+        assert_eq!(ControlMessage::decode(&b), Err(WireError::UnknownKind(0)));
         b[0] = KIND_CREDIT;
         b[60] = 1;
-        assert_eq!(Control::decode(&b), Err(WireError::Reserved));
+        assert_eq!(ControlMessage::decode(&b), Err(WireError::Reserved));
         b[60] = 0;
         b[0] = KIND_SIGNAL;
-        assert!(matches!(Control::decode(&b), Err(WireError::Signal(_))));
+        assert!(matches!(
+            ControlMessage::decode(&b),
+            Err(WireError::Signal(_))
+        ));
     }
 }

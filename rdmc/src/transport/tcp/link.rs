@@ -14,8 +14,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
-use super::frame::{HEADER_LEN, Header};
 use crate::ids::{GroupId, NodeId};
+use crate::transport::frame::{HEADER_LEN, Header};
 use crate::transport::{BlockRef, Completion, CompletionSender, RecvRegion, Signal};
 
 /// Tuning of a link.

@@ -1,17 +1,15 @@
-//! `tcp`: the default transport — RDMC over TCP, the papers' future work
-//! (seed 001 Sec. 5.3).
+//! `tcp`: the default transport — RDMC over TCP, which the RDMC paper
+//! leaves to future work.
 //!
-//! Every pair of nodes shares one authenticated connection
-//! ([`mesh`]) carrying the signals and blocks of all their groups
-//! ([`frame`]). Blocks travel in chunks, interleaved round robin across
-//! groups, so overlapping groups share a link fairly and a large block never
-//! holds another group's traffic back; received chunks go straight into the
-//! buffer the protocol core posted for the block ([`link`]).
+//! Every pair of nodes shares one authenticated connection ([`mesh`])
+//! carrying the signals and blocks of all their groups
+//! ([`frame`](super::frame)). Blocks travel in chunks, interleaved round
+//! robin across groups, so overlapping groups share a link fairly and a
+//! large block never holds another group's traffic back; received chunks go
+//! straight into the buffer the protocol core posted for the block
+//! ([`link`]).
 
-pub(crate) mod frame;
-pub(crate) mod handshake;
 pub(crate) mod link;
-pub(crate) mod mesh;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -20,9 +18,8 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio_util::sync::DropGuard;
 
-pub use self::handshake::{ClusterKey, ClusterKeyError};
 use self::link::{Link, LinkConfig, Outgoing, RecvLowat};
-use self::mesh::{Mesh, MeshConfig, MeshError};
+use super::mesh::{self, ClusterConfig, Mesh, MeshError, MeshPurpose};
 use super::{BlockRef, Completion, CompletionSender, Completions, RecvRegion, Signal, Transport};
 use crate::ids::{GroupId, NodeId};
 
@@ -37,12 +34,17 @@ pub(crate) struct TcpEndpoint {
 }
 
 impl TcpEndpoint {
-    /// Build the mesh and start a link on every connection.
+    /// Bring node `cluster.id` into the mesh and start a link on every
+    /// connection, cutting blocks into chunks of `chunk_size` bytes.
     pub(crate) async fn connect(
-        mesh: MeshConfig,
-        link: LinkConfig,
+        cluster: ClusterConfig,
+        chunk_size: u32,
     ) -> Result<(Self, Completions), MeshError> {
-        let Mesh { peers, _acceptor } = mesh::establish(mesh).await?;
+        let link = LinkConfig {
+            chunk_size,
+            failure_timeout: cluster.failure_timeout,
+        };
+        let Mesh { peers, _acceptor } = mesh::bring_up(cluster, MeshPurpose::Tcp).await?;
         let (completions, queue) = mpsc::unbounded_channel();
         let links = peers
             .into_iter()
@@ -119,8 +121,3 @@ impl Transport for TcpEndpoint {
         })
     }
 }
-
-/// Default size of the chunks blocks are cut into on the wire.
-pub(crate) const DEFAULT_CHUNK_SIZE: u32 = 256 * 1024;
-/// Default time after which a silent peer is considered failed.
-pub(crate) const DEFAULT_FAILURE_TIMEOUT: Duration = Duration::from_secs(3);

@@ -77,14 +77,13 @@
 //! just closes the connection; the other end sees [`HandshakeError::Closed`].
 
 use std::io;
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use hmac::{Hmac, KeyInit, Mac};
+use hmac::Mac;
 use rand::Rng;
-use sha2::{Digest, Sha256};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use super::key::{ClusterDigest, ClusterKey, HmacSha256};
 use crate::ids::NodeId;
 
 #[cfg(test)]
@@ -100,125 +99,11 @@ pub(crate) const HELLO_LEN: usize = 83;
 pub(crate) const PROOF_LEN: usize = 32;
 /// How long a handshake may take unless configured otherwise.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
-/// The shortest cluster key accepted, in bytes.
-pub(crate) const MIN_KEY_LEN: usize = 16;
 
 /// Size of the magic plus the version: what is read before anything else.
 const HEADER_LEN: usize = 10;
 /// Domain separation for the proofs.
 const PROOF_LABEL: &[u8] = b"rdmc handshake v1 proof";
-/// Domain separation for the cluster digest.
-const DIGEST_LABEL: &[u8] = b"rdmc cluster digest v1";
-
-type HmacSha256 = Hmac<Sha256>;
-
-/// The pre-shared secret every member of a cluster holds.
-///
-/// Its `Debug` output never shows the key. On drop the bytes are overwritten
-/// (best effort: copies the allocator or the HMAC state made are not).
-#[derive(Clone)]
-pub struct ClusterKey(Vec<u8>);
-
-/// Why a cluster key could not be loaded.
-#[non_exhaustive]
-#[derive(Debug, thiserror::Error)]
-pub enum ClusterKeyError {
-    /// The key has no bytes.
-    #[error("the cluster key is empty")]
-    Empty,
-    /// The key is shorter than the minimum (16 bytes).
-    #[error("the cluster key is {len} bytes long; at least {min} are required")]
-    TooShort {
-        /// The key's length.
-        len: usize,
-        /// The minimum length.
-        min: usize,
-    },
-    /// The key file could not be read.
-    #[error("cannot read the cluster key file {}: {source}", path.display())]
-    Read {
-        /// The key file.
-        path: PathBuf,
-        /// What went wrong.
-        #[source]
-        source: io::Error,
-    },
-}
-
-impl ClusterKey {
-    /// A key from its bytes; at least 16 of them.
-    pub fn from_bytes(bytes: impl Into<Vec<u8>>) -> Result<Self, ClusterKeyError> {
-        let bytes = bytes.into();
-        match bytes.len() {
-            0 => Err(ClusterKeyError::Empty),
-            len if len < MIN_KEY_LEN => Err(ClusterKeyError::TooShort {
-                len,
-                min: MIN_KEY_LEN,
-            }),
-            _ => Ok(ClusterKey(bytes)),
-        }
-    }
-
-    /// The key stored in the file at `path`, without one trailing newline
-    /// (`\n` or `\r\n`), so a key written with `echo` or an editor works.
-    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ClusterKeyError> {
-        let path = path.as_ref();
-        let mut bytes = std::fs::read(path).map_err(|source| ClusterKeyError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        if bytes.last() == Some(&b'\n') {
-            bytes.pop();
-            if bytes.last() == Some(&b'\r') {
-                bytes.pop();
-            }
-        }
-        Self::from_bytes(bytes)
-    }
-
-    /// A MAC keyed with this key.
-    fn mac(&self) -> HmacSha256 {
-        // HMAC accepts keys of any length, so this cannot fail.
-        HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length")
-    }
-}
-
-impl std::fmt::Debug for ClusterKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ClusterKey(<{} bytes, redacted>)", self.0.len())
-    }
-}
-
-impl Drop for ClusterKey {
-    fn drop(&mut self) {
-        self.0.fill(0);
-        // Keep the compiler from dropping the overwrite as a dead store.
-        std::hint::black_box(&self.0);
-    }
-}
-
-/// A digest of what the members must agree on (at least the member list), so
-/// that members configured differently refuse each other instead of
-/// misbehaving later.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ClusterDigest(pub(crate) [u8; 32]);
-
-impl ClusterDigest {
-    /// The digest of a member list: `members[i]` is the address (`host:port`)
-    /// of node `i`. SHA-256 over a label, the member count, and each address
-    /// prefixed with its length.
-    pub(crate) fn of_members<S: AsRef<str>>(members: &[S]) -> Self {
-        let mut hash = Sha256::new();
-        hash.update(DIGEST_LABEL);
-        hash.update((members.len() as u64).to_be_bytes());
-        for member in members {
-            let member = member.as_ref().as_bytes();
-            hash.update((member.len() as u64).to_be_bytes());
-            hash.update(member);
-        }
-        ClusterDigest(hash.finalize().into())
-    }
-}
 
 /// Why a handshake failed. Each message fits a one-line log entry such as
 /// `dropped peer 10.0.0.7:4000: <reason>`.
@@ -461,7 +346,28 @@ impl Handshake {
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
-        self.timed(self.initiate_inner(stream, expected_peer)).await
+        self.timed(async {
+            let ours = Hello::new(Role::Initiator, self.me, expected_peer, self.digest).encode();
+            send(stream, &ours).await?;
+
+            let (theirs, theirs_bytes) = read_hello(stream).await?;
+            if theirs.role != Role::Acceptor as u8 {
+                return Err(HandshakeError::WrongRole(theirs.role));
+            }
+            if theirs.from != expected_peer.0 {
+                return Err(HandshakeError::UnexpectedPeer {
+                    expected: expected_peer,
+                    claimed: theirs.from,
+                });
+            }
+            self.check_addressed_to_me(&theirs)?;
+
+            let proof = self.proof(Role::Initiator, &ours, &theirs_bytes);
+            send(stream, &proof).await?;
+            let their_proof = read_proof(stream).await?;
+            self.verify(Role::Acceptor, &ours, &theirs_bytes, &their_proof)
+        })
+        .await
     }
 
     /// Runs the listening side over `stream`, a freshly accepted connection.
@@ -471,7 +377,33 @@ impl Handshake {
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
-        self.timed(self.accept_inner(stream)).await
+        self.timed(async {
+            let (theirs, theirs_bytes) = read_hello(stream).await?;
+            if theirs.role != Role::Initiator as u8 {
+                return Err(HandshakeError::WrongRole(theirs.role));
+            }
+            if theirs.from as usize >= self.members {
+                return Err(HandshakeError::UnknownNode {
+                    claimed: theirs.from,
+                    members: self.members,
+                });
+            }
+            let peer = NodeId(theirs.from);
+            if peer == self.me {
+                return Err(HandshakeError::ImpersonatesUs(self.me));
+            }
+            self.check_addressed_to_me(&theirs)?;
+
+            let ours = Hello::new(Role::Acceptor, self.me, peer, self.digest).encode();
+            send(stream, &ours).await?;
+
+            let their_proof = read_proof(stream).await?;
+            self.verify(Role::Initiator, &theirs_bytes, &ours, &their_proof)?;
+            let proof = self.proof(Role::Acceptor, &theirs_bytes, &ours);
+            send(stream, &proof).await?;
+            Ok(peer)
+        })
+        .await
     }
 
     /// Runs `handshake` under the timeout.
@@ -482,67 +414,6 @@ impl Handshake {
         tokio::time::timeout(self.timeout, handshake)
             .await
             .unwrap_or(Err(HandshakeError::TimedOut(self.timeout)))
-    }
-
-    /// [`Handshake::initiate`] without the timeout.
-    async fn initiate_inner<S>(
-        &self,
-        stream: &mut S,
-        expected_peer: NodeId,
-    ) -> Result<(), HandshakeError>
-    where
-        S: AsyncRead + AsyncWrite + Unpin,
-    {
-        let ours = Hello::new(Role::Initiator, self.me, expected_peer, self.digest).encode();
-        send(stream, &ours).await?;
-
-        let (theirs, theirs_bytes) = read_hello(stream).await?;
-        if theirs.role != Role::Acceptor as u8 {
-            return Err(HandshakeError::WrongRole(theirs.role));
-        }
-        if theirs.from != expected_peer.0 {
-            return Err(HandshakeError::UnexpectedPeer {
-                expected: expected_peer,
-                claimed: theirs.from,
-            });
-        }
-        self.check_addressed_to_me(&theirs)?;
-
-        let proof = self.proof(Role::Initiator, &ours, &theirs_bytes);
-        send(stream, &proof).await?;
-        let their_proof = read_proof(stream).await?;
-        self.verify(Role::Acceptor, &ours, &theirs_bytes, &their_proof)
-    }
-
-    /// [`Handshake::accept`] without the timeout.
-    async fn accept_inner<S>(&self, stream: &mut S) -> Result<NodeId, HandshakeError>
-    where
-        S: AsyncRead + AsyncWrite + Unpin,
-    {
-        let (theirs, theirs_bytes) = read_hello(stream).await?;
-        if theirs.role != Role::Initiator as u8 {
-            return Err(HandshakeError::WrongRole(theirs.role));
-        }
-        if theirs.from as usize >= self.members {
-            return Err(HandshakeError::UnknownNode {
-                claimed: theirs.from,
-                members: self.members,
-            });
-        }
-        let peer = NodeId(theirs.from);
-        if peer == self.me {
-            return Err(HandshakeError::ImpersonatesUs(self.me));
-        }
-        self.check_addressed_to_me(&theirs)?;
-
-        let ours = Hello::new(Role::Acceptor, self.me, peer, self.digest).encode();
-        send(stream, &ours).await?;
-
-        let their_proof = read_proof(stream).await?;
-        self.verify(Role::Initiator, &theirs_bytes, &ours, &their_proof)?;
-        let proof = self.proof(Role::Acceptor, &theirs_bytes, &ours);
-        send(stream, &proof).await?;
-        Ok(peer)
     }
 
     /// Checks the `to` and digest fields of the peer's hello.

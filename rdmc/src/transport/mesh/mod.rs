@@ -1,9 +1,18 @@
-//! Building the mesh: one authenticated TCP connection between every pair of
-//! nodes of the cluster (seed 001 Sec. 2). A node dials every node of lower
-//! rank and accepts the others; each connection is authenticated with the
-//! cluster key before it is used. Connections that fail authentication —
-//! strangers, garbage, the wrong cluster — are dropped with a logged reason,
-//! for the node's whole lifetime, without stalling anything else.
+//! The authenticated mesh: one TCP connection between every pair of nodes
+//! of the cluster, each authenticated with the cluster key ([`handshake`])
+//! before it is used. The `tcp` transport carries all its traffic over the
+//! mesh; the `ofi` transport uses it as the rendezvous where nodes swap
+//! their fabric addresses.
+//!
+//! A node dials every node of lower rank and accepts the others.
+//! Connections that fail authentication — strangers, garbage, the wrong
+//! cluster — are dropped with a logged reason, for the node's whole
+//! lifetime, without stalling anything else.
+
+pub(crate) mod handshake;
+mod key;
+#[cfg(test)]
+mod tests;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -15,17 +24,95 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::handshake::Handshake;
+use self::handshake::Handshake;
+pub(crate) use self::key::ClusterDigest;
+pub use self::key::{ClusterKey, ClusterKeyError};
 use crate::ids::NodeId;
 
-/// What a node needs to join the mesh.
+/// Default time to wait for every other member to be connected.
+pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default time after which a silent peer is considered failed.
+pub(crate) const DEFAULT_FAILURE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// What a node of a cluster is configured with on either network
+/// transport: the members, this node's place among them, the key, and the
+/// time limits.
 #[derive(Debug)]
-pub(crate) struct MeshConfig {
-    pub(crate) me: NodeId,
+pub(crate) struct ClusterConfig {
+    /// The members' mesh addresses, indexed by node id.
     pub(crate) members: Vec<SocketAddr>,
-    pub(crate) listener: TcpListener,
-    pub(crate) handshake: Arc<Handshake>,
+    /// This node.
+    pub(crate) id: NodeId,
+    /// The key every member holds.
+    pub(crate) key: ClusterKey,
+    /// A listener bound already, used instead of binding `members[id]`.
+    pub(crate) listener: Option<std::net::TcpListener>,
+    /// How long to wait for every other member to be connected.
     pub(crate) connect_timeout: Duration,
+    /// How long one handshake (or the `ofi` address swap) may take.
+    pub(crate) handshake_timeout: Duration,
+    /// A peer silent this long is considered failed.
+    pub(crate) failure_timeout: Duration,
+}
+
+impl ClusterConfig {
+    /// Node `id` of the cluster at `members`, with the default time limits.
+    pub(crate) fn new(members: Vec<SocketAddr>, id: NodeId, key: ClusterKey) -> Self {
+        ClusterConfig {
+            members,
+            id,
+            key,
+            listener: None,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            handshake_timeout: handshake::DEFAULT_TIMEOUT,
+            failure_timeout: DEFAULT_FAILURE_TIMEOUT,
+        }
+    }
+
+    /// Fails unless this node is one of the members.
+    pub(crate) fn check_member(&self) -> Result<(), MeshError> {
+        if self.id.index() < self.members.len() {
+            Ok(())
+        } else {
+            Err(MeshError::NotAMember {
+                me: self.id,
+                members: self.members.len(),
+            })
+        }
+    }
+}
+
+/// What a mesh is for. It enters the cluster digest, so that a node of a
+/// `tcp` cluster and a node of an `ofi` cluster at the same addresses
+/// refuse each other.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MeshPurpose {
+    /// The `tcp` transport's connections.
+    Tcp,
+    /// The `ofi` transport's rendezvous.
+    #[cfg(any(feature = "ofi", test))]
+    OfiRendezvous,
+}
+
+impl MeshPurpose {
+    /// How a member's address is written in the cluster digest.
+    fn digest_entry(self, member: &SocketAddr) -> String {
+        match self {
+            MeshPurpose::Tcp => member.to_string(),
+            #[cfg(any(feature = "ofi", test))]
+            MeshPurpose::OfiRendezvous => format!("ofi:{member}"),
+        }
+    }
+}
+
+/// What a node needs to join the mesh, its listener bound.
+#[derive(Debug)]
+struct MeshConfig {
+    me: NodeId,
+    members: Vec<SocketAddr>,
+    listener: TcpListener,
+    handshake: Arc<Handshake>,
+    connect_timeout: Duration,
 }
 
 /// Why the mesh could not be built.
@@ -33,6 +120,8 @@ pub(crate) struct MeshConfig {
 pub(crate) enum MeshError {
     #[error("node {me} is not in a cluster of {members}")]
     NotAMember { me: NodeId, members: usize },
+    #[error("listening: {0}")]
+    Listen(#[source] std::io::Error),
     #[error("no connection to node(s) {missing:?} within {timeout:?}")]
     TimedOut {
         missing: Vec<NodeId>,
@@ -47,13 +136,48 @@ pub(crate) struct Mesh {
     pub(crate) _acceptor: DropGuard,
 }
 
+/// Bring node `cluster.id` into the mesh for `purpose`: listen (on the
+/// given listener, or at its member address), authenticate with the
+/// cluster key and a digest of the member list, and connect to every other
+/// member within the connect timeout.
+pub(crate) async fn bring_up(
+    cluster: ClusterConfig,
+    purpose: MeshPurpose,
+) -> Result<Mesh, MeshError> {
+    cluster.check_member()?;
+    let ClusterConfig {
+        members,
+        id,
+        key,
+        listener,
+        connect_timeout,
+        handshake_timeout,
+        failure_timeout: _,
+    } = cluster;
+    let listener = match listener {
+        Some(l) => l
+            .set_nonblocking(true)
+            .and_then(|()| TcpListener::from_std(l)),
+        None => TcpListener::bind(members[id.index()]).await,
+    }
+    .map_err(MeshError::Listen)?;
+    let entries: Vec<String> = members.iter().map(|m| purpose.digest_entry(m)).collect();
+    let digest = ClusterDigest::of_members(&entries);
+    let handshake = Handshake::new(key, digest, id, members.len()).with_timeout(handshake_timeout);
+    establish(MeshConfig {
+        me: id,
+        members,
+        listener,
+        handshake: Arc::new(handshake),
+        connect_timeout,
+    })
+    .await
+}
+
 /// Connect to every other member.
-pub(crate) async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
+async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
     let n = config.members.len();
     let me = config.me;
-    if me.index() >= n {
-        return Err(MeshError::NotAMember { me, members: n });
-    }
     let (found, mut arrivals) = mpsc::unbounded_channel::<(NodeId, TcpStream)>();
     let stop = CancellationToken::new();
     tokio::spawn(accept_loop(

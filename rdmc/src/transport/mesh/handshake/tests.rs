@@ -9,6 +9,14 @@ use tokio::time::Instant;
 
 use super::*;
 
+/// Asserts that `$value` matches `$pattern`, showing the value if not.
+macro_rules! assert_matches {
+    ($value:expr, $pattern:pat) => {{
+        let value = &$value;
+        assert!(matches!(value, $pattern), "{value:?}");
+    }};
+}
+
 /// Members of the test cluster.
 const MEMBERS: [&str; 3] = ["10.0.0.1:4000", "10.0.0.2:4000", "10.0.0.3:4000"];
 
@@ -103,14 +111,8 @@ async fn the_stream_carries_traffic_after_the_handshake() {
 async fn a_wrong_key_is_refused_and_neither_end_hangs() {
     let start = Instant::now();
     let (initiated, accepted) = run(&node(1, 9), NodeId(0), &node(0, 7)).await;
-    assert!(
-        matches!(accepted, Err(HandshakeError::BadProof)),
-        "{accepted:?}"
-    );
-    assert!(
-        matches!(initiated, Err(HandshakeError::Closed)),
-        "{initiated:?}"
-    );
+    assert_matches!(accepted, Err(HandshakeError::BadProof));
+    assert_matches!(initiated, Err(HandshakeError::Closed));
     assert!(start.elapsed() < DEFAULT_TIMEOUT);
 }
 
@@ -119,14 +121,8 @@ async fn an_acceptor_with_a_wrong_key_gets_no_proof_it_could_use() {
     // The acceptor (wrong key) rejects the initiator's proof before it
     // proves anything itself.
     let (initiated, accepted) = run(&node(1, 7), NodeId(0), &node(0, 9)).await;
-    assert!(
-        matches!(accepted, Err(HandshakeError::BadProof)),
-        "{accepted:?}"
-    );
-    assert!(
-        matches!(initiated, Err(HandshakeError::Closed)),
-        "{initiated:?}"
-    );
+    assert_matches!(accepted, Err(HandshakeError::BadProof));
+    assert_matches!(initiated, Err(HandshakeError::Closed));
 }
 
 #[tokio::test]
@@ -148,10 +144,7 @@ async fn a_reflected_proof_is_refused() {
         stranger
     };
     let (initiated, _stranger) = tokio::join!(initiator.initiate(&mut a, NodeId(1)), fake_acceptor);
-    assert!(
-        matches!(initiated, Err(HandshakeError::BadProof)),
-        "{initiated:?}"
-    );
+    assert_matches!(initiated, Err(HandshakeError::BadProof));
 }
 
 #[tokio::test]
@@ -166,18 +159,12 @@ async fn a_reflected_hello_is_refused() {
         stranger
     };
     let (initiated, _stranger) = tokio::join!(initiator.initiate(&mut a, NodeId(1)), fake_acceptor);
-    assert!(
-        matches!(initiated, Err(HandshakeError::WrongRole(1))),
-        "{initiated:?}"
-    );
+    assert_matches!(initiated, Err(HandshakeError::WrongRole(1)));
 
     // And an acceptor refuses a hello in the acceptor's role.
     let transcript = hello(Role::Acceptor, 1, 0, digest());
     let accepted = accept_transcript(&node(0, 7), &transcript, false).await;
-    assert!(
-        matches!(accepted, Err(HandshakeError::WrongRole(2))),
-        "{accepted:?}"
-    );
+    assert_matches!(accepted, Err(HandshakeError::WrongRole(2)));
 }
 
 #[tokio::test]
@@ -185,14 +172,8 @@ async fn a_digest_mismatch_is_refused() {
     let other = ClusterDigest::of_members(&["10.0.0.1:4000", "10.0.0.2:4000", "10.0.0.9:4000"]);
     let initiator = Handshake::new(key(7), other, NodeId(1), 3);
     let (initiated, accepted) = run(&initiator, NodeId(0), &node(0, 7)).await;
-    assert!(
-        matches!(accepted, Err(HandshakeError::DigestMismatch)),
-        "{accepted:?}"
-    );
-    assert!(
-        matches!(initiated, Err(HandshakeError::Closed)),
-        "{initiated:?}"
-    );
+    assert_matches!(accepted, Err(HandshakeError::DigestMismatch));
+    assert_matches!(initiated, Err(HandshakeError::Closed));
 }
 
 #[tokio::test]
@@ -200,48 +181,33 @@ async fn ids_out_of_range_or_our_own_are_refused() {
     let acceptor = node(0, 7);
     let accepted =
         accept_transcript(&acceptor, &hello(Role::Initiator, 3, 0, digest()), false).await;
-    assert!(
-        matches!(
-            accepted,
-            Err(HandshakeError::UnknownNode {
-                claimed: 3,
-                members: 3
-            })
-        ),
-        "{accepted:?}"
+    assert_matches!(
+        accepted,
+        Err(HandshakeError::UnknownNode {
+            claimed: 3,
+            members: 3
+        })
     );
     let far = hello(Role::Initiator, u32::MAX, 0, digest());
     let accepted = accept_transcript(&acceptor, &far, false).await;
-    assert!(
-        matches!(accepted, Err(HandshakeError::UnknownNode { .. })),
-        "{accepted:?}"
-    );
+    assert_matches!(accepted, Err(HandshakeError::UnknownNode { .. }));
     let accepted =
         accept_transcript(&acceptor, &hello(Role::Initiator, 0, 0, digest()), false).await;
-    assert!(
-        matches!(accepted, Err(HandshakeError::ImpersonatesUs(NodeId(0)))),
-        "{accepted:?}"
-    );
+    assert_matches!(accepted, Err(HandshakeError::ImpersonatesUs(NodeId(0))));
 }
 
 #[tokio::test]
 async fn a_connection_that_reached_the_wrong_node_is_refused() {
     // Node 1 dials node 2's address but node 0 answers (stale address).
     let (initiated, accepted) = run(&node(1, 7), NodeId(2), &node(0, 7)).await;
-    assert!(
-        matches!(
-            accepted,
-            Err(HandshakeError::Misdirected {
-                intended: 2,
-                me: NodeId(0)
-            })
-        ),
-        "{accepted:?}"
+    assert_matches!(
+        accepted,
+        Err(HandshakeError::Misdirected {
+            intended: 2,
+            me: NodeId(0)
+        })
     );
-    assert!(
-        matches!(initiated, Err(HandshakeError::Closed)),
-        "{initiated:?}"
-    );
+    assert_matches!(initiated, Err(HandshakeError::Closed));
 
     // A peer answering with another id than the one dialled.
     let initiator = node(1, 7);
@@ -251,15 +217,12 @@ async fn a_connection_that_reached_the_wrong_node_is_refused() {
         .await
         .unwrap();
     let initiated = initiator.initiate(&mut a, NodeId(2)).await;
-    assert!(
-        matches!(
-            initiated,
-            Err(HandshakeError::UnexpectedPeer {
-                expected: NodeId(2),
-                claimed: 0
-            })
-        ),
-        "{initiated:?}"
+    assert_matches!(
+        initiated,
+        Err(HandshakeError::UnexpectedPeer {
+            expected: NodeId(2),
+            claimed: 0
+        })
     );
 }
 
@@ -269,20 +232,14 @@ async fn bad_magic_and_other_versions_are_refused_after_the_header() {
     // Only the 10-byte header is sent and the client stays: the verdict must
     // not wait for more.
     let accepted = accept_transcript(&acceptor, b"GET / HTTP", true).await;
-    assert!(
-        matches!(accepted, Err(HandshakeError::BadMagic)),
-        "{accepted:?}"
-    );
+    assert_matches!(accepted, Err(HandshakeError::BadMagic));
 
     let mut future = hello(Role::Initiator, 1, 0, digest());
     future[8..10].copy_from_slice(&2u16.to_be_bytes());
     let accepted = accept_transcript(&acceptor, &future[..HEADER_LEN], true).await;
-    assert!(
-        matches!(
-            accepted,
-            Err(HandshakeError::UnsupportedVersion { ours: 1, theirs: 2 })
-        ),
-        "{accepted:?}"
+    assert_matches!(
+        accepted,
+        Err(HandshakeError::UnsupportedVersion { ours: 1, theirs: 2 })
     );
 }
 
@@ -291,20 +248,14 @@ async fn a_forged_proof_is_refused() {
     let mut transcript = hello(Role::Initiator, 1, 0, digest()).to_vec();
     transcript.extend_from_slice(&[0xAB; PROOF_LEN]);
     let accepted = accept_transcript(&node(0, 7), &transcript, true).await;
-    assert!(
-        matches!(accepted, Err(HandshakeError::BadProof)),
-        "{accepted:?}"
-    );
+    assert_matches!(accepted, Err(HandshakeError::BadProof));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_silent_client_times_out() {
     let start = Instant::now();
     let accepted = accept_transcript(&node(0, 7), b"", true).await;
-    assert!(
-        matches!(accepted, Err(HandshakeError::TimedOut(DEFAULT_TIMEOUT))),
-        "{accepted:?}"
-    );
+    assert_matches!(accepted, Err(HandshakeError::TimedOut(DEFAULT_TIMEOUT)));
     assert_eq!(start.elapsed(), DEFAULT_TIMEOUT);
 }
 
@@ -314,28 +265,19 @@ async fn a_client_that_stalls_mid_hello_times_out() {
     let acceptor = node(0, 7).with_timeout(Duration::from_millis(300));
     let start = Instant::now();
     let accepted = accept_transcript(&acceptor, &half[..HELLO_LEN / 2], true).await;
-    assert!(
-        matches!(accepted, Err(HandshakeError::TimedOut(_))),
-        "{accepted:?}"
-    );
+    assert_matches!(accepted, Err(HandshakeError::TimedOut(_)));
     assert_eq!(start.elapsed(), Duration::from_millis(300));
 
     // Stalling before the proof is no better.
     let accepted = accept_transcript(&acceptor, &half, true).await;
-    assert!(
-        matches!(accepted, Err(HandshakeError::TimedOut(_))),
-        "{accepted:?}"
-    );
+    assert_matches!(accepted, Err(HandshakeError::TimedOut(_)));
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_silent_acceptor_times_the_initiator_out() {
     let (mut a, _silent) = pipe();
     let initiated = node(1, 7).initiate(&mut a, NodeId(0)).await;
-    assert!(
-        matches!(initiated, Err(HandshakeError::TimedOut(_))),
-        "{initiated:?}"
-    );
+    assert_matches!(initiated, Err(HandshakeError::TimedOut(_)));
 }
 
 #[tokio::test(start_paused = true)]
@@ -353,10 +295,7 @@ async fn a_stalled_client_does_not_hold_up_other_connections() {
     assert!(start.elapsed() < Duration::from_secs(1));
     assert!(!stalled.is_finished());
     let stalled = stalled.await.unwrap();
-    assert!(
-        matches!(stalled, Err(HandshakeError::TimedOut(_))),
-        "{stalled:?}"
-    );
+    assert_matches!(stalled, Err(HandshakeError::TimedOut(_)));
 }
 
 #[tokio::test]
@@ -405,74 +344,6 @@ async fn a_stranger_over_loopback_tcp_is_dropped_with_a_reason() {
     let reason = accepted.unwrap_err().to_string();
     assert_eq!(reason, "not an rdmc handshake (bad magic)");
     assert!(answer.is_empty());
-}
-
-#[test]
-fn keys_are_checked_loaded_and_never_printed() {
-    assert!(matches!(
-        ClusterKey::from_bytes(b""),
-        Err(ClusterKeyError::Empty)
-    ));
-    assert!(matches!(
-        ClusterKey::from_bytes(&b"fifteen bytes.."[..]),
-        Err(ClusterKeyError::TooShort { len: 15, min: 16 })
-    ));
-    let key = ClusterKey::from_bytes(&b"sixteen bytes..."[..]).unwrap();
-    let shown = format!("{key:?}");
-    assert!(!shown.contains("sixteen"), "{shown}");
-    assert_eq!(shown, "ClusterKey(<16 bytes, redacted>)");
-
-    let dir = std::env::temp_dir().join(format!("rdmc-handshake-key-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    for (name, contents, len) in [
-        ("lf", &b"0123456789abcdef0123\n"[..], 20),
-        ("crlf", b"0123456789abcdef0123\r\n", 20),
-        ("bare", b"0123456789abcdef0123", 20),
-        (
-            "binary",
-            &[0u8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
-            17,
-        ),
-    ] {
-        let path = dir.join(name);
-        std::fs::write(&path, contents).unwrap();
-        let key = ClusterKey::from_file(&path).unwrap();
-        assert_eq!(key.0.len(), len, "{name}");
-        assert_eq!(&key.0[..], &contents[..len], "{name}");
-    }
-    let short = dir.join("short");
-    std::fs::write(&short, b"short\n").unwrap();
-    assert!(matches!(
-        ClusterKey::from_file(&short),
-        Err(ClusterKeyError::TooShort { len: 5, .. })
-    ));
-    let empty = dir.join("empty");
-    std::fs::write(&empty, b"\n").unwrap();
-    assert!(matches!(
-        ClusterKey::from_file(&empty),
-        Err(ClusterKeyError::Empty)
-    ));
-    let missing = dir.join("missing");
-    let error = ClusterKey::from_file(&missing).unwrap_err();
-    assert!(matches!(error, ClusterKeyError::Read { .. }));
-    assert!(error.to_string().contains("missing"), "{error}");
-    std::fs::remove_dir_all(&dir).unwrap();
-}
-
-#[test]
-fn the_digest_depends_on_every_member_in_order_unambiguously() {
-    let base = ClusterDigest::of_members(&["a:1", "b:2"]);
-    assert_eq!(
-        base,
-        ClusterDigest::of_members(&[String::from("a:1"), "b:2".into()])
-    );
-    assert_ne!(base, ClusterDigest::of_members(&["b:2", "a:1"]));
-    assert_ne!(base, ClusterDigest::of_members(&["a:1", "b:3"]));
-    assert_ne!(base, ClusterDigest::of_members(&["a:1", "b:2", "c:3"]));
-    assert_ne!(
-        ClusterDigest::of_members(&["ab", "c"]),
-        ClusterDigest::of_members(&["a", "bc"])
-    );
 }
 
 #[test]

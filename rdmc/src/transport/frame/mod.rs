@@ -1,4 +1,8 @@
-//! The frames exchanged on a connection between two nodes.
+//! The signal codec both network transports share: the fixed frame header
+//! that carries a [`Signal`] (or, on `tcp`, a chunk of a block or a
+//! heartbeat), and the encoding of each signal into a code and two
+//! arguments ([`signal`]). The `tcp` transport sends these frames as they
+//! are; the `ofi` transport embeds a signal frame in its control messages.
 //!
 //! Every frame starts with a fixed 32-byte header, little-endian:
 //!
@@ -16,13 +20,10 @@
 //! groups interleave, so one group's large block never holds another group
 //! back. Payload bytes follow their header directly and are read straight
 //! into the receive posted for the block.
-//!
-//! Signal codes: 0 ready-for-block, 1 close (arg: messages), 2 close-ack,
-//! 3 closed, 4 failed (arg: suspect rank, `u64::MAX` for none), 5 join
-//! (args: digest low and high 64 bits), 6 join-rejected (same).
+
+pub(crate) mod signal;
 
 use crate::ids::GroupId;
-use crate::proto::Control;
 use crate::transport::Signal;
 
 /// Size of every frame header.
@@ -79,7 +80,7 @@ impl Header {
                 chunk_len,
             } => (KIND_DATA, 0, chunk_len, group.0, immediate, block_len),
             Header::Signal { group, signal } => {
-                let (code, a, b) = encode_signal(signal);
+                let (code, a, b) = signal::encode(signal);
                 (KIND_SIGNAL, code, 0, group.0, a, b)
             }
             Header::Heartbeat => (KIND_HEARTBEAT, 0, 0, 0, 0, 0),
@@ -134,7 +135,7 @@ impl Header {
                 }
                 Ok(Header::Signal {
                     group,
-                    signal: decode_signal(code, a, b)?,
+                    signal: signal::decode(code, a, b)?,
                 })
             }
             KIND_HEARTBEAT => {
@@ -148,58 +149,10 @@ impl Header {
     }
 }
 
-fn encode_signal(signal: Signal) -> (u8, u64, u64) {
-    let digest = |d: u128| (d as u64, (d >> 64) as u64);
-    match signal {
-        Signal::Group(Control::ReadyForBlock) => (0, 0, 0),
-        Signal::Group(Control::Close { messages }) => (1, messages, 0),
-        Signal::Group(Control::CloseAck) => (2, 0, 0),
-        Signal::Group(Control::Closed) => (3, 0, 0),
-        Signal::Group(Control::Failed { suspect }) => {
-            (4, suspect.map_or(u64::MAX, |r| r as u64), 0)
-        }
-        Signal::Join { digest: d } => {
-            let (lo, hi) = digest(d);
-            (5, lo, hi)
-        }
-        Signal::JoinRejected { digest: d } => {
-            let (lo, hi) = digest(d);
-            (6, lo, hi)
-        }
-    }
-}
-
-fn decode_signal(code: u8, a: u64, b: u64) -> Result<Signal, FrameError> {
-    let no_args = |s: Signal| {
-        if a == 0 && b == 0 {
-            Ok(s)
-        } else {
-            Err(FrameError::BadArgument)
-        }
-    };
-    let digest = u128::from(a) | (u128::from(b) << 64);
-    match code {
-        0 => no_args(Signal::Group(Control::ReadyForBlock)),
-        1 if b == 0 => Ok(Signal::Group(Control::Close { messages: a })),
-        2 => no_args(Signal::Group(Control::CloseAck)),
-        3 => no_args(Signal::Group(Control::Closed)),
-        4 if b == 0 => {
-            let suspect = match a {
-                u64::MAX => None,
-                r => Some(usize::try_from(r).map_err(|_| FrameError::BadArgument)?),
-            };
-            Ok(Signal::Group(Control::Failed { suspect }))
-        }
-        5 => Ok(Signal::Join { digest }),
-        6 => Ok(Signal::JoinRejected { digest }),
-        1 | 4 => Err(FrameError::BadArgument),
-        other => Err(FrameError::UnknownSignal(other)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proto::Control;
     use proptest::prelude::*;
 
     const MAX: u32 = 1 << 20;

@@ -1,0 +1,67 @@
+//! The encoding of a [`Signal`] into a one-byte code and two 64-bit
+//! arguments, as a signal frame carries it.
+//!
+//! | code | signal | first argument | second argument |
+//! |---|---|---|---|
+//! | 0 | ready-for-block | 0 | 0 |
+//! | 1 | close | messages | 0 |
+//! | 2 | close-ack | 0 | 0 |
+//! | 3 | closed | 0 | 0 |
+//! | 4 | failed | suspect rank (`u64::MAX`: none) | 0 |
+//! | 5 | join | digest, low 64 bits | digest, high 64 bits |
+//! | 6 | join-rejected | digest, low 64 bits | digest, high 64 bits |
+
+use super::FrameError;
+use crate::proto::Control;
+use crate::transport::Signal;
+
+/// A signal's code and two arguments.
+pub(crate) fn encode(signal: Signal) -> (u8, u64, u64) {
+    let digest = |d: u128| (d as u64, (d >> 64) as u64);
+    match signal {
+        Signal::Group(Control::ReadyForBlock) => (0, 0, 0),
+        Signal::Group(Control::Close { messages }) => (1, messages, 0),
+        Signal::Group(Control::CloseAck) => (2, 0, 0),
+        Signal::Group(Control::Closed) => (3, 0, 0),
+        Signal::Group(Control::Failed { suspect }) => {
+            (4, suspect.map_or(u64::MAX, |r| r as u64), 0)
+        }
+        Signal::Join { digest: d } => {
+            let (lo, hi) = digest(d);
+            (5, lo, hi)
+        }
+        Signal::JoinRejected { digest: d } => {
+            let (lo, hi) = digest(d);
+            (6, lo, hi)
+        }
+    }
+}
+
+/// The signal with `code` and arguments `a`, `b`, if they are valid.
+pub(crate) fn decode(code: u8, a: u64, b: u64) -> Result<Signal, FrameError> {
+    let no_args = |s: Signal| {
+        if a == 0 && b == 0 {
+            Ok(s)
+        } else {
+            Err(FrameError::BadArgument)
+        }
+    };
+    let digest = u128::from(a) | (u128::from(b) << 64);
+    match code {
+        0 => no_args(Signal::Group(Control::ReadyForBlock)),
+        1 if b == 0 => Ok(Signal::Group(Control::Close { messages: a })),
+        2 => no_args(Signal::Group(Control::CloseAck)),
+        3 => no_args(Signal::Group(Control::Closed)),
+        4 if b == 0 => {
+            let suspect = match a {
+                u64::MAX => None,
+                r => Some(usize::try_from(r).map_err(|_| FrameError::BadArgument)?),
+            };
+            Ok(Signal::Group(Control::Failed { suspect }))
+        }
+        5 => Ok(Signal::Join { digest }),
+        6 => Ok(Signal::JoinRejected { digest }),
+        1 | 4 => Err(FrameError::BadArgument),
+        other => Err(FrameError::UnknownSignal(other)),
+    }
+}

@@ -1,0 +1,197 @@
+//! The cluster key every member holds, and the digest of what the members
+//! must agree on; both enter the mesh's handshake.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use hmac::{Hmac, KeyInit};
+use sha2::{Digest, Sha256};
+
+/// The shortest cluster key accepted, in bytes.
+pub(crate) const MIN_KEY_LEN: usize = 16;
+/// Domain separation for the cluster digest.
+const DIGEST_LABEL: &[u8] = b"rdmc cluster digest v1";
+
+/// HMAC-SHA256, the handshake's MAC.
+pub(super) type HmacSha256 = Hmac<Sha256>;
+
+/// The pre-shared secret every member of a cluster holds.
+///
+/// Its `Debug` output never shows the key. On drop the bytes are overwritten
+/// (best effort: copies the allocator or the HMAC state made are not).
+#[derive(Clone)]
+pub struct ClusterKey(Vec<u8>);
+
+/// Why a cluster key could not be loaded.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterKeyError {
+    /// The key has no bytes.
+    #[error("the cluster key is empty")]
+    Empty,
+    /// The key is shorter than the minimum (16 bytes).
+    #[error("the cluster key is {len} bytes long; at least {min} are required")]
+    TooShort {
+        /// The key's length.
+        len: usize,
+        /// The minimum length.
+        min: usize,
+    },
+    /// The key file could not be read.
+    #[error("cannot read the cluster key file {}: {source}", path.display())]
+    Read {
+        /// The key file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl ClusterKey {
+    /// A key from its bytes; at least 16 of them.
+    pub fn from_bytes(bytes: impl Into<Vec<u8>>) -> Result<Self, ClusterKeyError> {
+        let bytes = bytes.into();
+        match bytes.len() {
+            0 => Err(ClusterKeyError::Empty),
+            len if len < MIN_KEY_LEN => Err(ClusterKeyError::TooShort {
+                len,
+                min: MIN_KEY_LEN,
+            }),
+            _ => Ok(ClusterKey(bytes)),
+        }
+    }
+
+    /// The key stored in the file at `path`, without one trailing newline
+    /// (`\n` or `\r\n`), so a key written with `echo` or an editor works.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ClusterKeyError> {
+        let path = path.as_ref();
+        let mut bytes = std::fs::read(path).map_err(|source| ClusterKeyError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        if bytes.last() == Some(&b'\n') {
+            bytes.pop();
+            if bytes.last() == Some(&b'\r') {
+                bytes.pop();
+            }
+        }
+        Self::from_bytes(bytes)
+    }
+
+    /// A MAC keyed with this key.
+    pub(super) fn mac(&self) -> HmacSha256 {
+        // HMAC accepts keys of any length, so this cannot fail.
+        HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length")
+    }
+}
+
+impl std::fmt::Debug for ClusterKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ClusterKey(<{} bytes, redacted>)", self.0.len())
+    }
+}
+
+impl Drop for ClusterKey {
+    fn drop(&mut self) {
+        self.0.fill(0);
+        // Keep the compiler from dropping the overwrite as a dead store.
+        std::hint::black_box(&self.0);
+    }
+}
+
+/// A digest of what the members must agree on (at least the member list), so
+/// that members configured differently refuse each other instead of
+/// misbehaving later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ClusterDigest(pub(crate) [u8; 32]);
+
+impl ClusterDigest {
+    /// The digest of a member list: `members[i]` is the address (`host:port`)
+    /// of node `i`. SHA-256 over a label, the member count, and each address
+    /// prefixed with its length.
+    pub(crate) fn of_members<S: AsRef<str>>(members: &[S]) -> Self {
+        let mut hash = Sha256::new();
+        hash.update(DIGEST_LABEL);
+        hash.update((members.len() as u64).to_be_bytes());
+        for member in members {
+            let member = member.as_ref().as_bytes();
+            hash.update((member.len() as u64).to_be_bytes());
+            hash.update(member);
+        }
+        ClusterDigest(hash.finalize().into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_checked_loaded_and_never_printed() {
+        assert!(matches!(
+            ClusterKey::from_bytes(b""),
+            Err(ClusterKeyError::Empty)
+        ));
+        assert!(matches!(
+            ClusterKey::from_bytes(&b"fifteen bytes.."[..]),
+            Err(ClusterKeyError::TooShort { len: 15, min: 16 })
+        ));
+        let key = ClusterKey::from_bytes(&b"sixteen bytes..."[..]).unwrap();
+        let shown = format!("{key:?}");
+        assert!(!shown.contains("sixteen"), "{shown}");
+        assert_eq!(shown, "ClusterKey(<16 bytes, redacted>)");
+
+        let dir = std::env::temp_dir().join(format!("rdmc-handshake-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, contents, len) in [
+            ("lf", &b"0123456789abcdef0123\n"[..], 20),
+            ("crlf", b"0123456789abcdef0123\r\n", 20),
+            ("bare", b"0123456789abcdef0123", 20),
+            (
+                "binary",
+                &[0u8, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16],
+                17,
+            ),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, contents).unwrap();
+            let key = ClusterKey::from_file(&path).unwrap();
+            assert_eq!(key.0.len(), len, "{name}");
+            assert_eq!(&key.0[..], &contents[..len], "{name}");
+        }
+        let short = dir.join("short");
+        std::fs::write(&short, b"short\n").unwrap();
+        assert!(matches!(
+            ClusterKey::from_file(&short),
+            Err(ClusterKeyError::TooShort { len: 5, .. })
+        ));
+        let empty = dir.join("empty");
+        std::fs::write(&empty, b"\n").unwrap();
+        assert!(matches!(
+            ClusterKey::from_file(&empty),
+            Err(ClusterKeyError::Empty)
+        ));
+        let missing = dir.join("missing");
+        let error = ClusterKey::from_file(&missing).unwrap_err();
+        assert!(matches!(error, ClusterKeyError::Read { .. }));
+        assert!(error.to_string().contains("missing"), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_digest_depends_on_every_member_in_order_unambiguously() {
+        let base = ClusterDigest::of_members(&["a:1", "b:2"]);
+        assert_eq!(
+            base,
+            ClusterDigest::of_members(&[String::from("a:1"), "b:2".into()])
+        );
+        assert_ne!(base, ClusterDigest::of_members(&["b:2", "a:1"]));
+        assert_ne!(base, ClusterDigest::of_members(&["a:1", "b:3"]));
+        assert_ne!(base, ClusterDigest::of_members(&["a:1", "b:2", "c:3"]));
+        assert_ne!(
+            ClusterDigest::of_members(&["ab", "c"]),
+            ClusterDigest::of_members(&["a", "bc"])
+        );
+    }
+}
