@@ -363,6 +363,19 @@ impl<I: Copy + Ord> Rendezvous<I> {
         }
     }
 
+    /// `group` closed cleanly here before its creation completed (the
+    /// `Join` of some member was still on its way): the creation completes.
+    ///
+    /// The root's close vouches for every member: the root sends nothing
+    /// before its own creation completed, which needs every member's
+    /// matching `Join`.
+    pub fn handle_group_closed(&mut self, group: GroupId) {
+        if let Some(p) = self.created.get_mut(&group).and_then(|c| c.pending.take()) {
+            self.deadlines.remove(&(p.deadline, group));
+            self.actions.push_back(RendezvousAction::Ready { group });
+        }
+    }
+
     /// Fail every creation whose deadline is at or before `now`.
     pub fn handle_timeout(&mut self, now: I) {
         while let Some(&(deadline, group)) = self.deadlines.first() {

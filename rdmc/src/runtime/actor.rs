@@ -521,14 +521,24 @@ impl<T: Transport> Actor<T> {
         {
             watch.end_setup(Instant::now());
         }
-        if let Some(outcome) = &g.outcome
-            && let Some(creating) = g.creating.take()
-        {
-            // The group failed before every member joined (a member is
-            // down, or another member said so): so does its creation.
-            let error = outcome.clone().err().unwrap_or(Error::Closed(group));
-            let _ = creating.reply.send(Err(error));
-            g.left = true;
+        if g.creating.is_some() {
+            match &g.outcome {
+                Some(Ok(())) => {
+                    // The group closed before the last Join arrived here.
+                    self.rendezvous.handle_group_closed(group);
+                    return self.drive_rendezvous();
+                }
+                Some(Err(error)) => {
+                    // The group failed before every member joined (a member
+                    // is down, or another member said so): so does its
+                    // creation.
+                    if let Some(creating) = g.creating.take() {
+                        let _ = creating.reply.send(Err(error.clone()));
+                    }
+                    g.left = true;
+                }
+                None => {}
+            }
         }
         if g.outcome.is_some() && g.left {
             self.groups.remove(&group);
