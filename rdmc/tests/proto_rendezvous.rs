@@ -12,55 +12,40 @@ use rdmc::proto::{
 };
 use rdmc::schedule::Algorithm;
 use rdmc::{GroupId, NodeId};
-use support::{Cluster, Crash, CreateAt, Creation, LONG_TIMEOUT, Notify, RootOp};
+use support::{Cluster, Crash, CreateAt, Creation, LONG_TIMEOUT, Notify, Scenario};
 
-/// One run: who, what, and when each node creates the group.
+/// A run whose nodes create the group before any event or, where `later`
+/// says so, at a random point of the run.
 #[derive(Clone, Debug)]
-struct Scenario {
-    algorithm: Algorithm,
-    n: usize,
-    block_size: usize,
-    sizes: Vec<u64>,
-    close: bool,
-    /// Whether each node creates before any event or at a random point.
+struct LateScenario {
+    run: Scenario,
     later: Vec<bool>,
-    slow: Option<Rank>,
-    seed: u64,
 }
 
-fn scenario(min_n: usize) -> impl Strategy<Value = Scenario> {
-    (
-        prop::sample::select(&Algorithm::ALL[..]),
-        prop_oneof![3 => min_n..=6usize, 1 => min_n..=16usize],
-        1usize..=8,
-    )
-        .prop_flat_map(|(algorithm, n, block_size)| {
-            (
-                Just(algorithm),
-                Just(n),
-                Just(block_size),
-                prop::collection::vec(0u64..=40, 0..=4),
-                prop::bool::weighted(0.8),
-                prop::collection::vec(prop::bool::weighted(0.7), n),
-                prop::option::weighted(0.3, 0..n),
-                any::<u64>(),
-            )
-        })
-        .prop_map(
-            |(algorithm, n, block_size, sizes, close, later, slow, seed)| Scenario {
-                algorithm,
-                n,
-                block_size,
-                sizes,
-                close,
-                later,
-                slow,
-                seed,
-            },
-        )
+prop_compose! {
+    /// A group of at least `min_n` members, most of them creating late; the
+    /// root's application acts as soon as it has the group, or at random
+    /// points after.
+    fn scenario(min_n: usize)(
+        algorithm in prop::sample::select(&Algorithm::ALL[..]),
+        n in prop_oneof![3 => min_n..=6usize, 1 => min_n..=16usize],
+    )(
+        later in prop::collection::vec(prop::bool::weighted(0.7), n),
+        slow in prop::option::weighted(0.3, 0..n),
+        block_size in 1usize..=8,
+        sizes in prop::collection::vec(0u64..=40, 0..=4),
+        close in prop::bool::weighted(0.8),
+        upfront in 0usize..=5,
+        seed in any::<u64>(),
+        algorithm in Just(algorithm),
+        n in Just(n),
+    ) -> LateScenario {
+        let run = Scenario { algorithm, n, block_size, sizes, close, upfront, slow, seed };
+        LateScenario { run, later }
+    }
 }
 
-impl Scenario {
+impl LateScenario {
     fn creation(&self) -> Creation {
         Creation {
             at: self
@@ -79,25 +64,8 @@ impl Scenario {
         }
     }
 
-    /// The cluster; the root's application submits every message and
-    /// closes (if it does) as soon as it has the group.
     fn build(&self, creation: &Creation) -> Cluster {
-        let mut cluster = Cluster::with_creation(
-            self.algorithm,
-            self.n,
-            self.block_size,
-            &self.sizes,
-            self.seed,
-            creation,
-        );
-        cluster.set_slow(self.slow);
-        for _ in &self.sizes {
-            cluster.root_op(RootOp::Submit);
-        }
-        if self.close {
-            cluster.root_op(RootOp::Close);
-        }
-        cluster
+        self.run.build(creation)
     }
 }
 
@@ -109,30 +77,30 @@ fn nodes(ranks: impl IntoIterator<Item = Rank>) -> Vec<NodeId> {
 /// and even its ready-for-block, before it created the group: every
 /// creation completes, and every member gets every message, in order,
 /// byte-exact, and closes iff the root closed.
-fn check_late_joins(s: &Scenario) {
+fn check_late_joins(s: &LateScenario) {
     let mut cluster = s.build(&s.creation());
     cluster.run(cluster.event_bound());
     cluster.assert_quiescent();
     cluster.assert_clean_outcome();
-    assert_eq!(cluster.submitted(), s.sizes.len() as u64);
+    assert_eq!(cluster.submitted(), s.run.sizes.len() as u64);
 }
 
 /// One node creates the group with another configuration: every node's
 /// creation fails with a mismatch naming another node, whatever the order
 /// of creations and signals; nobody completes its creation, delivers or
 /// fails otherwise (no protocol violation shows up instead).
-fn check_mismatch(s: &Scenario, odd: Rank) {
+fn check_mismatch(s: &LateScenario, odd: Rank) {
     let mut creation = s.creation();
     creation.odd = Some(odd);
     let mut cluster = s.build(&creation);
     cluster.run(cluster.event_bound());
     cluster.assert_quiescent();
-    for rank in 0..s.n {
+    for rank in 0..s.run.n {
         let context = format!("{s:?} odd {odd} rank {rank}");
         match cluster.create_failure(rank) {
             Some(CreateFailure::Mismatch { peer }) => {
                 assert_ne!(*peer, NodeId(rank as u32), "{context}");
-                assert!((peer.0 as usize) < s.n, "{context}");
+                assert!((peer.0 as usize) < s.run.n, "{context}");
             }
             other => panic!("{context}: creation ended with {other:?}"),
         }
@@ -148,19 +116,19 @@ fn check_mismatch(s: &Scenario, odd: Rank) {
 /// times out naming exactly the missing members, in rank order, and nobody
 /// delivers. If the missing members then create it after all, each of
 /// them fails once, told by a member that timed out.
-fn check_missing(s: &Scenario, missing: &[bool], come_late: bool) {
+fn check_missing(s: &LateScenario, missing: &[bool], come_late: bool) {
     let mut creation = s.creation();
     for (rank, &m) in missing.iter().enumerate() {
         if m {
             creation.at[rank] = CreateAt::Never;
         }
     }
-    let want = nodes((0..s.n).filter(|&r| missing[r]));
+    let want = nodes((0..s.run.n).filter(|&r| missing[r]));
     let mut cluster = s.build(&creation);
     let bound = cluster.event_bound();
     cluster.run(bound);
     cluster.assert_quiescent();
-    let creators: Vec<Rank> = (0..s.n).filter(|&r| !missing[r]).collect();
+    let creators: Vec<Rank> = (0..s.run.n).filter(|&r| !missing[r]).collect();
     for &rank in &creators {
         let context = format!("{s:?} missing {want:?} rank {rank}");
         assert_eq!(
@@ -177,12 +145,12 @@ fn check_missing(s: &Scenario, missing: &[bool], come_late: bool) {
     if !come_late {
         return;
     }
-    for rank in (0..s.n).filter(|&r| missing[r]) {
+    for rank in (0..s.run.n).filter(|&r| missing[r]) {
         cluster.create(rank);
     }
     cluster.run(2 * bound);
     cluster.assert_quiescent();
-    for rank in (0..s.n).filter(|&r| missing[r]) {
+    for rank in (0..s.run.n).filter(|&r| missing[r]) {
         let context = format!("{s:?} late {want:?} rank {rank}");
         assert!(!cluster.is_ready(rank), "{context}");
         assert_eq!(cluster.create_failure(rank), None, "{context}");
@@ -207,7 +175,7 @@ fn check_missing(s: &Scenario, missing: &[bool], come_late: bool) {
 /// naming the crashed member (the failure reaches it before any deadline,
 /// whether or not it created the group yet), or the group closed with every
 /// message — and nothing hangs.
-fn check_crash(s: &Scenario, victim: Rank, at_event: u64, notify: Notify) {
+fn check_crash(s: &LateScenario, victim: Rank, at_event: u64, notify: Notify) {
     let mut cluster = s.build(&s.creation());
     let bound = cluster.event_bound();
     cluster.set_crash(Crash {
@@ -220,9 +188,9 @@ fn check_crash(s: &Scenario, victim: Rank, at_event: u64, notify: Notify) {
     cluster.assert_crash_outcome();
 }
 
-fn missing_scenario() -> impl Strategy<Value = (Scenario, Vec<bool>, bool)> {
+fn missing_scenario() -> impl Strategy<Value = (LateScenario, Vec<bool>, bool)> {
     scenario(2).prop_flat_map(|s| {
-        let n = s.n;
+        let n = s.run.n;
         (
             Just(s),
             prop::collection::vec(prop::bool::weighted(0.3), n)
@@ -234,9 +202,9 @@ fn missing_scenario() -> impl Strategy<Value = (Scenario, Vec<bool>, bool)> {
     })
 }
 
-fn crash_scenario() -> impl Strategy<Value = (Scenario, Rank, u64, Notify)> {
+fn crash_scenario() -> impl Strategy<Value = (LateScenario, Rank, u64, Notify)> {
     scenario(2).prop_flat_map(|s| {
-        let n = s.n;
+        let n = s.run.n;
         let events = 3 * (n * n) as u64;
         (
             Just(s),
@@ -261,7 +229,7 @@ proptest! {
 
     #[test]
     fn a_mismatch_fails_every_creator(
-        (s, odd) in scenario(2).prop_flat_map(|s| { let n = s.n; (Just(s), 0..n) })
+        (s, odd) in scenario(2).prop_flat_map(|s| { let n = s.run.n; (Just(s), 0..n) })
     ) {
         check_mismatch(&s, odd);
     }
@@ -288,15 +256,18 @@ proptest! {
 fn early_joins_and_early_ready_for_blocks_happen() {
     let (mut joins, mut controls) = (0, 0);
     for seed in 0..50 {
-        let s = Scenario {
-            algorithm: Algorithm::BinomialPipeline,
-            n: 5,
-            block_size: 4,
-            sizes: vec![17, 3],
-            close: true,
+        let s = LateScenario {
+            run: Scenario {
+                algorithm: Algorithm::BinomialPipeline,
+                n: 5,
+                block_size: 4,
+                sizes: vec![17, 3],
+                close: true,
+                upfront: 3,
+                slow: None,
+                seed,
+            },
             later: vec![true; 5],
-            slow: None,
-            seed,
         };
         let mut cluster = s.build(&s.creation());
         cluster.run(cluster.event_bound());

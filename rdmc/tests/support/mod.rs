@@ -291,6 +291,49 @@ const TRACE: usize = 60;
 /// The largest message every member accepts.
 const MAX_MESSAGE_SIZE: u64 = 1 << 20;
 
+/// One run: the group, the root's messages, and how its application acts.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub algorithm: Algorithm,
+    pub n: usize,
+    pub block_size: usize,
+    pub sizes: Vec<u64>,
+    /// Whether the root calls `close()` after its last submit.
+    pub close: bool,
+    /// How many of the root's operations (submits, then close) happen as
+    /// soon as it has the group; the rest happen at random points of the
+    /// run.
+    pub upfront: usize,
+    /// A member whose events are picked with low probability.
+    pub slow: Option<Rank>,
+    pub seed: u64,
+}
+
+impl Scenario {
+    /// The run's cluster, its nodes creating the group as `creation` says.
+    pub fn build(&self, creation: &Creation) -> Cluster {
+        let mut cluster = Cluster::with_creation(
+            self.algorithm,
+            self.n,
+            self.block_size,
+            &self.sizes,
+            self.seed,
+            creation,
+        );
+        cluster.set_slow(self.slow);
+        let mut ops = vec![RootOp::Submit; self.sizes.len()];
+        if self.close {
+            ops.push(RootOp::Close);
+        }
+        let upfront = self.upfront.min(ops.len());
+        for &op in &ops[..upfront] {
+            cluster.root_op(op);
+        }
+        cluster.queue_root_ops(ops[upfront..].iter().copied());
+        cluster
+    }
+}
+
 /// How the nodes of a [`Cluster`] create the group.
 #[derive(Clone, Debug)]
 pub struct Creation {
