@@ -95,9 +95,12 @@ impl<T: Transport> Actor<T> {
         async move {
             let mut wait = WaitPolicy::new(self.mode);
             loop {
-                if self.rendezvous.poll_timeout().is_some() {
-                    self.rendezvous.handle_timeout(time::Instant::now());
-                    self.drive_rendezvous();
+                if let Some(deadline) = self.rendezvous.poll_timeout() {
+                    let now = time::Instant::now();
+                    if deadline <= now {
+                        self.rendezvous.handle_timeout(now);
+                        self.drive_rendezvous();
+                    }
                 }
                 // Handle what is already there, a bounded batch at a time.
                 let mut handled = 0;
@@ -177,7 +180,7 @@ impl<T: Transport> Actor<T> {
         config: GroupConfig,
         reply: CreateReply,
     ) {
-        let (member, rank_of, rank) = match self.new_member(id, &members, &config) {
+        let (mut member, rank_of, rank) = match self.new_member(id, &members, &config) {
             Ok(new) => new,
             Err(e) => {
                 let _ = reply.send(Err(e));
@@ -198,7 +201,6 @@ impl<T: Transport> Actor<T> {
         );
         span.in_scope(|| tracing::info!(digest = format_args!("{digest:032x}"), "group created"));
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut member = member;
         // A member known to be down fails the group at once. The member's
         // actions are carried out only after the rendezvous sent its Joins:
         // signals are FIFO per link, so every peer checks this member's
