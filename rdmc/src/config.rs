@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use crate::ids::NodeId;
 use crate::schedule::Algorithm;
+pub use crate::wait::CompletionMode;
 pub use crate::transport::tcp::{ClusterKey, ClusterKeyError};
 use crate::transport::tcp::{DEFAULT_CHUNK_SIZE, DEFAULT_FAILURE_TIMEOUT};
-pub use crate::wait::CompletionMode;
 
 /// Configuration of a [`Node`](crate::Node).
 #[derive(Clone, Debug, Default)]

@@ -101,10 +101,7 @@ mod tests {
         let mut p = WaitPolicy::new(CompletionMode::Polling);
         let t = Instant::now();
         assert_eq!(p.after_pass_at(0, t), Next::Spin);
-        assert_eq!(
-            p.after_pass_at(0, t + Duration::from_secs(3600)),
-            Next::Spin
-        );
+        assert_eq!(p.after_pass_at(0, t + Duration::from_secs(3600)), Next::Spin);
     }
 
     #[test]

@@ -26,9 +26,9 @@ use tokio::sync::{mpsc, oneshot};
 use super::fabric::{Access, Domain, Modes, Mr, OfiError, check, strerror};
 use super::ffi;
 use super::wire::{Control, Credit, MSG_LEN};
+use crate::wait::{CompletionMode, Next, WaitPolicy};
 use crate::ids::{GroupId, NodeId};
 use crate::transport::{BlockRef, Completion, CompletionSender, MessageBuffer, RecvRegion, Signal};
-use crate::wait::{CompletionMode, Next, WaitPolicy};
 
 /// Control receives kept posted per peer.
 pub(crate) const CTRL_RECVS: usize = 64;
