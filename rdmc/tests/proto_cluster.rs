@@ -9,27 +9,10 @@ use rdmc::proto::{
     Action, Control, FailureReason, GroupMember, MemberConfig, MemberError, READY_WINDOW, Rank,
 };
 use rdmc::schedule::Algorithm;
-use support::{Cluster, Crash, Notify, RootOp};
+use support::{Cluster, Crash, Creation, Notify, Scenario};
 
 /// The algorithms the whole-group properties run over: all of them.
 const ALGORITHMS: &[Algorithm] = &Algorithm::ALL;
-
-/// One failure-free run: who, what, and in which order the root acts.
-#[derive(Clone, Debug)]
-struct Scenario {
-    algorithm: Algorithm,
-    n: usize,
-    block_size: usize,
-    sizes: Vec<u64>,
-    /// Whether the root calls `close()` after its last submit.
-    close: bool,
-    /// How many of the root's operations (submits, then close) happen
-    /// before any event; the rest happen at random points of the run.
-    upfront: usize,
-    /// A member whose events are picked with low probability.
-    slow: Option<Rank>,
-    seed: u64,
-}
 
 /// Message sizes around the block size: empty, one byte, exact multiples,
 /// one more and one less than a multiple, and anything up to 200 bytes.
@@ -82,18 +65,7 @@ fn scenario(algorithms: &'static [Algorithm], min_n: usize) -> impl Strategy<Val
 }
 
 fn build(s: &Scenario) -> Cluster {
-    let mut cluster = Cluster::new(s.algorithm, s.n, s.block_size, &s.sizes, s.seed);
-    cluster.set_slow(s.slow);
-    let mut ops = vec![RootOp::Submit; s.sizes.len()];
-    if s.close {
-        ops.push(RootOp::Close);
-    }
-    let upfront = s.upfront.min(ops.len());
-    for &op in &ops[..upfront] {
-        cluster.root_op(op);
-    }
-    cluster.queue_root_ops(ops[upfront..].iter().copied());
-    cluster
+    s.build(&Creation::upfront(s.n))
 }
 
 /// Every receiver delivers every message once, in order, byte-exact; the

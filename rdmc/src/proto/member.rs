@@ -696,7 +696,7 @@ impl GroupMember {
         self.armed = false;
         let steps = self.schedule.total_steps(blocks);
         // The schedule's first incoming transfer for this k is the first block
-        // (reference §2.7 item 4, checked by the schedule tests).
+        // (checked by the schedule tests).
         let first_step = (0..steps).find(|&s| self.schedule.incoming(blocks, s).is_some());
         debug_assert_eq!(
             first_step.and_then(|s| self.schedule.incoming(blocks, s)),

@@ -1,10 +1,10 @@
-//! The per-node actor: owns the transport and the state machines of all the
-//! node's groups, feeds them completions and commands, carries out their
+//! The per-node actor: owns the transport, the node's group-creation
+//! [`Rendezvous`] and the state machines of all the node's groups, feeds
+//! them completions, commands and the passing of time, carries out their
 //! actions and turns their outcomes into wakeups of the user's futures and
 //! streams.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
-use std::sync::Arc;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -12,45 +12,19 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time;
 use tracing::Instrument;
 
-use super::rendezvous::group_digest;
-use super::timing::{Lap, MessageTimings, Stopwatch};
+use super::group_state::{
+    CreateReply, Creating, GroupState, SendReply, Sending, execute, member_error,
+};
+use super::timing::{Lap, Stopwatch};
 
 use crate::config::GroupConfig;
-use crate::error::{Error, FailureKind, MembershipError};
+use crate::error::{Error, MembershipError};
 use crate::ids::{GroupId, NodeId};
 use crate::proto::{
-    Action, Control, Failure, FailureReason, GroupMember, MemberConfig, MemberError, Rank,
+    CreateFailure, GroupMember, MemberConfig, Rank, Rendezvous, RendezvousAction, group_digest,
 };
-use crate::transport::{BlockRef, Completion, Completions, MessageBuffer, Signal, Transport};
+use crate::transport::{Completion, Completions, Signal, Transport};
 use crate::wait::{CompletionMode, Next, WaitPolicy};
-
-/// A message delivered to a receiver.
-///
-/// Two messages are equal when their group, sequence number and bytes are;
-/// [`timings`](Self::timings) are not compared.
-#[non_exhaustive]
-#[derive(Clone, Debug)]
-pub struct Message {
-    /// The group it was multicast in.
-    pub group: GroupId,
-    /// Its position in the root's send order, from 0.
-    pub seq: u64,
-    /// Its bytes, exactly as the root sent them.
-    pub data: Bytes,
-    /// Where this member's time went while receiving (and relaying) it.
-    pub timings: MessageTimings,
-}
-
-impl PartialEq for Message {
-    fn eq(&self, other: &Self) -> bool {
-        self.group == other.group && self.seq == other.seq && self.data == other.data
-    }
-}
-
-impl Eq for Message {}
-
-/// The receiving end of a group's deliveries.
-pub(crate) type Deliveries = mpsc::UnboundedReceiver<Result<Message, Error>>;
 
 /// What a node's handles ask of its actor.
 #[derive(Debug)]
@@ -81,16 +55,8 @@ pub(crate) enum Command {
     Shutdown,
 }
 
-/// Where a root's send future learns its outcome.
-type SendReply = oneshot::Sender<Result<MessageTimings, Error>>;
-
-/// Where a `create_group` future learns its outcome.
-pub(crate) type CreateReply = oneshot::Sender<Result<Deliveries, Error>>;
-
 /// Most events handled before the actor yields to other tasks.
 const BATCH: usize = 256;
-/// Most control messages kept for groups this node has not created yet.
-const MAX_EARLY: usize = 4096;
 
 pub(crate) struct Actor<T> {
     me: NodeId,
@@ -99,91 +65,9 @@ pub(crate) struct Actor<T> {
     completions: Completions,
     mode: CompletionMode,
     groups: HashMap<GroupId, GroupState>,
-    /// Every group id ever created here (never reused).
-    used: HashSet<GroupId>,
-    /// Control messages for groups not created here yet.
-    early: HashMap<GroupId, Vec<Completion>>,
-    early_count: usize,
-    /// Nodes known to be gone.
-    down: HashSet<NodeId>,
-    /// When each creation rendezvous in progress gives up.
-    deadlines: BTreeSet<(time::Instant, GroupId)>,
-    /// Groups whose creation failed here for a mismatch or a timeout, to
-    /// answer `Join`s that come late.
-    abandoned: HashMap<GroupId, Abandoned>,
-    /// The group whose early signals are being replayed: its rendezvous
-    /// completes only after all of them (a `JoinRejected` may follow the
-    /// last `Join`).
-    replaying: Option<GroupId>,
-}
-
-/// A creation rendezvous in progress: the group exists locally, but the
-/// user gets its handle only once every other member has joined.
-///
-/// The group's state machine runs from local creation on: a peer that
-/// finished its rendezvous earlier may already send ready-for-block or
-/// failures, and the core handles peers at different stages already (it
-/// posts receives before it says ready, and nothing is sent to a receiver
-/// that has not said ready). Holding the state machine back would need a
-/// second buffer for its traffic and gain nothing: no message can be sent
-/// before the root's user has the handle, i.e. before the root's rendezvous
-/// completed, which needs every member's matching `Join`. What keeps a
-/// mismatch from showing up as a protocol violation instead is the order
-/// of signals: each member sends its `Join`s before anything else of the
-/// group, and signals are FIFO per link, so a peer checks the `Join` first.
-struct Rendezvous {
-    /// The other members whose matching `Join` has not arrived, in rank order.
-    waiting: Vec<NodeId>,
-    deadline: time::Instant,
-    reply: CreateReply,
-    deliveries: Deliveries,
-}
-
-/// A group whose creation failed here for a mismatch or a timeout.
-struct Abandoned {
-    digest: u128,
-    members: Vec<NodeId>,
-    rank: Rank,
-    timed_out: bool,
-}
-
-/// Root: a message submitted and not yet complete.
-struct Sending {
-    seq: u64,
-    data: Bytes,
-    reply: SendReply,
-    watch: Stopwatch,
-}
-
-struct GroupState {
-    id: GroupId,
-    member: GroupMember,
-    members: Vec<NodeId>,
-    rank_of: HashMap<NodeId, Rank>,
-    block_size: usize,
-    /// Where each message's first block lands before its size is known.
-    bounce: Option<Arc<MessageBuffer>>,
-    /// The message being received.
-    receiving: Option<(u64, Arc<MessageBuffer>)>,
-    /// The timings of the message being received.
-    receive_watch: Option<Stopwatch>,
-    /// When the completion being handled was taken from the transport.
-    event_at: Instant,
-    /// Whether, after the last event, the member only waited for a
-    /// ready-for-block (for [`MessageTimings::waiting`]).
-    waiting_for_ready: bool,
-    /// Root: messages submitted and not yet complete, in order.
-    sending: VecDeque<Sending>,
-    deliveries: Option<mpsc::UnboundedSender<Result<Message, Error>>>,
-    close_waiters: Vec<oneshot::Sender<Result<(), Error>>>,
-    outcome: Option<Result<(), Error>>,
-    /// Whether the user's handle is gone.
-    left: bool,
-    span: tracing::Span,
-    /// What every member must agree on (see `rendezvous`).
-    digest: u128,
-    /// Until every member has joined.
-    rendezvous: Option<Rendezvous>,
+    /// The creation of the node's groups: which joins are awaited, signals
+    /// for groups not created yet, abandoned groups, ids used, deadlines.
+    rendezvous: Rendezvous<time::Instant>,
 }
 
 impl<T: Transport> Actor<T> {
@@ -201,13 +85,7 @@ impl<T: Transport> Actor<T> {
             completions,
             mode,
             groups: HashMap::new(),
-            used: HashSet::new(),
-            early: HashMap::new(),
-            early_count: 0,
-            down: HashSet::new(),
-            deadlines: BTreeSet::new(),
-            abandoned: HashMap::new(),
-            replaying: None,
+            rendezvous: Rendezvous::new(me),
         }
     }
 
@@ -217,8 +95,12 @@ impl<T: Transport> Actor<T> {
         async move {
             let mut wait = WaitPolicy::new(self.mode);
             loop {
-                if !self.deadlines.is_empty() {
-                    self.expire_rendezvous();
+                if let Some(deadline) = self.rendezvous.poll_timeout() {
+                    let now = time::Instant::now();
+                    if deadline <= now {
+                        self.rendezvous.handle_timeout(now);
+                        self.drive_rendezvous();
+                    }
                 }
                 // Handle what is already there, a bounded batch at a time.
                 let mut handled = 0;
@@ -250,7 +132,7 @@ impl<T: Transport> Actor<T> {
                     }
                     Next::Sleep => {}
                 }
-                let deadline = self.deadlines.first().map(|&(at, _)| at);
+                let deadline = self.rendezvous.poll_timeout();
                 tokio::select! {
                     biased;
                     c = self.completions.recv() => match c {
@@ -261,7 +143,7 @@ impl<T: Transport> Actor<T> {
                         Some(Command::Shutdown) | None => return self.shutdown().await,
                         Some(cmd) => self.on_command(cmd),
                     },
-                    // Expired rendezvous are handled at the top of the loop.
+                    // Expired creations are handled at the top of the loop.
                     () = time::sleep_until(deadline.unwrap_or_else(time::Instant::now)),
                         if deadline.is_some() => {}
                 }
@@ -298,14 +180,13 @@ impl<T: Transport> Actor<T> {
         config: GroupConfig,
         reply: CreateReply,
     ) {
-        let (member, rank_of, rank) = match self.new_member(id, &members, &config) {
+        let (mut member, rank_of, rank) = match self.new_member(id, &members, &config) {
             Ok(new) => new,
             Err(e) => {
                 let _ = reply.send(Err(e));
                 return;
             }
         };
-        self.used.insert(id);
         let digest = group_digest(id, &members, &config);
         let now = time::Instant::now();
         let deadline = now
@@ -320,28 +201,24 @@ impl<T: Transport> Actor<T> {
         );
         span.in_scope(|| tracing::info!(digest = format_args!("{digest:032x}"), "group created"));
         let (tx, rx) = mpsc::unbounded_channel();
-        let others: Vec<NodeId> = members.iter().copied().filter(|&n| n != self.me).collect();
-        let down: Vec<Rank> = others
+        // A member known to be down fails the group at once. The member's
+        // actions are carried out only after the rendezvous sent its Joins:
+        // signals are FIFO per link, so every peer checks this member's
+        // Join before anything else of the group.
+        if let Some(&suspect) = members
             .iter()
-            .filter(|n| self.down.contains(n))
-            .map(|n| rank_of[n])
-            .collect();
-        // The Joins go out before anything else of the group: signals are
-        // FIFO per link, so every peer checks this member's Join first.
-        for &peer in &others {
-            if !self.down.contains(&peer) {
-                self.transport
-                    .send_signal(id, peer, Signal::Join { digest });
-            }
+            .find(|&&n| n != self.me && self.rendezvous.is_down(n))
+            .map(|n| &rank_of[n])
+        {
+            member.handle_peer_failure(Some(suspect));
         }
-        self.deadlines.insert((deadline, id));
         self.groups.insert(
             id,
             GroupState {
                 id,
                 member,
                 bounce: (rank > 0).then(|| self.transport.alloc_buffer(config.block_size())),
-                members,
+                members: members.clone(),
                 rank_of,
                 block_size: config.block_size(),
                 receiving: None,
@@ -354,28 +231,15 @@ impl<T: Transport> Actor<T> {
                 outcome: None,
                 left: false,
                 span,
-                digest,
-                rendezvous: Some(Rendezvous {
-                    waiting: others,
-                    deadline,
+                creating: Some(Creating {
                     reply,
                     deliveries: rx,
                 }),
             },
         );
+        self.rendezvous.create(id, members, digest, deadline);
+        self.drive_rendezvous();
         self.drive(id);
-        if let Some(&suspect) = down.first() {
-            self.with_member(id, |m| m.handle_peer_failure(Some(suspect)));
-        }
-        if let Some(early) = self.early.remove(&id) {
-            self.early_count -= early.len();
-            self.replaying = Some(id);
-            for c in early {
-                self.on_completion(c);
-            }
-            self.replaying = None;
-        }
-        self.maybe_complete_rendezvous(id);
     }
 
     /// Check a creation request; the new member's state machine, the rank of
@@ -403,7 +267,7 @@ impl<T: Transport> Actor<T> {
                 "the block size must be at least 1 byte",
             ));
         }
-        if self.used.contains(&id) {
+        if self.rendezvous.is_used(id) {
             return Err(Error::GroupIdInUse(id));
         }
         let member = GroupMember::new(MemberConfig {
@@ -418,201 +282,78 @@ impl<T: Transport> Actor<T> {
         Ok((member, rank_of, rank))
     }
 
-    /// Hand the group to the user if every other member has joined.
-    fn maybe_complete_rendezvous(&mut self, id: GroupId) {
-        if self.replaying == Some(id) {
-            return;
+    /// Carry out the rendezvous's pending actions.
+    fn drive_rendezvous(&mut self) {
+        while let Some(action) = self.rendezvous.poll_action() {
+            match action {
+                RendezvousAction::SendJoin { group, to, digest } => {
+                    self.transport
+                        .send_signal(group, to, Signal::Join { digest });
+                }
+                RendezvousAction::SendJoinRejected { group, to, digest } => {
+                    self.transport
+                        .send_signal(group, to, Signal::JoinRejected { digest });
+                }
+                RendezvousAction::SendControl { group, to, control } => {
+                    self.transport
+                        .send_signal(group, to, Signal::Group(control));
+                }
+                RendezvousAction::DeliverEarly {
+                    group,
+                    from,
+                    control,
+                } => self.on_completion(Completion::Signal {
+                    group,
+                    from,
+                    signal: Signal::Group(control),
+                }),
+                RendezvousAction::Ready { group } => self.creation_complete(group),
+                RendezvousAction::CreateFailed { group, failure } => {
+                    self.creation_failed(group, failure);
+                }
+                RendezvousAction::PeerRefused { group, peer } => {
+                    let rank = self.groups.get(&group).and_then(|g| g.rank_of.get(&peer));
+                    if let Some(&rank) = rank {
+                        self.with_member(group, |m| m.handle_peer_failure(Some(rank)));
+                    }
+                }
+            }
         }
+    }
+
+    /// Every other member joined: hand the group to the user.
+    fn creation_complete(&mut self, id: GroupId) {
+        // The member's own actions first: it may have failed already (a
+        // member known to be down), which fails the creation instead.
+        self.drive(id);
         let Some(g) = self.groups.get_mut(&id) else {
             return;
         };
-        if !g.rendezvous.as_ref().is_some_and(|r| r.waiting.is_empty()) {
-            return;
-        }
-        let Some(rv) = g.rendezvous.take() else {
+        let Some(creating) = g.creating.take() else {
             return;
         };
-        self.deadlines.remove(&(rv.deadline, id));
         g.span.in_scope(|| tracing::info!("every member joined"));
-        if rv.reply.send(Ok(rv.deliveries)).is_err() {
+        if creating.reply.send(Ok(creating.deliveries)).is_err() {
             // The create future was dropped: nobody will ever use the group.
             self.leave(id);
         }
     }
 
-    /// A `Join` or `JoinRejected` from `from` for `group`.
-    fn on_rendezvous_signal(&mut self, group: GroupId, from: NodeId, signal: Signal) {
-        let Some(g) = self.groups.get_mut(&group) else {
-            if self.abandoned.contains_key(&group) {
-                if let Signal::Join { digest } = signal {
-                    self.answer_late_join(group, from, digest);
-                }
-            } else if !self.used.contains(&group) {
-                self.keep_early(Completion::Signal {
-                    group,
-                    from,
-                    signal,
-                });
-            }
-            return;
-        };
-        let mine = g.digest;
-        let member = g.rank_of.get(&from).copied();
-        let pending = g.rendezvous.is_some();
-        let _enter = g.span.clone().entered();
-        match signal {
-            Signal::Join { digest } if digest == mine && member.is_some() => {
-                if let Some(rv) = &mut g.rendezvous {
-                    rv.waiting.retain(|&n| n != from);
-                }
-                self.maybe_complete_rendezvous(group);
-            }
-            Signal::Join { digest } => {
-                tracing::warn!(
-                    peer = from.0,
-                    theirs = format_args!("{digest:032x}"),
-                    "join with a different membership or configuration refused"
-                );
-                self.transport
-                    .send_signal(group, from, Signal::JoinRejected { digest: mine });
-                if pending {
-                    self.refuse(group, from, true);
-                }
-            }
-            Signal::JoinRejected { digest } if pending => {
-                tracing::warn!(peer = from.0, "our join was refused");
-                // A peer with our own digest refused because of a third
-                // member; it told every member itself.
-                self.refuse(group, from, digest != mine);
-            }
-            Signal::JoinRejected { .. } => {
-                // The rendezvous completed here, but a member refused the
-                // group since (it found a mismatch with a non-member).
-                if let Some(rank) = member {
-                    tracing::warn!(peer = from.0, "a member refused the group");
-                    self.with_member(group, |m| m.handle_peer_failure(Some(rank)));
-                }
-            }
-            Signal::Group(_) => unreachable!("routed to the group's state machine"),
-        }
-    }
-
-    /// The rendezvous of `group` failed for a mismatch with `peer`: tell the
-    /// other members (if `relay`) and fail the local create.
-    fn refuse(&mut self, group: GroupId, peer: NodeId, relay: bool) {
-        let Some(g) = self.groups.get(&group) else {
-            return;
-        };
-        if relay {
-            for &n in &g.members {
-                if n != self.me && n != peer && !self.down.contains(&n) {
-                    self.transport
-                        .send_signal(group, n, Signal::JoinRejected { digest: g.digest });
-                }
-            }
-        }
-        self.abandon(group, Error::MembershipMismatch { group, peer }, &[]);
-    }
-
-    /// Fail the create of `group` with `error` and drop the group here,
-    /// telling only the members in `tell` that it failed.
-    ///
-    /// A mismatch was told with `JoinRejected`s already. After a timeout the
-    /// missing members are told (they fail as soon as they create the
-    /// group); the members that joined are not: they are waiting for the
-    /// same missing members and time out too — each with its own, clear
-    /// error, not this member's failure — or, if a missing member turns up
-    /// before, they are told then (see `answer_late_join`).
-    fn abandon(&mut self, group: GroupId, error: Error, tell: &[NodeId]) {
+    /// The creation of `group` failed here for a mismatch or a timeout: fail
+    /// the user's create and drop the group.
+    fn creation_failed(&mut self, group: GroupId, failure: CreateFailure) {
         let Some(mut g) = self.groups.remove(&group) else {
             return;
         };
-        let Some(rv) = g.rendezvous.take() else {
-            self.groups.insert(group, g);
-            return;
-        };
-        self.deadlines.remove(&(rv.deadline, group));
         self.transport.release_group(group);
-        let failed = Signal::Group(Control::Failed {
-            suspect: Some(g.member.config().rank),
-        });
-        for &n in tell {
-            if !self.down.contains(&n) {
-                self.transport.send_signal(group, n, failed);
-            }
-        }
+        let error = match failure {
+            CreateFailure::Mismatch { peer } => Error::MembershipMismatch { group, peer },
+            CreateFailure::TimedOut { missing } => Error::CreateTimedOut { group, missing },
+        };
         g.span
             .in_scope(|| tracing::warn!(%error, "group not created"));
-        let timed_out = matches!(error, Error::CreateTimedOut { .. });
-        let _ = rv.reply.send(Err(error));
-        self.abandoned.insert(
-            group,
-            Abandoned {
-                digest: g.digest,
-                rank: g.member.config().rank,
-                members: g.members,
-                timed_out,
-            },
-        );
-    }
-
-    /// A `Join` for a group whose creation failed here.
-    fn answer_late_join(&mut self, group: GroupId, from: NodeId, digest: u128) {
-        let Some(a) = self.abandoned.get(&group) else {
-            return;
-        };
-        if digest != a.digest || !a.timed_out {
-            self.transport
-                .send_signal(group, from, Signal::JoinRejected { digest: a.digest });
-            return;
-        }
-        // A member that was missing when this one gave up has turned up:
-        // the others may now complete their rendezvous, with this member
-        // gone. Fail the group everywhere.
-        let failed = Signal::Group(Control::Failed {
-            suspect: Some(a.rank),
-        });
-        for &n in &a.members {
-            if n != self.me && !self.down.contains(&n) {
-                self.transport.send_signal(group, n, failed);
-            }
-        }
-    }
-
-    /// Fail every rendezvous whose deadline has passed.
-    fn expire_rendezvous(&mut self) {
-        let now = time::Instant::now();
-        while let Some(&(deadline, group)) = self.deadlines.first() {
-            if deadline > now {
-                break;
-            }
-            self.deadlines.pop_first();
-            let missing = self
-                .groups
-                .get(&group)
-                .and_then(|g| g.rendezvous.as_ref())
-                .map(|rv| rv.waiting.clone());
-            if let Some(missing) = missing {
-                let tell = missing.clone();
-                self.abandon(group, Error::CreateTimedOut { group, missing }, &tell);
-            }
-        }
-    }
-
-    /// Keep a control message for a group not created here yet.
-    fn keep_early(&mut self, c: Completion) {
-        let Completion::Signal { group, .. } = &c else {
-            return;
-        };
-        let group = *group;
-        if self.early_count < MAX_EARLY {
-            self.early_count += 1;
-            self.early.entry(group).or_default().push(c);
-        } else {
-            tracing::warn!(
-                group = group.0,
-                "dropping control message for unknown group"
-            );
+        if let Some(creating) = g.creating.take() {
+            let _ = creating.reply.send(Err(error));
         }
     }
 
@@ -674,7 +415,7 @@ impl<T: Transport> Actor<T> {
             Completion::PeerDown { node } => {
                 let node = *node;
                 tracing::warn!(peer = node.0, "peer down");
-                self.down.insert(node);
+                self.rendezvous.handle_peer_down(node);
                 let affected: Vec<(GroupId, Rank)> = self
                     .groups
                     .iter()
@@ -690,16 +431,30 @@ impl<T: Transport> Actor<T> {
             Completion::Signal { group, from, .. } => (*group, *from),
             Completion::TransferFailed { group, peer, .. } => (*group, *peer),
         };
-        if let Completion::Signal {
-            signal: signal @ (Signal::Join { .. } | Signal::JoinRejected { .. }),
-            ..
-        } = c
-        {
-            return self.on_rendezvous_signal(group, peer, signal);
+        match c {
+            Completion::Signal {
+                signal: Signal::Join { digest },
+                ..
+            } => {
+                self.rendezvous.handle_join(peer, group, digest);
+                return self.drive_rendezvous();
+            }
+            Completion::Signal {
+                signal: Signal::JoinRejected { digest },
+                ..
+            } => {
+                self.rendezvous.handle_join_rejected(peer, group, digest);
+                return self.drive_rendezvous();
+            }
+            _ => {}
         }
         let Some(g) = self.groups.get_mut(&group) else {
-            if !self.used.contains(&group) && matches!(c, Completion::Signal { .. }) {
-                self.keep_early(c);
+            if let Completion::Signal {
+                signal: Signal::Group(control),
+                ..
+            } = c
+            {
+                self.rendezvous.handle_early_control(peer, group, control);
             }
             return;
         };
@@ -768,18 +523,28 @@ impl<T: Transport> Actor<T> {
         {
             watch.end_setup(Instant::now());
         }
-        if let Some(outcome) = &g.outcome
-            && let Some(rv) = g.rendezvous.take()
-        {
-            // The group failed before every member joined (a member is
-            // down, or another member said so): so does its creation.
-            let error = outcome.clone().err().unwrap_or(Error::Closed(group));
-            self.deadlines.remove(&(rv.deadline, group));
-            let _ = rv.reply.send(Err(error));
-            g.left = true;
+        if g.creating.is_some() {
+            match &g.outcome {
+                Some(Ok(())) => {
+                    // The group closed before the last Join arrived here.
+                    self.rendezvous.handle_group_closed(group);
+                    return self.drive_rendezvous();
+                }
+                Some(Err(error)) => {
+                    // The group failed before every member joined (a member
+                    // is down, or another member said so): so does its
+                    // creation.
+                    if let Some(creating) = g.creating.take() {
+                        let _ = creating.reply.send(Err(error.clone()));
+                    }
+                    g.left = true;
+                }
+                None => {}
+            }
         }
         if g.outcome.is_some() && g.left {
             self.groups.remove(&group);
+            self.rendezvous.handle_group_ended(group);
         }
     }
 
@@ -799,8 +564,8 @@ impl<T: Transport> Actor<T> {
     fn fail_all(&mut self) {
         let ids: Vec<GroupId> = self.groups.keys().copied().collect();
         for g in self.groups.values_mut() {
-            if let Some(rv) = g.rendezvous.take() {
-                let _ = rv.reply.send(Err(Error::NodeShutDown(self.me)));
+            if let Some(creating) = g.creating.take() {
+                let _ = creating.reply.send(Err(Error::NodeShutDown(self.me)));
                 g.left = true;
             }
         }
@@ -808,150 +573,4 @@ impl<T: Transport> Actor<T> {
             self.with_member(id, GroupMember::shutdown);
         }
     }
-}
-
-fn member_error(g: &GroupState, e: MemberError) -> Error {
-    match e {
-        MemberError::NotRoot => Error::NotRoot(g.id),
-        MemberError::Closed => Error::Closed(g.id),
-        MemberError::Failed(f) => failure_error(g, &f),
-        MemberError::TooLarge { size, max } => Error::MessageTooLarge { size, max },
-    }
-}
-
-fn failure_error(g: &GroupState, f: &Failure) -> Error {
-    let kind = match &f.reason {
-        FailureReason::PeerUnreachable => FailureKind::Unreachable,
-        FailureReason::Reported { by } => FailureKind::ReportedBy(g.members[*by]),
-        FailureReason::ProtocolViolation { detail } => {
-            FailureKind::ProtocolViolation(detail.clone())
-        }
-        FailureReason::LocalShutdown => FailureKind::LocalShutdown,
-    };
-    Error::GroupFailed {
-        group: g.id,
-        suspect: f.suspect.map(|r| g.members[r]),
-        kind,
-    }
-}
-
-fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, action: Action) {
-    let id = g.id;
-    match action {
-        Action::PostFirstBlockRecv { from } => {
-            let bounce = g.bounce.as_ref().expect("non-roots have a bounce buffer");
-            transport.post_recv(id, g.members[from], bounce.region(0, g.block_size));
-        }
-        Action::BeginMessage {
-            seq,
-            size,
-            first_block,
-            first_block_len,
-        } => {
-            let Ok(size) = usize::try_from(size) else {
-                unreachable!("sizes above max_message_size are refused by the core");
-            };
-            let mut watch = Stopwatch::start(g.event_at);
-            let buf = transport.alloc_buffer(size);
-            let bounce = g.bounce.as_ref().expect("non-roots have a bounce buffer");
-            let copy_start = Instant::now();
-            buf.region(first_block * g.block_size, first_block_len)
-                .write(bounce.block(0, first_block_len).as_slice());
-            watch.add_copy(copy_start.elapsed());
-            tracing::debug!(seq, size, "message begins");
-            g.receiving = Some((seq, buf));
-            g.receive_watch = Some(watch);
-        }
-        Action::PostRecv {
-            from,
-            seq,
-            offset,
-            len,
-        } => {
-            let buf = receiving(g, seq);
-            transport.post_recv(id, g.members[from], buf.region(offset, len));
-        }
-        Action::SendBlock {
-            to,
-            seq,
-            offset,
-            len,
-            immediate,
-        } => {
-            if g.member.is_root() {
-                let sending = g
-                    .sending
-                    .iter_mut()
-                    .find(|s| s.seq == seq)
-                    .expect("the root sends only submitted messages");
-                let block = BlockRef::from_message(sending.data.clone(), offset, len);
-                transport.post_send(id, g.members[to], block, immediate);
-                sending.watch.end_setup(Instant::now());
-            } else {
-                let block = receiving(g, seq).block(offset, len);
-                transport.post_send(id, g.members[to], block, immediate);
-            }
-        }
-        Action::SendControl { to, control } => {
-            transport.send_signal(id, g.members[to], Signal::Group(control));
-        }
-        Action::MessageComplete { seq } => {
-            let now = Instant::now();
-            if g.member.is_root() {
-                let sending = g.sending.pop_front().expect("a message was in flight");
-                debug_assert_eq!(sending.seq, seq);
-                let _ = sending.reply.send(Ok(sending.watch.finish(now)));
-            } else {
-                let (s, buf) = g.receiving.take().expect("a message was in progress");
-                debug_assert_eq!(s, seq);
-                let watch = g
-                    .receive_watch
-                    .take()
-                    .unwrap_or_else(|| Stopwatch::start(g.event_at));
-                let message = Message {
-                    group: id,
-                    seq,
-                    data: buf.into_bytes(),
-                    timings: watch.finish(now),
-                };
-                if let Some(tx) = &g.deliveries {
-                    let _ = tx.send(Ok(message));
-                }
-            }
-            tracing::debug!(seq, "message complete");
-        }
-        Action::Closed => {
-            tracing::info!("group closed");
-            finish(g, transport, Ok(()));
-        }
-        Action::Failed(failure) => {
-            tracing::warn!(%failure, "group failed");
-            let error = failure_error(g, &failure);
-            for sending in g.sending.drain(..) {
-                let _ = sending.reply.send(Err(error.clone()));
-            }
-            g.receiving = None;
-            g.receive_watch = None;
-            if let Some(tx) = &g.deliveries {
-                let _ = tx.send(Err(error.clone()));
-            }
-            finish(g, transport, Err(error));
-        }
-    }
-}
-
-fn receiving(g: &GroupState, seq: u64) -> &Arc<MessageBuffer> {
-    match &g.receiving {
-        Some((s, buf)) if *s == seq => buf,
-        _ => unreachable!("the core posts only for the message in progress"),
-    }
-}
-
-fn finish<T: Transport>(g: &mut GroupState, transport: &mut T, outcome: Result<(), Error>) {
-    transport.release_group(g.id);
-    g.deliveries = None;
-    for w in g.close_waiters.drain(..) {
-        let _ = w.send(outcome.clone());
-    }
-    g.outcome = Some(outcome);
 }

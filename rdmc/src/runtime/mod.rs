@@ -1,10 +1,13 @@
-//! The runtime: one actor task per node that executes the schedules of all
-//! the node's groups over its transport (DESIGN.md §3.4).
+//! The runtime: one actor task per node that drives the sans-IO state
+//! machines of [`proto`](crate::proto) — the node's group-creation
+//! rendezvous and one protocol member per group — over its transport.
 
 mod actor;
-mod rendezvous;
+mod group_state;
+mod message;
 mod timing;
 
-pub use actor::Message;
-pub(crate) use actor::{Actor, Command, Deliveries};
+pub(crate) use actor::{Actor, Command};
+pub(crate) use group_state::Deliveries;
+pub use message::Message;
 pub use timing::MessageTimings;

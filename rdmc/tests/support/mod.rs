@@ -1,11 +1,15 @@
-//! A deterministic whole-group harness for the sans-IO core (`GroupMember`).
+//! A deterministic whole-group harness for the sans-IO core (`Rendezvous`
+//! and `GroupMember`).
 //!
-//! N members of one group exchange blocks and control messages over modelled
-//! links, with no runtime and no clock. The model follows the verbs contract
-//! the RDMA backend depends on:
+//! N nodes create one group through their rendezvous state machines and then
+//! exchange blocks and signals (`Join`, `JoinRejected` and control messages)
+//! over modelled links, with no runtime and no clock: time is a counter of
+//! events, and when nothing else can happen it jumps to the next creation
+//! deadline. The model follows the verbs contract the RDMA backend depends
+//! on:
 //!
 //! * every directed link `a → b` is FIFO for data and, separately, FIFO for
-//!   control; links are independent of each other;
+//!   signals; links are independent of each other;
 //! * a receive is posted on the link it expects data from (FIFO per link);
 //!   delivering data consumes the head posted receive, and if there is none
 //!   that is a receiver-not-ready error (the test fails);
@@ -14,7 +18,12 @@
 //! * the receive completion and the send completion are separate events,
 //!   each picked later at random;
 //! * a seeded RNG picks which pending event happens next, so every run is
-//!   one random interleaving, replayable from its seed.
+//!   one random interleaving, replayable from its seed;
+//! * each node drives its state machines as the runtime's actor does: a
+//!   group's member runs from local creation on, its actions carried out
+//!   after the rendezvous's `Join`s; the root's application acts only once
+//!   the root's creation completed; a group whose creation failed is
+//!   dropped (nothing reaches it any more).
 //!
 //! Every action a member emits is checked against the model as it is
 //! carried out (see [`Cluster::apply`]); the final outcome is checked by the
@@ -26,10 +35,37 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
 use rdmc::proto::{
-    Action, Control, Failure, FailureReason, GroupMember, MemberConfig, Rank, block_count,
-    block_len,
+    Action, Control, CreateFailure, Failure, FailureReason, GroupMember, MemberConfig, Rank,
+    Rendezvous, RendezvousAction, block_count, block_len, group_digest,
 };
 use rdmc::schedule::{Algorithm, NodeSchedule, Schedule};
+use rdmc::{GroupConfig, GroupId, NodeId};
+
+/// The one group every node of a [`Cluster`] creates.
+pub const GROUP: GroupId = GroupId(1);
+
+/// A creation deadline no run reaches by its events alone: the clock gets
+/// there only by jumping when nothing else can happen.
+pub const LONG_TIMEOUT: u64 = 1 << 40;
+
+/// When a node creates the group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CreateAt {
+    /// Before any event.
+    Upfront,
+    /// At a random point of the run (an event like any other).
+    Later,
+    /// Not during the run (see [`Cluster::create`]).
+    Never,
+}
+
+/// A signal on a link: the rendezvous's, or a group's control message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Signal {
+    Join(u128),
+    JoinRejected(u128),
+    Group(Control),
+}
 
 /// SplitMix64: tiny, seedable, good enough to pick events.
 #[derive(Clone, Debug)]
@@ -133,8 +169,8 @@ struct Link {
     recv_done: VecDeque<RecvDone>,
     /// Data delivered; the sender's completion is pending.
     send_done: usize,
-    /// Control messages in flight.
-    control: VecDeque<Control>,
+    /// Signals in flight.
+    signals: VecDeque<Signal>,
     /// Receives ever posted by the receiver on this link.
     posted_total: u64,
     /// Ready-for-block ever sent by the receiver (`to`) to the sender (`from`).
@@ -155,10 +191,21 @@ struct Buffer {
     posted: Vec<bool>,
 }
 
-/// The harness's view of one member.
+/// The harness's view of one node.
 #[derive(Debug)]
 struct Node {
-    member: GroupMember,
+    rendezvous: Rendezvous<u64>,
+    /// The digest this node creates the group with.
+    digest: u128,
+    /// The group's member state machine, from local creation until the
+    /// group is dropped here (its creation failed).
+    member: Option<GroupMember>,
+    /// Whether this node created the group.
+    created: bool,
+    /// Whether its creation completed (the application has the group).
+    ready: bool,
+    /// Why its creation failed in the rendezvous (a mismatch, a timeout).
+    create_failure: Option<CreateFailure>,
     crashed: bool,
     bounce: Vec<u8>,
     /// A bounce-buffer receive is posted and not yet consumed.
@@ -178,7 +225,12 @@ struct Node {
 
 impl Node {
     fn terminal(&self) -> bool {
-        self.closed > 0 || !self.failures.is_empty()
+        self.closed > 0 || !self.failures.is_empty() || self.create_failure.is_some()
+    }
+
+    /// Created, and the creation neither completed nor failed.
+    fn creating(&self) -> bool {
+        self.created && !self.ready && self.member.is_some()
     }
 }
 
@@ -187,10 +239,10 @@ enum Kind {
     Data,
     RecvDone,
     SendDone,
-    Control,
+    Signal,
 }
 
-const KINDS: [Kind; 4] = [Kind::Data, Kind::RecvDone, Kind::SendDone, Kind::Control];
+const KINDS: [Kind; 4] = [Kind::Data, Kind::RecvDone, Kind::SendDone, Kind::Signal];
 
 /// A group of members wired together by modelled links.
 #[derive(Debug)]
@@ -214,6 +266,18 @@ pub struct Cluster {
     notifications: Vec<(Rank, Rank)>,
     /// Notify::OneSurvivor notifications still to be placed: suspect.
     notify_one: Vec<Rank>,
+    /// Ranks whose creation is a pending event.
+    to_create: Vec<Rank>,
+    /// The root's operations carried out as soon as its creation completes.
+    at_ready: Vec<RootOp>,
+    create_timeout: u64,
+    /// Time: one tick per event, and jumps to the next deadline when
+    /// nothing else can happen.
+    clock: u64,
+    /// `Join`s that reached a node before it created the group.
+    early_joins: u64,
+    /// Control messages that reached a node before it created the group.
+    early_controls: u64,
     slow: Option<Rank>,
     crash: Option<Crash>,
     pub crashed: Option<Rank>,
@@ -224,8 +288,78 @@ pub struct Cluster {
 
 const TRACE: usize = 60;
 
+/// The largest message every member accepts.
+const MAX_MESSAGE_SIZE: u64 = 1 << 20;
+
+/// One run: the group, the root's messages, and how its application acts.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    pub algorithm: Algorithm,
+    pub n: usize,
+    pub block_size: usize,
+    pub sizes: Vec<u64>,
+    /// Whether the root calls `close()` after its last submit.
+    pub close: bool,
+    /// How many of the root's operations (submits, then close) happen as
+    /// soon as it has the group; the rest happen at random points of the
+    /// run.
+    pub upfront: usize,
+    /// A member whose events are picked with low probability.
+    pub slow: Option<Rank>,
+    pub seed: u64,
+}
+
+impl Scenario {
+    /// The run's cluster, its nodes creating the group as `creation` says.
+    pub fn build(&self, creation: &Creation) -> Cluster {
+        let mut cluster = Cluster::with_creation(
+            self.algorithm,
+            self.n,
+            self.block_size,
+            &self.sizes,
+            self.seed,
+            creation,
+        );
+        cluster.set_slow(self.slow);
+        let mut ops = vec![RootOp::Submit; self.sizes.len()];
+        if self.close {
+            ops.push(RootOp::Close);
+        }
+        let upfront = self.upfront.min(ops.len());
+        for &op in &ops[..upfront] {
+            cluster.root_op(op);
+        }
+        cluster.queue_root_ops(ops[upfront..].iter().copied());
+        cluster
+    }
+}
+
+/// How the nodes of a [`Cluster`] create the group.
+#[derive(Clone, Debug)]
+pub struct Creation {
+    /// When each node creates it, by rank.
+    pub at: Vec<CreateAt>,
+    /// A node that creates it with a different configuration (another
+    /// block size), so that its digest differs from everyone else's.
+    pub odd: Option<Rank>,
+    /// Ticks from a node's creation to its deadline.
+    pub timeout: u64,
+}
+
+impl Creation {
+    /// Every one of `n` nodes creates the group before any event, alike.
+    pub fn upfront(n: usize) -> Self {
+        Creation {
+            at: vec![CreateAt::Upfront; n],
+            odd: None,
+            timeout: LONG_TIMEOUT,
+        }
+    }
+}
+
 impl Cluster {
-    /// A group of `n` members; the root's messages have the given sizes.
+    /// A group of `n` members, every one created before any event; the
+    /// root's messages have the given sizes.
     pub fn new(
         algorithm: Algorithm,
         n: usize,
@@ -233,19 +367,45 @@ impl Cluster {
         sizes: &[u64],
         seed: u64,
     ) -> Self {
+        Self::with_creation(algorithm, n, block_size, sizes, seed, &Creation::upfront(n))
+    }
+
+    /// A group of `n` members created as `creation` says; the root's
+    /// messages have the given sizes.
+    pub fn with_creation(
+        algorithm: Algorithm,
+        n: usize,
+        block_size: usize,
+        sizes: &[u64],
+        seed: u64,
+        creation: &Creation,
+    ) -> Self {
+        assert_eq!(creation.at.len(), n, "one creation time per node");
         let mut rng = Rng::new(seed);
         let messages = sizes.iter().map(|&s| rng.bytes(s as usize)).collect();
+        let members: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
+        let config = GroupConfig::new()
+            .with_algorithm(algorithm)
+            .with_block_size(block_size)
+            .with_max_message_size(MAX_MESSAGE_SIZE);
+        let digest = group_digest(GROUP, &members, &config);
+        let odd_digest = group_digest(
+            GROUP,
+            &members,
+            &config.clone().with_block_size(block_size + 1),
+        );
         let nodes = (0..n)
             .map(|rank| Node {
-                member: GroupMember::new(MemberConfig {
-                    algorithm,
-                    nodes: n,
-                    rank,
-                    block_size,
-                    max_message_size: 1 << 20,
-                    receive_window: None,
-                })
-                .expect("valid member"),
+                rendezvous: Rendezvous::new(NodeId(rank as u32)),
+                digest: if creation.odd == Some(rank) {
+                    odd_digest
+                } else {
+                    digest
+                },
+                member: None,
+                created: false,
+                ready: false,
+                create_failure: None,
                 crashed: false,
                 bounce: vec![0; block_size],
                 bounce_posted: false,
@@ -272,6 +432,14 @@ impl Cluster {
             root_ops: VecDeque::new(),
             notifications: Vec::new(),
             notify_one: Vec::new(),
+            to_create: (0..n)
+                .filter(|&r| creation.at[r] == CreateAt::Later)
+                .collect(),
+            at_ready: Vec::new(),
+            create_timeout: creation.timeout,
+            clock: 0,
+            early_joins: 0,
+            early_controls: 0,
             slow: None,
             crash: None,
             crashed: None,
@@ -279,9 +447,45 @@ impl Cluster {
             trace: VecDeque::new(),
         };
         for rank in 0..n {
-            cluster.drain(rank);
+            if creation.at[rank] == CreateAt::Upfront {
+                cluster.create(rank);
+            }
         }
         cluster
+    }
+
+    /// `rank` creates the group now, as the runtime's actor does: a member
+    /// known to be down fails the new member at once; the rendezvous sends
+    /// its `Join`s first, then hands over what came early; the member's
+    /// actions follow.
+    pub fn create(&mut self, rank: Rank) {
+        if self.nodes[rank].crashed || self.nodes[rank].created {
+            return;
+        }
+        self.log(format_args!("{rank}: create"));
+        let node = &mut self.nodes[rank];
+        node.created = true;
+        let mut member = GroupMember::new(MemberConfig {
+            algorithm: self.algorithm,
+            nodes: self.n,
+            rank,
+            block_size: self.block_size,
+            max_message_size: MAX_MESSAGE_SIZE,
+            receive_window: None,
+        })
+        .expect("valid member");
+        if let Some(down) =
+            (0..self.n).find(|&r| r != rank && node.rendezvous.is_down(NodeId(r as u32)))
+        {
+            member.handle_peer_failure(Some(down));
+        }
+        node.member = Some(member);
+        let members = (0..self.n as u32).map(NodeId).collect();
+        let deadline = self.clock.saturating_add(self.create_timeout);
+        node.rendezvous
+            .create(GROUP, members, node.digest, deadline);
+        self.drive_rendezvous(rank);
+        self.drain(rank);
     }
 
     /// Events of `rank` are picked with low probability.
@@ -299,9 +503,14 @@ impl Cluster {
         self.root_ops.extend(ops);
     }
 
-    /// Carry out a root operation now.
+    /// Carry out a root operation now, or as soon as the root's creation
+    /// completes (the application has no group before).
     pub fn root_op(&mut self, op: RootOp) {
         if self.nodes[0].crashed {
+            return;
+        }
+        if !self.nodes[0].ready {
+            self.at_ready.push(op);
             return;
         }
         match op {
@@ -309,27 +518,23 @@ impl Cluster {
                 let seq = self.submitted;
                 let size = self.messages[seq as usize].len() as u64;
                 self.log(format_args!("root submit #{seq} ({size} bytes)"));
-                match self.nodes[0].member.submit(size) {
+                let root = self.nodes[0].member.as_mut().expect("a ready root");
+                match root.submit(size) {
                     Ok(got) => {
                         assert_eq!(got, seq, "submit returned the wrong sequence number");
                         self.submitted += 1;
                     }
                     Err(e) => {
-                        assert!(
-                            self.nodes[0].member.is_finished(),
-                            "submit refused on an open group: {e}"
-                        );
+                        assert!(root.is_finished(), "submit refused on an open group: {e}");
                     }
                 }
             }
             RootOp::Close => {
                 self.log(format_args!("root close"));
                 self.close_called = true;
-                if let Err(e) = self.nodes[0].member.close() {
-                    assert!(
-                        self.nodes[0].member.is_finished(),
-                        "close refused on an open group: {e}"
-                    );
+                let root = self.nodes[0].member.as_mut().expect("a ready root");
+                if let Err(e) = root.close() {
+                    assert!(root.is_finished(), "close refused on an open group: {e}");
                 }
             }
         }
@@ -352,8 +557,10 @@ impl Cluster {
         let m = self.message_count();
         // Per transfer: delivery, receive completion, send completion and its
         // ready-for-block. Per message and member: arming. Close: three
-        // messages per member. Failure: notifications and relays.
-        4 * transfers + (n + 1) * (m + 2) + 3 * n + m + 1 + 2 * n * n + 16
+        // messages per member. Failure: notifications and relays. Creation:
+        // one event per node, a Join per link, a refusal per link and its
+        // relays.
+        4 * transfers + (n + 1) * (m + 2) + 3 * n + m + 1 + 2 * n * n + 16 + n + 3 * n * n
     }
 
     fn log(&mut self, args: std::fmt::Arguments<'_>) {
@@ -393,7 +600,7 @@ impl Cluster {
             Kind::Data => !l.data.is_empty(),
             Kind::RecvDone => !l.recv_done.is_empty(),
             Kind::SendDone => l.send_done > 0,
-            Kind::Control => !l.control.is_empty(),
+            Kind::Signal => !l.signals.is_empty(),
         }
     }
 
@@ -416,9 +623,109 @@ impl Cluster {
 
     /// Drain `rank`'s actions, checking and carrying out each one.
     fn drain(&mut self, rank: Rank) {
-        while let Some(action) = self.nodes[rank].member.poll_action() {
+        while let Some(action) = self.nodes[rank]
+            .member
+            .as_mut()
+            .and_then(GroupMember::poll_action)
+        {
             self.apply(rank, action);
         }
+        let node = &mut self.nodes[rank];
+        if node.creating() && node.closed > 0 {
+            // The group closed before the last Join arrived here.
+            node.rendezvous.handle_group_closed(GROUP);
+            self.drive_rendezvous(rank);
+        } else if node.creating() && node.member.as_ref().is_some_and(GroupMember::is_finished) {
+            // The group failed before every member joined: so does its
+            // creation, and the node drops the group (as the runtime does).
+            self.log(format_args!("{rank}: creation failed with the group"));
+            self.drop_group(rank);
+            self.nodes[rank].rendezvous.handle_group_ended(GROUP);
+            self.drive_rendezvous(rank);
+        }
+    }
+
+    /// `rank` drops the group: its member and posted receives are gone, and
+    /// nothing of the group reaches it any more but its rendezvous's signals.
+    fn drop_group(&mut self, rank: Rank) {
+        self.nodes[rank].member = None;
+        self.nodes[rank].bounce_posted = false;
+        for peer in 0..self.n {
+            let inbound = self.link(peer, rank);
+            self.links[inbound].posted.clear();
+        }
+    }
+
+    /// Carry out `rank`'s rendezvous actions, as the runtime's actor does.
+    fn drive_rendezvous(&mut self, rank: Rank) {
+        while let Some(action) = self.nodes[rank].rendezvous.poll_action() {
+            self.log(format_args!("  {rank}: {action:?}"));
+            match action {
+                RendezvousAction::SendJoin { to, digest, .. } => {
+                    self.send_signal(rank, to, Signal::Join(digest));
+                }
+                RendezvousAction::SendJoinRejected { to, digest, .. } => {
+                    self.send_signal(rank, to, Signal::JoinRejected(digest));
+                }
+                RendezvousAction::SendControl { to, control, .. } => {
+                    self.send_signal(rank, to, Signal::Group(control));
+                }
+                RendezvousAction::DeliverEarly { from, control, .. } => {
+                    let from = self.rank_of(from);
+                    if let Some(member) = self.nodes[rank].member.as_mut() {
+                        member.handle_control(from, control);
+                        self.drain(rank);
+                    }
+                }
+                RendezvousAction::Ready { .. } => {
+                    // The member's own actions first: it may have failed,
+                    // which fails the creation instead.
+                    self.drain(rank);
+                    if self.nodes[rank].creating() {
+                        self.nodes[rank].ready = true;
+                        if rank == 0 {
+                            for op in std::mem::take(&mut self.at_ready) {
+                                self.root_op(op);
+                            }
+                        }
+                    }
+                }
+                RendezvousAction::CreateFailed { failure, .. } => {
+                    if !self.nodes[rank].creating() {
+                        self.bug(format_args!(
+                            "{rank}: creation failed ({failure:?}) while not in progress"
+                        ));
+                    }
+                    self.nodes[rank].create_failure = Some(failure);
+                    self.drop_group(rank);
+                }
+                RendezvousAction::PeerRefused { peer, .. } => {
+                    let peer = self.rank_of(peer);
+                    if let Some(member) = self.nodes[rank].member.as_mut() {
+                        member.handle_peer_failure(Some(peer));
+                        self.drain(rank);
+                    }
+                }
+                other => self.bug(format_args!("{rank}: unknown rendezvous action {other:?}")),
+            }
+        }
+    }
+
+    fn rank_of(&self, node: NodeId) -> Rank {
+        let rank = node.0 as usize;
+        if rank >= self.n {
+            self.bug(format_args!("{node:?} is no member"));
+        }
+        rank
+    }
+
+    /// Put `signal` on the link `from → to`.
+    fn send_signal(&mut self, from: Rank, to: NodeId, signal: Signal) {
+        let to = self.rank_of(to);
+        self.check_peer(from, to);
+        let l = self.link(from, to);
+        self.links[l].signals.push_back(signal);
+        self.touch(Kind::Signal, l);
     }
 
     fn apply(&mut self, me: Rank, action: Action) {
@@ -601,9 +908,7 @@ impl Cluster {
                         ));
                     }
                 }
-                let l = self.link(me, to);
-                self.links[l].control.push_back(control);
-                self.touch(Kind::Control, l);
+                self.send_signal(me, NodeId(to as u32), Signal::Group(control));
             }
             Action::MessageComplete { seq } => {
                 let node = &self.nodes[me];
@@ -670,7 +975,10 @@ impl Cluster {
 
     /// Pick one pending event at random.
     fn pick(&mut self) -> Option<Event> {
-        let extra = usize::from(!self.root_ops.is_empty())
+        // The root's application acts only on a group it has.
+        let root_op = !self.root_ops.is_empty() && self.nodes[0].ready;
+        let extra = usize::from(root_op)
+            + self.to_create.len()
             + self.notifications.len()
             + self.notify_one.len();
         let total = self.active.len() + extra;
@@ -687,28 +995,75 @@ impl Cluster {
                 Event::Link(kind, link / self.n, link % self.n)
             } else {
                 i -= self.active.len();
-                if !self.root_ops.is_empty() {
+                if root_op {
                     if i == 0 {
                         return Some(Event::RootOp);
                     }
                     i -= 1;
                 }
-                if i < self.notifications.len() {
-                    Event::Notify(i)
+                if i < self.to_create.len() {
+                    Event::Create(i)
+                } else if i - self.to_create.len() < self.notifications.len() {
+                    Event::Notify(i - self.to_create.len())
                 } else {
+                    i -= self.to_create.len();
                     Event::NotifyOne(i - self.notifications.len())
                 }
             };
             tries += 1;
             if tries < 4
                 && self.slow.is_some()
-                && event.owner() == self.slow
+                && self.owner(event) == self.slow
                 && self.rng.chance(7, 8)
             {
                 continue;
             }
             return Some(event);
         }
+    }
+
+    /// The member that handles `event` (for slowing one member down).
+    fn owner(&self, event: Event) -> Option<Rank> {
+        match event {
+            Event::Link(Kind::SendDone, from, _) => Some(from),
+            Event::Link(_, _, to) => Some(to),
+            Event::RootOp => Some(0),
+            Event::Create(i) => Some(self.to_create[i]),
+            Event::Notify(_) | Event::NotifyOne(_) => None,
+        }
+    }
+
+    /// Whether `rank` can still be told of a failure: alive, and its group
+    /// not created yet or not finished.
+    fn open(&self, rank: Rank) -> bool {
+        let node = &self.nodes[rank];
+        !node.crashed
+            && match &node.member {
+                Some(m) => !m.is_finished(),
+                None => !node.created,
+            }
+    }
+
+    /// Fail the creations whose deadline has come.
+    fn fire_timeouts(&mut self) {
+        for rank in 0..self.n {
+            let now = self.clock;
+            let node = &mut self.nodes[rank];
+            if !node.crashed && node.rendezvous.poll_timeout().is_some_and(|t| t <= now) {
+                node.rendezvous.handle_timeout(now);
+                self.log(format_args!("{rank}: timeout at {now}"));
+                self.drive_rendezvous(rank);
+            }
+        }
+    }
+
+    /// The earliest creation deadline of a live node.
+    fn next_deadline(&self) -> Option<u64> {
+        self.nodes
+            .iter()
+            .filter(|n| !n.crashed)
+            .filter_map(|n| n.rendezvous.poll_timeout())
+            .min()
     }
 
     /// Run until nothing is pending; panics if it takes more than `bound` events.
@@ -725,14 +1080,21 @@ impl Cluster {
             {
                 self.do_crash(crash);
             }
+            self.fire_timeouts();
             let Some(event) = self.pick() else {
                 if let Some(crash) = self.crash {
                     self.do_crash(crash);
                     continue;
                 }
+                if let Some(deadline) = self.next_deadline() {
+                    // Nothing else can happen: time passes.
+                    self.clock = self.clock.max(deadline);
+                    continue;
+                }
                 break;
             };
             self.events += 1;
+            self.clock += 1;
             if self.events > bound {
                 self.bug(format_args!("no quiescence after {bound} events"));
             }
@@ -747,29 +1109,28 @@ impl Cluster {
                 let op = self.root_ops.pop_front().expect("picked");
                 self.root_op(op);
             }
+            Event::Create(i) => {
+                let rank = self.to_create.swap_remove(i);
+                self.create(rank);
+            }
             Event::Notify(i) => {
                 let (rank, suspect) = self.notifications.swap_remove(i);
                 self.log(format_args!("{rank}: peer failure {suspect}"));
-                self.nodes[rank].member.handle_peer_failure(Some(suspect));
-                self.drain(rank);
+                self.peer_down(rank, suspect);
             }
             Event::NotifyOne(i) => {
                 let suspect = self.notify_one.swap_remove(i);
-                let open: Vec<Rank> = (0..self.n)
-                    .filter(|&r| !self.nodes[r].crashed && !self.nodes[r].member.is_finished())
-                    .collect();
+                let open: Vec<Rank> = (0..self.n).filter(|&r| self.open(r)).collect();
                 if !open.is_empty() {
                     let rank = open[self.rng.below(open.len())];
                     self.log(format_args!(
                         "{rank}: peer failure {suspect} (only one told)"
                     ));
-                    self.nodes[rank].member.handle_peer_failure(Some(suspect));
-                    self.drain(rank);
+                    self.peer_down(rank, suspect);
                     // A member may judge the failure moot (for instance after
                     // the close barrier); then the root, which has a control
                     // link to everyone, finds out on its own.
-                    if rank != 0 && !self.nodes[0].crashed && !self.nodes[rank].member.is_finished()
-                    {
+                    if rank != 0 && !self.nodes[0].crashed && self.open(rank) {
                         self.notifications.push((0, suspect));
                     }
                 }
@@ -782,6 +1143,14 @@ impl Cluster {
                     // Sent after the crash (on a ready-for-block the victim
                     // sent before it): nothing reaches a crashed member.
                     self.log(format_args!("drop {from}->{to}: the receiver crashed"));
+                    return;
+                }
+                if self.nodes[to].member.is_none() {
+                    // The receiver dropped the group (its creation failed):
+                    // its receives are gone.
+                    self.log(format_args!(
+                        "drop {from}->{to}: the receiver dropped the group"
+                    ));
                     return;
                 }
                 self.log(format_args!(
@@ -851,10 +1220,10 @@ impl Cluster {
                 {
                     buf.received[offset..offset + done.len].fill(true);
                 }
-                self.nodes[to]
-                    .member
-                    .handle_block(from, done.immediate, done.len);
-                self.drain(to);
+                if let Some(member) = self.nodes[to].member.as_mut() {
+                    member.handle_block(from, done.immediate, done.len);
+                    self.drain(to);
+                }
             }
             Event::Link(Kind::SendDone, from, to) => {
                 let l = self.link(from, to);
@@ -868,20 +1237,53 @@ impl Cluster {
                     ));
                 };
                 sends.remove(i);
-                self.nodes[from].member.handle_send_complete(to);
-                self.drain(from);
-            }
-            Event::Link(Kind::Control, from, to) => {
-                let l = self.link(from, to);
-                let control = self.links[l].control.pop_front().expect("picked");
-                self.touch(Kind::Control, l);
-                self.log(format_args!("control {from}->{to}: {control:?}"));
-                if control == Control::ReadyForBlock {
-                    let data_link = self.link(to, from);
-                    self.links[data_link].ready_delivered += 1;
+                if let Some(member) = self.nodes[from].member.as_mut() {
+                    member.handle_send_complete(to);
+                    self.drain(from);
                 }
-                self.nodes[to].member.handle_control(from, control);
-                self.drain(to);
+            }
+            Event::Link(Kind::Signal, from, to) => {
+                let l = self.link(from, to);
+                let signal = self.links[l].signals.pop_front().expect("picked");
+                self.touch(Kind::Signal, l);
+                if self.nodes[to].crashed {
+                    self.log(format_args!("drop {from}->{to}: the receiver crashed"));
+                    return;
+                }
+                self.log(format_args!("signal {from}->{to}: {signal:?}"));
+                if !self.nodes[to].created {
+                    match signal {
+                        Signal::Join(_) => self.early_joins += 1,
+                        Signal::Group(_) => self.early_controls += 1,
+                        Signal::JoinRejected(_) => {}
+                    }
+                }
+                let sender = NodeId(from as u32);
+                match signal {
+                    Signal::Join(digest) => {
+                        self.nodes[to].rendezvous.handle_join(sender, GROUP, digest);
+                    }
+                    Signal::JoinRejected(digest) => {
+                        self.nodes[to]
+                            .rendezvous
+                            .handle_join_rejected(sender, GROUP, digest);
+                    }
+                    Signal::Group(control) => {
+                        if control == Control::ReadyForBlock {
+                            let data_link = self.link(to, from);
+                            self.links[data_link].ready_delivered += 1;
+                        }
+                        if let Some(member) = self.nodes[to].member.as_mut() {
+                            member.handle_control(from, control);
+                            self.drain(to);
+                        } else {
+                            self.nodes[to]
+                                .rendezvous
+                                .handle_early_control(sender, GROUP, control);
+                        }
+                    }
+                }
+                self.drive_rendezvous(to);
             }
         }
     }
@@ -894,19 +1296,21 @@ impl Cluster {
         self.nodes[c].crashed = true;
         if c == 0 {
             self.root_ops.clear();
+            self.at_ready.clear();
         }
+        self.to_create.retain(|&r| r != c);
         for peer in 0..self.n {
             // What it sent may be partly on the wire still: keep a random prefix.
             let out = self.link(c, peer);
             let keep = self.rng.below(self.links[out].data.len() + 1);
             self.links[out].data.truncate(keep);
-            let keep = self.rng.below(self.links[out].control.len() + 1);
-            self.links[out].control.truncate(keep);
+            let keep = self.rng.below(self.links[out].signals.len() + 1);
+            self.links[out].signals.truncate(keep);
             self.links[out].send_done = 0;
             // Nothing reaches it any more.
             let inbound = self.link(peer, c);
             self.links[inbound].data.clear();
-            self.links[inbound].control.clear();
+            self.links[inbound].signals.clear();
             self.links[inbound].recv_done.clear();
             for kind in KINDS {
                 self.touch(kind, out);
@@ -930,7 +1334,44 @@ impl Cluster {
         }
     }
 
+    /// `rank` learns that `suspect` is gone: its rendezvous, and its group's
+    /// member if it has one (as the runtime's actor does).
+    fn peer_down(&mut self, rank: Rank, suspect: Rank) {
+        let node = &mut self.nodes[rank];
+        node.rendezvous.handle_peer_down(NodeId(suspect as u32));
+        if let Some(member) = node.member.as_mut() {
+            member.handle_peer_failure(Some(suspect));
+            self.drain(rank);
+        }
+        self.drive_rendezvous(rank);
+    }
+
     // ---- outcome queries -------------------------------------------------
+
+    /// Whether `rank`'s creation completed.
+    pub fn is_ready(&self, rank: Rank) -> bool {
+        self.nodes[rank].ready
+    }
+
+    /// Why `rank`'s creation failed in the rendezvous, if it did.
+    pub fn create_failure(&self, rank: Rank) -> Option<&CreateFailure> {
+        self.nodes[rank].create_failure.as_ref()
+    }
+
+    /// Whether `rank` created the group.
+    pub fn is_created(&self, rank: Rank) -> bool {
+        self.nodes[rank].created
+    }
+
+    /// `Join`s that reached a node before it created the group.
+    pub fn early_joins(&self) -> u64 {
+        self.early_joins
+    }
+
+    /// Control messages that reached a node before it created the group.
+    pub fn early_controls(&self) -> u64 {
+        self.early_controls
+    }
 
     /// Messages the root submitted.
     pub fn submitted(&self) -> u64 {
@@ -959,21 +1400,29 @@ impl Cluster {
 
     /// The member itself, for direct pokes.
     pub fn member_mut(&mut self, rank: Rank) -> &mut GroupMember {
-        &mut self.nodes[rank].member
+        self.nodes[rank]
+            .member
+            .as_mut()
+            .expect("the group exists here")
     }
 
-    /// `rank` leaves the group now (`GroupMember::shutdown`).
+    /// `rank` leaves the group now (`GroupMember::shutdown`), if it has it.
     pub fn shutdown(&mut self, rank: Rank) {
         self.log(format_args!("{rank}: shutdown"));
-        self.nodes[rank].member.shutdown();
-        self.drain(rank);
+        if let Some(member) = self.nodes[rank].member.as_mut() {
+            member.shutdown();
+            self.drain(rank);
+        }
     }
 
-    /// Deliver `control` from `from` to `to` now (a forged message).
+    /// Deliver `control` from `from` to `to` now (a forged message), if
+    /// `to` has the group.
     pub fn inject_control(&mut self, from: Rank, to: Rank, control: Control) {
         self.log(format_args!("FORGED control {from}->{to}: {control:?}"));
-        self.nodes[to].member.handle_control(from, control);
-        self.drain(to);
+        if let Some(member) = self.nodes[to].member.as_mut() {
+            member.handle_control(from, control);
+            self.drain(to);
+        }
     }
 
     /// Nothing is in flight any more and no member has actions queued.
@@ -982,18 +1431,35 @@ impl Cluster {
             self.bug(format_args!("events still pending"));
         }
         for rank in 0..self.n {
-            if let Some(a) = self.nodes[rank].member.poll_action() {
+            if let Some(a) = self.nodes[rank]
+                .member
+                .as_mut()
+                .and_then(GroupMember::poll_action)
+            {
                 self.bug(format_args!("member {rank} still had an action: {a:?}"));
+            }
+            if let Some(a) = self.nodes[rank].rendezvous.poll_action() {
+                self.bug(format_args!("node {rank} still had an action: {a:?}"));
+            }
+            if !self.nodes[rank].crashed && self.nodes[rank].creating() {
+                self.bug(format_args!("node {rank} is still creating the group"));
             }
         }
     }
 
-    /// Check the outcome of a failure-free run: every message everywhere,
-    /// and `Closed` exactly once on every member iff the root closed.
+    /// Check the outcome of a failure-free run: every creation completed,
+    /// every message everywhere, and `Closed` exactly once on every member
+    /// iff the root closed.
     #[track_caller]
     pub fn assert_clean_outcome(&self) {
         for rank in 0..self.n {
             let node = &self.nodes[rank];
+            if !node.ready || node.create_failure.is_some() {
+                self.bug(format_args!(
+                    "node {rank}: creation not completed ({:?})",
+                    node.create_failure
+                ));
+            }
             if !node.failures.is_empty() {
                 self.bug(format_args!("member {rank} failed: {:?}", node.failures));
             }
@@ -1015,20 +1481,27 @@ impl Cluster {
 
     /// Check the outcome of a run with one crash: every survivor reached
     /// exactly one terminal event; a failure names the crashed member and is
-    /// not a protocol violation.
+    /// not a protocol violation; no creation fails in the rendezvous (no
+    /// mismatch, and the failure reaches every survivor before a deadline).
     #[track_caller]
     pub fn assert_crash_outcome(&self) {
         let c = self.crashed.expect("a crash happened");
         for rank in (0..self.n).filter(|&r| r != c) {
             let node = &self.nodes[rank];
-            let terminals = node.closed as usize + node.failures.len();
+            let terminals = node.closed as usize
+                + node.failures.len()
+                + usize::from(node.create_failure.is_some());
             if terminals != 1 {
                 self.bug(format_args!(
-                    "survivor {rank}: {} Closed and failures {:?}",
-                    node.closed, node.failures
+                    "survivor {rank}: {} Closed, failures {:?}, creation failure {:?}",
+                    node.closed, node.failures, node.create_failure
                 ));
             }
-            if let Some(f) = node.failures.first() {
+            if let Some(f) = &node.create_failure {
+                // Every failure is relayed to every member (a crashed
+                // member's signals aside): nobody waits for a deadline.
+                self.bug(format_args!("survivor {rank}: creation failed with {f:?}"));
+            } else if let Some(f) = node.failures.first() {
                 let reason_ok = matches!(
                     f.reason,
                     FailureReason::PeerUnreachable | FailureReason::Reported { .. }
@@ -1049,18 +1522,8 @@ impl Cluster {
 enum Event {
     Link(Kind, Rank, Rank),
     RootOp,
+    /// `to_create[i]` creates the group.
+    Create(usize),
     Notify(usize),
     NotifyOne(usize),
-}
-
-impl Event {
-    /// The member that handles this event (for slowing one member down).
-    fn owner(self) -> Option<Rank> {
-        match self {
-            Event::Link(Kind::SendDone, from, _) => Some(from),
-            Event::Link(_, _, to) => Some(to),
-            Event::RootOp => Some(0),
-            Event::Notify(_) | Event::NotifyOne(_) => None,
-        }
-    }
 }

@@ -1,0 +1,216 @@
+//! The state the actor keeps per group beside its [`GroupMember`], and the
+//! execution of the member's actions over the transport.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+
+use super::message::Message;
+use super::timing::{MessageTimings, Stopwatch};
+use crate::error::{Error, FailureKind};
+use crate::ids::{GroupId, NodeId};
+use crate::proto::{Action, Failure, FailureReason, GroupMember, MemberError, Rank};
+use crate::transport::{BlockRef, MessageBuffer, Signal, Transport};
+
+/// The receiving end of a group's deliveries.
+pub(crate) type Deliveries = mpsc::UnboundedReceiver<Result<Message, Error>>;
+
+/// Where a root's send future learns its outcome.
+pub(super) type SendReply = oneshot::Sender<Result<MessageTimings, Error>>;
+
+/// Where a `create_group` future learns its outcome.
+pub(crate) type CreateReply = oneshot::Sender<Result<Deliveries, Error>>;
+
+/// A creation in progress: the group exists locally, but the user gets its
+/// handle only once every other member has joined (the node's
+/// [`Rendezvous`](crate::proto::Rendezvous) says when).
+pub(super) struct Creating {
+    pub(super) reply: CreateReply,
+    pub(super) deliveries: Deliveries,
+}
+
+/// Root: a message submitted and not yet complete.
+pub(super) struct Sending {
+    pub(super) seq: u64,
+    pub(super) data: Bytes,
+    pub(super) reply: SendReply,
+    pub(super) watch: Stopwatch,
+}
+
+pub(super) struct GroupState {
+    pub(super) id: GroupId,
+    pub(super) member: GroupMember,
+    pub(super) members: Vec<NodeId>,
+    pub(super) rank_of: HashMap<NodeId, Rank>,
+    pub(super) block_size: usize,
+    /// Where each message's first block lands before its size is known.
+    pub(super) bounce: Option<Arc<MessageBuffer>>,
+    /// The message being received.
+    pub(super) receiving: Option<(u64, Arc<MessageBuffer>)>,
+    /// The timings of the message being received.
+    pub(super) receive_watch: Option<Stopwatch>,
+    /// When the completion being handled was taken from the transport.
+    pub(super) event_at: Instant,
+    /// Whether, after the last event, the member only waited for a
+    /// ready-for-block (for [`MessageTimings::waiting`]).
+    pub(super) waiting_for_ready: bool,
+    /// Root: messages submitted and not yet complete, in order.
+    pub(super) sending: VecDeque<Sending>,
+    pub(super) deliveries: Option<mpsc::UnboundedSender<Result<Message, Error>>>,
+    pub(super) close_waiters: Vec<oneshot::Sender<Result<(), Error>>>,
+    pub(super) outcome: Option<Result<(), Error>>,
+    /// Whether the user's handle is gone.
+    pub(super) left: bool,
+    pub(super) span: tracing::Span,
+    /// Until every member has joined.
+    pub(super) creating: Option<Creating>,
+}
+
+pub(super) fn member_error(g: &GroupState, e: MemberError) -> Error {
+    match e {
+        MemberError::NotRoot => Error::NotRoot(g.id),
+        MemberError::Closed => Error::Closed(g.id),
+        MemberError::Failed(f) => failure_error(g, &f),
+        MemberError::TooLarge { size, max } => Error::MessageTooLarge { size, max },
+    }
+}
+
+fn failure_error(g: &GroupState, f: &Failure) -> Error {
+    let kind = match &f.reason {
+        FailureReason::PeerUnreachable => FailureKind::Unreachable,
+        FailureReason::Reported { by } => FailureKind::ReportedBy(g.members[*by]),
+        FailureReason::ProtocolViolation { detail } => {
+            FailureKind::ProtocolViolation(detail.clone())
+        }
+        FailureReason::LocalShutdown => FailureKind::LocalShutdown,
+    };
+    Error::GroupFailed {
+        group: g.id,
+        suspect: f.suspect.map(|r| g.members[r]),
+        kind,
+    }
+}
+
+pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, action: Action) {
+    let id = g.id;
+    match action {
+        Action::PostFirstBlockRecv { from } => {
+            let bounce = g.bounce.as_ref().expect("non-roots have a bounce buffer");
+            transport.post_recv(id, g.members[from], bounce.region(0, g.block_size));
+        }
+        Action::BeginMessage {
+            seq,
+            size,
+            first_block,
+            first_block_len,
+        } => {
+            let Ok(size) = usize::try_from(size) else {
+                unreachable!("sizes above max_message_size are refused by the core");
+            };
+            let mut watch = Stopwatch::start(g.event_at);
+            let buf = transport.alloc_buffer(size);
+            let bounce = g.bounce.as_ref().expect("non-roots have a bounce buffer");
+            let copy_start = Instant::now();
+            buf.region(first_block * g.block_size, first_block_len)
+                .write(bounce.block(0, first_block_len).as_slice());
+            watch.add_copy(copy_start.elapsed());
+            tracing::debug!(seq, size, "message begins");
+            g.receiving = Some((seq, buf));
+            g.receive_watch = Some(watch);
+        }
+        Action::PostRecv {
+            from,
+            seq,
+            offset,
+            len,
+        } => {
+            let buf = receiving(g, seq);
+            transport.post_recv(id, g.members[from], buf.region(offset, len));
+        }
+        Action::SendBlock {
+            to,
+            seq,
+            offset,
+            len,
+            immediate,
+        } => {
+            if g.member.is_root() {
+                let sending = g
+                    .sending
+                    .iter_mut()
+                    .find(|s| s.seq == seq)
+                    .expect("the root sends only submitted messages");
+                let block = BlockRef::from_message(sending.data.clone(), offset, len);
+                transport.post_send(id, g.members[to], block, immediate);
+                sending.watch.end_setup(Instant::now());
+            } else {
+                let block = receiving(g, seq).block(offset, len);
+                transport.post_send(id, g.members[to], block, immediate);
+            }
+        }
+        Action::SendControl { to, control } => {
+            transport.send_signal(id, g.members[to], Signal::Group(control));
+        }
+        Action::MessageComplete { seq } => {
+            let now = Instant::now();
+            if g.member.is_root() {
+                let sending = g.sending.pop_front().expect("a message was in flight");
+                debug_assert_eq!(sending.seq, seq);
+                let _ = sending.reply.send(Ok(sending.watch.finish(now)));
+            } else {
+                let (s, buf) = g.receiving.take().expect("a message was in progress");
+                debug_assert_eq!(s, seq);
+                let watch = g
+                    .receive_watch
+                    .take()
+                    .unwrap_or_else(|| Stopwatch::start(g.event_at));
+                let message = Message {
+                    group: id,
+                    seq,
+                    data: buf.into_bytes(),
+                    timings: watch.finish(now),
+                };
+                if let Some(tx) = &g.deliveries {
+                    let _ = tx.send(Ok(message));
+                }
+            }
+            tracing::debug!(seq, "message complete");
+        }
+        Action::Closed => {
+            tracing::info!("group closed");
+            finish(g, transport, Ok(()));
+        }
+        Action::Failed(failure) => {
+            tracing::warn!(%failure, "group failed");
+            let error = failure_error(g, &failure);
+            for sending in g.sending.drain(..) {
+                let _ = sending.reply.send(Err(error.clone()));
+            }
+            g.receiving = None;
+            g.receive_watch = None;
+            if let Some(tx) = &g.deliveries {
+                let _ = tx.send(Err(error.clone()));
+            }
+            finish(g, transport, Err(error));
+        }
+    }
+}
+
+fn receiving(g: &GroupState, seq: u64) -> &Arc<MessageBuffer> {
+    match &g.receiving {
+        Some((s, buf)) if *s == seq => buf,
+        _ => unreachable!("the core posts only for the message in progress"),
+    }
+}
+
+fn finish<T: Transport>(g: &mut GroupState, transport: &mut T, outcome: Result<(), Error>) {
+    transport.release_group(g.id);
+    g.deliveries = None;
+    for w in g.close_waiters.drain(..) {
+        let _ = w.send(outcome.clone());
+    }
+    g.outcome = Some(outcome);
+}

@@ -1,0 +1,441 @@
+//! The group-creation rendezvous (`rdmc::proto::Rendezvous`) under the
+//! deterministic whole-group harness (see `support/mod.rs`): members that
+//! create at random times, signals that arrive before the group exists,
+//! mismatches, members that never come or come too late, crashes during the
+//! rendezvous; and the machine alone.
+
+mod support;
+
+use proptest::prelude::*;
+use rdmc::proto::{
+    Control, CreateFailure, FailureReason, MAX_EARLY, Rank, Rendezvous, RendezvousAction,
+};
+use rdmc::schedule::Algorithm;
+use rdmc::{GroupId, NodeId};
+use support::{Cluster, Crash, CreateAt, Creation, LONG_TIMEOUT, Notify, Scenario};
+
+/// A run whose nodes create the group before any event or, where `later`
+/// says so, at a random point of the run.
+#[derive(Clone, Debug)]
+struct LateScenario {
+    run: Scenario,
+    later: Vec<bool>,
+}
+
+prop_compose! {
+    /// A group of at least `min_n` members, most of them creating late; the
+    /// root's application acts as soon as it has the group, or at random
+    /// points after.
+    fn scenario(min_n: usize)(
+        algorithm in prop::sample::select(&Algorithm::ALL[..]),
+        n in prop_oneof![3 => min_n..=6usize, 1 => min_n..=16usize],
+    )(
+        later in prop::collection::vec(prop::bool::weighted(0.7), n),
+        slow in prop::option::weighted(0.3, 0..n),
+        block_size in 1usize..=8,
+        sizes in prop::collection::vec(0u64..=40, 0..=4),
+        close in prop::bool::weighted(0.8),
+        upfront in 0usize..=5,
+        seed in any::<u64>(),
+        algorithm in Just(algorithm),
+        n in Just(n),
+    ) -> LateScenario {
+        let run = Scenario { algorithm, n, block_size, sizes, close, upfront, slow, seed };
+        LateScenario { run, later }
+    }
+}
+
+impl LateScenario {
+    fn creation(&self) -> Creation {
+        Creation {
+            at: self
+                .later
+                .iter()
+                .map(|&l| {
+                    if l {
+                        CreateAt::Later
+                    } else {
+                        CreateAt::Upfront
+                    }
+                })
+                .collect(),
+            odd: None,
+            timeout: LONG_TIMEOUT,
+        }
+    }
+
+    fn build(&self, creation: &Creation) -> Cluster {
+        self.run.build(creation)
+    }
+}
+
+fn nodes(ranks: impl IntoIterator<Item = Rank>) -> Vec<NodeId> {
+    ranks.into_iter().map(|r| NodeId(r as u32)).collect()
+}
+
+/// Members create at random times, so a node often gets a peer's `Join`,
+/// and even its ready-for-block, before it created the group: every
+/// creation completes, and every member gets every message, in order,
+/// byte-exact, and closes iff the root closed.
+fn check_late_joins(s: &LateScenario) {
+    let mut cluster = s.build(&s.creation());
+    cluster.run(cluster.event_bound());
+    cluster.assert_quiescent();
+    cluster.assert_clean_outcome();
+    assert_eq!(cluster.submitted(), s.run.sizes.len() as u64);
+}
+
+/// One node creates the group with another configuration: every node's
+/// creation fails with a mismatch naming another node, whatever the order
+/// of creations and signals; nobody completes its creation, delivers or
+/// fails otherwise (no protocol violation shows up instead).
+fn check_mismatch(s: &LateScenario, odd: Rank) {
+    let mut creation = s.creation();
+    creation.odd = Some(odd);
+    let mut cluster = s.build(&creation);
+    cluster.run(cluster.event_bound());
+    cluster.assert_quiescent();
+    for rank in 0..s.run.n {
+        let context = format!("{s:?} odd {odd} rank {rank}");
+        match cluster.create_failure(rank) {
+            Some(CreateFailure::Mismatch { peer }) => {
+                assert_ne!(*peer, NodeId(rank as u32), "{context}");
+                assert!((peer.0 as usize) < s.run.n, "{context}");
+            }
+            other => panic!("{context}: creation ended with {other:?}"),
+        }
+        assert!(!cluster.is_ready(rank), "{context}");
+        assert!(cluster.failures(rank).is_empty(), "{context}");
+        assert_eq!(cluster.completed(rank), 0, "{context}");
+        assert_eq!(cluster.closed(rank), 0, "{context}");
+    }
+    assert_eq!(cluster.submitted(), 0);
+}
+
+/// Some members never create the group: every other member's creation
+/// times out naming exactly the missing members, in rank order, and nobody
+/// delivers. If the missing members then create it after all, each of
+/// them fails once, told by a member that timed out.
+fn check_missing(s: &LateScenario, missing: &[bool], come_late: bool) {
+    let mut creation = s.creation();
+    for (rank, &m) in missing.iter().enumerate() {
+        if m {
+            creation.at[rank] = CreateAt::Never;
+        }
+    }
+    let want = nodes((0..s.run.n).filter(|&r| missing[r]));
+    let mut cluster = s.build(&creation);
+    let bound = cluster.event_bound();
+    cluster.run(bound);
+    cluster.assert_quiescent();
+    let creators: Vec<Rank> = (0..s.run.n).filter(|&r| !missing[r]).collect();
+    for &rank in &creators {
+        let context = format!("{s:?} missing {want:?} rank {rank}");
+        assert_eq!(
+            cluster.create_failure(rank),
+            Some(&CreateFailure::TimedOut {
+                missing: want.clone()
+            }),
+            "{context}"
+        );
+        assert!(!cluster.is_ready(rank), "{context}");
+        assert!(cluster.failures(rank).is_empty(), "{context}");
+        assert_eq!(cluster.completed(rank), 0, "{context}");
+    }
+    if !come_late {
+        return;
+    }
+    for rank in (0..s.run.n).filter(|&r| missing[r]) {
+        cluster.create(rank);
+    }
+    cluster.run(2 * bound);
+    cluster.assert_quiescent();
+    for rank in (0..s.run.n).filter(|&r| missing[r]) {
+        let context = format!("{s:?} late {want:?} rank {rank}");
+        assert!(!cluster.is_ready(rank), "{context}");
+        assert_eq!(cluster.create_failure(rank), None, "{context}");
+        let failures = cluster.failures(rank);
+        assert_eq!(failures.len(), 1, "{context}: {failures:?}");
+        let Some(suspect) = failures[0].suspect else {
+            panic!("{context}: {failures:?}");
+        };
+        assert!(creators.contains(&suspect), "{context}: {failures:?}");
+        assert_eq!(
+            failures[0].reason,
+            FailureReason::Reported { by: suspect },
+            "{context}"
+        );
+        assert_eq!(cluster.completed(rank), 0, "{context}");
+    }
+    assert_eq!(cluster.submitted(), 0);
+}
+
+/// A member crashes while the group is being created (or soon after):
+/// every survivor ends with exactly one terminal event — its group failed
+/// naming the crashed member (the failure reaches it before any deadline,
+/// whether or not it created the group yet), or the group closed with every
+/// message — and nothing hangs.
+fn check_crash(s: &LateScenario, victim: Rank, at_event: u64, notify: Notify) {
+    let mut cluster = s.build(&s.creation());
+    let bound = cluster.event_bound();
+    cluster.set_crash(Crash {
+        victim,
+        at_event,
+        notify,
+    });
+    cluster.run(bound);
+    cluster.assert_quiescent();
+    cluster.assert_crash_outcome();
+}
+
+fn missing_scenario() -> impl Strategy<Value = (LateScenario, Vec<bool>, bool)> {
+    scenario(2).prop_flat_map(|s| {
+        let n = s.run.n;
+        (
+            Just(s),
+            prop::collection::vec(prop::bool::weighted(0.3), n)
+                .prop_filter("some members come, some do not", |m| {
+                    m.iter().any(|&x| x) && !m.iter().all(|&x| x)
+                }),
+            any::<bool>(),
+        )
+    })
+}
+
+fn crash_scenario() -> impl Strategy<Value = (LateScenario, Rank, u64, Notify)> {
+    scenario(2).prop_flat_map(|s| {
+        let n = s.run.n;
+        let events = 3 * (n * n) as u64;
+        (
+            Just(s),
+            0..n,
+            0..=events,
+            prop_oneof![
+                Just(Notify::AllSurvivors),
+                Just(Notify::LinkPeers),
+                Just(Notify::OneSurvivor),
+            ],
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn members_creating_at_random_times_deliver_everything(s in scenario(1)) {
+        check_late_joins(&s);
+    }
+
+    #[test]
+    fn a_mismatch_fails_every_creator(
+        (s, odd) in scenario(2).prop_flat_map(|s| { let n = s.run.n; (Just(s), 0..n) })
+    ) {
+        check_mismatch(&s, odd);
+    }
+
+    #[test]
+    fn members_that_never_come_time_the_others_out(
+        (s, missing, come_late) in missing_scenario()
+    ) {
+        check_missing(&s, &missing, come_late);
+    }
+
+    #[test]
+    fn a_crash_during_the_rendezvous_fails_every_survivor_once(
+        (s, victim, at_event, notify) in crash_scenario()
+    ) {
+        check_crash(&s, victim, at_event, notify);
+    }
+}
+
+/// The late-join property does exercise early signals: over a few seeds,
+/// `Join`s and control messages (ready-for-blocks) reach nodes that have
+/// not created the group yet.
+#[test]
+fn early_joins_and_early_ready_for_blocks_happen() {
+    let (mut joins, mut controls) = (0, 0);
+    for seed in 0..50 {
+        let s = LateScenario {
+            run: Scenario {
+                algorithm: Algorithm::BinomialPipeline,
+                n: 5,
+                block_size: 4,
+                sizes: vec![17, 3],
+                close: true,
+                upfront: 3,
+                slow: None,
+                seed,
+            },
+            later: vec![true; 5],
+        };
+        let mut cluster = s.build(&s.creation());
+        cluster.run(cluster.event_bound());
+        cluster.assert_quiescent();
+        cluster.assert_clean_outcome();
+        joins += cluster.early_joins();
+        controls += cluster.early_controls();
+    }
+    assert!(joins > 0, "no Join arrived before its group was created");
+    assert!(
+        controls > 0,
+        "no control arrived before its group was created"
+    );
+}
+
+// ---- the machine alone ----------------------------------------------------
+
+const G: GroupId = GroupId(7);
+
+fn actions(r: &mut Rendezvous<u64>) -> Vec<RendezvousAction> {
+    std::iter::from_fn(|| r.poll_action()).collect()
+}
+
+#[test]
+fn joins_go_out_first_and_the_last_join_completes_the_creation() {
+    let mut r = Rendezvous::new(NodeId(1));
+    r.create(G, nodes([0, 1, 2]), 42, 100);
+    assert_eq!(
+        actions(&mut r),
+        [
+            RendezvousAction::SendJoin {
+                group: G,
+                to: NodeId(0),
+                digest: 42
+            },
+            RendezvousAction::SendJoin {
+                group: G,
+                to: NodeId(2),
+                digest: 42
+            },
+        ]
+    );
+    assert_eq!(r.poll_timeout(), Some(100));
+    r.handle_join(NodeId(2), G, 42);
+    assert_eq!(actions(&mut r), []);
+    r.handle_join(NodeId(0), G, 42);
+    assert_eq!(actions(&mut r), [RendezvousAction::Ready { group: G }]);
+    assert_eq!(r.poll_timeout(), None);
+    assert!(r.is_used(G));
+}
+
+#[test]
+fn early_signals_are_handed_over_in_order_after_the_joins_go_out() {
+    let mut r = Rendezvous::new(NodeId(0));
+    r.handle_join(NodeId(1), G, 42);
+    r.handle_early_control(NodeId(1), G, Control::ReadyForBlock);
+    assert_eq!(actions(&mut r), []);
+    r.create(G, nodes([0, 1]), 42, 10);
+    assert_eq!(
+        actions(&mut r),
+        [
+            RendezvousAction::SendJoin {
+                group: G,
+                to: NodeId(1),
+                digest: 42
+            },
+            RendezvousAction::DeliverEarly {
+                group: G,
+                from: NodeId(1),
+                control: Control::ReadyForBlock
+            },
+            RendezvousAction::Ready { group: G },
+        ]
+    );
+}
+
+#[test]
+fn the_timeout_names_the_missing_members_in_rank_order_and_tells_them() {
+    let mut r = Rendezvous::new(NodeId(2));
+    r.create(G, nodes([3, 0, 2, 1]), 42, 50);
+    actions(&mut r);
+    r.handle_join(NodeId(0), G, 42);
+    r.handle_timeout(49);
+    assert_eq!(actions(&mut r), []);
+    r.handle_timeout(50);
+    let failed = Control::Failed { suspect: Some(2) };
+    assert_eq!(
+        actions(&mut r),
+        [
+            RendezvousAction::CreateFailed {
+                group: G,
+                failure: CreateFailure::TimedOut {
+                    missing: nodes([3, 1])
+                }
+            },
+            RendezvousAction::SendControl {
+                group: G,
+                to: NodeId(3),
+                control: failed
+            },
+            RendezvousAction::SendControl {
+                group: G,
+                to: NodeId(1),
+                control: failed
+            },
+        ]
+    );
+    // A late Join with the same digest: every member hears the group failed.
+    r.handle_join(NodeId(1), G, 42);
+    let told: Vec<NodeId> = actions(&mut r)
+        .into_iter()
+        .map(|a| match a {
+            RendezvousAction::SendControl { to, control, .. } if control == failed => to,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(told, nodes([3, 0, 1]));
+    // A late Join with another digest is refused.
+    r.handle_join(NodeId(3), G, 43);
+    assert_eq!(
+        actions(&mut r),
+        [RendezvousAction::SendJoinRejected {
+            group: G,
+            to: NodeId(3),
+            digest: 42
+        }]
+    );
+}
+
+#[test]
+fn a_down_member_gets_no_join() {
+    let mut r = Rendezvous::new(NodeId(0));
+    r.handle_peer_down(NodeId(1));
+    r.create(G, nodes([0, 1, 2]), 42, 10);
+    assert_eq!(
+        actions(&mut r),
+        [RendezvousAction::SendJoin {
+            group: G,
+            to: NodeId(2),
+            digest: 42
+        }]
+    );
+}
+
+#[test]
+fn early_signals_are_bounded_over_all_groups() {
+    let mut r = Rendezvous::new(NodeId(0));
+    for i in 0..MAX_EARLY as u64 + 10 {
+        r.handle_early_control(NodeId(1), GroupId(i % 3), Control::ReadyForBlock);
+    }
+    r.create(GroupId(0), nodes([0, 1]), 1, 10);
+    let delivered = actions(&mut r)
+        .iter()
+        .filter(|a| matches!(a, RendezvousAction::DeliverEarly { .. }))
+        .count();
+    assert_eq!(delivered, MAX_EARLY.div_ceil(3));
+}
+
+#[test]
+fn a_closed_group_completes_its_creation() {
+    let mut r = Rendezvous::new(NodeId(1));
+    r.create(G, nodes([0, 1, 2]), 42, 10);
+    actions(&mut r);
+    r.handle_join(NodeId(0), G, 42);
+    r.handle_group_closed(G);
+    assert_eq!(actions(&mut r), [RendezvousAction::Ready { group: G }]);
+    assert_eq!(r.poll_timeout(), None);
+    // The Join still on its way changes nothing.
+    r.handle_join(NodeId(2), G, 42);
+    assert_eq!(actions(&mut r), []);
+}
