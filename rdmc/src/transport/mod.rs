@@ -9,6 +9,7 @@
 
 pub(crate) mod buffer;
 pub mod mem;
+pub(crate) mod liveness;
 #[cfg(feature = "ofi")]
 #[allow(unsafe_code)]
 pub(crate) mod ofi;

@@ -2,13 +2,13 @@
 //! is matched to its operation by the context handed back.
 
 use super::{BATCH, Driver, Op, OpCtx};
-use std::time::Instant;
 
 use crate::transport::ofi::fabric::strerror;
 use crate::transport::ofi::ffi;
 use crate::transport::ofi::wire::Control;
 
 use crate::transport::Completion;
+use tokio::time::Instant;
 
 impl Driver {
     /// Read every completion there is (a batch at most); how many.
@@ -64,7 +64,7 @@ impl Driver {
             }
             Op::CtrlRecv { peer, index } => {
                 if let Some(p) = self.peers.get_mut(&peer) {
-                    p.last_heard = Instant::now();
+                    p.clock.heard(Instant::now());
                 }
                 let bytes = self.pool().read(index);
                 self.repost_ctrl_recv(peer, index);

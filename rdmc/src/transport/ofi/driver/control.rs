@@ -6,7 +6,6 @@ use crate::transport::ofi::fabric::Domain;
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::transport::ofi::fabric::{Access, Mr, OfiError, check};
 use crate::transport::ofi::ffi;
@@ -14,6 +13,7 @@ use crate::transport::ofi::wire::{Control, MSG_LEN};
 
 use crate::ids::NodeId;
 use crate::transport::Completion;
+use tokio::time::Instant;
 
 /// Registered memory for control messages: per peer, `CTRL_RECVS` receive
 /// slots then `CTRL_SENDS` send slots, `MSG_LEN` bytes each.
@@ -148,7 +148,7 @@ impl Driver {
             }
             check("fi_send", ret as i64)?;
         }
-        peer.last_sent = Instant::now();
+        peer.clock.sent(Instant::now());
         Ok(Posted::Yes)
     }
 

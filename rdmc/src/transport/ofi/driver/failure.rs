@@ -1,9 +1,9 @@
 //! Peers going down: silence past the failure timeout, endpoint events
 //! (shutdown, error), and what is dropped when a peer is down.
 
-use super::{Driver, token_peer};
-use std::time::{Duration, Instant};
+use tokio::time::Instant;
 
+use super::{Driver, token_peer};
 use crate::transport::ofi::fabric::strerror;
 use crate::transport::ofi::ffi;
 use crate::transport::ofi::wire::Control;
@@ -16,25 +16,18 @@ impl Driver {
     /// for the failure timeout down.
     pub(super) fn check_liveness(&mut self) {
         let now = Instant::now();
-        let interval = self.failure_timeout / 3;
-        self.next_liveness_check = now + (self.failure_timeout / 6).max(Duration::from_millis(1));
-        let mut silent = Vec::new();
-        let mut idle = Vec::new();
-        for (&id, p) in &self.peers {
-            if p.down {
-                continue;
-            }
-            if now.duration_since(p.last_heard) > self.failure_timeout {
-                silent.push(id);
-            } else if now.duration_since(p.last_sent) >= interval && self.flushing.is_none() {
-                idle.push(id);
+        self.next_liveness_check = now + self.liveness.check_interval();
+        let live = self.peers.iter().filter(|(_, p)| !p.down);
+        let check = self
+            .liveness
+            .check(now, live.map(|(&id, p)| (id, &p.clock)));
+        if self.flushing.is_none() {
+            for id in check.heartbeats {
+                self.send_ctrl(id, Control::Heartbeat);
             }
         }
-        for id in idle {
-            self.send_ctrl(id, Control::Heartbeat);
-        }
-        for id in silent {
-            let why = format!("silent for {:?}", self.failure_timeout);
+        for id in check.silent {
+            let why = self.liveness.silence_reason();
             self.peer_failed(id, &why);
         }
     }

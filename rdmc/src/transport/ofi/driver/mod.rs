@@ -31,7 +31,9 @@ mod teardown;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tokio::io::unix::AsyncFd;
 use tokio::sync::{mpsc, oneshot};
@@ -40,6 +42,7 @@ use super::fabric::{Domain, Modes, strerror};
 use super::ffi;
 use super::wire::{Control, Credit, MSG_LEN};
 use crate::ids::{GroupId, NodeId};
+use crate::transport::liveness::{Liveness, PeerClock};
 use crate::transport::{BlockRef, Completion, CompletionSender, RecvRegion, Signal};
 use crate::wait::{CompletionMode, Next, WaitPolicy};
 
@@ -101,18 +104,15 @@ pub(crate) struct Peer {
     free_sends: Vec<usize>,
     write_backlog: VecDeque<WriteOp>,
     writes_in_flight: usize,
-    /// When anything last came from the peer.
-    last_heard: Instant,
-    /// When a control message last went to the peer.
-    last_sent: Instant,
+    /// When anything last came from the peer, and when a control message
+    /// last went to it.
+    clock: PeerClock,
 }
 
 impl Peer {
     pub(crate) fn new(data: Fid, ctrl: Fid) -> Self {
-        let now = Instant::now();
         Peer {
-            last_heard: now,
-            last_sent: now,
+            clock: PeerClock::new(Instant::now()),
             data: Some(data),
             ctrl: Some(ctrl),
             down: false,
@@ -151,15 +151,15 @@ pub(crate) struct Driver {
     /// Whether writes carry the block length in the upper 32 bits of their
     /// CQ data too (8-byte CQ data; verbs has 4), checked against the header.
     pub(crate) len_in_cq_data: bool,
-    /// A peer silent this long is down; heartbeats go out at a third of it.
-    failure_timeout: Duration,
+    /// When peers are down, and when they are due a heartbeat.
+    liveness: Liveness,
     next_liveness_check: Instant,
     slots: Vec<Option<RecvSlot>>,
     free_slots: Vec<u32>,
     credits: HashMap<(NodeId, GroupId), VecDeque<Credit>>,
     /// Per group, the registration of the message its root sends now.
     root_registrations: HashMap<GroupId, Arc<RootRegistration>>,
-    flushing: Option<(oneshot::Sender<()>, tokio::time::Instant)>,
+    flushing: Option<(oneshot::Sender<()>, Instant)>,
     /// Last: the domain closes after every queue and endpoint.
     pub(crate) domain: Arc<Domain>,
 }
@@ -202,7 +202,7 @@ impl Driver {
             completions,
             mode,
             next_key,
-            failure_timeout,
+            liveness: Liveness::new(failure_timeout),
             len_in_cq_data: false,
             next_liveness_check: Instant::now(),
             slots: Vec::new(),
@@ -274,7 +274,7 @@ impl Driver {
                 }
             }
             let deadline = self.flushing.as_ref().map(|(_, at)| *at);
-            let liveness = tokio::time::Instant::from_std(self.next_liveness_check);
+            let liveness = self.next_liveness_check;
             let (cq_fd, eq_fd) = (
                 self.cq_fd.as_ref().expect("open"),
                 self.eq_fd.as_ref().expect("open"),
@@ -296,7 +296,7 @@ impl Driver {
                 }
                 () = tokio::time::sleep(Duration::from_millis(1)), if !fd_wait_works => {}
                 () = tokio::time::sleep_until(liveness) => {}
-                () = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)),
+                () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)),
                     if deadline.is_some() => {}
             }
         }
@@ -324,7 +324,7 @@ impl Driver {
             }
             Cmd::Release { group } => self.release(group),
             Cmd::Flush { done, limit } => {
-                self.flushing = Some((done, tokio::time::Instant::now() + limit));
+                self.flushing = Some((done, Instant::now() + limit));
             }
         }
     }

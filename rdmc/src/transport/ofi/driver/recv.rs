@@ -5,13 +5,13 @@
 use super::{Driver, post_data_recv};
 use std::ffi::c_void;
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::transport::ofi::fabric::{Access, Mr};
 use crate::transport::ofi::wire::{Control, Credit};
 
 use crate::ids::{GroupId, NodeId};
 use crate::transport::{Completion, MessageBuffer, RecvRegion};
+use tokio::time::Instant;
 
 /// A receive this node posted: its credit is (or is about to be) with the
 /// peer, which writes the block into it and sends its header.
@@ -147,7 +147,7 @@ impl Driver {
                 s.data_len = (data_len != 0).then_some(data_len);
                 let from = s.from;
                 if let Some(p) = self.peers.get_mut(&from) {
-                    p.last_heard = Instant::now();
+                    p.clock.heard(Instant::now());
                 }
                 self.maybe_complete(slot);
             }
