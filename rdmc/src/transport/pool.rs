@@ -248,4 +248,69 @@ mod tests {
         drop(pool); // the spare goes too
         assert_eq!(dropped.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
+
+    /// What the pool does to a buffer, in a generated sequence.
+    #[derive(Clone, Debug)]
+    enum Step {
+        Alloc(usize),
+        Drop(usize),
+    }
+
+    fn step() -> impl proptest::strategy::Strategy<Value = Step> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (0usize..(6 << 20)).prop_map(Step::Alloc),
+            (0usize..(64 << 10)).prop_map(Step::Alloc),
+            any::<usize>().prop_map(Step::Drop),
+        ]
+    }
+
+    proptest::proptest! {
+        /// Against a model of its spares, the pool keeps exactly what fits
+        /// its budget, hands out buffers of their class, and reuses a
+        /// spare of the class whenever it has one.
+        #[test]
+        fn the_pool_keeps_what_fits_its_budget(
+            budget in 0usize..(16 << 20),
+            steps in proptest::collection::vec(step(), 1..40),
+        ) {
+            let pool = BufferPool::new(budget);
+            let mut live: Vec<(Arc<MessageBuffer>, bool)> = Vec::new();
+            // The model: capacities of the spares (as addresses), bytes held.
+            let mut spares: Vec<(usize, *mut u8)> = Vec::new();
+            for step in steps {
+                match step {
+                    Step::Alloc(len) => {
+                        let buf = pool.alloc(len);
+                        let pooled = len >= MIN_POOLED && budget > 0;
+                        if pooled {
+                            proptest::prop_assert_eq!(buf.capacity(), class(len));
+                            if let Some(i) = spares.iter().position(|s| s.0 == class(len)) {
+                                let reused = spares.iter().any(|s| s.1 == buf.as_ptr());
+                                proptest::prop_assert!(reused, "a spare of the class is reused");
+                                let at = spares.iter().position(|s| s.1 == buf.as_ptr());
+                                spares.swap_remove(at.unwrap_or(i));
+                            }
+                        } else {
+                            proptest::prop_assert!(buf.capacity() >= len);
+                        }
+                        live.push((buf, pooled));
+                    }
+                    Step::Drop(i) if !live.is_empty() => {
+                        let (buf, pooled) = live.swap_remove(i % live.len());
+                        let (capacity, ptr) = (buf.capacity(), buf.as_ptr());
+                        drop(buf);
+                        let held: usize = spares.iter().map(|s| s.0).sum();
+                        if pooled && held + capacity <= budget {
+                            spares.push((capacity, ptr));
+                        }
+                    }
+                    Step::Drop(_) => {}
+                }
+                let held: usize = spares.iter().map(|s| s.0).sum();
+                proptest::prop_assert_eq!(pool.held(), held);
+                proptest::prop_assert!(held <= budget);
+            }
+        }
+    }
 }
