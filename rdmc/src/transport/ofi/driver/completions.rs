@@ -66,7 +66,7 @@ impl Driver {
                 if let Some(p) = self.peers.get_mut(&peer) {
                     p.clock.heard(Instant::now());
                 }
-                let bytes = self.pool().read(index);
+                let bytes = self.control_slots().read(index);
                 self.repost_ctrl_recv(peer, index);
                 match Control::decode(&bytes) {
                     Ok(c) => self.on_control(peer, c),

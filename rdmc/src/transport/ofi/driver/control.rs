@@ -126,7 +126,7 @@ impl Driver {
         to: NodeId,
         bytes: &[u8; MSG_LEN],
     ) -> Result<Posted, OfiError> {
-        let pool = self.pool.as_ref().expect("open");
+        let pool = self.control_slots.as_ref().expect("open");
         let peer = self.peers.get_mut(&to).expect("a known peer");
         let Some(i) = peer.free_sends.pop() else {
             return Ok(Posted::Again);
@@ -157,7 +157,7 @@ impl Driver {
             return;
         };
         let i = index - peer.index() * ControlPool::PER_PEER;
-        let result = post_ctrl_recv(p.ctrl.as_ref().expect("up"), self.pool(), peer, i);
+        let result = post_ctrl_recv(p.ctrl.as_ref().expect("up"), self.control_slots(), peer, i);
         if let Err(e) = result {
             self.peer_failed(peer, &e.to_string());
         }

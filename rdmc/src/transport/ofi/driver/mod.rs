@@ -141,7 +141,9 @@ pub(crate) struct Driver {
     pub(crate) cq_fd: Option<AsyncFd<WaitFd>>,
     pub(crate) eq_fd: Option<AsyncFd<WaitFd>>,
     pub(crate) peers: HashMap<NodeId, Peer>,
-    pub(crate) pool: Option<ControlPool>,
+    /// The registered control-message slots (taken on drop, after the
+    /// endpoints close).
+    control_slots: Option<ControlPool>,
     pub(crate) cq: Fid,
     pub(crate) eq: Fid,
     pub(crate) commands: mpsc::UnboundedReceiver<Cmd>,
@@ -181,7 +183,7 @@ impl Driver {
         eq: Fid,
         eq_fd: AsyncFd<WaitFd>,
         peers: HashMap<NodeId, Peer>,
-        pool: ControlPool,
+        control_slots: ControlPool,
         commands: mpsc::UnboundedReceiver<Cmd>,
         completions: CompletionSender,
         mode: CompletionMode,
@@ -195,7 +197,7 @@ impl Driver {
             cq_fd: Some(cq_fd),
             eq_fd: Some(eq_fd),
             peers,
-            pool: Some(pool),
+            control_slots: Some(control_slots),
             cq,
             eq,
             commands,
@@ -213,10 +215,10 @@ impl Driver {
         }
     }
 
-    fn pool(&self) -> &ControlPool {
-        self.pool
+    fn control_slots(&self) -> &ControlPool {
+        self.control_slots
             .as_ref()
-            .expect("the pool lives as long as the driver")
+            .expect("the control slots live as long as the driver")
     }
 
     /// Run until the transport is dropped or flushed.

@@ -69,6 +69,6 @@ impl Drop for Driver {
         drop(self.cq_fd.take());
         drop(self.eq_fd.take());
         let _ = &self.me;
-        drop(self.pool.take());
+        drop(self.control_slots.take());
     }
 }
