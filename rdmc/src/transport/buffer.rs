@@ -9,14 +9,23 @@
 //! synchronizes). [`MessageBuffer`] captures exactly that: it hands out
 //! [`RecvRegion`]s (write once) and [`BlockRef`]s (read) over one allocation,
 //! and becomes an ordinary [`Bytes`] when the message is complete.
+//!
+//! A buffer taken from a node's [`BufferPool`](super::pool::BufferPool)
+//! goes back there — memory and registration — when its last user drops it.
 
 #![allow(unsafe_code)]
 
 use std::fmt;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, OnceLock, Weak};
 
 use bytes::Bytes;
+
+use super::pool::Spares;
+
+/// A transport's registration of a buffer's memory (the `ofi` transport's
+/// memory region), kept with the buffer and dropped before its memory.
+pub(crate) type Registration = Box<dyn std::any::Any + Send + Sync>;
 
 /// One heap allocation holding a message, shared by the transfers filling it.
 pub(crate) struct MessageBuffer {
@@ -27,42 +36,21 @@ pub(crate) struct MessageBuffer {
     capacity: usize,
     /// Whether the bytes are an `mmap`ed region (else a boxed slice).
     mapped: bool,
-    /// Where the memory goes when the buffer is dropped, instead of back to
-    /// the allocator (a transport's pool of registered buffers).
-    #[cfg(feature = "ofi")]
-    recycler: Option<std::sync::Weak<dyn Recycle>>,
-    /// A transport's registration of the bytes (the `ofi` transport's memory
-    /// region), made once, before the first receive into the buffer is
-    /// posted, and released — before the bytes are freed — with the buffer.
-    #[cfg(feature = "ofi")]
-    registration: std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>>,
+    /// The pool the memory goes back to when the buffer is dropped, instead
+    /// of back to the allocator (while that pool lives).
+    home: Option<Weak<Spares>>,
+    /// A transport's registration of the bytes, made once (the `ofi`
+    /// transport's, before the first receive into the buffer is posted),
+    /// kept while the memory is recycled, and released before the memory
+    /// is freed.
+    registration: OnceLock<Registration>,
 }
 
 /// Buffers at least this large are mapped with huge pages where possible.
-const HUGE_THRESHOLD: usize = 4 << 20;
+pub(super) const HUGE_THRESHOLD: usize = 4 << 20;
 
 /// Mappings are made in multiples of this (the huge page size).
-const MAPPING_UNIT: usize = 2 << 20;
-
-/// At most this many bytes of freed mappings are kept for reuse.
-const POOL_BYTES: usize = 512 << 20;
-
-/// At most this many freed mappings are kept for reuse.
-const POOL_ENTRIES: usize = 8;
-
-/// Freed mappings kept for the next messages, as (address, capacity).
-///
-/// Receiving into fresh memory makes the kernel fault in and zero every page
-/// first — on this crate's benchmark lab that zeroing took more CPU than the
-/// network stack. A message buffer dropped by its user is kept here (bounded
-/// by [`POOL_BYTES`] and [`POOL_ENTRIES`]) and handed to the next message
-/// that fits, already mapped. (The `ofi` transport keeps its own pool of
-/// registered buffers instead.)
-static POOL: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
-
-fn pool() -> std::sync::MutexGuard<'static, Vec<(usize, usize)>> {
-    POOL.lock().unwrap_or_else(|e| e.into_inner())
-}
+pub(super) const MAPPING_UNIT: usize = 2 << 20;
 
 // SAFETY: the buffer owns its allocation; all access to its bytes goes through
 // `RecvRegion::write`/`BlockRef::as_slice`/`into_bytes`, whose contracts make
@@ -84,44 +72,8 @@ impl MessageBuffer {
             len,
             capacity: len,
             mapped: false,
-            #[cfg(feature = "ofi")]
-            recycler: None,
-            #[cfg(feature = "ofi")]
-            registration: std::sync::OnceLock::new(),
-        })
-    }
-
-    /// A buffer of `len` bytes for a message that receives will fill
-    /// completely: its contents are unspecified (a recycled buffer keeps an
-    /// earlier message's bytes) until written.
-    pub(crate) fn for_message(len: usize) -> Arc<Self> {
-        if len >= HUGE_THRESHOLD
-            && let Some(buffer) = Self::recycled(len)
-        {
-            return Arc::new(buffer);
-        }
-        Self::new(len)
-    }
-
-    /// The smallest pooled mapping that holds `len` bytes without wasting
-    /// more than half of itself.
-    fn recycled(len: usize) -> Option<Self> {
-        let mut pool = pool();
-        let (index, &(addr, capacity)) = pool
-            .iter()
-            .enumerate()
-            .filter(|(_, (_, cap))| *cap >= len && *cap / 2 <= len)
-            .min_by_key(|(_, (_, cap))| *cap)?;
-        pool.swap_remove(index);
-        Some(MessageBuffer {
-            ptr: NonNull::new(addr as *mut u8)?,
-            len,
-            capacity,
-            mapped: true,
-            #[cfg(feature = "ofi")]
-            recycler: None,
-            #[cfg(feature = "ofi")]
-            registration: std::sync::OnceLock::new(),
+            home: None,
+            registration: OnceLock::new(),
         })
     }
 
@@ -157,10 +109,8 @@ impl MessageBuffer {
             len,
             capacity,
             mapped: true,
-            #[cfg(feature = "ofi")]
-            recycler: None,
-            #[cfg(feature = "ofi")]
-            registration: std::sync::OnceLock::new(),
+            home: None,
+            registration: OnceLock::new(),
         })
     }
 
@@ -197,18 +147,18 @@ impl MessageBuffer {
     }
 
     /// The buffer's first byte, for handing to a NIC (`ofi`).
-    #[cfg(feature = "ofi")]
+    #[cfg_attr(not(any(feature = "ofi", test)), allow(dead_code))]
     pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
 
     /// Length of the allocation in bytes (what a registration covers).
-    #[cfg(feature = "ofi")]
+    #[cfg_attr(not(any(feature = "ofi", test)), allow(dead_code))]
     pub(crate) fn capacity(&self) -> usize {
         self.capacity
     }
 
-    /// A buffer of `len` bytes that goes to `recycler` when dropped: made
+    /// A buffer of `len` bytes that goes back to `home` when dropped: made
     /// from `spare` (a buffer taken back earlier, with at least `len` bytes
     /// and its registration) or, without one, newly allocated with
     /// `capacity` bytes. A recycled buffer's bytes are not zeroed: every
@@ -216,12 +166,11 @@ impl MessageBuffer {
     ///
     /// # Panics
     /// If `spare` is shorter than `len` or `capacity` is.
-    #[cfg(feature = "ofi")]
-    pub(crate) fn pooled(
+    pub(super) fn pooled(
         spare: Option<Spare>,
         len: usize,
         capacity: usize,
-        recycler: std::sync::Weak<dyn Recycle>,
+        home: Weak<Spares>,
     ) -> Arc<Self> {
         let mut buf = match spare {
             Some(Spare(buf)) => buf,
@@ -233,15 +182,14 @@ impl MessageBuffer {
         };
         assert!(buf.capacity >= len);
         buf.len = len;
-        buf.recycler = Some(recycler);
+        buf.home = Some(home);
         Arc::new(buf)
     }
 
-    /// The transport's registration of this buffer (set once).
-    #[cfg(feature = "ofi")]
-    pub(crate) fn registration(
-        &self,
-    ) -> &std::sync::OnceLock<Box<dyn std::any::Any + Send + Sync>> {
+    /// The transport's registration of this buffer (set once, kept while
+    /// the buffer is recycled).
+    #[cfg_attr(not(any(feature = "ofi", test)), allow(dead_code))]
+    pub(crate) fn registration(&self) -> &OnceLock<Registration> {
         &self.registration
     }
 
@@ -254,8 +202,7 @@ impl MessageBuffer {
 
 impl Drop for MessageBuffer {
     fn drop(&mut self) {
-        #[cfg(feature = "ofi")]
-        if let Some(recycler) = self.recycler.take().and_then(|r| r.upgrade()) {
+        if let Some(home) = self.home.take().and_then(|h| h.upgrade()) {
             // Hand the memory (and its registration) over whole: this
             // buffer no longer owns it.
             let spare = MessageBuffer {
@@ -263,32 +210,22 @@ impl Drop for MessageBuffer {
                 len: self.capacity,
                 capacity: self.capacity,
                 mapped: self.mapped,
-                recycler: None,
+                home: None,
                 registration: std::mem::take(&mut self.registration),
             };
             self.ptr = NonNull::dangling();
             self.capacity = 0;
             self.mapped = false;
-            recycler.recycle(Spare(spare));
+            home.take_back(Spare(spare));
             return;
         }
         // Deregister before the memory goes.
-        #[cfg(feature = "ofi")]
         drop(self.registration.take());
         #[cfg(target_os = "linux")]
         if self.mapped {
-            let mut pool = pool();
-            let pooled: usize = pool.iter().map(|(_, cap)| cap).sum();
-            if pool.len() < POOL_ENTRIES && pooled + self.capacity <= POOL_BYTES {
-                // No reference into the buffer outlives it: the mapping is
-                // free for the next message.
-                pool.push((self.ptr.as_ptr() as usize, self.capacity));
-                return;
-            }
-            drop(pool);
             // SAFETY: `ptr`/`capacity` are a mapping made in `huge`, unmapped
-            // only here, once (it is not in the pool); no reference into it
-            // outlives the buffer (a recycled one was handed over above).
+            // only here, once; no reference into it outlives the buffer (a
+            // recycled one was handed over above, with a dangling pointer).
             unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.capacity) };
             return;
         }
@@ -303,23 +240,14 @@ impl Drop for MessageBuffer {
 
 /// Memory taken back from a dropped buffer (with its registration), for
 /// reuse by [`MessageBuffer::pooled`]; freed if dropped.
-#[cfg(feature = "ofi")]
 #[derive(Debug)]
-pub(crate) struct Spare(MessageBuffer);
+pub(super) struct Spare(MessageBuffer);
 
-#[cfg(feature = "ofi")]
 impl Spare {
     /// Bytes of memory it holds.
-    pub(crate) fn capacity(&self) -> usize {
+    pub(super) fn capacity(&self) -> usize {
         self.0.capacity
     }
-}
-
-/// Takes back the memory of dropped buffers.
-#[cfg(feature = "ofi")]
-pub(crate) trait Recycle: Send + Sync {
-    /// Keep `spare` for reuse, or drop it (which frees it).
-    fn recycle(&self, spare: Spare);
 }
 
 impl fmt::Debug for MessageBuffer {
@@ -496,33 +424,6 @@ mod tests {
     }
 
     #[test]
-    fn dropped_message_buffers_are_reused_for_messages_that_fit() {
-        let len = HUGE_THRESHOLD + 777;
-        let first = MessageBuffer::for_message(len);
-        first.region(0, 4).write(b"old!");
-        let addr = first.ptr.as_ptr() as usize;
-        drop(first.into_bytes());
-        // Other tests run in parallel and may take it first: look for it
-        // among a few buffers taken at once.
-        let taken: Vec<_> = (0..POOL_ENTRIES + 1)
-            .map(|_| MessageBuffer::for_message(len - 100))
-            .collect();
-        if cfg!(target_os = "linux") {
-            let again = taken.iter().find(|b| b.ptr.as_ptr() as usize == addr);
-            let again = again.expect("the dropped mapping is reused");
-            assert_eq!(again.len, len - 100);
-            assert!(again.capacity >= len);
-        }
-        // Far smaller messages do not take a big mapping.
-        drop(taken);
-        let small = MessageBuffer::for_message(HUGE_THRESHOLD);
-        assert!(small.capacity <= 2 * HUGE_THRESHOLD);
-        // Zeroed buffers are always fresh.
-        let fresh = MessageBuffer::new(len);
-        assert!(fresh.block(0, 4).as_slice() == [0, 0, 0, 0]);
-    }
-
-    #[test]
     fn large_buffers_are_mapped_zeroed_and_work_the_same() {
         let len = HUGE_THRESHOLD + 12_345;
         let buf = MessageBuffer::new(len);
@@ -535,57 +436,6 @@ mod tests {
         assert_eq!(&bytes[..5], b"start");
         assert!(bytes[5..len - 3].iter().all(|&b| b == 0));
         assert_eq!(&bytes[len - 3..], b"end");
-    }
-
-    #[cfg(feature = "ofi")]
-    #[derive(Default)]
-    struct Keep(std::sync::Mutex<Vec<Spare>>);
-
-    #[cfg(feature = "ofi")]
-    impl Recycle for Keep {
-        fn recycle(&self, spare: Spare) {
-            self.0.lock().unwrap().push(spare);
-        }
-    }
-
-    #[cfg(feature = "ofi")]
-    #[test]
-    fn dropped_pooled_buffers_come_back_with_their_registration() {
-        let keep = Arc::new(Keep::default());
-        let as_recycler: Arc<dyn Recycle> = keep.clone();
-        let pool = Arc::downgrade(&as_recycler);
-        let take = || keep.0.lock().unwrap().pop().expect("a spare came back");
-        for len in [HUGE_THRESHOLD + 5, 100] {
-            let buf = MessageBuffer::pooled(None, len, len + 3, pool.clone());
-            // Large buffers are mapped in whole huge pages.
-            assert_eq!(buf.len, len);
-            assert!(buf.capacity >= len + 3);
-            let capacity = buf.capacity;
-            buf.registration().set(Box::new(42u32)).unwrap();
-            buf.region(0, 5).write(b"hello");
-            let ptr = buf.as_ptr();
-            let bytes = buf.into_bytes();
-            assert_eq!(bytes.len(), len);
-            drop(bytes);
-            // Back in the pool, registration included; reused as is.
-            let spare = take();
-            assert_eq!(spare.capacity(), capacity);
-            let again = MessageBuffer::pooled(Some(spare), len - 1, 0, pool.clone());
-            assert_eq!(again.as_ptr(), ptr);
-            assert_eq!(again.len, len - 1);
-            assert_eq!(
-                again.registration().get().unwrap().downcast_ref::<u32>(),
-                Some(&42)
-            );
-            assert_eq!(again.block(0, 5).as_slice(), b"hello");
-            drop(again);
-            drop(take()); // freed
-        }
-        // With the pool gone, a pooled buffer is simply freed.
-        let orphan = MessageBuffer::pooled(None, 10, 10, pool.clone());
-        drop(as_recycler);
-        drop(keep);
-        drop(orphan);
     }
 
     #[test]

@@ -15,7 +15,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::mpsc;
 
-use super::{BlockRef, Completion, CompletionSender, Completions, RecvRegion, Signal, Transport};
+use super::pool::{self, BufferPool};
+use super::{
+    BlockRef, Completion, CompletionSender, Completions, MessageBuffer, RecvRegion, Signal,
+    Transport,
+};
 use crate::ids::{GroupId, NodeId};
 
 /// An in-process cluster of `n` nodes with ids `0..n`: the transport for
@@ -111,6 +115,7 @@ impl MemCluster {
         let endpoint = MemEndpoint {
             me: id,
             fabric: Arc::clone(&self.fabric),
+            pool: BufferPool::new(pool::DEFAULT_BUDGET),
         };
         Ok((endpoint, rx))
     }
@@ -143,6 +148,7 @@ impl FabricState {
 pub(crate) struct MemEndpoint {
     me: NodeId,
     fabric: Arc<Fabric>,
+    pool: BufferPool,
 }
 
 impl MemEndpoint {
@@ -161,6 +167,10 @@ impl MemEndpoint {
 }
 
 impl Transport for MemEndpoint {
+    fn alloc_buffer(&mut self, len: usize) -> Arc<MessageBuffer> {
+        self.pool.alloc(len)
+    }
+
     fn post_recv(&mut self, group: GroupId, from: NodeId, region: RecvRegion) {
         let mut state = self.fabric.lock();
         if state.queue(self.me).is_none() {

@@ -33,11 +33,13 @@
 
 pub(crate) mod buffer;
 pub(crate) mod frame;
+pub(crate) mod liveness;
 pub mod mem;
 pub(crate) mod mesh;
 #[cfg(feature = "ofi")]
 #[allow(unsafe_code)]
 pub(crate) mod ofi;
+pub(crate) mod pool;
 pub(crate) mod tcp;
 
 use futures::future::BoxFuture;
@@ -104,11 +106,8 @@ pub(crate) trait Transport: Send + 'static {
     /// The group is over here: drop its posted receives.
     fn release_group(&mut self, group: GroupId);
     /// A buffer of `len` bytes for a message (or a group's first-block
-    /// buffer) this node receives. Transports that register memory keep a
-    /// pool of registered buffers.
-    fn alloc_buffer(&mut self, len: usize) -> std::sync::Arc<MessageBuffer> {
-        MessageBuffer::for_message(len)
-    }
+    /// buffer) this node receives, from the node's [`pool::BufferPool`].
+    fn alloc_buffer(&mut self, len: usize) -> std::sync::Arc<MessageBuffer>;
     /// The node is shutting down: stop taking new work and resolve once
     /// everything already queued has been handed to the network (or the
     /// transport gave up on it).

@@ -19,7 +19,7 @@
 //!   activity (hybrid).
 //! * A **receive** is posted by registering the message buffer once — the
 //!   registration lives in the buffer, and buffers come from a per-node
-//!   [`pool`] they return to, registration included, when the application
+//!   [`BufferPool`] they return to, registration included, when the application
 //!   drops the message, so a stream of messages reuses registered memory —
 //!   reserving a slot,
 //!   and sending the sender a **credit** — slot, address at the block's
@@ -95,7 +95,6 @@
 mod driver;
 mod fabric;
 mod ffi;
-mod pool;
 mod setup;
 #[cfg(test)]
 mod tests;
@@ -107,7 +106,7 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
 use self::driver::Cmd;
-pub(crate) use self::pool::BufferPool;
+pub(crate) use super::pool::BufferPool;
 use super::{BlockRef, Completion, CompletionSender, MessageBuffer, RecvRegion, Signal, Transport};
 use crate::ids::{GroupId, NodeId};
 
@@ -157,7 +156,7 @@ pub(crate) struct OfiEndpoint {
     completions: CompletionSender,
     flush_timeout: Duration,
     task: Option<tokio::task::JoinHandle<()>>,
-    pool: std::sync::Arc<BufferPool>,
+    pool: BufferPool,
 }
 
 impl OfiEndpoint {

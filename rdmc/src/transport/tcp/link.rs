@@ -13,9 +13,11 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use crate::ids::{GroupId, NodeId};
 use crate::transport::frame::{HEADER_LEN, Header};
+use crate::transport::liveness::{Liveness, PeerClock};
 use crate::transport::{BlockRef, Completion, CompletionSender, RecvRegion, Signal};
 
 /// Tuning of a link.
@@ -28,9 +30,10 @@ pub(crate) struct LinkConfig {
 }
 
 impl LinkConfig {
-    /// Heartbeats keep an idle connection's failure detector quiet.
-    fn heartbeat_interval(&self) -> Duration {
-        self.failure_timeout / 3
+    /// The link's failure detector: heartbeats keep an idle connection's
+    /// quiet, silence past the failure timeout breaks the link.
+    fn liveness(&self) -> Liveness {
+        Liveness::new(self.failure_timeout)
     }
 }
 
@@ -232,7 +235,9 @@ async fn write_loop<W: AsyncWrite>(
     tokio::pin!(writer);
     // A write that makes no progress for this long means the peer is gone
     // (or stopped reading): the writer must not block forever on it.
-    let limit = config.failure_timeout;
+    let liveness = config.liveness();
+    let limit = liveness.failure_timeout();
+    let mut clock = PeerClock::new(Instant::now());
     let mut signals: Vec<u8> = Vec::new();
     // Groups with blocks to send, served round robin one chunk at a time.
     let mut ring: VecDeque<(GroupId, VecDeque<PendingBlock>)> = VecDeque::new();
@@ -258,11 +263,13 @@ async fn write_loop<W: AsyncWrite>(
     let result: std::io::Result<()> = async {
         loop {
             if signals.is_empty() && ring.is_empty() {
-                match tokio::time::timeout(config.heartbeat_interval(), queue.recv()).await {
+                let due = liveness.heartbeat_due_at(&clock);
+                match tokio::time::timeout_at(due, queue.recv()).await {
                     Ok(Some(item)) => enqueue(item, &mut signals, &mut ring),
                     Ok(None) => return bounded(limit, writer.shutdown()).await,
                     Err(_) => {
                         bounded(limit, writer.write_all(&Header::Heartbeat.encode())).await?;
+                        clock.sent(Instant::now());
                         continue;
                     }
                 }
@@ -273,6 +280,7 @@ async fn write_loop<W: AsyncWrite>(
             if !signals.is_empty() {
                 bounded(limit, writer.write_all(&signals)).await?;
                 signals.clear();
+                clock.sent(Instant::now());
             }
             let Some((group, mut blocks)) = ring.pop_front() else {
                 continue;
@@ -299,6 +307,7 @@ async fn write_loop<W: AsyncWrite>(
                 ring.push_back((group, blocks));
             }
             bounded(limit, writer.flush()).await?;
+            clock.sent(Instant::now());
         }
     }
     .await;
@@ -349,13 +358,15 @@ async fn read_loop<R: AsyncRead>(
         tracing::warn!(peer = peer.0, group = group.0, error, "refusing a block");
         let _ = completions.send(Completion::TransferFailed { group, peer, error });
     };
+    let liveness = config.liveness();
+    let mut clock = PeerClock::new(Instant::now());
     let reason: String = loop {
         let mut bytes = [0u8; HEADER_LEN];
         let read = read_full(&mut reader, &mut bytes, &mut lowat);
-        match tokio::time::timeout(config.failure_timeout, read).await {
-            Err(_) => break format!("silent for {:?}", config.failure_timeout),
+        match tokio::time::timeout_at(liveness.silence_deadline(&clock), read).await {
+            Err(_) => break liveness.silence_reason(),
             Ok(Err(e)) => break format!("connection lost: {e}"),
-            Ok(Ok(_)) => {}
+            Ok(Ok(_)) => clock.heard(Instant::now()),
         }
         let header = match Header::decode(&bytes, config.chunk_size) {
             Ok(h) => h,
@@ -420,10 +431,10 @@ async fn read_loop<R: AsyncRead>(
             }
         };
         let read = read_full(&mut reader, target, &mut lowat);
-        match tokio::time::timeout(config.failure_timeout, read).await {
-            Err(_) => break format!("silent for {:?} mid-block", config.failure_timeout),
+        match tokio::time::timeout_at(liveness.silence_deadline(&clock), read).await {
+            Err(_) => break format!("{} mid-block", liveness.silence_reason()),
             Ok(Err(e)) => break format!("connection lost: {e}"),
-            Ok(Ok(_)) => {}
+            Ok(Ok(_)) => clock.heard(Instant::now()),
         }
         block.received += chunk_len;
         if block.received == block.block_len {

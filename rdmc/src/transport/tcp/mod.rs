@@ -20,7 +20,11 @@ use tokio_util::sync::DropGuard;
 
 use self::link::{Link, LinkConfig, Outgoing, RecvLowat};
 use super::mesh::{self, ClusterConfig, Mesh, MeshError, MeshPurpose};
-use super::{BlockRef, Completion, CompletionSender, Completions, RecvRegion, Signal, Transport};
+use super::pool::{self, BufferPool};
+use super::{
+    BlockRef, Completion, CompletionSender, Completions, MessageBuffer, RecvRegion, Signal,
+    Transport,
+};
 use crate::ids::{GroupId, NodeId};
 
 /// One node's connections to all the others.
@@ -30,6 +34,7 @@ pub(crate) struct TcpEndpoint {
     completions: CompletionSender,
     /// How long a shutdown waits for queued frames to be written.
     flush_timeout: Duration,
+    pool: BufferPool,
     _acceptor: DropGuard,
 }
 
@@ -61,6 +66,7 @@ impl TcpEndpoint {
                 links,
                 completions,
                 flush_timeout: link.failure_timeout,
+                pool: BufferPool::new(pool::DEFAULT_BUDGET),
                 _acceptor,
             },
             queue,
@@ -77,6 +83,10 @@ impl TcpEndpoint {
 }
 
 impl Transport for TcpEndpoint {
+    fn alloc_buffer(&mut self, len: usize) -> std::sync::Arc<MessageBuffer> {
+        self.pool.alloc(len)
+    }
+
     fn post_recv(&mut self, group: GroupId, from: NodeId, region: RecvRegion) {
         match self.links.get(&from) {
             Some(link) if !link.is_down() => link.post_recv(group, region),

@@ -1,0 +1,139 @@
+//! libfabric handles the driver owns and the contexts of the operations it
+//! posts: every operation carries a boxed [`OpCtx`] that its completion
+//! hands back.
+
+use super::{ControlPool, RootRegistration};
+use std::ffi::c_void;
+use std::os::fd::{AsRawFd, RawFd};
+use std::ptr;
+use std::sync::Arc;
+
+use crate::transport::ofi::fabric::{OfiError, check};
+use crate::transport::ofi::ffi;
+use crate::transport::ofi::wire::MSG_LEN;
+
+use crate::ids::{GroupId, NodeId};
+use crate::transport::BlockRef;
+
+/// An owned libfabric object (endpoint or queue), closed on drop.
+#[derive(Debug)]
+pub(crate) struct Fid(pub(crate) *mut c_void);
+
+// SAFETY: fids of a thread-safe domain may be used from any thread; this
+// one is only used by the task owning it.
+unsafe impl Send for Fid {}
+// SAFETY: as for Send: a shared `&Fid` only ever passes the handle to
+// libfabric calls, which a thread-safe domain allows from any thread.
+unsafe impl Sync for Fid {}
+
+impl Drop for Fid {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: a fid we opened, closed only here.
+            unsafe { ffi::rdmc_close(self.0) };
+        }
+    }
+}
+
+/// A queue's wait file descriptor, owned by libfabric (closed with the queue).
+#[derive(Debug)]
+pub(crate) struct WaitFd(pub(crate) RawFd);
+
+impl AsRawFd for WaitFd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0
+    }
+}
+
+/// The endpoint context token of (peer, kind): an integer, never dereferenced.
+pub(crate) fn ep_token(peer: NodeId, ctrl: bool) -> *mut c_void {
+    (1 + 2 * peer.index() + usize::from(ctrl)) as *mut c_void
+}
+
+/// The (peer, is-control) an endpoint context token stands for.
+pub(crate) fn token_peer(token: *mut c_void) -> Option<(NodeId, bool)> {
+    let t = (token as usize).checked_sub(1)?;
+    Some((NodeId(u32::try_from(t / 2).ok()?), t % 2 == 1))
+}
+
+/// An operation's context: room for the `fi_context2` (which contains an
+/// `fi_context`) the provider may use (`FI_CONTEXT`, `FI_CONTEXT2`), then
+/// what the completion means to us. Boxed; the raw
+/// pointer is the libfabric context until the completion hands it back.
+#[repr(C)]
+pub(crate) struct OpCtx {
+    fi_context: [*mut c_void; 8],
+    op: Op,
+}
+
+pub(crate) enum Op {
+    CtrlRecv {
+        peer: NodeId,
+        index: usize,
+    },
+    DataRecv {
+        peer: NodeId,
+    },
+    CtrlSend {
+        peer: NodeId,
+        slot: usize,
+    },
+    Write {
+        peer: NodeId,
+        group: GroupId,
+        _block: BlockRef,
+        _mr: Option<Arc<RootRegistration>>,
+    },
+}
+
+impl OpCtx {
+    pub(crate) fn boxed(op: Op) -> *mut c_void {
+        Box::into_raw(Box::new(OpCtx {
+            fi_context: [ptr::null_mut(); 8],
+            op,
+        }))
+        .cast()
+    }
+
+    /// Take back a context given to the provider.
+    ///
+    /// # Safety
+    /// `ctx` must come from [`OpCtx::boxed`] and not have been taken back.
+    pub(crate) unsafe fn take(ctx: *mut c_void) -> Op {
+        // SAFETY: the caller's contract.
+        unsafe { Box::from_raw(ctx.cast::<OpCtx>()) }.op
+    }
+}
+
+/// Post a control receive into pool slot `i` of `peer`.
+pub(crate) fn post_ctrl_recv(
+    ep: &Fid,
+    pool: &ControlPool,
+    peer: NodeId,
+    i: usize,
+) -> Result<(), OfiError> {
+    let (index, slot) = pool.recv_slot(peer, i);
+    let ctx = OpCtx::boxed(Op::CtrlRecv { peer, index });
+    // SAFETY: the endpoint is open; the slot is registered memory of the
+    // pool, which outlives every endpoint; the context stays allocated until
+    // its completion comes back (or forever, if it never does).
+    let ret = unsafe { ffi::rdmc_recv(ep.0, slot.cast(), MSG_LEN, pool.desc(), ctx) };
+    if ret < 0 {
+        // SAFETY: the post failed, so the provider did not keep the context.
+        drop(unsafe { OpCtx::take(ctx) });
+    }
+    check("fi_recv", ret as i64)
+}
+
+/// Post a zero-length receive on a data endpoint (for `FI_RX_CQ_DATA`).
+pub(crate) fn post_data_recv(ep: &Fid, peer: NodeId) -> Result<(), OfiError> {
+    let ctx = OpCtx::boxed(Op::DataRecv { peer });
+    // SAFETY: the endpoint is open; a zero-length receive names no memory;
+    // the context stays allocated until its completion comes back.
+    let ret = unsafe { ffi::rdmc_recv(ep.0, ptr::null_mut(), 0, ptr::null_mut(), ctx) };
+    if ret < 0 {
+        // SAFETY: the post failed, so the provider did not keep the context.
+        drop(unsafe { OpCtx::take(ctx) });
+    }
+    check("fi_recv", ret as i64)
+}

@@ -1,0 +1,74 @@
+//! The end of the driver: a flush that waits for queued work, and the
+//! order in which the fabric objects are closed.
+
+use super::{Driver, OpCtx, Peer};
+use crate::transport::ofi::ffi;
+
+impl Driver {
+    /// Whether a flush is complete (or timed out); answers it if so.
+    pub(super) fn flush_done(&mut self) -> bool {
+        let Some((_, deadline)) = &self.flushing else {
+            return false;
+        };
+        let idle = self.peers.values().all(Peer::idle);
+        if !idle && tokio::time::Instant::now() < *deadline {
+            return false;
+        }
+        if !idle {
+            tracing::warn!("gave up flushing the fabric endpoints");
+        }
+        if let Some((done, _)) = self.flushing.take() {
+            let _ = done.send(());
+        }
+        true
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        // Close the endpoints first: peers see them shut down, and the
+        // provider is done with every buffer posted on them.
+        for p in self.peers.values_mut() {
+            for ep in [p.data.take(), p.ctrl.take()].into_iter().flatten() {
+                // SAFETY: an open endpoint; shut down before it is closed.
+                unsafe { ffi::rdmc_shutdown(ep.0) };
+                drop(ep);
+            }
+        }
+        // Take back the contexts of operations flushed from them.
+        loop {
+            // SAFETY: all-zero is a valid value of these plain C structs.
+            let mut entries: [ffi::Cqe; 32] = unsafe { std::mem::zeroed() };
+            // SAFETY: the CQ is still open.
+            let n = unsafe { ffi::rdmc_cq_read(self.cq.0, entries.as_mut_ptr(), entries.len()) };
+            if n == -(ffi::FI_EAVAIL as isize) {
+                // SAFETY: as above.
+                let mut err: ffi::CqErr = unsafe { std::mem::zeroed() };
+                // SAFETY: the CQ is open; `err` is a live local.
+                if unsafe { ffi::rdmc_cq_readerr(self.cq.0, &mut err) } < 0 {
+                    break;
+                }
+                if !err.op_context.is_null() {
+                    // SAFETY: our context, handed back once.
+                    drop(unsafe { OpCtx::take(err.op_context) });
+                }
+                continue;
+            }
+            if n <= 0 {
+                break;
+            }
+            for e in &entries[..n as usize] {
+                if !e.op_context.is_null() {
+                    // SAFETY: our context, handed back once.
+                    drop(unsafe { OpCtx::take(e.op_context) });
+                }
+            }
+        }
+        self.slots.clear();
+        // Deregister the fds from the reactor before the queues close them.
+        drop(self.cq_fd.take());
+        drop(self.eq_fd.take());
+        let _ = &self.me;
+        drop(self.control_slots.take());
+    }
+}
