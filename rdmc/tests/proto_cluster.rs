@@ -149,10 +149,10 @@ proptest! {
 
 // ---- degenerate groups ----------------------------------------------------
 
-fn config(algorithm: Algorithm, nodes: usize, rank: Rank) -> MemberConfig {
+fn config(algorithm: Algorithm, group_size: usize, rank: Rank) -> MemberConfig {
     MemberConfig {
         algorithm,
-        nodes,
+        group_size,
         rank,
         block_size: 4,
         max_message_size: 1000,

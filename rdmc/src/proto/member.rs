@@ -16,13 +16,12 @@ pub type Rank = usize;
 /// schedule waits for a ready-for-block to cross the network after the
 /// previous block arrived — free on RDMA, where it takes microseconds, but
 /// on TCP the signal queues behind the bulk data already in the sender's
-/// socket and the network's queues, which on the benchmark lab added most of
-/// a block time to every step of the binomial pipeline. With a window of 8
-/// the next receives are announced several blocks ahead, hiding that delay
-/// (measured on the benchmark lab, 16 hosts, 64 MiB in 256 KiB blocks:
-/// 1.43× unicast with a window of 2, 1.31× with 4, 1.14× with 8, 1.13× with
-/// 16). Blocks from one peer still arrive in schedule order; blocks from
-/// different peers may now arrive in either order.
+/// socket and the network's queues, which can add most of a block time to
+/// every step of the binomial pipeline. With a window of 8 the next receives
+/// are announced several blocks ahead, hiding that delay (the project's
+/// benchmark report has the measurements behind the choice). Blocks from one
+/// peer still arrive in schedule order; blocks from different peers may
+/// arrive in either order.
 pub const READY_WINDOW: usize = 8;
 
 /// Number of blocks of a `size`-byte message. An empty message is one empty block.
@@ -47,8 +46,8 @@ pub struct MemberConfig {
     /// The multicast algorithm every member uses.
     pub algorithm: Algorithm,
     /// Number of members (n ≥ 1).
-    pub nodes: usize,
-    /// This member's rank (`< nodes`).
+    pub group_size: usize,
+    /// This member's rank (`< group_size`).
     pub rank: Rank,
     /// Block size in bytes (≥ 1).
     pub block_size: usize,
@@ -307,14 +306,14 @@ impl GroupMember {
     /// A new member; on a non-root it immediately arms for the first message.
     pub fn new(config: MemberConfig) -> Result<Self, ScheduleError> {
         assert!(config.block_size > 0, "block size must be positive");
-        let schedule = NodeSchedule::new(config.algorithm, config.nodes, config.rank)?;
-        let mut neighbour = vec![false; config.nodes];
+        let schedule = NodeSchedule::new(config.algorithm, config.group_size, config.rank)?;
+        let mut neighbour = vec![false; config.group_size];
         for peer in schedule.connections() {
             neighbour[peer] = true;
         }
         let first = schedule.first_block();
         let mut member = GroupMember {
-            ready: vec![0; config.nodes],
+            ready: vec![0; config.group_size],
             neighbour,
             first,
             armed: false,
@@ -415,9 +414,9 @@ impl GroupMember {
         let total = self.next_seq;
         self.closing = Some(Closing {
             total,
-            acked: vec![false; self.config.nodes],
+            acked: vec![false; self.config.group_size],
         });
-        for to in 1..self.config.nodes {
+        for to in 1..self.config.group_size {
             self.control(to, Control::Close { messages: total });
         }
         self.check_close();
@@ -479,7 +478,7 @@ impl GroupMember {
 
     /// A control message arrived from `from`.
     pub fn handle_control(&mut self, from: Rank, control: Control) {
-        if from >= self.config.nodes || from == self.config.rank {
+        if from >= self.config.group_size || from == self.config.rank {
             // Not a member: the driver routes by membership, so this is its bug.
             return;
         }
@@ -632,7 +631,7 @@ impl GroupMember {
         // A member that broke the protocol is alive: it must hear of the
         // failure too, or it waits for the group forever.
         let tell_suspect = matches!(failure.reason, FailureReason::ProtocolViolation { .. });
-        for to in 0..self.config.nodes {
+        for to in 0..self.config.group_size {
             if to != self.config.rank && (tell_suspect || Some(to) != failure.suspect) {
                 self.control(
                     to,
@@ -857,7 +856,7 @@ impl GroupMember {
         }
         if self.config.rank == 0 {
             if closing.acked[1..].iter().all(|&a| a) {
-                for to in 1..self.config.nodes {
+                for to in 1..self.config.group_size {
                     self.actions.push_back(Action::SendControl {
                         to,
                         control: Control::Closed,

@@ -272,7 +272,7 @@ impl<T: Transport> Actor<T> {
         }
         let member = GroupMember::new(MemberConfig {
             algorithm: config.algorithm(),
-            nodes: members.len(),
+            group_size: members.len(),
             rank,
             block_size: config.block_size(),
             max_message_size: config.max_message_size(),

@@ -467,7 +467,7 @@ impl Cluster {
         node.created = true;
         let mut member = GroupMember::new(MemberConfig {
             algorithm: self.algorithm,
-            nodes: self.n,
+            group_size: self.n,
             rank,
             block_size: self.block_size,
             max_message_size: MAX_MESSAGE_SIZE,
