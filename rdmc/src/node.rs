@@ -10,6 +10,7 @@ use crate::group::Group;
 use crate::ids::{GroupId, NodeId};
 use crate::runtime::{Actor, Command};
 use crate::transport::mem::MemCluster;
+use crate::transport::pool::DEFAULT_BUDGET as DEFAULT_POOL_BUDGET;
 use crate::transport::tcp::TcpEndpoint;
 use crate::transport::{Completions, Transport};
 
@@ -52,7 +53,7 @@ impl Node {
     /// [`Error::Transport`] if `id` is not in the cluster or is already running.
     pub fn in_memory(cluster: &MemCluster, id: NodeId, config: NodeConfig) -> Result<Self, Error> {
         let (transport, completions) = cluster
-            .attach(id)
+            .attach(id, config.buffer_pool().unwrap_or(DEFAULT_POOL_BUDGET))
             .map_err(|e| Error::Transport(e.to_string()))?;
         Ok(Self::start(id, transport, completions, config))
     }
@@ -103,9 +104,11 @@ impl Node {
     /// Cancel safe: dropping the future drops the connections made so far.
     pub async fn tcp(config: TcpConfig, node: NodeConfig) -> Result<Self, Error> {
         let id = config.cluster.id;
-        let (transport, completions) = TcpEndpoint::connect(config.cluster, config.chunk_size)
-            .await
-            .map_err(|e| Error::Transport(e.to_string()))?;
+        let budget = node.buffer_pool().unwrap_or(DEFAULT_POOL_BUDGET);
+        let (transport, completions) =
+            TcpEndpoint::connect(config.cluster, config.chunk_size, budget)
+                .await
+                .map_err(|e| Error::Transport(e.to_string()))?;
         Ok(Self::start(id, transport, completions, node))
     }
 
@@ -147,8 +150,12 @@ impl Node {
     #[cfg(feature = "ofi")]
     pub async fn ofi(config: crate::config::OfiConfig, node: NodeConfig) -> Result<Self, Error> {
         let id = config.cluster.id;
+        let mut fabric = config.fabric;
+        if let Some(budget) = node.buffer_pool() {
+            fabric.pool_budget = budget;
+        }
         let (transport, completions) =
-            crate::transport::ofi::establish(config.cluster, config.fabric, node.completion_mode())
+            crate::transport::ofi::establish(config.cluster, fabric, node.completion_mode())
                 .await?;
         // The completion mode is carried out where the completions are: the
         // fabric driver polls (or sleeps on) the CQ. The actor just waits

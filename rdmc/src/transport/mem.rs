@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::mpsc;
 
-use super::pool::{self, BufferPool};
+use super::pool::BufferPool;
 use super::{
     BlockRef, Completion, CompletionSender, Completions, MessageBuffer, RecvRegion, Signal,
     Transport,
@@ -101,7 +101,12 @@ impl MemCluster {
     }
 
     /// Attach node `id`: its transport endpoint and completion queue.
-    pub(crate) fn attach(&self, id: NodeId) -> Result<(MemEndpoint, Completions), AttachError> {
+    /// `pool_budget`: the most bytes of spare message buffers the node keeps.
+    pub(crate) fn attach(
+        &self,
+        id: NodeId,
+        pool_budget: usize,
+    ) -> Result<(MemEndpoint, Completions), AttachError> {
         let mut state = self.fabric.lock();
         let n = state.nodes.len();
         match state.nodes.get(id.index()) {
@@ -115,7 +120,7 @@ impl MemCluster {
         let endpoint = MemEndpoint {
             me: id,
             fabric: Arc::clone(&self.fabric),
-            pool: BufferPool::new(pool::DEFAULT_BUDGET),
+            pool: BufferPool::new(pool_budget),
         };
         Ok((endpoint, rx))
     }
@@ -289,5 +294,27 @@ impl Drop for MemEndpoint {
             fabric: Arc::clone(&self.fabric),
         };
         cluster.kill(self.me);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::Transport;
+
+    /// The budget given at attach is the endpoint's pool's: within it a
+    /// dropped buffer is reused, with a zero budget it is not kept.
+    #[test]
+    fn each_endpoint_pools_buffers_within_its_own_budget() {
+        let cluster = MemCluster::new(2);
+        let (mut pooled, _q0) = cluster.attach(NodeId(0), 8 << 20).unwrap();
+        let (mut unpooled, _q1) = cluster.attach(NodeId(1), 0).unwrap();
+        let a = pooled.alloc_buffer(1 << 20);
+        let ptr = a.as_ptr();
+        drop(a);
+        assert_eq!(pooled.pool.held(), 1 << 20);
+        assert_eq!(pooled.alloc_buffer(1 << 20).as_ptr(), ptr);
+        drop(unpooled.alloc_buffer(1 << 20));
+        assert_eq!(unpooled.pool.held(), 0);
     }
 }

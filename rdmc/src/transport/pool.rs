@@ -85,7 +85,7 @@ impl BufferPool {
 
     /// Bytes held in spares.
     #[cfg(test)]
-    fn held(&self) -> usize {
+    pub(crate) fn held(&self) -> usize {
         self.spares.lock().held
     }
 }

@@ -20,7 +20,7 @@ use tokio_util::sync::DropGuard;
 
 use self::link::{Link, LinkConfig, Outgoing, RecvLowat};
 use super::mesh::{self, ClusterConfig, Mesh, MeshError, MeshPurpose};
-use super::pool::{self, BufferPool};
+use super::pool::BufferPool;
 use super::{
     BlockRef, Completion, CompletionSender, Completions, MessageBuffer, RecvRegion, Signal,
     Transport,
@@ -40,10 +40,12 @@ pub(crate) struct TcpEndpoint {
 
 impl TcpEndpoint {
     /// Bring node `cluster.id` into the mesh and start a link on every
-    /// connection, cutting blocks into chunks of `chunk_size` bytes.
+    /// connection, cutting blocks into chunks of `chunk_size` bytes, with a
+    /// pool keeping at most `pool_budget` bytes of spare message buffers.
     pub(crate) async fn connect(
         cluster: ClusterConfig,
         chunk_size: u32,
+        pool_budget: usize,
     ) -> Result<(Self, Completions), MeshError> {
         let link = LinkConfig {
             chunk_size,
@@ -66,7 +68,7 @@ impl TcpEndpoint {
                 links,
                 completions,
                 flush_timeout: link.failure_timeout,
-                pool: BufferPool::new(pool::DEFAULT_BUDGET),
+                pool: BufferPool::new(pool_budget),
                 _acceptor,
             },
             queue,
