@@ -2,14 +2,14 @@
 //! harness (see `support/mod.rs`): random event orders, random delays, a
 //! slow member, crashes, forged and malformed input.
 
-mod support;
+mod proto_harness;
 
 use proptest::prelude::*;
 use rdmc::proto::{
     Action, Control, FailureReason, GroupMember, MemberConfig, MemberError, READY_WINDOW, Rank,
 };
 use rdmc::schedule::Algorithm;
-use support::{Cluster, Crash, Creation, Notify, Scenario};
+use proto_harness::{Cluster, Crash, Creation, Notify, Scenario};
 
 /// The algorithms the whole-group properties run over: all of them.
 const ALGORITHMS: &[Algorithm] = &Algorithm::ALL;

@@ -4,7 +4,7 @@
 //! mismatches, members that never come or come too late, crashes during the
 //! rendezvous; and the machine alone.
 
-mod support;
+mod proto_harness;
 
 use proptest::prelude::*;
 use rdmc::proto::{
@@ -12,7 +12,7 @@ use rdmc::proto::{
 };
 use rdmc::schedule::Algorithm;
 use rdmc::{GroupId, NodeId};
-use support::{Cluster, Crash, CreateAt, Creation, LONG_TIMEOUT, Notify, Scenario};
+use proto_harness::{Cluster, Crash, CreateAt, Creation, LONG_TIMEOUT, Notify, Scenario};
 
 /// A run whose nodes create the group before any event or, where `later`
 /// says so, at a random point of the run.
