@@ -13,7 +13,7 @@
 //! The rooms: [`records`] (the records, their fields and series labels),
 //! [`datasets`] (the records each table and plot is drawn from), [`csv`],
 //! [`tables`] (`summary.md`), [`charts`] (line and bar charts as SVG) and
-//! [`plots`] (the figures), with [`format`] for numbers and sizes.
+//! [`plots`] (the figures), with [`mod@format`] for numbers and sizes.
 
 use std::path::{Path, PathBuf};
 
