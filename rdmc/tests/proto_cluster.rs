@@ -5,11 +5,11 @@
 mod proto_harness;
 
 use proptest::prelude::*;
+use proto_harness::{Cluster, Crash, Creation, Notify, Scenario};
 use rdmc::proto::{
     Action, Control, FailureReason, GroupMember, MemberConfig, MemberError, READY_WINDOW, Rank,
 };
 use rdmc::schedule::Algorithm;
-use proto_harness::{Cluster, Crash, Creation, Notify, Scenario};
 
 /// The algorithms the whole-group properties run over: all of them.
 const ALGORITHMS: &[Algorithm] = &Algorithm::ALL;

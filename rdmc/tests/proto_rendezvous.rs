@@ -7,12 +7,12 @@
 mod proto_harness;
 
 use proptest::prelude::*;
+use proto_harness::{Cluster, Crash, CreateAt, Creation, LONG_TIMEOUT, Notify, Scenario};
 use rdmc::proto::{
     Control, CreateFailure, FailureReason, MAX_EARLY, Rank, Rendezvous, RendezvousAction,
 };
 use rdmc::schedule::Algorithm;
 use rdmc::{GroupId, NodeId};
-use proto_harness::{Cluster, Crash, CreateAt, Creation, LONG_TIMEOUT, Notify, Scenario};
 
 /// A run whose nodes create the group before any event or, where `later`
 /// says so, at a random point of the run.
