@@ -68,11 +68,15 @@ pub const DEFAULT_RECEIVE_WINDOW: u64 = 64;
 /// every other member to create the group: 30 s.
 pub const DEFAULT_CREATE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Default progress timeout of a group: 30 s (see
+/// [`GroupConfig::with_progress_timeout`]).
+pub const DEFAULT_PROGRESS_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// Configuration of a group.
 ///
 /// Every member must use the same algorithm, block size and largest message
-/// size (creating the group checks this); the receive window and the create
-/// timeout are each member's own.
+/// size (creating the group checks this); the receive window, the create
+/// timeout and the progress timeout are each member's own.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupConfig {
     algorithm: Algorithm,
@@ -80,6 +84,7 @@ pub struct GroupConfig {
     max_message_size: u64,
     receive_window: Option<u64>,
     create_timeout: Duration,
+    progress_timeout: Option<Duration>,
 }
 
 impl Default for GroupConfig {
@@ -90,13 +95,15 @@ impl Default for GroupConfig {
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             receive_window: Some(DEFAULT_RECEIVE_WINDOW),
             create_timeout: DEFAULT_CREATE_TIMEOUT,
+            progress_timeout: Some(DEFAULT_PROGRESS_TIMEOUT),
         }
     }
 }
 
 impl GroupConfig {
     /// The defaults: binomial pipeline, 1 MiB blocks, messages up to 1 TiB,
-    /// a receive window of 64 messages, a create timeout of 30 s.
+    /// a receive window of 64 messages, a create timeout of 30 s, a
+    /// progress timeout of 30 s.
     pub fn new() -> Self {
         Self::default()
     }
@@ -139,6 +146,34 @@ impl GroupConfig {
         self
     }
 
+    /// Set how long this member waits on another member that makes no
+    /// progress before the group fails naming it
+    /// ([`FailureKind::NoProgress`](crate::FailureKind::NoProgress));
+    /// `None`: forever. Default 30 s.
+    ///
+    /// Progress is any step of the group: a block, a ready-for-block, a
+    /// send completing, a step of the close. A member that stays connected
+    /// (its heartbeats keep the failure detector content) but does nothing
+    /// would otherwise hold the group forever. The clock runs only while
+    /// this member waits on a peer: a ready-for-block for a block it holds,
+    /// a send's completion or, on the root, a member's close
+    /// acknowledgement count once the timeout; a block from a peer twice
+    /// the timeout (that peer may itself be held up, and the member holding
+    /// it up should be named first); a receiver's wait for the root's
+    /// verdict after acknowledging, four times. An idle group (the root
+    /// sends nothing) never times out.
+    ///
+    /// The trade-off: a receiver's application is part of the protocol. A
+    /// receiver whose receive window is full, or whose application has not
+    /// closed, holds the others back, and they time out on it if its
+    /// application takes longer than the timeout to take the next message
+    /// or to close (for example to persist a large message). Set the
+    /// timeout above the longest such pause. Local to this member.
+    pub fn with_progress_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.progress_timeout = timeout;
+        self
+    }
+
     /// The multicast algorithm.
     pub fn algorithm(&self) -> Algorithm {
         self.algorithm
@@ -162,6 +197,11 @@ impl GroupConfig {
     /// How long creating the group waits for the other members.
     pub fn create_timeout(&self) -> Duration {
         self.create_timeout
+    }
+
+    /// How long this member waits on a member that makes no progress.
+    pub fn progress_timeout(&self) -> Option<Duration> {
+        self.progress_timeout
     }
 }
 

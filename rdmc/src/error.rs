@@ -16,6 +16,13 @@ pub enum FailureKind {
     ProtocolViolation(String),
     /// This node shut down or left the group.
     LocalShutdown,
+    /// This member's application closed the group before it took every
+    /// message the root sent (see [`Group::close`](crate::Group::close)).
+    ClosedUnread,
+    /// The suspect made no progress within the progress timeout while this
+    /// member waited on it
+    /// ([`GroupConfig::with_progress_timeout`](crate::GroupConfig::with_progress_timeout)).
+    NoProgress,
 }
 
 impl fmt::Display for FailureKind {
@@ -25,6 +32,10 @@ impl fmt::Display for FailureKind {
             FailureKind::ReportedBy(node) => write!(f, "reported by node {node}"),
             FailureKind::ProtocolViolation(detail) => write!(f, "protocol violation: {detail}"),
             FailureKind::LocalShutdown => f.write_str("local shutdown"),
+            FailureKind::ClosedUnread => {
+                f.write_str("closed by its application before it took every message")
+            }
+            FailureKind::NoProgress => f.write_str("no progress within the progress timeout"),
         }
     }
 }
@@ -71,6 +82,15 @@ pub enum Error {
     /// The group is closing or closed.
     #[error("group {0} is closed")]
     Closed(GroupId),
+    /// The group carried the most messages a group can
+    /// ([`proto::MAX_MESSAGES`](crate::proto::MAX_MESSAGES)).
+    #[error("group {group} carried the most messages a group can ({max})")]
+    TooManyMessages {
+        /// The group.
+        group: GroupId,
+        /// The limit.
+        max: u64,
+    },
     /// The message is larger than the group's configured limit.
     #[error("a message of {size} bytes exceeds the group's limit of {max} bytes")]
     MessageTooLarge {
@@ -160,6 +180,7 @@ impl From<Error> for std::io::Error {
             Error::MessageTooLarge { .. } | Error::Membership(_) | Error::InvalidConfig(_) => {
                 ErrorKind::InvalidInput
             }
+            Error::TooManyMessages { .. } => ErrorKind::InvalidInput,
             Error::GroupIdInUse(_) => ErrorKind::AlreadyExists,
             Error::MembershipMismatch { .. } => ErrorKind::InvalidData,
             Error::CreateTimedOut { .. } => ErrorKind::TimedOut,

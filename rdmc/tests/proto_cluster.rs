@@ -157,6 +157,7 @@ fn config(algorithm: Algorithm, group_size: usize, rank: Rank) -> MemberConfig {
         block_size: 4,
         max_message_size: 1000,
         receive_window: None,
+        progress_timeout: None,
     }
 }
 
@@ -481,6 +482,9 @@ fn announced_size_above_the_limit() {
 fn a_message_beyond_the_close_count() {
     let mut m = chain_member(3, 1);
     m.handle_control(0, Control::Close { messages: 0 });
+    assert_eq!(actions(&mut m), [Action::AllDelivered]);
+    // The acknowledgement waits for the application's close.
+    m.close().unwrap();
     assert_eq!(
         actions(&mut m),
         [Action::SendControl {

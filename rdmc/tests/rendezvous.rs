@@ -143,7 +143,16 @@ async fn the_root_creating_last_still_delivers() {
             100
         );
     }
-    root.close().await.unwrap();
+    // Every receiver's application closes too: the root's close waits for
+    // them (it means every application has every message).
+    bounded(PROMPT, "closing", async {
+        tokio::try_join!(
+            root.close(),
+            futures::future::try_join_all(receivers.iter().map(|g| g.close()))
+        )
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test]

@@ -2,8 +2,14 @@
 
 use std::collections::VecDeque;
 use std::fmt;
+use std::time::Duration;
 
 use crate::schedule::{Algorithm, NodeSchedule, Schedule, ScheduleError, Transfer};
+
+mod close;
+mod progress;
+
+use progress::Stall;
 
 /// A member's rank in a group: its index in the membership list; 0 is the root.
 pub type Rank = usize;
@@ -23,6 +29,12 @@ pub type Rank = usize;
 /// peer still arrive in schedule order; blocks from different peers may
 /// arrive in either order.
 pub const READY_WINDOW: usize = 8;
+
+/// Most messages one group carries (2^48): the root refuses more
+/// ([`MemberError::TooManyMessages`]), and a close count above it is a
+/// protocol violation by the root (a peer announcing `u64::MAX` messages
+/// would otherwise hold the group open forever).
+pub const MAX_MESSAGES: u64 = 1 << 48;
 
 /// Number of blocks of a `size`-byte message. An empty message is one empty block.
 pub fn block_count(size: u64, block_size: usize) -> usize {
@@ -59,6 +71,10 @@ pub struct MemberConfig {
     /// that many it does not arm for the next message, which holds the group
     /// back (flow control). `None`: no limit.
     pub receive_window: Option<u64>,
+    /// How long the member waits on a peer without any progress of the
+    /// group before it fails the group naming that peer (see
+    /// [`GroupMember::handle_timeout`]); `None`: forever.
+    pub progress_timeout: Option<Duration>,
 }
 
 /// Control messages exchanged between members of one group.
@@ -71,12 +87,14 @@ pub enum Control {
     /// "I have posted the receive for another block I expect from you"
     /// (at most [`READY_WINDOW`] outstanding).
     ReadyForBlock,
-    /// Root → every member: the group closes after `messages` messages.
+    /// Root → every member: the group closes after `messages` messages
+    /// (at most [`MAX_MESSAGES`]).
     Close {
         /// Total number of messages the root sent.
         messages: u64,
     },
-    /// Member → root: "I have every message up to the close count."
+    /// Member → root: "My application has taken every message up to the
+    /// close count and closed the group" (it persisted what it took).
     CloseAck,
     /// Root → every member: every member has every message; the group is closed.
     Closed,
@@ -104,8 +122,15 @@ pub enum FailureReason {
         /// What was wrong.
         detail: String,
     },
-    /// This member is shutting down.
+    /// This member is shutting down (its application left the group, or
+    /// its node shut down).
     LocalShutdown,
+    /// This member's application closed the group without taking every
+    /// message the root sent: its copy is incomplete.
+    ClosedUnread,
+    /// The suspect made no progress for the progress timeout while this
+    /// member waited on it.
+    NoProgress,
 }
 
 impl fmt::Display for FailureReason {
@@ -117,6 +142,10 @@ impl fmt::Display for FailureReason {
                 write!(f, "protocol violation: {detail}")
             }
             FailureReason::LocalShutdown => f.write_str("local shutdown"),
+            FailureReason::ClosedUnread => {
+                f.write_str("closed by its application before it took every message")
+            }
+            FailureReason::NoProgress => f.write_str("no progress within the progress timeout"),
         }
     }
 }
@@ -152,6 +181,9 @@ pub enum MemberError {
     /// The group failed.
     #[error("the group failed: {0}")]
     Failed(Failure),
+    /// The group carried [`MAX_MESSAGES`] messages already.
+    #[error("a group carries at most {MAX_MESSAGES} messages")]
+    TooManyMessages,
     /// The message is larger than the group accepts.
     #[error("message of {size} bytes exceeds the limit of {max}")]
     TooLarge {
@@ -222,7 +254,14 @@ pub enum Action {
         /// The message.
         seq: u64,
     },
-    /// Every member has every message; the group closed cleanly. Terminal.
+    /// Receiver: every message up to the root's close count has been
+    /// delivered (`MessageComplete`); none follows. The driver ends the
+    /// application's stream; the member acknowledges the close once the
+    /// application has taken every message and called
+    /// [`close`](GroupMember::close).
+    AllDelivered,
+    /// Every member's application has taken every message and closed; the
+    /// group closed cleanly. Terminal.
     Closed,
     /// The group failed. Terminal: the member ignores everything afterwards.
     Failed(Failure),
@@ -296,10 +335,18 @@ pub struct GroupMember {
     completed: u64,
     /// Messages the application consumed (receivers).
     consumed: u64,
+    /// Receiver: the application called `close` (it persisted what it took).
+    app_closed: bool,
+    /// Receiver: `Action::AllDelivered` was emitted.
+    all_delivered: bool,
     current: Option<MessageProgress>,
     closing: Option<Closing>,
     phase: Phase,
     actions: VecDeque<Action>,
+    /// Inputs handled so far: each one is progress (see `handle_timeout`).
+    progress: u64,
+    /// Since when this member has seen no progress, when it has checked.
+    stall: Option<Stall>,
 }
 
 impl GroupMember {
@@ -321,10 +368,14 @@ impl GroupMember {
             next_seq: 0,
             completed: 0,
             consumed: 0,
+            app_closed: false,
+            all_delivered: false,
             current: None,
             closing: None,
             phase: Phase::Open,
             actions: VecDeque::new(),
+            progress: 0,
+            stall: None,
             schedule,
             config,
         };
@@ -395,6 +446,10 @@ impl GroupMember {
                 max: self.config.max_message_size,
             });
         }
+        if self.next_seq >= MAX_MESSAGES {
+            return Err(MemberError::TooManyMessages);
+        }
+        self.progress += 1;
         let seq = self.next_seq;
         self.next_seq += 1;
         self.queued.push_back((seq, size));
@@ -404,31 +459,13 @@ impl GroupMember {
         Ok(seq)
     }
 
-    /// Start the close barrier (root); a no-op on other members, whose close
-    /// completes when the root's does. Idempotent.
-    pub fn close(&mut self) -> Result<(), MemberError> {
-        self.check_open()?;
-        if !self.is_root() || self.closing.is_some() {
-            return Ok(());
-        }
-        let total = self.next_seq;
-        self.closing = Some(Closing {
-            total,
-            acked: vec![false; self.config.group_size],
-        });
-        for to in 1..self.config.group_size {
-            self.control(to, Control::Close { messages: total });
-        }
-        self.check_close();
-        Ok(())
-    }
-
     /// A block arrived from `from` into the receive posted for it, carrying
     /// `immediate` (the message size) and `len` bytes.
     pub fn handle_block(&mut self, from: Rank, immediate: u64, len: usize) {
         if self.is_finished() {
             return;
         }
+        self.progress += 1;
         let Some(cur) = self.current.as_mut() else {
             self.first_block(from, immediate, len);
             return;
@@ -468,6 +505,7 @@ impl GroupMember {
         if self.is_finished() {
             return;
         }
+        self.progress += 1;
         match self.current.as_mut() {
             Some(cur) if cur.sending == Some(to) => cur.sending = None,
             _ => return self.violation(to, "a send completed that was not outstanding"),
@@ -485,6 +523,7 @@ impl GroupMember {
         if self.is_finished() {
             return;
         }
+        self.progress += 1;
         match control {
             Control::ReadyForBlock => {
                 if !self.neighbour[from] {
@@ -506,6 +545,9 @@ impl GroupMember {
                 }
                 if messages < self.completed {
                     return self.violation(from, "close count below messages already received");
+                }
+                if messages > MAX_MESSAGES {
+                    return self.violation(from, "impossible close count");
                 }
                 self.closing = Some(Closing {
                     total: messages,
@@ -545,106 +587,6 @@ impl GroupMember {
         }
     }
 
-    /// Receiver: the application took one more delivered message, making
-    /// room in the receive window.
-    pub fn message_consumed(&mut self) {
-        if self.consumed < self.completed {
-            self.consumed += 1;
-        }
-        if !self.is_finished() {
-            self.arm();
-        }
-    }
-
-    /// The transport lost `peer` (or, with `None`, something it cannot name).
-    ///
-    /// Once the close barrier has made a failure irrelevant it is ignored: on
-    /// the root, the failure of a member that already acknowledged every
-    /// message; on another member that acknowledged, the failure of any
-    /// member but the root, whose verdict (closed or failed) then decides.
-    pub fn handle_peer_failure(&mut self, peer: Option<Rank>) {
-        if self.failure_is_moot(peer, None) {
-            tracing::debug!(peer, "failure after the close acknowledgement ignored");
-            return;
-        }
-        self.fail(Failure {
-            suspect: peer,
-            reason: FailureReason::PeerUnreachable,
-        });
-    }
-
-    /// This member leaves: the group fails with this member as the suspect,
-    /// and the others are told so.
-    pub fn shutdown(&mut self) {
-        self.fail(Failure {
-            suspect: Some(self.config.rank),
-            reason: FailureReason::LocalShutdown,
-        });
-    }
-
-    /// Whether the failure of `suspect`, reported by `reporter` (`None`: by
-    /// the transport), can no longer affect this member's outcome.
-    fn failure_is_moot(&self, suspect: Option<Rank>, reporter: Option<Rank>) -> bool {
-        let (Some(closing), Some(suspect)) = (&self.closing, suspect) else {
-            return false;
-        };
-        if self.is_root() {
-            // A member that acknowledged has every message; but a reporter
-            // that has not acknowledged failed with the group and never will.
-            closing.acked[suspect] && reporter.is_none_or(|r| closing.acked[r])
-        } else {
-            // After acknowledging, only the root's verdict matters.
-            closing.acked[0] && suspect != 0 && reporter != Some(0)
-        }
-    }
-
-    fn check_open(&self) -> Result<(), MemberError> {
-        match &self.phase {
-            Phase::Open => Ok(()),
-            Phase::Closed => Err(MemberError::Closed),
-            Phase::Failed(f) => Err(MemberError::Failed(f.clone())),
-        }
-    }
-
-    fn control(&mut self, to: Rank, control: Control) {
-        self.actions.push_back(Action::SendControl { to, control });
-    }
-
-    fn violation(&mut self, peer: Rank, detail: &str) {
-        tracing::warn!(peer, detail, "protocol violation");
-        self.fail(Failure {
-            suspect: Some(peer),
-            reason: FailureReason::ProtocolViolation {
-                detail: detail.to_owned(),
-            },
-        });
-    }
-
-    fn fail(&mut self, failure: Failure) {
-        if self.is_finished() {
-            return;
-        }
-        tracing::debug!(%failure, "group failed");
-        self.current = None;
-        self.queued.clear();
-        self.armed = false;
-        // A member that broke the protocol is alive: it must hear of the
-        // failure too, or it waits for the group forever.
-        let tell_suspect = matches!(failure.reason, FailureReason::ProtocolViolation { .. });
-        for to in 0..self.config.group_size {
-            if to != self.config.rank && (tell_suspect || Some(to) != failure.suspect) {
-                self.control(
-                    to,
-                    Control::Failed {
-                        suspect: failure.suspect,
-                    },
-                );
-            }
-        }
-        self.actions.push_back(Action::Failed(failure.clone()));
-        self.phase = Phase::Failed(failure);
-    }
-
     /// Non-root: post the first-block receive for the next message and tell
     /// its sender we are ready.
     ///
@@ -676,6 +618,10 @@ impl GroupMember {
             Some(first) if self.armed && from == first.peer => first,
             _ => return self.violation(from, "a first block arrived that was not asked for"),
         };
+        if self.app_closed {
+            // The application said it took everything it will take.
+            return self.fail_closed_unread();
+        }
         if self
             .closing
             .as_ref()
@@ -841,33 +787,5 @@ impl GroupMember {
             self.arm();
         }
         self.check_close();
-    }
-
-    /// Advance the close barrier.
-    fn check_close(&mut self) {
-        if !matches!(self.phase, Phase::Open) {
-            return;
-        }
-        let Some(closing) = self.closing.as_mut() else {
-            return;
-        };
-        if self.completed < closing.total || self.current.is_some() {
-            return;
-        }
-        if self.config.rank == 0 {
-            if closing.acked[1..].iter().all(|&a| a) {
-                for to in 1..self.config.group_size {
-                    self.actions.push_back(Action::SendControl {
-                        to,
-                        control: Control::Closed,
-                    });
-                }
-                self.phase = Phase::Closed;
-                self.actions.push_back(Action::Closed);
-            }
-        } else if !closing.acked[0] {
-            closing.acked[0] = true;
-            self.control(0, Control::CloseAck);
-        }
     }
 }

@@ -6,7 +6,8 @@
 //!
 //! * [`GroupMember`], one per (group, member): fed a block that arrived with
 //!   its immediate value, a completed send, a control message, a peer's
-//!   failure, the application's submit or close; it answers with
+//!   failure, the application's submit, take and close, the passing of
+//!   time (the progress timeout); it answers with
 //!   [`Action`]s — post a receive at an offset, send a block, send a control
 //!   message, deliver a message, report that the group closed or failed.
 //! * [`Rendezvous`], one per node: the creation of the node's groups. Fed
@@ -26,14 +27,16 @@
 //! for Large Objects", Behrens, Jha, Birman, Tremel; Sec. 4.2–4.3), with
 //! deliberate additions: exact sizes everywhere (the immediate value of
 //! every block is the message's total size in bytes), queued sends, empty
-//! messages, failure detection and relay, an end-to-end close, a window of
-//! receives announced ahead, and the creation rendezvous.
+//! messages, failure detection and relay, an end-to-end close that
+//! completes only once every receiver's application has taken every
+//! message and closed, a progress timeout, a window of receives announced
+//! ahead, and the creation rendezvous.
 
 mod member;
 mod rendezvous;
 
 pub use member::{
-    Action, Control, Failure, FailureReason, GroupMember, MemberConfig, MemberError, READY_WINDOW,
-    Rank, block_count, block_len,
+    Action, Control, Failure, FailureReason, GroupMember, MAX_MESSAGES, MemberConfig, MemberError,
+    READY_WINDOW, Rank, block_count, block_len,
 };
 pub use rendezvous::{CreateFailure, MAX_EARLY, Rendezvous, RendezvousAction, group_digest};

@@ -4,7 +4,7 @@
 //! actions and turns their outcomes into wakeups of the user's futures and
 //! streams.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -68,6 +68,11 @@ pub(crate) struct Actor<T> {
     /// The creation of the node's groups: which joins are awaited, signals
     /// for groups not created yet, abandoned groups, ids used, deadlines.
     rendezvous: Rendezvous<time::Instant>,
+    /// The origin of the time passed to the members' progress timeouts.
+    epoch: time::Instant,
+    /// The groups' progress deadlines (each group's entry may be earlier
+    /// than its member's current deadline: it is renewed when it passes).
+    timers: BTreeSet<(time::Instant, GroupId)>,
 }
 
 impl<T: Transport> Actor<T> {
@@ -86,6 +91,44 @@ impl<T: Transport> Actor<T> {
             mode,
             groups: HashMap::new(),
             rendezvous: Rendezvous::new(me),
+            epoch: time::Instant::now(),
+            timers: BTreeSet::new(),
+        }
+    }
+
+    /// The number of groups, group timers and rendezvous entries the node
+    /// holds (for tests that check the node's memory stays flat).
+    #[cfg(test)]
+    pub(crate) fn table_sizes(&self) -> (usize, usize) {
+        (self.groups.len(), self.timers.len())
+    }
+
+    /// The earliest deadline: a creation's, or a group's progress timeout.
+    fn next_deadline(&self) -> Option<time::Instant> {
+        let group = self.timers.first().map(|&(at, _)| at);
+        match (self.rendezvous.poll_timeout(), group) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Handle every deadline that has passed.
+    fn fire_timeouts(&mut self) {
+        let now = time::Instant::now();
+        if self.rendezvous.poll_timeout().is_some_and(|d| d <= now) {
+            self.rendezvous.handle_timeout(now);
+            self.drive_rendezvous();
+        }
+        while let Some(&(at, id)) = self.timers.first() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            if let Some(g) = self.groups.get_mut(&id) {
+                g.deadline = None;
+            }
+            // Passes the time to the member, and enters its next deadline.
+            self.drive(id);
         }
     }
 
@@ -95,12 +138,11 @@ impl<T: Transport> Actor<T> {
         async move {
             let mut wait = WaitPolicy::new(self.mode);
             loop {
-                if let Some(deadline) = self.rendezvous.poll_timeout() {
-                    let now = time::Instant::now();
-                    if deadline <= now {
-                        self.rendezvous.handle_timeout(now);
-                        self.drive_rendezvous();
-                    }
+                if self
+                    .next_deadline()
+                    .is_some_and(|d| d <= time::Instant::now())
+                {
+                    self.fire_timeouts();
                 }
                 // Handle what is already there, a bounded batch at a time.
                 let mut handled = 0;
@@ -132,7 +174,7 @@ impl<T: Transport> Actor<T> {
                     }
                     Next::Sleep => {}
                 }
-                let deadline = self.rendezvous.poll_timeout();
+                let deadline = self.next_deadline();
                 tokio::select! {
                     biased;
                     c = self.completions.recv() => match c {
@@ -143,7 +185,7 @@ impl<T: Transport> Actor<T> {
                         Some(Command::Shutdown) | None => return self.shutdown().await,
                         Some(cmd) => self.on_command(cmd),
                     },
-                    // Expired creations are handled at the top of the loop.
+                    // Expired deadlines are handled at the top of the loop.
                     () = time::sleep_until(deadline.unwrap_or_else(time::Instant::now)),
                         if deadline.is_some() => {}
                 }
@@ -191,7 +233,7 @@ impl<T: Transport> Actor<T> {
         let now = time::Instant::now();
         let deadline = now
             .checked_add(config.create_timeout())
-            .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600));
+            .unwrap_or_else(|| far_future(now));
         let span = tracing::debug_span!(
             "rdmc_group",
             group = id.0,
@@ -235,6 +277,7 @@ impl<T: Transport> Actor<T> {
                     reply,
                     deliveries: rx,
                 }),
+                deadline: None,
             },
         );
         self.rendezvous.create(id, members, digest, deadline);
@@ -277,6 +320,7 @@ impl<T: Transport> Actor<T> {
             block_size: config.block_size(),
             max_message_size: config.max_message_size(),
             receive_window: config.receive_window(),
+            progress_timeout: config.progress_timeout(),
         })
         .map_err(|_| Error::InvalidConfig("the group's schedule cannot be built"))?;
         Ok((member, rank_of, rank))
@@ -345,6 +389,9 @@ impl<T: Transport> Actor<T> {
         let Some(mut g) = self.groups.remove(&group) else {
             return;
         };
+        if let Some(at) = g.deadline {
+            self.timers.remove(&(at, group));
+        }
         self.transport.release_group(group);
         let error = match failure {
             CreateFailure::Mismatch { peer } => Error::MembershipMismatch { group, peer },
@@ -514,8 +561,21 @@ impl<T: Transport> Actor<T> {
             return;
         };
         let _enter = g.span.clone().entered();
+        let now = time::Instant::now();
+        g.member
+            .handle_timeout(now.saturating_duration_since(self.epoch));
         while let Some(action) = g.member.poll_action() {
             execute(g, &mut self.transport, action);
+        }
+        if g.deadline.is_none()
+            && let Some(at) = g.member.poll_timeout()
+        {
+            let at = self
+                .epoch
+                .checked_add(at)
+                .unwrap_or_else(|| far_future(now));
+            self.timers.insert((at, group));
+            g.deadline = Some(at);
         }
         g.waiting_for_ready = g.member.waiting_for_ready();
         if let Some(watch) = g.receive_watch.as_mut()
@@ -543,6 +603,9 @@ impl<T: Transport> Actor<T> {
             }
         }
         if g.outcome.is_some() && g.left {
+            if let Some(at) = g.deadline {
+                self.timers.remove(&(at, group));
+            }
             self.groups.remove(&group);
             self.rendezvous.handle_group_ended(group);
         }
@@ -573,4 +636,9 @@ impl<T: Transport> Actor<T> {
             self.with_member(id, GroupMember::shutdown);
         }
     }
+}
+
+/// A time no deadline reaches: a hundred years from `now`.
+fn far_future(now: time::Instant) -> time::Instant {
+    now + Duration::from_secs(100 * 365 * 24 * 3600)
 }

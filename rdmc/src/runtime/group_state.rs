@@ -67,6 +67,9 @@ pub(super) struct GroupState {
     pub(super) span: tracing::Span,
     /// Until every member has joined.
     pub(super) creating: Option<Creating>,
+    /// The member's progress deadline as entered in the actor's timers
+    /// (possibly earlier than the member's current one).
+    pub(super) deadline: Option<tokio::time::Instant>,
 }
 
 pub(super) fn member_error(g: &GroupState, e: MemberError) -> Error {
@@ -75,6 +78,10 @@ pub(super) fn member_error(g: &GroupState, e: MemberError) -> Error {
         MemberError::Closed => Error::Closed(g.id),
         MemberError::Failed(f) => failure_error(g, &f),
         MemberError::TooLarge { size, max } => Error::MessageTooLarge { size, max },
+        MemberError::TooManyMessages => Error::TooManyMessages {
+            group: g.id,
+            max: crate::proto::MAX_MESSAGES,
+        },
     }
 }
 
@@ -86,6 +93,8 @@ fn failure_error(g: &GroupState, f: &Failure) -> Error {
             FailureKind::ProtocolViolation(detail.clone())
         }
         FailureReason::LocalShutdown => FailureKind::LocalShutdown,
+        FailureReason::ClosedUnread => FailureKind::ClosedUnread,
+        FailureReason::NoProgress => FailureKind::NoProgress,
     };
     Error::GroupFailed {
         group: g.id,
@@ -178,6 +187,11 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                 }
             }
             tracing::debug!(seq, "message complete");
+        }
+        Action::AllDelivered => {
+            // Every message is in the stream: it ends once they are read.
+            tracing::debug!("every message delivered");
+            g.deliveries = None;
         }
         Action::Closed => {
             tracing::info!("group closed");

@@ -25,6 +25,15 @@
 //!   the root's creation completed; a group whose creation failed is
 //!   dropped (nothing reaches it any more).
 //!
+//! * each receiver's application is modelled too ([`App`]): it takes
+//!   delivered messages and closes the group at random points, or
+//!   misbehaves as told (never closes, leaves or crashes before closing,
+//!   closes early); the root's `Closed` is checked to come only after
+//!   every receiver's application took every message and closed;
+//! * the members' progress timeouts run on the same clock (one tick is a
+//!   nanosecond of their time), set to [`LONG_TIMEOUT`] ticks: they fire
+//!   only when the run is stuck.
+//!
 //! Every action a member emits is checked against the model as it is
 //! carried out (see [`Cluster::apply`]); the final outcome is checked by the
 //! tests.
@@ -33,6 +42,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use rdmc::proto::{
     Action, Control, CreateFailure, Failure, FailureReason, GroupMember, MemberConfig, Rank,
@@ -48,6 +58,27 @@ pub const GROUP: GroupId = GroupId(1);
 /// there only by jumping when nothing else can happen.
 pub const LONG_TIMEOUT: u64 = 1 << 40;
 
+/// The members' progress timeout: [`LONG_TIMEOUT`] ticks.
+pub const PROGRESS_TIMEOUT: Option<Duration> = Some(Duration::from_nanos(LONG_TIMEOUT));
+
+/// How a receiver's application behaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum App {
+    /// Takes every message as it is delivered, and closes once its stream
+    /// ended (every message delivered): a well-behaved application.
+    Reader,
+    /// Takes every message, never closes.
+    NeverCloses,
+    /// Takes every message, then leaves the group (drops it) instead of
+    /// closing once its stream ended.
+    LeavesBeforeClose,
+    /// Takes every message, then its process dies (a crash every survivor
+    /// is told of) once its stream ended, before it closes.
+    CrashesBeforeClose,
+    /// Closes once it has taken this many messages (or its stream ended),
+    /// whatever comes after.
+    ClosesAfter(u64),
+}
 /// When a node creates the group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CreateAt {
@@ -221,6 +252,14 @@ struct Node {
     completed: u64,
     closed: u32,
     failures: Vec<Failure>,
+    /// Receivers: messages the application took.
+    taken: u64,
+    /// Receivers: the application's stream ended (`AllDelivered`).
+    stream_ended: bool,
+    /// Receivers: the application closed the group.
+    app_closed: bool,
+    /// The application's behaviour.
+    app: App,
 }
 
 impl Node {
@@ -281,6 +320,8 @@ pub struct Cluster {
     slow: Option<Rank>,
     crash: Option<Crash>,
     pub crashed: Option<Rank>,
+    /// The deadline the clock last jumped to (to catch one that never goes).
+    jumped_to: Option<u64>,
     /// Event index at which every member was found terminal for the first time.
     pub events: u64,
     trace: VecDeque<String>,
@@ -415,6 +456,10 @@ impl Cluster {
                 completed: 0,
                 closed: 0,
                 failures: Vec::new(),
+                taken: 0,
+                stream_ended: false,
+                app_closed: false,
+                app: App::Reader,
             })
             .collect();
         let mut cluster = Cluster {
@@ -443,6 +488,7 @@ impl Cluster {
             slow: None,
             crash: None,
             crashed: None,
+            jumped_to: None,
             events: 0,
             trace: VecDeque::new(),
         };
@@ -472,6 +518,7 @@ impl Cluster {
             block_size: self.block_size,
             max_message_size: MAX_MESSAGE_SIZE,
             receive_window: None,
+            progress_timeout: PROGRESS_TIMEOUT,
         })
         .expect("valid member");
         if let Some(down) =
@@ -491,6 +538,15 @@ impl Cluster {
     /// Events of `rank` are picked with low probability.
     pub fn set_slow(&mut self, rank: Option<Rank>) {
         self.slow = rank;
+    }
+
+    /// How `rank`'s application behaves (a receiver's; default [`App::Reader`]).
+    pub fn set_app(&mut self, rank: Rank, app: App) {
+        assert!(
+            rank > 0,
+            "the root's application is driven by root operations"
+        );
+        self.nodes[rank].app = app;
     }
 
     /// Inject `crash` during [`run`](Self::run).
@@ -560,7 +616,17 @@ impl Cluster {
         // messages per member. Failure: notifications and relays. Creation:
         // one event per node, a Join per link, a refusal per link and its
         // relays.
-        4 * transfers + (n + 1) * (m + 2) + 3 * n + m + 1 + 2 * n * n + 16 + n + 3 * n * n
+        // Applications: a take per message and a close per receiver.
+        4 * transfers
+            + (n + 1) * (m + 2)
+            + 3 * n
+            + m
+            + 1
+            + 2 * n * n
+            + 16
+            + n
+            + 3 * n * n
+            + n * (m + 2)
     }
 
     fn log(&mut self, args: std::fmt::Arguments<'_>) {
@@ -623,6 +689,10 @@ impl Cluster {
 
     /// Drain `rank`'s actions, checking and carrying out each one.
     fn drain(&mut self, rank: Rank) {
+        let now = Duration::from_nanos(self.clock);
+        if let Some(member) = self.nodes[rank].member.as_mut() {
+            member.handle_timeout(now);
+        }
         while let Some(action) = self.nodes[rank]
             .member
             .as_mut()
@@ -942,7 +1012,35 @@ impl Cluster {
                 }
                 self.nodes[me].completed += 1;
             }
+            Action::AllDelivered => {
+                let node = &self.nodes[me];
+                if me == 0 || node.stream_ended {
+                    self.bug(format_args!(
+                        "member {me}: AllDelivered twice or on the root"
+                    ));
+                }
+                if !self.close_called || node.completed != self.submitted {
+                    self.bug(format_args!(
+                        "member {me}: AllDelivered with {} of {} messages (root closed: {})",
+                        node.completed, self.submitted, self.close_called
+                    ));
+                }
+                self.nodes[me].stream_ended = true;
+            }
             Action::Closed => {
+                for (rank, node) in self.nodes.iter().enumerate().skip(1) {
+                    // "Closed" means every receiver's application took every
+                    // message and closed: the root's vouches for everyone, a
+                    // receiver's for itself.
+                    if (me == 0 || rank == me) && (!node.app_closed || node.taken != self.submitted)
+                    {
+                        self.bug(format_args!(
+                            "member {me} closed while the application of {rank} took {} of {} \
+                             messages (closed: {})",
+                            node.taken, self.submitted, node.app_closed
+                        ));
+                    }
+                }
                 if !self.close_called {
                     self.bug(format_args!(
                         "member {me} closed, but the root never closed"
@@ -977,7 +1075,9 @@ impl Cluster {
     fn pick(&mut self) -> Option<Event> {
         // The root's application acts only on a group it has.
         let root_op = !self.root_ops.is_empty() && self.nodes[0].ready;
+        let apps: Vec<Rank> = (1..self.n).filter(|&r| self.app_can_act(r)).collect();
         let extra = usize::from(root_op)
+            + apps.len()
             + self.to_create.len()
             + self.notifications.len()
             + self.notify_one.len();
@@ -1001,6 +1101,10 @@ impl Cluster {
                     }
                     i -= 1;
                 }
+                if i < apps.len() {
+                    return Some(Event::App(apps[i]));
+                }
+                i -= apps.len();
                 if i < self.to_create.len() {
                     Event::Create(i)
                 } else if i - self.to_create.len() < self.notifications.len() {
@@ -1028,8 +1132,67 @@ impl Cluster {
             Event::Link(Kind::SendDone, from, _) => Some(from),
             Event::Link(_, _, to) => Some(to),
             Event::RootOp => Some(0),
+            Event::App(rank) => Some(rank),
             Event::Create(i) => Some(self.to_create[i]),
             Event::Notify(_) | Event::NotifyOne(_) => None,
+        }
+    }
+
+    /// Whether the application of `rank` (a receiver) takes the next
+    /// delivered message now (rather than closing or leaving).
+    fn app_takes(&self, rank: Rank) -> bool {
+        let node = &self.nodes[rank];
+        node.taken < node.completed
+            && match node.app {
+                App::ClosesAfter(k) => node.taken < k,
+                _ => true,
+            }
+    }
+
+    /// Whether the application of `rank` (a receiver) has something to do.
+    fn app_can_act(&self, rank: Rank) -> bool {
+        let node = &self.nodes[rank];
+        let open = node.member.as_ref().is_some_and(|m| !m.is_finished());
+        if node.crashed || !node.ready || node.app_closed || !open {
+            return false;
+        }
+        if self.app_takes(rank) {
+            return true;
+        }
+        match node.app {
+            App::Reader | App::LeavesBeforeClose | App::CrashesBeforeClose => node.stream_ended,
+            App::NeverCloses => false,
+            App::ClosesAfter(k) => node.taken >= k || node.stream_ended,
+        }
+    }
+
+    /// The application of `rank` takes a message, or closes, leaves or
+    /// crashes as its [`App`] says.
+    fn app_act(&mut self, rank: Rank) {
+        if self.app_takes(rank) {
+            let seq = self.nodes[rank].taken;
+            self.log(format_args!("{rank}: app takes #{seq}"));
+            self.nodes[rank].taken += 1;
+            self.member_mut(rank).message_consumed();
+            self.drain(rank);
+            return;
+        }
+        match self.nodes[rank].app {
+            App::Reader | App::ClosesAfter(_) => {
+                self.log(format_args!("{rank}: app closes"));
+                self.nodes[rank].app_closed = true;
+                if let Err(e) = self.member_mut(rank).close() {
+                    self.bug(format_args!("{rank}: close refused on an open group: {e}"));
+                }
+                self.drain(rank);
+            }
+            App::LeavesBeforeClose => self.shutdown(rank),
+            App::CrashesBeforeClose => self.do_crash(Crash {
+                victim: rank,
+                at_event: 0,
+                notify: Notify::AllSurvivors,
+            }),
+            App::NeverCloses => self.bug(format_args!("{rank}: an app that never closes acted")),
         }
     }
 
@@ -1044,7 +1207,8 @@ impl Cluster {
             }
     }
 
-    /// Fail the creations whose deadline has come.
+    /// Fail the creations whose deadline has come, and pass the time to
+    /// the members whose progress deadline has come.
     fn fire_timeouts(&mut self) {
         for rank in 0..self.n {
             let now = self.clock;
@@ -1054,15 +1218,26 @@ impl Cluster {
                 self.log(format_args!("{rank}: timeout at {now}"));
                 self.drive_rendezvous(rank);
             }
+            let node = &self.nodes[rank];
+            let due = node.member.as_ref().and_then(GroupMember::poll_timeout);
+            if !node.crashed && due.is_some_and(|t| ticks(t) <= now) {
+                self.log(format_args!("{rank}: progress deadline at {now}"));
+                self.drain(rank);
+                self.drive_rendezvous(rank);
+            }
         }
     }
 
-    /// The earliest creation deadline of a live node.
+    /// The earliest creation or progress deadline of a live node.
     fn next_deadline(&self) -> Option<u64> {
         self.nodes
             .iter()
             .filter(|n| !n.crashed)
-            .filter_map(|n| n.rendezvous.poll_timeout())
+            .flat_map(|n| {
+                let progress = n.member.as_ref().and_then(GroupMember::poll_timeout);
+                [n.rendezvous.poll_timeout(), progress.map(ticks)]
+            })
+            .flatten()
             .min()
     }
 
@@ -1088,6 +1263,10 @@ impl Cluster {
                 }
                 if let Some(deadline) = self.next_deadline() {
                     // Nothing else can happen: time passes.
+                    if deadline <= self.clock && self.jumped_to == Some(deadline) {
+                        self.bug(format_args!("a deadline at {deadline} does not go away"));
+                    }
+                    self.jumped_to = Some(deadline);
                     self.clock = self.clock.max(deadline);
                     continue;
                 }
@@ -1109,6 +1288,7 @@ impl Cluster {
                 let op = self.root_ops.pop_front().expect("picked");
                 self.root_op(op);
             }
+            Event::App(rank) => self.app_act(rank),
             Event::Create(i) => {
                 let rank = self.to_create.swap_remove(i);
                 self.create(rank);
@@ -1486,6 +1666,18 @@ impl Cluster {
     #[track_caller]
     pub fn assert_crash_outcome(&self) {
         let c = self.crashed.expect("a crash happened");
+        // A survivor that lost the crashed member's Join with the crash (a
+        // random suffix of its signals is lost) never has the group: its
+        // application cannot close it, so the group cannot close. Its
+        // creation times out naming the crashed member; the root, waiting
+        // on its close acknowledgement, times out on it (no progress) and
+        // tells the others.
+        let lost_join = |rank: Rank| {
+            matches!(
+                &self.nodes[rank].create_failure,
+                Some(CreateFailure::TimedOut { missing }) if missing[..] == [NodeId(c as u32)]
+            )
+        };
         for rank in (0..self.n).filter(|&r| r != c) {
             let node = &self.nodes[rank];
             let terminals = node.closed as usize
@@ -1499,14 +1691,22 @@ impl Cluster {
             }
             if let Some(f) = &node.create_failure {
                 // Every failure is relayed to every member (a crashed
-                // member's signals aside): nobody waits for a deadline.
-                self.bug(format_args!("survivor {rank}: creation failed with {f:?}"));
+                // member's signals aside): nobody waits for a deadline,
+                // but one whose Join from the crashed member was lost.
+                if !lost_join(rank) {
+                    self.bug(format_args!("survivor {rank}: creation failed with {f:?}"));
+                }
             } else if let Some(f) = node.failures.first() {
                 let reason_ok = matches!(
                     f.reason,
                     FailureReason::PeerUnreachable | FailureReason::Reported { .. }
                 );
-                if f.suspect != Some(c) || !reason_ok {
+                let on_lost_join = f.suspect.is_some_and(lost_join)
+                    && matches!(
+                        f.reason,
+                        FailureReason::NoProgress | FailureReason::Reported { .. }
+                    );
+                if !on_lost_join && (f.suspect != Some(c) || !reason_ok) {
                     self.bug(format_args!(
                         "survivor {rank} failed with {f:?}, expected suspect {c}"
                     ));
@@ -1526,4 +1726,19 @@ enum Event {
     Create(usize),
     Notify(usize),
     NotifyOne(usize),
+    /// A receiver's application acts.
+    App(Rank),
 }
+
+/// A member's time (a `Duration` from the harness's origin) in ticks.
+fn ticks(t: Duration) -> u64 {
+    u64::try_from(t.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// The receivers' application behaviours other than [`App::Reader`].
+pub const MISBEHAVING_APPS: [App; 4] = [
+    App::NeverCloses,
+    App::LeavesBeforeClose,
+    App::CrashesBeforeClose,
+    App::ClosesAfter(0),
+];

@@ -1,0 +1,233 @@
+//! The end of a group: the application's part in the close barrier, and
+//! failures.
+//!
+//! The root's `close` sends every member the close count. A receiver
+//! acknowledges only once **its application** has taken every message up
+//! to that count and called `close` itself — the application's "I have
+//! persisted what I took" — so the root's `Closed` means every member's
+//! application has everything, not merely that the blocks arrived. A
+//! receiver whose application closes without having taken every message
+//! the root sent (it closed early, or messages came after its close) fails
+//! the group, naming itself; one that leaves before closing fails it too.
+
+use super::{
+    Action, Closing, Control, Failure, FailureReason, GroupMember, MemberError, Phase, Rank,
+};
+
+impl GroupMember {
+    /// The application closes the group.
+    ///
+    /// On the root this starts the close barrier: no more submits, and every
+    /// member is told the close count. On a receiver it is the application's
+    /// statement that it has taken — and persisted — every message it will
+    /// take: the member acknowledges the root's close once the close count
+    /// is known and every message up to it has been taken
+    /// ([`message_consumed`](Self::message_consumed)). If the application
+    /// has not taken every message when it closes (some are delivered but
+    /// unread, one is in progress, or the root's close count is higher), or
+    /// a message arrives after it closed, the group fails with
+    /// [`FailureReason::ClosedUnread`] naming this member. Idempotent.
+    pub fn close(&mut self) -> Result<(), MemberError> {
+        self.check_open()?;
+        self.progress += 1;
+        if !self.is_root() {
+            if !self.app_closed {
+                self.app_closed = true;
+                self.check_close();
+            }
+            return Ok(());
+        }
+        if self.closing.is_some() {
+            return Ok(());
+        }
+        let total = self.next_seq;
+        self.closing = Some(Closing {
+            total,
+            acked: vec![false; self.config.group_size],
+        });
+        for to in 1..self.config.group_size {
+            self.control(to, Control::Close { messages: total });
+        }
+        self.check_close();
+        Ok(())
+    }
+
+    /// Receiver: the application took one more delivered message, making
+    /// room in the receive window (and counting towards the close).
+    pub fn message_consumed(&mut self) {
+        if self.consumed < self.completed {
+            self.consumed += 1;
+        }
+        if !self.is_finished() {
+            self.progress += 1;
+            self.arm();
+            self.check_close();
+        }
+    }
+
+    /// Number of delivered messages the application has taken (receivers).
+    pub fn consumed(&self) -> u64 {
+        self.consumed
+    }
+
+    /// The transport lost `peer` (or, with `None`, something it cannot name).
+    ///
+    /// Once the close barrier has made a failure irrelevant it is ignored: on
+    /// the root, the failure of a member that already acknowledged every
+    /// message; on another member that acknowledged (its application took
+    /// every message and closed), the failure of any member but the root,
+    /// whose verdict (closed or failed) then decides.
+    pub fn handle_peer_failure(&mut self, peer: Option<Rank>) {
+        if self.failure_is_moot(peer, None) {
+            tracing::debug!(peer, "failure after the close acknowledgement ignored");
+            return;
+        }
+        self.fail(Failure {
+            suspect: peer,
+            reason: FailureReason::PeerUnreachable,
+        });
+    }
+
+    /// This member leaves (its application dropped the group, or its node
+    /// shuts down): the group fails with this member as the suspect, and
+    /// the others are told so — unless this receiver already acknowledged
+    /// the close (its application took and closed everything): then nobody
+    /// needs it any more, and it leaves quietly.
+    pub fn shutdown(&mut self) {
+        let acked = !self.is_root() && self.closing.as_ref().is_some_and(|c| c.acked[0]);
+        let failure = Failure {
+            suspect: Some(self.config.rank),
+            reason: FailureReason::LocalShutdown,
+        };
+        if acked && !self.is_finished() {
+            self.current = None;
+            self.armed = false;
+            self.actions.push_back(Action::Failed(failure.clone()));
+            self.phase = Phase::Failed(failure);
+            return;
+        }
+        self.fail(failure);
+    }
+
+    /// Whether the failure of `suspect`, reported by `reporter` (`None`: by
+    /// the transport), can no longer affect this member's outcome.
+    pub(super) fn failure_is_moot(&self, suspect: Option<Rank>, reporter: Option<Rank>) -> bool {
+        let (Some(closing), Some(suspect)) = (&self.closing, suspect) else {
+            return false;
+        };
+        if self.is_root() {
+            // A member that acknowledged has every message; but a reporter
+            // that has not acknowledged failed with the group and never will.
+            closing.acked[suspect] && reporter.is_none_or(|r| closing.acked[r])
+        } else {
+            // After acknowledging, only the root's verdict matters.
+            closing.acked[0] && suspect != 0 && reporter != Some(0)
+        }
+    }
+
+    pub(super) fn check_open(&self) -> Result<(), MemberError> {
+        match &self.phase {
+            Phase::Open => Ok(()),
+            Phase::Closed => Err(MemberError::Closed),
+            Phase::Failed(f) => Err(MemberError::Failed(f.clone())),
+        }
+    }
+
+    pub(super) fn control(&mut self, to: Rank, control: Control) {
+        self.actions.push_back(Action::SendControl { to, control });
+    }
+
+    pub(super) fn violation(&mut self, peer: Rank, detail: &str) {
+        tracing::warn!(peer, detail, "protocol violation");
+        self.fail(Failure {
+            suspect: Some(peer),
+            reason: FailureReason::ProtocolViolation {
+                detail: detail.to_owned(),
+            },
+        });
+    }
+
+    /// The application closed without taking every message.
+    pub(super) fn fail_closed_unread(&mut self) {
+        tracing::warn!(
+            taken = self.consumed,
+            delivered = self.completed,
+            "the application closed the group before taking every message"
+        );
+        self.fail(Failure {
+            suspect: Some(self.config.rank),
+            reason: FailureReason::ClosedUnread,
+        });
+    }
+
+    pub(super) fn fail(&mut self, failure: Failure) {
+        if self.is_finished() {
+            return;
+        }
+        tracing::debug!(%failure, "group failed");
+        self.current = None;
+        self.queued.clear();
+        self.armed = false;
+        // A member that broke the protocol or stalled is alive: it must
+        // hear of the failure too, or it waits for the group forever.
+        let tell_suspect = matches!(
+            failure.reason,
+            FailureReason::ProtocolViolation { .. } | FailureReason::NoProgress
+        );
+        for to in 0..self.config.group_size {
+            if to != self.config.rank && (tell_suspect || Some(to) != failure.suspect) {
+                self.control(
+                    to,
+                    Control::Failed {
+                        suspect: failure.suspect,
+                    },
+                );
+            }
+        }
+        self.actions.push_back(Action::Failed(failure.clone()));
+        self.phase = Phase::Failed(failure);
+    }
+
+    /// Advance the close barrier.
+    pub(super) fn check_close(&mut self) {
+        if !matches!(self.phase, Phase::Open) {
+            return;
+        }
+        let total = self.closing.as_ref().map(|c| c.total);
+        if !self.is_root() && self.app_closed {
+            let unread = self.consumed < self.completed
+                || self.current.is_some()
+                || total.is_some_and(|t| t > self.completed);
+            if unread {
+                return self.fail_closed_unread();
+            }
+        }
+        let Some(closing) = self.closing.as_mut() else {
+            return;
+        };
+        if self.completed < closing.total || self.current.is_some() {
+            return;
+        }
+        if self.config.rank == 0 {
+            if closing.acked[1..].iter().all(|&a| a) {
+                for to in 1..self.config.group_size {
+                    self.actions.push_back(Action::SendControl {
+                        to,
+                        control: Control::Closed,
+                    });
+                }
+                self.phase = Phase::Closed;
+                self.actions.push_back(Action::Closed);
+            }
+            return;
+        }
+        if !self.all_delivered {
+            self.all_delivered = true;
+            self.actions.push_back(Action::AllDelivered);
+        }
+        if self.app_closed && self.consumed >= closing.total && !closing.acked[0] {
+            closing.acked[0] = true;
+            self.control(0, Control::CloseAck);
+        }
+    }
+}
