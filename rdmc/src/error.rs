@@ -102,7 +102,8 @@ pub enum Error {
     /// The member list is invalid.
     #[error("invalid membership: {0}")]
     Membership(#[from] MembershipError),
-    /// This node already used the group id (ids are never reused).
+    /// This node runs a group with this id, or ran one among its last
+    /// [`USED_IDS_KEPT`](crate::proto::USED_IDS_KEPT) groups that ended.
     #[error("group id {0} was already used on this node")]
     GroupIdInUse(GroupId),
     /// A configuration value is out of range.

@@ -16,9 +16,22 @@ use crate::runtime::{Command, Deliveries, Message, MessageTimings};
 /// A member's handle on a group.
 ///
 /// On a receiver, the group is a [`Stream`] of the root's messages, in send
-/// order, each delivered once all its bytes are here; after the group closes
-/// the stream ends, after a failure it yields the failure once and then ends.
-/// On the root, [`send`](Group::send) multicasts a message.
+/// order, each delivered once all its bytes are here. The stream ends once
+/// the root has closed the group and every message has been read; after a
+/// failure it yields the failure once and then ends. On the root,
+/// [`send`](Group::send) multicasts a message.
+///
+/// # Delivered means the application has it
+///
+/// The root's [`close`](Group::close) succeeds only once **every receiver's
+/// application has taken every message from its stream and called
+/// `close`** itself. A receiver's `close` is its application's statement
+/// "I have persisted (or otherwise secured) every message I took": call it
+/// only after that, typically after reading the stream to its end. A
+/// receiver whose application goes away before — drops the group, its
+/// process dies, its node shuts down — fails the group for every member,
+/// naming it; so does one that closes without having taken every message
+/// the root sent. The root's `close` then returns that failure, never `Ok`.
 ///
 /// On the root the stream yields no messages: it stays pending while the
 /// group is open, ends once the group has closed, and yields the group's
@@ -26,21 +39,24 @@ use crate::runtime::{Command, Deliveries, Message, MessageTimings};
 /// its sends to learn of a failure as soon as it happens.
 ///
 /// Dropping the handle leaves the group: if it is still open, it fails, and
-/// the other members see this node as the failed one.
+/// the other members see this node as the failed one (unless this receiver
+/// already closed and its close was acknowledged: then nobody needs it).
 ///
 /// # Examples
 ///
-/// A receiver that expects a known number of messages reads them with
-/// [`by_ref`](futures::StreamExt::by_ref)`().take(n)` and then closes, which
-/// resolves once every member has every message:
+/// A receiver reads its stream to the end (it ends once the root has
+/// closed and every message is read), persists what it read, and then
+/// closes, which resolves once every member's application has every
+/// message:
 ///
 /// ```
 /// use bytes::Bytes;
-/// use futures::{StreamExt, TryStreamExt};
+/// use futures::TryStreamExt;
 /// use rdmc::{Group, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId};
 ///
-/// async fn receive_two(mut group: Group) -> Result<Vec<Bytes>, rdmc::Error> {
-///     let messages: Vec<_> = group.by_ref().take(2).map_ok(|m| m.data).try_collect().await?;
+/// async fn receive_all(mut group: Group) -> Result<Vec<Bytes>, rdmc::Error> {
+///     let messages: Vec<_> = group.by_ref().map_ok(|m| m.data).try_collect().await?;
+///     // (A storage service writes and syncs each message here.)
 ///     group.close().await?;
 ///     Ok(messages)
 /// }
@@ -54,7 +70,7 @@ use crate::runtime::{Command, Deliveries, Message, MessageTimings};
 ///     nodes[0].create_group(GroupId(7), &members, GroupConfig::new()),
 ///     nodes[1].create_group(GroupId(7), &members, GroupConfig::new()),
 /// )?;
-/// let receiving = tokio::spawn(receive_two(receiver));
+/// let receiving = tokio::spawn(receive_all(receiver));
 /// root.send(Bytes::from_static(b"first")).await?;
 /// root.send(Bytes::from_static(b"second")).await?;
 /// root.close().await?;
@@ -129,7 +145,8 @@ impl Group {
     /// complete — every block this node sends has been sent, so its buffer is
     /// no longer used — and these completions come in send order, each with
     /// the root's [`MessageTimings`] of that message. That the message
-    /// reached every member is what [`close`](Group::close) reports.
+    /// reached every member's application is what [`close`](Group::close)
+    /// reports.
     ///
     /// # Errors
     /// [`Error::NotRoot`] on a non-root; [`Error::Closed`] after `close`;
@@ -186,29 +203,46 @@ impl Group {
         }
     }
 
-    /// Close the group: resolves `Ok` once **every member has every message**
-    /// the root sent, or with the group's failure.
+    /// Close the group: resolves `Ok` once **every member's application has
+    /// every message** the root sent, or with the group's failure.
     ///
-    /// On the root this starts the close (no more sends are accepted); on
-    /// other members it waits for the root's close to complete. Messages not
-    /// yet read from the stream can still be read afterwards — but a member
-    /// holding a full receive window of unread messages
-    /// ([`GroupConfig::with_receive_window`](crate::GroupConfig::with_receive_window))
-    /// takes no more, so while more messages may still come, keep reading
-    /// the stream (e.g. read it to its end, then close) or the close waits.
+    /// On the root this starts the close: no more sends are accepted, and
+    /// every receiver learns how many messages there are (its stream ends
+    /// after the last one). On a receiver it is the application's statement
+    /// that it has taken every message from the stream and persisted what it
+    /// took: call it after reading the stream to its end and securing the
+    /// messages (writing and syncing them, for a storage service). The
+    /// receiver acknowledges the root's close only then, so the root's
+    /// `close` — and every member's — resolves `Ok` only once every
+    /// receiver's application has closed after taking every message.
+    ///
+    /// A receiver that calls `close` with messages it has not taken — unread
+    /// in the stream, still arriving, or not sent yet when it closed (the
+    /// root's close count is higher than what it took) — fails the group for
+    /// every member, naming itself
+    /// ([`FailureKind::ClosedUnread`](crate::FailureKind::ClosedUnread)):
+    /// its copy would be incomplete, and rdmc never reports success then.
+    /// (Waiting for the unread messages instead would let the acknowledgement
+    /// go out for messages the application never persisted.) A receiver that
+    /// never closes holds the group open; the others fail it after their
+    /// progress timeout
+    /// ([`GroupConfig::with_progress_timeout`](crate::GroupConfig::with_progress_timeout)).
     ///
     /// # Errors
-    /// [`Error::GroupFailed`] if the group failed (before or during the close);
-    /// [`Error::NodeShutDown`].
+    /// [`Error::GroupFailed`] if the group failed (before or during the
+    /// close), naming the member that failed, left, closed early or made no
+    /// progress; [`Error::NodeShutDown`].
     ///
     /// # Cancel safety
-    /// Cancel safe: dropping the future does not affect the group; call
+    /// Cancel safe: the close takes effect when `close` is called (a
+    /// receiver's statement stands even if the future is dropped); call
     /// `close` again to wait once more.
     ///
     /// # Examples
     ///
     /// See the [type-level example](Group#examples) for a receiver that
-    /// reads, then closes. On the root, close ends the root's (empty) stream:
+    /// reads to the end, then closes. On the root, close ends the root's
+    /// (empty) stream:
     ///
     /// ```
     /// # use futures::StreamExt;

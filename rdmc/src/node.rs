@@ -212,8 +212,8 @@ impl Node {
     /// # Errors
     /// - [`Error::Membership`] for an empty list, a duplicate, or a list
     ///   without this node; [`Error::InvalidConfig`]; [`Error::GroupIdInUse`]
-    ///   if this node used `id` before — also after a create that failed, as
-    ///   ids are never reused;
+    ///   if this node used `id` before — also after a create that failed —
+    ///   among its last [`USED_IDS_KEPT`](crate::proto::USED_IDS_KEPT) groups;
     /// - [`Error::MembershipMismatch`] if a member created the group with a
     ///   different member list or configuration (or a node outside the list
     ///   created it): every member that creates the group gets this error;
@@ -237,7 +237,7 @@ impl Node {
     /// )?;
     /// assert_eq!(root.members(), receiver.members());
     ///
-    /// // Ids are never reused.
+    /// // A used id is refused.
     /// let again = nodes[0].create_group(GroupId(7), &members, GroupConfig::new());
     /// assert!(matches!(again.await, Err(Error::GroupIdInUse(_))));
     /// # Ok(())

@@ -39,4 +39,7 @@ pub use member::{
     Action, Control, Failure, FailureReason, GroupMember, MAX_MESSAGES, MemberConfig, MemberError,
     READY_WINDOW, Rank, block_count, block_len,
 };
-pub use rendezvous::{CreateFailure, MAX_EARLY, Rendezvous, RendezvousAction, group_digest};
+pub use rendezvous::{
+    ABANDONED_KEPT, CreateFailure, MAX_EARLY, Rendezvous, RendezvousAction, USED_IDS_KEPT,
+    group_digest,
+};

@@ -43,6 +43,21 @@ use super::member::{Control, Rank};
 /// Most signals kept, over all groups, for groups this node has not created yet.
 pub const MAX_EARLY: usize = 4096;
 
+/// How many ended groups' ids a node remembers as used (the most recent
+/// ones). Creating a group with a remembered id is refused
+/// ([`Rendezvous::is_used`]); an id older than that is accepted again, and
+/// so, in the unlikely case that one comes that late, is a signal of the
+/// old group with that id, kept as an early signal of the new one. The
+/// bound keeps a long-lived node's memory flat however many groups it runs
+/// in turn; ids that only grow (a counter, a timestamp) never meet it.
+pub const USED_IDS_KEPT: usize = 16_384;
+
+/// How many groups whose creation failed here a node remembers, to answer
+/// their late `Join`s (the most recent ones). A late `Join` for an older one
+/// goes unanswered (the joiner's creation times out instead of failing at
+/// once).
+pub const ABANDONED_KEPT: usize = 1024;
+
 /// Why a creation failed in the rendezvous.
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -183,8 +198,11 @@ pub struct Rendezvous<I> {
     me: NodeId,
     /// Groups created here and not ended.
     created: HashMap<GroupId, Created<I>>,
-    /// Every group id ever created here (never reused).
+    /// The ids of the groups created here that are still running, or among
+    /// the last [`USED_IDS_KEPT`] that ended.
     used: HashSet<GroupId>,
+    /// The ended ones among them, oldest first.
+    ended: VecDeque<GroupId>,
     /// Signals for groups not created here yet, in arrival order.
     early: HashMap<GroupId, Vec<(NodeId, Early)>>,
     early_count: usize,
@@ -193,8 +211,10 @@ pub struct Rendezvous<I> {
     /// When each creation in progress gives up.
     deadlines: BTreeSet<(I, GroupId)>,
     /// Groups whose creation failed here for a mismatch or a timeout, to
-    /// answer `Join`s that come late.
+    /// answer `Join`s that come late (the last [`ABANDONED_KEPT`]).
     abandoned: HashMap<GroupId, Abandoned>,
+    /// Their ids, oldest first.
+    abandoned_order: VecDeque<GroupId>,
     /// Early signals being replayed after a creation.
     replay: VecDeque<Replay>,
     actions: VecDeque<RendezvousAction>,
@@ -207,19 +227,53 @@ impl<I: Copy + Ord> Rendezvous<I> {
             me,
             created: HashMap::new(),
             used: HashSet::new(),
+            ended: VecDeque::new(),
             early: HashMap::new(),
             early_count: 0,
             down: HashSet::new(),
             deadlines: BTreeSet::new(),
             abandoned: HashMap::new(),
+            abandoned_order: VecDeque::new(),
             replay: VecDeque::new(),
             actions: VecDeque::new(),
         }
     }
 
-    /// Whether `group` was ever created here (ids are never reused).
+    /// Whether `group` was created here and is still running, or is among
+    /// the last [`USED_IDS_KEPT`] groups that ended here: its id cannot be
+    /// used again (yet).
     pub fn is_used(&self, group: GroupId) -> bool {
         self.used.contains(&group)
+    }
+
+    /// How many entries the machine holds over all its tables (for tests
+    /// that check a long-lived node's memory stays flat): at most the
+    /// running groups' entries plus [`USED_IDS_KEPT`], [`ABANDONED_KEPT`]
+    /// and [`MAX_EARLY`] (and one per known-down node).
+    #[doc(hidden)]
+    pub fn table_len(&self) -> usize {
+        self.created.len()
+            + self.used.len()
+            + self.ended.len()
+            + self.early.len()
+            + self.early_count
+            + self.down.len()
+            + self.deadlines.len()
+            + self.abandoned.len()
+            + self.abandoned_order.len()
+            + self.replay.len()
+            + self.actions.len()
+    }
+
+    /// `group` ended here: remember its id as used, forgetting the oldest
+    /// beyond [`USED_IDS_KEPT`].
+    fn remember_ended(&mut self, group: GroupId) {
+        self.ended.push_back(group);
+        while self.ended.len() > USED_IDS_KEPT {
+            if let Some(old) = self.ended.pop_front() {
+                self.used.remove(&old);
+            }
+        }
     }
 
     /// Whether `node` is known to be gone.
@@ -244,13 +298,14 @@ impl<I: Copy + Ord> Rendezvous<I> {
     ///
     /// # Panics
     ///
-    /// If this node is not in `members` or `group` was used before.
+    /// If this node is not in `members` or `group` is in use
+    /// ([`is_used`](Self::is_used)).
     pub fn create(&mut self, group: GroupId, members: Vec<NodeId>, digest: u128, deadline: I) {
         let rank = members
             .iter()
             .position(|&n| n == self.me)
             .expect("this node is a member");
-        assert!(self.used.insert(group), "group ids are never reused");
+        assert!(self.used.insert(group), "group id in use");
         let waiting: Vec<NodeId> = members.iter().copied().filter(|&n| n != self.me).collect();
         for &to in &waiting {
             if !self.down.contains(&to) {
@@ -355,12 +410,13 @@ impl<I: Copy + Ord> Rendezvous<I> {
     /// The driver dropped `group` (it closed or failed, the failure of a
     /// creation in progress included): its later signals are ignored.
     pub fn handle_group_ended(&mut self, group: GroupId) {
-        if let Some(Created {
-            pending: Some(p), ..
-        }) = self.created.remove(&group)
-        {
+        let Some(c) = self.created.remove(&group) else {
+            return;
+        };
+        if let Some(p) = c.pending {
             self.deadlines.remove(&(p.deadline, group));
         }
+        self.remember_ended(group);
     }
 
     /// `group` closed cleanly here before its creation completed (the
@@ -505,6 +561,13 @@ impl<I: Copy + Ord> Rendezvous<I> {
                 timed_out,
             },
         );
+        self.abandoned_order.push_back(group);
+        while self.abandoned_order.len() > ABANDONED_KEPT {
+            if let Some(old) = self.abandoned_order.pop_front() {
+                self.abandoned.remove(&old);
+            }
+        }
+        self.remember_ended(group);
     }
 
     /// A `Join` for a group whose creation failed here.

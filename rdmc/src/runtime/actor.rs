@@ -52,7 +52,24 @@ pub(crate) enum Command {
     Leave {
         group: GroupId,
     },
+    /// How many entries the node's tables hold (tests of flat memory).
+    #[cfg(test)]
+    TableSizes {
+        reply: oneshot::Sender<TableSizes>,
+    },
     Shutdown,
+}
+
+/// How many entries a node's tables hold.
+#[cfg(test)]
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TableSizes {
+    /// Groups the actor holds.
+    pub(crate) groups: usize,
+    /// Progress deadlines entered.
+    pub(crate) timers: usize,
+    /// Entries of the rendezvous, over all its tables.
+    pub(crate) rendezvous: usize,
 }
 
 /// Most events handled before the actor yields to other tasks.
@@ -94,13 +111,6 @@ impl<T: Transport> Actor<T> {
             epoch: time::Instant::now(),
             timers: BTreeSet::new(),
         }
-    }
-
-    /// The number of groups, group timers and rendezvous entries the node
-    /// holds (for tests that check the node's memory stays flat).
-    #[cfg(test)]
-    pub(crate) fn table_sizes(&self) -> (usize, usize) {
-        (self.groups.len(), self.timers.len())
     }
 
     /// The earliest deadline: a creation's, or a group's progress timeout.
@@ -209,6 +219,14 @@ impl<T: Transport> Actor<T> {
                 self.with_member(group, GroupMember::message_consumed);
             }
             Command::Leave { group } => self.leave(group),
+            #[cfg(test)]
+            Command::TableSizes { reply } => {
+                let _ = reply.send(TableSizes {
+                    groups: self.groups.len(),
+                    timers: self.timers.len(),
+                    rendezvous: self.rendezvous.table_len(),
+                });
+            }
             Command::Shutdown => unreachable!("handled by the loop"),
         }
     }

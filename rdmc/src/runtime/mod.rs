@@ -7,6 +7,9 @@ mod group_state;
 mod message;
 mod timing;
 
+#[cfg(test)]
+mod tests;
+
 pub(crate) use actor::{Actor, Command};
 pub(crate) use group_state::Deliveries;
 pub use message::Message;
