@@ -5,11 +5,12 @@
 mod proto_harness;
 
 use proptest::prelude::*;
-use proto_harness::{Cluster, Crash, Creation, Notify, Scenario};
+use proto_harness::{App, Cluster, Crash, Creation, MISBEHAVING_APPS, Notify, Scenario};
 use rdmc::proto::{
     Action, Control, FailureReason, GroupMember, MemberConfig, MemberError, READY_WINDOW, Rank,
 };
 use rdmc::schedule::Algorithm;
+use std::time::Duration;
 
 /// The algorithms the whole-group properties run over: all of them.
 const ALGORITHMS: &[Algorithm] = &Algorithm::ALL;
@@ -131,6 +132,86 @@ fn check_crash(s: &CrashScenario) {
     cluster.run(bound);
     cluster.assert_quiescent();
     cluster.assert_crash_outcome();
+}
+
+/// A receiver whose application misbehaves in an otherwise clean run.
+#[derive(Clone, Debug)]
+struct AppScenario {
+    run: Scenario,
+    victim: Rank,
+    app: App,
+}
+
+fn app_scenario(algorithms: &'static [Algorithm]) -> impl Strategy<Value = AppScenario> {
+    scenario(algorithms, 2).prop_flat_map(|mut run| {
+        run.close = true;
+        let (n, m) = (run.n, run.sizes.len() as u64);
+        (
+            Just(run),
+            1..n,
+            prop_oneof![
+                prop::sample::select(&MISBEHAVING_APPS[..]),
+                (0..=m).prop_map(App::ClosesAfter),
+            ],
+        )
+            .prop_map(|(run, victim, app)| AppScenario { run, victim, app })
+    })
+}
+
+/// "Closed" only if every receiver's application took every message and
+/// closed (checked on every `Closed` as it happens, in every run); a
+/// receiver's application that never closes, leaves or dies after its
+/// stream ended, or closes before it took every message, fails the group
+/// on every member, naming it — the root's close never succeeds.
+fn check_app(s: &AppScenario) {
+    let mut cluster = build(&s.run);
+    cluster.set_app(s.victim, s.app);
+    let bound = cluster.event_bound();
+    cluster.run(bound);
+    cluster.assert_quiescent();
+    let m = s.run.sizes.len() as u64;
+    if s.app == App::ClosesAfter(m) || (m == 0 && s.app == App::ClosesAfter(0)) {
+        // It closes after taking everything: a well-behaved application.
+        cluster.assert_clean_outcome();
+        return;
+    }
+    let v = s.victim;
+    for rank in 0..s.run.n {
+        if cluster.is_crashed(rank) {
+            assert_eq!(rank, v, "only the victim crashes");
+            continue;
+        }
+        assert_eq!(cluster.closed(rank), 0, "rank {rank} closed: {s:?}");
+        let failures = cluster.failures(rank);
+        assert_eq!(failures.len(), 1, "rank {rank}: {failures:?} {s:?}");
+        assert_eq!(
+            failures[0].suspect,
+            Some(v),
+            "rank {rank}: {failures:?} {s:?}"
+        );
+        if rank == 0 {
+            let want_ok = match s.app {
+                App::NeverCloses => failures[0].reason == FailureReason::NoProgress,
+                App::CrashesBeforeClose => matches!(
+                    failures[0].reason,
+                    FailureReason::PeerUnreachable | FailureReason::Reported { .. }
+                ),
+                _ => matches!(failures[0].reason, FailureReason::Reported { .. }),
+            };
+            assert!(want_ok, "root: {failures:?} {s:?}");
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 4000, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_receivers_application_failing_before_its_close_fails_the_group(
+        s in app_scenario(ALGORITHMS),
+    ) {
+        check_app(&s);
+    }
 }
 
 proptest! {
@@ -607,4 +688,247 @@ fn waiting_for_ready_means_a_block_is_held_for_an_unready_target() {
     root.handle_send_complete(1);
     actions(&mut root);
     assert!(root.waiting_for_ready(), "the second block waits again");
+}
+
+// ---- the application's close, impossible close counts, progress ---------
+
+#[test]
+fn an_impossible_close_count_is_a_violation() {
+    let mut m = chain_member(3, 1);
+    m.handle_control(0, Control::Close { messages: u64::MAX });
+    assert_violation(&actions(&mut m), 1, 3, 0);
+    let mut m = chain_member(3, 1);
+    m.handle_control(
+        0,
+        Control::Close {
+            messages: rdmc::proto::MAX_MESSAGES + 1,
+        },
+    );
+    assert_violation(&actions(&mut m), 1, 3, 0);
+}
+
+#[test]
+fn a_receiver_acknowledges_only_after_its_application_took_everything_and_closed() {
+    // Chain 0 -> 1 -> 2; member 2 gets two one-block messages.
+    let mut m = chain_member(3, 2);
+    for _ in 0..2 {
+        m.handle_block(1, 4, 4);
+    }
+    let got = actions(&mut m);
+    assert_eq!(
+        got.iter()
+            .filter(|a| matches!(a, Action::MessageComplete { .. }))
+            .count(),
+        2,
+        "{got:?}"
+    );
+    m.handle_control(0, Control::Close { messages: 2 });
+    assert_eq!(actions(&mut m), [Action::AllDelivered]);
+    m.message_consumed();
+    assert_eq!(actions(&mut m), [], "one message not taken yet");
+    m.message_consumed();
+    assert_eq!(
+        actions(&mut m),
+        [],
+        "taken, but the application has not closed"
+    );
+    m.close().unwrap();
+    assert_eq!(
+        actions(&mut m),
+        [Action::SendControl {
+            to: 0,
+            control: Control::CloseAck
+        }]
+    );
+}
+
+#[test]
+fn a_receiver_closing_with_messages_unread_fails_naming_itself() {
+    // Delivered but not taken.
+    let mut m = chain_member(3, 2);
+    m.handle_block(1, 4, 4);
+    actions(&mut m);
+    m.close().unwrap();
+    assert_closed_unread(&actions(&mut m), 2, 3);
+
+    // Taken, closed, then another message comes.
+    let mut m = chain_member(3, 2);
+    m.handle_block(1, 4, 4);
+    m.message_consumed();
+    m.close().unwrap();
+    actions(&mut m);
+    m.handle_block(1, 4, 4);
+    assert_closed_unread(&actions(&mut m), 2, 3);
+
+    // Taken, closed, then the close count says there were more.
+    let mut m = chain_member(3, 2);
+    m.close().unwrap();
+    actions(&mut m);
+    m.handle_control(0, Control::Close { messages: 1 });
+    assert_closed_unread(&actions(&mut m), 2, 3);
+}
+
+#[track_caller]
+fn assert_closed_unread(actions: &[Action], me: Rank, n: usize) {
+    let failed: Vec<_> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Failed(f) => Some(f),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 1, "{actions:?}");
+    assert_eq!(failed[0].suspect, Some(me), "{actions:?}");
+    assert_eq!(failed[0].reason, FailureReason::ClosedUnread, "{actions:?}");
+    let told = actions
+        .iter()
+        .filter(|a| {
+            matches!(
+                a,
+                Action::SendControl {
+                    control: Control::Failed { suspect: Some(s) },
+                    ..
+                } if *s == me
+            )
+        })
+        .count();
+    assert_eq!(told, n - 1, "every other member is told: {actions:?}");
+    assert!(
+        !actions.iter().any(|a| matches!(
+            a,
+            Action::SendControl {
+                control: Control::CloseAck,
+                ..
+            }
+        )),
+        "{actions:?}"
+    );
+}
+
+const T: Duration = Duration::from_secs(10);
+
+fn timed_member(algorithm: Algorithm, n: usize, rank: Rank) -> GroupMember {
+    let mut m = GroupMember::new(MemberConfig {
+        progress_timeout: Some(T),
+        ..config(algorithm, n, rank)
+    })
+    .unwrap();
+    actions(&mut m);
+    m
+}
+
+#[track_caller]
+fn assert_no_progress(actions: &[Action], suspect: Rank) {
+    assert!(
+        actions.iter().any(|a| matches!(
+            a,
+            Action::Failed(f) if f.suspect == Some(suspect) && f.reason == FailureReason::NoProgress
+        )),
+        "{actions:?}"
+    );
+    assert!(
+        actions.iter().any(|a| matches!(
+            a,
+            Action::SendControl { to, control: Control::Failed { .. } } if *to == suspect
+        )),
+        "the stalled member is alive and must be told: {actions:?}"
+    );
+}
+
+#[test]
+fn a_peer_that_stops_consuming_is_named_after_the_progress_timeout() {
+    let mut root = timed_member(Algorithm::Chain, 3, 0);
+    root.submit(8).unwrap();
+    root.handle_timeout(Duration::ZERO);
+    assert_eq!(root.poll_timeout(), Some(T));
+    root.handle_control(1, Control::ReadyForBlock);
+    actions(&mut root);
+    root.handle_timeout(T / 2); // progress: the clock restarts
+    root.handle_send_complete(1);
+    actions(&mut root);
+    root.handle_timeout(T / 2 + T / 4);
+    assert_eq!(root.waiting_on(), Some((1, 1)));
+    root.handle_timeout(T / 2 + T / 4 + T - Duration::from_nanos(1));
+    assert_eq!(actions(&mut root), [], "not before the timeout");
+    root.handle_timeout(T / 2 + T / 4 + T);
+    assert_no_progress(&actions(&mut root), 1);
+    assert!(root.is_finished());
+    assert_eq!(root.poll_timeout(), None);
+}
+
+#[test]
+fn a_member_waiting_for_blocks_gives_its_sender_twice_the_timeout() {
+    // Member 2 of a chain got the first block of two from member 1.
+    let mut m = timed_member(Algorithm::Chain, 3, 2);
+    m.handle_block(1, 8, 4);
+    actions(&mut m);
+    m.handle_timeout(Duration::ZERO);
+    m.handle_timeout(T);
+    assert_eq!(actions(&mut m), []);
+    assert_eq!(m.waiting_on(), Some((1, 2)));
+    assert_eq!(m.poll_timeout(), Some(2 * T));
+    m.handle_timeout(2 * T);
+    assert_no_progress(&actions(&mut m), 1);
+}
+
+#[test]
+fn an_idle_group_or_one_waiting_on_its_own_application_never_times_out() {
+    // The root sends nothing.
+    let mut root = timed_member(Algorithm::Chain, 3, 0);
+    root.handle_timeout(Duration::ZERO);
+    root.handle_timeout(T);
+    assert_eq!(root.poll_timeout(), None);
+    root.handle_timeout(1000 * T);
+    assert!(!root.is_finished());
+
+    // A receiver with everything, whose application has not closed.
+    let mut m = timed_member(Algorithm::Chain, 3, 2);
+    m.handle_block(1, 4, 4);
+    m.handle_control(0, Control::Close { messages: 1 });
+    actions(&mut m);
+    m.handle_timeout(Duration::ZERO);
+    m.handle_timeout(T);
+    assert_eq!(m.waiting_on(), None);
+    m.handle_timeout(1000 * T);
+    assert_eq!(actions(&mut m), []);
+
+    // Once it acknowledged, it waits on the root's verdict (four times).
+    m.message_consumed();
+    m.close().unwrap();
+    actions(&mut m);
+    m.handle_timeout(1000 * T);
+    assert_eq!(m.waiting_on(), Some((0, 4)));
+    m.handle_timeout(1003 * T);
+    assert_eq!(actions(&mut m), []);
+    m.handle_timeout(1004 * T);
+    assert_no_progress(&actions(&mut m), 0);
+}
+
+#[test]
+fn a_root_waiting_for_an_application_that_never_closes_names_it() {
+    let n = 4;
+    for &algorithm in ALGORITHMS {
+        for victim in 1..n {
+            let s = Scenario {
+                algorithm,
+                n,
+                block_size: 3,
+                sizes: vec![10, 0, 7],
+                close: true,
+                upfront: 4,
+                slow: None,
+                seed: victim as u64,
+            };
+            let mut cluster = build(&s);
+            cluster.set_app(victim, App::NeverCloses);
+            cluster.run(cluster.event_bound());
+            cluster.assert_quiescent();
+            for rank in 0..n {
+                let f = cluster.failures(rank);
+                assert_eq!(f.len(), 1, "{algorithm} victim {victim} rank {rank}: {f:?}");
+                assert_eq!(f[0].suspect, Some(victim), "{algorithm} rank {rank}: {f:?}");
+            }
+            assert_eq!(cluster.failures(0)[0].reason, FailureReason::NoProgress);
+        }
+    }
 }
