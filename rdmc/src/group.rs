@@ -51,7 +51,7 @@ use crate::runtime::{Command, Deliveries, Message, MessageTimings};
 ///
 /// ```
 /// use bytes::Bytes;
-/// use futures::TryStreamExt;
+/// use futures::{StreamExt, TryStreamExt};
 /// use rdmc::{Group, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId};
 ///
 /// async fn receive_all(mut group: Group) -> Result<Vec<Bytes>, rdmc::Error> {

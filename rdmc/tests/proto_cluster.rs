@@ -365,17 +365,10 @@ fn assert_violation(actions: &[Action], me: Rank, n: usize, peer: Rank) {
             .any(|a| matches!(a, Action::MessageComplete { .. })),
         "a partial message was delivered: {actions:?}"
     );
-    let failed: Vec<_> = actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Failed(f) => Some(f),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(failed.len(), 1, "{actions:?}");
-    assert_eq!(failed[0].suspect, Some(peer), "{actions:?}");
+    let failed = the_failure(actions);
+    assert_eq!(failed.suspect, Some(peer), "{actions:?}");
     assert!(
-        matches!(failed[0].reason, FailureReason::ProtocolViolation { .. }),
+        matches!(failed.reason, FailureReason::ProtocolViolation { .. }),
         "{actions:?}"
     );
     let mut told: Vec<Rank> = actions
@@ -394,6 +387,18 @@ fn assert_violation(actions: &[Action], me: Rank, n: usize, peer: Rank) {
     told.sort_unstable();
     let others: Vec<Rank> = (0..n).filter(|&r| r != me).collect();
     assert_eq!(told, others, "the failure must reach every other member");
+}
+
+/// The one `Failed` among `actions`.
+#[track_caller]
+fn the_failure(actions: &[Action]) -> &rdmc::proto::Failure {
+    let mut failed = actions.iter().filter_map(|a| match a {
+        Action::Failed(f) => Some(f),
+        _ => None,
+    });
+    let first = failed.next();
+    assert!(first.is_some() && failed.next().is_none(), "{actions:?}");
+    first.unwrap()
 }
 
 /// A member after its violation ignores everything.
@@ -770,16 +775,9 @@ fn a_receiver_closing_with_messages_unread_fails_naming_itself() {
 
 #[track_caller]
 fn assert_closed_unread(actions: &[Action], me: Rank, n: usize) {
-    let failed: Vec<_> = actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::Failed(f) => Some(f),
-            _ => None,
-        })
-        .collect();
-    assert_eq!(failed.len(), 1, "{actions:?}");
-    assert_eq!(failed[0].suspect, Some(me), "{actions:?}");
-    assert_eq!(failed[0].reason, FailureReason::ClosedUnread, "{actions:?}");
+    let failed = the_failure(actions);
+    assert_eq!(failed.suspect, Some(me), "{actions:?}");
+    assert_eq!(failed.reason, FailureReason::ClosedUnread, "{actions:?}");
     let told = actions
         .iter()
         .filter(|a| {

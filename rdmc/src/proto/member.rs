@@ -307,14 +307,22 @@ struct Closing {
 /// The protocol state machine of one member of one group.
 ///
 /// Drive it by calling one of the input methods ([`submit`](Self::submit),
-/// [`close`](Self::close), [`handle_block`](Self::handle_block),
+/// [`close`](Self::close), [`message_consumed`](Self::message_consumed),
+/// [`handle_block`](Self::handle_block),
 /// [`handle_send_complete`](Self::handle_send_complete),
 /// [`handle_control`](Self::handle_control),
 /// [`handle_peer_failure`](Self::handle_peer_failure),
-/// [`shutdown`](Self::shutdown)) and then draining
-/// [`poll_action`](Self::poll_action) until it returns `None`. Actions must
-/// be carried out in the order given; in particular a `PostRecv` comes before
-/// the `ReadyForBlock` that allows the peer to send into it.
+/// [`shutdown`](Self::shutdown)), then passing the time with
+/// [`handle_timeout`](Self::handle_timeout), and then draining
+/// [`poll_action`](Self::poll_action) until it returns `None`; call
+/// `handle_timeout` again at [`poll_timeout`](Self::poll_timeout). Actions
+/// must be carried out in the order given; in particular a `PostRecv` comes
+/// before the `ReadyForBlock` that allows the peer to send into it.
+///
+/// A receiver's application takes part in the close: the member
+/// acknowledges the root's close only once the application has taken every
+/// message ([`message_consumed`](Self::message_consumed)) and closed
+/// ([`close`](Self::close)), which says what happens when it closes early.
 #[derive(Debug)]
 pub struct GroupMember {
     config: MemberConfig,
