@@ -315,21 +315,26 @@ fn close_with_no_messages() {
 
 // ---- failure after the group closed ----------------------------------------
 
+/// Three messages (10, 0 and 3 bytes in blocks of 3) to `n` members, then
+/// the root closes; all but the close as soon as the root has the group.
+fn three_messages(algorithm: Algorithm, n: usize, seed: u64) -> Scenario {
+    Scenario {
+        algorithm,
+        n,
+        block_size: 3,
+        sizes: vec![10, 0, 3],
+        close: true,
+        upfront: 4,
+        slow: None,
+        seed,
+    }
+}
+
 #[test]
 fn a_failure_after_closed_changes_nothing() {
     for &algorithm in ALGORITHMS {
         let n = 5;
-        let s = Scenario {
-            algorithm,
-            n,
-            block_size: 3,
-            sizes: vec![10, 0, 3],
-            close: true,
-            upfront: 4,
-            slow: None,
-            seed: 7,
-        };
-        let mut cluster = build(&s);
+        let mut cluster = build(&three_messages(algorithm, n, 7));
         cluster.run(cluster.event_bound());
         cluster.assert_clean_outcome();
         for rank in 0..n {
@@ -564,20 +569,27 @@ fn announced_size_above_the_limit() {
     ));
 }
 
+/// The application closes `m`: it acknowledges the root's close, and
+/// does nothing else.
+#[track_caller]
+fn assert_acknowledges_on_close(m: &mut GroupMember) {
+    m.close().unwrap();
+    assert_eq!(
+        actions(m),
+        [Action::SendControl {
+            to: 0,
+            control: Control::CloseAck
+        }]
+    );
+}
+
 #[test]
 fn a_message_beyond_the_close_count() {
     let mut m = chain_member(3, 1);
     m.handle_control(0, Control::Close { messages: 0 });
     assert_eq!(actions(&mut m), [Action::AllDelivered]);
     // The acknowledgement waits for the application's close.
-    m.close().unwrap();
-    assert_eq!(
-        actions(&mut m),
-        [Action::SendControl {
-            to: 0,
-            control: Control::CloseAck
-        }]
-    );
+    assert_acknowledges_on_close(&mut m);
     m.handle_block(0, 4, 4);
     assert_violation(&actions(&mut m), 1, 3, 0);
 }
@@ -737,14 +749,7 @@ fn a_receiver_acknowledges_only_after_its_application_took_everything_and_closed
         [],
         "taken, but the application has not closed"
     );
-    m.close().unwrap();
-    assert_eq!(
-        actions(&mut m),
-        [Action::SendControl {
-            to: 0,
-            control: Control::CloseAck
-        }]
-    );
+    assert_acknowledges_on_close(&mut m);
 }
 
 #[test]
@@ -907,17 +912,7 @@ fn a_root_waiting_for_an_application_that_never_closes_names_it() {
     let n = 4;
     for &algorithm in ALGORITHMS {
         for victim in 1..n {
-            let s = Scenario {
-                algorithm,
-                n,
-                block_size: 3,
-                sizes: vec![10, 0, 7],
-                close: true,
-                upfront: 4,
-                slow: None,
-                seed: victim as u64,
-            };
-            let mut cluster = build(&s);
+            let mut cluster = build(&three_messages(algorithm, n, victim as u64));
             cluster.set_app(victim, App::NeverCloses);
             cluster.run(cluster.event_bound());
             cluster.assert_quiescent();
