@@ -234,9 +234,9 @@ impl Group {
     /// progress; [`Error::NodeShutDown`].
     ///
     /// # Cancel safety
-    /// Cancel safe: the close takes effect when `close` is called (a
-    /// receiver's statement stands even if the future is dropped); call
-    /// `close` again to wait once more.
+    /// Cancel safe: the close takes effect when the future is first polled
+    /// (a receiver's statement then stands even if the future is dropped);
+    /// call `close` again to wait once more.
     ///
     /// # Examples
     ///
