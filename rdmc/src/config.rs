@@ -161,7 +161,10 @@ impl GroupConfig {
     /// the timeout (that peer may itself be held up, and the member holding
     /// it up should be named first); a receiver's wait for the root's
     /// verdict after acknowledging, four times. An idle group (the root
-    /// sends nothing) never times out.
+    /// sends nothing) never times out. The member named is the one waited
+    /// on: when a stall spreads through relays (a member held up behind
+    /// another that holds the group), a member may time out on one that is
+    /// only held up itself and name it.
     ///
     /// The trade-off: a receiver's application is part of the protocol. A
     /// receiver whose receive window is full, or whose application has not
