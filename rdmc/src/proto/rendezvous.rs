@@ -40,7 +40,11 @@ use crate::schedule::Algorithm;
 
 use super::member::{Control, Rank};
 
-/// Most signals kept, over all groups, for groups this node has not created yet.
+/// Most signals kept, over all groups, for groups this node has not created
+/// yet. When the table is full, the signals of the group heard of first are
+/// dropped to make room: signals for groups that never come here (a peer's
+/// creation this node's application never made) make way for fresh ones
+/// instead of filling the table for good.
 pub const MAX_EARLY: usize = 4096;
 
 /// How many ended groups' ids a node remembers as used (the most recent
@@ -206,6 +210,8 @@ pub struct Rendezvous<I> {
     /// Signals for groups not created here yet, in arrival order.
     early: HashMap<GroupId, Vec<(NodeId, Early)>>,
     early_count: usize,
+    /// The groups in `early`, in the order they were first heard of.
+    early_order: VecDeque<GroupId>,
     /// Nodes known to be gone.
     down: HashSet<NodeId>,
     /// When each creation in progress gives up.
@@ -230,6 +236,7 @@ impl<I: Copy + Ord> Rendezvous<I> {
             ended: VecDeque::new(),
             early: HashMap::new(),
             early_count: 0,
+            early_order: VecDeque::new(),
             down: HashSet::new(),
             deadlines: BTreeSet::new(),
             abandoned: HashMap::new(),
@@ -257,6 +264,7 @@ impl<I: Copy + Ord> Rendezvous<I> {
             + self.ended.len()
             + self.early.len()
             + self.early_count
+            + self.early_order.len()
             + self.down.len()
             + self.deadlines.len()
             + self.abandoned.len()
@@ -325,6 +333,7 @@ impl<I: Copy + Ord> Rendezvous<I> {
         );
         if let Some(early) = self.early.remove(&group) {
             self.early_count -= early.len();
+            self.early_order.retain(|&g| g != group);
             self.replay.extend(
                 early
                     .into_iter()
@@ -599,12 +608,25 @@ impl<I: Copy + Ord> Rendezvous<I> {
 
     /// Keep a signal for a group not created here yet.
     fn keep_early(&mut self, group: GroupId, from: NodeId, signal: Early) {
-        if self.early_count < MAX_EARLY {
-            self.early_count += 1;
-            self.early.entry(group).or_default().push((from, signal));
-        } else {
-            tracing::warn!(group = group.0, "dropping a signal for an unknown group");
+        while self.early_count >= MAX_EARLY {
+            let Some(oldest) = self.early_order.pop_front() else {
+                break;
+            };
+            if let Some(dropped) = self.early.remove(&oldest) {
+                tracing::warn!(
+                    group = oldest.0,
+                    signals = dropped.len(),
+                    "dropping the signals of a group never created here"
+                );
+                self.early_count -= dropped.len();
+            }
         }
+        self.early_count += 1;
+        let entry = self.early.entry(group).or_default();
+        if entry.is_empty() {
+            self.early_order.push_back(group);
+        }
+        entry.push((from, signal));
     }
 }
 
