@@ -42,8 +42,8 @@ impl NodeConfig {
     /// registered-memory transports, registering) fresh memory.
     ///
     /// Default: 512 MiB on the `mem` and `tcp` transports; on `ofi`, what
-    /// [`OfiConfig::with_buffer_pool`](crate::OfiConfig::with_buffer_pool)
-    /// says (1 GiB unless set). Set here, it applies to every transport.
+    /// `OfiConfig::with_buffer_pool` says (feature `ofi`; 1 GiB unless set).
+    /// Set here, it applies to every transport.
     pub fn with_buffer_pool(mut self, bytes: usize) -> Self {
         self.buffer_pool = Some(bytes);
         self
