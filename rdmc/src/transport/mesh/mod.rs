@@ -6,8 +6,14 @@
 //!
 //! A node dials every node of lower rank and accepts the others.
 //! Connections that fail authentication — strangers, garbage, the wrong
-//! cluster — are dropped with a logged reason, for the node's whole
-//! lifetime, without stalling anything else.
+//! cluster — are dropped with a logged reason without stalling anything
+//! else, and what strangers can hold is bounded: at most
+//! [`MAX_PENDING_HANDSHAKES`] connections are authenticated at once (more
+//! are closed as soon as accepted), one that sends nothing is let go after
+//! [`FIRST_HELLO_TIMEOUT`], and once every member is connected every new
+//! connection is closed as soon as it is accepted. A mesh that does not complete within the connect
+//! timeout names the members missing and, when known, why their
+//! connections were refused (another cluster key or member list).
 
 pub(crate) mod handshake;
 mod key;
@@ -16,17 +22,18 @@ mod tests;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::mpsc;
+use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use self::handshake::Handshake;
+use self::handshake::{Handshake, HandshakeError};
 pub(crate) use self::key::ClusterDigest;
 pub use self::key::{ClusterKey, ClusterKeyError};
+use crate::config::{ClusterConfigError, MAX_TIMEOUT};
 use crate::ids::NodeId;
 
 /// Default time to wait for every other member to be connected.
@@ -67,6 +74,49 @@ impl ClusterConfig {
             handshake_timeout: handshake::DEFAULT_TIMEOUT,
             failure_timeout: DEFAULT_FAILURE_TIMEOUT,
         }
+    }
+
+    /// The whole configuration's check, before anything is opened (see
+    /// `TcpConfig::validate`).
+    pub(crate) fn validate(&self) -> Result<(), ClusterConfigError> {
+        if self.members.is_empty() {
+            return Err(ClusterConfigError::NoMembers);
+        }
+        if self.id.index() >= self.members.len() {
+            return Err(ClusterConfigError::NotAMember {
+                id: self.id,
+                members: self.members.len(),
+            });
+        }
+        let mut seen = HashMap::with_capacity(self.members.len());
+        for (id, &addr) in (0..).map(NodeId).zip(&self.members) {
+            if addr.port() == 0 {
+                return Err(ClusterConfigError::PortZero { id, addr });
+            }
+            if addr.ip().is_unspecified() {
+                return Err(ClusterConfigError::Unspecified { id, addr });
+            }
+            if let Some(first) = seen.insert(addr, id) {
+                return Err(ClusterConfigError::DuplicateAddress {
+                    addr,
+                    first,
+                    second: id,
+                });
+            }
+        }
+        for (what, value) in [
+            ("connect timeout", self.connect_timeout),
+            ("handshake timeout", self.handshake_timeout),
+            ("failure timeout", self.failure_timeout),
+        ] {
+            if value.is_zero() {
+                return Err(ClusterConfigError::ZeroTimeout { what });
+            }
+            if value > MAX_TIMEOUT {
+                return Err(ClusterConfigError::TimeoutTooLong { what, value });
+            }
+        }
+        Ok(())
     }
 
     /// Fails unless this node is one of the members.
@@ -113,6 +163,7 @@ struct MeshConfig {
     listener: TcpListener,
     handshake: Arc<Handshake>,
     connect_timeout: Duration,
+    handshake_timeout: Duration,
 }
 
 /// Why the mesh could not be built.
@@ -122,10 +173,15 @@ pub(crate) enum MeshError {
     NotAMember { me: NodeId, members: usize },
     #[error("listening: {0}")]
     Listen(#[source] std::io::Error),
-    #[error("no connection to node(s) {missing:?} within {timeout:?}")]
+    #[error(
+        "no connection to node(s) {} within {timeout:?}{why}",
+        missing.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
+    )]
     TimedOut {
         missing: Vec<NodeId>,
         timeout: Duration,
+        /// Why connections were refused, when known: " (reasons)" or "".
+        why: String,
     },
 }
 
@@ -170,33 +226,119 @@ pub(crate) async fn bring_up(
         listener,
         handshake: Arc::new(handshake),
         connect_timeout,
+        handshake_timeout,
     })
     .await
 }
 
-/// Connect to every other member.
+/// The most connections the acceptor authenticates at once. A connection
+/// beyond it is closed as soon as it is accepted: its peer, if genuine,
+/// dials again. Members dial each other once (again only after a failure),
+/// so this is far above what a cluster needs, and it bounds what strangers
+/// can hold: this many sockets and tasks, each for at most the handshake
+/// timeout.
+pub(crate) const MAX_PENDING_HANDSHAKES: usize = 64;
+
+/// How long an accepted connection may stay silent before the first byte of
+/// its hello (at most the handshake timeout). A member sends its hello right
+/// after connecting; a silent connection is let go after this, freeing its
+/// slot among the [`MAX_PENDING_HANDSHAKES`].
+pub(crate) const FIRST_HELLO_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Why connections were refused while the mesh formed: the last reason per
+/// member dialled, and the last few distinct reasons for refused incoming
+/// connections, so that a mesh that does not complete says why (another
+/// key, another member list, nobody listening) without the logs.
+#[derive(Debug, Default)]
+struct Refusals {
+    dialled: HashMap<NodeId, String>,
+    incoming: Vec<String>,
+}
+
+/// The most distinct reasons for refused incoming connections kept.
+const INCOMING_REASONS_KEPT: usize = 3;
+
+impl Refusals {
+    fn dial_failed(this: &Mutex<Self>, peer: NodeId, reason: String) {
+        this.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .dialled
+            .insert(peer, reason);
+    }
+
+    fn refused(this: &Mutex<Self>, addr: SocketAddr, reason: String) {
+        let mut this = this.lock().unwrap_or_else(|e| e.into_inner());
+        let line = format!("refused a connection from {addr}: {reason}");
+        // Keep one entry per reason (the latest address), the newest last.
+        this.incoming
+            .retain(|old| !old.ends_with(&format!(": {reason}")));
+        this.incoming.push(line);
+        if this.incoming.len() > INCOMING_REASONS_KEPT {
+            this.incoming.remove(0);
+        }
+    }
+
+    /// The reasons that concern `missing`, as one line ("" when none).
+    fn explain(&self, missing: &[NodeId], members: &[SocketAddr]) -> String {
+        let mut parts: Vec<String> = missing
+            .iter()
+            .filter_map(|p| {
+                let reason = self.dialled.get(p)?;
+                Some(format!("node {p} at {}: {reason}", members[p.index()]))
+            })
+            .collect();
+        parts.extend(self.incoming.iter().cloned());
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join("; "))
+        }
+    }
+}
+
+/// A dialled member's reason for refusing us, worded for the operator: a
+/// member that closes the connection mid-handshake most likely holds
+/// another key or member list (its own error says which).
+fn dial_reason(error: &HandshakeError) -> String {
+    match error {
+        HandshakeError::Closed => "it closed the connection during the handshake: it may hold \
+                                   another cluster key or member list (its own error says which)"
+            .to_owned(),
+        e => e.to_string(),
+    }
+}
+
+/// Connect to every other member. Once every member is connected, the
+/// acceptor closes every new connection as soon as it is accepted, without
+/// a handshake: nothing more is needed, so strangers get nothing and cost
+/// one `accept` each. (The listener stays open, so that the port does not
+/// look free to another process.)
 async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
     let n = config.members.len();
     let me = config.me;
     let (found, mut arrivals) = mpsc::unbounded_channel::<(NodeId, TcpStream)>();
     let stop = CancellationToken::new();
+    // Cancelled once every member is connected: handshakes and dials stop.
+    let complete = stop.child_token();
+    let refusals = Arc::new(Mutex::new(Refusals::default()));
     tokio::spawn(accept_loop(
         config.listener,
-        Arc::clone(&config.handshake),
-        me,
+        (Arc::clone(&config.handshake), me, config.handshake_timeout),
+        Arc::clone(&refusals),
         found.clone(),
-        stop.clone(),
+        (stop.clone(), complete.clone()),
     ));
     for peer in (0..me.0).map(NodeId) {
         tokio::spawn(dial(
             config.members[peer.index()],
             Arc::clone(&config.handshake),
             peer,
-            found.clone(),
-            stop.clone(),
+            (found.clone(), Arc::clone(&refusals)),
+            complete.clone(),
         ));
     }
     drop(found);
+    // Validated: at most `MAX_TIMEOUT`, which the clock can add.
     let deadline = Instant::now() + config.connect_timeout;
     let mut peers = HashMap::new();
     while peers.len() + 1 < n {
@@ -214,32 +356,44 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
             }
             Ok(None) | Err(_) => {
                 stop.cancel();
-                let missing = (0..n as u32)
+                let missing: Vec<NodeId> = (0..n as u32)
                     .map(NodeId)
                     .filter(|p| *p != me && !peers.contains_key(p))
                     .collect();
+                let why = refusals
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .explain(&missing, &config.members);
                 return Err(MeshError::TimedOut {
                     missing,
                     timeout: config.connect_timeout,
+                    why,
                 });
             }
         }
     }
+    // Every member is connected: let go of any handshake still pending and
+    // admit nobody else.
+    complete.cancel();
     Ok(Mesh {
         peers,
         _acceptor: stop.drop_guard(),
     })
 }
 
-/// Accept connections until stopped: authenticate each in its own task and
-/// hand over the ones from higher-ranked members.
+/// Accept connections until stopped: until the mesh is complete,
+/// authenticate each in its own task (at most [`MAX_PENDING_HANDSHAKES`] at
+/// once, each silent for at most [`FIRST_HELLO_TIMEOUT`]) and hand over the
+/// ones from higher-ranked members; once it is, close each at once.
 async fn accept_loop(
     listener: TcpListener,
-    handshake: Arc<Handshake>,
-    me: NodeId,
+    (handshake, me, handshake_timeout): (Arc<Handshake>, NodeId, Duration),
+    refusals: Arc<Mutex<Refusals>>,
     found: mpsc::UnboundedSender<(NodeId, TcpStream)>,
-    stop: CancellationToken,
+    (stop, complete): (CancellationToken, CancellationToken),
 ) {
+    let first_hello = FIRST_HELLO_TIMEOUT.min(handshake_timeout);
+    let pending = Arc::new(Semaphore::new(MAX_PENDING_HANDSHAKES));
     loop {
         let (mut stream, addr) = tokio::select! {
             _ = stop.cancelled() => return,
@@ -247,18 +401,47 @@ async fn accept_loop(
                 Ok(a) => a,
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_millis(50)) => continue,
+                    }
                 }
             },
         };
+        if complete.is_cancelled() {
+            tracing::debug!(%addr, "closed a connection: every member is connected");
+            drop(stream);
+            continue;
+        }
+        let Ok(slot) = Arc::clone(&pending).try_acquire_owned() else {
+            tracing::debug!(%addr, "closed a connection: too many handshakes pending");
+            drop(stream);
+            continue;
+        };
         let handshake = Arc::clone(&handshake);
         let found = found.clone();
-        let stop = stop.clone();
+        let complete = complete.clone();
+        let refusals = Arc::clone(&refusals);
         tokio::spawn(async move {
+            let _slot = slot;
+            let attempt = async {
+                let mut first = [0];
+                match tokio::time::timeout(first_hello, stream.peek(&mut first)).await {
+                    Ok(Ok(n)) if n > 0 => Some(handshake.accept(&mut stream).await),
+                    Ok(Ok(_)) => Some(Err(HandshakeError::Closed)),
+                    Ok(Err(e)) => Some(Err(e.into())),
+                    Err(_) => None,
+                }
+            };
             let outcome = tokio::select! {
-                _ = stop.cancelled() => return,
-                r = handshake.accept(&mut stream) => r,
+                _ = complete.cancelled() => return,
+                r = attempt => match r {
+                    Some(r) => r,
+                    None => {
+                        tracing::debug!(%addr, "dropped a connection silent for {first_hello:?}");
+                        return;
+                    }
+                },
             };
             match outcome {
                 Ok(peer) if peer > me => {
@@ -268,29 +451,38 @@ async fn accept_loop(
                 Ok(peer) => {
                     tracing::warn!(%addr, peer = peer.0, "dropped peer: lower ranks are dialled, not accepted");
                 }
-                Err(e) => tracing::warn!(%addr, reason = %e, "dropped peer"),
+                Err(e) => {
+                    tracing::warn!(%addr, reason = %e, "dropped peer");
+                    Refusals::refused(&refusals, addr, e.to_string());
+                }
             }
         });
     }
 }
 
-/// Dial `peer` until connected and authenticated, or stopped.
+/// Dial `peer` until connected and authenticated, or stopped; record why
+/// each failed attempt failed.
 async fn dial(
     addr: SocketAddr,
     handshake: Arc<Handshake>,
     peer: NodeId,
-    found: mpsc::UnboundedSender<(NodeId, TcpStream)>,
+    (found, refusals): (
+        mpsc::UnboundedSender<(NodeId, TcpStream)>,
+        Arc<Mutex<Refusals>>,
+    ),
     stop: CancellationToken,
 ) {
     let mut backoff = Duration::from_millis(10);
     loop {
         let attempt = async {
-            let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+            let mut stream = TcpStream::connect(addr)
+                .await
+                .map_err(|e| format!("connecting: {e}"))?;
             stream.set_nodelay(true).map_err(|e| e.to_string())?;
             handshake
                 .initiate(&mut stream, peer)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| dial_reason(&e))?;
             Ok::<_, String>(stream)
         };
         let outcome = tokio::select! {
@@ -304,6 +496,7 @@ async fn dial(
             }
             Err(reason) => {
                 tracing::debug!(peer = peer.0, %addr, %reason, "connecting");
+                Refusals::dial_failed(&refusals, peer, reason);
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     _ = tokio::time::sleep(backoff) => {}

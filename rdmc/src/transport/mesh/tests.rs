@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use tokio::net::TcpStream;
+
 use super::*;
 
 const KEY: &[u8] = b"mesh unit test key, 32 bytes!!!!";
@@ -90,4 +92,203 @@ async fn a_member_address_in_use_is_a_listening_error() {
     assert!(matches!(refused, MeshError::Listen(_)), "{refused:?}");
     assert!(refused.to_string().starts_with("listening: "), "{refused}");
     drop(listeners);
+}
+
+/// Node `id` of the cluster at `members` holding `key`, on `listener`.
+fn member_with_key(
+    members: &[SocketAddr],
+    id: u32,
+    listener: std::net::TcpListener,
+    key: &[u8],
+) -> ClusterConfig {
+    let mut cluster = member(members, id, listener, Duration::from_millis(1500));
+    cluster.key = ClusterKey::from_bytes(key.to_vec()).unwrap();
+    cluster
+}
+
+#[tokio::test]
+async fn a_mesh_that_does_not_form_says_why() {
+    // Another key: the acceptor knows the dialler failed its proof; the
+    // dialler only sees the connection closed, and says what that means.
+    let (mut listeners, addrs) = loopback(2);
+    let one = member_with_key(
+        &addrs,
+        1,
+        listeners.pop().unwrap(),
+        b"another key, also 32 bytes long!",
+    );
+    let zero = member_with_key(&addrs, 0, listeners.pop().unwrap(), KEY);
+    let (zero, one) = tokio::join!(
+        bring_up(zero, MeshPurpose::Tcp),
+        bring_up(one, MeshPurpose::Tcp)
+    );
+    let zero = zero.err().unwrap().to_string();
+    assert!(
+        zero.starts_with("no connection to node(s) 1 within 1.5s ("),
+        "{zero}"
+    );
+    assert!(
+        zero.contains("peer failed to prove it holds the cluster key"),
+        "{zero}"
+    );
+    let one = one.err().unwrap().to_string();
+    assert!(
+        one.contains(&format!(
+            "node 0 at {}: it closed the connection during the handshake",
+            addrs[0]
+        )),
+        "{one}"
+    );
+    assert!(!one.contains('\n') && !zero.contains('\n'));
+
+    // Another member list: the acceptor names the mismatch.
+    let (mut listeners, addrs) = loopback(2);
+    let mut one = member_with_key(&addrs, 1, listeners.pop().unwrap(), KEY);
+    let stranger: SocketAddr = "127.0.0.1:9".parse().unwrap();
+    one.members.push(stranger);
+    let zero = member_with_key(&addrs, 0, listeners.pop().unwrap(), KEY);
+    let (zero, _one) = tokio::join!(
+        bring_up(zero, MeshPurpose::Tcp),
+        bring_up(one, MeshPurpose::Tcp)
+    );
+    let zero = zero.err().unwrap().to_string();
+    assert!(zero.contains("cluster digest mismatch"), "{zero}");
+
+    // Nobody listening: the dialler says so.
+    let (mut listeners, addrs) = loopback(2);
+    let one = member(
+        &addrs,
+        1,
+        listeners.pop().unwrap(),
+        Duration::from_millis(300),
+    );
+    drop(listeners);
+    let one = bring_up(one, MeshPurpose::Tcp)
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        one.contains(&format!("node 0 at {}: connecting: ", addrs[0])),
+        "{one}"
+    );
+}
+
+/// Whether the other end closed `stream` within `within`.
+async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut byte = [0];
+    matches!(
+        tokio::time::timeout(within, stream.read(&mut byte)).await,
+        Ok(Ok(0) | Err(_))
+    )
+}
+
+#[tokio::test]
+async fn silent_connections_are_capped_let_go_and_refused_once_the_mesh_is_up() {
+    let (mut listeners, addrs) = loopback(2);
+    let one_listener = listeners.pop().unwrap();
+    let zero = member(&addrs, 0, listeners.pop().unwrap(), Duration::from_secs(20));
+    let zero = tokio::spawn(bring_up(zero, MeshPurpose::Tcp));
+    // More silent connections than the cap (within the std listener's
+    // backlog of 128, so that every connect completes).
+    let extra = 40;
+    let mut silent = Vec::new();
+    for _ in 0..MAX_PENDING_HANDSHAKES + extra {
+        silent.push(TcpStream::connect(addrs[0]).await.unwrap());
+    }
+    // Those beyond the cap are closed at once, the others after the
+    // first-hello timeout.
+    let mut closed_at_once = 0;
+    for stream in &mut silent {
+        if closed_within(stream, Duration::from_millis(20)).await {
+            closed_at_once += 1;
+        }
+    }
+    assert!(
+        closed_at_once >= extra && closed_at_once < MAX_PENDING_HANDSHAKES + extra,
+        "{closed_at_once} of {} closed at once",
+        silent.len()
+    );
+    tokio::time::sleep(FIRST_HELLO_TIMEOUT).await;
+    for (i, stream) in silent.iter_mut().enumerate() {
+        assert!(
+            closed_within(stream, Duration::from_millis(500)).await,
+            "silent connection {i} still open after the first-hello timeout"
+        );
+    }
+    // The genuine member still gets in.
+    let one = member(&addrs, 1, one_listener, Duration::from_secs(20));
+    let one = bring_up(one, MeshPurpose::Tcp).await.unwrap();
+    let zero = zero.await.unwrap().unwrap();
+    assert_eq!(zero.peers.len(), 1);
+    assert_eq!(one.peers.len(), 1);
+    // Nobody else is admitted: a newcomer is closed at once.
+    let mut late = TcpStream::connect(addrs[0]).await.unwrap();
+    assert!(
+        closed_within(&mut late, Duration::from_millis(200)).await,
+        "a connection after the mesh was complete stayed open"
+    );
+}
+
+#[test]
+fn invalid_configurations_are_refused_with_one_line_reasons() {
+    use crate::config::{ClusterConfigError as E, MAX_TIMEOUT};
+    let key = || ClusterKey::from_bytes(KEY).unwrap();
+    let addr = |s: &str| -> SocketAddr { s.parse().unwrap() };
+    let ok = vec![addr("127.0.0.1:7000"), addr("127.0.0.1:7001")];
+    let check = |members: Vec<SocketAddr>, id: u32, tweak: &dyn Fn(&mut ClusterConfig)| {
+        let mut cluster = ClusterConfig::new(members, NodeId(id), key());
+        tweak(&mut cluster);
+        cluster.validate()
+    };
+    assert_eq!(check(ok.clone(), 1, &|_| ()), Ok(()));
+    assert_eq!(check(vec![], 0, &|_| ()), Err(E::NoMembers));
+    assert_eq!(
+        check(ok.clone(), 2, &|_| ()),
+        Err(E::NotAMember {
+            id: NodeId(2),
+            members: 2
+        })
+    );
+    let dup = vec![ok[0], ok[1], ok[0]];
+    let err = check(dup, 0, &|_| ()).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "nodes 0 and 2 have the same address 127.0.0.1:7000"
+    );
+    let zero_port = vec![ok[0], addr("10.0.0.2:0")];
+    assert_eq!(
+        check(zero_port, 0, &|_| ()).unwrap_err().to_string(),
+        "node 1's address 10.0.0.2:0 has port 0, which the other members cannot dial"
+    );
+    let unspecified = vec![addr("0.0.0.0:7000"), ok[1]];
+    assert!(matches!(
+        check(unspecified, 1, &|_| ()),
+        Err(E::Unspecified { id: NodeId(0), .. })
+    ));
+    let zero = check(ok.clone(), 0, &|c| c.failure_timeout = Duration::ZERO).unwrap_err();
+    assert_eq!(
+        zero.to_string(),
+        "the failure timeout must be longer than zero"
+    );
+    let long = check(ok.clone(), 0, &|c| {
+        c.connect_timeout = Duration::from_secs_f64(1e19)
+    })
+    .unwrap_err();
+    assert!(
+        matches!(
+            long,
+            E::TimeoutTooLong {
+                what: "connect timeout",
+                ..
+            }
+        ),
+        "{long}"
+    );
+    assert!(
+        long.to_string().starts_with("the connect timeout of "),
+        "{long}"
+    );
+    assert_eq!(check(ok, 0, &|c| c.handshake_timeout = MAX_TIMEOUT), Ok(()));
 }
