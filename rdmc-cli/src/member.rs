@@ -506,7 +506,18 @@ fn write_atomically(dir: &Path, seq: u64, data: &[u8]) -> Result<(), String> {
         part.persist_noclobber(&done).map_err(|e| e.error)?;
         File::open(dir)?.sync_all()
     };
-    write().map_err(|e| format!("writing {}: {e}", done.display()))
+    write().map_err(|e| format!("writing {}: {}", done.display(), without_path(e)))
+}
+
+/// `error`'s message without the temporary file's path that `tempfile`
+/// appends (" at path ..."): the file is gone, and the final name says
+/// which message it was.
+fn without_path(error: std::io::Error) -> String {
+    let text = error.to_string();
+    match text.find(" at path \"") {
+        Some(end) if error.raw_os_error().is_none() => text[..end].to_owned(),
+        _ => text,
+    }
 }
 
 /// Read the members file: one `host:port` per line, in rank order.
@@ -529,4 +540,49 @@ pub(crate) fn read_members(path: &Path) -> Result<Vec<SocketAddr>, String> {
         return Err(format!("{} lists no members", path.display()));
     }
     Ok(members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_names_are_recognized() {
+        for name in ["0.bin", "17.bin", "3.bin.Ab12Cd.part", "0.bin.x.part"] {
+            assert!(is_output_name(name), "{name}");
+        }
+        for name in [
+            "notes.txt",
+            "a.bin",
+            ".bin",
+            "1.binary",
+            "1.bin.part.old",
+            "1.bin.tmp",
+        ] {
+            assert!(!is_output_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn time_limits_are_checked() {
+        assert_eq!(seconds(2.5, "--x"), Ok(Duration::from_millis(2500)));
+        assert!(seconds(0.0, "--x").unwrap_err().contains("more than 0"));
+        assert!(seconds(1e19, "--x").unwrap_err().contains("longer than"));
+        assert!(seconds(-1.0, "--x").unwrap_err().contains("positive"));
+        assert!(seconds(f64::NAN, "--x").unwrap_err().contains("positive"));
+        assert!(seconds(f64::INFINITY, "--x").is_err());
+    }
+
+    #[test]
+    fn write_errors_name_the_final_file_not_the_temporary_one() {
+        let missing = std::env::temp_dir().join("rdmc: no such directory");
+        let err = write_atomically(&missing, 4, b"data").unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "writing {}: No such file or directory (os error 2)",
+                missing.join("4.bin").display()
+            )
+        );
+    }
 }

@@ -8,25 +8,26 @@
 //! Connections that fail authentication — strangers, garbage, the wrong
 //! cluster — are dropped with a logged reason without stalling anything
 //! else, and what strangers can hold is bounded: at most
-//! [`MAX_PENDING_HANDSHAKES`] connections are authenticated at once (more
-//! are closed as soon as accepted), one that sends nothing is let go after
+//! [`MAX_PENDING_HANDSHAKES`] connections are authenticated at once (a new
+//! one displaces the oldest), one that sends nothing is let go after
 //! [`FIRST_HELLO_TIMEOUT`], and once every member is connected every new
-//! connection is closed as soon as it is accepted. A mesh that does not complete within the connect
-//! timeout names the members missing and, when known, why their
-//! connections were refused (another cluster key or member list).
+//! connection is closed as soon as it is accepted. A mesh that does not
+//! complete within the connect timeout names the members missing and, when
+//! known, why their connections were refused (another cluster key or
+//! member list).
 
 pub(crate) mod handshake;
 mod key;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -232,17 +233,62 @@ pub(crate) async fn bring_up(
 }
 
 /// The most connections the acceptor authenticates at once. A connection
-/// beyond it is closed as soon as it is accepted: its peer, if genuine,
-/// dials again. Members dial each other once (again only after a failure),
-/// so this is far above what a cluster needs, and it bounds what strangers
-/// can hold: this many sockets and tasks, each for at most the handshake
-/// timeout.
+/// beyond it displaces the oldest one pending, which is closed: a member
+/// completes its handshake within a round trip or two, so a flood must open
+/// this many connections in that time to keep a member out even once (and
+/// the member dials again). Members dial each other once (again only after
+/// a failure), so this is far above what a cluster needs, and it bounds
+/// what strangers can hold: this many sockets and tasks.
 pub(crate) const MAX_PENDING_HANDSHAKES: usize = 64;
+
+/// The handshakes under way at the acceptor, oldest first.
+#[derive(Debug, Default)]
+struct Pending {
+    queue: VecDeque<(u64, CancellationToken)>,
+    next: u64,
+}
+
+/// A handshake's place among the [`Pending`] ones, given up when dropped.
+struct Admitted {
+    pending: Arc<Mutex<Pending>>,
+    id: u64,
+}
+
+impl Pending {
+    /// Admit a new connection, displacing the oldest pending one at the cap;
+    /// the token is cancelled when the connection is displaced or `parent`
+    /// is cancelled.
+    fn admit(this: &Arc<Mutex<Self>>, parent: &CancellationToken) -> (Admitted, CancellationToken) {
+        let mut pending = this.lock().unwrap_or_else(|e| e.into_inner());
+        if pending.queue.len() >= MAX_PENDING_HANDSHAKES
+            && let Some((_, oldest)) = pending.queue.pop_front()
+        {
+            tracing::debug!("displaced the oldest pending handshake");
+            oldest.cancel();
+        }
+        let id = pending.next;
+        pending.next += 1;
+        let token = parent.child_token();
+        pending.queue.push_back((id, token.clone()));
+        let admitted = Admitted {
+            pending: Arc::clone(this),
+            id,
+        };
+        (admitted, token)
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.queue.retain(|(id, _)| *id != self.id);
+    }
+}
 
 /// How long an accepted connection may stay silent before the first byte of
 /// its hello (at most the handshake timeout). A member sends its hello right
 /// after connecting; a silent connection is let go after this, freeing its
-/// slot among the [`MAX_PENDING_HANDSHAKES`].
+/// place among the [`MAX_PENDING_HANDSHAKES`].
 pub(crate) const FIRST_HELLO_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Why connections were refused while the mesh formed: the last reason per
@@ -383,7 +429,8 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
 
 /// Accept connections until stopped: until the mesh is complete,
 /// authenticate each in its own task (at most [`MAX_PENDING_HANDSHAKES`] at
-/// once, each silent for at most [`FIRST_HELLO_TIMEOUT`]) and hand over the
+/// once, the oldest displaced by a new one, each silent for at most
+/// [`FIRST_HELLO_TIMEOUT`]) and hand over the
 /// ones from higher-ranked members; once it is, close each at once.
 async fn accept_loop(
     listener: TcpListener,
@@ -393,7 +440,7 @@ async fn accept_loop(
     (stop, complete): (CancellationToken, CancellationToken),
 ) {
     let first_hello = FIRST_HELLO_TIMEOUT.min(handshake_timeout);
-    let pending = Arc::new(Semaphore::new(MAX_PENDING_HANDSHAKES));
+    let pending = Arc::new(Mutex::new(Pending::default()));
     loop {
         let (mut stream, addr) = tokio::select! {
             _ = stop.cancelled() => return,
@@ -413,14 +460,9 @@ async fn accept_loop(
             drop(stream);
             continue;
         }
-        let Ok(slot) = Arc::clone(&pending).try_acquire_owned() else {
-            tracing::debug!(%addr, "closed a connection: too many handshakes pending");
-            drop(stream);
-            continue;
-        };
+        let (slot, displaced) = Pending::admit(&pending, &complete);
         let handshake = Arc::clone(&handshake);
         let found = found.clone();
-        let complete = complete.clone();
         let refusals = Arc::clone(&refusals);
         tokio::spawn(async move {
             let _slot = slot;
@@ -434,7 +476,7 @@ async fn accept_loop(
                 }
             };
             let outcome = tokio::select! {
-                _ = complete.cancelled() => return,
+                _ = displaced.cancelled() => return,
                 r = attempt => match r {
                     Some(r) => r,
                     None => {

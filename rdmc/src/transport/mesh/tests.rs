@@ -197,8 +197,8 @@ async fn silent_connections_are_capped_let_go_and_refused_once_the_mesh_is_up() 
     for _ in 0..MAX_PENDING_HANDSHAKES + extra {
         silent.push(TcpStream::connect(addrs[0]).await.unwrap());
     }
-    // Those beyond the cap are closed at once, the others after the
-    // first-hello timeout.
+    // The oldest beyond the cap are displaced (closed) at once, the others
+    // closed after the first-hello timeout.
     let mut closed_at_once = 0;
     for stream in &mut silent {
         if closed_within(stream, Duration::from_millis(20)).await {
@@ -291,4 +291,46 @@ fn invalid_configurations_are_refused_with_one_line_reasons() {
         "{long}"
     );
     assert_eq!(check(ok, 0, &|c| c.handshake_timeout = MAX_TIMEOUT), Ok(()));
+}
+
+#[tokio::test]
+async fn a_member_gets_in_while_a_flood_keeps_the_acceptor_full() {
+    let (mut listeners, addrs) = loopback(2);
+    let one_listener = listeners.pop().unwrap();
+    let zero = member(&addrs, 0, listeners.pop().unwrap(), Duration::from_secs(20));
+    let zero = tokio::spawn(bring_up(zero, MeshPurpose::Tcp));
+    // Silent connections, opened faster than the acceptor lets them go:
+    // every place among the pending handshakes stays taken.
+    let stop = CancellationToken::new();
+    let flood = tokio::spawn({
+        let stop = stop.clone();
+        let target = addrs[0];
+        async move {
+            let mut held: Vec<TcpStream> = Vec::new();
+            let mut opened = 0usize;
+            while !stop.is_cancelled() && opened < 1_000_000 {
+                // Keep the connections the acceptor has not closed.
+                held.retain(|s| {
+                    matches!(s.try_read(&mut [0]), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+                });
+                if held.len() < 4 * MAX_PENDING_HANDSHAKES
+                    && let Ok(s) = TcpStream::connect(target).await
+                {
+                    held.push(s);
+                    opened += 1;
+                }
+                tokio::time::sleep(Duration::from_micros(200)).await;
+            }
+            opened
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let one = member(&addrs, 1, one_listener, Duration::from_secs(5));
+    let one = bring_up(one, MeshPurpose::Tcp).await;
+    stop.cancel();
+    let one = one.unwrap();
+    let zero = zero.await.unwrap().unwrap();
+    let opened = flood.await.unwrap();
+    assert!(opened > MAX_PENDING_HANDSHAKES, "the flood opened {opened}");
+    assert_eq!((zero.peers.len(), one.peers.len()), (1, 1));
 }
