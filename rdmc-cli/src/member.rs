@@ -362,15 +362,8 @@ fn check_output_dir(dir: &Path) -> Result<PathBuf, String> {
 }
 
 async fn member(args: &MemberArgs, prepared: Prepared) -> Result<(), String> {
-    let Prepared {
-        members,
-        key,
-        connect_timeout,
-        failure_timeout,
-        group,
-        inputs,
-        out,
-    } = prepared;
+    let (members, key) = (prepared.members, prepared.key);
+    let (connect_timeout, failure_timeout) = (prepared.connect_timeout, prepared.failure_timeout);
     let node_config = NodeConfig::new().with_completion_mode(CompletionMode::from(args.completion));
     let node = match args.transport {
         Transport::Tcp => {
@@ -386,7 +379,8 @@ async fn member(args: &MemberArgs, prepared: Prepared) -> Result<(), String> {
     }
     .map_err(|e| e.to_string())?;
     let ids: Vec<NodeId> = (0..members.len() as u32).map(NodeId).collect();
-    let outcome = multicast(args, &node, &ids, group, (inputs, out)).await;
+    let work = (prepared.inputs, prepared.out);
+    let outcome = multicast(args, &node, &ids, prepared.group, work).await;
     // Put the last signals on the wire before the process exits: the root's
     // "closed" to every member, or this member's report of a failure, which
     // must reach the others before they see its connection close.

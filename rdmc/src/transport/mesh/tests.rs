@@ -184,12 +184,26 @@ async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
     )
 }
 
-#[tokio::test]
-async fn silent_connections_are_capped_let_go_and_refused_once_the_mesh_is_up() {
+/// Node 0 of two coming up in the background; node 1's listener and the
+/// addresses.
+fn zero_coming_up() -> (
+    tokio::task::JoinHandle<Result<Mesh, MeshError>>,
+    std::net::TcpListener,
+    Vec<SocketAddr>,
+) {
     let (mut listeners, addrs) = loopback(2);
     let one_listener = listeners.pop().unwrap();
     let zero = member(&addrs, 0, listeners.pop().unwrap(), Duration::from_secs(20));
-    let zero = tokio::spawn(bring_up(zero, MeshPurpose::Tcp));
+    (
+        tokio::spawn(bring_up(zero, MeshPurpose::Tcp)),
+        one_listener,
+        addrs,
+    )
+}
+
+#[tokio::test]
+async fn silent_connections_are_capped_let_go_and_turned_away_once_the_mesh_is_up() {
+    let (zero, one_listener, addrs) = zero_coming_up();
     // More silent connections than the cap (within the std listener's
     // backlog of 128, so that every connect completes).
     let extra = 40;
@@ -295,10 +309,7 @@ fn invalid_configurations_are_refused_with_one_line_reasons() {
 
 #[tokio::test]
 async fn a_member_gets_in_while_a_flood_keeps_the_acceptor_full() {
-    let (mut listeners, addrs) = loopback(2);
-    let one_listener = listeners.pop().unwrap();
-    let zero = member(&addrs, 0, listeners.pop().unwrap(), Duration::from_secs(20));
-    let zero = tokio::spawn(bring_up(zero, MeshPurpose::Tcp));
+    let (zero, one_listener, addrs) = zero_coming_up();
     // Silent connections, opened faster than the acceptor lets them go:
     // every place among the pending handshakes stays taken.
     let stop = CancellationToken::new();
