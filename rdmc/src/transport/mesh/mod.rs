@@ -11,7 +11,10 @@
 //! [`MAX_PENDING_HANDSHAKES`] connections are authenticated at once (a new
 //! one displaces the oldest), one that sends nothing is let go after
 //! [`FIRST_HELLO_TIMEOUT`], and once every member is connected every new
-//! connection is closed as soon as it is accepted. A mesh that does not
+//! connection is closed as soon as it is accepted. A node's mesh is up
+//! once every member is connected to every member (each tells its peers
+//! with a ready byte), so that no node starts timing a peer's silence while
+//! the peer still waits for a third member. A mesh that does not
 //! complete within the connect timeout names the members missing and, when
 //! known, why their connections were refused (another cluster key or
 //! member list).
@@ -174,6 +177,8 @@ pub(crate) enum MeshError {
     NotAMember { me: NodeId, members: usize },
     #[error("listening: {0}")]
     Listen(#[source] std::io::Error),
+    #[error("connected to every member, but not every member was: {why}")]
+    Unready { why: String },
     #[error(
         "no connection to node(s) {} within {timeout:?}{why}",
         missing.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
@@ -421,10 +426,60 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
     // Every member is connected: let go of any handshake still pending and
     // admit nobody else.
     complete.cancel();
+    if let Err(e) = all_ready(&mut peers, deadline, config.connect_timeout).await {
+        stop.cancel();
+        return Err(e);
+    }
     Ok(Mesh {
         peers,
         _acceptor: stop.drop_guard(),
     })
+}
+
+/// The byte a node sends every peer once it is connected to every member.
+const READY: u8 = 0x52;
+
+/// The mesh's last step: tell every peer this node is connected to every
+/// member, and wait until every peer says the same (by `deadline`). Without
+/// it, a node whose mesh completed first would start its links — and their
+/// failure timeout — while a peer still waits for a third member, and
+/// declare that peer failed for the silence.
+async fn all_ready(
+    peers: &mut HashMap<NodeId, TcpStream>,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(), MeshError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let waits = peers.iter_mut().map(|(&peer, stream)| async move {
+        let exchange = async {
+            stream.write_all(&[READY]).await?;
+            let mut byte = [0];
+            stream.read_exact(&mut byte).await?;
+            Ok::<_, std::io::Error>(byte[0])
+        };
+        let outcome = match tokio::time::timeout_at(deadline, exchange).await {
+            Ok(Ok(READY)) => return Ok(()),
+            Ok(Ok(other)) => format!("sent {other:#04x} instead of its ready byte"),
+            Ok(Err(e)) => format!("connection lost before it was ready: {e}"),
+            Err(_) => format!("not connected to every other member within {timeout:?}"),
+        };
+        Err((peer, outcome))
+    });
+    let mut unready: Vec<(NodeId, String)> = futures::future::join_all(waits)
+        .await
+        .into_iter()
+        .filter_map(Result::err)
+        .collect();
+    if unready.is_empty() {
+        return Ok(());
+    }
+    unready.sort_by_key(|(peer, _)| *peer);
+    let why = unready
+        .iter()
+        .map(|(peer, why)| format!("node {peer}: {why}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Err(MeshError::Unready { why })
 }
 
 /// Accept connections until stopped: until the mesh is complete,

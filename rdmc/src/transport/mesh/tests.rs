@@ -345,3 +345,82 @@ async fn a_member_gets_in_while_a_flood_keeps_the_acceptor_full() {
     assert!(opened > MAX_PENDING_HANDSHAKES, "the flood opened {opened}");
     assert_eq!((zero.peers.len(), one.peers.len()), (1, 1));
 }
+
+/// Node 2 of the cluster at `addrs`, played by the test: its handshake.
+fn node_two(addrs: &[SocketAddr]) -> Handshake {
+    let entries: Vec<String> = addrs
+        .iter()
+        .map(|a| MeshPurpose::Tcp.digest_entry(a))
+        .collect();
+    Handshake::new(
+        ClusterKey::from_bytes(KEY).unwrap(),
+        ClusterDigest::of_members(&entries),
+        NodeId(2),
+        3,
+    )
+}
+
+#[tokio::test]
+async fn a_node_is_up_only_once_every_member_is_connected_to_every_member() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (mut listeners, addrs) = loopback(3);
+    let _two = listeners.pop().unwrap();
+    let one = member(&addrs, 1, listeners.pop().unwrap(), Duration::from_secs(20));
+    let zero = member(&addrs, 0, listeners.pop().unwrap(), Duration::from_secs(20));
+    let zero = tokio::spawn(bring_up(zero, MeshPurpose::Tcp));
+    let one = tokio::spawn(bring_up(one, MeshPurpose::Tcp));
+    // Node 2 connects to node 0 at once, to node 1 only later.
+    let two = node_two(&addrs);
+    let mut to_zero = TcpStream::connect(addrs[0]).await.unwrap();
+    two.initiate(&mut to_zero, NodeId(0)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Node 0 is connected to everyone, node 1 is not: node 0 is not up (its
+    // links would time node 1's silence while node 1 waits).
+    assert!(
+        !zero.is_finished(),
+        "node 0 up while node 1 waits for node 2"
+    );
+    let mut to_one = TcpStream::connect(addrs[1]).await.unwrap();
+    two.initiate(&mut to_one, NodeId(1)).await.unwrap();
+    for stream in [&mut to_zero, &mut to_one] {
+        stream.write_all(&[READY]).await.unwrap();
+    }
+    let zero = zero.await.unwrap().unwrap();
+    let one = one.await.unwrap().unwrap();
+    assert_eq!((zero.peers.len(), one.peers.len()), (2, 2));
+    for stream in [&mut to_zero, &mut to_one] {
+        assert_eq!(stream.read_u8().await.unwrap(), READY);
+    }
+}
+
+#[tokio::test]
+async fn a_member_that_never_gets_ready_is_named() {
+    let (mut listeners, addrs) = loopback(3);
+    let _two = listeners.pop().unwrap();
+    let one = member(&addrs, 1, listeners.pop().unwrap(), Duration::from_secs(1));
+    let zero = member(&addrs, 0, listeners.pop().unwrap(), Duration::from_secs(1));
+    let zero = tokio::spawn(bring_up(zero, MeshPurpose::Tcp));
+    let one = tokio::spawn(bring_up(one, MeshPurpose::Tcp));
+    // Node 2 connects to both, but says nothing more; its connection to
+    // node 1 breaks.
+    let two = node_two(&addrs);
+    let mut to_zero = TcpStream::connect(addrs[0]).await.unwrap();
+    two.initiate(&mut to_zero, NodeId(0)).await.unwrap();
+    let mut to_one = TcpStream::connect(addrs[1]).await.unwrap();
+    two.initiate(&mut to_one, NodeId(1)).await.unwrap();
+    drop(to_one);
+    let zero = zero.await.unwrap().err().unwrap().to_string();
+    assert_eq!(
+        zero,
+        "connected to every member, but not every member was: node 2: not connected to every \
+         other member within 1s"
+    );
+    let one = one.await.unwrap().err().unwrap().to_string();
+    assert!(
+        one.starts_with(
+            "connected to every member, but not every member was: node 2: connection lost \
+             before it was ready: "
+        ),
+        "{one}"
+    );
+}
