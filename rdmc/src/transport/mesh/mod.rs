@@ -304,7 +304,14 @@ pub(crate) const FIRST_HELLO_TIMEOUT: Duration = Duration::from_secs(1);
 struct Refusals {
     dialled: HashMap<NodeId, String>,
     incoming: Vec<String>,
+    /// When a refused connection was last logged as a warning, and how
+    /// many were refused since without one: a flood of garbage gets one
+    /// warning a second, not one per connection.
+    warned: Option<(Instant, u64)>,
 }
+
+/// The least time between two warnings about refused connections.
+const REFUSAL_WARNING_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The most distinct reasons for refused incoming connections kept.
 const INCOMING_REASONS_KEPT: usize = 3;
@@ -319,6 +326,18 @@ impl Refusals {
 
     fn refused(this: &Mutex<Self>, addr: SocketAddr, reason: String) {
         let mut this = this.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        match &mut this.warned {
+            Some((at, quiet)) if now < *at + REFUSAL_WARNING_INTERVAL => {
+                *quiet += 1;
+                tracing::debug!(%addr, %reason, "dropped peer");
+            }
+            warned => {
+                let quiet = warned.map_or(0, |(_, quiet)| quiet);
+                tracing::warn!(%addr, %reason, refused_quietly_before = quiet, "dropped peer");
+                *warned = Some((now, 0));
+            }
+        }
         let line = format!("refused a connection from {addr}: {reason}");
         // Keep one entry per reason (the latest address), the newest last.
         this.incoming
@@ -548,10 +567,7 @@ async fn accept_loop(
                 Ok(peer) => {
                     tracing::warn!(%addr, peer = peer.0, "dropped peer: lower ranks are dialled, not accepted");
                 }
-                Err(e) => {
-                    tracing::warn!(%addr, reason = %e, "dropped peer");
-                    Refusals::refused(&refusals, addr, e.to_string());
-                }
+                Err(e) => Refusals::refused(&refusals, addr, e.to_string()),
             }
         });
     }

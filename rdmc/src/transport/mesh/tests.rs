@@ -424,3 +424,25 @@ async fn a_member_that_never_gets_ready_is_named() {
         "{one}"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_flood_of_refusals_is_one_warning_a_second_and_a_few_distinct_reasons() {
+    let refusals = Mutex::new(Refusals::default());
+    let addr: SocketAddr = "127.0.0.1:5000".parse().unwrap();
+    for i in 0..1000 {
+        Refusals::refused(&refusals, addr, format!("reason {}", i % 5));
+    }
+    {
+        let r = refusals.lock().unwrap();
+        // One warning, the other 999 quiet.
+        assert_eq!(r.warned.map(|(_, quiet)| quiet), Some(999));
+        // The last few distinct reasons, each once.
+        assert_eq!(
+            r.incoming,
+            [2, 3, 4].map(|i| format!("refused a connection from {addr}: reason {i}"))
+        );
+    }
+    tokio::time::advance(REFUSAL_WARNING_INTERVAL).await;
+    Refusals::refused(&refusals, addr, "reason 0".into());
+    assert_eq!(refusals.lock().unwrap().warned.map(|(_, q)| q), Some(0));
+}
