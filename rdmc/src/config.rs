@@ -247,11 +247,24 @@ pub enum ClusterConfigError {
     },
 }
 
+/// Fails unless the time limit `what` is above zero and at most
+/// [`MAX_TIMEOUT`].
+pub(crate) fn check_limit(what: &'static str, value: Duration) -> Result<(), ClusterConfigError> {
+    if value.is_zero() {
+        Err(ClusterConfigError::ZeroTimeout { what })
+    } else if value > MAX_TIMEOUT {
+        Err(ClusterConfigError::TimeoutTooLong { what, value })
+    } else {
+        Ok(())
+    }
+}
+
 /// The builders of what both network transports' configurations hold in
-/// their `cluster` field (a [`ClusterConfig`]), written once for both; the
+/// their `cluster` field (a [`ClusterConfig`]), written once for both: the
+/// closure lists the configuration's own time limits for `validate`, the
 /// attributes given document the transport's failure timeout.
 macro_rules! cluster_builders {
-    ($config:ident, $(#[$failure_timeout_doc:meta])*) => {
+    ($config:ident, $own_limits:expr, $(#[$failure_timeout_doc:meta])*) => {
         impl $config {
             /// Check the configuration without opening anything: the member
             /// addresses are distinct and dialable (no port 0, no
@@ -262,7 +275,12 @@ macro_rules! cluster_builders {
             /// # Errors
             /// The first problem found, as a one-line [`ClusterConfigError`].
             pub fn validate(&self) -> Result<(), ClusterConfigError> {
-                self.cluster.validate()
+                self.cluster.validate()?;
+                let own_limits: fn(&Self) -> Vec<(&'static str, Duration)> = $own_limits;
+                for (what, value) in own_limits(self) {
+                    check_limit(what, value)?;
+                }
+                Ok(())
             }
 
             /// Accept the mesh's connections on this already bound listener
@@ -320,6 +338,7 @@ impl TcpConfig {
 
 cluster_builders!(
     TcpConfig,
+    |_| vec![],
     /// After how long without a byte from a peer (heartbeats included) it is
     /// considered failed (default 3 s); failures are reported within this
     /// bound, sooner when a connection breaks outright. Writing one chunk
@@ -383,7 +402,7 @@ impl OfiConfig {
     }
 
     /// How long a shutdown waits for queued control messages to be sent
-    /// (default 3 s).
+    /// (default 3 s; more than zero, at most [`MAX_TIMEOUT`]).
     pub fn with_flush_timeout(mut self, timeout: Duration) -> Self {
         self.fabric.flush_timeout = timeout;
         self
@@ -393,6 +412,7 @@ impl OfiConfig {
 #[cfg(feature = "ofi")]
 cluster_builders!(
     OfiConfig,
+    |config| vec![("flush timeout", config.fabric.flush_timeout)],
     /// After how long without a message from a peer (heartbeats included)
     /// it is considered failed (default 3 s). A peer whose process dies is
     /// noticed sooner, when its endpoints shut down; this bound is for one
@@ -463,5 +483,17 @@ mod tests {
         assert_eq!(config.fabric.pool_budget, 0);
         assert_eq!(config.fabric.flush_timeout, Duration::from_secs(1));
         assert!(!config.fabric.strict_modes);
+        // The flush timeout is one of its limits.
+        let members: Vec<SocketAddr> = vec!["127.0.0.1:7000".parse().unwrap()];
+        let key = ClusterKey::from_bytes(*b"config unit test key").unwrap();
+        let config = OfiConfig::new(members, NodeId(0), key);
+        assert_eq!(config.validate(), Ok(()));
+        let zero = config.with_flush_timeout(Duration::ZERO).validate();
+        assert_eq!(
+            zero,
+            Err(ClusterConfigError::ZeroTimeout {
+                what: "flush timeout"
+            })
+        );
     }
 }

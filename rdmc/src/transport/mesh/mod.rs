@@ -37,7 +37,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use self::handshake::{Handshake, HandshakeError};
 pub(crate) use self::key::ClusterDigest;
 pub use self::key::{ClusterKey, ClusterKeyError};
-use crate::config::{ClusterConfigError, MAX_TIMEOUT};
+use crate::config::{ClusterConfigError, check_limit};
 use crate::ids::NodeId;
 
 /// Default time to wait for every other member to be connected.
@@ -113,12 +113,7 @@ impl ClusterConfig {
             ("handshake timeout", self.handshake_timeout),
             ("failure timeout", self.failure_timeout),
         ] {
-            if value.is_zero() {
-                return Err(ClusterConfigError::ZeroTimeout { what });
-            }
-            if value > MAX_TIMEOUT {
-                return Err(ClusterConfigError::TimeoutTooLong { what, value });
-            }
+            check_limit(what, value)?;
         }
         Ok(())
     }
