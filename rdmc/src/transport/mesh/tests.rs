@@ -346,6 +346,30 @@ async fn a_member_gets_in_while_a_flood_keeps_the_acceptor_full() {
     assert_eq!((zero.peers.len(), one.peers.len()), (1, 1));
 }
 
+/// Nodes 0 and 1 of three coming up in the background (with
+/// `connect_timeout`), node 2's handshake for the test to play it, and the
+/// addresses.
+fn zero_and_one_coming_up(
+    connect_timeout: Duration,
+) -> (
+    tokio::task::JoinHandle<Result<Mesh, MeshError>>,
+    tokio::task::JoinHandle<Result<Mesh, MeshError>>,
+    Handshake,
+    Vec<SocketAddr>,
+) {
+    let (mut listeners, addrs) = loopback(3);
+    // Nobody dials node 2 (the highest rank): its address is only listed.
+    drop(listeners.pop());
+    let one = member(&addrs, 1, listeners.pop().unwrap(), connect_timeout);
+    let zero = member(&addrs, 0, listeners.pop().unwrap(), connect_timeout);
+    (
+        tokio::spawn(bring_up(zero, MeshPurpose::Tcp)),
+        tokio::spawn(bring_up(one, MeshPurpose::Tcp)),
+        node_two(&addrs),
+        addrs,
+    )
+}
+
 /// Node 2 of the cluster at `addrs`, played by the test: its handshake.
 fn node_two(addrs: &[SocketAddr]) -> Handshake {
     let entries: Vec<String> = addrs
@@ -363,14 +387,8 @@ fn node_two(addrs: &[SocketAddr]) -> Handshake {
 #[tokio::test]
 async fn a_node_is_up_only_once_every_member_is_connected_to_every_member() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let (mut listeners, addrs) = loopback(3);
-    let _two = listeners.pop().unwrap();
-    let one = member(&addrs, 1, listeners.pop().unwrap(), Duration::from_secs(20));
-    let zero = member(&addrs, 0, listeners.pop().unwrap(), Duration::from_secs(20));
-    let zero = tokio::spawn(bring_up(zero, MeshPurpose::Tcp));
-    let one = tokio::spawn(bring_up(one, MeshPurpose::Tcp));
+    let (zero, one, two, addrs) = zero_and_one_coming_up(Duration::from_secs(20));
     // Node 2 connects to node 0 at once, to node 1 only later.
-    let two = node_two(&addrs);
     let mut to_zero = TcpStream::connect(addrs[0]).await.unwrap();
     two.initiate(&mut to_zero, NodeId(0)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -395,15 +413,9 @@ async fn a_node_is_up_only_once_every_member_is_connected_to_every_member() {
 
 #[tokio::test]
 async fn a_member_that_never_gets_ready_is_named() {
-    let (mut listeners, addrs) = loopback(3);
-    let _two = listeners.pop().unwrap();
-    let one = member(&addrs, 1, listeners.pop().unwrap(), Duration::from_secs(1));
-    let zero = member(&addrs, 0, listeners.pop().unwrap(), Duration::from_secs(1));
-    let zero = tokio::spawn(bring_up(zero, MeshPurpose::Tcp));
-    let one = tokio::spawn(bring_up(one, MeshPurpose::Tcp));
+    let (zero, one, two, addrs) = zero_and_one_coming_up(Duration::from_secs(1));
     // Node 2 connects to both, but says nothing more; its connection to
     // node 1 breaks.
-    let two = node_two(&addrs);
     let mut to_zero = TcpStream::connect(addrs[0]).await.unwrap();
     two.initiate(&mut to_zero, NodeId(0)).await.unwrap();
     let mut to_one = TcpStream::connect(addrs[1]).await.unwrap();
