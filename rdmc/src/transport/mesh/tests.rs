@@ -184,13 +184,12 @@ async fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
     )
 }
 
+/// A node's mesh coming up in the background.
+type ComingUp = tokio::task::JoinHandle<Result<Mesh, MeshError>>;
+
 /// Node 0 of two coming up in the background; node 1's listener and the
 /// addresses.
-fn zero_coming_up() -> (
-    tokio::task::JoinHandle<Result<Mesh, MeshError>>,
-    std::net::TcpListener,
-    Vec<SocketAddr>,
-) {
+fn zero_coming_up() -> (ComingUp, std::net::TcpListener, Vec<SocketAddr>) {
     let (mut listeners, addrs) = loopback(2);
     let one_listener = listeners.pop().unwrap();
     let zero = member(&addrs, 0, listeners.pop().unwrap(), Duration::from_secs(20));
@@ -351,12 +350,7 @@ async fn a_member_gets_in_while_a_flood_keeps_the_acceptor_full() {
 /// addresses.
 fn zero_and_one_coming_up(
     connect_timeout: Duration,
-) -> (
-    tokio::task::JoinHandle<Result<Mesh, MeshError>>,
-    tokio::task::JoinHandle<Result<Mesh, MeshError>>,
-    Handshake,
-    Vec<SocketAddr>,
-) {
+) -> (ComingUp, ComingUp, Handshake, Vec<SocketAddr>) {
     let (mut listeners, addrs) = loopback(3);
     // Nobody dials node 2 (the highest rank): its address is only listed.
     drop(listeners.pop());
