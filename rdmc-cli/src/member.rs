@@ -1,6 +1,8 @@
 //! `rdmc member`: one member of a cluster of processes. The root (rank 0)
 //! multicasts files; every other member writes what it receives.
 
+use std::fs::File;
+use std::io::{Read, Write};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,8 +12,8 @@ use bytes::Bytes;
 use clap::Args;
 use futures::StreamExt;
 use rdmc::{
-    Algorithm, ClusterKey, CompletionMode, GroupConfig, GroupId, Node, NodeConfig, NodeId,
-    TcpConfig,
+    Algorithm, ClusterKey, CompletionMode, DEFAULT_MAX_MESSAGE_SIZE, GroupConfig, GroupId,
+    MAX_BLOCK_SIZE, MAX_TIMEOUT, Node, NodeConfig, NodeId, TcpConfig,
 };
 use serde_json::json;
 
@@ -32,10 +34,17 @@ pub(crate) struct MemberArgs {
     /// Multicast algorithm.
     #[arg(long, default_value = "binomial-pipeline", value_parser = parse_algorithm)]
     algorithm: Algorithm,
-    /// Block size, e.g. 64KiB, 1MiB.
+    /// Block size, e.g. 64KiB, 1MiB (at most 1GiB).
     #[arg(long, default_value = "1MiB", value_parser = parse_size)]
     block_size: u64,
-    /// Receivers write message i to DIR/i.bin as soon as it is delivered.
+    /// The largest message (file) the group carries; every member must give
+    /// the same. A receiver holds a whole message in memory.
+    #[arg(long, default_value_t = DEFAULT_MAX_MESSAGE_SIZE, value_parser = parse_size,
+          value_name = "SIZE")]
+    max_message_size: u64,
+    /// Receivers write message i to DIR/i.bin once it is delivered (through
+    /// a temporary file, flushed to disk and renamed). DIR is created if
+    /// need be; it must be writable and hold no outputs of an earlier run.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// File holding the cluster key (at least 16 bytes) every member shares.
@@ -75,7 +84,9 @@ pub(crate) struct MemberArgs {
     /// Benchmark mode: the payload's size (the largest message).
     #[arg(long, default_value = "0", value_parser = parse_size)]
     pub(crate) max_size: u64,
-    /// Root only: the files to multicast, one message each, in order.
+    /// Root only: the files to multicast, one message each, in order. Every
+    /// one is opened and checked (a readable regular file, within
+    /// --max-message-size) before the member contacts anyone.
     files: Vec<PathBuf>,
 }
 
@@ -95,8 +106,15 @@ fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
 /// The key used without `--key-file`.
 const DEFAULT_KEY: &[u8] = b"rdmc default cluster key: not a secret";
 
-/// Run `rdmc member`: join the cluster, send or receive, report.
+/// Run `rdmc member`: check every input, join the cluster, send or
+/// receive, report.
 pub(crate) fn run(args: MemberArgs) -> ExitCode {
+    // Everything that can be wrong with the command line, the inputs or the
+    // output directory is found here, before this member contacts anyone.
+    let prepared = match prepare(&args) {
+        Ok(p) => p,
+        Err(e) => return fail(&args, e),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -104,7 +122,7 @@ pub(crate) fn run(args: MemberArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(&args, format!("cannot start the runtime: {e}")),
     };
-    match runtime.block_on(member(&args)) {
+    match runtime.block_on(member(&args, prepared)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&args, e),
     }
@@ -121,12 +139,36 @@ fn fail(args: &MemberArgs, error: String) -> ExitCode {
     ExitCode::FAILURE
 }
 
-async fn member(args: &MemberArgs) -> Result<(), String> {
+/// What a member starts with once every check passed.
+struct Prepared {
+    members: Vec<SocketAddr>,
+    key: ClusterKey,
+    connect_timeout: Duration,
+    failure_timeout: Duration,
+    group: GroupConfig,
+    /// Root: the files to send, opened.
+    inputs: Vec<Input>,
+    /// Receivers: the output directory, checked writable and free of an
+    /// earlier run's outputs.
+    out: Option<PathBuf>,
+}
+
+/// An input file, opened and checked: a regular file within the size limit.
+struct Input {
+    path: PathBuf,
+    file: File,
+    len: u64,
+}
+
+/// Check the command line, the members file, the key, every input (root)
+/// and the output directory (receivers), and say what is wrong in one line.
+fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
     let members = read_members(&args.members)?;
     if args.rank as usize >= members.len() {
         return Err(format!(
-            "rank {} is not in a cluster of {}",
+            "rank {} is not in the cluster: {} lists {} members",
             args.rank,
+            args.members.display(),
             members.len()
         ));
     }
@@ -135,21 +177,193 @@ async fn member(args: &MemberArgs) -> Result<(), String> {
     }
     let block_size = usize::try_from(args.block_size)
         .ok()
-        .filter(|&b| b > 0)
-        .ok_or("the block size must be at least 1 byte")?;
+        .filter(|b| (1..=MAX_BLOCK_SIZE).contains(b))
+        .ok_or_else(|| {
+            format!(
+                "--block-size must be at least 1 byte and at most 1 GiB ({} bytes given)",
+                args.block_size
+            )
+        })?;
+    if args.max_message_size == 0 {
+        return Err("--max-message-size must be at least 1 byte".into());
+    }
+    let connect_timeout = seconds(args.connect_timeout, "--connect-timeout")?;
+    let failure_timeout = seconds(args.failure_timeout, "--failure-timeout")?;
     let key = match &args.key_file {
-        Some(path) => ClusterKey::from_file(path).map_err(|e| e.to_string())?,
+        Some(path) => {
+            ClusterKey::from_file(path).map_err(|e| format!("{}: {e}", path.display()))?
+        }
         None => {
             tracing::warn!("no --key-file: using the well-known default key");
             ClusterKey::from_bytes(DEFAULT_KEY.to_vec()).map_err(|e| e.to_string())?
         }
     };
-    let seconds = |s: f64, what: &str| {
-        Duration::try_from_secs_f64(s)
-            .map_err(|_| format!("{what} must be a positive number of seconds"))
+    // The library's own check of the cluster (duplicate addresses, port 0,
+    // unspecified addresses), before anything listens.
+    TcpConfig::new(members.clone(), NodeId(args.rank), key.clone())
+        .with_connect_timeout(connect_timeout)
+        .with_failure_timeout(failure_timeout)
+        .validate()
+        .map_err(|e| format!("{}: {e}", args.members.display()))?;
+    let inputs = args
+        .files
+        .iter()
+        .map(|path| open_input(path, args.max_message_size))
+        .collect::<Result<Vec<_>, _>>()?;
+    let out = match &args.out {
+        Some(dir) if args.rank != 0 && !args.bench => Some(check_output_dir(dir)?),
+        _ => None,
     };
-    let connect_timeout = seconds(args.connect_timeout, "--connect-timeout")?;
-    let failure_timeout = seconds(args.failure_timeout, "--failure-timeout")?;
+    let group = GroupConfig::new()
+        .with_algorithm(args.algorithm)
+        .with_block_size(block_size)
+        .with_max_message_size(args.max_message_size);
+    Ok(Prepared {
+        members,
+        key,
+        connect_timeout,
+        failure_timeout,
+        group,
+        inputs,
+        out,
+    })
+}
+
+/// A time limit in seconds: a number above zero, at most a year.
+fn seconds(value: f64, what: &str) -> Result<Duration, String> {
+    match Duration::try_from_secs_f64(value) {
+        Ok(d) if d.is_zero() => Err(format!("{what} must be more than 0 seconds")),
+        Ok(d) if d > MAX_TIMEOUT => Err(format!(
+            "{what} {value} is longer than the most accepted, {} seconds (a year)",
+            MAX_TIMEOUT.as_secs()
+        )),
+        Ok(d) => Ok(d),
+        Err(_) => Err(format!(
+            "{what} must be a positive number of seconds ({value} given)"
+        )),
+    }
+}
+
+/// What kind of file `file_type` is, for an error message.
+fn kind_of(file_type: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Open an input: a readable regular file of at most `max` bytes. Opened
+/// without blocking (a FIFO would block until a writer came) and checked
+/// on the open handle, so that what is checked is what is read.
+fn open_input(path: &Path, max: u64) -> Result<Input, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let named = |e: std::io::Error| format!("{}: {e}", path.display());
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(named)?;
+    let meta = file.metadata().map_err(named)?;
+    if !meta.is_file() {
+        return Err(format!(
+            "{}: is {}; only regular files can be sent",
+            path.display(),
+            kind_of(meta.file_type())
+        ));
+    }
+    if meta.len() > max {
+        return Err(format!(
+            "{}: {} bytes is more than the largest message, {max} bytes (see --max-message-size)",
+            path.display(),
+            meta.len()
+        ));
+    }
+    Ok(Input {
+        path: path.to_owned(),
+        file,
+        len: meta.len(),
+    })
+}
+
+/// Read an opened input whole, off the async threads; it must still have
+/// the size it was checked with.
+async fn read_input(input: Input) -> Result<Bytes, String> {
+    tokio::task::spawn_blocking(move || {
+        let Input { path, file, len } = input;
+        let mut data = Vec::with_capacity(len as usize);
+        file.take(len + 1)
+            .read_to_end(&mut data)
+            .map_err(|e| format!("reading {}: {e}", path.display()))?;
+        if data.len() as u64 != len {
+            return Err(format!(
+                "{}: changed while being sent (was {len} bytes, now {})",
+                path.display(),
+                data.len()
+            ));
+        }
+        Ok(Bytes::from(data))
+    })
+    .await
+    .map_err(|e| format!("reading an input: {e}"))?
+}
+
+/// Whether `name` is one of the names this command writes in an output
+/// directory: `SEQ.bin`, or a temporary `SEQ.bin.*.part`.
+fn is_output_name(name: &str) -> bool {
+    let Some((seq, rest)) = name.split_once(".bin") else {
+        return false;
+    };
+    !seq.is_empty()
+        && seq.bytes().all(|b| b.is_ascii_digit())
+        && (rest.is_empty() || (rest.starts_with('.') && rest.ends_with(".part")))
+}
+
+/// Create the output directory if need be, and check that it is a
+/// directory this process can write, holding no outputs of an earlier run
+/// (which would mix with this run's).
+fn check_output_dir(dir: &Path) -> Result<PathBuf, String> {
+    let named = |e: std::io::Error| format!("output directory {}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(named)?;
+    let meta = std::fs::metadata(dir).map_err(named)?;
+    if !meta.is_dir() {
+        return Err(format!(
+            "output directory {}: is {}",
+            dir.display(),
+            kind_of(meta.file_type())
+        ));
+    }
+    for entry in std::fs::read_dir(dir).map_err(named)? {
+        let name = entry.map_err(named)?.file_name();
+        let name = name.to_string_lossy();
+        if is_output_name(&name) {
+            return Err(format!(
+                "output directory {} holds {name} from an earlier run: remove it or choose \
+                 another --out",
+                dir.display()
+            ));
+        }
+    }
+    // Writable: a temporary file can be created (and is removed at once).
+    tempfile::Builder::new()
+        .prefix(".rdmc-probe.")
+        .tempfile_in(dir)
+        .map_err(|e| format!("output directory {}: cannot write: {e}", dir.display()))?;
+    Ok(dir.to_owned())
+}
+
+async fn member(args: &MemberArgs, prepared: Prepared) -> Result<(), String> {
+    let (members, key) = (prepared.members, prepared.key);
+    let (connect_timeout, failure_timeout) = (prepared.connect_timeout, prepared.failure_timeout);
     let node_config = NodeConfig::new().with_completion_mode(CompletionMode::from(args.completion));
     let node = match args.transport {
         Transport::Tcp => {
@@ -165,10 +379,8 @@ async fn member(args: &MemberArgs) -> Result<(), String> {
     }
     .map_err(|e| e.to_string())?;
     let ids: Vec<NodeId> = (0..members.len() as u32).map(NodeId).collect();
-    let group_config = GroupConfig::new()
-        .with_algorithm(args.algorithm)
-        .with_block_size(block_size);
-    let outcome = multicast(args, &node, &ids, group_config).await;
+    let work = (prepared.inputs, prepared.out);
+    let outcome = multicast(args, &node, &ids, prepared.group, work).await;
     // Put the last signals on the wire before the process exits: the root's
     // "closed" to every member, or this member's report of a failure, which
     // must reach the others before they see its connection close.
@@ -210,13 +422,16 @@ async fn start_ofi(
     Err(crate::NO_OFI.to_owned())
 }
 
-/// The group's part: send the files (root) or write the messages (others),
-/// then close. Returns the seconds from group creation to closed.
+/// The group's part: send the inputs (root) or write the messages to `out`
+/// (others), then close. Returns the seconds from group creation to
+/// closed. A receiver closes only once every message is on disk, so a
+/// receiver that cannot persist one fails the group instead.
 async fn multicast(
     args: &MemberArgs,
     node: &Node,
     ids: &[NodeId],
     config: GroupConfig,
+    (inputs, out): (Vec<Input>, Option<PathBuf>),
 ) -> Result<f64, String> {
     let mut group = node
         .create_group(GroupId(1), ids, config)
@@ -226,24 +441,20 @@ async fn multicast(
     if args.bench {
         member_bench::run(args, &mut group).await?;
     } else if args.rank == 0 {
-        for (i, path) in args.files.iter().enumerate() {
-            let data = Bytes::from(
-                std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?,
-            );
+        for (i, input) in inputs.into_iter().enumerate() {
+            let data = read_input(input).await?;
             let size = data.len();
             group.send(data).await.map_err(|e| e.to_string())?;
             report(args, i as u64, size, start, "sent");
         }
     } else {
-        if let Some(dir) = &args.out {
-            std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        }
         while let Some(message) = group.next().await {
             let message = message.map_err(|e| e.to_string())?;
-            if let Some(dir) = &args.out {
-                write_atomically(dir, message.seq, &message.data)?;
+            let (seq, len) = (message.seq, message.data.len());
+            if let Some(dir) = &out {
+                persist(dir.clone(), seq, message.data).await?;
             }
-            report(args, message.seq, message.data.len(), start, "delivered");
+            report(args, seq, len, start, "delivered");
         }
     }
     group.close().await.map_err(|e| e.to_string())?;
@@ -265,17 +476,42 @@ fn report(args: &MemberArgs, seq: u64, size: usize, start: Instant, event: &str)
     }
 }
 
-/// Write `DIR/seq.bin` so that it only ever exists complete: write a
-/// temporary file, flush it to disk, then rename it into place.
+/// Write `DIR/seq.bin` so that it only ever exists complete, off the
+/// async threads: write a uniquely named temporary file, flush it to disk,
+/// rename it into place (never over an existing file), and flush the
+/// directory. On failure the temporary file is removed.
+async fn persist(dir: PathBuf, seq: u64, data: Bytes) -> Result<(), String> {
+    tokio::task::spawn_blocking(move || write_atomically(&dir, seq, &data))
+        .await
+        .map_err(|e| format!("writing message {seq}: {e}"))?
+}
+
 fn write_atomically(dir: &Path, seq: u64, data: &[u8]) -> Result<(), String> {
-    let part = dir.join(format!("{seq}.bin.part"));
     let done = dir.join(format!("{seq}.bin"));
     let write = || -> std::io::Result<()> {
-        std::fs::write(&part, data)?;
-        std::fs::File::open(&part)?.sync_all()?;
-        std::fs::rename(&part, &done)
+        let mut part = tempfile::Builder::new()
+            .prefix(&format!("{seq}.bin."))
+            .suffix(".part")
+            .tempfile_in(dir)?;
+        // The file itself, not the wrapper, whose errors name the
+        // temporary path.
+        part.as_file_mut().write_all(data)?;
+        part.as_file().sync_all()?;
+        part.persist_noclobber(&done).map_err(|e| e.error)?;
+        File::open(dir)?.sync_all()
     };
-    write().map_err(|e| format!("writing {}: {e}", done.display()))
+    write().map_err(|e| format!("writing {}: {}", done.display(), without_path(e)))
+}
+
+/// `error`'s message without the temporary file's path that `tempfile`
+/// appends (" at path ..."): the file is gone, and the final name says
+/// which message it was.
+fn without_path(error: std::io::Error) -> String {
+    let text = error.to_string();
+    match text.find(" at path \"") {
+        Some(end) if error.raw_os_error().is_none() => text[..end].to_owned(),
+        _ => text,
+    }
 }
 
 /// Read the members file: one `host:port` per line, in rank order.
@@ -298,4 +534,49 @@ pub(crate) fn read_members(path: &Path) -> Result<Vec<SocketAddr>, String> {
         return Err(format!("{} lists no members", path.display()));
     }
     Ok(members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_names_are_recognized() {
+        for name in ["0.bin", "17.bin", "3.bin.Ab12Cd.part", "0.bin.x.part"] {
+            assert!(is_output_name(name), "{name}");
+        }
+        for name in [
+            "notes.txt",
+            "a.bin",
+            ".bin",
+            "1.binary",
+            "1.bin.part.old",
+            "1.bin.tmp",
+        ] {
+            assert!(!is_output_name(name), "{name}");
+        }
+    }
+
+    #[test]
+    fn time_limits_are_checked() {
+        assert_eq!(seconds(2.5, "--x"), Ok(Duration::from_millis(2500)));
+        assert!(seconds(0.0, "--x").unwrap_err().contains("more than 0"));
+        assert!(seconds(1e19, "--x").unwrap_err().contains("longer than"));
+        assert!(seconds(-1.0, "--x").unwrap_err().contains("positive"));
+        assert!(seconds(f64::NAN, "--x").unwrap_err().contains("positive"));
+        assert!(seconds(f64::INFINITY, "--x").is_err());
+    }
+
+    #[test]
+    fn write_errors_name_the_final_file_not_the_temporary_one() {
+        let missing = std::env::temp_dir().join("rdmc: no such directory");
+        let err = write_atomically(&missing, 4, b"data").unwrap_err();
+        assert_eq!(
+            err,
+            format!(
+                "writing {}: No such file or directory (os error 2)",
+                missing.join("4.bin").display()
+            )
+        );
+    }
 }

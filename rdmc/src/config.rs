@@ -58,8 +58,18 @@ impl NodeConfig {
 /// Default block size: 1 MiB, the papers' usual choice.
 pub const DEFAULT_BLOCK_SIZE: usize = 1 << 20;
 
-/// Default largest message a receiver accepts: 1 TiB.
-pub const DEFAULT_MAX_MESSAGE_SIZE: u64 = 1 << 40;
+/// Default largest message a receiver accepts: 16 GiB. A receiver holds a
+/// whole message in memory before it is delivered, so this bounds what a
+/// peer can make it reserve; a larger announced size is a protocol
+/// violation by the sender, refused before anything is allocated. Raise it
+/// with [`GroupConfig::with_max_message_size`] where memory allows.
+pub const DEFAULT_MAX_MESSAGE_SIZE: u64 = 16 << 30;
+
+/// The largest block size a group accepts: 1 GiB. Every receiver holds a
+/// block-sized bounce buffer per group, so creating a group with larger
+/// blocks fails with [`Error::InvalidConfig`](crate::Error::InvalidConfig)
+/// instead of reserving it.
+pub const MAX_BLOCK_SIZE: usize = 1 << 30;
 
 /// Default receive window: 64 delivered messages not yet read.
 pub const DEFAULT_RECEIVE_WINDOW: u64 = 64;
@@ -101,7 +111,7 @@ impl Default for GroupConfig {
 }
 
 impl GroupConfig {
-    /// The defaults: binomial pipeline, 1 MiB blocks, messages up to 1 TiB,
+    /// The defaults: binomial pipeline, 1 MiB blocks, messages up to 16 GiB,
     /// a receive window of 64 messages, a create timeout of 30 s, a
     /// progress timeout of 30 s.
     pub fn new() -> Self {
@@ -114,7 +124,7 @@ impl GroupConfig {
         self
     }
 
-    /// Set the block size in bytes (must be at least 1).
+    /// Set the block size in bytes (at least 1, at most [`MAX_BLOCK_SIZE`]).
     pub fn with_block_size(mut self, block_size: usize) -> Self {
         self.block_size = block_size;
         self
@@ -212,12 +222,110 @@ impl GroupConfig {
 /// wire: 256 KiB.
 pub(crate) const DEFAULT_CHUNK_SIZE: u32 = 256 * 1024;
 
+/// The longest time limit a cluster configuration accepts: one year.
+/// Longer limits are refused (they would overflow the clock arithmetic, and
+/// no operator means them).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// What is wrong with a network transport's cluster configuration
+/// ([`TcpConfig`], `OfiConfig`): every variant reads as one line naming the
+/// offending member or setting. [`Node::tcp`](crate::Node::tcp) and
+/// `Node::ofi` check the configuration before they open anything and fail
+/// with [`Error::ClusterConfig`](crate::Error::ClusterConfig); call
+/// [`TcpConfig::validate`] to check it earlier.
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterConfigError {
+    /// The member list is empty.
+    #[error("the member list is empty")]
+    NoMembers,
+    /// This node's id is not below the number of members.
+    #[error("node {id} is not in a cluster of {members}")]
+    NotAMember {
+        /// This node's id.
+        id: NodeId,
+        /// The number of members.
+        members: usize,
+    },
+    /// Two members have the same address.
+    #[error("nodes {first} and {second} have the same address {addr}")]
+    DuplicateAddress {
+        /// The address.
+        addr: SocketAddr,
+        /// The first member with it.
+        first: NodeId,
+        /// The next member with it.
+        second: NodeId,
+    },
+    /// A member's address has port 0, which nobody can dial.
+    #[error("node {id}'s address {addr} has port 0, which the other members cannot dial")]
+    PortZero {
+        /// The member.
+        id: NodeId,
+        /// Its address.
+        addr: SocketAddr,
+    },
+    /// A member's address is the unspecified address (`0.0.0.0`, `::`),
+    /// which nobody can dial.
+    #[error("node {id}'s address {addr} is unspecified, which the other members cannot dial")]
+    Unspecified {
+        /// The member.
+        id: NodeId,
+        /// Its address.
+        addr: SocketAddr,
+    },
+    /// A time limit is zero.
+    #[error("the {what} must be longer than zero")]
+    ZeroTimeout {
+        /// Which limit, for example `failure timeout`.
+        what: &'static str,
+    },
+    /// A time limit is longer than [`MAX_TIMEOUT`].
+    #[error("the {what} of {value:?} is longer than the most accepted, {MAX_TIMEOUT:?}")]
+    TimeoutTooLong {
+        /// Which limit, for example `connect timeout`.
+        what: &'static str,
+        /// The limit given.
+        value: Duration,
+    },
+}
+
+/// Fails unless the time limit `what` is above zero and at most
+/// [`MAX_TIMEOUT`].
+pub(crate) fn check_limit(what: &'static str, value: Duration) -> Result<(), ClusterConfigError> {
+    if value.is_zero() {
+        Err(ClusterConfigError::ZeroTimeout { what })
+    } else if value > MAX_TIMEOUT {
+        Err(ClusterConfigError::TimeoutTooLong { what, value })
+    } else {
+        Ok(())
+    }
+}
+
 /// The builders of what both network transports' configurations hold in
-/// their `cluster` field (a [`ClusterConfig`]), written once for both; the
+/// their `cluster` field (a [`ClusterConfig`]), written once for both: the
+/// closure lists the configuration's own time limits for `validate`, the
 /// attributes given document the transport's failure timeout.
 macro_rules! cluster_builders {
-    ($config:ident, $(#[$failure_timeout_doc:meta])*) => {
+    ($config:ident, $own_limits:expr, $(#[$failure_timeout_doc:meta])*) => {
         impl $config {
+            /// Check the configuration without opening anything: the member
+            /// addresses are distinct and dialable (no port 0, no
+            /// unspecified address), this node is one of the members, and
+            /// every time limit is above zero and at most [`MAX_TIMEOUT`].
+            /// The node's start runs the same check first.
+            ///
+            /// # Errors
+            /// The first problem found, as a one-line [`ClusterConfigError`].
+            pub fn validate(&self) -> Result<(), ClusterConfigError> {
+                self.cluster.validate()?;
+                let own_limits: fn(&Self) -> Vec<(&'static str, Duration)> = $own_limits;
+                for (what, value) in own_limits(self) {
+                    check_limit(what, value)?;
+                }
+                Ok(())
+            }
+
             /// Accept the mesh's connections on this already bound listener
             /// instead of binding this node's member address (useful with
             /// port 0).
@@ -227,7 +335,7 @@ macro_rules! cluster_builders {
             }
 
             /// How long to wait for every other member to be connected
-            /// (default 30 s).
+            /// (default 30 s; more than zero, at most [`MAX_TIMEOUT`]).
             pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
                 self.cluster.connect_timeout = timeout;
                 self
@@ -273,6 +381,7 @@ impl TcpConfig {
 
 cluster_builders!(
     TcpConfig,
+    |_| vec![],
     /// After how long without a byte from a peer (heartbeats included) it is
     /// considered failed (default 3 s); failures are reported within this
     /// bound, sooner when a connection breaks outright. Writing one chunk
@@ -336,7 +445,7 @@ impl OfiConfig {
     }
 
     /// How long a shutdown waits for queued control messages to be sent
-    /// (default 3 s).
+    /// (default 3 s; more than zero, at most [`MAX_TIMEOUT`]).
     pub fn with_flush_timeout(mut self, timeout: Duration) -> Self {
         self.fabric.flush_timeout = timeout;
         self
@@ -346,6 +455,7 @@ impl OfiConfig {
 #[cfg(feature = "ofi")]
 cluster_builders!(
     OfiConfig,
+    |config| vec![("flush timeout", config.fabric.flush_timeout)],
     /// After how long without a message from a peer (heartbeats included)
     /// it is considered failed (default 3 s). A peer whose process dies is
     /// noticed sooner, when its endpoints shut down; this bound is for one
@@ -416,5 +526,17 @@ mod tests {
         assert_eq!(config.fabric.pool_budget, 0);
         assert_eq!(config.fabric.flush_timeout, Duration::from_secs(1));
         assert!(!config.fabric.strict_modes);
+        // The flush timeout is one of its limits.
+        let members: Vec<SocketAddr> = vec!["127.0.0.1:7000".parse().unwrap()];
+        let key = ClusterKey::from_bytes(*b"config unit test key").unwrap();
+        let config = OfiConfig::new(members, NodeId(0), key);
+        assert_eq!(config.validate(), Ok(()));
+        let zero = config.with_flush_timeout(Duration::ZERO).validate();
+        assert_eq!(
+            zero,
+            Err(ClusterConfigError::ZeroTimeout {
+                what: "flush timeout"
+            })
+        );
     }
 }

@@ -109,6 +109,10 @@ pub enum Error {
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
     InvalidConfig(&'static str),
+    /// A network transport's cluster configuration is invalid (checked
+    /// before anything is opened).
+    #[error("invalid cluster configuration: {0}")]
+    ClusterConfig(#[from] crate::config::ClusterConfigError),
     /// The node could not join its transport.
     #[error("transport: {0}")]
     Transport(String),
@@ -178,10 +182,11 @@ impl From<Error> for std::io::Error {
             Error::GroupFailed { .. } => ErrorKind::ConnectionAborted,
             Error::NotRoot(_) => ErrorKind::PermissionDenied,
             Error::Closed(_) | Error::NodeShutDown(_) => ErrorKind::NotConnected,
-            Error::MessageTooLarge { .. } | Error::Membership(_) | Error::InvalidConfig(_) => {
-                ErrorKind::InvalidInput
-            }
-            Error::TooManyMessages { .. } => ErrorKind::InvalidInput,
+            Error::MessageTooLarge { .. }
+            | Error::Membership(_)
+            | Error::InvalidConfig(_)
+            | Error::ClusterConfig(_)
+            | Error::TooManyMessages { .. } => ErrorKind::InvalidInput,
             Error::GroupIdInUse(_) => ErrorKind::AlreadyExists,
             Error::MembershipMismatch { .. } => ErrorKind::InvalidData,
             Error::CreateTimedOut { .. } => ErrorKind::TimedOut,

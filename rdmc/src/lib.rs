@@ -62,8 +62,9 @@ pub(crate) mod wait;
 #[cfg(feature = "ofi")]
 pub use config::OfiConfig;
 pub use config::{
-    ClusterKey, ClusterKeyError, CompletionMode, DEFAULT_BLOCK_SIZE, DEFAULT_CREATE_TIMEOUT,
-    DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_RECEIVE_WINDOW, GroupConfig, NodeConfig, TcpConfig,
+    ClusterConfigError, ClusterKey, ClusterKeyError, CompletionMode, DEFAULT_BLOCK_SIZE,
+    DEFAULT_CREATE_TIMEOUT, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_RECEIVE_WINDOW, GroupConfig,
+    MAX_BLOCK_SIZE, MAX_TIMEOUT, NodeConfig, TcpConfig,
 };
 pub use error::{Error, FailureKind, MembershipError};
 pub use group::{Group, SendFuture};

@@ -96,13 +96,18 @@ impl Node {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Transport`] if this node's id is not below the number of
-    /// members, the listener cannot be bound, or not every member connected
-    /// within the connect timeout (naming those missing).
+    /// [`Error::ClusterConfig`] if the configuration is invalid (see
+    /// [`TcpConfig::validate`]: duplicate or undialable addresses, this
+    /// node outside the member list, a zero or overlong time limit), before
+    /// anything is opened; [`Error::Transport`] if the listener cannot be
+    /// bound, or not every member connected within the connect timeout
+    /// (naming those missing, and why their connections were refused when
+    /// known: another cluster key, another member list).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the connections made so far.
     pub async fn tcp(config: TcpConfig, node: NodeConfig) -> Result<Self, Error> {
+        config.validate()?;
         let id = config.cluster.id;
         let budget = node.buffer_pool().unwrap_or(DEFAULT_POOL_BUDGET);
         let (transport, completions) =
@@ -140,7 +145,8 @@ impl Node {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Transport`] if no provider matches (libfabric's message
+    /// [`Error::ClusterConfig`] if the configuration is invalid (as for
+    /// [`Node::tcp`]); [`Error::Transport`] if no provider matches (libfabric's message
     /// says why), the provider needs modes this transport does not
     /// implement, the rendezvous listener cannot be bound, or not every
     /// member connected within the connect timeout.
@@ -149,6 +155,7 @@ impl Node {
     /// Cancel safe: dropping the future closes what was opened so far.
     #[cfg(feature = "ofi")]
     pub async fn ofi(config: crate::config::OfiConfig, node: NodeConfig) -> Result<Self, Error> {
+        config.validate()?;
         let id = config.cluster.id;
         let mut fabric = config.fabric;
         if let Some(budget) = node.buffer_pool() {

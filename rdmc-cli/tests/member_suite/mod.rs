@@ -43,6 +43,16 @@ macro_rules! member_suite {
                     &TRANSPORT,
                 );
             }
+
+            #[test]
+            fn members_with_different_keys_say_so_without_logs() {
+                member_suite::members_with_different_keys_say_so_without_logs(&TRANSPORT);
+            }
+
+            #[test]
+            fn a_receiver_with_a_full_disk_fails_the_group_for_everyone() {
+                member_suite::a_receiver_with_a_full_disk_fails_the_group_for_everyone(&TRANSPORT);
+            }
         }
     };
 }
@@ -68,14 +78,14 @@ fn free_ports(n: usize) -> Vec<u16> {
 
 /// One test's scratch directory, with a members file for `n` members and a
 /// key file holding `key`.
-struct Scratch {
+pub struct Scratch {
     dir: PathBuf,
     members: PathBuf,
     transport: &'static Transport,
 }
 
 impl Scratch {
-    fn new(transport: &'static Transport, test: &str, n: usize, key: &str) -> Self {
+    pub fn new(transport: &'static Transport, test: &str, n: usize, key: &str) -> Self {
         let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("cli_member_{}_{test}", transport.name));
         let _ = std::fs::remove_dir_all(&dir);
@@ -94,24 +104,38 @@ impl Scratch {
         }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
 
-    fn spawn_member(&self, rank: usize, extra: &[&str], files: &[PathBuf]) -> Child {
-        Command::new(env!("CARGO_BIN_EXE_rdmc"))
+    /// The members file.
+    pub fn members(&self) -> &Path {
+        &self.members
+    }
+
+    /// The command line of rank `rank` holding the key in `key` (a file of
+    /// the scratch directory), writing to `out{rank}`.
+    pub fn command(&self, rank: usize, key: &str, extra: &[&str], files: &[PathBuf]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rdmc"));
+        command
             .arg("member")
             .arg("--members")
-            .arg(&self.members)
+            .arg(self.members())
             .args(["--rank", &rank.to_string(), "--out"])
             .arg(self.dir.join(format!("out{rank}")))
             .args(["--key-file"])
-            .arg(self.dir.join("key"))
+            .arg(self.dir.join(key))
             .args(self.transport.args)
             .args(extra)
             .args(files)
+            .env_remove("RUST_LOG")
             .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    }
+
+    pub fn spawn_member(&self, rank: usize, extra: &[&str], files: &[PathBuf]) -> Child {
+        self.command(rank, "key", extra, files)
             .spawn()
             .expect("rdmc runs")
     }
@@ -138,7 +162,7 @@ impl Scratch {
 }
 
 /// Wait for a child, killing it after `limit`.
-fn wait(child: &mut Child, limit: Duration) -> (ExitStatus, String) {
+pub fn wait(child: &mut Child, limit: Duration) -> (ExitStatus, String) {
     let start = Instant::now();
     loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -160,7 +184,7 @@ fn wait(child: &mut Child, limit: Duration) -> (ExitStatus, String) {
     }
 }
 
-fn write_file(path: &Path, len: usize, seed: u8) -> Vec<u8> {
+pub fn write_file(path: &Path, len: usize, seed: u8) -> Vec<u8> {
     let data: Vec<u8> = (0..len)
         .map(|i| (i as u8).wrapping_mul(31) ^ seed ^ (i >> 9) as u8)
         .collect();
@@ -283,4 +307,114 @@ pub fn a_member_that_hangs_is_detected_within_the_failure_timeout(transport: &'s
         took < Duration::from_secs(4),
         "survivors took {took:?} with a 1 s failure timeout"
     );
+}
+
+pub fn members_with_different_keys_say_so_without_logs(transport: &'static Transport) {
+    let scratch = Scratch::new(transport, "keys", 2, "the cluster key of rank zero");
+    std::fs::write(scratch.path("key1"), "the cluster key of rank one!").unwrap();
+    let file = scratch.path("f");
+    write_file(&file, 1000, 1);
+    // Long enough that both processes are up before either gives up, even on
+    // a loaded machine: both fail by this timeout, whatever it is.
+    let extra = ["--connect-timeout", "6"];
+    let mut zero = scratch.spawn_member(0, &extra, std::slice::from_ref(&file));
+    let mut one = scratch.command(1, "key1", &extra, &[]).spawn().unwrap();
+    let (status, err) = wait(&mut zero, Duration::from_secs(30));
+    assert!(!status.success(), "rank 0 should fail");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    // The acceptor knows: the other end did not prove it holds the key.
+    assert!(
+        err.contains("no connection to node(s) 1")
+            && err.contains("peer failed to prove it holds the cluster key"),
+        "rank 0 should say why: {err}"
+    );
+    let (status, err) = wait(&mut one, Duration::from_secs(30));
+    assert!(!status.success(), "rank 1 should fail");
+    // The dialler only sees the connection closed, and says what it means.
+    assert!(
+        err.contains("no connection to node(s) 0") && err.contains("another cluster key"),
+        "rank 1 should say why: {err}"
+    );
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+}
+
+pub fn a_receiver_with_a_full_disk_fails_the_group_for_everyone(transport: &'static Transport) {
+    // Rank 2 writes to a 1 MiB tmpfs of its own (a user and mount namespace
+    // of its own, so that no privilege is needed where user namespaces are
+    // allowed); the second file does not fit.
+    let probe = Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "true"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: cannot create a user and mount namespace (unshare)");
+        return;
+    }
+    let scratch = Scratch::new(transport, "full", 3, "a cluster key for the full disk");
+    let files = [scratch.path("f0"), scratch.path("f1"), scratch.path("f2")];
+    for (i, (path, len)) in files.iter().zip([100_000, 3 << 20, 1000]).enumerate() {
+        write_file(path, len, i as u8);
+    }
+    let mut children = Vec::new();
+    for rank in 0..3 {
+        let files: &[PathBuf] = if rank == 0 { &files } else { &[] };
+        let command = scratch.command(rank, "key", &["--block-size", "64KiB"], files);
+        if rank != 2 {
+            children.push(
+                scratch
+                    .command(rank, "key", &["--block-size", "64KiB"], files)
+                    .spawn()
+                    .unwrap(),
+            );
+            continue;
+        }
+        let out = scratch.path("out2");
+        std::fs::create_dir_all(&out).unwrap();
+        // Mount, run the member, then list what it left in its directory.
+        let script = r#"mount -t tmpfs -o size=1m tmpfs "$OUT" || exit 90
+"$0" "$@"; status=$?
+ls -A "$OUT" >&2
+exit $status"#;
+        let child = Command::new("unshare")
+            .args(["--user", "--map-root-user", "--mount", "sh", "-c", script])
+            .arg(command.get_program())
+            .args(command.get_args())
+            .env("OUT", &out)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        children.push(child);
+    }
+    let mut errs = Vec::new();
+    for (rank, child) in children.iter_mut().enumerate() {
+        let (status, err) = wait(child, Duration::from_secs(60));
+        assert_ne!(
+            status.code(),
+            Some(90),
+            "rank 2 could not mount its tmpfs: {err}"
+        );
+        assert!(
+            !status.success(),
+            "rank {rank} must fail: a replica is missing ({err})"
+        );
+        errs.push(err);
+    }
+    let full = &errs[2];
+    assert!(
+        full.contains("writing") && full.contains("1.bin") && full.contains("No space left"),
+        "rank 2 names the cause: {full}"
+    );
+    // What rank 2 left: the first file, no temporary file.
+    assert!(
+        full.lines().any(|l| l == "0.bin") && !full.lines().any(|l| l.ends_with(".part")),
+        "rank 2 left a temporary file, or lost the first one: {full}"
+    );
+    for rank in [0, 1] {
+        assert!(
+            errs[rank].contains("node 2"),
+            "rank {rank} names rank 2: {}",
+            errs[rank]
+        );
+    }
 }

@@ -328,6 +328,9 @@ impl<T: Transport> Actor<T> {
                 "the block size must be at least 1 byte",
             ));
         }
+        if config.block_size() > crate::config::MAX_BLOCK_SIZE {
+            return Err(Error::InvalidConfig("the block size must be at most 1 GiB"));
+        }
         if self.rendezvous.is_used(id) {
             return Err(Error::GroupIdInUse(id));
         }

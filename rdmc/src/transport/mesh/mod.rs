@@ -6,17 +6,27 @@
 //!
 //! A node dials every node of lower rank and accepts the others.
 //! Connections that fail authentication — strangers, garbage, the wrong
-//! cluster — are dropped with a logged reason, for the node's whole
-//! lifetime, without stalling anything else.
+//! cluster — are dropped with a logged reason without stalling anything
+//! else, and what strangers can hold is bounded: at most
+//! [`MAX_PENDING_HANDSHAKES`] connections are authenticated at once (a new
+//! one displaces the oldest), one that sends nothing is let go after
+//! [`FIRST_HELLO_TIMEOUT`], and once every member is connected every new
+//! connection is closed as soon as it is accepted. A node's mesh is up
+//! once every member is connected to every member (each tells its peers
+//! with a ready byte), so that no node starts timing a peer's silence while
+//! the peer still waits for a third member. A mesh that does not
+//! complete within the connect timeout names the members missing and, when
+//! known, why their connections were refused (another cluster key or
+//! member list).
 
 pub(crate) mod handshake;
 mod key;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
@@ -24,9 +34,10 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use self::handshake::Handshake;
+use self::handshake::{Handshake, HandshakeError};
 pub(crate) use self::key::ClusterDigest;
 pub use self::key::{ClusterKey, ClusterKeyError};
+use crate::config::{ClusterConfigError, check_limit};
 use crate::ids::NodeId;
 
 /// Default time to wait for every other member to be connected.
@@ -67,6 +78,44 @@ impl ClusterConfig {
             handshake_timeout: handshake::DEFAULT_TIMEOUT,
             failure_timeout: DEFAULT_FAILURE_TIMEOUT,
         }
+    }
+
+    /// The whole configuration's check, before anything is opened (see
+    /// `TcpConfig::validate`).
+    pub(crate) fn validate(&self) -> Result<(), ClusterConfigError> {
+        if self.members.is_empty() {
+            return Err(ClusterConfigError::NoMembers);
+        }
+        if self.id.index() >= self.members.len() {
+            return Err(ClusterConfigError::NotAMember {
+                id: self.id,
+                members: self.members.len(),
+            });
+        }
+        let mut seen = HashMap::with_capacity(self.members.len());
+        for (id, &addr) in (0..).map(NodeId).zip(&self.members) {
+            if addr.port() == 0 {
+                return Err(ClusterConfigError::PortZero { id, addr });
+            }
+            if addr.ip().is_unspecified() {
+                return Err(ClusterConfigError::Unspecified { id, addr });
+            }
+            if let Some(first) = seen.insert(addr, id) {
+                return Err(ClusterConfigError::DuplicateAddress {
+                    addr,
+                    first,
+                    second: id,
+                });
+            }
+        }
+        for (what, value) in [
+            ("connect timeout", self.connect_timeout),
+            ("handshake timeout", self.handshake_timeout),
+            ("failure timeout", self.failure_timeout),
+        ] {
+            check_limit(what, value)?;
+        }
+        Ok(())
     }
 
     /// Fails unless this node is one of the members.
@@ -113,6 +162,7 @@ struct MeshConfig {
     listener: TcpListener,
     handshake: Arc<Handshake>,
     connect_timeout: Duration,
+    handshake_timeout: Duration,
 }
 
 /// Why the mesh could not be built.
@@ -122,10 +172,17 @@ pub(crate) enum MeshError {
     NotAMember { me: NodeId, members: usize },
     #[error("listening: {0}")]
     Listen(#[source] std::io::Error),
-    #[error("no connection to node(s) {missing:?} within {timeout:?}")]
+    #[error("connected to every member, but not every member was: {why}")]
+    Unready { why: String },
+    #[error(
+        "no connection to node(s) {} within {timeout:?}{why}",
+        missing.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
+    )]
     TimedOut {
         missing: Vec<NodeId>,
         timeout: Duration,
+        /// Why connections were refused, when known: " (reasons)" or "".
+        why: String,
     },
 }
 
@@ -170,33 +227,183 @@ pub(crate) async fn bring_up(
         listener,
         handshake: Arc::new(handshake),
         connect_timeout,
+        handshake_timeout,
     })
     .await
 }
 
-/// Connect to every other member.
+/// The most connections the acceptor authenticates at once. A connection
+/// beyond it displaces the oldest one pending, which is closed: a member
+/// completes its handshake within a round trip or two, so a flood must open
+/// this many connections in that time to keep a member out even once (and
+/// the member dials again). Members dial each other once (again only after
+/// a failure), so this is far above what a cluster needs, and it bounds
+/// what strangers can hold: this many sockets and tasks.
+pub(crate) const MAX_PENDING_HANDSHAKES: usize = 64;
+
+/// The handshakes under way at the acceptor, oldest first.
+#[derive(Debug, Default)]
+struct Pending {
+    queue: VecDeque<(u64, CancellationToken)>,
+    next: u64,
+}
+
+/// A handshake's place among the [`Pending`] ones, given up when dropped.
+struct Admitted {
+    pending: Arc<Mutex<Pending>>,
+    id: u64,
+}
+
+impl Pending {
+    /// Admit a new connection, displacing the oldest pending one at the cap;
+    /// the token is cancelled when the connection is displaced or `parent`
+    /// is cancelled.
+    fn admit(this: &Arc<Mutex<Self>>, parent: &CancellationToken) -> (Admitted, CancellationToken) {
+        let mut pending = this.lock().unwrap_or_else(|e| e.into_inner());
+        if pending.queue.len() >= MAX_PENDING_HANDSHAKES
+            && let Some((_, oldest)) = pending.queue.pop_front()
+        {
+            tracing::debug!("displaced the oldest pending handshake");
+            oldest.cancel();
+        }
+        let id = pending.next;
+        pending.next += 1;
+        let token = parent.child_token();
+        pending.queue.push_back((id, token.clone()));
+        let admitted = Admitted {
+            pending: Arc::clone(this),
+            id,
+        };
+        (admitted, token)
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.queue.retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// How long an accepted connection may stay silent before the first byte of
+/// its hello (at most the handshake timeout). A member sends its hello right
+/// after connecting; a silent connection is let go after this, freeing its
+/// place among the [`MAX_PENDING_HANDSHAKES`].
+pub(crate) const FIRST_HELLO_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Why connections were refused while the mesh formed: the last reason per
+/// member dialled, and the last few distinct reasons for refused incoming
+/// connections, so that a mesh that does not complete says why (another
+/// key, another member list, nobody listening) without the logs.
+#[derive(Debug, Default)]
+struct Refusals {
+    dialled: HashMap<NodeId, String>,
+    incoming: Vec<String>,
+    /// When a refused connection was last logged as a warning, and how
+    /// many were refused since without one: a flood of garbage gets one
+    /// warning a second, not one per connection.
+    warned: Option<(Instant, u64)>,
+}
+
+/// The least time between two warnings about refused connections.
+const REFUSAL_WARNING_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The most distinct reasons for refused incoming connections kept.
+const INCOMING_REASONS_KEPT: usize = 3;
+
+impl Refusals {
+    fn dial_failed(this: &Mutex<Self>, peer: NodeId, reason: String) {
+        this.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .dialled
+            .insert(peer, reason);
+    }
+
+    fn refused(this: &Mutex<Self>, addr: SocketAddr, reason: String) {
+        let mut this = this.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        match &mut this.warned {
+            Some((at, quiet)) if now < *at + REFUSAL_WARNING_INTERVAL => {
+                *quiet += 1;
+                tracing::debug!(%addr, %reason, "dropped peer");
+            }
+            warned => {
+                let quiet = warned.map_or(0, |(_, quiet)| quiet);
+                tracing::warn!(%addr, %reason, refused_quietly_before = quiet, "dropped peer");
+                *warned = Some((now, 0));
+            }
+        }
+        let line = format!("refused a connection from {addr}: {reason}");
+        // Keep one entry per reason (the latest address), the newest last.
+        this.incoming
+            .retain(|old| !old.ends_with(&format!(": {reason}")));
+        this.incoming.push(line);
+        if this.incoming.len() > INCOMING_REASONS_KEPT {
+            this.incoming.remove(0);
+        }
+    }
+
+    /// The reasons that concern `missing`, as one line ("" when none).
+    fn explain(&self, missing: &[NodeId], members: &[SocketAddr]) -> String {
+        let mut parts: Vec<String> = missing
+            .iter()
+            .filter_map(|p| {
+                let reason = self.dialled.get(p)?;
+                Some(format!("node {p} at {}: {reason}", members[p.index()]))
+            })
+            .collect();
+        parts.extend(self.incoming.iter().cloned());
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join("; "))
+        }
+    }
+}
+
+/// A dialled member's reason for refusing us, worded for the operator: a
+/// member that closes the connection mid-handshake most likely holds
+/// another key or member list (its own error says which).
+fn dial_reason(error: &HandshakeError) -> String {
+    match error {
+        HandshakeError::Closed => "it closed the connection during the handshake: it may hold \
+                                   another cluster key or member list (its own error says which)"
+            .to_owned(),
+        e => e.to_string(),
+    }
+}
+
+/// Connect to every other member. Once every member is connected, the
+/// acceptor closes every new connection as soon as it is accepted, without
+/// a handshake: nothing more is needed, so strangers get nothing and cost
+/// one `accept` each. (The listener stays open, so that the port does not
+/// look free to another process.)
 async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
     let n = config.members.len();
     let me = config.me;
     let (found, mut arrivals) = mpsc::unbounded_channel::<(NodeId, TcpStream)>();
     let stop = CancellationToken::new();
+    // Cancelled once every member is connected: handshakes and dials stop.
+    let complete = stop.child_token();
+    let refusals = Arc::new(Mutex::new(Refusals::default()));
     tokio::spawn(accept_loop(
         config.listener,
-        Arc::clone(&config.handshake),
-        me,
+        (Arc::clone(&config.handshake), me, config.handshake_timeout),
+        Arc::clone(&refusals),
         found.clone(),
-        stop.clone(),
+        (stop.clone(), complete.clone()),
     ));
     for peer in (0..me.0).map(NodeId) {
         tokio::spawn(dial(
             config.members[peer.index()],
             Arc::clone(&config.handshake),
             peer,
-            found.clone(),
-            stop.clone(),
+            (found.clone(), Arc::clone(&refusals)),
+            complete.clone(),
         ));
     }
     drop(found);
+    // Validated: at most `MAX_TIMEOUT`, which the clock can add.
     let deadline = Instant::now() + config.connect_timeout;
     let mut peers = HashMap::new();
     while peers.len() + 1 < n {
@@ -214,16 +421,28 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
             }
             Ok(None) | Err(_) => {
                 stop.cancel();
-                let missing = (0..n as u32)
+                let missing: Vec<NodeId> = (0..n as u32)
                     .map(NodeId)
                     .filter(|p| *p != me && !peers.contains_key(p))
                     .collect();
+                let why = refusals
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .explain(&missing, &config.members);
                 return Err(MeshError::TimedOut {
                     missing,
                     timeout: config.connect_timeout,
+                    why,
                 });
             }
         }
+    }
+    // Every member is connected: let go of any handshake still pending and
+    // admit nobody else.
+    complete.cancel();
+    if let Err(e) = all_ready(&mut peers, deadline, config.connect_timeout).await {
+        stop.cancel();
+        return Err(e);
     }
     Ok(Mesh {
         peers,
@@ -231,15 +450,66 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
     })
 }
 
-/// Accept connections until stopped: authenticate each in its own task and
-/// hand over the ones from higher-ranked members.
+/// The byte a node sends every peer once it is connected to every member.
+const READY: u8 = 0x52;
+
+/// The mesh's last step: tell every peer this node is connected to every
+/// member, and wait until every peer says the same (by `deadline`). Without
+/// it, a node whose mesh completed first would start its links — and their
+/// failure timeout — while a peer still waits for a third member, and
+/// declare that peer failed for the silence.
+async fn all_ready(
+    peers: &mut HashMap<NodeId, TcpStream>,
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(), MeshError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let waits = peers.iter_mut().map(|(&peer, stream)| async move {
+        let exchange = async {
+            stream.write_all(&[READY]).await?;
+            let mut byte = [0];
+            stream.read_exact(&mut byte).await?;
+            Ok::<_, std::io::Error>(byte[0])
+        };
+        let outcome = match tokio::time::timeout_at(deadline, exchange).await {
+            Ok(Ok(READY)) => return Ok(()),
+            Ok(Ok(other)) => format!("sent {other:#04x} instead of its ready byte"),
+            Ok(Err(e)) => format!("connection lost before it was ready: {e}"),
+            Err(_) => format!("not connected to every other member within {timeout:?}"),
+        };
+        Err((peer, outcome))
+    });
+    let mut unready: Vec<(NodeId, String)> = futures::future::join_all(waits)
+        .await
+        .into_iter()
+        .filter_map(Result::err)
+        .collect();
+    if unready.is_empty() {
+        return Ok(());
+    }
+    unready.sort_by_key(|(peer, _)| *peer);
+    let why = unready
+        .iter()
+        .map(|(peer, why)| format!("node {peer}: {why}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    Err(MeshError::Unready { why })
+}
+
+/// Accept connections until stopped: until the mesh is complete,
+/// authenticate each in its own task (at most [`MAX_PENDING_HANDSHAKES`] at
+/// once, the oldest displaced by a new one, each silent for at most
+/// [`FIRST_HELLO_TIMEOUT`]) and hand over the
+/// ones from higher-ranked members; once it is, close each at once.
 async fn accept_loop(
     listener: TcpListener,
-    handshake: Arc<Handshake>,
-    me: NodeId,
+    (handshake, me, handshake_timeout): (Arc<Handshake>, NodeId, Duration),
+    refusals: Arc<Mutex<Refusals>>,
     found: mpsc::UnboundedSender<(NodeId, TcpStream)>,
-    stop: CancellationToken,
+    (stop, complete): (CancellationToken, CancellationToken),
 ) {
+    let first_hello = FIRST_HELLO_TIMEOUT.min(handshake_timeout);
+    let pending = Arc::new(Mutex::new(Pending::default()));
     loop {
         let (mut stream, addr) = tokio::select! {
             _ = stop.cancelled() => return,
@@ -247,18 +517,42 @@ async fn accept_loop(
                 Ok(a) => a,
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_millis(50)) => continue,
+                    }
                 }
             },
         };
+        if complete.is_cancelled() {
+            tracing::debug!(%addr, "closed a connection: every member is connected");
+            drop(stream);
+            continue;
+        }
+        let (slot, displaced) = Pending::admit(&pending, &complete);
         let handshake = Arc::clone(&handshake);
         let found = found.clone();
-        let stop = stop.clone();
+        let refusals = Arc::clone(&refusals);
         tokio::spawn(async move {
+            let _slot = slot;
+            let attempt = async {
+                let mut first = [0];
+                match tokio::time::timeout(first_hello, stream.peek(&mut first)).await {
+                    Ok(Ok(n)) if n > 0 => Some(handshake.accept(&mut stream).await),
+                    Ok(Ok(_)) => Some(Err(HandshakeError::Closed)),
+                    Ok(Err(e)) => Some(Err(e.into())),
+                    Err(_) => None,
+                }
+            };
             let outcome = tokio::select! {
-                _ = stop.cancelled() => return,
-                r = handshake.accept(&mut stream) => r,
+                _ = displaced.cancelled() => return,
+                r = attempt => match r {
+                    Some(r) => r,
+                    None => {
+                        tracing::debug!(%addr, "dropped a connection silent for {first_hello:?}");
+                        return;
+                    }
+                },
             };
             match outcome {
                 Ok(peer) if peer > me => {
@@ -268,29 +562,35 @@ async fn accept_loop(
                 Ok(peer) => {
                     tracing::warn!(%addr, peer = peer.0, "dropped peer: lower ranks are dialled, not accepted");
                 }
-                Err(e) => tracing::warn!(%addr, reason = %e, "dropped peer"),
+                Err(e) => Refusals::refused(&refusals, addr, e.to_string()),
             }
         });
     }
 }
 
-/// Dial `peer` until connected and authenticated, or stopped.
+/// Dial `peer` until connected and authenticated, or stopped; record why
+/// each failed attempt failed.
 async fn dial(
     addr: SocketAddr,
     handshake: Arc<Handshake>,
     peer: NodeId,
-    found: mpsc::UnboundedSender<(NodeId, TcpStream)>,
+    (found, refusals): (
+        mpsc::UnboundedSender<(NodeId, TcpStream)>,
+        Arc<Mutex<Refusals>>,
+    ),
     stop: CancellationToken,
 ) {
     let mut backoff = Duration::from_millis(10);
     loop {
         let attempt = async {
-            let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+            let mut stream = TcpStream::connect(addr)
+                .await
+                .map_err(|e| format!("connecting: {e}"))?;
             stream.set_nodelay(true).map_err(|e| e.to_string())?;
             handshake
                 .initiate(&mut stream, peer)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| dial_reason(&e))?;
             Ok::<_, String>(stream)
         };
         let outcome = tokio::select! {
@@ -304,6 +604,7 @@ async fn dial(
             }
             Err(reason) => {
                 tracing::debug!(peer = peer.0, %addr, %reason, "connecting");
+                Refusals::dial_failed(&refusals, peer, reason);
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     _ = tokio::time::sleep(backoff) => {}
