@@ -56,7 +56,7 @@ pub(crate) struct DemoArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     groups: u32,
     /// How each node waits for completions.
-    #[arg(long, value_enum, default_value_t = ModeChoice::Hybrid)]
+    #[arg(long, value_enum, default_value_t = ModeChoice::Adaptive)]
     completion: ModeChoice,
     /// Also time a baseline moving the same bytes without rdmc: with `mem`,
     /// plain memcpys into buffers allocated and touched beforehand (one per
@@ -119,6 +119,7 @@ pub(crate) enum ModeChoice {
     Interrupt,
     Polling,
     Hybrid,
+    Adaptive,
 }
 
 impl From<ModeChoice> for CompletionMode {
@@ -126,7 +127,10 @@ impl From<ModeChoice> for CompletionMode {
         match m {
             ModeChoice::Interrupt => CompletionMode::Interrupt,
             ModeChoice::Polling => CompletionMode::Polling,
-            ModeChoice::Hybrid => CompletionMode::default(),
+            ModeChoice::Hybrid => CompletionMode::Hybrid {
+                window: CompletionMode::PAPER_HYBRID_WINDOW,
+            },
+            ModeChoice::Adaptive => CompletionMode::default(),
         }
     }
 }
