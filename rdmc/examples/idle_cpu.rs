@@ -1,7 +1,6 @@
 //! How much CPU an idle group costs: four members in this process, one
 //! message multicast, then nothing for a while; the process's CPU time over
-//! that idle spell (from `/proc/self/stat`, so Linux only) is printed as a
-//! share of one core.
+//! that idle spell (from `getrusage`) is printed as a share of one core.
 //!
 //! ```sh
 //! cargo run --release --example idle_cpu                  # tcp, default mode, 10 s
@@ -71,12 +70,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for group in &mut groups[1..] {
         group.next().await.ok_or("the group closed")??;
     }
-    let before = cpu_seconds().ok_or("no /proc/self/stat")?;
+    let before = cpu_seconds().ok_or("getrusage failed")?;
     tokio::time::sleep(Duration::from_secs(seconds)).await;
-    let after = cpu_seconds().ok_or("no /proc/self/stat")?;
+    let after = cpu_seconds().ok_or("getrusage failed")?;
     let share = (after - before) / seconds as f64;
     println!(
-        "idle {n}-member group, {transport}, {mode:?}: {:.2} CPU seconds in {seconds} s = {:.2} % of a core",
+        "idle {n}-member group, {transport}, {mode:?}: {:.4} CPU seconds in {seconds} s = {:.3} % of a core",
         after - before,
         share * 100.0
     );
@@ -86,12 +85,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// CPU seconds (user + system) this process has used: the 14th and 15th
-/// fields of `/proc/self/stat`, in clock ticks of 1/100 s.
+/// CPU seconds (user + system) this process has used, from `getrusage`.
+#[allow(unsafe_code)]
 fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / 100.0)
+    // SAFETY: `getrusage` fills the zeroed struct it is given and nothing else.
+    let usage = unsafe {
+        let mut usage: libc::rusage = std::mem::zeroed();
+        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
+            return None;
+        }
+        usage
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some(seconds(usage.ru_utime) + seconds(usage.ru_stime))
 }
