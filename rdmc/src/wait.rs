@@ -37,10 +37,12 @@ pub enum CompletionMode {
     },
     /// Interrupt-driven, spinning only under load: once two completions
     /// come less than `gap` apart, keep polling until none has come for
-    /// `gap`, then sleep again. A loop spins only while fewer loops of the
-    /// process spin than the machine has cores (the rest wait for
-    /// interrupts), so several nodes sharing a few cores never starve the
-    /// threads that produce their completions.
+    /// `gap`, then sleep again. A loop starts spinning only while fewer
+    /// loops of the process spin than the machine has cores and (on Linux)
+    /// no runnable thread of the machine waits for a core; otherwise it
+    /// waits for interrupts, and asks again no sooner than `gap` later. So
+    /// several nodes sharing a few cores, in one process or many, never
+    /// starve the threads that produce their completions.
     Adaptive {
         /// Completions closer together than this count as a stream worth
         /// spinning for, and a spin ends after this long without one.
@@ -84,6 +86,9 @@ pub(crate) enum Next {
 pub(crate) struct SpinBudget {
     limit: usize,
     spinning: AtomicUsize,
+    /// Whether to ask the machine too: no spinning while its runnable
+    /// threads outnumber its cores (other processes' included).
+    ask_machine: bool,
 }
 
 impl SpinBudget {
@@ -92,20 +97,26 @@ impl SpinBudget {
         SpinBudget {
             limit,
             spinning: AtomicUsize::new(0),
+            ask_machine: false,
         }
     }
 
     /// The process's budget: as many spinning loops as the machine has
-    /// cores (as [`std::thread::available_parallelism`] counts them).
+    /// cores (as [`std::thread::available_parallelism`] counts them), and
+    /// none while the machine has no idle core.
     pub(crate) fn process() -> &'static SpinBudget {
         static PROCESS: OnceLock<SpinBudget> = OnceLock::new();
-        PROCESS.get_or_init(|| {
-            SpinBudget::new(std::thread::available_parallelism().map_or(1, usize::from))
+        PROCESS.get_or_init(|| SpinBudget {
+            ask_machine: true,
+            ..SpinBudget::new(std::thread::available_parallelism().map_or(1, usize::from))
         })
     }
 
     /// A place among the spinning loops, if one is free.
     fn try_acquire(&'static self) -> Option<SpinSlot> {
+        if self.ask_machine && machine_is_full(self.limit) {
+            return None;
+        }
         self.spinning
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 (n < self.limit).then_some(n + 1)
@@ -119,6 +130,26 @@ impl SpinBudget {
     fn spinning(&self) -> usize {
         self.spinning.load(Ordering::Acquire)
     }
+}
+
+/// Whether more threads of the whole machine are runnable than it has
+/// `cores` (the caller included): then a spinning loop would take a core
+/// some thread is waiting for. Linux: the running count of
+/// `/proc/loadavg` (a small in-memory file; reading it does not block).
+/// Elsewhere, or if it cannot be read: no.
+fn machine_is_full(cores: usize) -> bool {
+    #[cfg(target_os = "linux")]
+    if let Ok(loadavg) = std::fs::read_to_string("/proc/loadavg") {
+        return runnable_of_loadavg(&loadavg).is_some_and(|running| running > cores);
+    }
+    let _ = cores;
+    false
+}
+
+/// The runnable threads in a `/proc/loadavg` line (`"0.5 0.4 0.3 3/97 123"`: 3).
+fn runnable_of_loadavg(line: &str) -> Option<usize> {
+    let (running, _) = line.split_whitespace().nth(3)?.split_once('/')?;
+    running.parse().ok()
 }
 
 /// A loop's place among the spinning loops of its [`SpinBudget`], given
@@ -144,6 +175,8 @@ pub(crate) struct WaitPolicy {
     /// Adaptive: the loop's place among the process's spinning loops, held
     /// while it spins.
     slot: Option<SpinSlot>,
+    /// Adaptive: after a place was refused, do not ask again before then.
+    ask_after: Option<Instant>,
     budget: &'static SpinBudget,
 }
 
@@ -158,6 +191,7 @@ impl WaitPolicy {
             spin_until: None,
             last_work: None,
             slot: None,
+            ask_after: None,
             budget,
         }
     }
@@ -188,7 +222,7 @@ impl WaitPolicy {
             CompletionMode::Polling => true,
             CompletionMode::Hybrid { .. } => self.spin_until.is_some_and(|until| now < until),
             CompletionMode::Adaptive { .. } => {
-                self.spin_until.is_some_and(|until| now < until) && self.has_slot()
+                self.spin_until.is_some_and(|until| now < until) && self.has_slot(now)
             }
             CompletionMode::Interrupt => false,
         };
@@ -202,11 +236,19 @@ impl WaitPolicy {
     }
 
     /// Whether the loop holds a place among the spinning loops, taking one
-    /// if one is free.
-    fn has_slot(&mut self) -> bool {
-        if self.slot.is_none() {
-            self.slot = self.budget.try_acquire();
+    /// if one is free (asking at most once a gap).
+    fn has_slot(&mut self, now: Instant) -> bool {
+        if self.slot.is_some() {
+            return true;
         }
+        if self.ask_after.is_some_and(|after| now < after) {
+            return false;
+        }
+        self.slot = self.budget.try_acquire();
+        self.ask_after = match (&self.slot, self.mode) {
+            (None, CompletionMode::Adaptive { gap }) => now.checked_add(gap),
+            _ => None,
+        };
         self.slot.is_some()
     }
 }
@@ -391,8 +433,49 @@ mod tests {
     }
 
     #[test]
-    fn the_process_budget_is_the_core_count() {
+    fn the_process_budget_is_the_core_count_and_asks_the_machine() {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         assert_eq!(SpinBudget::process().limit, cores);
+        assert!(SpinBudget::process().ask_machine);
+    }
+
+    #[test]
+    fn a_refused_loop_asks_again_only_a_gap_later() {
+        let gap = Duration::from_millis(1);
+        let budget = budget(1);
+        let mut a = WaitPolicy::with_budget(CompletionMode::Adaptive { gap }, budget);
+        let mut b = WaitPolicy::with_budget(CompletionMode::Adaptive { gap }, budget);
+        let t = Instant::now();
+        for p in [&mut a, &mut b] {
+            p.after_pass_at(1, t);
+            p.after_pass_at(1, t);
+        }
+        assert_eq!(a.after_pass_at(0, t), Next::Spin);
+        assert_eq!(b.after_pass_at(0, t), Next::Sleep);
+        // The place comes free, but b was refused just now: it sleeps
+        // until a gap has passed, then gets it.
+        drop(a);
+        let soon = t + gap / 2;
+        assert_eq!(b.after_pass_at(1, soon), Next::Again);
+        assert_eq!(b.after_pass_at(0, soon), Next::Sleep);
+        let later = t + gap;
+        assert_eq!(b.after_pass_at(1, later), Next::Again);
+        assert_eq!(b.after_pass_at(0, later), Next::Spin);
+        assert_eq!(budget.spinning(), 1);
+    }
+
+    #[test]
+    fn the_runnable_count_is_read_from_loadavg() {
+        assert_eq!(runnable_of_loadavg("0.50 0.40 0.30 3/97 12345\n"), Some(3));
+        assert_eq!(runnable_of_loadavg("10.51 10.75 7.88 12/310 99"), Some(12));
+        assert_eq!(runnable_of_loadavg("garbage"), None);
+        assert_eq!(runnable_of_loadavg("1 2 3 x/9 1"), None);
+        // This machine: at least this thread runs.
+        #[cfg(target_os = "linux")]
+        {
+            let line = std::fs::read_to_string("/proc/loadavg").unwrap();
+            assert!(runnable_of_loadavg(&line).unwrap() >= 1, "{line}");
+            assert!(machine_is_full(0));
+        }
     }
 }
