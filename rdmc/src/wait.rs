@@ -262,6 +262,18 @@ mod tests {
         Box::leak(Box::new(SpinBudget::new(limit)))
     }
 
+    fn adaptive(gap: Duration, budget: &'static SpinBudget) -> WaitPolicy {
+        WaitPolicy::with_budget(CompletionMode::Adaptive { gap }, budget)
+    }
+
+    /// An adaptive loop that has just seen two completions at `t`: a stream.
+    fn streaming(gap: Duration, budget: &'static SpinBudget, t: Instant) -> WaitPolicy {
+        let mut p = adaptive(gap, budget);
+        assert_eq!(p.after_pass_at(1, t), Next::Again);
+        assert_eq!(p.after_pass_at(1, t), Next::Again);
+        p
+    }
+
     #[test]
     fn interrupt_sleeps_whenever_a_pass_is_empty() {
         let mut p = WaitPolicy::new(CompletionMode::Interrupt);
@@ -330,7 +342,7 @@ mod tests {
     #[test]
     fn adaptive_sleeps_after_a_lone_completion() {
         let gap = Duration::from_millis(1);
-        let mut p = WaitPolicy::with_budget(CompletionMode::Adaptive { gap }, budget(4));
+        let mut p = adaptive(gap, budget(4));
         let t = Instant::now();
         assert_eq!(p.after_pass_at(0, t), Next::Sleep);
         assert_eq!(p.after_pass_at(1, t), Next::Again);
@@ -351,7 +363,7 @@ mod tests {
     fn adaptive_spins_while_completions_stream_and_sleeps_when_they_stop() {
         let gap = Duration::from_millis(1);
         let budget = budget(4);
-        let mut p = WaitPolicy::with_budget(CompletionMode::Adaptive { gap }, budget);
+        let mut p = adaptive(gap, budget);
         let t = Instant::now();
         assert_eq!(p.after_pass_at(1, t), Next::Again);
         assert_eq!(p.after_pass_at(0, t), Next::Sleep);
@@ -384,9 +396,7 @@ mod tests {
     fn adaptive_loops_never_spin_more_than_the_budget_allows() {
         let gap = Duration::from_millis(1);
         let budget = budget(2);
-        let mut loops: Vec<WaitPolicy> = (0..5)
-            .map(|_| WaitPolicy::with_budget(CompletionMode::Adaptive { gap }, budget))
-            .collect();
+        let mut loops: Vec<WaitPolicy> = (0..5).map(|_| adaptive(gap, budget)).collect();
         let t = Instant::now();
         // Every loop sees a stream of completions.
         let next: Vec<Next> = loops
@@ -421,13 +431,8 @@ mod tests {
     fn a_budget_of_one_core_still_lets_one_loop_spin() {
         let budget = budget(1);
         let gap = Duration::from_millis(1);
-        let mut a = WaitPolicy::with_budget(CompletionMode::Adaptive { gap }, budget);
-        let mut b = WaitPolicy::with_budget(CompletionMode::Adaptive { gap }, budget);
         let t = Instant::now();
-        for p in [&mut a, &mut b] {
-            p.after_pass_at(1, t);
-            p.after_pass_at(1, t);
-        }
+        let (mut a, mut b) = (streaming(gap, budget, t), streaming(gap, budget, t));
         assert_eq!(a.after_pass_at(0, t), Next::Spin);
         assert_eq!(b.after_pass_at(0, t), Next::Sleep);
     }
@@ -443,13 +448,8 @@ mod tests {
     fn a_refused_loop_asks_again_only_a_gap_later() {
         let gap = Duration::from_millis(1);
         let budget = budget(1);
-        let mut a = WaitPolicy::with_budget(CompletionMode::Adaptive { gap }, budget);
-        let mut b = WaitPolicy::with_budget(CompletionMode::Adaptive { gap }, budget);
         let t = Instant::now();
-        for p in [&mut a, &mut b] {
-            p.after_pass_at(1, t);
-            p.after_pass_at(1, t);
-        }
+        let (mut a, mut b) = (streaming(gap, budget, t), streaming(gap, budget, t));
         assert_eq!(a.after_pass_at(0, t), Next::Spin);
         assert_eq!(b.after_pass_at(0, t), Next::Sleep);
         // The place comes free, but b was refused just now: it sleeps
