@@ -451,7 +451,10 @@ fn node_config(args: &DemoArgs, message_len: usize) -> NodeConfig {
     if !args.baseline {
         return config;
     }
+    // Pools round sizes up to a class, at most to the next 2 MiB.
     let run = message_len
+        .checked_next_multiple_of(2 << 20)
+        .unwrap_or(usize::MAX)
         .saturating_mul(args.messages as usize)
         .saturating_mul(args.groups as usize);
     config.with_buffer_pool(run.max(DEFAULT_POOL))
