@@ -56,9 +56,11 @@ pub(crate) struct DemoArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     groups: u32,
     /// How each node waits for completions.
-    #[arg(long, value_enum, default_value_t = ModeChoice::Hybrid)]
+    #[arg(long, value_enum, default_value_t = ModeChoice::Adaptive)]
     completion: ModeChoice,
-    /// Also time a baseline moving the same bytes without rdmc: with `mem`,
+    /// Also time a baseline moving the same bytes without rdmc (and warm rdmc
+    /// up the same way first: one untimed round of the messages fills the
+    /// nodes' buffer pools, sized for it): with `mem`,
     /// plain memcpys into buffers allocated and touched beforehand (one per
     /// receiver, on as many threads as there are cores); with `tcp`, plain tokio TCP copies over loopback (one per
     /// receiver, one after another, as unicasts would).
@@ -119,6 +121,7 @@ pub(crate) enum ModeChoice {
     Interrupt,
     Polling,
     Hybrid,
+    Adaptive,
 }
 
 impl From<ModeChoice> for CompletionMode {
@@ -126,7 +129,10 @@ impl From<ModeChoice> for CompletionMode {
         match m {
             ModeChoice::Interrupt => CompletionMode::Interrupt,
             ModeChoice::Polling => CompletionMode::Polling,
-            ModeChoice::Hybrid => CompletionMode::default(),
+            ModeChoice::Hybrid => CompletionMode::Hybrid {
+                window: CompletionMode::PAPER_HYBRID_WINDOW,
+            },
+            ModeChoice::Adaptive => CompletionMode::default(),
         }
     }
 }
@@ -326,7 +332,7 @@ async fn run_group(
     run: u64,
 ) -> Result<Run, String> {
     let n = args.nodes;
-    let node_config = NodeConfig::new().with_completion_mode(args.completion.into());
+    let node_config = node_config(args, messages.first().map_or(0, Bytes::len));
     let nodes = start_nodes(args, n, node_config).await?;
     let mut creates = Vec::new();
     for g in 0..args.groups {
@@ -343,9 +349,12 @@ async fn run_group(
             .await
         });
     }
-    let groups = futures::future::try_join_all(creates)
+    let mut groups = futures::future::try_join_all(creates)
         .await
         .map_err(|e| e.to_string())?;
+    if args.baseline {
+        warm_up(&mut groups, messages).await?;
+    }
     let cpu_start = process_cpu_seconds();
     let start = Instant::now();
     let mut roots = Vec::new();
@@ -408,6 +417,51 @@ async fn run_group(
         cpu_seconds,
     })
 }
+
+/// An untimed round of the messages in every group, received whole and
+/// then dropped: their buffers go back to the receivers' pools (sized for
+/// it, see [`node_config`]), so the timed messages land in memory already
+/// mapped, as the baseline's copies land in buffers allocated and touched
+/// beforehand. In fresh memory, the kernel's zeroing of every page on
+/// first touch, not the transport, sets the time.
+async fn warm_up(groups: &mut [Vec<rdmc::Group>], messages: &[Bytes]) -> Result<(), String> {
+    let warmed = futures::future::try_join_all(groups.iter_mut().map(|group| async move {
+        let (root, receivers) = group.split_first_mut().expect("a group has a root");
+        let sent = futures::future::try_join_all(messages.iter().map(|m| root.send(m.clone())));
+        let received = futures::future::try_join_all(receivers.iter_mut().map(|r| async move {
+            let got: Vec<_> = r.by_ref().take(messages.len()).collect().await;
+            if got.len() < messages.len() {
+                return Err("the group closed during the warm-up".to_owned());
+            }
+            got.into_iter()
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())
+        }));
+        futures::try_join!(async { sent.await.map_err(|e| e.to_string()) }, received)
+    }))
+    .await?;
+    drop(warmed); // every buffer at once, so each goes back as a distinct spare
+    Ok(())
+}
+
+/// The nodes' configuration: with `--baseline`, a buffer pool large enough
+/// for every message a node receives in the run, for the warm-up to fill.
+fn node_config(args: &DemoArgs, message_len: usize) -> NodeConfig {
+    let config = NodeConfig::new().with_completion_mode(args.completion.into());
+    if !args.baseline {
+        return config;
+    }
+    // Pools round sizes up to a class, at most to the next 2 MiB.
+    let run = message_len
+        .checked_next_multiple_of(2 << 20)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(args.messages as usize)
+        .saturating_mul(args.groups as usize);
+    config.with_buffer_pool(run.max(DEFAULT_POOL))
+}
+
+/// The transports' default buffer pool budget (what `NodeConfig` documents).
+const DEFAULT_POOL: usize = 512 << 20;
 
 /// Start `n` nodes in this process on the chosen transport.
 async fn start_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<Vec<Node>, String> {

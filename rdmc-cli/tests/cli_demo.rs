@@ -294,3 +294,36 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// `--baseline` first warms rdmc up with an untimed round of the messages:
+/// what `--out` holds and the report counts are still exactly the timed
+/// messages, once each, on `mem` and `tcp`, in the adaptive completion mode.
+#[test]
+fn the_baseline_warm_up_is_neither_written_nor_counted() {
+    for transport in ["mem", "tcp"] {
+        let dir = tempdir(&format!("warm_{transport}"));
+        let out = demo_over(
+            transport,
+            &dir,
+            &[
+                "--nodes",
+                "4",
+                "--size",
+                "300007",
+                "--block-size",
+                "64KiB",
+                "--messages",
+                "3",
+                "--completion",
+                "adaptive",
+                "--baseline",
+            ],
+        );
+        check_reports(&out, 4, 300_007, 3);
+        check_copies(&dir, 4, 3 * 300_007);
+        for line in out.lines() {
+            let report: serde_json::Value = serde_json::from_str(line).unwrap();
+            assert!(report["baseline_seconds"].as_f64().is_some(), "{line}");
+        }
+    }
+}

@@ -19,7 +19,9 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
-    /// The defaults: [`CompletionMode::Hybrid`] with a 50 ms window.
+    /// The defaults: [`CompletionMode::Adaptive`] (interrupt-driven, spinning
+    /// only while completions stream in and a core is free for it; see
+    /// [`CompletionMode`] for the modes and what each costs).
     pub fn new() -> Self {
         Self::default()
     }

@@ -2,30 +2,68 @@
 //! waiting policy every driver loop follows (the node's actor over its
 //! completion channel, a fabric driver over its completion queue).
 
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// How a node waits for completions: the trade between the CPU it burns and
-/// the latency with which it notices one (the RDMC paper's interrupt, polling
-/// and hybrid modes).
+/// the latency with which it notices one (the RDMC paper's interrupt,
+/// polling and hybrid modes, and an adaptive mode that spins only under
+/// load).
+///
+/// The default is [`Adaptive`](Self::Adaptive) with
+/// [`DEFAULT_SPIN_GAP`](Self::DEFAULT_SPIN_GAP): interrupt-driven while
+/// completions are sparse, so an idle node uses no CPU, and spin-polling
+/// while they stream in, as long as the process does not then spin more
+/// loops than the machine has cores.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CompletionMode {
-    /// Sleep until a completion arrives (the papers' interrupt mode).
+    /// Sleep until a completion arrives (the papers' interrupt mode). Uses
+    /// no CPU while waiting; each completion after a quiet spell costs a
+    /// wake-up.
     Interrupt,
-    /// Never sleep: poll for completions continuously.
+    /// Never sleep: poll for completions continuously. Burns a core per
+    /// node (two with the `ofi` transport) even while idle; worth it only
+    /// with a core to spare for every node of the machine.
     Polling,
     /// After any completion keep polling for `window`, then sleep until the
-    /// next one — the papers' default with a 50 ms window.
+    /// next one — the papers' default with a 50 ms window. Burns a core for
+    /// as long as completions come less than `window` apart, however many
+    /// nodes share the machine's cores.
     Hybrid {
         /// How long to keep polling after the last completion.
         window: Duration,
     },
+    /// Interrupt-driven, spinning only under load: once two completions
+    /// come less than `gap` apart, keep polling until none has come for
+    /// `gap`, then sleep again. A loop starts spinning only while fewer
+    /// loops of the process spin than the machine has cores and (on Linux)
+    /// no runnable thread of the machine waits for a core; otherwise it
+    /// waits for interrupts, and asks again no sooner than `gap` later. So
+    /// several nodes sharing a few cores, in one process or many, never
+    /// starve the threads that produce their completions.
+    Adaptive {
+        /// Completions closer together than this count as a stream worth
+        /// spinning for, and a spin ends after this long without one.
+        gap: Duration,
+    },
+}
+
+impl CompletionMode {
+    /// The default [`Adaptive`](Self::Adaptive) gap: 1 ms, a few block
+    /// transfers' time on a fast link, and far shorter than any pause of an
+    /// idle group.
+    pub const DEFAULT_SPIN_GAP: Duration = Duration::from_millis(1);
+
+    /// The papers' [`Hybrid`](Self::Hybrid) window: 50 ms.
+    pub const PAPER_HYBRID_WINDOW: Duration = Duration::from_millis(50);
 }
 
 impl Default for CompletionMode {
     fn default() -> Self {
-        CompletionMode::Hybrid {
-            window: Duration::from_millis(50),
+        CompletionMode::Adaptive {
+            gap: Self::DEFAULT_SPIN_GAP,
         }
     }
 }
@@ -42,19 +80,119 @@ pub(crate) enum Next {
     Sleep,
 }
 
+/// How many driver loops may spin at once, and how many do: shared by every
+/// [`Adaptive`](CompletionMode::Adaptive) loop of the process.
+#[derive(Debug)]
+pub(crate) struct SpinBudget {
+    limit: usize,
+    spinning: AtomicUsize,
+    /// Whether to ask the machine too: no spinning while its runnable
+    /// threads outnumber its cores (other processes' included).
+    ask_machine: bool,
+}
+
+impl SpinBudget {
+    /// A budget of `limit` loops spinning at once.
+    pub(crate) const fn new(limit: usize) -> Self {
+        SpinBudget {
+            limit,
+            spinning: AtomicUsize::new(0),
+            ask_machine: false,
+        }
+    }
+
+    /// The process's budget: as many spinning loops as the machine has
+    /// cores (as [`std::thread::available_parallelism`] counts them), and
+    /// none while the machine has no idle core.
+    pub(crate) fn process() -> &'static SpinBudget {
+        static PROCESS: OnceLock<SpinBudget> = OnceLock::new();
+        PROCESS.get_or_init(|| SpinBudget {
+            ask_machine: true,
+            ..SpinBudget::new(std::thread::available_parallelism().map_or(1, usize::from))
+        })
+    }
+
+    /// A place among the spinning loops, if one is free.
+    fn try_acquire(&'static self) -> Option<SpinSlot> {
+        if self.ask_machine && machine_is_full(self.limit) {
+            return None;
+        }
+        self.spinning
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.limit).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| SpinSlot(self))
+    }
+
+    /// Loops spinning now.
+    #[cfg(test)]
+    fn spinning(&self) -> usize {
+        self.spinning.load(Ordering::Acquire)
+    }
+}
+
+/// Whether more threads of the whole machine are runnable than it has
+/// `cores` (the caller included): then a spinning loop would take a core
+/// some thread is waiting for. Linux: the running count of
+/// `/proc/loadavg` (a small in-memory file; reading it does not block).
+/// Elsewhere, or if it cannot be read: no.
+fn machine_is_full(cores: usize) -> bool {
+    #[cfg(target_os = "linux")]
+    if let Ok(loadavg) = std::fs::read_to_string("/proc/loadavg") {
+        return runnable_of_loadavg(&loadavg).is_some_and(|running| running > cores);
+    }
+    let _ = cores;
+    false
+}
+
+/// The runnable threads in a `/proc/loadavg` line (`"0.5 0.4 0.3 3/97 123"`: 3).
+fn runnable_of_loadavg(line: &str) -> Option<usize> {
+    let (running, _) = line.split_whitespace().nth(3)?.split_once('/')?;
+    running.parse().ok()
+}
+
+/// A loop's place among the spinning loops of its [`SpinBudget`], given
+/// back when dropped.
+#[derive(Debug)]
+struct SpinSlot(&'static SpinBudget);
+
+impl Drop for SpinSlot {
+    fn drop(&mut self) {
+        self.0.spinning.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
 /// The waiting policy of one driver loop in one [`CompletionMode`].
 #[derive(Debug)]
 pub(crate) struct WaitPolicy {
     mode: CompletionMode,
-    /// Hybrid: poll until then, after the last pass that found work.
+    /// Hybrid and Adaptive: poll until then, after the last pass that found
+    /// work.
     spin_until: Option<Instant>,
+    /// Adaptive: when a pass last found work.
+    last_work: Option<Instant>,
+    /// Adaptive: the loop's place among the process's spinning loops, held
+    /// while it spins.
+    slot: Option<SpinSlot>,
+    /// Adaptive: after a place was refused, do not ask again before then.
+    ask_after: Option<Instant>,
+    budget: &'static SpinBudget,
 }
 
 impl WaitPolicy {
     pub(crate) fn new(mode: CompletionMode) -> Self {
+        Self::with_budget(mode, SpinBudget::process())
+    }
+
+    fn with_budget(mode: CompletionMode, budget: &'static SpinBudget) -> Self {
         WaitPolicy {
             mode,
             spin_until: None,
+            last_work: None,
+            slot: None,
+            ask_after: None,
+            budget,
         }
     }
 
@@ -65,28 +203,76 @@ impl WaitPolicy {
 
     fn after_pass_at(&mut self, work: usize, now: Instant) -> Next {
         if work > 0 {
-            if let CompletionMode::Hybrid { window } = self.mode {
-                self.spin_until = now.checked_add(window);
+            match self.mode {
+                CompletionMode::Hybrid { window } => self.spin_until = now.checked_add(window),
+                CompletionMode::Adaptive { gap } => {
+                    let streaming = self
+                        .last_work
+                        .is_some_and(|last| now.saturating_duration_since(last) < gap);
+                    self.last_work = Some(now);
+                    if streaming {
+                        self.spin_until = now.checked_add(gap);
+                    }
+                }
+                CompletionMode::Interrupt | CompletionMode::Polling => {}
             }
             return Next::Again;
         }
         let spinning = match self.mode {
             CompletionMode::Polling => true,
             CompletionMode::Hybrid { .. } => self.spin_until.is_some_and(|until| now < until),
+            CompletionMode::Adaptive { .. } => {
+                self.spin_until.is_some_and(|until| now < until) && self.has_slot(now)
+            }
             CompletionMode::Interrupt => false,
         };
         if spinning {
             Next::Spin
         } else {
             self.spin_until = None;
+            self.slot = None;
             Next::Sleep
         }
+    }
+
+    /// Whether the loop holds a place among the spinning loops, taking one
+    /// if one is free (asking at most once a gap).
+    fn has_slot(&mut self, now: Instant) -> bool {
+        if self.slot.is_some() {
+            return true;
+        }
+        if self.ask_after.is_some_and(|after| now < after) {
+            return false;
+        }
+        self.slot = self.budget.try_acquire();
+        self.ask_after = match (&self.slot, self.mode) {
+            (None, CompletionMode::Adaptive { gap }) => now.checked_add(gap),
+            _ => None,
+        };
+        self.slot.is_some()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A budget of its own for one test (tests run in parallel).
+    fn budget(limit: usize) -> &'static SpinBudget {
+        Box::leak(Box::new(SpinBudget::new(limit)))
+    }
+
+    fn adaptive(gap: Duration, budget: &'static SpinBudget) -> WaitPolicy {
+        WaitPolicy::with_budget(CompletionMode::Adaptive { gap }, budget)
+    }
+
+    /// An adaptive loop that has just seen two completions at `t`: a stream.
+    fn streaming(gap: Duration, budget: &'static SpinBudget, t: Instant) -> WaitPolicy {
+        let mut p = adaptive(gap, budget);
+        assert_eq!(p.after_pass_at(1, t), Next::Again);
+        assert_eq!(p.after_pass_at(1, t), Next::Again);
+        p
+    }
 
     #[test]
     fn interrupt_sleeps_whenever_a_pass_is_empty() {
@@ -125,13 +311,171 @@ mod tests {
     }
 
     #[test]
-    fn an_enormous_window_spins_instead_of_overflowing() {
-        let mut p = WaitPolicy::new(CompletionMode::Hybrid {
-            window: Duration::MAX,
-        });
+    fn an_enormous_window_sleeps_instead_of_overflowing() {
+        for mode in [
+            CompletionMode::Hybrid {
+                window: Duration::MAX,
+            },
+            CompletionMode::Adaptive { gap: Duration::MAX },
+        ] {
+            let mut p = WaitPolicy::with_budget(mode, budget(4));
+            let t = Instant::now();
+            assert_eq!(p.after_pass_at(1, t), Next::Again);
+            assert_eq!(p.after_pass_at(1, t), Next::Again);
+            // checked_add overflowed: no deadline, so sleep rather than spin
+            // forever.
+            assert_eq!(p.after_pass_at(0, t), Next::Sleep, "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn the_default_is_adaptive_with_a_short_gap() {
+        assert_eq!(
+            CompletionMode::default(),
+            CompletionMode::Adaptive {
+                gap: CompletionMode::DEFAULT_SPIN_GAP
+            }
+        );
+        assert!(CompletionMode::DEFAULT_SPIN_GAP <= Duration::from_millis(1));
+    }
+
+    #[test]
+    fn adaptive_sleeps_after_a_lone_completion() {
+        let gap = Duration::from_millis(1);
+        let mut p = adaptive(gap, budget(4));
+        let t = Instant::now();
+        assert_eq!(p.after_pass_at(0, t), Next::Sleep);
+        assert_eq!(p.after_pass_at(1, t), Next::Again);
+        assert_eq!(
+            p.after_pass_at(0, t),
+            Next::Sleep,
+            "one completion is no stream"
+        );
+        // Completions a gap or more apart never start a spin.
+        for i in 1..10 {
+            let at = t + gap * i;
+            assert_eq!(p.after_pass_at(1, at), Next::Again);
+            assert_eq!(p.after_pass_at(0, at), Next::Sleep);
+        }
+    }
+
+    #[test]
+    fn adaptive_spins_while_completions_stream_and_sleeps_when_they_stop() {
+        let gap = Duration::from_millis(1);
+        let budget = budget(4);
+        let mut p = adaptive(gap, budget);
         let t = Instant::now();
         assert_eq!(p.after_pass_at(1, t), Next::Again);
-        // checked_add overflowed: no deadline, so sleep rather than spin forever.
         assert_eq!(p.after_pass_at(0, t), Next::Sleep);
+        // The next one comes within the gap: a stream, spin.
+        let mut at = t + gap / 2;
+        assert_eq!(p.after_pass_at(1, at), Next::Again);
+        assert_eq!(p.after_pass_at(0, at), Next::Spin);
+        assert_eq!(budget.spinning(), 1);
+        // More keep coming: keep spinning past the first gap.
+        for _ in 0..10 {
+            assert_eq!(p.after_pass_at(0, at + gap / 3), Next::Spin);
+            at += gap * 2 / 3;
+            assert_eq!(p.after_pass_at(1, at), Next::Again);
+            assert_eq!(p.after_pass_at(0, at), Next::Spin);
+        }
+        // Then they stop: spin for the gap, then sleep and give the place
+        // back.
+        assert_eq!(p.after_pass_at(0, at + gap / 2), Next::Spin);
+        assert_eq!(p.after_pass_at(0, at + gap), Next::Sleep);
+        assert_eq!(budget.spinning(), 0);
+        // Asleep, it stays asleep.
+        assert_eq!(p.after_pass_at(0, at + gap / 2), Next::Sleep);
+        // A completion long after the last is a new start, not a stream.
+        let later = at + gap * 10;
+        assert_eq!(p.after_pass_at(1, later), Next::Again);
+        assert_eq!(p.after_pass_at(0, later), Next::Sleep);
+    }
+
+    #[test]
+    fn adaptive_loops_never_spin_more_than_the_budget_allows() {
+        let gap = Duration::from_millis(1);
+        let budget = budget(2);
+        let mut loops: Vec<WaitPolicy> = (0..5).map(|_| adaptive(gap, budget)).collect();
+        let t = Instant::now();
+        // Every loop sees a stream of completions.
+        let next: Vec<Next> = loops
+            .iter_mut()
+            .map(|p| {
+                p.after_pass_at(1, t);
+                p.after_pass_at(1, t + gap / 4);
+                p.after_pass_at(0, t + gap / 4)
+            })
+            .collect();
+        let spinning = next.iter().filter(|n| **n == Next::Spin).count();
+        assert_eq!(spinning, 2, "{next:?}");
+        assert_eq!(budget.spinning(), 2);
+        // Those that got no place wait for interrupts; a spinner that goes
+        // to sleep frees its place for the next stream.
+        let spinner = next.iter().position(|n| *n == Next::Spin).unwrap();
+        let sleeper = next.iter().position(|n| *n == Next::Sleep).unwrap();
+        assert_eq!(loops[sleeper].after_pass_at(0, t + gap / 2), Next::Sleep);
+        assert_eq!(loops[spinner].after_pass_at(0, t + gap * 2), Next::Sleep);
+        assert_eq!(budget.spinning(), 1);
+        let at = t + gap * 2;
+        assert_eq!(loops[sleeper].after_pass_at(1, at - gap / 2), Next::Again);
+        assert_eq!(loops[sleeper].after_pass_at(1, at), Next::Again);
+        assert_eq!(loops[sleeper].after_pass_at(0, at), Next::Spin);
+        assert_eq!(budget.spinning(), 2);
+        // A loop that ends gives its place back.
+        drop(loops);
+        assert_eq!(budget.spinning(), 0);
+    }
+
+    #[test]
+    fn a_budget_of_one_core_still_lets_one_loop_spin() {
+        let budget = budget(1);
+        let gap = Duration::from_millis(1);
+        let t = Instant::now();
+        let (mut a, mut b) = (streaming(gap, budget, t), streaming(gap, budget, t));
+        assert_eq!(a.after_pass_at(0, t), Next::Spin);
+        assert_eq!(b.after_pass_at(0, t), Next::Sleep);
+    }
+
+    #[test]
+    fn the_process_budget_is_the_core_count_and_asks_the_machine() {
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        assert_eq!(SpinBudget::process().limit, cores);
+        assert!(SpinBudget::process().ask_machine);
+    }
+
+    #[test]
+    fn a_refused_loop_asks_again_only_a_gap_later() {
+        let gap = Duration::from_millis(1);
+        let budget = budget(1);
+        let t = Instant::now();
+        let (mut a, mut b) = (streaming(gap, budget, t), streaming(gap, budget, t));
+        assert_eq!(a.after_pass_at(0, t), Next::Spin);
+        assert_eq!(b.after_pass_at(0, t), Next::Sleep);
+        // The place comes free, but b was refused just now: it sleeps
+        // until a gap has passed, then gets it.
+        drop(a);
+        let soon = t + gap / 2;
+        assert_eq!(b.after_pass_at(1, soon), Next::Again);
+        assert_eq!(b.after_pass_at(0, soon), Next::Sleep);
+        let later = t + gap;
+        assert_eq!(b.after_pass_at(1, later), Next::Again);
+        assert_eq!(b.after_pass_at(0, later), Next::Spin);
+        assert_eq!(budget.spinning(), 1);
+    }
+
+    #[test]
+    fn the_runnable_count_is_read_from_loadavg() {
+        assert_eq!(runnable_of_loadavg("0.50 0.40 0.30 3/97 12345\n"), Some(3));
+        assert_eq!(runnable_of_loadavg("10.51 10.75 7.88 12/310 99"), Some(12));
+        assert_eq!(runnable_of_loadavg("garbage"), None);
+        assert_eq!(runnable_of_loadavg("1 2 3 x/9 1"), None);
+        // This machine: at least this thread runs.
+        #[cfg(target_os = "linux")]
+        {
+            let line = std::fs::read_to_string("/proc/loadavg").unwrap();
+            assert!(runnable_of_loadavg(&line).unwrap() >= 1, "{line}");
+            assert!(machine_is_full(0));
+        }
     }
 }

@@ -465,6 +465,7 @@ async fn the_timeout_fires_in_polling_and_hybrid_modes_too() {
         CompletionMode::Hybrid {
             window: Duration::from_millis(50),
         },
+        CompletionMode::default(), // adaptive
     ] {
         let cluster = MemCluster::new(2);
         let node = Node::in_memory(

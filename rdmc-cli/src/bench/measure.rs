@@ -234,7 +234,7 @@ impl Run<'_> {
 
     /// CPU per completion mode, 4 nodes, binomial pipeline.
     fn cpu(&mut self) -> Result<(), String> {
-        for mode in ["interrupt", "hybrid", "polling"] {
+        for mode in ["interrupt", "adaptive", "hybrid", "polling"] {
             let block = self.args.block_size;
             let mut cluster = self.start_rdmc(4, "binomial-pipeline", block, mode)?;
             for (size, runs, warmup) in self.plan.cpu.clone() {

@@ -47,7 +47,7 @@ pub(crate) struct BenchArgs {
     /// Completion mode of the members outside the CPU experiment. The
     /// lab runs up to 16 members on this machine's few cores, where
     /// spinning members (hybrid, polling) take the CPU the others need.
-    #[arg(long, default_value = "interrupt", value_parser = ["interrupt", "hybrid", "polling"])]
+    #[arg(long, default_value = "interrupt", value_parser = ["interrupt", "adaptive", "hybrid", "polling"])]
     completion: String,
     /// Latency experiment only at these group sizes (e.g. `4,8`).
     #[arg(long, value_delimiter = ',')]

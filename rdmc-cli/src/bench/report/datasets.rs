@@ -10,7 +10,7 @@ use super::format::size_label;
 use super::records::{Rec, Variant, int, series_label, series_order, text, variant_labels};
 
 /// The completion modes in the order the CPU table lists them.
-const MODES: &[&str] = &["interrupt", "hybrid", "polling"];
+const MODES: &[&str] = &["interrupt", "adaptive", "hybrid", "polling"];
 
 /// The rows of the breakdown table (the paper's Table 1): label and field.
 pub(super) const BREAKDOWN_ROWS: &[(&str, &str)] = &[

@@ -131,6 +131,7 @@ async fn polling_and_hybrid_modes_deliver() {
         CompletionMode::Hybrid {
             window: Duration::from_millis(5),
         },
+        CompletionMode::default(), // adaptive
     ] {
         let nodes = cluster(3, false, mode).await;
         multicast(&nodes, 1, Algorithm::BinomialPipeline, 1024, &[3000, 1, 0]).await;
