@@ -60,7 +60,7 @@ pub(crate) struct MemberArgs {
     #[arg(long, default_value_t = 3.0)]
     failure_timeout: f64,
     /// How this member waits for completions.
-    #[arg(long, value_enum, default_value_t = ModeChoice::Hybrid)]
+    #[arg(long, value_enum, default_value_t = ModeChoice::Adaptive)]
     completion: ModeChoice,
     /// One JSON object per line instead of text.
     #[arg(long)]
