@@ -54,6 +54,7 @@ or setup error.
 
 import argparse
 import ctypes
+import fcntl
 import hashlib
 import json
 import os
@@ -252,7 +253,7 @@ def relay_main(argv):
                             buf[flip_after - start] ^= mask
                             data = bytes(buf)
                             state["flipped"] = True
-                            print(f"flipped {flip_after}", flush=True)
+                            print(f"flipped {flip_after} {time.monotonic()}", flush=True)
                 dst.sendall(data)
         except OSError:
             pass
@@ -426,7 +427,9 @@ def execute(lab, plan, rdmc, workdir):
                                env=dict(os.environ, RUST_LOG="off")))
 
     exit_at = [None] * n
-    fault_done = kind == "none"
+    # disk and flip faults happen when the data gets there: their moment is
+    # known only afterwards (the full receiver's exit, the relay's report)
+    fault_done = kind in ("none", "disk", "flip")
     fault_time = None
     running_at_fault = set()
     progressed_at_fault = False
@@ -461,8 +464,18 @@ def execute(lab, plan, rdmc, workdir):
     flipped = False
     if relay is not None:
         # the relay was killed with the others: read what it printed
-        flipped = "flipped" in relay.stdout.read()
+        report = relay.stdout.read().split()
+        if report[:1] == ["flipped"]:
+            flipped = True
+            fault_time = float(report[2]) - t0
         sh("ip", "netns", "del", PRIVATE_NS, check=False)
+    if kind == "disk" and exit_at[victims[0]] is not None and procs[victims[0]].returncode != 0:
+        fault_time = exit_at[victims[0]]
+    if kind in ("disk", "flip") and fault_time is not None:
+        # members ending in the same polling tick as the fault still count
+        running_at_fault = {r for r in range(n)
+                            if exit_at[r] is None or exit_at[r] >= fault_time - 0.015}
+        progressed_at_fault = True
 
     codes = [p.returncode for p in procs]
     errors = [last_error(se) for se in stderrs]
@@ -542,10 +555,11 @@ def culprit_set(plan, r):
     if kind == "partition":
         mine = r in victims
         return {x for x in range(n) if (x in victims) != mine}
+    if kind == "flip":
+        # the flipped link's ends: the receiver or one of its peers
+        return set(range(n)) - {r}
     if r in victims:
         return None
-    if kind == "flip":
-        return set(range(n)) - {r}  # the flipped link's ends: the receiver or a peer
     return set(victims)
 
 
@@ -597,6 +611,13 @@ def main():
         if shutil.which(tool) is None:
             log(f"{tool} is missing (apt-get install iproute2)")
             return 2
+    # one campaign at a time: they share the lab's names
+    lock = open("/run/rdmc-fault-campaign.lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        log("another fault campaign is running (/run/rdmc-fault-campaign.lock)")
+        return 2
     lab = Lab()
     if args.cleanup:
         lab.down()
