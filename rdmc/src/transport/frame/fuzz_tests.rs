@@ -40,13 +40,11 @@ pub(crate) fn fuzz<S: Strategy>(
     });
     let start = Instant::now();
     let outcome = runner.run(&strategy, check);
-    eprintln!(
-        "fuzz {name}: {cases} cases in {:.2} s",
-        start.elapsed().as_secs_f64()
-    );
+    let seconds = start.elapsed().as_secs_f64();
     if let Err(e) = outcome {
-        panic!("fuzz {name}: {e}");
+        panic!("fuzz {name}: {e} (after {seconds:.2} s)");
     }
+    eprintln!("fuzz {name}: {cases} cases passed in {seconds:.2} s");
 }
 
 /// Bytes that are mostly the interesting values of a field: zero, all ones,
