@@ -26,14 +26,24 @@ Checks after every run (each failed check is a violation, named by its class):
   control_failed        a member failed in a run without a fault
   unnamed               a survivor of a fault exited non-zero without naming a
                         member that failed (in "node N", "member N", "rank N",
-                        "peer N" or the member's address)
+                        "peer N", "NodeId(N)" or the member's address): the
+                        killed, stopped, cut-off or full-disk member; for a
+                        partition a member on the other side; for a flip any
+                        other member (the link's far end)
   slow                  a survivor exited later than failure timeout + 1 s after
                         the fault (connect timeout + failure timeout + 1 s when
-                        no member had reported progress yet at the fault)
+                        no member had reported progress yet at the fault); the
+                        moment of a full disk is its receiver's exit, of a flip
+                        the relay's report; after a flip only non-zero exits
   hang                  a member was still running at the run's wall-time bound
                         (then every process is killed)
   partial_file          a `.part` file left in an output directory (the
                         directory of a member killed with -9 excepted)
+
+A survivor is a member still running at the moment of the fault and not its
+victim (the flip's receiver counts as a survivor: it must name a peer).
+Control runs and faults that land after every member exited are checked for
+the general promises only (success_without_data, hang, partial_file).
 
 Deterministic from a seed: run i of `--seed S` has kind KINDS[i % len(KINDS)]
 and draws everything else from its own seed; a run prints one JSON line, and
@@ -528,7 +538,10 @@ def execute(lab, plan, rdmc, workdir):
             blame = culprit_set(plan, r)
             if blame is None or r in hung:
                 continue  # a victim itself: only the general checks apply
-            if exit_at[r] - fault_time > bound:
+            # after a flip, a member that went on to exit 0 is already a
+            # flip_undetected (or success_without_data) violation
+            timed = kind != "flip" or codes[r] != 0
+            if timed and exit_at[r] - fault_time > bound:
                 late.append({"member": r, "after": round(exit_at[r] - fault_time, 3)})
             if codes[r] != 0 and not (culprits_named(errors[r]) & blame):
                 unnamed.append(r)
@@ -650,6 +663,7 @@ def main():
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)  # even where started ignoring it
     workdir = tempfile.mkdtemp(prefix="rdfc-")
     logf = open(args.log, "a") if args.log else None
     results = []
