@@ -281,7 +281,11 @@ fn path_input() -> impl Strategy<Value = (Vec<Edit>, Vec<Edit>)> {
 /// Tampering with a handshake byte never lets both ends through; an
 /// untouched path always does.
 fn check_path(rt: &tokio::runtime::Runtime, (up, down): (Vec<Edit>, Vec<Edit>)) -> TestCaseResult {
-    let run = rt.block_on(over_path(up, down));
+    let (run, took) = rt.block_on(async {
+        let start = tokio::time::Instant::now();
+        (over_path(up, down).await, start.elapsed())
+    });
+    prop_assert!(took <= AT_MOST, "took {took:?}");
     let both = run.initiated.is_ok() && run.accepted.is_ok();
     if run.tampered {
         prop_assert!(!both, "a tampered handshake succeeded on both ends");
@@ -300,9 +304,15 @@ fn transcript_input(recorded: Vec<u8>) -> impl Strategy<Value = (Vec<u8>, bool)>
         .prop_map(|(bytes, edits, keep_open)| (Editor::new(edits).apply(&bytes), keep_open))
 }
 
+/// The longest a handshake may take on the paused clock: its timeout and
+/// the timer's granularity.
+const AT_MOST: Duration = DEFAULT_TIMEOUT.saturating_add(Duration::from_millis(5));
+
 /// Feeds `transcript` to one end as a whole stranger (the stranger reads
-/// nothing back); that end must refuse it, promptly under the timeout.
-async fn feed(transcript: &[u8], keep_open: bool, to_acceptor: bool) -> bool {
+/// nothing back): whether that end refused it, and how long it took (on the
+/// paused clock).
+async fn feed(transcript: &[u8], keep_open: bool, to_acceptor: bool) -> (bool, Duration) {
+    let start = tokio::time::Instant::now();
     let (mut stranger, mut end) = duplex(1 << 16);
     stranger
         .write_all(transcript)
@@ -320,7 +330,7 @@ async fn feed(transcript: &[u8], keep_open: bool, to_acceptor: bool) -> bool {
         node(2).initiate(&mut end, NodeId(0)).await.is_err()
     };
     drop(kept);
-    refused
+    (refused, start.elapsed())
 }
 
 fn run_transcripts(cases: u32, to_acceptor: bool) {
@@ -342,7 +352,9 @@ fn run_transcripts(cases: u32, to_acceptor: bool) {
         transcript_input(recorded),
         |(bytes, keep_open)| {
             // The recorded proof answered another session's nonce: a replay.
-            prop_assert!(rt.block_on(feed(&bytes, keep_open, to_acceptor)));
+            let (refused, took) = rt.block_on(feed(&bytes, keep_open, to_acceptor));
+            prop_assert!(refused, "a stranger got in");
+            prop_assert!(took <= AT_MOST, "took {took:?}");
             Ok(())
         },
     );
