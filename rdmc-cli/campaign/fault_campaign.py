@@ -93,7 +93,14 @@ MAX_MEMBERS = 6
 
 FAILURE_TIMEOUT = 1.0
 CONNECT_TIMEOUT = 3.0
-RUN_WALL = 25.0  # seconds: a run still going after this has hung
+# A run still going after RUN_WALL seconds, plus RUN_WALL_PER_MIB for every
+# MiB it sends, has hung (a debug build on a loaded machine moves ~1 MiB/s).
+RUN_WALL = 20.0
+RUN_WALL_PER_MIB = 2.0
+# Blocks per message at most: a small block size is drawn for small messages.
+MAX_BLOCKS = 512
+# Examples of each violation class whose files are kept.
+KEEP_EXAMPLES = 3
 
 CULPRIT_RE = re.compile(
     r"\b(?:node|member|rank|peer)s?(?:\(s\))?\s*[#:]?\s*(?:\[\s*)?(?:NodeId\()?(\d+)"
@@ -129,6 +136,7 @@ class Lab:
     def __init__(self):
         self.procs = []  # Popen objects still to reap
         self.mounts = []
+        self.warned_tbf = False
 
     def up(self):
         self.down()
@@ -154,8 +162,12 @@ class Lab:
             sh("ip", "link", "set", veth, "up")
             sh("tc", "qdisc", "del", "dev", veth, "root", check=False)
             burst = max(131072, rate_mbit * 1_000_000 // 8 // 500)
-            sh("tc", "qdisc", "add", "dev", veth, "root", "tbf", "rate", f"{rate_mbit}mbit",
-               "burst", str(burst), "latency", "20ms")
+            shaped = sh("tc", "qdisc", "add", "dev", veth, "root", "tbf", "rate",
+                        f"{rate_mbit}mbit", "burst", str(burst), "latency", "20ms",
+                        check=False) == 0
+            if not shaped and not self.warned_tbf:
+                log("tc tbf is not available: links run unshaped (faults land earlier)")
+                self.warned_tbf = True
         sh("ip", "netns", "del", PRIVATE_NS, check=False)
 
     def spawn(self, cmd, **kw):
@@ -332,10 +344,13 @@ def plan_run(kind, seed):
         "seed": seed,
         "members": n,
         "algorithm": rng.choice(ALGORITHMS),
-        "block_size": rng.choice(BLOCK_SIZES),
+        "block_size": rng.choice(
+            [b for b in BLOCK_SIZES if max(sizes) <= b * MAX_BLOCKS] or BLOCK_SIZES[-1:]),
         "sizes": sizes,
         "rate_mbit": rng.choice([50, 100, 200, 400]),
-        "port": 20000 + seed % 30000,
+        # below the ephemeral range (32768-): a connection of an earlier run
+        # still closing cannot hold the port
+        "port": 10000 + seed % 20000,
     }
     total = sum(sizes)
     # a moment within the transfer's expected span (plus process start-up)
@@ -464,7 +479,7 @@ def execute(lab, plan, rdmc, workdir):
             stop_until = None
         if all(e is not None for e in exit_at) and stop_until is None:
             break
-        if now > RUN_WALL:
+        if now > RUN_WALL + RUN_WALL_PER_MIB * sum(plan["sizes"]) / 2**20:
             break
         time.sleep(0.01)
     wall = time.monotonic() - t0
@@ -670,15 +685,19 @@ def main():
     workdir = tempfile.mkdtemp(prefix="rdfc-")
     logf = open(args.log, "a") if args.log else None
     results = []
+    kept = {}  # (kind, class) -> runs seen, whose files are kept up to KEEP_EXAMPLES
     start = time.monotonic()
     try:
         lab.up()
         for kind, seed in specs:
             plan = plan_run(kind, seed)
             result = execute(lab, plan, rdmc, workdir)
-            if not result["violations"] and not args.keep:
+            classes = [(kind, v["class"]) for v in result["violations"]]
+            if not args.keep and all(kept.get(c, 0) >= KEEP_EXAMPLES for c in classes):
                 shutil.rmtree(result["dir"], ignore_errors=True)
                 result["dir"] = None
+            for c in classes:
+                kept[c] = kept.get(c, 0) + 1
             results.append(result)
             line = json.dumps(result, sort_keys=True)
             print(line, flush=True)
@@ -689,7 +708,9 @@ def main():
         log("interrupted: cleaning up")
     finally:
         lab.down()
-        if not args.keep:
+        if args.keep or any(r["dir"] for r in results):
+            log(f"the files of violating runs (up to {KEEP_EXAMPLES} per class) are in {workdir}")
+        else:
             shutil.rmtree(workdir, ignore_errors=True)
         if logf:
             logf.close()
