@@ -162,10 +162,12 @@ impl Tampered {
         }
     }
 
-    /// Whether what went out differs from what the owner wrote (edits may
-    /// cancel out, like the same flip twice).
+    /// Whether the bytes the peer reads for the handshake (as many as the
+    /// owner wrote) differ from what the owner wrote. Edits may cancel out
+    /// (the same flip twice), or only add bytes after the handshake (an
+    /// insertion before the last byte that repeats it).
     fn tampered(&self) -> bool {
-        self.written != self.sent
+        self.sent.get(..self.written.len()) != Some(&self.written[..])
     }
 
     /// Writes out what is pending; once the stream is cut, ends it.
@@ -227,7 +229,7 @@ impl AsyncWrite for Tampered {
 struct PathRun {
     initiated: Result<(), HandshakeError>,
     accepted: Result<NodeId, HandshakeError>,
-    /// What went out differs from what was written, in either direction.
+    /// The handshake's bytes were changed, in either direction.
     tampered: bool,
     /// The bytes each end sent (edited): initiator, acceptor.
     sent: (Vec<u8>, Vec<u8>),
