@@ -99,7 +99,7 @@ RUN_WALL = 20.0
 RUN_WALL_PER_MIB = 2.0
 # Blocks per message at most: a small block size is drawn for small messages.
 MAX_BLOCKS = 512
-# Examples of each violation class whose files are kept.
+# Examples of each violation class whose files are kept, unless told otherwise.
 KEEP_EXAMPLES = 3
 
 CULPRIT_RE = re.compile(
@@ -631,7 +631,9 @@ def main():
     ap.add_argument("--replay", metavar="KIND:SEED")
     ap.add_argument("--rdmc", default=None, help="the rdmc binary (default: target/debug/rdmc)")
     ap.add_argument("--log", help="also write the JSON lines to this file")
-    ap.add_argument("--keep", action="store_true", help="keep the runs' files")
+    ap.add_argument("--keep", action="store_true", help="keep every run's files")
+    ap.add_argument("--keep-examples", type=int, default=KEEP_EXAMPLES, metavar="N",
+                    help="keep the files of the first N violating runs of each class")
     ap.add_argument("--cleanup", action="store_true", help="only remove a leftover lab")
     args = ap.parse_args()
 
@@ -685,7 +687,7 @@ def main():
     workdir = tempfile.mkdtemp(prefix="rdfc-")
     logf = open(args.log, "a") if args.log else None
     results = []
-    kept = {}  # (kind, class) -> runs seen, whose files are kept up to KEEP_EXAMPLES
+    kept = {}  # (kind, class) -> runs seen, whose files are kept up to --keep-examples
     start = time.monotonic()
     try:
         lab.up()
@@ -693,7 +695,7 @@ def main():
             plan = plan_run(kind, seed)
             result = execute(lab, plan, rdmc, workdir)
             classes = [(kind, v["class"]) for v in result["violations"]]
-            if not args.keep and all(kept.get(c, 0) >= KEEP_EXAMPLES for c in classes):
+            if not args.keep and all(kept.get(c, 0) >= args.keep_examples for c in classes):
                 shutil.rmtree(result["dir"], ignore_errors=True)
                 result["dir"] = None
             for c in classes:
@@ -709,7 +711,8 @@ def main():
     finally:
         lab.down()
         if args.keep or any(r["dir"] for r in results):
-            log(f"the files of violating runs (up to {KEEP_EXAMPLES} per class) are in {workdir}")
+            log(f"the files of violating runs (up to {args.keep_examples} per class) are in "
+                f"{workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
         if logf:
