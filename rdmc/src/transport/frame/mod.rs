@@ -23,6 +23,9 @@
 
 pub(crate) mod signal;
 
+#[cfg(test)]
+pub(crate) mod fuzz_tests;
+
 use crate::ids::GroupId;
 use crate::transport::Signal;
 

@@ -87,6 +87,8 @@ use super::key::{ClusterDigest, ClusterKey, HmacSha256};
 use crate::ids::NodeId;
 
 #[cfg(test)]
+mod fuzz_tests;
+#[cfg(test)]
 mod tests;
 
 /// The protocol magic that opens every hello.

@@ -95,6 +95,8 @@
 mod driver;
 mod fabric;
 mod ffi;
+#[cfg(test)]
+mod fuzz_tests;
 mod setup;
 #[cfg(test)]
 mod tests;

@@ -1,0 +1,174 @@
+//! Random and mutated inputs to the frame header decoder and the signal
+//! codec: nothing a peer sends may panic the decoder, whatever decodes is
+//! the one canonical encoding of its value, and a data header never lets a
+//! peer announce more payload than the receiver allows.
+//!
+//! The small variants run with every `cargo test`; the `#[ignore]`d ones are
+//! the long campaign (millions of cases, see RELIABILITY.md):
+//! `cargo test -p rdmc --lib fuzz -- --ignored --nocapture`. The environment
+//! variable `RDMC_FUZZ_CASES` overrides the case count of every fuzz test.
+//! This file also holds the runner the other decoders' fuzz tests share.
+
+use std::time::Instant;
+
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseResult, TestRunner};
+
+use super::{HEADER_LEN, Header, signal};
+use crate::ids::GroupId;
+use crate::proto::Control;
+use crate::transport::Signal;
+
+/// Runs `check` on `cases` values of `strategy` (or `RDMC_FUZZ_CASES` of
+/// them), without shrinking for long and without persisting failures, and
+/// reports the count and the time taken.
+pub(crate) fn fuzz<S: Strategy>(
+    name: &str,
+    cases: u32,
+    strategy: S,
+    check: impl Fn(S::Value) -> TestCaseResult,
+) {
+    let cases = std::env::var("RDMC_FUZZ_CASES")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(cases);
+    let mut runner = TestRunner::new(Config {
+        cases,
+        failure_persistence: None,
+        max_shrink_iters: 10_000,
+        ..Config::default()
+    });
+    let start = Instant::now();
+    let outcome = runner.run(&strategy, check);
+    let seconds = start.elapsed().as_secs_f64();
+    if let Err(e) = outcome {
+        panic!("fuzz {name}: {e} (after {seconds:.2} s)");
+    }
+    eprintln!("fuzz {name}: {cases} cases passed in {seconds:.2} s");
+}
+
+/// Bytes that are mostly the interesting values of a field: zero, all ones,
+/// small numbers, or anything.
+pub(crate) fn word() -> impl Strategy<Value = u64> + Clone {
+    prop_oneof![
+        Just(0),
+        Just(u64::MAX),
+        0..64u64,
+        any::<u64>(),
+        (0..64u32).prop_map(|s| 1u64 << s),
+    ]
+}
+
+/// `valid` with 0–4 of its bytes xor-ed with a non-zero mask, or, one time
+/// in four, bytes of no protocol at all.
+pub(crate) fn mutated<const N: usize>(
+    valid: impl Strategy<Value = [u8; N]>,
+) -> impl Strategy<Value = [u8; N]> {
+    let edits = proptest::collection::vec((0..N, 1..=255u8), 0..=4);
+    prop_oneof![
+        3 => (valid, edits).prop_map(|(mut bytes, edits)| {
+            for (at, mask) in edits {
+                bytes[at] ^= mask;
+            }
+            bytes
+        }),
+        1 => proptest::array::uniform::<_, N>(any::<u8>()),
+    ]
+}
+
+/// Every kind of signal, with interesting arguments.
+pub(crate) fn any_signal() -> impl Strategy<Value = Signal> {
+    let digest = || (word(), word()).prop_map(|(lo, hi)| u128::from(lo) | (u128::from(hi) << 64));
+    prop_oneof![
+        Just(Signal::Group(Control::ReadyForBlock)),
+        word().prop_map(|messages| Signal::Group(Control::Close { messages })),
+        Just(Signal::Group(Control::CloseAck)),
+        Just(Signal::Group(Control::Closed)),
+        proptest::option::of(word().prop_map(|r| r as usize))
+            .prop_map(|suspect| Signal::Group(Control::Failed { suspect })),
+        digest().prop_map(|digest| Signal::Join { digest }),
+        digest().prop_map(|digest| Signal::JoinRejected { digest }),
+    ]
+}
+
+/// Every kind of header, with interesting fields.
+fn any_header() -> impl Strategy<Value = Header> {
+    prop_oneof![
+        (word(), word(), word(), word()).prop_map(|(g, immediate, block_len, chunk)| {
+            Header::Data {
+                group: GroupId(g),
+                immediate,
+                block_len,
+                chunk_len: chunk as u32,
+            }
+        }),
+        (word(), any_signal()).prop_map(|(g, signal)| Header::Signal {
+            group: GroupId(g),
+            signal,
+        }),
+        Just(Header::Heartbeat),
+    ]
+}
+
+/// A header's bytes, valid or mutated, and the receiver's chunk limit.
+fn header_input() -> impl Strategy<Value = ([u8; HEADER_LEN], u32)> {
+    let max_chunk = prop_oneof![Just(0u32), Just(u32::MAX), 1..(1u32 << 24), any::<u32>()];
+    (mutated(any_header().prop_map(|h| h.encode())), max_chunk)
+}
+
+/// The header properties: no panic, canonical, bounded.
+fn check_header((bytes, max_chunk): ([u8; HEADER_LEN], u32)) -> TestCaseResult {
+    if let Ok(header) = Header::decode(&bytes, max_chunk) {
+        prop_assert_eq!(header.encode(), bytes, "not the canonical encoding");
+        if let Header::Data {
+            chunk_len,
+            block_len,
+            ..
+        } = header
+        {
+            prop_assert!(chunk_len <= max_chunk, "chunk above the limit");
+            prop_assert!(u64::from(chunk_len) <= block_len, "chunk beyond its block");
+        }
+    }
+    Ok(())
+}
+
+/// A signal code with arguments, valid or not.
+fn signal_input() -> impl Strategy<Value = (u8, u64, u64)> {
+    prop_oneof![
+        any_signal().prop_map(signal::encode),
+        (any::<u8>(), word(), word()),
+        (0..8u8, word(), word()),
+    ]
+}
+
+/// The signal codec properties: no panic, and what decodes re-encodes to
+/// the same code and arguments.
+fn check_signal((code, a, b): (u8, u64, u64)) -> TestCaseResult {
+    if let Ok(signal) = signal::decode(code, a, b) {
+        prop_assert_eq!(signal::encode(signal), (code, a, b));
+    }
+    Ok(())
+}
+
+#[test]
+fn frame_headers_from_strangers_never_panic_and_stay_bounded() {
+    fuzz("frame header", 4_000, header_input(), check_header);
+}
+
+#[test]
+fn signal_codes_from_strangers_never_panic() {
+    fuzz("signal codec", 2_000, signal_input(), check_signal);
+}
+
+#[test]
+#[ignore = "long: millions of cases (RELIABILITY.md)"]
+fn frame_headers_long_campaign() {
+    fuzz("frame header", 4_000_000, header_input(), check_header);
+}
+
+#[test]
+#[ignore = "long: millions of cases (RELIABILITY.md)"]
+fn signal_codes_long_campaign() {
+    fuzz("signal codec", 2_000_000, signal_input(), check_signal);
+}
