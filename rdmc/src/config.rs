@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::ids::NodeId;
 use crate::schedule::Algorithm;
+pub use crate::transport::frame::protect::WireSecurity;
 use crate::transport::mesh::ClusterConfig;
 pub use crate::transport::mesh::{ClusterKey, ClusterKeyError};
 #[cfg(feature = "ofi")]
@@ -208,6 +209,7 @@ macro_rules! cluster_builders {
 pub struct TcpConfig {
     pub(crate) cluster: ClusterConfig,
     pub(crate) chunk_size: u32,
+    pub(crate) wire_security: WireSecurity,
 }
 
 impl TcpConfig {
@@ -217,7 +219,19 @@ impl TcpConfig {
         TcpConfig {
             cluster: ClusterConfig::new(members, id, key),
             chunk_size: DEFAULT_CHUNK_SIZE,
+            wire_security: WireSecurity::default(),
         }
+    }
+
+    /// How the bytes on the wire are protected after the handshake
+    /// (default [`WireSecurity::Authenticated`]: every frame carries a MAC;
+    /// [`WireSecurity::Encrypted`] hides the payloads too;
+    /// [`WireSecurity::None`] is for trusted fabrics only). Every member
+    /// must choose the same; [`WireSecurity`] says what an attacker on the
+    /// path can and cannot do in each mode.
+    pub fn with_wire_security(mut self, security: WireSecurity) -> Self {
+        self.wire_security = security;
+        self
     }
 
     /// Size of the chunks blocks are cut into on the wire (default 256 KiB):

@@ -64,6 +64,7 @@ pub use config::OfiConfig;
 pub use config::{
     ClusterKey, ClusterKeyError, CompletionMode, DEFAULT_BLOCK_SIZE, DEFAULT_CREATE_TIMEOUT,
     DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_RECEIVE_WINDOW, GroupConfig, NodeConfig, TcpConfig,
+    WireSecurity,
 };
 pub use error::{Error, FailureKind, MembershipError};
 pub use group::{Group, SendFuture};

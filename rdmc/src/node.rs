@@ -105,10 +105,14 @@ impl Node {
     pub async fn tcp(config: TcpConfig, node: NodeConfig) -> Result<Self, Error> {
         let id = config.cluster.id;
         let budget = node.buffer_pool().unwrap_or(DEFAULT_POOL_BUDGET);
-        let (transport, completions) =
-            TcpEndpoint::connect(config.cluster, config.chunk_size, budget)
-                .await
-                .map_err(|e| Error::Transport(e.to_string()))?;
+        let (transport, completions) = TcpEndpoint::connect(
+            config.cluster,
+            config.chunk_size,
+            config.wire_security,
+            budget,
+        )
+        .await
+        .map_err(|e| Error::Transport(e.to_string()))?;
         Ok(Self::start(id, transport, completions, node))
     }
 

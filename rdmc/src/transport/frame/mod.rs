@@ -21,6 +21,7 @@
 //! back. Payload bytes follow their header directly and are read straight
 //! into the receive posted for the block.
 
+pub(crate) mod protect;
 pub(crate) mod signal;
 
 use crate::ids::GroupId;
