@@ -11,7 +11,7 @@ use futures::StreamExt;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rdmc::{
     Algorithm, ClusterKey, CompletionMode, GroupConfig, GroupId, MemCluster, Node, NodeConfig,
-    NodeId, TcpConfig,
+    NodeId, TcpConfig, WireSecurity,
 };
 use serde::Serialize;
 
@@ -58,10 +58,17 @@ pub(crate) struct DemoArgs {
     /// How each node waits for completions.
     #[arg(long, value_enum, default_value_t = ModeChoice::Hybrid)]
     completion: ModeChoice,
+    /// With `--transport tcp`: how frames are protected on the wire
+    /// (`none` is for trusted fabrics only).
+    #[arg(long, value_enum, default_value_t = SecurityChoice::Authenticated)]
+    wire_security: SecurityChoice,
     /// Also time a baseline moving the same bytes without rdmc: with `mem`,
     /// plain memcpys into buffers allocated and touched beforehand (one per
-    /// receiver, on as many threads as there are cores); with `tcp`, plain tokio TCP copies over loopback (one per
-    /// receiver, one after another, as unicasts would).
+    /// receiver, on as many threads as there are cores); with `tcp`, plain
+    /// tokio TCP copies over loopback and TLS 1.3 copies (rustls,
+    /// AES-256-GCM) into a reused, touched buffer (one per receiver, one
+    /// after another, as unicasts would), each message checked on arrival
+    /// as the multicast's receivers check theirs.
     #[arg(long)]
     baseline: bool,
     /// One JSON object per line instead of text.
@@ -109,6 +116,27 @@ impl TransportChoice {
             TransportChoice::Mem => "mem",
             TransportChoice::Tcp => "tcp",
             TransportChoice::Ofi => "ofi",
+        }
+    }
+}
+
+/// `--wire-security`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub(crate) enum SecurityChoice {
+    /// Every frame authenticated (the default).
+    Authenticated,
+    /// Every frame authenticated, payloads encrypted.
+    Encrypted,
+    /// No protection after the handshake (trusted fabrics).
+    None,
+}
+
+impl From<SecurityChoice> for WireSecurity {
+    fn from(s: SecurityChoice) -> Self {
+        match s {
+            SecurityChoice::Authenticated => WireSecurity::Authenticated,
+            SecurityChoice::Encrypted => WireSecurity::Encrypted,
+            SecurityChoice::None => WireSecurity::None,
         }
     }
 }
@@ -161,6 +189,12 @@ struct Report {
     baseline: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     baseline_seconds: Option<f64>,
+    /// With `tcp`: the same bytes over TLS 1.3 (rustls), in seconds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_baseline_seconds: Option<f64>,
+    /// With `tcp`: the wire security of the multicast.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wire_security: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
@@ -209,13 +243,26 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
             }
         }
     };
+    let tls_baseline = match (args.baseline, args.transport) {
+        (true, TransportChoice::Tcp) => {
+            match crate::tcp_copy::tls_copy_seconds(&messages, args.nodes) {
+                Ok(seconds) => Some(seconds),
+                Err(e) => {
+                    eprintln!("rdmc demo: the TLS baseline failed: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        _ => None,
+    };
     let mut ok = true;
     for (i, &algorithm) in algorithms.iter().enumerate() {
         let config = GroupConfig::new()
             .with_algorithm(algorithm)
             .with_block_size(block_size);
         let outcome = runtime.block_on(run_group(&args, config, &messages, i as u64));
-        let report = report_of(&args, algorithm, &messages, baseline, outcome);
+        let mut report = report_of(&args, algorithm, &messages, baseline, outcome);
+        report.tls_baseline_seconds = tls_baseline;
         ok &= report.verified && report.error.is_none();
         print_report(&report, args.json);
     }
@@ -252,6 +299,9 @@ fn report_of(
         cpu_seconds_per_gib: None,
         baseline: baseline.map(|(kind, _)| kind),
         baseline_seconds: baseline.map(|(_, seconds)| seconds),
+        tls_baseline_seconds: None,
+        wire_security: matches!(args.transport, TransportChoice::Tcp)
+            .then(|| security_name(args.wire_security)),
         error: None,
     };
     match outcome {
@@ -265,7 +315,7 @@ fn report_of(
                 .filter(|_| delivered_gib > 0.0)
                 .map(|cpu| cpu / delivered_gib);
             report.gbps = (payload * 8) as f64 / report.seconds / 1e9;
-            report.verified = run.received.iter().all(|r| verify(messages, r));
+            report.verified = run.verified;
             if args.groups > 1 {
                 let times: Vec<f64> = run
                     .group_elapsed
@@ -311,7 +361,11 @@ struct Run {
     elapsed: Duration,
     /// Per group, from the first send until that group closed.
     group_elapsed: Vec<Duration>,
-    /// Per group, per rank (index 0, the root, unused): the messages received in order.
+    /// Whether every receiver got every message intact (each checked on
+    /// arrival, then dropped unless `--out` keeps it).
+    verified: bool,
+    /// With `--out`, per group, per rank (index 0, the root, unused): the
+    /// messages received in order.
     received: Vec<Vec<Vec<Bytes>>>,
     /// Process CPU seconds over the same span as `elapsed`.
     cpu_seconds: Option<f64>,
@@ -353,25 +407,42 @@ async fn run_group(
     for group in groups {
         let mut group = group.into_iter();
         let root = group.next().expect("a group has a root");
-        let messages = messages.to_vec();
+        let to_send = messages.to_vec();
         roots.push(tokio::spawn(async move {
-            for message in messages {
+            for message in to_send {
                 // Completion order equals send order; only the close matters here.
                 drop(root.send(message));
             }
             root.close().await?;
             Ok::<_, rdmc::Error>(start.elapsed())
         }));
+        let keep = args.out.is_some();
         receivers.push(
             group
                 .map(|mut group| {
+                    let expected = messages.to_vec();
                     tokio::spawn(async move {
+                        // Check each message as it arrives and let it go,
+                        // so its buffer returns to the node's pool for the
+                        // next one (as a real consumer would).
                         let mut got = Vec::new();
+                        let mut intact = true;
+                        let mut count = 0;
                         while let Some(message) = group.next().await {
-                            got.push(message?.data);
+                            let data = message?.data;
+                            if keep {
+                                got.push(data.clone());
+                            }
+                            intact &= match expected.get(count).cloned() {
+                                Some(want) => tokio::task::spawn_blocking(move || data == want)
+                                    .await
+                                    .unwrap_or(false),
+                                None => false,
+                            };
+                            count += 1;
                         }
                         group.close().await?;
-                        Ok::<_, rdmc::Error>(got)
+                        Ok::<_, rdmc::Error>((intact && count == expected.len(), got))
                     })
                 })
                 .collect::<Vec<_>>(),
@@ -390,13 +461,15 @@ async fn run_group(
         .zip(process_cpu_seconds())
         .map(|(before, after)| after - before);
     let mut received = Vec::new();
+    let mut verified = true;
     for (g, tasks) in receivers.into_iter().enumerate() {
         let mut ranks = vec![Vec::new()];
         for (rank, task) in tasks.into_iter().enumerate() {
-            let got = task
+            let (intact, got) = task
                 .await
                 .map_err(|e| format!("group {g} rank {}: {e}", rank + 1))?
                 .map_err(|e| format!("group {g} rank {}: {e}", rank + 1))?;
+            verified &= intact;
             ranks.push(got);
         }
         received.push(ranks);
@@ -404,6 +477,7 @@ async fn run_group(
     Ok(Run {
         elapsed,
         group_elapsed,
+        verified,
         received,
         cpu_seconds,
     })
@@ -420,7 +494,8 @@ async fn start_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<Vec<
             futures::future::try_join_all(listeners.into_iter().enumerate().map(
                 |(id, listener)| {
                     let tcp = TcpConfig::new(members.clone(), NodeId(id as u32), key.clone())
-                        .with_listener(listener);
+                        .with_listener(listener)
+                        .with_wire_security(args.wire_security.into());
                     Node::tcp(tcp, config.clone())
                 },
             ))
@@ -479,13 +554,6 @@ async fn start_ofi_nodes(_: &DemoArgs, _: u32, _: NodeConfig) -> Result<Vec<Node
 /// The demo's cluster key: its members are all in this process.
 const DEMO_KEY: &[u8] = b"rdmc demo: every member is in this process";
 
-fn verify(messages: &[Bytes], received: &[Vec<Bytes>]) -> bool {
-    received
-        .iter()
-        .skip(1)
-        .all(|got| got.as_slice() == messages)
-}
-
 fn write_out(dir: &PathBuf, messages: &[Bytes], received: &[Vec<Bytes>]) -> std::io::Result<()> {
     use std::io::Write;
     std::fs::create_dir_all(dir)?;
@@ -538,15 +606,19 @@ async fn tcp_copy_baseline(messages: &[Bytes], nodes: u32) -> std::io::Result<f6
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     // Like the memcpy baseline, receive into memory allocated and touched
-    // beforehand: the bound is the network path, not page faults.
-    let mut targets: Vec<Vec<u8>> = messages.iter().map(|m| vec![1u8; m.len()]).collect();
+    // beforehand (one buffer, reused): the bound is the network path, not
+    // page faults. Each message is checked as the multicast's are.
+    let mut target = vec![1u8; messages.iter().map(Bytes::len).max().unwrap_or(0)];
     let start = Instant::now();
     for _ in 1..nodes {
         let receive = async {
             let (mut server, _) = listener.accept().await?;
-            for target in &mut targets {
+            for m in messages {
+                let target = &mut target[..m.len()];
                 server.read_exact(target).await?;
-                std::hint::black_box(&target);
+                if target != &m[..] {
+                    return Err(std::io::Error::other("the copy differs"));
+                }
             }
             Ok::<_, std::io::Error>(())
         };
@@ -605,11 +677,26 @@ fn print_report(report: &Report, json: bool) {
     if let Some(cpu) = report.cpu_seconds {
         line += &format!("  cpu {cpu:.2} s");
     }
+    if let Some(security) = report.wire_security {
+        line += &format!("  wire {security}");
+    }
     if let (Some(kind), Some(b)) = (report.baseline, report.baseline_seconds) {
-        line += &format!("  ({kind} baseline {b:.4} s)");
+        line += &format!("  ({kind} baseline {b:.4} s");
+        if let Some(tls) = report.tls_baseline_seconds {
+            line += &format!(", tls-copy {tls:.4} s");
+        }
+        line += ")";
     }
     if let Some(e) = &report.error {
         line += &format!("  error: {e}");
     }
     println!("{line}");
+}
+
+fn security_name(s: SecurityChoice) -> &'static str {
+    match s {
+        SecurityChoice::Authenticated => "authenticated",
+        SecurityChoice::Encrypted => "encrypted",
+        SecurityChoice::None => "none",
+    }
 }
