@@ -17,6 +17,7 @@ use rand::Rng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::ids::{GroupId, NodeId};
 use crate::transport::frame::protect::{MAX_TAG_LEN, Opener, Sealer, WireKeys, WireSecurity};
@@ -125,6 +126,9 @@ impl Link {
                     return;
                 }
             };
+            // A failed reader ends the writer too, so the whole connection
+            // closes and the peer learns of the failure at once.
+            let reader_done = CancellationToken::new();
             tokio::spawn(tracing::Instrument::in_current_span(read_loop(
                 peer,
                 FrameReader::new(reader, lowat),
@@ -133,8 +137,13 @@ impl Link {
                 completions.clone(),
                 config,
                 Arc::clone(&link_down),
+                reader_done.clone().drop_guard(),
             )));
-            write_loop(peer, writer, sealer, queue, completions, config, link_down).await;
+            let writing = write_loop(peer, writer, sealer, queue, completions, config, link_down);
+            tokio::select! {
+                () = writing => {}
+                () = reader_done.cancelled() => {}
+            }
         }));
         Link {
             outgoing,
@@ -348,6 +357,10 @@ impl<R: AsyncRead> FrameReader<R> {
     }
 
     /// Take up to `dst.len()` buffered bytes into `dst`; how many.
+    fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
     fn take(&mut self, dst: &mut [u8]) -> usize {
         let n = dst.len().min(self.end - self.start);
         dst[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
@@ -570,6 +583,7 @@ struct PartialBlock {
 /// Why the reader stops, for the log.
 type Reason = String;
 
+#[allow(clippy::too_many_arguments)]
 async fn read_loop<R: AsyncRead>(
     peer: NodeId,
     mut reader: FrameReader<R>,
@@ -578,6 +592,7 @@ async fn read_loop<R: AsyncRead>(
     completions: CompletionSender,
     config: LinkConfig,
     down: Arc<AtomicBool>,
+    done: DropGuard,
 ) {
     let mut partial: HashMap<GroupId, PartialBlock> = HashMap::new();
     let mut scratch: Vec<u8> = Vec::new();
@@ -604,9 +619,26 @@ async fn read_loop<R: AsyncRead>(
             }
         };
     }
+    // Whether the peer closed its side in order, at a frame boundary.
+    let mut orderly = false;
     let reason: Reason = loop {
         let mut bytes = [0u8; HEADER_LEN];
-        read_or_break!(&mut bytes, "");
+        let empty = reader.is_empty();
+        match tokio::time::timeout_at(
+            liveness.silence_deadline(&clock),
+            reader.read_exact(&mut bytes),
+        )
+        .await
+        {
+            Err(_) => break liveness.silence_reason(),
+            Ok(Err(e)) => {
+                // Not a byte of a next frame: the stream ended cleanly.
+                orderly =
+                    empty && reader.is_empty() && e.kind() == std::io::ErrorKind::UnexpectedEof;
+                break format!("connection lost: {e}");
+            }
+            Ok(Ok(())) => clock.heard(Instant::now()),
+        }
         let header = match Header::decode(&bytes, config.max_frame()) {
             Ok(h) => h,
             Err(e) => break format!("malformed frame: {e}"),
@@ -698,6 +730,10 @@ async fn read_loop<R: AsyncRead>(
         }
     };
     down.store(true, Ordering::Release);
+    if orderly {
+        // The peer closed its side in order: let the writer finish ours.
+        done.disarm();
+    }
     tracing::warn!(peer = peer.0, %reason, "peer down");
     let _ = completions.send(Completion::PeerDown { node: peer });
 }
