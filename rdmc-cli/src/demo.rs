@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -71,6 +72,11 @@ pub(crate) struct DemoArgs {
     /// as the multicast's receivers check theirs.
     #[arg(long)]
     baseline: bool,
+    /// Multicast this many copies of the first message before the timed
+    /// ones (untimed), so the receivers' buffer pools hold warm memory as
+    /// the baselines' touched buffers are; 0 measures cold memory.
+    #[arg(long, default_value_t = 0)]
+    warmup: u64,
     /// One JSON object per line instead of text.
     #[arg(long)]
     json: bool,
@@ -400,15 +406,27 @@ async fn run_group(
     let groups = futures::future::try_join_all(creates)
         .await
         .map_err(|e| e.to_string())?;
-    let cpu_start = process_cpu_seconds();
-    let start = Instant::now();
+    // Everyone (the roots, the receivers and this task) meets here once
+    // the warm-up messages are through; the clock starts after it.
+    let warmup: Vec<Bytes> = (0..args.warmup)
+        .filter_map(|_| messages.first().cloned())
+        .collect();
+    let warm = Arc::new(tokio::sync::Barrier::new(
+        args.groups as usize * n as usize + 1,
+    ));
     let mut roots = Vec::new();
     let mut receivers = Vec::new();
     for group in groups {
         let mut group = group.into_iter();
         let root = group.next().expect("a group has a root");
         let to_send = messages.to_vec();
+        let (root_warmup, root_warm) = (warmup.clone(), Arc::clone(&warm));
         roots.push(tokio::spawn(async move {
+            for message in root_warmup {
+                drop(root.send(message));
+            }
+            root_warm.wait().await;
+            let start = Instant::now();
             for message in to_send {
                 // Completion order equals send order; only the close matters here.
                 drop(root.send(message));
@@ -421,7 +439,12 @@ async fn run_group(
             group
                 .map(|mut group| {
                     let expected = messages.to_vec();
+                    let (warmup, warm) = (warmup.len(), Arc::clone(&warm));
                     tokio::spawn(async move {
+                        for _ in 0..warmup {
+                            drop(group.next().await.transpose()?);
+                        }
+                        warm.wait().await;
                         // Check each message as it arrives and let it go,
                         // so its buffer returns to the node's pool for the
                         // next one (as a real consumer would).
@@ -448,6 +471,9 @@ async fn run_group(
                 .collect::<Vec<_>>(),
         );
     }
+    warm.wait().await;
+    let cpu_start = process_cpu_seconds();
+    let start = Instant::now();
     let mut group_elapsed = Vec::new();
     for (g, root) in roots.into_iter().enumerate() {
         let took = root
