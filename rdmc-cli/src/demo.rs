@@ -195,9 +195,15 @@ struct Report {
     baseline: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     baseline_seconds: Option<f64>,
+    /// Process CPU seconds the baseline used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    baseline_cpu_seconds: Option<f64>,
     /// With `tcp`: the same bytes over TLS 1.3 (rustls), in seconds.
     #[serde(skip_serializing_if = "Option::is_none")]
     tls_baseline_seconds: Option<f64>,
+    /// Process CPU seconds the TLS baseline used.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tls_baseline_cpu_seconds: Option<f64>,
     /// With `tcp`: the wire security of the multicast.
     #[serde(skip_serializing_if = "Option::is_none")]
     wire_security: Option<&'static str>,
@@ -236,12 +242,16 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
         AlgorithmChoice::All => Algorithm::ALL.to_vec(),
         AlgorithmChoice::One(a) => vec![a],
     };
+    let mut baseline_cpu = None;
     let baseline = match (args.baseline, args.transport) {
         (false, _) => None,
         (true, TransportChoice::Mem) => Some(("memcpy", memcpy_baseline(&messages, args.nodes))),
         (true, TransportChoice::Tcp | TransportChoice::Ofi) => {
             match runtime.block_on(tcp_copy_baseline(&messages, args.nodes)) {
-                Ok(seconds) => Some(("tcp-copy", seconds)),
+                Ok((seconds, cpu)) => {
+                    baseline_cpu = Some(cpu);
+                    Some(("tcp-copy", seconds))
+                }
                 Err(e) => {
                     eprintln!("rdmc demo: the tcp baseline failed: {e}");
                     return ExitCode::FAILURE;
@@ -268,7 +278,9 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
             .with_block_size(block_size);
         let outcome = runtime.block_on(run_group(&args, config, &messages, i as u64));
         let mut report = report_of(&args, algorithm, &messages, baseline, outcome);
-        report.tls_baseline_seconds = tls_baseline;
+        report.baseline_cpu_seconds = baseline_cpu;
+        report.tls_baseline_seconds = tls_baseline.map(|(seconds, _)| seconds);
+        report.tls_baseline_cpu_seconds = tls_baseline.map(|(_, cpu)| cpu);
         ok &= report.verified && report.error.is_none();
         print_report(&report, args.json);
     }
@@ -305,7 +317,9 @@ fn report_of(
         cpu_seconds_per_gib: None,
         baseline: baseline.map(|(kind, _)| kind),
         baseline_seconds: baseline.map(|(_, seconds)| seconds),
+        baseline_cpu_seconds: None,
         tls_baseline_seconds: None,
+        tls_baseline_cpu_seconds: None,
         wire_security: matches!(args.transport, TransportChoice::Tcp)
             .then(|| security_name(args.wire_security)),
         error: None,
@@ -624,10 +638,11 @@ fn memcpy_baseline(messages: &[Bytes], nodes: u32) -> f64 {
     start.elapsed().as_secs_f64()
 }
 
-/// Seconds for plain tokio TCP copies of every message over loopback, once
-/// per receiver, one after another: what unicasting the bytes costs. The
-/// receiving side reads into memory allocated and touched beforehand.
-async fn tcp_copy_baseline(messages: &[Bytes], nodes: u32) -> std::io::Result<f64> {
+/// Seconds and process CPU seconds for plain tokio TCP copies of every
+/// message over loopback, once per receiver, one after another: what
+/// unicasting the bytes costs. The receiving side reads into memory
+/// allocated and touched beforehand.
+async fn tcp_copy_baseline(messages: &[Bytes], nodes: u32) -> std::io::Result<(f64, f64)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
@@ -635,6 +650,7 @@ async fn tcp_copy_baseline(messages: &[Bytes], nodes: u32) -> std::io::Result<f6
     // beforehand (one buffer, reused): the bound is the network path, not
     // page faults. Each message is checked as the multicast's are.
     let mut target = vec![1u8; messages.iter().map(Bytes::len).max().unwrap_or(0)];
+    let cpu = crate::member_bench::cpu_seconds();
     let start = Instant::now();
     for _ in 1..nodes {
         let receive = async {
@@ -658,19 +674,15 @@ async fn tcp_copy_baseline(messages: &[Bytes], nodes: u32) -> std::io::Result<f6
         };
         tokio::try_join!(receive, send)?;
     }
-    Ok(start.elapsed().as_secs_f64())
+    Ok((
+        start.elapsed().as_secs_f64(),
+        crate::member_bench::cpu_seconds() - cpu,
+    ))
 }
 
-/// CPU seconds (user + system) this process has used, from `/proc/self/stat`
-/// (Linux; clock ticks of 1/100 s). `None` elsewhere.
+/// CPU seconds (user + system) this process has used (`getrusage`).
 fn process_cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // Fields after the parenthesised command name; utime and stime are the
-    // 14th and 15th fields of the whole line.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(ticks as f64 / 100.0)
+    Some(crate::member_bench::cpu_seconds())
 }
 
 fn print_report(report: &Report, json: bool) {
