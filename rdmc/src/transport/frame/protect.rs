@@ -242,36 +242,47 @@ fn nonce(seq: u64) -> Nonce {
     Nonce::assume_unique_for_key(bytes)
 }
 
-/// The sending half: tags (and, encrypted, encrypts) frames in order.
-pub(crate) struct Sealer {
+/// One direction of a connection: its mode, key and next sequence number.
+struct Direction {
     mode: WireSecurity,
     cipher: Cipher,
     seq: u64,
 }
 
-impl std::fmt::Debug for Sealer {
+impl std::fmt::Debug for Direction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Sealer")
+        f.debug_struct("Direction")
             .field("mode", &self.mode)
             .field("seq", &self.seq)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
-impl Sealer {
-    /// Protect frames sent with `key` in `mode`.
-    pub(crate) fn new(mode: WireSecurity, key: &[u8; 32]) -> Self {
-        Sealer {
+impl Direction {
+    fn new(mode: WireSecurity, key: &[u8; 32]) -> Self {
+        Direction {
             mode,
             cipher: Cipher::new(mode, key),
             seq: 0,
         }
     }
 
+    /// The next frame's sequence number.
     fn next_seq(&mut self) -> Result<u64, ProtectError> {
         let seq = self.seq;
         self.seq = seq.checked_add(1).ok_or(ProtectError::Exhausted)?;
         Ok(seq)
+    }
+}
+
+/// The sending half: tags (and, encrypted, encrypts) frames in order.
+#[derive(Debug)]
+pub(crate) struct Sealer(Direction);
+
+impl Sealer {
+    /// Protect frames sent with `key` in `mode`.
+    pub(crate) fn new(mode: WireSecurity, key: &[u8; 32]) -> Self {
+        Sealer(Direction::new(mode, key))
     }
 
     /// The tag of the next frame, whose payload is `payload`, sent as it
@@ -285,8 +296,8 @@ impl Sealer {
         header: &[u8; HEADER_LEN],
         payload: &[u8],
     ) -> Result<Tag, ProtectError> {
-        let seq = self.next_seq()?;
-        match &self.cipher {
+        let seq = self.0.next_seq()?;
+        match &self.0.cipher {
             Cipher::None => Ok(Tag::new(&[])),
             Cipher::Mac(key) => Ok(Tag::new(Cipher::mac(key, seq, header, payload).as_bytes())),
             Cipher::Aead(_) => panic!("an encrypting sealer must copy the payload"),
@@ -303,11 +314,11 @@ impl Sealer {
         payload: &[u8],
         scratch: &mut Vec<u8>,
     ) -> Result<(Tag, bool), ProtectError> {
-        if !matches!(self.cipher, Cipher::Aead(_)) {
+        if !matches!(self.0.cipher, Cipher::Aead(_)) {
             return Ok((self.tag(header, payload)?, false));
         }
-        let seq = self.next_seq()?;
-        let Cipher::Aead(key) = &self.cipher else {
+        let seq = self.0.next_seq()?;
+        let Cipher::Aead(key) = &self.0.cipher else {
             unreachable!("checked above")
         };
         scratch.clear();
@@ -320,34 +331,18 @@ impl Sealer {
 }
 
 /// The receiving half: checks (and, encrypted, decrypts) frames in order.
-pub(crate) struct Opener {
-    mode: WireSecurity,
-    cipher: Cipher,
-    seq: u64,
-}
-
-impl std::fmt::Debug for Opener {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Opener")
-            .field("mode", &self.mode)
-            .field("seq", &self.seq)
-            .finish()
-    }
-}
+#[derive(Debug)]
+pub(crate) struct Opener(Direction);
 
 impl Opener {
     /// Check frames received with `key` in `mode`.
     pub(crate) fn new(mode: WireSecurity, key: &[u8; 32]) -> Self {
-        Opener {
-            mode,
-            cipher: Cipher::new(mode, key),
-            seq: 0,
-        }
+        Opener(Direction::new(mode, key))
     }
 
     /// The mode.
     pub(crate) fn mode(&self) -> WireSecurity {
-        self.mode
+        self.0.mode
     }
 
     /// Check the next frame: `header`, then `payload` as received and
@@ -360,9 +355,8 @@ impl Opener {
         payload: &mut [u8],
         tag: &[u8],
     ) -> Result<(), ProtectError> {
-        let seq = self.seq;
-        self.seq = seq.checked_add(1).ok_or(ProtectError::Exhausted)?;
-        let ok = match &self.cipher {
+        let seq = self.0.next_seq()?;
+        let ok = match &self.0.cipher {
             Cipher::None => true,
             Cipher::Mac(key) => {
                 let expected = Cipher::mac(key, seq, header, payload);

@@ -928,6 +928,23 @@ mod tests {
         ));
     }
 
+    /// `b` posts a receive for `data` in group 1; `a` sends a signal, then
+    /// `data` as a block with `immediate`. The receive's buffer.
+    fn signal_and_block(a: &Link, b: &Link, data: &[u8], immediate: u64) -> Arc<MessageBuffer> {
+        let buf = MessageBuffer::new(data.len());
+        b.post_recv(GroupId(1), buf.region(0, data.len()));
+        assert!(a.send(Outgoing::Signal(
+            GroupId(1),
+            Signal::Group(Control::CloseAck)
+        )));
+        assert!(a.send(Outgoing::Data(
+            GroupId(1),
+            BlockRef::from_bytes(data.to_vec().into()),
+            immediate
+        )));
+        buf
+    }
+
     #[tokio::test]
     async fn every_mode_carries_blocks_and_signals() {
         for mode in [
@@ -955,17 +972,7 @@ mod tests {
                 security_in(1, mode),
             );
             let data: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
-            let buf = MessageBuffer::new(data.len());
-            b.post_recv(GroupId(1), buf.region(0, data.len()));
-            assert!(a.send(Outgoing::Signal(
-                GroupId(1),
-                Signal::Group(Control::CloseAck)
-            )));
-            assert!(a.send(Outgoing::Data(
-                GroupId(1),
-                BlockRef::from_bytes(data.clone().into()),
-                7
-            )));
+            let buf = signal_and_block(&a, &b, &data, 7);
             assert!(matches!(
                 rb.recv().await.unwrap(),
                 Completion::Signal {
@@ -1070,17 +1077,7 @@ mod tests {
             let stream_len = AGREE_LEN + (HEADER_LEN + tag) * 2 + data.len();
             for offset in AGREE_LEN..stream_len {
                 let (a, b, mut events) = tampered_pair(mode, offset);
-                let buf = MessageBuffer::new(data.len());
-                b.post_recv(GroupId(1), buf.region(0, data.len()));
-                assert!(a.send(Outgoing::Signal(
-                    GroupId(1),
-                    Signal::Group(Control::CloseAck)
-                )));
-                assert!(a.send(Outgoing::Data(
-                    GroupId(1),
-                    BlockRef::from_bytes(data.clone().into()),
-                    9
-                )));
+                let _buf = signal_and_block(&a, &b, &data, 9);
                 loop {
                     match events.recv().await.unwrap() {
                         Completion::PeerDown { node: NodeId(0) } => break,
