@@ -234,8 +234,11 @@ impl TcpConfig {
         self
     }
 
-    /// Size of the chunks blocks are cut into on the wire (default 256 KiB):
-    /// smaller chunks interleave overlapping groups more finely.
+    /// Size of the chunks blocks are cut into on the wire while several
+    /// groups share a link (default 256 KiB): smaller chunks interleave
+    /// overlapping groups more finely. While a link carries a single
+    /// group's blocks and no signal waits, frames grow to 1 MiB (or this
+    /// size, if larger); every member should use the same chunk size.
     pub fn with_chunk_size(mut self, bytes: u32) -> Self {
         self.chunk_size = bytes.max(1);
         self
