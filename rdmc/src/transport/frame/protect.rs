@@ -546,6 +546,22 @@ mod tests {
         o.open(&[9; HEADER_LEN], &mut [1, 2], &[]).unwrap();
     }
 
+    proptest::proptest! {
+        /// Random bytes never open (nor panic), whatever their lengths.
+        #[test]
+        fn random_frames_are_refused(
+            header in proptest::array::uniform32(proptest::prelude::any::<u8>()),
+            payload in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            tag in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+        ) {
+            for mode in MODES {
+                let (_, mut o) = keys(mode);
+                let mut payload = payload.clone();
+                proptest::prop_assert!(o.open(&header, &mut payload, &tag).is_err());
+            }
+        }
+    }
+
     #[test]
     fn modes_round_trip_their_codes() {
         for mode in [
