@@ -77,6 +77,10 @@ pub(crate) struct DemoArgs {
     /// the baselines' touched buffers are; 0 measures cold memory.
     #[arg(long, default_value_t = 0)]
     warmup: u64,
+    /// Each node's buffer pool budget, e.g. 1GiB (default: the transport's,
+    /// 512 MiB on `mem` and `tcp`).
+    #[arg(long, value_parser = parse_size, value_name = "BYTES")]
+    buffer_pool: Option<u64>,
     /// One JSON object per line instead of text.
     #[arg(long)]
     json: bool,
@@ -400,7 +404,11 @@ async fn run_group(
     run: u64,
 ) -> Result<Run, String> {
     let n = args.nodes;
-    let node_config = NodeConfig::new().with_completion_mode(args.completion.into());
+    let mut node_config = NodeConfig::new().with_completion_mode(args.completion.into());
+    if let Some(bytes) = args.buffer_pool {
+        let bytes = usize::try_from(bytes).map_err(|_| "--buffer-pool is too large")?;
+        node_config = node_config.with_buffer_pool(bytes);
+    }
     let nodes = start_nodes(args, n, node_config).await?;
     let mut creates = Vec::new();
     for g in 0..args.groups {
