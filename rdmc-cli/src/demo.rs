@@ -463,15 +463,25 @@ async fn run_group(
                     let expected = messages.to_vec();
                     let (warmup, warm) = (warmup.len(), Arc::clone(&warm));
                     tokio::spawn(async move {
+                        // Warm-up messages are checked too, so they hold
+                        // their buffers as long as the timed ones will
+                        // and the pool ends up with as many.
+                        let mut intact = true;
                         for _ in 0..warmup {
-                            drop(group.next().await.transpose()?);
+                            if let (Some(message), Some(want)) =
+                                (group.next().await.transpose()?, expected.first().cloned())
+                            {
+                                let data = message.data;
+                                intact &= tokio::task::spawn_blocking(move || data == want)
+                                    .await
+                                    .unwrap_or(false);
+                            }
                         }
                         warm.wait().await;
                         // Check each message as it arrives and let it go,
                         // so its buffer returns to the node's pool for the
                         // next one (as a real consumer would).
                         let mut got = Vec::new();
-                        let mut intact = true;
                         let mut count = 0;
                         while let Some(message) = group.next().await {
                             let data = message?.data;
