@@ -170,3 +170,91 @@ fn send(mut stream: TcpStream, payload: &[u8]) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Seconds and process CPU seconds for TLS 1.3 copies (rustls with its `ring` provider; the
+/// client prefers AES-256-GCM) of every message over loopback, once per
+/// receiver, one after another, into one reused buffer touched beforehand;
+/// each message is checked on arrival. The handshake is inside the time (it
+/// is a millisecond against the transfer); the certificate is made before.
+pub(crate) fn tls_copy_seconds(
+    messages: &[bytes::Bytes],
+    nodes: u32,
+) -> Result<(f64, f64), String> {
+    use std::sync::Arc;
+
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer, ServerName};
+
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()])
+        .map_err(|e| format!("making a certificate: {e}"))?;
+    let cert: CertificateDer<'static> = certified.cert.der().clone();
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
+        certified.signing_key.serialize_der(),
+    ));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let tls13 = [&rustls::version::TLS13];
+    let mut server = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+        .with_protocol_versions(&tls13)
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key)
+        .map_err(|e| e.to_string())?;
+    // No session tickets: the client would close with them unread, and
+    // the reset could cut the copy short.
+    server.send_tls13_tickets = 0;
+    let server = Arc::new(server);
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).map_err(|e| e.to_string())?;
+    let client = Arc::new(
+        rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&tls13)
+            .map_err(|e| e.to_string())?
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let mut target = vec![1u8; messages.iter().map(bytes::Bytes::len).max().unwrap_or(0)];
+    let cpu = cpu_seconds();
+    let start = Instant::now();
+    for _ in 1..nodes {
+        std::thread::scope(|scope| {
+            let receiver = scope.spawn(|| -> Result<(), String> {
+                let (socket, _) = listener.accept().map_err(|e| e.to_string())?;
+                let conn = rustls::ServerConnection::new(Arc::clone(&server))
+                    .map_err(|e| e.to_string())?;
+                let mut tls = rustls::StreamOwned::new(conn, socket);
+                for m in messages {
+                    let target = &mut target[..m.len()];
+                    tls.read_exact(target).map_err(|e| e.to_string())?;
+                    if target != &m[..] {
+                        return Err("the TLS copy differs".to_owned());
+                    }
+                }
+                Ok(())
+            });
+            let sent = (|| -> Result<(), String> {
+                let socket = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+                socket.set_nodelay(true).map_err(|e| e.to_string())?;
+                let name = ServerName::try_from("localhost").map_err(|e| e.to_string())?;
+                let conn = rustls::ClientConnection::new(Arc::clone(&client), name)
+                    .map_err(|e| e.to_string())?;
+                let mut tls = rustls::StreamOwned::new(conn, socket);
+                for m in messages {
+                    tls.write_all(m).map_err(|e| e.to_string())?;
+                }
+                tls.conn.send_close_notify();
+                tls.flush().map_err(|e| e.to_string())?;
+                // Wait for the receiver to have everything (it closes).
+                let _ = tls.sock.shutdown(std::net::Shutdown::Write);
+                let mut sink = [0u8; 4096];
+                while matches!(tls.read(&mut sink), Ok(n) if n > 0) {}
+                Ok(())
+            })();
+            let received = receiver
+                .join()
+                .map_err(|_| "the TLS receiver panicked".to_owned())?;
+            sent.and(received)
+        })?;
+    }
+    Ok((start.elapsed().as_secs_f64(), cpu_seconds() - cpu))
+}

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::ids::NodeId;
 use crate::schedule::Algorithm;
+pub use crate::transport::frame::protect::WireSecurity;
 use crate::transport::mesh::ClusterConfig;
 pub use crate::transport::mesh::{ClusterKey, ClusterKeyError};
 #[cfg(feature = "ofi")]
@@ -361,6 +362,7 @@ macro_rules! cluster_builders {
 pub struct TcpConfig {
     pub(crate) cluster: ClusterConfig,
     pub(crate) chunk_size: u32,
+    pub(crate) wire_security: WireSecurity,
 }
 
 impl TcpConfig {
@@ -370,11 +372,26 @@ impl TcpConfig {
         TcpConfig {
             cluster: ClusterConfig::new(members, id, key),
             chunk_size: DEFAULT_CHUNK_SIZE,
+            wire_security: WireSecurity::default(),
         }
     }
 
-    /// Size of the chunks blocks are cut into on the wire (default 256 KiB):
-    /// smaller chunks interleave overlapping groups more finely.
+    /// How the bytes on the wire are protected after the handshake
+    /// (default [`WireSecurity::Authenticated`]: every frame carries a MAC;
+    /// [`WireSecurity::Encrypted`] hides the payloads too;
+    /// [`WireSecurity::None`] is for trusted fabrics only). Every member
+    /// must choose the same; [`WireSecurity`] says what an attacker on the
+    /// path can and cannot do in each mode.
+    pub fn with_wire_security(mut self, security: WireSecurity) -> Self {
+        self.wire_security = security;
+        self
+    }
+
+    /// Size of the chunks blocks are cut into on the wire while several
+    /// groups share a link (default 256 KiB): smaller chunks interleave
+    /// overlapping groups more finely. While a link carries a single
+    /// group's blocks and no signal waits, frames grow to 1 MiB (or this
+    /// size, if larger); every member should use the same chunk size.
     pub fn with_chunk_size(mut self, bytes: u32) -> Self {
         self.chunk_size = bytes.max(1);
         self

@@ -110,10 +110,14 @@ impl Node {
         config.validate()?;
         let id = config.cluster.id;
         let budget = node.buffer_pool().unwrap_or(DEFAULT_POOL_BUDGET);
-        let (transport, completions) =
-            TcpEndpoint::connect(config.cluster, config.chunk_size, budget)
-                .await
-                .map_err(|e| Error::Transport(e.to_string()))?;
+        let (transport, completions) = TcpEndpoint::connect(
+            config.cluster,
+            config.chunk_size,
+            config.wire_security,
+            budget,
+        )
+        .await
+        .map_err(|e| Error::Transport(e.to_string()))?;
         Ok(Self::start(id, transport, completions, node))
     }
 

@@ -80,6 +80,9 @@ impl BufferPool {
         }
         let capacity = class(len);
         let spare = self.spares.take(capacity);
+        if spare.is_none() {
+            tracing::debug!(capacity, "no spare buffer: mapping fresh memory");
+        }
         MessageBuffer::pooled(spare, len, capacity, Arc::downgrade(&self.spares))
     }
 
@@ -111,6 +114,7 @@ impl Spares {
         let mut state = self.lock();
         if state.held.saturating_add(capacity) > self.budget {
             drop(state);
+            tracing::debug!(capacity, "pool full: freeing a buffer");
             drop(spare); // freed (and deregistered)
             return;
         }

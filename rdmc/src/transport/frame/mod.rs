@@ -1,8 +1,9 @@
 //! The signal codec both network transports share: the fixed frame header
 //! that carries a [`Signal`] (or, on `tcp`, a chunk of a block or a
 //! heartbeat), and the encoding of each signal into a code and two
-//! arguments ([`signal`]). The `tcp` transport sends these frames as they
-//! are; the `ofi` transport embeds a signal frame in its control messages.
+//! arguments ([`signal`]). The `tcp` transport sends these frames, each
+//! followed by the tag of its [`protect`]ion mode (none, 16 or 32 bytes);
+//! the `ofi` transport embeds a signal frame in its control messages.
 //!
 //! Every frame starts with a fixed 32-byte header, little-endian:
 //!
@@ -19,8 +20,10 @@
 //! A block is sent as one or more data chunks in order; chunks of different
 //! groups interleave, so one group's large block never holds another group
 //! back. Payload bytes follow their header directly and are read straight
-//! into the receive posted for the block.
+//! into the receive posted for the block; on `tcp` the frame's tag follows
+//! the payload and is checked before anything of the frame is acted on.
 
+pub(crate) mod protect;
 pub(crate) mod signal;
 
 #[cfg(test)]

@@ -31,12 +31,14 @@
 //!   never crashes or stalls the member.
 //!
 //! Known limitations:
-//! - **no protection of later traffic**: the handshake authenticates the
-//!   connection's two ends at its start, but the bytes after it are neither
-//!   encrypted nor integrity-protected. An attacker on the network path can
-//!   read them, or relay a genuine handshake and then inject or alter
-//!   traffic. Where that matters, run the mesh over a protected network
-//!   (VPN, WireGuard, a private fabric) or put TLS underneath.
+//! - **later traffic is protected by the transport, not here**: the
+//!   handshake authenticates the connection's two ends at its start. On
+//!   `tcp`, every frame after it carries a MAC (or is encrypted) under keys
+//!   derived from the cluster key and fresh nonces of both ends, per
+//!   connection and direction (`WireSecurity`); with
+//!   `WireSecurity::None`, and on the `ofi` rendezvous connection (which
+//!   only swaps fabric addresses), an attacker on the path who relays a
+//!   genuine handshake can inject or alter what follows.
 //! - **one key for the whole cluster**: any key holder can claim any member
 //!   id; the key authenticates membership of the cluster, not a particular
 //!   rank.

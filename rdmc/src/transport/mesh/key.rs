@@ -79,6 +79,11 @@ impl ClusterKey {
         Self::from_bytes(bytes)
     }
 
+    /// The key's bytes, as input to the `tcp` frame key derivation.
+    pub(crate) fn secret(&self) -> &[u8] {
+        &self.0
+    }
+
     /// A MAC keyed with this key.
     pub(super) fn mac(&self) -> HmacSha256 {
         // HMAC accepts keys of any length, so this cannot fail.

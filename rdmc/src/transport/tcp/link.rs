@@ -1,29 +1,41 @@
 //! One authenticated connection to a peer: a writer task that interleaves
 //! the groups' blocks chunk by chunk (fairly, round robin, control signals
 //! first) and a reader task that reads each chunk straight into the receive
-//! posted for its block.
+//! posted for its block. Before either runs, the two ends agree on the keys
+//! that protect every frame ([`agree`]).
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
+use std::io::IoSlice;
 use std::os::fd::{AsRawFd, RawFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use rand::Rng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::ids::{GroupId, NodeId};
+use crate::transport::frame::protect::{MAX_TAG_LEN, Opener, Sealer, WireKeys, WireSecurity};
 use crate::transport::frame::{HEADER_LEN, Header};
 use crate::transport::liveness::{Liveness, PeerClock};
+use crate::transport::mesh::ClusterKey;
 use crate::transport::{BlockRef, Completion, CompletionSender, RecvRegion, Signal};
+
+/// Largest frame payload while a link carries one group's blocks and no
+/// signal waits: fewer, larger writes and reads. As soon as a second group
+/// or a signal is queued, frames are `chunk_size` again.
+pub(crate) const SOLO_FRAME: u32 = 1 << 20;
 
 /// Tuning of a link.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct LinkConfig {
-    /// Largest data chunk on the wire; blocks are cut into chunks this big.
+    /// Largest data chunk on the wire while several groups share the link;
+    /// blocks are cut into chunks this big.
     pub(crate) chunk_size: u32,
     /// A peer silent this long is considered failed.
     pub(crate) failure_timeout: Duration,
@@ -35,6 +47,24 @@ impl LinkConfig {
     fn liveness(&self) -> Liveness {
         Liveness::new(self.failure_timeout)
     }
+
+    /// Largest frame payload written (while alone) or accepted.
+    fn max_frame(&self) -> u32 {
+        self.chunk_size.max(SOLO_FRAME)
+    }
+}
+
+/// How a link protects its frames, and what it needs to agree on keys.
+#[derive(Clone, Debug)]
+pub(crate) struct LinkSecurity {
+    /// The protection both ends must use.
+    pub(crate) mode: WireSecurity,
+    /// The cluster key, input of the frame keys.
+    pub(crate) key: ClusterKey,
+    /// This node.
+    pub(crate) me: NodeId,
+    /// How long the key agreement may take.
+    pub(crate) timeout: Duration,
 }
 
 /// What the writer sends.
@@ -57,41 +87,64 @@ pub(crate) struct Link {
 }
 
 impl Link {
-    /// Run a link over `stream` (already authenticated) to `peer`; `lowat`
-    /// tunes the stream's socket, if it is one.
+    /// Run a link over `stream` (already authenticated by the mesh
+    /// handshake) to `peer`; `lowat` tunes the stream's socket, if it is
+    /// one. The frame keys are agreed first; a failed agreement is a peer
+    /// failure.
     pub(crate) fn spawn<S>(
         peer: NodeId,
         stream: S,
         lowat: RecvLowat,
         completions: CompletionSender,
         config: LinkConfig,
+        security: LinkSecurity,
     ) -> Self
     where
         S: AsyncRead + AsyncWrite + Send + 'static,
     {
-        let (reader, writer) = tokio::io::split(stream);
         let (outgoing, queue) = mpsc::unbounded_channel();
         let posted = Arc::new(Posted::default());
         let down = Arc::new(AtomicBool::new(false));
         let span = tracing::debug_span!("rdmc_link", peer = peer.0);
         let _enter = span.enter();
-        let writer = tokio::spawn(tracing::Instrument::in_current_span(write_loop(
-            peer,
-            writer,
-            queue,
-            completions.clone(),
-            config,
-            Arc::clone(&down),
-        )));
-        tokio::spawn(tracing::Instrument::in_current_span(read_loop(
-            peer,
-            reader,
-            lowat,
-            Arc::clone(&posted),
-            completions,
-            config,
-            Arc::clone(&down),
-        )));
+        let reader_posted = Arc::clone(&posted);
+        let link_down = Arc::clone(&down);
+        let writer = tokio::spawn(tracing::Instrument::in_current_span(async move {
+            let (mut reader, mut writer) = tokio::io::split(stream);
+            let agreed = tokio::time::timeout(
+                security.timeout,
+                agree(&mut reader, &mut writer, &security, peer),
+            )
+            .await
+            .unwrap_or_else(|_| Err(format!("no key agreement within {:?}", security.timeout)));
+            let (sealer, opener) = match agreed {
+                Ok(halves) => halves,
+                Err(reason) => {
+                    link_down.store(true, Ordering::Release);
+                    tracing::warn!(peer = peer.0, %reason, "peer down");
+                    let _ = completions.send(Completion::PeerDown { node: peer });
+                    return;
+                }
+            };
+            // A failed reader ends the writer too, so the whole connection
+            // closes and the peer learns of the failure at once.
+            let reader_done = CancellationToken::new();
+            tokio::spawn(tracing::Instrument::in_current_span(read_loop(
+                peer,
+                FrameReader::new(reader, lowat),
+                opener,
+                reader_posted,
+                completions.clone(),
+                config,
+                Arc::clone(&link_down),
+                reader_done.clone().drop_guard(),
+            )));
+            let writing = write_loop(peer, writer, sealer, queue, completions, config, link_down);
+            tokio::select! {
+                () = writing => {}
+                () = reader_done.cancelled() => {}
+            }
+        }));
         Link {
             outgoing,
             posted,
@@ -132,6 +185,65 @@ impl Link {
 
 fn lock(posted: &Posted) -> MutexGuard<'_, HashMap<GroupId, VecDeque<RecvRegion>>> {
     posted.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Opens the key agreement message.
+const AGREE_MAGIC: [u8; 8] = *b"RDMC-WK1";
+/// Size of the key agreement message: magic, mode, nonce.
+const AGREE_LEN: usize = 8 + 1 + 32;
+
+/// Agree on the frame keys with `peer`: each end sends its mode and a fresh
+/// nonce, and both derive the per-direction keys from the cluster key and
+/// the two nonces ([`WireKeys::derive`]). Nothing here needs protecting: a
+/// changed nonce only makes the keys differ (and the first frame fail), a
+/// changed mode is a mismatch, and without the cluster key nobody can
+/// derive the keys.
+async fn agree<R, W>(
+    reader: &mut R,
+    writer: &mut W,
+    security: &LinkSecurity,
+    peer: NodeId,
+) -> Result<(Sealer, Opener), String>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut ours = [0u8; AGREE_LEN];
+    ours[..8].copy_from_slice(&AGREE_MAGIC);
+    ours[8] = security.mode.code();
+    rand::rng().fill_bytes(&mut ours[9..]);
+    let mut theirs = [0u8; AGREE_LEN];
+    let send = async {
+        writer.write_all(&ours).await?;
+        writer.flush().await
+    };
+    let (sent, received) = tokio::join!(send, reader.read_exact(&mut theirs));
+    sent.and(received.map(drop))
+        .map_err(|e| format!("key agreement: {e}"))?;
+    if theirs[..8] != AGREE_MAGIC {
+        return Err("key agreement: the peer speaks another frame protocol".to_owned());
+    }
+    let mode = security.mode;
+    match WireSecurity::from_code(theirs[8]) {
+        Some(m) if m == mode => {}
+        other => {
+            return Err(format!(
+                "wire security mismatch: this node uses {}, the peer {}",
+                mode.name(),
+                other.map_or("an unknown mode", WireSecurity::name)
+            ));
+        }
+    }
+    let nonce = |m: &[u8; AGREE_LEN]| -> [u8; 32] { m[9..].try_into().expect("32 bytes") };
+    let keys = WireKeys::derive(
+        security.key.secret(),
+        mode,
+        security.me.0,
+        peer.0,
+        &nonce(&ours),
+        &nonce(&theirs),
+    );
+    Ok((Sealer::new(mode, &keys.send), Opener::new(mode, &keys.recv)))
 }
 
 /// Largest receive low-water mark set: well below the smallest receive
@@ -198,22 +310,86 @@ impl RecvLowat {
     }
 }
 
-/// Fill `buf` from `reader`, raising the low-water mark to what is missing.
-async fn read_full<R: AsyncRead>(
-    reader: &mut Pin<&mut R>,
-    buf: &mut [u8],
-    lowat: &mut RecvLowat,
-) -> std::io::Result<()> {
-    let mut got = 0;
-    while got < buf.len() {
-        lowat.set(buf.len() - got);
-        let n = reader.read(&mut buf[got..]).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
+/// Bytes read ahead of what the reader asked for: a frame's tag and the
+/// next frame's header usually come in one read, with some of the next
+/// payload (copied out of here, a small share of a chunk).
+const READ_AHEAD: usize = 4096;
+
+/// The reading side of a connection: small reads (headers, tags, small
+/// payloads) through a read-ahead buffer, large payloads straight into
+/// their destination.
+struct FrameReader<R> {
+    inner: Pin<Box<R>>,
+    lowat: RecvLowat,
+    buf: Box<[u8; READ_AHEAD]>,
+    start: usize,
+    end: usize,
+}
+
+impl<R: AsyncRead> FrameReader<R> {
+    fn new(inner: R, lowat: RecvLowat) -> Self {
+        FrameReader {
+            inner: Box::pin(inner),
+            lowat,
+            buf: Box::new([0; READ_AHEAD]),
+            start: 0,
+            end: 0,
         }
-        got += n;
     }
-    Ok(())
+
+    /// Read until `need` (at most [`READ_AHEAD`]) bytes are buffered.
+    async fn fill(&mut self, need: usize) -> std::io::Result<()> {
+        debug_assert!(need <= READ_AHEAD);
+        if READ_AHEAD - self.start < need {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        while self.end - self.start < need {
+            self.lowat.set(need - (self.end - self.start));
+            let n = self.inner.as_mut().read(&mut self.buf[self.end..]).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            self.end += n;
+        }
+        Ok(())
+    }
+
+    /// Take up to `dst.len()` buffered bytes into `dst`; how many.
+    fn is_empty(&self) -> bool {
+        self.start == self.end
+    }
+
+    fn take(&mut self, dst: &mut [u8]) -> usize {
+        let n = dst.len().min(self.end - self.start);
+        dst[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
+        self.start += n;
+        n
+    }
+
+    /// Fill `dst` completely.
+    async fn read_exact(&mut self, dst: &mut [u8]) -> std::io::Result<()> {
+        let mut got = self.take(dst);
+        let rest = dst.len() - got;
+        if rest == 0 {
+            return Ok(());
+        }
+        if rest <= READ_AHEAD / 2 {
+            self.fill(rest).await?;
+            self.take(&mut dst[got..]);
+            return Ok(());
+        }
+        while got < dst.len() {
+            self.lowat.set(dst.len() - got);
+            let n = self.inner.as_mut().read(&mut dst[got..]).await?;
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            got += n;
+        }
+        Ok(())
+    }
 }
 
 /// A block being written, chunk by chunk.
@@ -224,9 +400,69 @@ struct PendingBlock {
     sent: usize,
 }
 
+/// Groups with blocks to send, served round robin one chunk at a time.
+type Ring = VecDeque<(GroupId, VecDeque<PendingBlock>)>;
+
+/// Take `item` into the writer's state: a signal is sealed into the
+/// pending signal frames at once (frames are sealed in the order they go
+/// on the wire), a block joins its group in the ring.
+fn enqueue(
+    item: Outgoing,
+    sealer: &mut Sealer,
+    signals: &mut Vec<u8>,
+    ring: &mut Ring,
+) -> std::io::Result<()> {
+    match item {
+        Outgoing::Signal(group, signal) => {
+            let header = Header::Signal { group, signal }.encode();
+            let tag = sealer
+                .seal_into(&header, &[], &mut Vec::new())
+                .map_err(other)?
+                .0;
+            signals.extend_from_slice(&header);
+            signals.extend_from_slice(tag.as_slice());
+        }
+        Outgoing::Data(group, block, immediate) => {
+            let pending = PendingBlock {
+                block,
+                immediate,
+                sent: 0,
+            };
+            match ring.iter_mut().find(|(g, _)| *g == group) {
+                Some((_, blocks)) => blocks.push_back(pending),
+                None => ring.push_back((group, VecDeque::from([pending]))),
+            }
+        }
+    }
+    Ok(())
+}
+
+fn other(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+/// Write every byte of `slices`, in as few system calls as the kernel takes.
+async fn write_all_vectored<W: AsyncWrite>(
+    writer: &mut Pin<&mut W>,
+    slices: &mut [IoSlice<'_>],
+) -> std::io::Result<()> {
+    let mut slices = slices;
+    IoSlice::advance_slices(&mut slices, 0);
+    while !slices.is_empty() {
+        let n = writer.write_vectored(slices).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut slices, n);
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn write_loop<W: AsyncWrite>(
     peer: NodeId,
     writer: W,
+    mut sealer: Sealer,
     mut queue: mpsc::UnboundedReceiver<Outgoing>,
     completions: CompletionSender,
     config: LinkConfig,
@@ -239,43 +475,31 @@ async fn write_loop<W: AsyncWrite>(
     let limit = liveness.failure_timeout();
     let mut clock = PeerClock::new(Instant::now());
     let mut signals: Vec<u8> = Vec::new();
-    // Groups with blocks to send, served round robin one chunk at a time.
-    let mut ring: VecDeque<(GroupId, VecDeque<PendingBlock>)> = VecDeque::new();
-    let enqueue =
-        |item: Outgoing,
-         signals: &mut Vec<u8>,
-         ring: &mut VecDeque<(GroupId, VecDeque<PendingBlock>)>| match item {
-            Outgoing::Signal(group, signal) => {
-                signals.extend_from_slice(&Header::Signal { group, signal }.encode());
-            }
-            Outgoing::Data(group, block, immediate) => {
-                let pending = PendingBlock {
-                    block,
-                    immediate,
-                    sent: 0,
-                };
-                match ring.iter_mut().find(|(g, _)| *g == group) {
-                    Some((_, blocks)) => blocks.push_back(pending),
-                    None => ring.push_back((group, VecDeque::from([pending]))),
-                }
-            }
-        };
+    let mut ring: Ring = VecDeque::new();
+    // Encrypted payloads, on their way to the wire.
+    let mut scratch: Vec<u8> = Vec::new();
     let result: std::io::Result<()> = async {
         loop {
             if signals.is_empty() && ring.is_empty() {
                 let due = liveness.heartbeat_due_at(&clock);
                 match tokio::time::timeout_at(due, queue.recv()).await {
-                    Ok(Some(item)) => enqueue(item, &mut signals, &mut ring),
+                    Ok(Some(item)) => enqueue(item, &mut sealer, &mut signals, &mut ring)?,
                     Ok(None) => return bounded(limit, writer.shutdown()).await,
                     Err(_) => {
-                        bounded(limit, writer.write_all(&Header::Heartbeat.encode())).await?;
+                        let header = Header::Heartbeat.encode();
+                        let tag = sealer
+                            .seal_into(&header, &[], &mut scratch)
+                            .map_err(other)?
+                            .0;
+                        let mut frame = [IoSlice::new(&header), IoSlice::new(tag.as_slice())];
+                        bounded(limit, write_all_vectored(&mut writer, &mut frame)).await?;
                         clock.sent(Instant::now());
                         continue;
                     }
                 }
             }
             while let Ok(item) = queue.try_recv() {
-                enqueue(item, &mut signals, &mut ring);
+                enqueue(item, &mut sealer, &mut signals, &mut ring)?;
             }
             if !signals.is_empty() {
                 bounded(limit, writer.write_all(&signals)).await?;
@@ -285,18 +509,33 @@ async fn write_loop<W: AsyncWrite>(
             let Some((group, mut blocks)) = ring.pop_front() else {
                 continue;
             };
+            // Alone on the link: larger frames; else fair shares.
+            let frame = if ring.is_empty() {
+                config.max_frame()
+            } else {
+                config.chunk_size
+            };
             let block = blocks.front_mut().expect("groups in the ring have blocks");
             let total = block.block.len();
-            let len = (total - block.sent).min(config.chunk_size as usize);
+            let len = (total - block.sent).min(frame as usize);
             let header = Header::Data {
                 group,
                 immediate: block.immediate,
                 block_len: total as u64,
                 chunk_len: len as u32,
-            };
-            bounded(limit, writer.write_all(&header.encode())).await?;
+            }
+            .encode();
             let chunk = &block.block.as_slice()[block.sent..block.sent + len];
-            bounded(limit, writer.write_all(chunk)).await?;
+            let (tag, encrypted) = sealer
+                .seal_into(&header, chunk, &mut scratch)
+                .map_err(other)?;
+            let body = if encrypted { &scratch[..] } else { chunk };
+            let mut frame = [
+                IoSlice::new(&header),
+                IoSlice::new(body),
+                IoSlice::new(tag.as_slice()),
+            ];
+            bounded(limit, write_all_vectored(&mut writer, &mut frame)).await?;
             block.sent += len;
             if block.sent == total {
                 blocks.pop_front();
@@ -306,7 +545,6 @@ async fn write_loop<W: AsyncWrite>(
             if !blocks.is_empty() {
                 ring.push_back((group, blocks));
             }
-            bounded(limit, writer.flush()).await?;
             clock.sent(Instant::now());
         }
     }
@@ -342,16 +580,20 @@ struct PartialBlock {
     received: u64,
 }
 
+/// Why the reader stops, for the log.
+type Reason = String;
+
+#[allow(clippy::too_many_arguments)]
 async fn read_loop<R: AsyncRead>(
     peer: NodeId,
-    reader: R,
-    mut lowat: RecvLowat,
+    mut reader: FrameReader<R>,
+    mut opener: Opener,
     posted: Arc<Posted>,
     completions: CompletionSender,
     config: LinkConfig,
     down: Arc<AtomicBool>,
+    done: DropGuard,
 ) {
-    tokio::pin!(reader);
     let mut partial: HashMap<GroupId, PartialBlock> = HashMap::new();
     let mut scratch: Vec<u8> = Vec::new();
     let failed = |group: GroupId, error: &'static str| {
@@ -359,27 +601,61 @@ async fn read_loop<R: AsyncRead>(
         let _ = completions.send(Completion::TransferFailed { group, peer, error });
     };
     let liveness = config.liveness();
+    let tag_len = opener.mode().tag_len();
+    let mut tag = [0u8; MAX_TAG_LEN];
     let mut clock = PeerClock::new(Instant::now());
-    let reason: String = loop {
+    // Read into `$dst` within the failure timeout, or stop the loop.
+    macro_rules! read_or_break {
+        ($dst:expr, $what:literal) => {
+            match tokio::time::timeout_at(
+                liveness.silence_deadline(&clock),
+                reader.read_exact($dst),
+            )
+            .await
+            {
+                Err(_) => break format!("{}{}", liveness.silence_reason(), $what),
+                Ok(Err(e)) => break format!("connection lost: {e}"),
+                Ok(Ok(())) => clock.heard(Instant::now()),
+            }
+        };
+    }
+    // Whether the peer closed its side in order, at a frame boundary.
+    let mut orderly = false;
+    let reason: Reason = loop {
         let mut bytes = [0u8; HEADER_LEN];
-        let read = read_full(&mut reader, &mut bytes, &mut lowat);
-        match tokio::time::timeout_at(liveness.silence_deadline(&clock), read).await {
+        let empty = reader.is_empty();
+        match tokio::time::timeout_at(
+            liveness.silence_deadline(&clock),
+            reader.read_exact(&mut bytes),
+        )
+        .await
+        {
             Err(_) => break liveness.silence_reason(),
-            Ok(Err(e)) => break format!("connection lost: {e}"),
-            Ok(Ok(_)) => clock.heard(Instant::now()),
+            Ok(Err(e)) => {
+                // Not a byte of a next frame: the stream ended cleanly.
+                orderly =
+                    empty && reader.is_empty() && e.kind() == std::io::ErrorKind::UnexpectedEof;
+                break format!("connection lost: {e}");
+            }
+            Ok(Ok(())) => clock.heard(Instant::now()),
         }
-        let header = match Header::decode(&bytes, config.chunk_size) {
+        let header = match Header::decode(&bytes, config.max_frame()) {
             Ok(h) => h,
             Err(e) => break format!("malformed frame: {e}"),
         };
         let (group, immediate, block_len, chunk_len) = match header {
-            Header::Heartbeat => continue,
-            Header::Signal { group, signal } => {
-                let _ = completions.send(Completion::Signal {
-                    group,
-                    from: peer,
-                    signal,
-                });
+            Header::Heartbeat | Header::Signal { .. } => {
+                read_or_break!(&mut tag[..tag_len], " mid-frame");
+                if let Err(e) = opener.open(&bytes, &mut [], &tag[..tag_len]) {
+                    break e.to_string();
+                }
+                if let Header::Signal { group, signal } = header {
+                    let _ = completions.send(Completion::Signal {
+                        group,
+                        from: peer,
+                        signal,
+                    });
+                }
                 continue;
             }
             Header::Data {
@@ -389,6 +665,8 @@ async fn read_loop<R: AsyncRead>(
                 chunk_len,
             } => (group, immediate, block_len, u64::from(chunk_len)),
         };
+        // A refusal is reported only once the frame proves genuine.
+        let mut refusal = None;
         let block = match partial.entry(group) {
             Entry::Occupied(e) => {
                 let p = e.into_mut();
@@ -405,11 +683,11 @@ async fn read_loop<R: AsyncRead>(
                 let region = match region {
                     Some(r) if r.len() as u64 >= block_len => Some(r),
                     Some(_) => {
-                        failed(group, "block longer than the posted receive");
+                        refusal = Some("block longer than the posted receive");
                         None
                     }
                     None => {
-                        failed(group, "block without a posted receive");
+                        refusal = Some("block without a posted receive");
                         None
                     }
                 };
@@ -430,11 +708,13 @@ async fn read_loop<R: AsyncRead>(
                 &mut scratch[..]
             }
         };
-        let read = read_full(&mut reader, target, &mut lowat);
-        match tokio::time::timeout_at(liveness.silence_deadline(&clock), read).await {
-            Err(_) => break format!("{} mid-block", liveness.silence_reason()),
-            Ok(Err(e)) => break format!("connection lost: {e}"),
-            Ok(Ok(_)) => clock.heard(Instant::now()),
+        read_or_break!(&mut *target, " mid-block");
+        read_or_break!(&mut tag[..tag_len], " mid-frame");
+        if let Err(e) = opener.open(&bytes, target, &tag[..tag_len]) {
+            break e.to_string();
+        }
+        if let Some(error) = refusal {
+            failed(group, error);
         }
         block.received += chunk_len;
         if block.received == block.block_len {
@@ -450,6 +730,10 @@ async fn read_loop<R: AsyncRead>(
         }
     };
     down.store(true, Ordering::Release);
+    if orderly {
+        // The peer closed its side in order: let the writer finish ours.
+        done.disarm();
+    }
     tracing::warn!(peer = peer.0, %reason, "peer down");
     let _ = completions.send(Completion::PeerDown { node: peer });
 }
@@ -465,6 +749,20 @@ mod tests {
         failure_timeout: Duration::from_secs(5),
     };
 
+    /// Node `me`'s link security in `mode`.
+    fn security_in(me: u32, mode: WireSecurity) -> LinkSecurity {
+        LinkSecurity {
+            mode,
+            key: ClusterKey::from_bytes(b"link unit test key, 32 bytes!!!!".to_vec()).unwrap(),
+            me: NodeId(me),
+            timeout: Duration::from_secs(5),
+        }
+    }
+
+    fn security(me: u32) -> LinkSecurity {
+        security_in(me, WireSecurity::Authenticated)
+    }
+
     fn pair() -> (
         Link,
         mpsc::UnboundedReceiver<Completion>,
@@ -475,9 +773,9 @@ mod tests {
         let (ca, ra) = mpsc::unbounded_channel();
         let (cb, rb) = mpsc::unbounded_channel();
         (
-            Link::spawn(NodeId(1), a, RecvLowat::none(), ca, CONFIG),
+            Link::spawn(NodeId(1), a, RecvLowat::none(), ca, CONFIG, security(0)),
             ra,
-            Link::spawn(NodeId(0), b, RecvLowat::none(), cb, CONFIG),
+            Link::spawn(NodeId(0), b, RecvLowat::none(), cb, CONFIG, security(1)),
             rb,
         )
     }
@@ -601,8 +899,8 @@ mod tests {
     async fn garbage_or_a_closed_connection_is_a_peer_failure() {
         let (a, mut b) = tokio::io::duplex(1024);
         let (ca, mut ra) = mpsc::unbounded_channel();
-        let link = Link::spawn(NodeId(4), a, RecvLowat::none(), ca, CONFIG);
-        b.write_all(&[0xAB; HEADER_LEN]).await.unwrap();
+        let link = Link::spawn(NodeId(4), a, RecvLowat::none(), ca, CONFIG, security(0));
+        b.write_all(&[0xAB; AGREE_LEN + HEADER_LEN]).await.unwrap();
         assert!(matches!(
             ra.recv().await.unwrap(),
             Completion::PeerDown { node: NodeId(4) }
@@ -612,11 +910,194 @@ mod tests {
         assert!(!link.send(Outgoing::Signal(GroupId(1), Signal::Group(Control::Closed))));
     }
 
+    #[tokio::test]
+    async fn garbage_after_a_genuine_key_agreement_is_a_peer_failure() {
+        let (a, mut b) = tokio::io::duplex(1024);
+        let (ca, mut ra) = mpsc::unbounded_channel();
+        let _link = Link::spawn(NodeId(4), a, RecvLowat::none(), ca, CONFIG, security(0));
+        let mut hello = [0u8; AGREE_LEN];
+        hello[..8].copy_from_slice(&AGREE_MAGIC);
+        hello[8] = WireSecurity::Authenticated.code();
+        b.write_all(&hello).await.unwrap();
+        // A well-formed heartbeat without a valid tag.
+        b.write_all(&Header::Heartbeat.encode()).await.unwrap();
+        b.write_all(&[0u8; 32]).await.unwrap();
+        assert!(matches!(
+            ra.recv().await.unwrap(),
+            Completion::PeerDown { node: NodeId(4) }
+        ));
+    }
+
+    /// `b` posts a receive for `data` in group 1; `a` sends a signal, then
+    /// `data` as a block with `immediate`. The receive's buffer.
+    fn signal_and_block(a: &Link, b: &Link, data: &[u8], immediate: u64) -> Arc<MessageBuffer> {
+        let buf = MessageBuffer::new(data.len());
+        b.post_recv(GroupId(1), buf.region(0, data.len()));
+        assert!(a.send(Outgoing::Signal(
+            GroupId(1),
+            Signal::Group(Control::CloseAck)
+        )));
+        assert!(a.send(Outgoing::Data(
+            GroupId(1),
+            BlockRef::from_bytes(data.to_vec().into()),
+            immediate
+        )));
+        buf
+    }
+
+    #[tokio::test]
+    async fn every_mode_carries_blocks_and_signals() {
+        for mode in [
+            WireSecurity::None,
+            WireSecurity::Authenticated,
+            WireSecurity::Encrypted,
+        ] {
+            let (x, y) = tokio::io::duplex(64 * 1024);
+            let (ca, _ra) = mpsc::unbounded_channel();
+            let (cb, mut rb) = mpsc::unbounded_channel();
+            let a = Link::spawn(
+                NodeId(1),
+                x,
+                RecvLowat::none(),
+                ca,
+                CONFIG,
+                security_in(0, mode),
+            );
+            let b = Link::spawn(
+                NodeId(0),
+                y,
+                RecvLowat::none(),
+                cb,
+                CONFIG,
+                security_in(1, mode),
+            );
+            let data: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+            let buf = signal_and_block(&a, &b, &data, 7);
+            assert!(matches!(
+                rb.recv().await.unwrap(),
+                Completion::Signal {
+                    group: GroupId(1),
+                    ..
+                }
+            ));
+            assert!(matches!(
+                rb.recv().await.unwrap(),
+                Completion::Received {
+                    group: GroupId(1),
+                    immediate: 7,
+                    ..
+                }
+            ));
+            assert_eq!(&buf.into_bytes()[..], &data[..], "{mode:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn ends_with_different_wire_security_fail_the_link() {
+        let (x, y) = tokio::io::duplex(1024);
+        let (ca, mut ra) = mpsc::unbounded_channel();
+        let (cb, mut rb) = mpsc::unbounded_channel();
+        let _a = Link::spawn(
+            NodeId(1),
+            x,
+            RecvLowat::none(),
+            ca,
+            CONFIG,
+            security_in(0, WireSecurity::None),
+        );
+        let _b = Link::spawn(NodeId(0), y, RecvLowat::none(), cb, CONFIG, security(1));
+        assert!(matches!(
+            ra.recv().await.unwrap(),
+            Completion::PeerDown { node: NodeId(1) }
+        ));
+        assert!(matches!(
+            rb.recv().await.unwrap(),
+            Completion::PeerDown { node: NodeId(0) }
+        ));
+    }
+
+    /// Links `a` (node 0) and `b` (node 1) through a relay that flips one
+    /// bit of the byte at `offset` of the stream from `a` to `b`.
+    fn tampered_pair(
+        mode: WireSecurity,
+        offset: usize,
+    ) -> (Link, Link, mpsc::UnboundedReceiver<Completion>) {
+        let (x, mut x_relay) = tokio::io::duplex(64 * 1024);
+        let (mut y_relay, y) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(async move {
+            let (mut xr, mut xw) = tokio::io::split(&mut x_relay);
+            let (mut yr, mut yw) = tokio::io::split(&mut y_relay);
+            let forward = async {
+                let mut seen = 0usize;
+                let mut buf = vec![0u8; 8192];
+                loop {
+                    let n = xr.read(&mut buf).await?;
+                    if n == 0 {
+                        return Ok::<_, std::io::Error>(());
+                    }
+                    if (seen..seen + n).contains(&offset) {
+                        buf[offset - seen] ^= 0x10;
+                    }
+                    seen += n;
+                    yw.write_all(&buf[..n]).await?;
+                }
+            };
+            let _ = tokio::join!(forward, tokio::io::copy(&mut yr, &mut xw));
+        });
+        let (ca, _ra) = mpsc::unbounded_channel();
+        let (cb, rb) = mpsc::unbounded_channel();
+        (
+            Link::spawn(
+                NodeId(1),
+                x,
+                RecvLowat::none(),
+                ca,
+                CONFIG,
+                security_in(0, mode),
+            ),
+            Link::spawn(
+                NodeId(0),
+                y,
+                RecvLowat::none(),
+                cb,
+                CONFIG,
+                security_in(1, mode),
+            ),
+            rb,
+        )
+    }
+
+    #[tokio::test]
+    async fn a_byte_flipped_anywhere_after_the_agreement_fails_the_link() {
+        for mode in [WireSecurity::Authenticated, WireSecurity::Encrypted] {
+            let data: Vec<u8> = (0..2500u32).map(|i| (i % 253) as u8).collect();
+            // The stream: agreement, a signal frame, one data frame (alone
+            // on the link, the block goes whole).
+            let tag = mode.tag_len();
+            let stream_len = AGREE_LEN + (HEADER_LEN + tag) * 2 + data.len();
+            for offset in AGREE_LEN..stream_len {
+                let (a, b, mut events) = tampered_pair(mode, offset);
+                let _buf = signal_and_block(&a, &b, &data, 9);
+                loop {
+                    match events.recv().await.unwrap() {
+                        Completion::PeerDown { node: NodeId(0) } => break,
+                        Completion::Received { .. } => {
+                            panic!("{mode:?}: a block with byte {offset} flipped was delivered")
+                        }
+                        // Frames before the flipped one arrive.
+                        Completion::Signal { .. } | Completion::TransferFailed { .. } => {}
+                        other => panic!("unexpected {other:?}"),
+                    }
+                }
+            }
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_silent_peer_is_declared_down_after_the_failure_timeout() {
         let (a, _b) = tokio::io::duplex(1024);
         let (ca, mut ra) = mpsc::unbounded_channel();
-        let _link = Link::spawn(NodeId(2), a, RecvLowat::none(), ca, CONFIG);
+        let _link = Link::spawn(NodeId(2), a, RecvLowat::none(), ca, CONFIG, security(0));
         let start = tokio::time::Instant::now();
         assert!(matches!(
             ra.recv().await.unwrap(),
@@ -630,8 +1111,8 @@ mod tests {
         let (a, b) = tokio::io::duplex(1024);
         let (ca, mut ra) = mpsc::unbounded_channel();
         let (cb, mut rb) = mpsc::unbounded_channel();
-        let _x = Link::spawn(NodeId(1), a, RecvLowat::none(), ca, CONFIG);
-        let _y = Link::spawn(NodeId(0), b, RecvLowat::none(), cb, CONFIG);
+        let _x = Link::spawn(NodeId(1), a, RecvLowat::none(), ca, CONFIG, security(0));
+        let _y = Link::spawn(NodeId(0), b, RecvLowat::none(), cb, CONFIG, security(1));
         tokio::time::sleep(CONFIG.failure_timeout * 4).await;
         assert!(ra.try_recv().is_err());
         assert!(rb.try_recv().is_err());

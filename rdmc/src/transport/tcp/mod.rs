@@ -8,6 +8,13 @@
 //! large block never holds another group's traffic back; received chunks go
 //! straight into the buffer the protocol core posted for the block
 //! ([`link`]).
+//!
+//! Every frame after the handshake is protected as the node's
+//! [`WireSecurity`] says: by default authenticated with a per-connection,
+//! per-direction key and a sequence number
+//! ([`protect`](super::frame::protect)), so bytes altered, injected,
+//! replayed, reordered or dropped on the path fail the link (and the groups
+//! over it, naming the peer) instead of reaching the application.
 
 pub(crate) mod link;
 
@@ -18,7 +25,8 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio_util::sync::DropGuard;
 
-use self::link::{Link, LinkConfig, Outgoing, RecvLowat};
+use self::link::{Link, LinkConfig, LinkSecurity, Outgoing, RecvLowat};
+use super::frame::protect::WireSecurity;
 use super::mesh::{self, ClusterConfig, Mesh, MeshError, MeshPurpose};
 use super::pool::BufferPool;
 use super::{
@@ -40,16 +48,24 @@ pub(crate) struct TcpEndpoint {
 
 impl TcpEndpoint {
     /// Bring node `cluster.id` into the mesh and start a link on every
-    /// connection, cutting blocks into chunks of `chunk_size` bytes, with a
-    /// pool keeping at most `pool_budget` bytes of spare message buffers.
+    /// connection, cutting blocks into chunks of `chunk_size` bytes and
+    /// protecting frames as `security` says, with a pool keeping at most
+    /// `pool_budget` bytes of spare message buffers.
     pub(crate) async fn connect(
         cluster: ClusterConfig,
         chunk_size: u32,
+        security: WireSecurity,
         pool_budget: usize,
     ) -> Result<(Self, Completions), MeshError> {
         let link = LinkConfig {
             chunk_size,
             failure_timeout: cluster.failure_timeout,
+        };
+        let security = LinkSecurity {
+            mode: security,
+            key: cluster.key.clone(),
+            me: cluster.id,
+            timeout: cluster.handshake_timeout,
         };
         let Mesh { peers, _acceptor } = mesh::bring_up(cluster, MeshPurpose::Tcp).await?;
         let (completions, queue) = mpsc::unbounded_channel();
@@ -59,7 +75,14 @@ impl TcpEndpoint {
                 let lowat = RecvLowat::of(&stream);
                 (
                     peer,
-                    Link::spawn(peer, stream, lowat, completions.clone(), link),
+                    Link::spawn(
+                        peer,
+                        stream,
+                        lowat,
+                        completions.clone(),
+                        link,
+                        security.clone(),
+                    ),
                 )
             })
             .collect();
