@@ -1,0 +1,379 @@
+//! Tests of one link: framing, protection, liveness and the read/write loops.
+
+use super::*;
+use crate::proto::Control;
+use crate::transport::MessageBuffer;
+
+const CONFIG: LinkConfig = LinkConfig {
+    chunk_size: 1000,
+    failure_timeout: Duration::from_secs(5),
+};
+
+/// Node `me`'s link security in `mode`.
+fn security_in(me: u32, mode: WireSecurity) -> LinkSecurity {
+    LinkSecurity {
+        mode,
+        key: ClusterKey::from_bytes(b"link unit test key, 32 bytes!!!!".to_vec()).unwrap(),
+        me: NodeId(me),
+        timeout: Duration::from_secs(5),
+    }
+}
+
+fn security(me: u32) -> LinkSecurity {
+    security_in(me, WireSecurity::Authenticated)
+}
+
+fn pair() -> (
+    Link,
+    mpsc::UnboundedReceiver<Completion>,
+    Link,
+    mpsc::UnboundedReceiver<Completion>,
+) {
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let (ca, ra) = mpsc::unbounded_channel();
+    let (cb, rb) = mpsc::unbounded_channel();
+    (
+        Link::spawn(NodeId(1), a, RecvLowat::none(), ca, CONFIG, security(0)),
+        ra,
+        Link::spawn(NodeId(0), b, RecvLowat::none(), cb, CONFIG, security(1)),
+        rb,
+    )
+}
+
+#[tokio::test]
+async fn blocks_of_two_groups_interleave_and_land_at_their_offsets() {
+    let (a, mut a_events, b, mut b_events) = pair();
+    let data_1: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+    let data_2: Vec<u8> = (0..3001u32).map(|i| (i * 7) as u8).collect();
+    let buf_1 = MessageBuffer::new(6000);
+    let buf_2 = MessageBuffer::new(3001);
+    b.post_recv(GroupId(1), buf_1.region(1000, 5000));
+    b.post_recv(GroupId(2), buf_2.region(0, 3001));
+    assert!(a.send(Outgoing::Data(
+        GroupId(1),
+        BlockRef::from_bytes(data_1.clone().into()),
+        6000
+    )));
+    assert!(a.send(Outgoing::Data(
+        GroupId(2),
+        BlockRef::from_bytes(data_2.clone().into()),
+        3001
+    )));
+    assert!(a.send(Outgoing::Signal(
+        GroupId(2),
+        Signal::Group(Control::CloseAck)
+    )));
+    let mut received = Vec::new();
+    while received.len() < 3 {
+        match b_events.recv().await.unwrap() {
+            Completion::Received {
+                group,
+                from,
+                immediate,
+                len,
+            } => {
+                assert_eq!(from, NodeId(0));
+                received.push((group, immediate, len));
+            }
+            Completion::Signal { group, signal, .. } => {
+                assert_eq!(
+                    (group, signal),
+                    (GroupId(2), Signal::Group(Control::CloseAck))
+                );
+                received.push((group, 0, 0));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    // The signal overtakes the data; group 2's shorter block finishes first.
+    assert_eq!(
+        received,
+        [
+            (GroupId(2), 0, 0),
+            (GroupId(2), 3001, 3001),
+            (GroupId(1), 6000, 5000)
+        ]
+    );
+    for _ in 0..2 {
+        assert!(matches!(
+            a_events.recv().await.unwrap(),
+            Completion::Sent { to: NodeId(1), .. }
+        ));
+    }
+    let bytes = buf_1.into_bytes();
+    assert_eq!(&bytes[1000..], &data_1[..]);
+    assert!(bytes[..1000].iter().all(|&x| x == 0));
+    assert_eq!(&buf_2.into_bytes()[..], &data_2[..]);
+}
+
+#[tokio::test]
+async fn an_unasked_block_fails_its_group_and_the_link_carries_on() {
+    let (a, _a_events, b, mut b_events) = pair();
+    assert!(a.send(Outgoing::Data(
+        GroupId(9),
+        BlockRef::from_bytes(vec![1u8; 2500].into()),
+        2500
+    )));
+    assert!(a.send(Outgoing::Signal(GroupId(3), Signal::Group(Control::Closed))));
+    // Signals may overtake data, so take both events in either order.
+    let (mut refused, mut signalled) = (false, false);
+    for _ in 0..2 {
+        match b_events.recv().await.unwrap() {
+            Completion::TransferFailed {
+                group: GroupId(9),
+                peer: NodeId(0),
+                ..
+            } => refused = true,
+            Completion::Signal {
+                group: GroupId(3), ..
+            } => signalled = true,
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(refused && signalled);
+    assert!(!b.is_down());
+}
+
+#[tokio::test]
+async fn empty_blocks_complete() {
+    let (a, _a_events, b, mut b_events) = pair();
+    let buf = MessageBuffer::new(0);
+    b.post_recv(GroupId(1), buf.region(0, 0));
+    assert!(a.send(Outgoing::Data(
+        GroupId(1),
+        BlockRef::from_bytes(bytes::Bytes::new()),
+        0
+    )));
+    assert!(matches!(
+        b_events.recv().await.unwrap(),
+        Completion::Received {
+            group: GroupId(1),
+            immediate: 0,
+            len: 0,
+            ..
+        }
+    ));
+}
+
+#[tokio::test]
+async fn garbage_or_a_closed_connection_is_a_peer_failure() {
+    let (a, mut b) = tokio::io::duplex(1024);
+    let (ca, mut ra) = mpsc::unbounded_channel();
+    let link = Link::spawn(NodeId(4), a, RecvLowat::none(), ca, CONFIG, security(0));
+    b.write_all(&[0xAB; AGREE_LEN + HEADER_LEN]).await.unwrap();
+    assert!(matches!(
+        ra.recv().await.unwrap(),
+        Completion::PeerDown { node: NodeId(4) }
+    ));
+    tokio::task::yield_now().await;
+    assert!(link.is_down());
+    assert!(!link.send(Outgoing::Signal(GroupId(1), Signal::Group(Control::Closed))));
+}
+
+#[tokio::test]
+async fn garbage_after_a_genuine_key_agreement_is_a_peer_failure() {
+    let (a, mut b) = tokio::io::duplex(1024);
+    let (ca, mut ra) = mpsc::unbounded_channel();
+    let _link = Link::spawn(NodeId(4), a, RecvLowat::none(), ca, CONFIG, security(0));
+    let mut hello = [0u8; AGREE_LEN];
+    hello[..8].copy_from_slice(&AGREE_MAGIC);
+    hello[8] = WireSecurity::Authenticated.code();
+    b.write_all(&hello).await.unwrap();
+    // A well-formed heartbeat without a valid tag.
+    b.write_all(&Header::Heartbeat.encode()).await.unwrap();
+    b.write_all(&[0u8; 32]).await.unwrap();
+    assert!(matches!(
+        ra.recv().await.unwrap(),
+        Completion::PeerDown { node: NodeId(4) }
+    ));
+}
+
+/// `b` posts a receive for `data` in group 1; `a` sends a signal, then
+/// `data` as a block with `immediate`. The receive's buffer.
+fn signal_and_block(a: &Link, b: &Link, data: &[u8], immediate: u64) -> Arc<MessageBuffer> {
+    let buf = MessageBuffer::new(data.len());
+    b.post_recv(GroupId(1), buf.region(0, data.len()));
+    assert!(a.send(Outgoing::Signal(
+        GroupId(1),
+        Signal::Group(Control::CloseAck)
+    )));
+    assert!(a.send(Outgoing::Data(
+        GroupId(1),
+        BlockRef::from_bytes(data.to_vec().into()),
+        immediate
+    )));
+    buf
+}
+
+#[tokio::test]
+async fn every_mode_carries_blocks_and_signals() {
+    for mode in [
+        WireSecurity::None,
+        WireSecurity::Authenticated,
+        WireSecurity::Encrypted,
+    ] {
+        let (x, y) = tokio::io::duplex(64 * 1024);
+        let (ca, _ra) = mpsc::unbounded_channel();
+        let (cb, mut rb) = mpsc::unbounded_channel();
+        let a = Link::spawn(
+            NodeId(1),
+            x,
+            RecvLowat::none(),
+            ca,
+            CONFIG,
+            security_in(0, mode),
+        );
+        let b = Link::spawn(
+            NodeId(0),
+            y,
+            RecvLowat::none(),
+            cb,
+            CONFIG,
+            security_in(1, mode),
+        );
+        let data: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+        let buf = signal_and_block(&a, &b, &data, 7);
+        assert!(matches!(
+            rb.recv().await.unwrap(),
+            Completion::Signal {
+                group: GroupId(1),
+                ..
+            }
+        ));
+        assert!(matches!(
+            rb.recv().await.unwrap(),
+            Completion::Received {
+                group: GroupId(1),
+                immediate: 7,
+                ..
+            }
+        ));
+        assert_eq!(&buf.into_bytes()[..], &data[..], "{mode:?}");
+    }
+}
+
+#[tokio::test]
+async fn ends_with_different_wire_security_fail_the_link() {
+    let (x, y) = tokio::io::duplex(1024);
+    let (ca, mut ra) = mpsc::unbounded_channel();
+    let (cb, mut rb) = mpsc::unbounded_channel();
+    let _a = Link::spawn(
+        NodeId(1),
+        x,
+        RecvLowat::none(),
+        ca,
+        CONFIG,
+        security_in(0, WireSecurity::None),
+    );
+    let _b = Link::spawn(NodeId(0), y, RecvLowat::none(), cb, CONFIG, security(1));
+    assert!(matches!(
+        ra.recv().await.unwrap(),
+        Completion::PeerDown { node: NodeId(1) }
+    ));
+    assert!(matches!(
+        rb.recv().await.unwrap(),
+        Completion::PeerDown { node: NodeId(0) }
+    ));
+}
+
+/// Links `a` (node 0) and `b` (node 1) through a relay that flips one
+/// bit of the byte at `offset` of the stream from `a` to `b`.
+fn tampered_pair(
+    mode: WireSecurity,
+    offset: usize,
+) -> (Link, Link, mpsc::UnboundedReceiver<Completion>) {
+    let (x, mut x_relay) = tokio::io::duplex(64 * 1024);
+    let (mut y_relay, y) = tokio::io::duplex(64 * 1024);
+    tokio::spawn(async move {
+        let (mut xr, mut xw) = tokio::io::split(&mut x_relay);
+        let (mut yr, mut yw) = tokio::io::split(&mut y_relay);
+        let forward = async {
+            let mut seen = 0usize;
+            let mut buf = vec![0u8; 8192];
+            loop {
+                let n = xr.read(&mut buf).await?;
+                if n == 0 {
+                    return Ok::<_, std::io::Error>(());
+                }
+                if (seen..seen + n).contains(&offset) {
+                    buf[offset - seen] ^= 0x10;
+                }
+                seen += n;
+                yw.write_all(&buf[..n]).await?;
+            }
+        };
+        let _ = tokio::join!(forward, tokio::io::copy(&mut yr, &mut xw));
+    });
+    let (ca, _ra) = mpsc::unbounded_channel();
+    let (cb, rb) = mpsc::unbounded_channel();
+    (
+        Link::spawn(
+            NodeId(1),
+            x,
+            RecvLowat::none(),
+            ca,
+            CONFIG,
+            security_in(0, mode),
+        ),
+        Link::spawn(
+            NodeId(0),
+            y,
+            RecvLowat::none(),
+            cb,
+            CONFIG,
+            security_in(1, mode),
+        ),
+        rb,
+    )
+}
+
+#[tokio::test]
+async fn a_byte_flipped_anywhere_after_the_agreement_fails_the_link() {
+    for mode in [WireSecurity::Authenticated, WireSecurity::Encrypted] {
+        let data: Vec<u8> = (0..2500u32).map(|i| (i % 253) as u8).collect();
+        // The stream: agreement, a signal frame, one data frame (alone
+        // on the link, the block goes whole).
+        let tag = mode.tag_len();
+        let stream_len = AGREE_LEN + (HEADER_LEN + tag) * 2 + data.len();
+        for offset in AGREE_LEN..stream_len {
+            let (a, b, mut events) = tampered_pair(mode, offset);
+            let _buf = signal_and_block(&a, &b, &data, 9);
+            loop {
+                match events.recv().await.unwrap() {
+                    Completion::PeerDown { node: NodeId(0) } => break,
+                    Completion::Received { .. } => {
+                        panic!("{mode:?}: a block with byte {offset} flipped was delivered")
+                    }
+                    // Frames before the flipped one arrive.
+                    Completion::Signal { .. } | Completion::TransferFailed { .. } => {}
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_silent_peer_is_declared_down_after_the_failure_timeout() {
+    let (a, _b) = tokio::io::duplex(1024);
+    let (ca, mut ra) = mpsc::unbounded_channel();
+    let _link = Link::spawn(NodeId(2), a, RecvLowat::none(), ca, CONFIG, security(0));
+    let start = tokio::time::Instant::now();
+    assert!(matches!(
+        ra.recv().await.unwrap(),
+        Completion::PeerDown { node: NodeId(2) }
+    ));
+    assert!(start.elapsed() >= CONFIG.failure_timeout);
+}
+
+#[tokio::test(start_paused = true)]
+async fn heartbeats_keep_an_idle_link_up() {
+    let (a, b) = tokio::io::duplex(1024);
+    let (ca, mut ra) = mpsc::unbounded_channel();
+    let (cb, mut rb) = mpsc::unbounded_channel();
+    let _x = Link::spawn(NodeId(1), a, RecvLowat::none(), ca, CONFIG, security(0));
+    let _y = Link::spawn(NodeId(0), b, RecvLowat::none(), cb, CONFIG, security(1));
+    tokio::time::sleep(CONFIG.failure_timeout * 4).await;
+    assert!(ra.try_recv().is_err());
+    assert!(rb.try_recv().is_err());
+}
