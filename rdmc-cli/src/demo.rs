@@ -258,7 +258,7 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
         (false, _) => None,
         (true, TransportChoice::Mem) => Some(("memcpy", memcpy_baseline(&messages, args.nodes))),
         (true, TransportChoice::Tcp | TransportChoice::Ofi) => {
-            match runtime.block_on(tcp_copy_baseline(&messages, args.nodes)) {
+            match crate::tcp_copy::plain_copy_seconds(&messages, args.nodes) {
                 Ok((seconds, cpu)) => {
                     baseline_cpu = Some(cpu);
                     Some(("tcp-copy", seconds))
@@ -687,48 +687,6 @@ fn memcpy_baseline(messages: &[Bytes], nodes: u32) -> f64 {
         }
     });
     start.elapsed().as_secs_f64()
-}
-
-/// Seconds and process CPU seconds for plain tokio TCP copies of every
-/// message over loopback, once per receiver, one after another: what
-/// unicasting the bytes costs. The receiving side reads into memory
-/// allocated and touched beforehand.
-async fn tcp_copy_baseline(messages: &[Bytes], nodes: u32) -> std::io::Result<(f64, f64)> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let addr = listener.local_addr()?;
-    // Like the memcpy baseline, receive into memory allocated and touched
-    // beforehand (one buffer, reused): the bound is the network path, not
-    // page faults. Each message is checked as the multicast's are.
-    let mut target = vec![1u8; messages.iter().map(Bytes::len).max().unwrap_or(0)];
-    let cpu = crate::member_bench::cpu_seconds();
-    let start = Instant::now();
-    for _ in 1..nodes {
-        let receive = async {
-            let (mut server, _) = listener.accept().await?;
-            for m in messages {
-                let target = &mut target[..m.len()];
-                server.read_exact(target).await?;
-                if target != &m[..] {
-                    return Err(std::io::Error::other("the copy differs"));
-                }
-            }
-            Ok::<_, std::io::Error>(())
-        };
-        let send = async {
-            let mut client = tokio::net::TcpStream::connect(addr).await?;
-            client.set_nodelay(true)?;
-            for m in messages {
-                client.write_all(m).await?;
-            }
-            client.shutdown().await
-        };
-        tokio::try_join!(receive, send)?;
-    }
-    Ok((
-        start.elapsed().as_secs_f64(),
-        crate::member_bench::cpu_seconds() - cpu,
-    ))
 }
 
 /// CPU seconds (user + system) this process has used (`getrusage`).

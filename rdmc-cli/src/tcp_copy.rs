@@ -171,6 +171,81 @@ fn send(mut stream: TcpStream, payload: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
+/// Seconds and process CPU seconds for plain TCP copies of every message
+/// over loopback, once per receiver, one after another: what unicasting the
+/// bytes costs. Tuned as a copy program would be: the sender, the receiver
+/// and a checker are threads of their own, blocking sockets with large
+/// writes, and the receiver reads into two buffers allocated and touched
+/// beforehand, taking turns, so that it receives message k + 1 while the
+/// checker compares message k (as the multicast's receiving application
+/// checks one message while the next arrives into a warm pool buffer).
+pub(crate) fn plain_copy_seconds(
+    messages: &[bytes::Bytes],
+    nodes: u32,
+) -> Result<(f64, f64), String> {
+    use std::sync::mpsc;
+
+    let listener = TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let largest = messages.iter().map(bytes::Bytes::len).max().unwrap_or(0);
+    let mut spare = vec![vec![1u8; largest], vec![1u8; largest]];
+    let cpu = cpu_seconds();
+    let start = Instant::now();
+    for _ in 1..nodes {
+        spare = std::thread::scope(|scope| -> Result<Vec<Vec<u8>>, String> {
+            // Received buffers go to the checker, checked ones come back.
+            let (to_check, checking) = mpsc::sync_channel::<(usize, Vec<u8>)>(2);
+            let (to_reuse, reusable) = mpsc::sync_channel::<Vec<u8>>(2);
+            for buffer in spare.drain(..) {
+                to_reuse.send(buffer).map_err(|e| e.to_string())?;
+            }
+            let checker = scope.spawn(move || -> Result<(), String> {
+                for (index, buffer) in checking {
+                    if buffer[..messages[index].len()] != messages[index][..] {
+                        return Err("the copy differs".to_owned());
+                    }
+                    // The receiver may have finished; the buffer is then kept below.
+                    let _ = to_reuse.send(buffer);
+                }
+                Ok(())
+            });
+            let listener = &listener;
+            let receiver = scope.spawn(move || -> Result<Vec<Vec<u8>>, String> {
+                let (mut socket, _) = listener.accept().map_err(|e| e.to_string())?;
+                for (index, m) in messages.iter().enumerate() {
+                    let mut buffer = reusable.recv().map_err(|e| e.to_string())?;
+                    socket
+                        .read_exact(&mut buffer[..m.len()])
+                        .map_err(|e| e.to_string())?;
+                    to_check.send((index, buffer)).map_err(|e| e.to_string())?;
+                }
+                drop(to_check);
+                Ok(reusable.iter().collect())
+            });
+            let sent = (|| -> Result<(), String> {
+                let mut socket = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+                socket.set_nodelay(true).map_err(|e| e.to_string())?;
+                for m in messages {
+                    socket.write_all(m).map_err(|e| e.to_string())?;
+                }
+                socket
+                    .shutdown(std::net::Shutdown::Write)
+                    .map_err(|e| e.to_string())
+            })();
+            let received = receiver
+                .join()
+                .map_err(|_| "the copy's receiver panicked".to_owned())?;
+            let checked = checker
+                .join()
+                .map_err(|_| "the copy's checker panicked".to_owned())?;
+            sent?;
+            checked?;
+            received
+        })?;
+    }
+    Ok((start.elapsed().as_secs_f64(), cpu_seconds() - cpu))
+}
+
 /// Seconds and process CPU seconds for TLS 1.3 copies (rustls with its `ring` provider; the
 /// client prefers AES-256-GCM) of every message over loopback, once per
 /// receiver, one after another, into one reused buffer touched beforehand;
