@@ -21,7 +21,8 @@ use crate::config::GroupConfig;
 use crate::error::{Error, MembershipError};
 use crate::ids::{GroupId, NodeId};
 use crate::proto::{
-    CreateFailure, GroupMember, MemberConfig, Rank, Rendezvous, RendezvousAction, group_digest,
+    CreateFailure, FailureReason, GroupMember, MemberConfig, Rank, Rendezvous, RendezvousAction,
+    group_digest,
 };
 use crate::transport::{Completion, Completions, Signal, Transport};
 use crate::wait::{CompletionMode, Next, WaitPolicy};
@@ -75,6 +76,29 @@ pub(crate) struct TableSizes {
 /// Most events handled before the actor yields to other tasks.
 const BATCH: usize = 256;
 
+/// How long a group waits, after the transport reports a peer unreachable,
+/// before it fails naming that peer: long enough for a report of the
+/// failure that made the peer leave — sent before its connections closed,
+/// but carried by another task or another link — to arrive and name the
+/// member that failed first. A failure report from any member within the
+/// grace period decides the suspect; the peer is named only without one.
+/// Small against any failure timeout worth using (a tenth of 1 s).
+pub(crate) const FAILURE_GRACE: Duration = Duration::from_millis(100);
+
+/// While the node has groups, the actor checks every `WATCHDOG_TICK`
+/// that it is not itself late: a wakeup [`STALL`] or more behind means the
+/// process was stopped (`SIGSTOP`, a debugger, a VM paused) or starved.
+const WATCHDOG_TICK: Duration = Duration::from_millis(100);
+
+/// A lateness of the actor's watchdog that counts as this node having
+/// stalled. Peers lost within [`STALL_BLAME`] of it are most likely peers
+/// that declared *this* node failed while it stood still (and closed their
+/// connections): the group names this node, not them.
+const STALL: Duration = Duration::from_millis(750);
+
+/// How long after the end of a stall a lost peer is blamed on it.
+const STALL_BLAME: Duration = Duration::from_secs(1);
+
 pub(crate) struct Actor<T> {
     me: NodeId,
     transport: T,
@@ -90,6 +114,10 @@ pub(crate) struct Actor<T> {
     /// The groups' progress deadlines (each group's entry may be earlier
     /// than its member's current deadline: it is renewed when it passes).
     timers: BTreeSet<(time::Instant, GroupId)>,
+    /// When the watchdog is due next (while the node has groups).
+    watchdog: Option<time::Instant>,
+    /// The end of this node's last stall, and how long it stood still.
+    stalled: Option<(time::Instant, Duration)>,
 }
 
 impl<T: Transport> Actor<T> {
@@ -110,21 +138,50 @@ impl<T: Transport> Actor<T> {
             rendezvous: Rendezvous::new(me),
             epoch: time::Instant::now(),
             timers: BTreeSet::new(),
+            watchdog: None,
+            stalled: None,
         }
     }
 
     /// The earliest deadline: a creation's, or a group's progress timeout.
     fn next_deadline(&self) -> Option<time::Instant> {
         let group = self.timers.first().map(|&(at, _)| at);
-        match (self.rendezvous.poll_timeout(), group) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        [self.rendezvous.poll_timeout(), group, self.watchdog]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Check that the actor itself is on time (see [`STALL`]), and keep the
+    /// watchdog running while the node has groups.
+    fn watch(&mut self, now: time::Instant) {
+        if let Some(due) = self.watchdog
+            && due <= now
+        {
+            let late = now - due;
+            if late >= STALL {
+                tracing::warn!(?late, "this node stood still (stopped or starved)");
+                self.stalled = Some((now, late));
+            }
+            self.watchdog = None;
         }
+        if self.watchdog.is_none() && !self.groups.is_empty() {
+            self.watchdog = now.checked_add(WATCHDOG_TICK);
+        }
+    }
+
+    /// How long this node stood still, if it did so recently enough for a
+    /// peer lost now to have been lost because of it.
+    fn recent_stall(&self, now: time::Instant) -> Option<Duration> {
+        self.stalled
+            .filter(|&(end, _)| now.saturating_duration_since(end) <= STALL_BLAME)
+            .map(|(_, late)| late)
     }
 
     /// Handle every deadline that has passed.
     fn fire_timeouts(&mut self) {
         let now = time::Instant::now();
+        self.watch(now);
         if self.rendezvous.poll_timeout().is_some_and(|d| d <= now) {
             self.rendezvous.handle_timeout(now);
             self.drive_rendezvous();
@@ -134,7 +191,9 @@ impl<T: Transport> Actor<T> {
                 break;
             }
             self.timers.pop_first();
-            if let Some(g) = self.groups.get_mut(&id) {
+            if let Some(g) = self.groups.get_mut(&id)
+                && g.deadline == Some(at)
+            {
                 g.deadline = None;
             }
             // Passes the time to the member, and enters its next deadline.
@@ -272,12 +331,31 @@ impl<T: Transport> Actor<T> {
         {
             member.handle_peer_failure(Some(suspect));
         }
+        // Where each message's first block lands; without its memory the
+        // group fails at once, naming this member (never an abort).
+        let bounce = if rank > 0 {
+            match self.transport.alloc_buffer(config.block_size()) {
+                Ok(buf) => Some(buf),
+                Err(e) => {
+                    span.in_scope(|| tracing::warn!(error = %e, "no memory for the first block"));
+                    member.handle_local_failure(
+                        None,
+                        FailureReason::OutOfMemory {
+                            size: config.block_size() as u64,
+                        },
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        };
         self.groups.insert(
             id,
             GroupState {
                 id,
                 member,
-                bounce: (rank > 0).then(|| self.transport.alloc_buffer(config.block_size())),
+                bounce,
                 members: members.clone(),
                 rank_of,
                 block_size: config.block_size(),
@@ -296,9 +374,11 @@ impl<T: Transport> Actor<T> {
                     deliveries: rx,
                 }),
                 deadline: None,
+                unreachable: None,
             },
         );
         self.rendezvous.create(id, members, digest, deadline);
+        self.watch(now);
         self.drive_rendezvous();
         self.drive(id);
     }
@@ -413,6 +493,9 @@ impl<T: Transport> Actor<T> {
         if let Some(at) = g.deadline {
             self.timers.remove(&(at, group));
         }
+        if let Some((_, at)) = g.unreachable {
+            self.timers.remove(&(at, group));
+        }
         self.transport.release_group(group);
         let error = match failure {
             CreateFailure::Mismatch { peer } => Error::MembershipMismatch { group, peer },
@@ -490,7 +573,7 @@ impl<T: Transport> Actor<T> {
                     .filter_map(|(id, g)| g.rank_of.get(&node).map(|&r| (*id, r)))
                     .collect();
                 for (id, rank) in affected {
-                    self.with_member(id, |m| m.handle_peer_failure(Some(rank)));
+                    self.peer_unreachable(id, rank);
                 }
                 return;
             }
@@ -562,11 +645,53 @@ impl<T: Transport> Actor<T> {
             Completion::Signal { .. } => unreachable!("rendezvous signals are handled above"),
             Completion::TransferFailed { error, .. } => {
                 tracing::warn!(peer = peer.0, error, "transfer failed");
-                g.member.handle_peer_failure(Some(rank))
+                return self.peer_unreachable(group, rank);
             }
             Completion::PeerDown { .. } => unreachable!("handled above"),
         }
         self.drive(group);
+    }
+
+    /// The transport reported `rank` of `group` unreachable: the group fails
+    /// naming it after [`FAILURE_GRACE`], unless a member's report of the
+    /// failure that caused it (naming whoever failed first) arrives before.
+    fn peer_unreachable(&mut self, group: GroupId, rank: Rank) {
+        let now = time::Instant::now();
+        // A node resuming from a stall may hear of its lost peers before
+        // its timers fire: check for the stall first.
+        self.watch(now);
+        let stalled = self.recent_stall(now);
+        let Some(g) = self.groups.get_mut(&group) else {
+            return;
+        };
+        if g.member.is_finished() || g.unreachable.is_some() {
+            return;
+        }
+        if let Some(stalled) = stalled {
+            // The peers are gone because this node stood still: they
+            // declared it failed. Say so, naming this node.
+            g.span.in_scope(|| {
+                tracing::warn!(
+                    peer = rank,
+                    ?stalled,
+                    "peer lost after this node stood still"
+                );
+            });
+            g.member.handle_local_failure(
+                None,
+                FailureReason::Stalled {
+                    millis: u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX),
+                },
+            );
+            return self.drive(group);
+        }
+        let at = now
+            .checked_add(FAILURE_GRACE)
+            .unwrap_or_else(|| far_future(now));
+        g.span
+            .in_scope(|| tracing::debug!(peer = rank, "peer unreachable: waiting for a report"));
+        g.unreachable = Some((rank, at));
+        self.timers.insert((at, group));
     }
 
     fn with_member(&mut self, group: GroupId, f: impl FnOnce(&mut GroupMember)) {
@@ -578,11 +703,28 @@ impl<T: Transport> Actor<T> {
 
     /// Carry out the group's pending actions.
     fn drive(&mut self, group: GroupId) {
+        let now = time::Instant::now();
+        let stalled = self.recent_stall(now);
         let Some(g) = self.groups.get_mut(&group) else {
             return;
         };
         let _enter = g.span.clone().entered();
-        let now = time::Instant::now();
+        if let Some((rank, at)) = g.unreachable
+            && at <= now
+        {
+            // No report named anyone else within the grace period.
+            g.unreachable = None;
+            match stalled {
+                // This node stood still meanwhile: that is why.
+                Some(stalled) => g.member.handle_local_failure(
+                    None,
+                    FailureReason::Stalled {
+                        millis: u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX),
+                    },
+                ),
+                None => g.member.handle_peer_failure(Some(rank)),
+            }
+        }
         g.member
             .handle_timeout(now.saturating_duration_since(self.epoch));
         while let Some(action) = g.member.poll_action() {
@@ -625,6 +767,9 @@ impl<T: Transport> Actor<T> {
         }
         if g.outcome.is_some() && g.left {
             if let Some(at) = g.deadline {
+                self.timers.remove(&(at, group));
+            }
+            if let Some((_, at)) = g.unreachable {
                 self.timers.remove(&(at, group));
             }
             self.groups.remove(&group);

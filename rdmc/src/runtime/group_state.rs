@@ -70,6 +70,11 @@ pub(super) struct GroupState {
     /// The member's progress deadline as entered in the actor's timers
     /// (possibly earlier than the member's current one).
     pub(super) deadline: Option<tokio::time::Instant>,
+    /// The first peer the transport reported unreachable, and the end of
+    /// its grace period (also entered in the actor's timers): the group
+    /// fails naming it then, unless a report of the failure that caused it
+    /// arrived first (see [`FAILURE_GRACE`](super::actor::FAILURE_GRACE)).
+    pub(super) unreachable: Option<(Rank, tokio::time::Instant)>,
 }
 
 pub(super) fn member_error(g: &GroupState, e: MemberError) -> Error {
@@ -95,6 +100,9 @@ fn failure_error(g: &GroupState, f: &Failure) -> Error {
         FailureReason::LocalShutdown => FailureKind::LocalShutdown,
         FailureReason::ClosedUnread => FailureKind::ClosedUnread,
         FailureReason::NoProgress => FailureKind::NoProgress,
+        FailureReason::OutOfMemory { size } => FailureKind::OutOfMemory { size: *size },
+        FailureReason::DigestMismatch { seq } => FailureKind::DigestMismatch { seq: *seq },
+        FailureReason::Stalled { millis } => FailureKind::Stalled { millis: *millis },
     };
     Error::GroupFailed {
         group: g.id,
@@ -107,8 +115,10 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
     let id = g.id;
     match action {
         Action::PostFirstBlockRecv { from } => {
-            let bounce = g.bounce.as_ref().expect("non-roots have a bounce buffer");
-            transport.post_recv(id, g.members[from], bounce.region(0, g.block_size));
+            // A member without one failed at creation (out of memory).
+            if let Some(bounce) = g.bounce.as_ref() {
+                transport.post_recv(id, g.members[from], bounce.region(0, g.block_size));
+            }
         }
         Action::BeginMessage {
             seq,
@@ -120,8 +130,21 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                 unreachable!("sizes above max_message_size are refused by the core");
             };
             let mut watch = Stopwatch::start(g.event_at);
-            let buf = transport.alloc_buffer(size);
-            let bounce = g.bounce.as_ref().expect("non-roots have a bounce buffer");
+            let buf = match transport.alloc_buffer(size) {
+                Ok(buf) => buf,
+                Err(e) => {
+                    tracing::warn!(seq, error = %e, "cannot receive a message");
+                    // Fails the group; the actions queued for this message
+                    // (its receives and sends) find no buffer and are skipped.
+                    return g.member.handle_local_failure(
+                        None,
+                        FailureReason::OutOfMemory { size: size as u64 },
+                    );
+                }
+            };
+            let Some(bounce) = g.bounce.as_ref() else {
+                unreachable!("non-roots have a bounce buffer");
+            };
             let copy_start = Instant::now();
             buf.region(first_block * g.block_size, first_block_len)
                 .write(bounce.block(0, first_block_len).as_slice());
@@ -136,8 +159,9 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             offset,
             len,
         } => {
-            let buf = receiving(g, seq);
-            transport.post_recv(id, g.members[from], buf.region(offset, len));
+            if let Some(buf) = receiving(g, seq) {
+                transport.post_recv(id, g.members[from], buf.region(offset, len));
+            }
         }
         Action::SendBlock {
             to,
@@ -155,9 +179,8 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                 let block = BlockRef::from_message(sending.data.clone(), offset, len);
                 transport.post_send(id, g.members[to], block, immediate);
                 sending.watch.end_setup(Instant::now());
-            } else {
-                let block = receiving(g, seq).block(offset, len);
-                transport.post_send(id, g.members[to], block, immediate);
+            } else if let Some(buf) = receiving(g, seq) {
+                transport.post_send(id, g.members[to], buf.block(offset, len), immediate);
             }
         }
         Action::SendControl { to, control } => {
@@ -213,10 +236,19 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
     }
 }
 
-fn receiving(g: &GroupState, seq: u64) -> &Arc<MessageBuffer> {
+/// The buffer of message `seq`, in progress; `None` only when it could not
+/// be allocated (the group failed, and the message's remaining actions are
+/// moot).
+fn receiving(g: &GroupState, seq: u64) -> Option<&Arc<MessageBuffer>> {
     match &g.receiving {
-        Some((s, buf)) if *s == seq => buf,
-        _ => unreachable!("the core posts only for the message in progress"),
+        Some((s, buf)) if *s == seq => Some(buf),
+        _ => {
+            debug_assert!(
+                g.member.is_finished(),
+                "the core posts only for the message in progress"
+            );
+            None
+        }
     }
 }
 
