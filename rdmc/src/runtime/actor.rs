@@ -21,8 +21,8 @@ use crate::config::GroupConfig;
 use crate::error::{Error, MembershipError};
 use crate::ids::{GroupId, NodeId};
 use crate::proto::{
-    CreateFailure, FailureReason, GroupMember, MemberConfig, Rank, Rendezvous, RendezvousAction,
-    group_digest,
+    CreateFailure, FailureReason, GroupMember, MemberConfig, MemberError, Rank, Rendezvous,
+    RendezvousAction, group_digest,
 };
 use crate::transport::{Completion, Completions, Signal, Transport};
 use crate::wait::{CompletionMode, Next, WaitPolicy};
@@ -93,8 +93,11 @@ const WATCHDOG_TICK: Duration = Duration::from_millis(100);
 /// A lateness of the actor's watchdog that counts as this node having
 /// stalled. Peers lost within [`STALL_BLAME`] of it are most likely peers
 /// that declared *this* node failed while it stood still (and closed their
-/// connections): the group names this node, not them.
-const STALL: Duration = Duration::from_millis(750);
+/// connections): unless a member's report names someone else within the
+/// grace period, the group names this node, not them. Well above what a
+/// busy machine's scheduler delays (over 1 s seen on a 2-core VM at load
+/// 10), so that a starved node does not blame itself for another's failure.
+const STALL: Duration = Duration::from_millis(1500);
 
 /// How long after the end of a stall a lost peer is blamed on it.
 const STALL_BLAME: Duration = Duration::from_secs(1);
@@ -299,6 +302,12 @@ impl<T: Transport> Actor<T> {
         config: GroupConfig,
         reply: CreateReply,
     ) {
+        // The digest setting as this node resolves it: part of what every
+        // member must agree on.
+        let digest_on = config
+            .message_digest()
+            .unwrap_or_else(|| self.transport.digest_by_default());
+        let config = config.with_message_digest(digest_on);
         let (mut member, rank_of, rank) = match self.new_member(id, &members, &config) {
             Ok(new) => new,
             Err(e) => {
@@ -359,6 +368,8 @@ impl<T: Transport> Actor<T> {
                 members: members.clone(),
                 rank_of,
                 block_size: config.block_size(),
+                digest: digest_on,
+                block_senders: Vec::new(),
                 receiving: None,
                 receive_watch: None,
                 event_at: Instant::now(),
@@ -374,7 +385,8 @@ impl<T: Transport> Actor<T> {
                     deliveries: rx,
                 }),
                 deadline: None,
-                unreachable: None,
+                unreachable: Vec::new(),
+                grace: None,
             },
         );
         self.rendezvous.create(id, members, digest, deadline);
@@ -419,7 +431,8 @@ impl<T: Transport> Actor<T> {
             group_size: members.len(),
             rank,
             block_size: config.block_size(),
-            max_message_size: config.max_message_size(),
+            // A message's digest travels after its bytes.
+            max_message_size: config.max_message_size().saturating_add(digest_len(config)),
             receive_window: config.receive_window(),
             progress_timeout: config.progress_timeout(),
         })
@@ -493,7 +506,7 @@ impl<T: Transport> Actor<T> {
         if let Some(at) = g.deadline {
             self.timers.remove(&(at, group));
         }
-        if let Some((_, at)) = g.unreachable {
+        if let Some(at) = g.grace {
             self.timers.remove(&(at, group));
         }
         self.transport.release_group(group);
@@ -514,19 +527,41 @@ impl<T: Transport> Actor<T> {
             let _ = reply.send(Err(Error::Closed(group)));
             return;
         };
-        match g.member.submit(data.len() as u64) {
+        let extra = if g.digest { DIGEST_LEN } else { 0 };
+        match g.member.submit(data.len() as u64 + extra) {
             Ok(seq) => {
+                // Computed here, on the actor (see BENCHMARKS.md for what
+                // it costs); not counted as the actor standing still.
+                let digest = g.digest.then(|| blake3::hash(&data));
                 g.sending.push_back(Sending {
                     seq,
                     data,
+                    digest,
                     reply,
                     watch: Stopwatch::start(started),
                 });
+                if digest.is_some() {
+                    self.rearm_watchdog();
+                }
                 self.drive(group);
+            }
+            Err(MemberError::TooLarge { size, max }) => {
+                let _ = reply.send(Err(Error::MessageTooLarge {
+                    size: size - extra,
+                    max: max - extra,
+                }));
             }
             Err(e) => {
                 let _ = reply.send(Err(member_error(g, e)));
             }
+        }
+    }
+
+    /// Restart the watchdog's interval now: time the actor spent working
+    /// (hashing a message) is not a stall.
+    fn rearm_watchdog(&mut self) {
+        if self.watchdog.is_some() {
+            self.watchdog = time::Instant::now().checked_add(WATCHDOG_TICK);
         }
     }
 
@@ -635,6 +670,9 @@ impl<T: Transport> Actor<T> {
         }
         match c {
             Completion::Received { immediate, len, .. } => {
+                if g.digest && !g.block_senders.contains(&rank) {
+                    g.block_senders.push(rank);
+                }
                 g.member.handle_block(rank, immediate, len)
             }
             Completion::Sent { .. } => g.member.handle_send_complete(rank),
@@ -660,38 +698,25 @@ impl<T: Transport> Actor<T> {
         // A node resuming from a stall may hear of its lost peers before
         // its timers fire: check for the stall first.
         self.watch(now);
-        let stalled = self.recent_stall(now);
         let Some(g) = self.groups.get_mut(&group) else {
             return;
         };
-        if g.member.is_finished() || g.unreachable.is_some() {
+        if g.member.is_finished() {
             return;
         }
-        if let Some(stalled) = stalled {
-            // The peers are gone because this node stood still: they
-            // declared it failed. Say so, naming this node.
-            g.span.in_scope(|| {
-                tracing::warn!(
-                    peer = rank,
-                    ?stalled,
-                    "peer lost after this node stood still"
-                );
-            });
-            g.member.handle_local_failure(
-                None,
-                FailureReason::Stalled {
-                    millis: u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX),
-                },
-            );
-            return self.drive(group);
+        if !g.unreachable.contains(&rank) {
+            g.unreachable.push(rank);
         }
-        let at = now
-            .checked_add(FAILURE_GRACE)
-            .unwrap_or_else(|| far_future(now));
-        g.span
-            .in_scope(|| tracing::debug!(peer = rank, "peer unreachable: waiting for a report"));
-        g.unreachable = Some((rank, at));
-        self.timers.insert((at, group));
+        if g.grace.is_none() {
+            let at = now
+                .checked_add(FAILURE_GRACE)
+                .unwrap_or_else(|| far_future(now));
+            g.span.in_scope(|| {
+                tracing::debug!(peer = rank, "peer unreachable: waiting for a report");
+            });
+            g.grace = Some(at);
+            self.timers.insert((at, group));
+        }
     }
 
     fn with_member(&mut self, group: GroupId, f: impl FnOnce(&mut GroupMember)) {
@@ -709,26 +734,43 @@ impl<T: Transport> Actor<T> {
             return;
         };
         let _enter = g.span.clone().entered();
-        if let Some((rank, at)) = g.unreachable
+        if let Some(at) = g.grace
             && at <= now
         {
-            // No report named anyone else within the grace period.
-            g.unreachable = None;
+            // No report decided the failure within the grace period.
+            g.grace = None;
+            let lost = std::mem::take(&mut g.unreachable);
             match stalled {
-                // This node stood still meanwhile: that is why.
-                Some(stalled) => g.member.handle_local_failure(
-                    None,
-                    FailureReason::Stalled {
-                        millis: u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX),
-                    },
-                ),
-                None => g.member.handle_peer_failure(Some(rank)),
+                // This node stood still meanwhile: that is why its peers
+                // are gone (they declared it failed).
+                Some(stalled) if !lost.is_empty() => {
+                    g.span.in_scope(|| {
+                        tracing::warn!(?lost, ?stalled, "peers lost after this node stood still");
+                    });
+                    g.member.handle_local_failure(
+                        None,
+                        FailureReason::Stalled {
+                            millis: u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX),
+                        },
+                    );
+                }
+                // In the order lost; one whose failure is moot (after the
+                // close acknowledgement) leaves the next to decide.
+                _ => {
+                    for rank in lost {
+                        if g.member.is_finished() {
+                            break;
+                        }
+                        g.member.handle_peer_failure(Some(rank));
+                    }
+                }
             }
         }
         g.member
             .handle_timeout(now.saturating_duration_since(self.epoch));
+        let mut hashed = false;
         while let Some(action) = g.member.poll_action() {
-            execute(g, &mut self.transport, action);
+            hashed |= execute(g, &mut self.transport, action);
         }
         if g.deadline.is_none()
             && let Some(at) = g.member.poll_timeout()
@@ -741,6 +783,10 @@ impl<T: Transport> Actor<T> {
             g.deadline = Some(at);
         }
         g.waiting_for_ready = g.member.waiting_for_ready();
+        if hashed && let Some(due) = self.watchdog.as_mut() {
+            // Checking a digest is work, not a stall.
+            *due = time::Instant::now() + WATCHDOG_TICK;
+        }
         if let Some(watch) = g.receive_watch.as_mut()
             && !watch.setup_ended()
         {
@@ -769,7 +815,7 @@ impl<T: Transport> Actor<T> {
             if let Some(at) = g.deadline {
                 self.timers.remove(&(at, group));
             }
-            if let Some((_, at)) = g.unreachable {
+            if let Some(at) = g.grace {
                 self.timers.remove(&(at, group));
             }
             self.groups.remove(&group);
@@ -801,6 +847,19 @@ impl<T: Transport> Actor<T> {
         for id in ids {
             self.with_member(id, GroupMember::shutdown);
         }
+    }
+}
+
+/// Bytes of a message's digest on the wire (BLAKE3).
+pub(super) const DIGEST_LEN: u64 = blake3::OUT_LEN as u64;
+
+/// Bytes a message of a group configured as `config` (its digest setting
+/// resolved) carries after its own.
+fn digest_len(config: &GroupConfig) -> u64 {
+    if config.message_digest() == Some(true) {
+        DIGEST_LEN
+    } else {
+        0
     }
 }
 

@@ -31,15 +31,21 @@ const GROUP: GroupId = GroupId(7);
 /// Signals the node sent, in order.
 type Sent = Arc<Mutex<Vec<(NodeId, Signal)>>>;
 
+/// Receives the node posted, in order.
+type Posted = Arc<Mutex<Vec<RecvRegion>>>;
+
 /// A transport that carries nothing: it records the signals it is given
-/// and refuses buffers larger than `max_alloc`.
+/// and the receives posted, and refuses buffers larger than `max_alloc`.
 struct Scripted {
     sent: Sent,
+    posted: Posted,
     max_alloc: usize,
 }
 
 impl Transport for Scripted {
-    fn post_recv(&mut self, _: GroupId, _: NodeId, _: RecvRegion) {}
+    fn post_recv(&mut self, _: GroupId, _: NodeId, region: RecvRegion) {
+        self.posted.lock().unwrap().push(region);
+    }
     fn post_send(&mut self, _: GroupId, _: NodeId, _: BlockRef, _: u64) {}
     fn send_signal(&mut self, _: GroupId, to: NodeId, signal: Signal) {
         self.sent.lock().unwrap().push((to, signal));
@@ -63,6 +69,7 @@ struct Member {
     group: Group,
     inject: CompletionSender,
     sent: Sent,
+    posted: Posted,
     _commands: mpsc::UnboundedSender<Command>,
 }
 
@@ -73,11 +80,17 @@ fn config() -> GroupConfig {
 }
 
 async fn member(max_alloc: usize) -> Member {
+    member_with(max_alloc, config()).await
+}
+
+async fn member_with(max_alloc: usize, config: GroupConfig) -> Member {
     let me = NodeId(1);
     let members = vec![NodeId(0), NodeId(1), NodeId(2)];
     let sent = Sent::default();
+    let posted = Posted::default();
     let transport = Scripted {
         sent: Arc::clone(&sent),
+        posted: Arc::clone(&posted),
         max_alloc,
     };
     let (inject, completions) = mpsc::unbounded_channel();
@@ -89,11 +102,11 @@ async fn member(max_alloc: usize) -> Member {
         .send(Command::CreateGroup {
             id: GROUP,
             members: members.clone(),
-            config: config(),
+            config: config.clone(),
             reply,
         })
         .unwrap();
-    let digest = group_digest(GROUP, &members, &config());
+    let digest = group_digest(GROUP, &members, &config);
     for from in [NodeId(0), NodeId(2)] {
         inject
             .send(Completion::Signal {
@@ -108,6 +121,7 @@ async fn member(max_alloc: usize) -> Member {
         group: Group::new(GROUP, me, members, commands.clone(), deliveries),
         inject,
         sent,
+        posted,
         _commands: commands,
     }
 }
@@ -248,4 +262,100 @@ async fn a_message_whose_memory_cannot_be_had_fails_the_group() {
     assert_eq!(told, vec![(0, Some(1)), (2, Some(1))]);
     let e = m.group.close().await.unwrap_err();
     assert!(e.to_string().contains("out of memory"), "{e}");
+}
+
+/// Node 1, with message digests on, receives a one-block message from the
+/// root: `wire` (the message and its digest) lands in the receive posted
+/// for it. Its stream's first item.
+async fn receive_with_digest(wire: Vec<u8>) -> Result<crate::Message, Error> {
+    let mut m = member_with(usize::MAX, config().with_message_digest(true)).await;
+    let region = m.posted.lock().unwrap().remove(0);
+    let len = wire.len();
+    region.write(&wire);
+    m.inject
+        .send(Completion::Received {
+            group: GROUP,
+            from: NodeId(0),
+            immediate: len as u64,
+            len,
+        })
+        .unwrap();
+    m.group.next().await.expect("an item")
+}
+
+fn with_digest(message: &[u8]) -> Vec<u8> {
+    let mut wire = message.to_vec();
+    wire.extend_from_slice(blake3::hash(message).as_bytes());
+    wire
+}
+
+/// A message whose digest matches is delivered without it.
+#[tokio::test(start_paused = true)]
+async fn a_message_with_its_digest_is_delivered_without_it() {
+    let message = b"one hundred bytes, more or less, of a message that arrives intact";
+    let got = receive_with_digest(with_digest(message)).await.unwrap();
+    assert_eq!(&got.data[..], &message[..]);
+}
+
+/// One bit changed anywhere — in the message or in its digest — fails the
+/// group before delivery, naming the member that sent the blocks.
+#[tokio::test(start_paused = true)]
+async fn a_corrupted_message_fails_the_group_naming_its_sender() {
+    let message = b"a message that one flipped bit will corrupt on its way";
+    let wire = with_digest(message);
+    for at in [
+        0,
+        message.len() / 2,
+        message.len() - 1,
+        message.len(),
+        wire.len() - 1,
+    ] {
+        let mut corrupted = wire.clone();
+        corrupted[at] ^= 0x10;
+        assert_eq!(
+            receive_with_digest(corrupted).await.unwrap_err(),
+            failed(0, FailureKind::DigestMismatch { seq: 0 }),
+            "bit flipped at {at}"
+        );
+    }
+    // Too short to hold a digest at all.
+    assert_eq!(
+        receive_with_digest(vec![0; 31]).await.unwrap_err(),
+        failed(0, FailureKind::DigestMismatch { seq: 0 })
+    );
+}
+
+/// After this member acknowledged the close, losing another receiver is
+/// moot (only the root's verdict counts) — but losing the root too, within
+/// the same grace period, is not: the group fails naming the root instead
+/// of waiting forever for a verdict that cannot come.
+#[tokio::test(start_paused = true)]
+async fn a_moot_loss_does_not_hide_the_roots_loss_in_the_same_grace_period() {
+    let mut m = member(usize::MAX).await;
+    m.inject
+        .send(Completion::Signal {
+            group: GROUP,
+            from: NodeId(0),
+            signal: Signal::Group(Control::Close { messages: 0 }),
+        })
+        .unwrap();
+    assert!(m.group.next().await.is_none(), "nothing was sent");
+    let closing = {
+        let group = &m.group;
+        async move { group.close().await }
+    };
+    let (closed, ()) = tokio::join!(closing, async {
+        // Acknowledged: now lose receiver 2, then the root.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        m.peer_down(2);
+        m.peer_down(0);
+    });
+    let acked = m
+        .sent
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|(to, s)| *to == NodeId(0) && *s == Signal::Group(Control::CloseAck));
+    assert!(acked, "the member acknowledged the close");
+    assert_eq!(closed.unwrap_err(), failed(0, FailureKind::Unreachable));
 }

@@ -109,6 +109,13 @@ pub(crate) trait Transport: Send + 'static {
     /// buffer) this node receives, from the node's [`pool::BufferPool`];
     /// an error, never an abort, if the memory cannot be had.
     fn alloc_buffer(&mut self, len: usize) -> Result<std::sync::Arc<MessageBuffer>, AllocError>;
+    /// Whether a group's messages carry an end-to-end digest unless its
+    /// configuration says otherwise
+    /// ([`GroupConfig::with_message_digest`](crate::GroupConfig::with_message_digest)):
+    /// for transports whose bytes travel on no wire of rdmc's own.
+    fn digest_by_default(&self) -> bool {
+        false
+    }
     /// The node is shutting down: stop taking new work and resolve once
     /// everything already queued has been handed to the network (or the
     /// transport gave up on it).
