@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::ids::{GroupId, NodeId};
+use crate::proto::FailureReason;
 
 /// How a group failure was detected.
 #[non_exhaustive]
@@ -60,19 +61,12 @@ impl fmt::Display for FailureKind {
                 f.write_str("closed by its application before it took every message")
             }
             FailureKind::NoProgress => f.write_str("no progress within the progress timeout"),
-            FailureKind::OutOfMemory { size } => {
-                write!(
-                    f,
-                    "out of memory: cannot allocate {size} bytes for a message"
-                )
-            }
+            // Worded as the protocol's own reasons.
+            FailureKind::OutOfMemory { size } => FailureReason::OutOfMemory { size: *size }.fmt(f),
             FailureKind::DigestMismatch { seq } => {
-                write!(f, "message {seq} arrived corrupted (its digest differs)")
+                FailureReason::DigestMismatch { seq: *seq }.fmt(f)
             }
-            FailureKind::Stalled { millis } => write!(
-                f,
-                "stood still for {millis} ms (stopped or starved) and lost its peers"
-            ),
+            FailureKind::Stalled { millis } => FailureReason::Stalled { millis: *millis }.fmt(f),
         }
     }
 }

@@ -65,9 +65,14 @@ impl TcpEndpoint {
             mode: security,
             key: cluster.key.clone(),
             me: cluster.id,
-            // Both ends start their links together (the mesh's ready bytes):
-            // a peer silent through the agreement is failed like any other.
-            timeout: cluster.handshake_timeout.min(cluster.failure_timeout),
+            // Both ends start their links about together (the mesh's ready
+            // bytes): a peer silent through the agreement is failed like
+            // any other, after half as long again as the failure timeout —
+            // so that a peer gone silent on an established link (a
+            // partition) is named first, not one still finishing its mesh.
+            timeout: cluster
+                .handshake_timeout
+                .min(cluster.failure_timeout.saturating_mul(3) / 2),
         };
         let Mesh { peers, _acceptor } = mesh::bring_up(cluster, MeshPurpose::Tcp).await?;
         let (completions, queue) = mpsc::unbounded_channel();
