@@ -63,8 +63,8 @@ pub(crate) struct DemoArgs {
     /// (`none` is for trusted fabrics only).
     #[arg(long, value_enum, default_value_t = SecurityChoice::Authenticated)]
     wire_security: SecurityChoice,
-    /// End-to-end message digests (`on`/`off`; default: the transport's,
-    /// on for `ofi`, off otherwise).
+    /// End-to-end message digests, `on` or `off` (the default: off on
+    /// every transport; see `GroupConfig::with_message_digest`).
     #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
     message_digest: Option<bool>,
     /// Also time a baseline moving the same bytes without rdmc (and warm rdmc

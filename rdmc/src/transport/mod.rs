@@ -111,8 +111,9 @@ pub(crate) trait Transport: Send + 'static {
     fn alloc_buffer(&mut self, len: usize) -> Result<std::sync::Arc<MessageBuffer>, AllocError>;
     /// Whether a group's messages carry an end-to-end digest unless its
     /// configuration says otherwise
-    /// ([`GroupConfig::with_message_digest`](crate::GroupConfig::with_message_digest)):
-    /// for transports whose bytes travel on no wire of rdmc's own.
+    /// ([`GroupConfig::with_message_digest`](crate::GroupConfig::with_message_digest)).
+    /// No transport turns it on today (its cost is not small); a transport
+    /// whose bytes travel on no wire of rdmc's own may.
     fn digest_by_default(&self) -> bool {
         false
     }

@@ -207,10 +207,6 @@ impl Transport for OfiEndpoint {
         let _ = self.commands.send(Cmd::Release { group });
     }
 
-    fn digest_by_default(&self) -> bool {
-        true
-    }
-
     fn alloc_buffer(
         &mut self,
         len: usize,
