@@ -63,6 +63,10 @@ pub(crate) struct DemoArgs {
     /// (`none` is for trusted fabrics only).
     #[arg(long, value_enum, default_value_t = SecurityChoice::Authenticated)]
     wire_security: SecurityChoice,
+    /// End-to-end message digests, `on` or `off` (the default: off on
+    /// every transport; see `GroupConfig::with_message_digest`).
+    #[arg(long, value_parser = clap::builder::BoolishValueParser::new())]
+    message_digest: Option<bool>,
     /// Also time a baseline moving the same bytes without rdmc (and warm rdmc
     /// up the same way first, unless `--warmup` says otherwise: an untimed
     /// round of the messages fills the nodes' buffer pools, sized for it): with `mem`,
@@ -285,9 +289,12 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
     };
     let mut ok = true;
     for (i, &algorithm) in algorithms.iter().enumerate() {
-        let config = GroupConfig::new()
+        let mut config = GroupConfig::new()
             .with_algorithm(algorithm)
             .with_block_size(block_size);
+        if let Some(on) = args.message_digest {
+            config = config.with_message_digest(on);
+        }
         let outcome = runtime.block_on(run_group(&args, config, &messages, i as u64));
         let mut report = report_of(&args, algorithm, &messages, baseline, outcome);
         report.baseline_cpu_seconds = baseline_cpu;

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use crate::ids::{GroupId, NodeId};
+use crate::proto::FailureReason;
 
 /// How a group failure was detected.
 #[non_exhaustive]
@@ -23,6 +24,30 @@ pub enum FailureKind {
     /// member waited on it
     /// ([`GroupConfig::with_progress_timeout`](crate::GroupConfig::with_progress_timeout)).
     NoProgress,
+    /// The suspect (this node, or the member that reported it) could not
+    /// get the memory to receive a message of `size` bytes. Allocation is
+    /// fallible: a member that runs out of memory fails the group, it never
+    /// aborts.
+    OutOfMemory {
+        /// The bytes asked for.
+        size: u64,
+    },
+    /// Message `seq` arrived with a digest other than the root's
+    /// ([`GroupConfig::with_message_digest`](crate::GroupConfig::with_message_digest)):
+    /// its bytes were changed on the way. The suspect is the member that
+    /// sent the corrupted copy's blocks (the root or a relay).
+    DigestMismatch {
+        /// The message.
+        seq: u64,
+    },
+    /// This node's process stood still — stopped (`SIGSTOP`, a debugger,
+    /// a paused VM) or starved of CPU — for `millis` milliseconds, and lost
+    /// its peers meanwhile: they declared it failed. The suspect is this
+    /// node.
+    Stalled {
+        /// How long it stood still.
+        millis: u64,
+    },
 }
 
 impl fmt::Display for FailureKind {
@@ -36,6 +61,12 @@ impl fmt::Display for FailureKind {
                 f.write_str("closed by its application before it took every message")
             }
             FailureKind::NoProgress => f.write_str("no progress within the progress timeout"),
+            // Worded as the protocol's own reasons.
+            FailureKind::OutOfMemory { size } => FailureReason::OutOfMemory { size: *size }.fmt(f),
+            FailureKind::DigestMismatch { seq } => {
+                FailureReason::DigestMismatch { seq: *seq }.fmt(f)
+            }
+            FailureKind::Stalled { millis } => FailureReason::Stalled { millis: *millis }.fmt(f),
         }
     }
 }

@@ -131,6 +131,27 @@ pub enum FailureReason {
     /// The suspect made no progress for the progress timeout while this
     /// member waited on it.
     NoProgress,
+    /// This member could not get the memory to receive a message of
+    /// `size` bytes (its driver reports it through
+    /// [`GroupMember::handle_local_failure`]).
+    OutOfMemory {
+        /// The bytes asked for.
+        size: u64,
+    },
+    /// Message `seq` arrived here with a digest other than the root's: its
+    /// bytes were changed on the way. The suspect is the member that sent
+    /// this one the message's blocks (the root or a relay).
+    DigestMismatch {
+        /// The message.
+        seq: u64,
+    },
+    /// This member's process stood still (stopped, or starved of CPU) for
+    /// `millis` milliseconds, and lost its peers meanwhile: they declared
+    /// it failed.
+    Stalled {
+        /// How long it stood still.
+        millis: u64,
+    },
 }
 
 impl fmt::Display for FailureReason {
@@ -146,6 +167,19 @@ impl fmt::Display for FailureReason {
                 f.write_str("closed by its application before it took every message")
             }
             FailureReason::NoProgress => f.write_str("no progress within the progress timeout"),
+            FailureReason::OutOfMemory { size } => {
+                write!(
+                    f,
+                    "out of memory: cannot allocate {size} bytes for a message"
+                )
+            }
+            FailureReason::DigestMismatch { seq } => {
+                write!(f, "message {seq} arrived corrupted (its digest differs)")
+            }
+            FailureReason::Stalled { millis } => write!(
+                f,
+                "stood still for {millis} ms (stopped or starved) and lost its peers"
+            ),
         }
     }
 }

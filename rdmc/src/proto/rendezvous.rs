@@ -673,8 +673,9 @@ fn algorithm_code(algorithm: Algorithm) -> u8 {
 }
 
 /// The digest of group `id` as every member must create it: a hash of the
-/// id, the member list in rank order, the algorithm, the block size and the
-/// largest message size, stable across processes, platforms and builds.
+/// id, the member list in rank order, the algorithm, the block size, the
+/// largest message size and whether messages carry a digest (as resolved
+/// by the node: `Some(true)` counts), stable across processes, platforms and builds.
 /// Settings local to a member (the receive window, the create timeout) are
 /// left out.
 pub fn group_digest(id: GroupId, members: &[NodeId], config: &GroupConfig) -> u128 {
@@ -689,6 +690,9 @@ pub fn group_digest(id: GroupId, members: &[NodeId], config: &GroupConfig) -> u1
     h.write(&[algorithm_code(config.algorithm())]);
     h.u64(config.block_size() as u64);
     h.u64(config.max_message_size());
+    if config.message_digest() == Some(true) {
+        h.write(b"digest");
+    }
     h.0
 }
 

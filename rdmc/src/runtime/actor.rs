@@ -21,7 +21,8 @@ use crate::config::GroupConfig;
 use crate::error::{Error, MembershipError};
 use crate::ids::{GroupId, NodeId};
 use crate::proto::{
-    CreateFailure, GroupMember, MemberConfig, Rank, Rendezvous, RendezvousAction, group_digest,
+    CreateFailure, FailureReason, GroupMember, MemberConfig, MemberError, Rank, Rendezvous,
+    RendezvousAction, group_digest,
 };
 use crate::transport::{Completion, Completions, Signal, Transport};
 use crate::wait::{CompletionMode, Next, WaitPolicy};
@@ -75,6 +76,32 @@ pub(crate) struct TableSizes {
 /// Most events handled before the actor yields to other tasks.
 const BATCH: usize = 256;
 
+/// How long a group waits, after the transport reports a peer unreachable,
+/// before it fails naming that peer: long enough for a report of the
+/// failure that made the peer leave — sent before its connections closed,
+/// but carried by another task or another link — to arrive and name the
+/// member that failed first. A failure report from any member within the
+/// grace period decides the suspect; the peer is named only without one.
+/// Small against any failure timeout worth using (a tenth of 1 s).
+pub(crate) const FAILURE_GRACE: Duration = Duration::from_millis(100);
+
+/// While the node has groups, the actor checks every `WATCHDOG_TICK`
+/// that it is not itself late: a wakeup [`STALL`] or more behind means the
+/// process was stopped (`SIGSTOP`, a debugger, a VM paused) or starved.
+const WATCHDOG_TICK: Duration = Duration::from_millis(100);
+
+/// A lateness of the actor's watchdog that counts as this node having
+/// stalled. Peers lost within [`STALL_BLAME`] of it are most likely peers
+/// that declared *this* node failed while it stood still (and closed their
+/// connections): unless a member's report names someone else within the
+/// grace period, the group names this node, not them. Well above what a
+/// busy machine's scheduler delays (over 1 s seen on a 2-core VM at load
+/// 10), so that a starved node does not blame itself for another's failure.
+const STALL: Duration = Duration::from_millis(1500);
+
+/// How long after the end of a stall a lost peer is blamed on it.
+const STALL_BLAME: Duration = Duration::from_secs(1);
+
 pub(crate) struct Actor<T> {
     me: NodeId,
     transport: T,
@@ -90,6 +117,10 @@ pub(crate) struct Actor<T> {
     /// The groups' progress deadlines (each group's entry may be earlier
     /// than its member's current deadline: it is renewed when it passes).
     timers: BTreeSet<(time::Instant, GroupId)>,
+    /// When the watchdog is due next (while the node has groups).
+    watchdog: Option<time::Instant>,
+    /// The end of this node's last stall, and how long it stood still.
+    stalled: Option<(time::Instant, Duration)>,
 }
 
 impl<T: Transport> Actor<T> {
@@ -110,21 +141,50 @@ impl<T: Transport> Actor<T> {
             rendezvous: Rendezvous::new(me),
             epoch: time::Instant::now(),
             timers: BTreeSet::new(),
+            watchdog: None,
+            stalled: None,
         }
     }
 
     /// The earliest deadline: a creation's, or a group's progress timeout.
     fn next_deadline(&self) -> Option<time::Instant> {
         let group = self.timers.first().map(|&(at, _)| at);
-        match (self.rendezvous.poll_timeout(), group) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        [self.rendezvous.poll_timeout(), group, self.watchdog]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Check that the actor itself is on time (see [`STALL`]), and keep the
+    /// watchdog running while the node has groups.
+    fn watch(&mut self, now: time::Instant) {
+        if let Some(due) = self.watchdog
+            && due <= now
+        {
+            let late = now - due;
+            if late >= STALL {
+                tracing::warn!(?late, "this node stood still (stopped or starved)");
+                self.stalled = Some((now, late));
+            }
+            self.watchdog = None;
         }
+        if self.watchdog.is_none() && !self.groups.is_empty() {
+            self.watchdog = now.checked_add(WATCHDOG_TICK);
+        }
+    }
+
+    /// How long this node stood still, if it did so recently enough for a
+    /// peer lost now to have been lost because of it.
+    fn recent_stall(&self, now: time::Instant) -> Option<Duration> {
+        self.stalled
+            .filter(|&(end, _)| now.saturating_duration_since(end) <= STALL_BLAME)
+            .map(|(_, late)| late)
     }
 
     /// Handle every deadline that has passed.
     fn fire_timeouts(&mut self) {
         let now = time::Instant::now();
+        self.watch(now);
         if self.rendezvous.poll_timeout().is_some_and(|d| d <= now) {
             self.rendezvous.handle_timeout(now);
             self.drive_rendezvous();
@@ -134,7 +194,9 @@ impl<T: Transport> Actor<T> {
                 break;
             }
             self.timers.pop_first();
-            if let Some(g) = self.groups.get_mut(&id) {
+            if let Some(g) = self.groups.get_mut(&id)
+                && g.deadline == Some(at)
+            {
                 g.deadline = None;
             }
             // Passes the time to the member, and enters its next deadline.
@@ -240,6 +302,12 @@ impl<T: Transport> Actor<T> {
         config: GroupConfig,
         reply: CreateReply,
     ) {
+        // The digest setting as this node resolves it: part of what every
+        // member must agree on.
+        let digest_on = config
+            .message_digest()
+            .unwrap_or_else(|| self.transport.digest_by_default());
+        let config = config.with_message_digest(digest_on);
         let (mut member, rank_of, rank) = match self.new_member(id, &members, &config) {
             Ok(new) => new,
             Err(e) => {
@@ -272,15 +340,36 @@ impl<T: Transport> Actor<T> {
         {
             member.handle_peer_failure(Some(suspect));
         }
+        // Where each message's first block lands; without its memory the
+        // group fails at once, naming this member (never an abort).
+        let bounce = if rank > 0 {
+            match self.transport.alloc_buffer(config.block_size()) {
+                Ok(buf) => Some(buf),
+                Err(e) => {
+                    span.in_scope(|| tracing::warn!(error = %e, "no memory for the first block"));
+                    member.handle_local_failure(
+                        None,
+                        FailureReason::OutOfMemory {
+                            size: config.block_size() as u64,
+                        },
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        };
         self.groups.insert(
             id,
             GroupState {
                 id,
                 member,
-                bounce: (rank > 0).then(|| self.transport.alloc_buffer(config.block_size())),
+                bounce,
                 members: members.clone(),
                 rank_of,
                 block_size: config.block_size(),
+                digest: digest_on,
+                block_senders: Vec::new(),
                 receiving: None,
                 receive_watch: None,
                 event_at: Instant::now(),
@@ -296,9 +385,12 @@ impl<T: Transport> Actor<T> {
                     deliveries: rx,
                 }),
                 deadline: None,
+                unreachable: Vec::new(),
+                grace: None,
             },
         );
         self.rendezvous.create(id, members, digest, deadline);
+        self.watch(now);
         self.drive_rendezvous();
         self.drive(id);
     }
@@ -339,7 +431,8 @@ impl<T: Transport> Actor<T> {
             group_size: members.len(),
             rank,
             block_size: config.block_size(),
-            max_message_size: config.max_message_size(),
+            // A message's digest travels after its bytes.
+            max_message_size: config.max_message_size().saturating_add(digest_len(config)),
             receive_window: config.receive_window(),
             progress_timeout: config.progress_timeout(),
         })
@@ -413,6 +506,9 @@ impl<T: Transport> Actor<T> {
         if let Some(at) = g.deadline {
             self.timers.remove(&(at, group));
         }
+        if let Some(at) = g.grace {
+            self.timers.remove(&(at, group));
+        }
         self.transport.release_group(group);
         let error = match failure {
             CreateFailure::Mismatch { peer } => Error::MembershipMismatch { group, peer },
@@ -431,19 +527,41 @@ impl<T: Transport> Actor<T> {
             let _ = reply.send(Err(Error::Closed(group)));
             return;
         };
-        match g.member.submit(data.len() as u64) {
+        let extra = if g.digest { DIGEST_LEN } else { 0 };
+        match g.member.submit(data.len() as u64 + extra) {
             Ok(seq) => {
+                // Computed here, on the actor (see BENCHMARKS.md for what
+                // it costs); not counted as the actor standing still.
+                let digest = g.digest.then(|| blake3::hash(&data));
                 g.sending.push_back(Sending {
                     seq,
                     data,
+                    digest,
                     reply,
                     watch: Stopwatch::start(started),
                 });
+                if digest.is_some() {
+                    self.rearm_watchdog();
+                }
                 self.drive(group);
+            }
+            Err(MemberError::TooLarge { size, max }) => {
+                let _ = reply.send(Err(Error::MessageTooLarge {
+                    size: size - extra,
+                    max: max - extra,
+                }));
             }
             Err(e) => {
                 let _ = reply.send(Err(member_error(g, e)));
             }
+        }
+    }
+
+    /// Restart the watchdog's interval now: time the actor spent working
+    /// (hashing a message) is not a stall.
+    fn rearm_watchdog(&mut self) {
+        if self.watchdog.is_some() {
+            self.watchdog = time::Instant::now().checked_add(WATCHDOG_TICK);
         }
     }
 
@@ -490,7 +608,7 @@ impl<T: Transport> Actor<T> {
                     .filter_map(|(id, g)| g.rank_of.get(&node).map(|&r| (*id, r)))
                     .collect();
                 for (id, rank) in affected {
-                    self.with_member(id, |m| m.handle_peer_failure(Some(rank)));
+                    self.peer_unreachable(id, rank);
                 }
                 return;
             }
@@ -552,6 +670,9 @@ impl<T: Transport> Actor<T> {
         }
         match c {
             Completion::Received { immediate, len, .. } => {
+                if g.digest && !g.block_senders.contains(&rank) {
+                    g.block_senders.push(rank);
+                }
                 g.member.handle_block(rank, immediate, len)
             }
             Completion::Sent { .. } => g.member.handle_send_complete(rank),
@@ -562,11 +683,40 @@ impl<T: Transport> Actor<T> {
             Completion::Signal { .. } => unreachable!("rendezvous signals are handled above"),
             Completion::TransferFailed { error, .. } => {
                 tracing::warn!(peer = peer.0, error, "transfer failed");
-                g.member.handle_peer_failure(Some(rank))
+                return self.peer_unreachable(group, rank);
             }
             Completion::PeerDown { .. } => unreachable!("handled above"),
         }
         self.drive(group);
+    }
+
+    /// The transport reported `rank` of `group` unreachable: the group fails
+    /// naming it after [`FAILURE_GRACE`], unless a member's report of the
+    /// failure that caused it (naming whoever failed first) arrives before.
+    fn peer_unreachable(&mut self, group: GroupId, rank: Rank) {
+        let now = time::Instant::now();
+        // A node resuming from a stall may hear of its lost peers before
+        // its timers fire: check for the stall first.
+        self.watch(now);
+        let Some(g) = self.groups.get_mut(&group) else {
+            return;
+        };
+        if g.member.is_finished() {
+            return;
+        }
+        if !g.unreachable.contains(&rank) {
+            g.unreachable.push(rank);
+        }
+        if g.grace.is_none() {
+            let at = now
+                .checked_add(FAILURE_GRACE)
+                .unwrap_or_else(|| far_future(now));
+            g.span.in_scope(|| {
+                tracing::debug!(peer = rank, "peer unreachable: waiting for a report");
+            });
+            g.grace = Some(at);
+            self.timers.insert((at, group));
+        }
     }
 
     fn with_member(&mut self, group: GroupId, f: impl FnOnce(&mut GroupMember)) {
@@ -578,15 +728,49 @@ impl<T: Transport> Actor<T> {
 
     /// Carry out the group's pending actions.
     fn drive(&mut self, group: GroupId) {
+        let now = time::Instant::now();
+        let stalled = self.recent_stall(now);
         let Some(g) = self.groups.get_mut(&group) else {
             return;
         };
         let _enter = g.span.clone().entered();
-        let now = time::Instant::now();
+        if let Some(at) = g.grace
+            && at <= now
+        {
+            // No report decided the failure within the grace period.
+            g.grace = None;
+            let lost = std::mem::take(&mut g.unreachable);
+            match stalled {
+                // This node stood still meanwhile: that is why its peers
+                // are gone (they declared it failed).
+                Some(stalled) if !lost.is_empty() => {
+                    g.span.in_scope(|| {
+                        tracing::warn!(?lost, ?stalled, "peers lost after this node stood still");
+                    });
+                    g.member.handle_local_failure(
+                        None,
+                        FailureReason::Stalled {
+                            millis: u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX),
+                        },
+                    );
+                }
+                // In the order lost; one whose failure is moot (after the
+                // close acknowledgement) leaves the next to decide.
+                _ => {
+                    for rank in lost {
+                        if g.member.is_finished() {
+                            break;
+                        }
+                        g.member.handle_peer_failure(Some(rank));
+                    }
+                }
+            }
+        }
         g.member
             .handle_timeout(now.saturating_duration_since(self.epoch));
+        let mut hashed = false;
         while let Some(action) = g.member.poll_action() {
-            execute(g, &mut self.transport, action);
+            hashed |= execute(g, &mut self.transport, action);
         }
         if g.deadline.is_none()
             && let Some(at) = g.member.poll_timeout()
@@ -599,6 +783,10 @@ impl<T: Transport> Actor<T> {
             g.deadline = Some(at);
         }
         g.waiting_for_ready = g.member.waiting_for_ready();
+        if hashed && let Some(due) = self.watchdog.as_mut() {
+            // Checking a digest is work, not a stall.
+            *due = time::Instant::now() + WATCHDOG_TICK;
+        }
         if let Some(watch) = g.receive_watch.as_mut()
             && !watch.setup_ended()
         {
@@ -625,6 +813,9 @@ impl<T: Transport> Actor<T> {
         }
         if g.outcome.is_some() && g.left {
             if let Some(at) = g.deadline {
+                self.timers.remove(&(at, group));
+            }
+            if let Some(at) = g.grace {
                 self.timers.remove(&(at, group));
             }
             self.groups.remove(&group);
@@ -656,6 +847,19 @@ impl<T: Transport> Actor<T> {
         for id in ids {
             self.with_member(id, GroupMember::shutdown);
         }
+    }
+}
+
+/// Bytes of a message's digest on the wire (BLAKE3).
+pub(super) const DIGEST_LEN: u64 = blake3::OUT_LEN as u64;
+
+/// Bytes a message of a group configured as `config` (its digest setting
+/// resolved) carries after its own.
+fn digest_len(config: &GroupConfig) -> u64 {
+    if config.message_digest() == Some(true) {
+        DIGEST_LEN
+    } else {
+        0
     }
 }
 

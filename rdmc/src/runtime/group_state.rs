@@ -36,6 +36,9 @@ pub(super) struct Creating {
 pub(super) struct Sending {
     pub(super) seq: u64,
     pub(super) data: Bytes,
+    /// The message's digest, sent after its bytes (when the group's
+    /// messages carry one).
+    pub(super) digest: Option<blake3::Hash>,
     pub(super) reply: SendReply,
     pub(super) watch: Stopwatch,
 }
@@ -46,6 +49,13 @@ pub(super) struct GroupState {
     pub(super) members: Vec<NodeId>,
     pub(super) rank_of: HashMap<NodeId, Rank>,
     pub(super) block_size: usize,
+    /// Whether every message carries a digest after its bytes
+    /// ([`GroupConfig::with_message_digest`](crate::GroupConfig::with_message_digest)).
+    pub(super) digest: bool,
+    /// With digests: the members that sent blocks of the message being
+    /// received, in the order of their first block (the first is blamed
+    /// for a corrupted copy).
+    pub(super) block_senders: Vec<Rank>,
     /// Where each message's first block lands before its size is known.
     pub(super) bounce: Option<Arc<MessageBuffer>>,
     /// The message being received.
@@ -70,6 +80,13 @@ pub(super) struct GroupState {
     /// The member's progress deadline as entered in the actor's timers
     /// (possibly earlier than the member's current one).
     pub(super) deadline: Option<tokio::time::Instant>,
+    /// The peers the transport reported unreachable and the group has not
+    /// acted on yet, in the order reported: the group acts on them when
+    /// the grace period ends, unless a report of the failure that caused
+    /// it arrived first (see [`FAILURE_GRACE`](super::actor::FAILURE_GRACE)).
+    pub(super) unreachable: Vec<Rank>,
+    /// The end of the grace period (also entered in the actor's timers).
+    pub(super) grace: Option<tokio::time::Instant>,
 }
 
 pub(super) fn member_error(g: &GroupState, e: MemberError) -> Error {
@@ -95,6 +112,9 @@ fn failure_error(g: &GroupState, f: &Failure) -> Error {
         FailureReason::LocalShutdown => FailureKind::LocalShutdown,
         FailureReason::ClosedUnread => FailureKind::ClosedUnread,
         FailureReason::NoProgress => FailureKind::NoProgress,
+        FailureReason::OutOfMemory { size } => FailureKind::OutOfMemory { size: *size },
+        FailureReason::DigestMismatch { seq } => FailureKind::DigestMismatch { seq: *seq },
+        FailureReason::Stalled { millis } => FailureKind::Stalled { millis: *millis },
     };
     Error::GroupFailed {
         group: g.id,
@@ -103,12 +123,15 @@ fn failure_error(g: &GroupState, f: &Failure) -> Error {
     }
 }
 
-pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, action: Action) {
+/// Carry out `action`; whether it hashed a message (checked its digest).
+pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, action: Action) -> bool {
     let id = g.id;
     match action {
         Action::PostFirstBlockRecv { from } => {
-            let bounce = g.bounce.as_ref().expect("non-roots have a bounce buffer");
-            transport.post_recv(id, g.members[from], bounce.region(0, g.block_size));
+            // A member without one failed at creation (out of memory).
+            if let Some(bounce) = g.bounce.as_ref() {
+                transport.post_recv(id, g.members[from], bounce.region(0, g.block_size));
+            }
         }
         Action::BeginMessage {
             seq,
@@ -120,8 +143,22 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                 unreachable!("sizes above max_message_size are refused by the core");
             };
             let mut watch = Stopwatch::start(g.event_at);
-            let buf = transport.alloc_buffer(size);
-            let bounce = g.bounce.as_ref().expect("non-roots have a bounce buffer");
+            let buf = match transport.alloc_buffer(size) {
+                Ok(buf) => buf,
+                Err(e) => {
+                    tracing::warn!(seq, error = %e, "cannot receive a message");
+                    // Fails the group; the actions queued for this message
+                    // (its receives and sends) find no buffer and are skipped.
+                    g.member.handle_local_failure(
+                        None,
+                        FailureReason::OutOfMemory { size: size as u64 },
+                    );
+                    return false;
+                }
+            };
+            let Some(bounce) = g.bounce.as_ref() else {
+                unreachable!("non-roots have a bounce buffer");
+            };
             let copy_start = Instant::now();
             buf.region(first_block * g.block_size, first_block_len)
                 .write(bounce.block(0, first_block_len).as_slice());
@@ -136,8 +173,9 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             offset,
             len,
         } => {
-            let buf = receiving(g, seq);
-            transport.post_recv(id, g.members[from], buf.region(offset, len));
+            if let Some(buf) = receiving(g, seq) {
+                transport.post_recv(id, g.members[from], buf.region(offset, len));
+            }
         }
         Action::SendBlock {
             to,
@@ -152,12 +190,18 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                     .iter_mut()
                     .find(|s| s.seq == seq)
                     .expect("the root sends only submitted messages");
-                let block = BlockRef::from_message(sending.data.clone(), offset, len);
+                let block = match &sending.digest {
+                    Some(digest) if offset + len > sending.data.len() => BlockRef::from_message(
+                        with_digest(&sending.data, digest, offset, len),
+                        0,
+                        len,
+                    ),
+                    _ => BlockRef::from_message(sending.data.clone(), offset, len),
+                };
                 transport.post_send(id, g.members[to], block, immediate);
                 sending.watch.end_setup(Instant::now());
-            } else {
-                let block = receiving(g, seq).block(offset, len);
-                transport.post_send(id, g.members[to], block, immediate);
+            } else if let Some(buf) = receiving(g, seq) {
+                transport.post_send(id, g.members[to], buf.block(offset, len), immediate);
             }
         }
         Action::SendControl { to, control } => {
@@ -176,15 +220,33 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                     .receive_watch
                     .take()
                     .unwrap_or_else(|| Stopwatch::start(g.event_at));
+                let mut data = buf.into_bytes();
+                let senders = std::mem::take(&mut g.block_senders);
+                if g.digest {
+                    match checked(data) {
+                        Some(intact) => data = intact,
+                        None => {
+                            let suspect = senders.first().copied();
+                            tracing::warn!(seq, ?senders, "message corrupted: digest mismatch");
+                            g.member.handle_local_failure(
+                                suspect,
+                                FailureReason::DigestMismatch { seq },
+                            );
+                            return true;
+                        }
+                    }
+                }
                 let message = Message {
                     group: id,
                     seq,
-                    data: buf.into_bytes(),
+                    data,
                     timings: watch.finish(now),
                 };
                 if let Some(tx) = &g.deliveries {
                     let _ = tx.send(Ok(message));
                 }
+                tracing::debug!(seq, "message complete");
+                return g.digest;
             }
             tracing::debug!(seq, "message complete");
         }
@@ -211,12 +273,42 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             finish(g, transport, Err(error));
         }
     }
+    false
 }
 
-fn receiving(g: &GroupState, seq: u64) -> &Arc<MessageBuffer> {
+/// Bytes `offset..offset + len` of `data` followed by `digest`: a block of
+/// the message as it travels, overlapping the digest.
+fn with_digest(data: &Bytes, digest: &blake3::Hash, offset: usize, len: usize) -> Bytes {
+    let n = data.len();
+    let end = offset + len;
+    let mut block = Vec::with_capacity(len);
+    block.extend_from_slice(&data[offset.min(n)..end.min(n)]);
+    block.extend_from_slice(&digest.as_bytes()[offset.max(n) - n..end - n]);
+    Bytes::from(block)
+}
+
+/// A received message followed by its digest: the message, if the digest
+/// is its BLAKE3 hash (compared in constant time); `None` if not, or if
+/// it is too short to hold one.
+fn checked(received: Bytes) -> Option<Bytes> {
+    let n = received.len().checked_sub(blake3::OUT_LEN)?;
+    let digest: [u8; blake3::OUT_LEN] = received[n..].try_into().ok()?;
+    (blake3::hash(&received[..n]) == digest).then(|| received.slice(..n))
+}
+
+/// The buffer of message `seq`, in progress; `None` only when it could not
+/// be allocated (the group failed, and the message's remaining actions are
+/// moot).
+fn receiving(g: &GroupState, seq: u64) -> Option<&Arc<MessageBuffer>> {
     match &g.receiving {
-        Some((s, buf)) if *s == seq => buf,
-        _ => unreachable!("the core posts only for the message in progress"),
+        Some((s, buf)) if *s == seq => Some(buf),
+        _ => {
+            debug_assert!(
+                g.member.is_finished(),
+                "the core posts only for the message in progress"
+            );
+            None
+        }
     }
 }
 

@@ -7,6 +7,10 @@ mod group_state;
 mod message;
 mod timing;
 
+#[cfg(all(test, target_os = "linux"))]
+mod announce_tests;
+#[cfg(test)]
+mod failure_tests;
 #[cfg(test)]
 mod tests;
 

@@ -59,15 +59,43 @@ unsafe impl Send for MessageBuffer {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for MessageBuffer {}
 
+/// The memory for a message buffer could not be had: the allocator or the
+/// kernel refused it (an address-space limit, overcommit refused, or no
+/// memory left). Never an abort: the group fails with this as its cause.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cannot allocate {len} bytes for a message buffer")]
+pub(crate) struct AllocError {
+    /// The bytes asked for.
+    pub(crate) len: usize,
+}
+
 impl MessageBuffer {
     /// A zeroed buffer of `len` bytes (large ones come lazily zeroed from the OS).
+    #[cfg(test)]
     pub(crate) fn new(len: usize) -> Arc<Self> {
-        if let Some(buffer) = Self::huge(len) {
-            return Arc::new(buffer);
+        Self::try_new(len).expect("test buffers fit in memory")
+    }
+
+    /// A zeroed buffer of `len` bytes (large ones come lazily zeroed from
+    /// the OS), or an error if the memory cannot be had: allocated
+    /// fallibly, never through an allocation failure that aborts.
+    pub(crate) fn try_new(len: usize) -> Result<Arc<Self>, AllocError> {
+        Ok(Arc::new(Self::alloc(len)?))
+    }
+
+    fn alloc(len: usize) -> Result<Self, AllocError> {
+        if let Some(mapped) = Self::huge(len) {
+            return mapped;
         }
-        let boxed: Box<[u8]> = vec![0u8; len].into_boxed_slice();
-        let ptr = NonNull::new(Box::into_raw(boxed).cast::<u8>()).expect("Box is never null");
-        Arc::new(MessageBuffer {
+        let ptr = if len == 0 {
+            NonNull::dangling()
+        } else {
+            let layout = std::alloc::Layout::array::<u8>(len).map_err(|_| AllocError { len })?;
+            // SAFETY: `layout` has a non-zero size. Freed in `drop` as the
+            // `Box<[u8]>` of `len` bytes it is laid out as.
+            NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) }).ok_or(AllocError { len })?
+        };
+        Ok(MessageBuffer {
             ptr,
             len,
             capacity: len,
@@ -80,12 +108,16 @@ impl MessageBuffer {
     /// A large buffer straight from the kernel, asking for transparent huge
     /// pages: a message's first touch then faults in 2 MiB at a time instead
     /// of 4 KiB, which is most of the cost of receiving into fresh memory.
+    /// `None` for a buffer too small to map; an error if the kernel refuses
+    /// the mapping (no fallback to the heap, which would be refused too).
     #[cfg(target_os = "linux")]
-    fn huge(len: usize) -> Option<Self> {
+    fn huge(len: usize) -> Option<Result<Self, AllocError>> {
         if len < HUGE_THRESHOLD {
             return None;
         }
-        let capacity = len.checked_next_multiple_of(MAPPING_UNIT)?;
+        let Some(capacity) = len.checked_next_multiple_of(MAPPING_UNIT) else {
+            return Some(Err(AllocError { len }));
+        };
         // SAFETY: an anonymous private mapping of `capacity` bytes, no fixed
         // address: it aliases nothing, and is zero-filled by the kernel.
         let ptr = unsafe {
@@ -99,23 +131,29 @@ impl MessageBuffer {
             )
         };
         if ptr == libc::MAP_FAILED {
-            return None;
+            tracing::warn!(
+                len,
+                error = %std::io::Error::last_os_error(),
+                "cannot map a message buffer"
+            );
+            return Some(Err(AllocError { len }));
         }
         // SAFETY: `ptr..ptr+capacity` is the mapping just made; the advice
         // is a hint whose failure changes nothing.
         unsafe { libc::madvise(ptr, capacity, libc::MADV_HUGEPAGE) };
-        Some(MessageBuffer {
-            ptr: NonNull::new(ptr.cast::<u8>())?,
+        let ptr = NonNull::new(ptr.cast::<u8>()).expect("a successful mmap is not null");
+        Some(Ok(MessageBuffer {
+            ptr,
             len,
             capacity,
             mapped: true,
             home: None,
             registration: OnceLock::new(),
-        })
+        }))
     }
 
     #[cfg(not(target_os = "linux"))]
-    fn huge(_len: usize) -> Option<Self> {
+    fn huge(_len: usize) -> Option<Result<Self, AllocError>> {
         None
     }
 
@@ -171,19 +209,18 @@ impl MessageBuffer {
         len: usize,
         capacity: usize,
         home: Weak<Spares>,
-    ) -> Arc<Self> {
+    ) -> Result<Arc<Self>, AllocError> {
         let mut buf = match spare {
             Some(Spare(buf)) => buf,
             None => {
                 assert!(capacity >= len);
-                let fresh = MessageBuffer::new(capacity);
-                Arc::into_inner(fresh).expect("a new buffer has one owner")
+                MessageBuffer::alloc(capacity)?
             }
         };
         assert!(buf.capacity >= len);
         buf.len = len;
         buf.home = Some(home);
-        Arc::new(buf)
+        Ok(Arc::new(buf))
     }
 
     /// The transport's registration of this buffer (set once, kept while
@@ -230,8 +267,9 @@ impl Drop for MessageBuffer {
             return;
         }
         let slice = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.capacity);
-        // SAFETY: `ptr`/`capacity` came from `Box::into_raw` of a `Box<[u8]>`
-        // of this length in `new`, and are freed only here, once (a buffer
+        // SAFETY: `ptr`/`capacity` came from `alloc_zeroed` with the layout
+        // of a `[u8]` of this length in `alloc` (or are dangling with
+        // capacity 0), and are freed only here, once (a buffer
         // whose memory was handed over has a dangling pointer and capacity
         // 0: an empty box, which frees nothing).
         drop(unsafe { Box::from_raw(slice) });

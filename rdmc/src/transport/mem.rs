@@ -172,8 +172,8 @@ impl MemEndpoint {
 }
 
 impl Transport for MemEndpoint {
-    fn alloc_buffer(&mut self, len: usize) -> Arc<MessageBuffer> {
-        self.pool.alloc(len)
+    fn alloc_buffer(&mut self, len: usize) -> Result<Arc<MessageBuffer>, super::AllocError> {
+        self.pool.try_alloc(len)
     }
 
     fn post_recv(&mut self, group: GroupId, from: NodeId, region: RecvRegion) {
@@ -309,12 +309,12 @@ mod tests {
         let cluster = MemCluster::new(2);
         let (mut pooled, _q0) = cluster.attach(NodeId(0), 8 << 20).unwrap();
         let (mut unpooled, _q1) = cluster.attach(NodeId(1), 0).unwrap();
-        let a = pooled.alloc_buffer(1 << 20);
+        let a = pooled.alloc_buffer(1 << 20).unwrap();
         let ptr = a.as_ptr();
         drop(a);
         assert_eq!(pooled.pool.held(), 1 << 20);
-        assert_eq!(pooled.alloc_buffer(1 << 20).as_ptr(), ptr);
-        drop(unpooled.alloc_buffer(1 << 20));
+        assert_eq!(pooled.alloc_buffer(1 << 20).unwrap().as_ptr(), ptr);
+        drop(unpooled.alloc_buffer(1 << 20).unwrap());
         assert_eq!(unpooled.pool.held(), 0);
     }
 }

@@ -47,7 +47,7 @@ use tokio::sync::mpsc;
 
 use crate::ids::{GroupId, NodeId};
 use crate::proto::Control;
-pub(crate) use buffer::{BlockRef, MessageBuffer, RecvRegion};
+pub(crate) use buffer::{AllocError, BlockRef, MessageBuffer, RecvRegion};
 
 /// A completion or incoming message, as a transport reports it to its node.
 #[derive(Debug)]
@@ -106,8 +106,17 @@ pub(crate) trait Transport: Send + 'static {
     /// The group is over here: drop its posted receives.
     fn release_group(&mut self, group: GroupId);
     /// A buffer of `len` bytes for a message (or a group's first-block
-    /// buffer) this node receives, from the node's [`pool::BufferPool`].
-    fn alloc_buffer(&mut self, len: usize) -> std::sync::Arc<MessageBuffer>;
+    /// buffer) this node receives, from the node's [`pool::BufferPool`];
+    /// an error, never an abort, if the memory cannot be had.
+    fn alloc_buffer(&mut self, len: usize) -> Result<std::sync::Arc<MessageBuffer>, AllocError>;
+    /// Whether a group's messages carry an end-to-end digest unless its
+    /// configuration says otherwise
+    /// ([`GroupConfig::with_message_digest`](crate::GroupConfig::with_message_digest)).
+    /// No transport turns it on today (its cost is not small); a transport
+    /// whose bytes travel on no wire of rdmc's own may.
+    fn digest_by_default(&self) -> bool {
+        false
+    }
     /// The node is shutting down: stop taking new work and resolve once
     /// everything already queued has been handed to the network (or the
     /// transport gave up on it).

@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::buffer::{MAPPING_UNIT, MessageBuffer, Spare};
+use super::buffer::{AllocError, MAPPING_UNIT, MessageBuffer, Spare};
 
 /// Default most bytes of spare buffers a node keeps.
 pub(crate) const DEFAULT_BUDGET: usize = 512 << 20;
@@ -73,10 +73,10 @@ impl BufferPool {
     /// A buffer of `len` bytes for a message that receives will fill
     /// completely: a spare of its class (whose bytes are an earlier
     /// message's until written), or a new one that comes back here when
-    /// dropped.
-    pub(crate) fn alloc(&self, len: usize) -> Arc<MessageBuffer> {
+    /// dropped. An error if new memory is needed and cannot be had.
+    pub(crate) fn try_alloc(&self, len: usize) -> Result<Arc<MessageBuffer>, AllocError> {
         if len < MIN_POOLED || self.spares.budget == 0 {
-            return MessageBuffer::new(len);
+            return MessageBuffer::try_new(len);
         }
         let capacity = class(len);
         let spare = self.spares.take(capacity);
@@ -84,6 +84,12 @@ impl BufferPool {
             tracing::debug!(capacity, "no spare buffer: mapping fresh memory");
         }
         MessageBuffer::pooled(spare, len, capacity, Arc::downgrade(&self.spares))
+    }
+
+    /// [`try_alloc`](Self::try_alloc), for tests whose buffers fit.
+    #[cfg(test)]
+    pub(crate) fn alloc(&self, len: usize) -> Arc<MessageBuffer> {
+        self.try_alloc(len).expect("test buffers fit in memory")
     }
 
     /// Bytes held in spares.

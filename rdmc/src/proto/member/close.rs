@@ -88,6 +88,19 @@ impl GroupMember {
         });
     }
 
+    /// Something local to this member broke the group: its driver could
+    /// not allocate a message's memory ([`FailureReason::OutOfMemory`]), or
+    /// a message arrived corrupted ([`FailureReason::DigestMismatch`],
+    /// naming `suspect`, the sender of its blocks). The group fails, every
+    /// other member is told — the suspect too, which is alive — and `None`
+    /// as the suspect means this member.
+    pub fn handle_local_failure(&mut self, suspect: Option<Rank>, reason: FailureReason) {
+        self.fail(Failure {
+            suspect: Some(suspect.unwrap_or(self.config.rank)),
+            reason,
+        });
+    }
+
     /// This member leaves (its application dropped the group, or its node
     /// shuts down): the group fails with this member as the suspect, and
     /// the others are told so — unless this receiver already acknowledged
@@ -168,14 +181,12 @@ impl GroupMember {
         self.current = None;
         self.queued.clear();
         self.armed = false;
-        // A member that broke the protocol or stalled is alive: it must
-        // hear of the failure too, or it waits for the group forever.
-        let tell_suspect = matches!(
-            failure.reason,
-            FailureReason::ProtocolViolation { .. } | FailureReason::NoProgress
-        );
+        // Every other member hears of it, the suspect too: one that broke
+        // the protocol, stalled or was only stopped (and resumes) is alive,
+        // and must learn that the group failed because of it rather than
+        // blame a member that left because of it (or wait forever).
         for to in 0..self.config.group_size {
-            if to != self.config.rank && (tell_suspect || Some(to) != failure.suspect) {
+            if to != self.config.rank {
                 self.control(
                     to,
                     Control::Failed {

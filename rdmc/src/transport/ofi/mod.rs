@@ -207,8 +207,11 @@ impl Transport for OfiEndpoint {
         let _ = self.commands.send(Cmd::Release { group });
     }
 
-    fn alloc_buffer(&mut self, len: usize) -> std::sync::Arc<MessageBuffer> {
-        self.pool.alloc(len)
+    fn alloc_buffer(
+        &mut self,
+        len: usize,
+    ) -> Result<std::sync::Arc<MessageBuffer>, super::AllocError> {
+        self.pool.try_alloc(len)
     }
 
     fn flush(&mut self) -> BoxFuture<'static, ()> {

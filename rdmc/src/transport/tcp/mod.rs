@@ -65,7 +65,14 @@ impl TcpEndpoint {
             mode: security,
             key: cluster.key.clone(),
             me: cluster.id,
-            timeout: cluster.handshake_timeout,
+            // Both ends start their links about together (the mesh's ready
+            // bytes): a peer silent through the agreement is failed like
+            // any other, after half as long again as the failure timeout —
+            // so that a peer gone silent on an established link (a
+            // partition) is named first, not one still finishing its mesh.
+            timeout: cluster
+                .handshake_timeout
+                .min(cluster.failure_timeout.saturating_mul(3) / 2),
         };
         let Mesh { peers, _acceptor } = mesh::bring_up(cluster, MeshPurpose::Tcp).await?;
         let (completions, queue) = mpsc::unbounded_channel();
@@ -108,8 +115,11 @@ impl TcpEndpoint {
 }
 
 impl Transport for TcpEndpoint {
-    fn alloc_buffer(&mut self, len: usize) -> std::sync::Arc<MessageBuffer> {
-        self.pool.alloc(len)
+    fn alloc_buffer(
+        &mut self,
+        len: usize,
+    ) -> Result<std::sync::Arc<MessageBuffer>, super::AllocError> {
+        self.pool.try_alloc(len)
     }
 
     fn post_recv(&mut self, group: GroupId, from: NodeId, region: RecvRegion) {

@@ -1,0 +1,361 @@
+//! The actor's handling of failures, driven through a scripted transport
+//! whose completions the test injects: which member a failure is blamed
+//! on when the transport's report of a peer gone and a member's report of
+//! the failure that made it go arrive in either order, what a member that
+//! was declared failed says when it hears of it, and a message whose
+//! memory cannot be had. Tokio's clock is paused: time passes only when
+//! every task waits, so the grace period is exact.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::future::BoxFuture;
+use tokio::sync::{mpsc, oneshot};
+
+use super::actor::{Actor, Command, FAILURE_GRACE};
+use crate::config::GroupConfig;
+use crate::error::{Error, FailureKind};
+use crate::group::Group;
+use crate::ids::{GroupId, NodeId};
+use crate::proto::{Control, group_digest};
+use crate::schedule::Algorithm;
+use crate::transport::{
+    AllocError, BlockRef, Completion, CompletionSender, MessageBuffer, RecvRegion, Signal,
+    Transport,
+};
+use crate::wait::CompletionMode;
+
+const GROUP: GroupId = GroupId(7);
+
+/// Signals the node sent, in order.
+type Sent = Arc<Mutex<Vec<(NodeId, Signal)>>>;
+
+/// Receives the node posted, in order.
+type Posted = Arc<Mutex<Vec<RecvRegion>>>;
+
+/// A transport that carries nothing: it records the signals it is given
+/// and the receives posted, and refuses buffers larger than `max_alloc`.
+struct Scripted {
+    sent: Sent,
+    posted: Posted,
+    max_alloc: usize,
+}
+
+impl Transport for Scripted {
+    fn post_recv(&mut self, _: GroupId, _: NodeId, region: RecvRegion) {
+        self.posted.lock().unwrap().push(region);
+    }
+    fn post_send(&mut self, _: GroupId, _: NodeId, _: BlockRef, _: u64) {}
+    fn send_signal(&mut self, _: GroupId, to: NodeId, signal: Signal) {
+        self.sent.lock().unwrap().push((to, signal));
+    }
+    fn release_group(&mut self, _: GroupId) {}
+    fn alloc_buffer(&mut self, len: usize) -> Result<Arc<MessageBuffer>, AllocError> {
+        if len > self.max_alloc {
+            return Err(AllocError { len });
+        }
+        MessageBuffer::try_new(len)
+    }
+    fn flush(&mut self) -> BoxFuture<'static, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// Node 1 of the group {0, 1, 2} (sequential: the root sends every block
+/// to every member), created: its group handle, the completions the test
+/// injects, and the signals it sends.
+struct Member {
+    group: Group,
+    inject: CompletionSender,
+    sent: Sent,
+    posted: Posted,
+    _commands: mpsc::UnboundedSender<Command>,
+}
+
+fn config() -> GroupConfig {
+    GroupConfig::new()
+        .with_algorithm(Algorithm::Sequential)
+        .with_block_size(1024)
+}
+
+async fn member(max_alloc: usize) -> Member {
+    member_with(max_alloc, config()).await
+}
+
+async fn member_with(max_alloc: usize, config: GroupConfig) -> Member {
+    let me = NodeId(1);
+    let members = vec![NodeId(0), NodeId(1), NodeId(2)];
+    let sent = Sent::default();
+    let posted = Posted::default();
+    let transport = Scripted {
+        sent: Arc::clone(&sent),
+        posted: Arc::clone(&posted),
+        max_alloc,
+    };
+    let (inject, completions) = mpsc::unbounded_channel();
+    let (commands, inbox) = mpsc::unbounded_channel();
+    let actor = Actor::new(me, transport, inbox, completions, CompletionMode::Interrupt);
+    tokio::spawn(actor.run());
+    let (reply, response) = oneshot::channel();
+    commands
+        .send(Command::CreateGroup {
+            id: GROUP,
+            members: members.clone(),
+            config: config.clone(),
+            reply,
+        })
+        .unwrap();
+    let digest = group_digest(GROUP, &members, &config);
+    for from in [NodeId(0), NodeId(2)] {
+        inject
+            .send(Completion::Signal {
+                group: GROUP,
+                from,
+                signal: Signal::Join { digest },
+            })
+            .unwrap();
+    }
+    let deliveries = response.await.unwrap().unwrap();
+    Member {
+        group: Group::new(GROUP, me, members, commands.clone(), deliveries),
+        inject,
+        sent,
+        posted,
+        _commands: commands,
+    }
+}
+
+impl Member {
+    fn peer_down(&self, node: u32) {
+        let node = NodeId(node);
+        self.inject.send(Completion::PeerDown { node }).unwrap();
+    }
+
+    fn failure_report(&self, from: u32, suspect: usize) {
+        self.inject
+            .send(Completion::Signal {
+                group: GROUP,
+                from: NodeId(from),
+                signal: Signal::Group(Control::Failed {
+                    suspect: Some(suspect),
+                }),
+            })
+            .unwrap();
+    }
+
+    /// The group's failure, as its message stream reports it.
+    async fn failure(&mut self) -> Error {
+        match self.group.next().await {
+            Some(Err(e)) => e,
+            other => panic!("expected the group's failure, got {other:?}"),
+        }
+    }
+
+    /// The failure reports this node sent, as (to, suspect).
+    fn reports_sent(&self) -> Vec<(u32, Option<usize>)> {
+        self.sent
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|(to, s)| match s {
+                Signal::Group(Control::Failed { suspect }) => Some((to.0, *suspect)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn failed(suspect: u32, kind: FailureKind) -> Error {
+    Error::GroupFailed {
+        group: GROUP,
+        suspect: Some(NodeId(suspect)),
+        kind,
+    }
+}
+
+/// Node 2 left because node 0 failed: its connection broke before its
+/// report (naming node 0) arrived. The report, arriving within the grace
+/// period, decides: node 0 is named, not node 2.
+#[tokio::test(start_paused = true)]
+async fn a_report_arriving_after_the_reporters_connection_broke_names_the_first_failure() {
+    let mut m = member(usize::MAX).await;
+    m.peer_down(2);
+    tokio::time::sleep(FAILURE_GRACE / 2).await;
+    m.failure_report(2, 0);
+    assert_eq!(
+        m.failure().await,
+        failed(0, FailureKind::ReportedBy(NodeId(2)))
+    );
+    // Everyone is told about node 0, node 0 included.
+    let mut told = m.reports_sent();
+    told.sort();
+    assert_eq!(told, vec![(0, Some(0)), (2, Some(0))]);
+}
+
+/// Without a report, the peer the transport lost is named once the grace
+/// period is over — not before.
+#[tokio::test(start_paused = true)]
+async fn a_peer_lost_without_a_report_is_named_after_the_grace_period() {
+    let mut m = member(usize::MAX).await;
+    let start = tokio::time::Instant::now();
+    m.peer_down(2);
+    let error = m.failure().await;
+    assert_eq!(error, failed(2, FailureKind::Unreachable));
+    assert_eq!(tokio::time::Instant::now() - start, FAILURE_GRACE);
+    // The suspect is told too: it may only have been stopped.
+    let mut told = m.reports_sent();
+    told.sort();
+    assert_eq!(told, vec![(0, Some(2)), (2, Some(2))]);
+    // A report arriving later changes nothing.
+    m.failure_report(0, 0);
+    assert!(m.group.next().await.is_none());
+}
+
+/// A second peer lost during the grace period does not replace the first.
+#[tokio::test(start_paused = true)]
+async fn the_first_peer_lost_is_named_when_two_are() {
+    let mut m = member(usize::MAX).await;
+    m.peer_down(2);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    m.peer_down(0);
+    assert_eq!(m.failure().await, failed(2, FailureKind::Unreachable));
+}
+
+/// A member that was stopped and declared failed by the others hears of it
+/// when it resumes: it names itself, not the member whose connection it
+/// finds closed.
+#[tokio::test(start_paused = true)]
+async fn a_resumed_member_declared_failed_names_itself() {
+    let mut m = member(usize::MAX).await;
+    // On resuming, a closed connection and the buffered report arrive
+    // together, in either order.
+    m.peer_down(0);
+    m.failure_report(2, 1);
+    assert_eq!(
+        m.failure().await,
+        failed(1, FailureKind::ReportedBy(NodeId(2)))
+    );
+}
+
+/// A message announced larger than the memory this node can get fails the
+/// group — naming this node, out of memory, every other member told —
+/// instead of aborting the process.
+#[tokio::test(start_paused = true)]
+async fn a_message_whose_memory_cannot_be_had_fails_the_group() {
+    let mut m = member(1 << 20).await;
+    let size = 1u64 << 30;
+    m.inject
+        .send(Completion::Received {
+            group: GROUP,
+            from: NodeId(0),
+            immediate: size,
+            len: 1024,
+        })
+        .unwrap();
+    assert_eq!(
+        m.failure().await,
+        failed(1, FailureKind::OutOfMemory { size })
+    );
+    let mut told = m.reports_sent();
+    told.sort();
+    assert_eq!(told, vec![(0, Some(1)), (2, Some(1))]);
+    let e = m.group.close().await.unwrap_err();
+    assert!(e.to_string().contains("out of memory"), "{e}");
+}
+
+/// Node 1, with message digests on, receives a one-block message from the
+/// root: `wire` (the message and its digest) lands in the receive posted
+/// for it. Its stream's first item.
+async fn receive_with_digest(wire: Vec<u8>) -> Result<crate::Message, Error> {
+    let mut m = member_with(usize::MAX, config().with_message_digest(true)).await;
+    let region = m.posted.lock().unwrap().remove(0);
+    let len = wire.len();
+    region.write(&wire);
+    m.inject
+        .send(Completion::Received {
+            group: GROUP,
+            from: NodeId(0),
+            immediate: len as u64,
+            len,
+        })
+        .unwrap();
+    m.group.next().await.expect("an item")
+}
+
+fn with_digest(message: &[u8]) -> Vec<u8> {
+    let mut wire = message.to_vec();
+    wire.extend_from_slice(blake3::hash(message).as_bytes());
+    wire
+}
+
+/// A message whose digest matches is delivered without it.
+#[tokio::test(start_paused = true)]
+async fn a_message_with_its_digest_is_delivered_without_it() {
+    let message = b"one hundred bytes, more or less, of a message that arrives intact";
+    let got = receive_with_digest(with_digest(message)).await.unwrap();
+    assert_eq!(&got.data[..], &message[..]);
+}
+
+/// One bit changed anywhere — in the message or in its digest — fails the
+/// group before delivery, naming the member that sent the blocks.
+#[tokio::test(start_paused = true)]
+async fn a_corrupted_message_fails_the_group_naming_its_sender() {
+    let message = b"a message that one flipped bit will corrupt on its way";
+    let wire = with_digest(message);
+    for at in [
+        0,
+        message.len() / 2,
+        message.len() - 1,
+        message.len(),
+        wire.len() - 1,
+    ] {
+        let mut corrupted = wire.clone();
+        corrupted[at] ^= 0x10;
+        assert_eq!(
+            receive_with_digest(corrupted).await.unwrap_err(),
+            failed(0, FailureKind::DigestMismatch { seq: 0 }),
+            "bit flipped at {at}"
+        );
+    }
+    // Too short to hold a digest at all.
+    assert_eq!(
+        receive_with_digest(vec![0; 31]).await.unwrap_err(),
+        failed(0, FailureKind::DigestMismatch { seq: 0 })
+    );
+}
+
+/// After this member acknowledged the close, losing another receiver is
+/// moot (only the root's verdict counts) — but losing the root too, within
+/// the same grace period, is not: the group fails naming the root instead
+/// of waiting forever for a verdict that cannot come.
+#[tokio::test(start_paused = true)]
+async fn a_moot_loss_does_not_hide_the_roots_loss_in_the_same_grace_period() {
+    let mut m = member(usize::MAX).await;
+    m.inject
+        .send(Completion::Signal {
+            group: GROUP,
+            from: NodeId(0),
+            signal: Signal::Group(Control::Close { messages: 0 }),
+        })
+        .unwrap();
+    assert!(m.group.next().await.is_none(), "nothing was sent");
+    let closing = {
+        let group = &m.group;
+        async move { group.close().await }
+    };
+    let (closed, ()) = tokio::join!(closing, async {
+        // Acknowledged: now lose receiver 2, then the root.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        m.peer_down(2);
+        m.peer_down(0);
+    });
+    let acked = m
+        .sent
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|(to, s)| *to == NodeId(0) && *s == Signal::Group(Control::CloseAck));
+    assert!(acked, "the member acknowledged the close");
+    assert_eq!(closed.unwrap_err(), failed(0, FailureKind::Unreachable));
+}
