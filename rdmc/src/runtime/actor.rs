@@ -338,7 +338,7 @@ impl<T: Transport> Actor<T> {
             algorithm: config.algorithm(),
             group_size: members.len(),
             rank,
-            block_size: config.block_size(),
+            block_size: config.block_size_policy(),
             max_message_size: config.max_message_size(),
             receive_window: config.receive_window(),
             progress_timeout: config.progress_timeout(),
