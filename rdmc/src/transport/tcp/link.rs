@@ -310,43 +310,6 @@ impl RecvLowat {
     }
 }
 
-/// Most unsent bytes a link's socket holds (`TCP_NOTSENT_LOWAT`): a block
-/// write completes only once all but this much of it is on its way.
-///
-/// The protocol core keeps one block send outstanding per member and
-/// issues the next when the transport reports the last one complete. With
-/// the kernel's default socket buffer a write "completes" as soon as the
-/// block is copied into the buffer, so a relaying member hands its next
-/// block (to another peer, on another connection) to the kernel while the
-/// previous one is still queued: two or three blocks then share the
-/// member's uplink, each arrives two or three times later than it would
-/// alone, and every member downstream, which forwards a block only once it
-/// has all of it, waits for it. Capping the unsent bytes makes the uplink
-/// first-in first-out again, one block after another, while the slack
-/// keeps the link busy across the gap between one write and the next.
-pub(crate) const NOTSENT_LOWAT: usize = 128 << 10;
-
-/// Cap the unsent bytes `socket` holds at [`NOTSENT_LOWAT`]; where the
-/// option is missing the socket keeps the kernel's default (harmless).
-#[allow(unsafe_code)]
-pub(crate) fn limit_unsent(socket: &impl AsRawFd) {
-    let value = NOTSENT_LOWAT as libc::c_int;
-    // SAFETY: the caller's socket is open for the duration of the call;
-    // `value` is a live c_int whose size is passed along.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_NOTSENT_LOWAT,
-            (&raw const value).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        tracing::debug!(error = %std::io::Error::last_os_error(), "TCP_NOTSENT_LOWAT not set");
-    }
-}
-
 /// Bytes read ahead of what the reader asked for: a frame's tag and the
 /// next frame's header usually come in one read, with some of the next
 /// payload (copied out of here, a small share of a chunk).

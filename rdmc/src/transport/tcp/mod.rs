@@ -25,7 +25,7 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio_util::sync::DropGuard;
 
-use self::link::{Link, LinkConfig, LinkSecurity, Outgoing, RecvLowat, limit_unsent};
+use self::link::{Link, LinkConfig, LinkSecurity, Outgoing, RecvLowat};
 use super::frame::protect::WireSecurity;
 use super::mesh::{self, ClusterConfig, Mesh, MeshError, MeshPurpose};
 use super::pool::BufferPool;
@@ -73,7 +73,6 @@ impl TcpEndpoint {
             .into_iter()
             .map(|(peer, stream)| {
                 let lowat = RecvLowat::of(&stream);
-                limit_unsent(&stream);
                 (
                     peer,
                     Link::spawn(
