@@ -83,65 +83,54 @@ def main():
     if not seqs:
         sys.exit("no block events: were the members run with RUST_LOG=...=trace?")
     seq = args.seq if args.seq is not None else seqs[-1]
-    # The message's window: from the end of the previous message's events.
-    def seq_times(s):
-        return [t for e in ev for (t, m, f, _) in e if f.get("seq") == str(s)]
-    start = min(seq_times(seq))
-    prev = [x for x in seqs if x < seq]
-    lo = max(seq_times(prev[-1])) if prev else 0.0
-    hi = max(seq_times(seq)) + 1e-3
+    start = min(t for e in ev for (t, m, f, _) in e if f.get("seq") == str(seq))
 
-    # Per rank: sends (in order, per target), readies, completions,
-    # receives (per source), link arrivals and link sends.
-    sends = [collections.defaultdict(list) for _ in range(n)]
+    # Per rank, every event of every message, in time order: the j-th block
+    # send from r to t (over all messages) used the j-th ready-for-block t
+    # sent r, completed with r's j-th send completion to t, and is t's j-th
+    # block arriving and received from r.
+    all_sends = [collections.defaultdict(list) for _ in range(n)]
     readies = [collections.defaultdict(list) for _ in range(n)]
     completes = [collections.defaultdict(list) for _ in range(n)]
     recvs = [collections.defaultdict(list) for _ in range(n)]
     arriving = [collections.defaultdict(list) for _ in range(n)]
     have = [dict() for _ in range(n)]
-    order = [[] for _ in range(n)]  # every send of rank r, in issue order
+    order = [[] for _ in range(n)]  # rank r's sends of this message, in order
     for r, e in enumerate(ev):
         for (t, m, f, peer) in e:
-            if not lo < t <= hi:
-                continue
-            if m == "block send" and f.get("seq") == str(seq):
-                tr = (t, int(f["block"]), int(f["to"]))
-                sends[r][tr[2]].append(tr)
-                order[r].append(tr)
+            if m == "block send":
+                to = int(f["to"])
+                all_sends[r][to].append(t)
+                if f.get("seq") == str(seq):
+                    order[r].append((t, int(f["block"]), to, len(all_sends[r][to]) - 1))
             elif m == "ready-for-block":
                 readies[r][int(f["from"])].append(t)
             elif m == "block send complete":
                 completes[r][int(f["to"])].append(t)
-            elif m in ("block received", "first block received") and f.get("seq") == str(seq):
-                src = int(f["from"])
-                recvs[r][src].append((t, int(f["block"])))
-                have[r][int(f["block"])] = t
+            elif m in ("block received", "first block received"):
+                recvs[r][int(f["from"])].append(t)
+                if f.get("seq") == str(seq):
+                    have[r][int(f["block"])] = t
             elif m == "block arriving" and peer is not None:
                 arriving[r][peer].append(t)
-    # The arm's ready for a message's first block is sent when the previous
-    # message completed, inside the window: nothing to drop.
+
+    def nth(lst, j):
+        return lst[j] if j < len(lst) else None
 
     transfers = {}  # (r, to, j) -> dict
     for r in range(n):
-        done_at = []  # completion time of each send of r, in issue order
-        per_target_j = collections.Counter()
-        for i, (t, b, to) in enumerate(order[r]):
-            j = per_target_j[to]
-            per_target_j[to] += 1
+        prev_done = None
+        for (t, b, to, j) in order[r]:
             x = {"from": r, "to": to, "block": b, "issue": t}
             x["have"] = start if r == 0 else have[r].get(b)
-            rl = readies[r][to]
-            x["ready"] = rl[j] if j < len(rl) else None
-            x["prev"] = done_at[-1] if done_at else None
-            cl = completes[r][to]
-            x["complete"] = cl[j] if j < len(cl) else None
-            al = arriving[to][r]
-            x["arrive"] = al[j] if j < len(al) else None
-            rv = recvs[to][r]
-            x["recv"] = rv[j][0] if j < len(rv) else None
-            done_at.append(x["complete"] or t)
+            x["ready"] = nth(readies[r][to], j)
+            x["prev"] = prev_done
+            x["complete"] = nth(completes[r][to], j)
+            x["arrive"] = nth(arriving[to][r], j)
+            x["recv"] = nth(recvs[to][r], j)
+            prev_done = x["complete"] or t
             conds = [(x["have"], "block"), (x["ready"], "ready"), (x["prev"], "send")]
-            conds = [(c, w) for c, w in conds if c is not None]
+            conds = [(c, w) for c, w in conds if c is not None and c <= t + 1e-4]
             last = max(conds) if conds else (t, "?")
             x["cause"], x["cause_t"] = last[1], last[0]
             x["react"] = t - last[0]
@@ -200,7 +189,7 @@ def main():
             r = x["from"]
             i = next(i for i, s in enumerate(order[r]) if s[0] == x["issue"] and s[2] == x["to"])
             if i > 0:
-                t, b, to = order[r][i - 1]
+                t, b, to, _ = order[r][i - 1]
                 nxt = transfers.get(("by_block", to, b))
                 if nxt is not None:
                     totals["send wait"] += (nxt["complete"] or nxt["issue"]) - nxt["issue"]

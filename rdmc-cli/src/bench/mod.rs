@@ -28,7 +28,7 @@ use lab::install_interrupt_handler;
 pub(crate) struct BenchArgs {
     /// The small run: latency vs group size at 64 MiB for 2, 4 and 8 nodes
     /// (every algorithm, unicast, MPI_Bcast default and forced pipeline),
-    /// in under 3 minutes.
+    /// each after one warm-up, in about 5 minutes.
     #[arg(long)]
     quick: bool,
     /// Directory for results.jsonl, results.csv, summary.md, the plots and
