@@ -749,7 +749,11 @@ mod tests {
                 &base.clone().with_algorithm(Algorithm::Chain),
             ),
             group_digest(GroupId(5), &members, &base.clone().with_block_size(4096)),
-            group_digest(GroupId(5), &members, &base.clone().with_block_size(256 << 10)),
+            group_digest(
+                GroupId(5),
+                &members,
+                &base.clone().with_block_size(256 << 10),
+            ),
             group_digest(
                 GroupId(5),
                 &members,
