@@ -65,7 +65,7 @@ if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; th
     apt-get update -qq
     apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null
 fi
-BUILD_DIR=${MPI_BCAST_DIR:-${CARGO_TARGET_DIR:-$HERE/../target}/netlab}
+BUILD_DIR=${MPI_BCAST_DIR:-${CARGO_TARGET_DIR:-$HERE/../../target}/netlab}
 BIN=$BUILD_DIR/mpi_bcast
 if [ ! -x "$BIN" ] || [ "$HERE/mpi_bcast.c" -nt "$BIN" ]; then
     mkdir -p "$BUILD_DIR"

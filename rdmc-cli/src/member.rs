@@ -21,6 +21,18 @@ use crate::demo::ModeChoice;
 use crate::member_bench;
 use crate::size::parse_size;
 
+/// `--block-size`: a size, or `auto` (`None`).
+#[derive(Clone, Copy, Debug)]
+struct BlockSizeArg(Option<u64>);
+
+fn parse_block_size(text: &str) -> Result<BlockSizeArg, String> {
+    if text.eq_ignore_ascii_case("auto") {
+        Ok(BlockSizeArg(None))
+    } else {
+        parse_size(text).map(|size| BlockSizeArg(Some(size)))
+    }
+}
+
 /// Arguments of `rdmc member`.
 #[derive(Debug, Args)]
 pub(crate) struct MemberArgs {
@@ -34,9 +46,11 @@ pub(crate) struct MemberArgs {
     /// Multicast algorithm.
     #[arg(long, default_value = "binomial-pipeline", value_parser = parse_algorithm)]
     algorithm: Algorithm,
-    /// Block size, e.g. 64KiB, 1MiB (at most 1GiB).
-    #[arg(long, default_value = "1MiB", value_parser = parse_size)]
-    block_size: u64,
+    /// Block size, e.g. 64KiB, 1MiB (at most 1GiB), or `auto`: each
+    /// message's block size chosen from its size and the group's (128 KiB
+    /// to 256 KiB; the library's default).
+    #[arg(long, default_value = "auto", value_parser = parse_block_size)]
+    block_size: BlockSizeArg,
     /// The largest message (file) the group carries; every member must give
     /// the same. A receiver holds a whole message in memory.
     #[arg(long, default_value_t = DEFAULT_MAX_MESSAGE_SIZE, value_parser = parse_size,
@@ -175,15 +189,20 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
     if args.rank != 0 && !args.files.is_empty() {
         return Err("only the root (rank 0) sends files".into());
     }
-    let block_size = usize::try_from(args.block_size)
-        .ok()
-        .filter(|b| (1..=MAX_BLOCK_SIZE).contains(b))
-        .ok_or_else(|| {
-            format!(
-                "--block-size must be at least 1 byte and at most 1 GiB ({} bytes given)",
-                args.block_size
-            )
-        })?;
+    let block_size = args
+        .block_size
+        .0
+        .map(|given| {
+            usize::try_from(given)
+                .ok()
+                .filter(|b| (1..=MAX_BLOCK_SIZE).contains(b))
+                .ok_or_else(|| {
+                    format!(
+                        "--block-size must be at least 1 byte and at most 1 GiB ({given} bytes given)"
+                    )
+                })
+        })
+        .transpose()?;
     if args.max_message_size == 0 {
         return Err("--max-message-size must be at least 1 byte".into());
     }
@@ -216,8 +235,11 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
     };
     let group = GroupConfig::new()
         .with_algorithm(args.algorithm)
-        .with_block_size(block_size)
         .with_max_message_size(args.max_message_size);
+    let group = match block_size {
+        Some(size) => group.with_block_size(size),
+        None => group.with_automatic_block_size(),
+    };
     Ok(Prepared {
         members,
         key,

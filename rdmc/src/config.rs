@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::ids::NodeId;
-use crate::schedule::Algorithm;
+use crate::schedule::{AUTO_BLOCK_SIZE_MAX, Algorithm, BlockSize};
 pub use crate::transport::frame::protect::WireSecurity;
 use crate::transport::mesh::ClusterConfig;
 pub use crate::transport::mesh::{ClusterKey, ClusterKeyError};
@@ -58,8 +58,10 @@ impl NodeConfig {
     }
 }
 
-/// Default block size: 1 MiB, the papers' usual choice.
-pub const DEFAULT_BLOCK_SIZE: usize = 1 << 20;
+/// Largest block of the default, automatic block size: 256 KiB (see
+/// [`GroupConfig::with_automatic_block_size`]; the papers used fixed 1 MiB
+/// blocks over RDMA).
+pub const DEFAULT_BLOCK_SIZE: usize = AUTO_BLOCK_SIZE_MAX;
 
 /// Default largest message a receiver accepts: 16 GiB. A receiver holds a
 /// whole message in memory before it is delivered, so this bounds what a
@@ -93,7 +95,7 @@ pub const DEFAULT_PROGRESS_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupConfig {
     algorithm: Algorithm,
-    block_size: usize,
+    block_size: BlockSize,
     max_message_size: u64,
     receive_window: Option<u64>,
     create_timeout: Duration,
@@ -105,7 +107,7 @@ impl Default for GroupConfig {
     fn default() -> Self {
         GroupConfig {
             algorithm: Algorithm::BinomialPipeline,
-            block_size: DEFAULT_BLOCK_SIZE,
+            block_size: BlockSize::AUTOMATIC,
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             receive_window: Some(DEFAULT_RECEIVE_WINDOW),
             create_timeout: DEFAULT_CREATE_TIMEOUT,
@@ -116,7 +118,8 @@ impl Default for GroupConfig {
 }
 
 impl GroupConfig {
-    /// The defaults: binomial pipeline, 1 MiB blocks, messages up to 16 GiB,
+    /// The defaults: binomial pipeline, automatic block size (128 KiB to
+    /// 256 KiB by message and group size), messages up to 16 GiB,
     /// a receive window of 64 messages, a create timeout of 30 s, a
     /// progress timeout of 30 s.
     pub fn new() -> Self {
@@ -129,9 +132,21 @@ impl GroupConfig {
         self
     }
 
-    /// Set the block size in bytes (at least 1, at most [`MAX_BLOCK_SIZE`]).
+    /// Cut every message into blocks of `block_size` bytes (at least 1, at
+    /// most [`MAX_BLOCK_SIZE`]) instead of choosing per message.
     pub fn with_block_size(mut self, block_size: usize) -> Self {
-        self.block_size = block_size;
+        self.block_size = BlockSize::Fixed(block_size);
+        self
+    }
+
+    /// Choose each message's block size from its size and the group (the
+    /// default): the smallest power of two from 128 KiB to 256 KiB that
+    /// keeps the algorithm's extra pipeline steps near 1.6 % of the
+    /// message's blocks, so that a message of a few MiB to many members is
+    /// not held back by the steps it takes to fill the pipeline, and larger
+    /// messages keep larger blocks. See [`BlockSize::for_message`].
+    pub fn with_automatic_block_size(mut self) -> Self {
+        self.block_size = BlockSize::AUTOMATIC;
         self
     }
 
@@ -223,8 +238,16 @@ impl GroupConfig {
         self.algorithm
     }
 
-    /// The block size in bytes.
+    /// The block size in bytes: the fixed one, or with the automatic
+    /// choice the largest block it picks (what every receiver's bounce
+    /// buffer holds).
     pub fn block_size(&self) -> usize {
+        self.block_size.largest()
+    }
+
+    /// How messages are cut into blocks: a fixed size, or chosen per
+    /// message.
+    pub fn block_size_policy(&self) -> BlockSize {
         self.block_size
     }
 

@@ -71,7 +71,7 @@ pub use group::{Group, SendFuture};
 pub use ids::{GroupId, NodeId};
 pub use node::Node;
 pub use runtime::{Message, MessageTimings};
-pub use schedule::Algorithm;
+pub use schedule::{Algorithm, BlockSize};
 pub use transport::mem::MemCluster;
 
 /// The README's examples, compiled and run as doctests.

@@ -9,7 +9,7 @@ use proto_harness::{App, Cluster, Crash, Creation, MISBEHAVING_APPS, Notify, Sce
 use rdmc::proto::{
     Action, Control, FailureReason, GroupMember, MemberConfig, MemberError, READY_WINDOW, Rank,
 };
-use rdmc::schedule::Algorithm;
+use rdmc::schedule::{Algorithm, BlockSize};
 use std::time::Duration;
 
 /// The algorithms the whole-group properties run over: all of them.
@@ -56,6 +56,7 @@ fn scenario(algorithms: &'static [Algorithm], min_n: usize) -> impl Strategy<Val
                 algorithm,
                 n,
                 block_size,
+                auto_min: None,
                 sizes,
                 close,
                 upfront,
@@ -214,12 +215,54 @@ proptest! {
     }
 }
 
+/// A run with automatic block sizes between `min` and `max` bytes: messages
+/// large enough that the choice varies with the message and the group (a
+/// group of two or a schedule that is not pipelined takes `max`, a pipelined
+/// one anything from `min` up).
+fn automatic_scenario(
+    algorithms: &'static [Algorithm],
+    min_n: usize,
+) -> impl Strategy<Value = Scenario> {
+    (
+        scenario(algorithms, min_n),
+        1usize..=4,
+        0usize..=60,
+        prop::collection::vec(prop_oneof![0u64..=40, 0u64..=3000], 0..=4),
+    )
+        .prop_map(|(mut s, min, spread, sizes)| {
+            s.auto_min = Some(min);
+            s.block_size = min + spread;
+            s.sizes = sizes;
+            s
+        })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 8000, ..ProptestConfig::default() })]
 
     #[test]
     fn every_member_gets_every_message(s in scenario(ALGORITHMS, 1)) {
         check_clean(&s);
+    }
+
+    /// Every member cuts each message into the blocks the group's automatic
+    /// choice gives for its size (the harness checks every `BeginMessage`,
+    /// every send against the receive it lands in, and the bytes).
+    #[test]
+    fn automatic_block_sizes_deliver_every_message(s in automatic_scenario(ALGORITHMS, 1)) {
+        check_clean(&s);
+    }
+
+    #[test]
+    fn a_crash_fails_every_survivor_once_with_automatic_blocks(
+        s in automatic_scenario(ALGORITHMS, 2).prop_flat_map(|run| {
+            let n = run.n;
+            (Just(run), 0..n, 0u64..=600)
+        }),
+    ) {
+        let (run, victim, at_permille) = s;
+        let notify = Notify::AllSurvivors;
+        check_crash(&CrashScenario { run, victim, at_permille, notify });
     }
 
     #[test]
@@ -235,7 +278,7 @@ fn config(algorithm: Algorithm, group_size: usize, rank: Rank) -> MemberConfig {
         algorithm,
         group_size,
         rank,
-        block_size: 4,
+        block_size: BlockSize::Fixed(4),
         max_message_size: 1000,
         receive_window: None,
         progress_timeout: None,
@@ -278,6 +321,7 @@ fn check_small_groups(algorithms: &[Algorithm]) {
                         algorithm,
                         n,
                         block_size,
+                        auto_min: None,
                         sizes: vec![0, 1, 7, 8, 9, 24, 0],
                         close: true,
                         upfront: seed as usize,
@@ -303,6 +347,7 @@ fn close_with_no_messages() {
                 algorithm,
                 n,
                 block_size: 4,
+                auto_min: None,
                 sizes: vec![],
                 close: true,
                 upfront: 0,
@@ -322,6 +367,7 @@ fn three_messages(algorithm: Algorithm, n: usize, seed: u64) -> Scenario {
         algorithm,
         n,
         block_size: 3,
+        auto_min: None,
         sizes: vec![10, 0, 3],
         close: true,
         upfront: 4,
@@ -610,6 +656,7 @@ fn a_violation_mid_run_fails_the_whole_group() {
                 algorithm,
                 n,
                 block_size: 2,
+                auto_min: None,
                 sizes: vec![9, 30, 4],
                 close: true,
                 upfront: 4,
@@ -653,6 +700,7 @@ fn a_member_leaving_mid_run_fails_the_group() {
                 algorithm,
                 n,
                 block_size: 3,
+                auto_min: None,
                 sizes: vec![10, 1, 0, 31],
                 close: seed % 2 == 0,
                 upfront: (seed % 6) as usize,

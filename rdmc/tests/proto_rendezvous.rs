@@ -40,7 +40,7 @@ prop_compose! {
         algorithm in Just(algorithm),
         n in Just(n),
     ) -> LateScenario {
-        let run = Scenario { algorithm, n, block_size, sizes, close, upfront, slow, seed };
+        let run = Scenario { algorithm, n, block_size, auto_min: None, sizes, close, upfront, slow, seed };
         LateScenario { run, later }
     }
 }
@@ -261,6 +261,7 @@ fn early_joins_and_early_ready_for_blocks_happen() {
                 algorithm: Algorithm::BinomialPipeline,
                 n: 5,
                 block_size: 4,
+                auto_min: None,
                 sizes: vec![17, 3],
                 close: true,
                 upfront: 3,

@@ -139,7 +139,7 @@ impl Run<'_> {
         unicast: &HashMap<u64, f64>,
     ) -> Result<(), String> {
         let mode = self.args.completion.clone();
-        let block = self.args.block_size;
+        let block = self.args.block_size.0;
         let mut cluster = self.start_rdmc(n, algorithm, block, &mode)?;
         for &(size, runs, warmup) in latency {
             let (record, samples) = self.series(&mut cluster, size, 1, runs, warmup)?;
@@ -217,7 +217,7 @@ impl Run<'_> {
                 continue;
             }
             let mode = self.args.completion.clone();
-            let mut cluster = self.start_rdmc(4, "binomial-pipeline", block, &mode)?;
+            let mut cluster = self.start_rdmc(4, "binomial-pipeline", Some(block), &mode)?;
             for (size, runs, warmup) in messages {
                 let (record, _) = self.series(&mut cluster, size, 1, runs, warmup)?;
                 self.emit(merge(
@@ -235,7 +235,7 @@ impl Run<'_> {
     /// CPU per completion mode, 4 nodes, binomial pipeline.
     fn cpu(&mut self) -> Result<(), String> {
         for mode in ["interrupt", "adaptive", "hybrid", "polling"] {
-            let block = self.args.block_size;
+            let block = self.args.block_size.0;
             let mut cluster = self.start_rdmc(4, "binomial-pipeline", block, mode)?;
             for (size, runs, warmup) in self.plan.cpu.clone() {
                 let (record, samples) = self.series(&mut cluster, size, 1, runs, warmup)?;
@@ -275,7 +275,7 @@ impl Run<'_> {
         let before_first = first_block.saturating_sub(submit) as f64 / 1e3;
         self.emit(json!({
             "experiment": "breakdown", "system": "rdmc", "algorithm": algorithm, "nodes": 4,
-            "size": size, "block_size": self.args.block_size, "mode": self.args.completion,
+            "size": size, "block_size": self.args.block_size.0, "mode": self.args.completion,
             "rank": far,
             "seconds": sample.seconds, "runs": 1,
             "remote_setup_us": remote_setup,
@@ -336,23 +336,24 @@ impl Run<'_> {
         &mut self,
         n: usize,
         algorithm: &str,
-        block: u64,
+        block: Option<u64>,
         mode: &str,
     ) -> Result<Cluster, String> {
+        let block_arg = block.map_or_else(|| "auto".to_owned(), |b| b.to_string());
         let options = [
             "--json",
             "--bench",
             "--algorithm",
             algorithm,
             "--block-size",
-            &block.to_string(),
+            &block_arg,
             "--completion",
             mode,
             "--failure-timeout",
             "10",
         ]
         .map(str::to_owned);
-        let what = format!("rdmc-{algorithm}-n{n}-b{block}-{mode}");
+        let what = format!("rdmc-{algorithm}-n{n}-b{block_arg}-{mode}");
         self.start_cluster(n, &what, "member", &options)
     }
 

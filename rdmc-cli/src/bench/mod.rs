@@ -28,7 +28,7 @@ use lab::install_interrupt_handler;
 pub(crate) struct BenchArgs {
     /// The small run: latency vs group size at 64 MiB for 2, 4 and 8 nodes
     /// (every algorithm, unicast, MPI_Bcast default and forced pipeline),
-    /// in under 3 minutes.
+    /// each after one warm-up, in about 5 minutes.
     #[arg(long)]
     quick: bool,
     /// Directory for results.jsonl, results.csv, summary.md, the plots and
@@ -52,11 +52,12 @@ pub(crate) struct BenchArgs {
     /// Latency experiment only at these group sizes (e.g. `4,8`).
     #[arg(long, value_delimiter = ',')]
     nodes: Vec<usize>,
-    /// Block size of the latency, small-message and CPU experiments. The
-    /// default is the best of the block-size sweep for large messages on
-    /// this lab at 250 Mbit/s (the papers used 1 MiB on RDMA).
-    #[arg(long, default_value = "256KiB", value_parser = crate::size::parse_size)]
-    block_size: u64,
+    /// Block size of the latency, small-message and CPU experiments, or
+    /// `auto` (the default, the library's): each message's block size
+    /// chosen from its size and the group's (128–256 KiB; the papers used
+    /// 1 MiB on RDMA).
+    #[arg(long, default_value = "auto", value_parser = parse_block_size)]
+    block_size: BlockSizeArg,
     /// Latency and small-message experiments: only these rdmc algorithms.
     #[arg(long, value_delimiter = ',', value_parser = ALGORITHMS)]
     algorithms: Vec<String>,
@@ -74,6 +75,18 @@ pub(crate) struct BenchArgs {
     /// DIR/results.jsonl.
     #[arg(long)]
     replot: bool,
+}
+
+/// `--block-size`: bytes, or `auto` (`None`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct BlockSizeArg(pub(crate) Option<u64>);
+
+fn parse_block_size(text: &str) -> Result<BlockSizeArg, String> {
+    if text.eq_ignore_ascii_case("auto") {
+        Ok(BlockSizeArg(None))
+    } else {
+        crate::size::parse_size(text).map(|size| BlockSizeArg(Some(size)))
+    }
 }
 
 /// The experiments.

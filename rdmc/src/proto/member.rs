@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
-use crate::schedule::{Algorithm, NodeSchedule, Schedule, ScheduleError, Transfer};
+use crate::schedule::{Algorithm, BlockSize, NodeSchedule, Schedule, ScheduleError, Transfer};
 
 mod close;
 mod progress;
@@ -61,8 +61,9 @@ pub struct MemberConfig {
     pub group_size: usize,
     /// This member's rank (`< group_size`).
     pub rank: Rank,
-    /// Block size in bytes (≥ 1).
-    pub block_size: usize,
+    /// How messages are cut into blocks: a fixed size, or chosen per
+    /// message ([`BlockSize::for_message`]); every block size ≥ 1.
+    pub block_size: BlockSize,
     /// Largest message a receiver accepts; a larger announced size is a
     /// protocol violation by the sender of that block.
     pub max_message_size: u64,
@@ -232,7 +233,8 @@ pub enum MemberError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Action {
     /// Post a receive for the first block of the next message from `from`
-    /// into a `block_size` bounce buffer (the size is not known yet).
+    /// into a bounce buffer of the largest block size
+    /// ([`BlockSize::largest`]; the message's size is not known yet).
     PostFirstBlockRecv {
         /// Rank the first block comes from.
         from: Rank,
@@ -249,6 +251,8 @@ pub enum Action {
         first_block: usize,
         /// Its length.
         first_block_len: usize,
+        /// The message's block size (see [`MemberConfig::block_size`]).
+        block_size: usize,
     },
     /// Post a receive from `from` into message `seq`'s buffer at `offset..offset+len`.
     PostRecv {
@@ -306,6 +310,8 @@ pub enum Action {
 struct MessageProgress {
     seq: u64,
     size: u64,
+    /// This message's block size.
+    block_size: usize,
     blocks: usize,
     steps: usize,
     /// Next send step to consider.
@@ -394,7 +400,11 @@ pub struct GroupMember {
 impl GroupMember {
     /// A new member; on a non-root it immediately arms for the first message.
     pub fn new(config: MemberConfig) -> Result<Self, ScheduleError> {
-        assert!(config.block_size > 0, "block size must be positive");
+        let valid = match config.block_size {
+            BlockSize::Fixed(size) => size > 0,
+            BlockSize::Automatic { min, max } => min > 0 && min <= max,
+        };
+        assert!(valid, "block sizes must be positive");
         let schedule = NodeSchedule::new(config.algorithm, config.group_size, config.rank)?;
         let mut neighbour = vec![false; config.group_size];
         for peer in schedule.connections() {
@@ -523,7 +533,7 @@ impl GroupMember {
         if immediate != cur.size {
             return self.violation(from, "the message size changed between blocks");
         }
-        if len != block_len(cur.size, self.config.block_size, expected.block) {
+        if len != block_len(cur.size, cur.block_size, expected.block) {
             return self.violation(from, "a block has the wrong length");
         }
         if std::mem::replace(&mut cur.received[expected.block], true) {
@@ -552,6 +562,7 @@ impl GroupMember {
             Some(cur) if cur.sending == Some(to) => cur.sending = None,
             _ => return self.violation(to, "a send completed that was not outstanding"),
         }
+        tracing::trace!(to, "block send complete");
         self.try_send();
         self.check_complete();
     }
@@ -575,6 +586,7 @@ impl GroupMember {
                     return self.violation(from, "more ready-for-blocks than the window allows");
                 }
                 self.ready[from] += 1;
+                tracing::trace!(from, ready = self.ready[from], "ready-for-block");
                 self.try_send();
                 self.check_complete();
             }
@@ -674,7 +686,7 @@ impl GroupMember {
         if size > self.config.max_message_size {
             return self.violation(from, "announced message size exceeds the limit");
         }
-        let bs = self.config.block_size;
+        let bs = self.config.block_size.for_message(&self.schedule, size);
         let blocks = block_count(size, bs);
         let block = first.block.min(blocks - 1);
         if len != block_len(size, bs, block) {
@@ -701,10 +713,12 @@ impl GroupMember {
             size,
             first_block: block,
             first_block_len: len,
+            block_size: bs,
         });
         self.current = Some(MessageProgress {
             seq,
             size,
+            block_size: bs,
             blocks,
             steps,
             send_step: 0,
@@ -722,8 +736,8 @@ impl GroupMember {
     /// Keep [`READY_WINDOW`] receives posted ahead: post the next ones of
     /// the schedule and send their ready-for-blocks.
     fn expect_next_block(&mut self) {
-        let bs = self.config.block_size;
         let cur = self.current.as_mut().expect("a message is in progress");
+        let bs = cur.block_size;
         while cur.expected.len() < READY_WINDOW {
             let next = (cur.post_cursor..cur.steps)
                 .find_map(|s| self.schedule.incoming(cur.blocks, s).map(|t| (s, t)));
@@ -751,11 +765,13 @@ impl GroupMember {
         let Some((seq, size)) = self.queued.pop_front() else {
             return;
         };
-        let blocks = block_count(size, self.config.block_size);
+        let block_size = self.config.block_size.for_message(&self.schedule, size);
+        let blocks = block_count(size, block_size);
         tracing::trace!(seq, size, blocks, "message started");
         self.current = Some(MessageProgress {
             seq,
             size,
+            block_size,
             blocks,
             steps: self.schedule.total_steps(blocks),
             send_step: 0,
@@ -773,10 +789,10 @@ impl GroupMember {
     /// target is ready; at most one block send is outstanding.
     fn try_send(&mut self) {
         let is_root = self.is_root();
-        let bs = self.config.block_size;
         let Some(cur) = self.current.as_mut() else {
             return;
         };
+        let bs = cur.block_size;
         if cur.sending.is_some() {
             return;
         }

@@ -36,7 +36,7 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
 use crate::config::GroupConfig;
 use crate::ids::{GroupId, NodeId};
-use crate::schedule::Algorithm;
+use crate::schedule::{Algorithm, BlockSize};
 
 use super::member::{Control, Rank};
 
@@ -688,7 +688,10 @@ pub fn group_digest(id: GroupId, members: &[NodeId], config: &GroupConfig) -> u1
         h.write(&node.0.to_le_bytes());
     }
     h.write(&[algorithm_code(config.algorithm())]);
-    h.u64(config.block_size() as u64);
+    h.u64(match config.block_size_policy() {
+        BlockSize::Fixed(size) => size as u64,
+        _ => 0, // automatic (a fixed size is never 0)
+    });
     h.u64(config.max_message_size());
     if config.message_digest() == Some(true) {
         h.write(b"digest");
@@ -721,9 +724,11 @@ mod tests {
     #[test]
     fn the_digest_is_stable() {
         // Pinned: a change here breaks groups between builds. (The
-        // largest message size is the one the defaults had when the value
-        // was pinned.)
-        let config = GroupConfig::new().with_max_message_size(1 << 40);
+        // largest message size and the block size are the ones the defaults
+        // had when the value was pinned.)
+        let config = GroupConfig::new()
+            .with_max_message_size(1 << 40)
+            .with_block_size(1 << 20);
         let d = group_digest(GroupId(5), &nodes(&[0, 1, 2]), &config);
         assert_eq!(d, group_digest(GroupId(5), &nodes(&[0, 1, 2]), &config));
         assert_eq!(format!("{d:032x}"), PINNED);
@@ -748,6 +753,11 @@ mod tests {
                 &base.clone().with_algorithm(Algorithm::Chain),
             ),
             group_digest(GroupId(5), &members, &base.clone().with_block_size(4096)),
+            group_digest(
+                GroupId(5),
+                &members,
+                &base.clone().with_block_size(256 << 10),
+            ),
             group_digest(
                 GroupId(5),
                 &members,

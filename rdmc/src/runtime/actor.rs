@@ -430,7 +430,7 @@ impl<T: Transport> Actor<T> {
             algorithm: config.algorithm(),
             group_size: members.len(),
             rank,
-            block_size: config.block_size(),
+            block_size: config.block_size_policy(),
             // A message's digest travels after its bytes.
             max_message_size: config.max_message_size().saturating_add(digest_len(config)),
             receive_window: config.receive_window(),

@@ -138,6 +138,7 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             size,
             first_block,
             first_block_len,
+            block_size,
         } => {
             let Ok(size) = usize::try_from(size) else {
                 unreachable!("sizes above max_message_size are refused by the core");
@@ -160,7 +161,7 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                 unreachable!("non-roots have a bounce buffer");
             };
             let copy_start = Instant::now();
-            buf.region(first_block * g.block_size, first_block_len)
+            buf.region(first_block * block_size, first_block_len)
                 .write(bounce.block(0, first_block_len).as_slice());
             watch.add_copy(copy_start.elapsed());
             tracing::debug!(seq, size, "message begins");

@@ -234,6 +234,106 @@ impl Schedule for NodeSchedule {
     }
 }
 
+/// Smallest block the automatic block size picks: 128 KiB. Every block
+/// costs every member a few wake-ups (its arrival, its ready-for-block, its
+/// send and that send's completion) and a block must stay well above a
+/// link's bandwidth-delay product; measured over TCP on 16 emulated hosts
+/// sharing two cores, 64 KiB blocks took 1.3–1.6× as long as 256 KiB ones
+/// (the project's benchmark report has the runs).
+pub const AUTO_BLOCK_SIZE_MIN: usize = 128 << 10;
+
+/// Largest block the automatic block size picks: 256 KiB, and the bounce
+/// buffer every receiver holds per group. Larger blocks cut per-block costs
+/// further but make every step of a pipeline longer, so one late transfer
+/// holds its partners back longer, and two blocks converging on one
+/// receiver overflow a shallow switch queue sooner: in the same runs 1 MiB
+/// blocks took 1.2–1.4× as long as 256 KiB ones, at 8 MiB and at 256 MiB.
+/// The papers used 1 MiB over RDMA, where both costs are small; a group on
+/// such a fabric can fix its block size with
+/// `GroupConfig::with_block_size`.
+pub const AUTO_BLOCK_SIZE_MAX: usize = 256 << 10;
+
+/// The automatic block size keeps a pipelined schedule's extra steps (the
+/// steps beyond one per block: `l − 1` or `l` for the binomial pipeline,
+/// `n − 2` for the chain) at about this fraction, 1/64 (≈ 1.6 %), of its
+/// blocks.
+const AUTO_EXTRA_STEP_SHARE: u64 = 64;
+
+/// How a group cuts its messages into blocks.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BlockSize {
+    /// Every message in blocks of this many bytes (≥ 1).
+    Fixed(usize),
+    /// Each message in blocks chosen from its size and the schedule (see
+    /// [`BlockSize::for_message`]), between `min` and `max` bytes
+    /// (`1 ≤ min ≤ max`).
+    Automatic {
+        /// Smallest block.
+        min: usize,
+        /// Largest block (every receiver's bounce buffer).
+        max: usize,
+    },
+}
+
+impl BlockSize {
+    /// The automatic choice between [`AUTO_BLOCK_SIZE_MIN`] and
+    /// [`AUTO_BLOCK_SIZE_MAX`]: the default of a group.
+    pub const AUTOMATIC: BlockSize = BlockSize::Automatic {
+        min: AUTO_BLOCK_SIZE_MIN,
+        max: AUTO_BLOCK_SIZE_MAX,
+    };
+
+    /// The largest block any message can have (what a receiver's bounce
+    /// buffer, which takes every message's first block, must hold).
+    pub fn largest(self) -> usize {
+        match self {
+            BlockSize::Fixed(size) => size,
+            BlockSize::Automatic { max, .. } => max,
+        }
+    }
+
+    /// The block size of a `size`-byte message under `schedule`.
+    ///
+    /// Automatic: a pipelined schedule takes one step per block plus a
+    /// fixed number of extra steps, so a message of few blocks pays for the
+    /// extra steps in proportion (the binomial pipeline of "Pushing Bytes:
+    /// Cloud-Scale Data Replication with RDMC" takes `k + l − 1` steps for
+    /// `k` blocks: an 8 MiB message in 256 KiB blocks to 16 members is 32
+    /// blocks in 35 steps, 9 % over one unicast before any other cost).
+    /// The choice is the smallest power of two that gives the message at
+    /// least 64 blocks per extra step (extra steps ≈ 1.6 % of the transfer),
+    /// kept within `min..=max` (by default [`AUTO_BLOCK_SIZE_MIN`] and
+    /// [`AUTO_BLOCK_SIZE_MAX`], 128 KiB and 256 KiB: on TCP, per-block costs
+    /// rule out smaller blocks and pipeline steps' lock-step larger ones). Schedules that are not pipelined
+    /// (sequential, binomial tree: every block costs the same number of
+    /// steps) and groups without extra steps (two members) get `max`, which
+    /// has the least per-block overhead.
+    ///
+    /// The answer depends only on the algorithm, the group size and the
+    /// message size, never on the rank, so every member computes the same.
+    pub fn for_message(self, schedule: &impl Schedule, size: u64) -> usize {
+        let (min, max) = match self {
+            BlockSize::Fixed(size) => return size,
+            BlockSize::Automatic { min, max } => (min.min(max), max),
+        };
+        const PROBE: usize = 1 << 12;
+        let steps = schedule.total_steps(PROBE);
+        let pipelined = schedule.total_steps(2 * PROBE).checked_sub(steps) == Some(PROBE);
+        let extra = steps.saturating_sub(PROBE) as u64;
+        if !pipelined || extra == 0 {
+            return max;
+        }
+        let blocks = extra.saturating_mul(AUTO_EXTRA_STEP_SHARE);
+        let block = size
+            .div_ceil(blocks)
+            .checked_next_power_of_two()
+            .unwrap_or(u64::MAX);
+        // Bounded by `max`, a usize, so the cast back is lossless.
+        block.clamp(min as u64, max as u64) as usize
+    }
+}
+
 /// ⌈log2 n⌉ for n ≥ 1.
 pub(crate) fn ceil_log2(n: usize) -> usize {
     debug_assert!(n >= 1);
@@ -244,4 +344,78 @@ pub(crate) fn ceil_log2(n: usize) -> usize {
 pub(crate) fn floor_log2(n: usize) -> usize {
     debug_assert!(n >= 1);
     (usize::BITS - 1 - n.leading_zeros()) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KIB: usize = 1 << 10;
+    const MIB: u64 = 1 << 20;
+
+    fn choice(algorithm: Algorithm, n: usize, rank: usize, size: u64) -> usize {
+        let schedule = NodeSchedule::new(algorithm, n, rank).unwrap();
+        BlockSize::AUTOMATIC.for_message(&schedule, size)
+    }
+
+    #[test]
+    fn automatic_block_size_follows_message_and_group_size() {
+        use Algorithm::*;
+        // 16 members: 3 extra steps, so at least 192 blocks when possible.
+        assert_eq!(choice(BinomialPipeline, 16, 0, 8 * MIB), 128 * KIB);
+        assert_eq!(choice(BinomialPipeline, 16, 0, 24 * MIB), 128 * KIB);
+        assert_eq!(choice(BinomialPipeline, 16, 0, 24 * MIB + 1), 256 * KIB);
+        assert_eq!(choice(BinomialPipeline, 16, 0, 256 * MIB), 256 * KIB);
+        // 4 members: one extra step, 64 blocks.
+        assert_eq!(choice(BinomialPipeline, 4, 0, 8 * MIB), 128 * KIB);
+        assert_eq!(choice(BinomialPipeline, 4, 0, 64 * MIB), 256 * KIB);
+        // Two members, and schedules that are not pipelined: the largest.
+        assert_eq!(choice(BinomialPipeline, 2, 0, 8 * MIB), 256 * KIB);
+        assert_eq!(choice(Sequential, 16, 0, 8 * MIB), 256 * KIB);
+        assert_eq!(choice(BinomialTree, 16, 0, 8 * MIB), 256 * KIB);
+        assert_eq!(choice(BinomialPipeline, 1, 0, 8 * MIB), 256 * KIB);
+        // The chain's n − 2 extra steps call for small blocks sooner.
+        assert_eq!(choice(Chain, 16, 0, 64 * MIB), 128 * KIB);
+        assert_eq!(choice(Chain, 16, 0, 256 * MIB), 256 * KIB);
+        // Tiny and empty messages: the smallest block (one short block).
+        assert_eq!(choice(BinomialPipeline, 16, 0, 0), 128 * KIB);
+        assert_eq!(choice(BinomialPipeline, 16, 0, 1), 128 * KIB);
+        // Fixed sizes are fixed.
+        let s = NodeSchedule::new(BinomialPipeline, 16, 3).unwrap();
+        assert_eq!(BlockSize::Fixed(3).for_message(&s, 8 * MIB), 3);
+        assert_eq!(BlockSize::Fixed(3).largest(), 3);
+        assert_eq!(BlockSize::AUTOMATIC.largest(), AUTO_BLOCK_SIZE_MAX);
+    }
+
+    #[test]
+    fn every_rank_makes_the_same_choice() {
+        for algorithm in Algorithm::ALL {
+            for n in 1..=40 {
+                for size in [0, 1, 5 << 20, 8 << 20, 100 << 20, 1 << 40, u64::MAX] {
+                    let first = choice(algorithm, n, 0, size);
+                    assert!((AUTO_BLOCK_SIZE_MIN..=AUTO_BLOCK_SIZE_MAX).contains(&first));
+                    assert!(first.is_power_of_two());
+                    for rank in 1..n {
+                        assert_eq!(choice(algorithm, n, rank, size), first, "{algorithm} n={n}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn automatic_bounds_are_kept_when_min_and_max_are_odd() {
+        let s = NodeSchedule::new(Algorithm::Chain, 5, 0).unwrap();
+        let policy = BlockSize::Automatic { min: 3, max: 7 };
+        let mut seen = std::collections::BTreeSet::new();
+        for size in 0..2000 {
+            let b = policy.for_message(&s, size);
+            assert!((3..=7).contains(&b), "size {size}: {b}");
+            seen.insert(b);
+        }
+        // 3, then the powers of two 4, then the bound 7.
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), [3, 4, 7]);
+        assert_eq!(policy.for_message(&s, 10_000), 7);
+        assert_eq!(policy.for_message(&s, 1), 3);
+    }
 }

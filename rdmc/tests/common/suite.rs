@@ -51,6 +51,7 @@ macro_rules! whole_group_suite {
 
             whole_group_suite!(@tests $fixture:
                 every_algorithm_delivers_odd_sizes_to_odd_groups,
+                automatic_block_sizes_follow_each_message,
                 many_messages_in_a_row,
                 overlapping_groups_with_different_roots_deliver_concurrently,
                 a_membership_mismatch_fails_every_creator_promptly,
@@ -132,6 +133,39 @@ pub async fn every_algorithm_delivers_odd_sizes_to_odd_groups<F: Fixture>() {
             run_group(groups, &messages).await;
         }
     }
+    shutdown(nodes).await;
+}
+
+/// The default, automatic block size: each message in its own block size
+/// (128 KiB or 256 KiB here, by message and group size), one group
+/// carrying them in a row, byte-exact on every member.
+pub async fn automatic_block_sizes_follow_each_message<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(5, Tuning::default()).await;
+    let sizes = [(5 << 20) + 1, 0, 1, (12 << 20) - 7, 100_000, (2 << 20) + 3];
+    let mut id = 0;
+    let mut used = std::collections::BTreeSet::new();
+    for algorithm in [Algorithm::BinomialPipeline, Algorithm::Chain] {
+        for n in [3u32, 5] {
+            id += 1;
+            let members: Vec<NodeId> = (0..n).map(|i| NodeId((i + id as u32) % 5)).collect();
+            let config = GroupConfig::new().with_algorithm(algorithm);
+            let schedule = rdmc::schedule::NodeSchedule::new(algorithm, n as usize, 0).unwrap();
+            used.extend(sizes.iter().map(|&len| {
+                config
+                    .block_size_policy()
+                    .for_message(&schedule, len as u64)
+            }));
+            let messages: Vec<Bytes> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &len)| payload(id * 100 + i as u64, len))
+                .collect();
+            let groups = create_all(&nodes, GroupId(100 + id), &members, config).await;
+            run_group(groups, &messages).await;
+        }
+    }
+    // The messages did get different block sizes.
+    assert!(used.len() >= 2, "{used:?}");
     shutdown(nodes).await;
 }
 

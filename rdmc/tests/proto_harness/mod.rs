@@ -48,7 +48,7 @@ use rdmc::proto::{
     Action, Control, CreateFailure, Failure, FailureReason, GroupMember, MemberConfig, Rank,
     Rendezvous, RendezvousAction, block_count, block_len, group_digest,
 };
-use rdmc::schedule::{Algorithm, NodeSchedule, Schedule};
+use rdmc::schedule::{Algorithm, BlockSize, NodeSchedule, Schedule};
 use rdmc::{GroupConfig, GroupId, NodeId};
 
 /// The one group every node of a [`Cluster`] creates.
@@ -288,7 +288,11 @@ const KINDS: [Kind; 4] = [Kind::Data, Kind::RecvDone, Kind::SendDone, Kind::Sign
 pub struct Cluster {
     pub algorithm: Algorithm,
     pub n: usize,
+    /// The block size, or with `auto_min` the largest automatic one.
     pub block_size: usize,
+    /// Automatic block sizes from this many bytes up to `block_size`
+    /// ([`BlockSize::Automatic`]); `None`: every block `block_size`.
+    pub auto_min: Option<usize>,
     nodes: Vec<Node>,
     links: Vec<Link>,
     /// Event sources with something pending: ids `kind * n² + from * n + to`.
@@ -337,7 +341,10 @@ const MAX_MESSAGE_SIZE: u64 = 1 << 20;
 pub struct Scenario {
     pub algorithm: Algorithm,
     pub n: usize,
+    /// The block size, or with `auto_min` the largest automatic one.
     pub block_size: usize,
+    /// Automatic block sizes from this many bytes up to `block_size`.
+    pub auto_min: Option<usize>,
     pub sizes: Vec<u64>,
     /// Whether the root calls `close()` after its last submit.
     pub close: bool,
@@ -353,10 +360,11 @@ pub struct Scenario {
 impl Scenario {
     /// The run's cluster, its nodes creating the group as `creation` says.
     pub fn build(&self, creation: &Creation) -> Cluster {
-        let mut cluster = Cluster::with_creation(
+        let mut cluster = Cluster::with_policy(
             self.algorithm,
             self.n,
             self.block_size,
+            self.auto_min,
             &self.sizes,
             self.seed,
             creation,
@@ -421,6 +429,20 @@ impl Cluster {
         seed: u64,
         creation: &Creation,
     ) -> Self {
+        Self::with_policy(algorithm, n, block_size, None, sizes, seed, creation)
+    }
+
+    /// [`with_creation`](Self::with_creation), with automatic block sizes
+    /// from `auto_min` to `block_size` bytes if `auto_min` is given.
+    pub fn with_policy(
+        algorithm: Algorithm,
+        n: usize,
+        block_size: usize,
+        auto_min: Option<usize>,
+        sizes: &[u64],
+        seed: u64,
+        creation: &Creation,
+    ) -> Self {
         assert_eq!(creation.at.len(), n, "one creation time per node");
         let mut rng = Rng::new(seed);
         let messages = sizes.iter().map(|&s| rng.bytes(s as usize)).collect();
@@ -466,6 +488,7 @@ impl Cluster {
             algorithm,
             n,
             block_size,
+            auto_min,
             nodes,
             links: (0..n * n).map(|_| Link::default()).collect(),
             active: Vec::new(),
@@ -509,13 +532,14 @@ impl Cluster {
             return;
         }
         self.log(format_args!("{rank}: create"));
+        let block_size = self.block_policy();
         let node = &mut self.nodes[rank];
         node.created = true;
         let mut member = GroupMember::new(MemberConfig {
             algorithm: self.algorithm,
             group_size: self.n,
             rank,
-            block_size: self.block_size,
+            block_size,
             max_message_size: MAX_MESSAGE_SIZE,
             receive_window: None,
             progress_timeout: PROGRESS_TIMEOUT,
@@ -597,6 +621,23 @@ impl Cluster {
         self.drain(0);
     }
 
+    /// How the members cut messages into blocks.
+    pub fn block_policy(&self) -> BlockSize {
+        match self.auto_min {
+            Some(min) => BlockSize::Automatic {
+                min,
+                max: self.block_size,
+            },
+            None => BlockSize::Fixed(self.block_size),
+        }
+    }
+
+    /// The block size every member must use for a `size`-byte message.
+    pub fn message_block_size(&self, size: u64) -> usize {
+        let schedule = NodeSchedule::new(self.algorithm, self.n, 0).expect("valid schedule");
+        self.block_policy().for_message(&schedule, size)
+    }
+
     /// Sizes of the messages the root will submit.
     pub fn message_count(&self) -> u64 {
         self.messages.len() as u64
@@ -608,7 +649,10 @@ impl Cluster {
         let transfers: u64 = self
             .messages
             .iter()
-            .map(|m| block_count(m.len() as u64, self.block_size) as u64 * (n - 1))
+            .map(|m| {
+                let size = m.len() as u64;
+                block_count(size, self.message_block_size(size)) as u64 * (n - 1)
+            })
             .sum();
         let m = self.message_count();
         // Per transfer: delivery, receive completion, send completion and its
@@ -805,7 +849,6 @@ impl Cluster {
                 "member {me} acted after its terminal event: {action:?}"
             ));
         }
-        let bs = self.block_size;
         match action {
             Action::PostFirstBlockRecv { from } => {
                 self.check_peer(me, from);
@@ -825,7 +868,15 @@ impl Cluster {
                 size,
                 first_block,
                 first_block_len,
+                block_size,
             } => {
+                let bs = self.message_block_size(size);
+                if block_size != bs {
+                    self.bug(format_args!(
+                        "member {me} began #{seq} ({size} bytes) in blocks of {block_size}, \
+                         the group's choice is {bs}"
+                    ));
+                }
                 let node = &self.nodes[me];
                 if me == 0 {
                     self.bug(format_args!("the root began a message"));

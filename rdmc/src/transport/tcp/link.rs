@@ -679,6 +679,7 @@ async fn read_loop<R: AsyncRead>(
                 p
             }
             Entry::Vacant(e) => {
+                tracing::trace!(group = group.0, len = block_len, "block arriving");
                 let region = lock(&posted).get_mut(&group).and_then(VecDeque::pop_front);
                 let region = match region {
                     Some(r) if r.len() as u64 >= block_len => Some(r),
