@@ -8,7 +8,7 @@
 //! channel, the analogue of a completion queue).
 //!
 //! The transports: [`mem`] (in-process), [`tcp`] and, behind the cargo
-//! feature `ofi`, `ofi` (libfabric). What the two network transports share
+//! features `ofi` and `rdma`, `ofi` (libfabric) and `rdma` (RDMA verbs). What the two network transports share
 //! has one home each: [`mesh`] (the authenticated TCP mesh, the whole of
 //! `tcp`'s connections and `ofi`'s rendezvous) and [`frame`] (the signal
 //! codec).
@@ -40,6 +40,9 @@ pub(crate) mod mesh;
 #[allow(unsafe_code)]
 pub(crate) mod ofi;
 pub(crate) mod pool;
+#[cfg(feature = "rdma")]
+#[allow(unsafe_code)]
+pub(crate) mod rdma;
 pub(crate) mod tcp;
 
 use futures::future::BoxFuture;
