@@ -640,6 +640,11 @@ mod tests {
         assert_eq!(config.device.gid_index, 1);
         assert_eq!(config.device.pool_budget, 0);
         assert_eq!(config.device.flush_timeout, Duration::from_secs(1));
+        // The flush timeout is one of its limits.
+        let members: Vec<SocketAddr> = vec!["127.0.0.1:7000".parse().unwrap()];
+        let key = ClusterKey::from_bytes(*b"config unit test key").unwrap();
+        let config = RdmaConfig::new(members, NodeId(0), key);
+        assert_eq!(config.validate(), Ok(()));
         let zero = config.with_flush_timeout(Duration::ZERO).validate();
         assert_eq!(
             zero,
