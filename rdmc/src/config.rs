@@ -493,9 +493,9 @@ cluster_builders!(
 ///
 /// `members` are the members' rendezvous addresses (one per node id, in id
 /// order). The device is the first one `ibv_devices` lists unless
-/// [`with_device`](Self::with_device) names another; port 1 and GID index 0
-/// unless set (on RoCE v2, pick the index of the GID of the address the
-/// members reach each other at: `show_gids` lists them).
+/// [`with_device`](Self::with_device) names another; port 1 unless set; the
+/// GID index as [`with_gid_index`](Self::with_gid_index) says (`show_gids`
+/// lists a device's GIDs).
 ///
 /// [`Node::rdma`](crate::Node::rdma) has an example.
 #[cfg(feature = "rdma")]
@@ -539,11 +539,13 @@ impl RdmaConfig {
         self
     }
 
-    /// The GID index (default 0). Every member's GID at this index must be
-    /// reachable from the others (on RoCE v2: an IPv4-mapped or global IPv6
-    /// GID on the network the members share).
+    /// The GID index. Every member's GID at this index must be reachable
+    /// from the others (on RoCE v2: an IPv4-mapped or global IPv6 GID on
+    /// the network the members share). Default: the first RoCE v2 GID
+    /// holding an IPv4 address, else the first RoCE v2 GID, else 0
+    /// (InfiniBand).
     pub fn with_gid_index(mut self, index: u8) -> Self {
-        self.device.gid_index = index;
+        self.device.gid_index = Some(index);
         self
     }
 
@@ -626,7 +628,7 @@ mod tests {
         let config = RdmaConfig::new(members.clone(), NodeId(1), key.clone());
         assert_eq!(config.device.device, None);
         assert_eq!(config.device.port, 1);
-        assert_eq!(config.device.gid_index, 0);
+        assert_eq!(config.device.gid_index, None);
         assert_eq!(config.device.pool_budget, 1 << 30);
         assert_eq!(config.device.flush_timeout, Duration::from_secs(3));
         let config = check_cluster_builders!(RdmaConfig::new(members, NodeId(1), key))
@@ -637,7 +639,7 @@ mod tests {
             .with_flush_timeout(Duration::from_secs(1));
         assert_eq!(config.device.device.as_deref(), Some("rxe0"));
         assert_eq!(config.device.port, 2);
-        assert_eq!(config.device.gid_index, 1);
+        assert_eq!(config.device.gid_index, Some(1));
         assert_eq!(config.device.pool_budget, 0);
         assert_eq!(config.device.flush_timeout, Duration::from_secs(1));
         // The flush timeout is one of its limits.

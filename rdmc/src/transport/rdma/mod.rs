@@ -60,8 +60,10 @@
 //!   only members that proved the cluster key get a QP.
 //! * One QP per pair: a node of `n` members has `n - 1` QPs, each with
 //!   [`driver::CTRL_RECVS`] receives of 64 bytes posted.
-//! * The path MTU is the port's active MTU; GID index and port are
-//!   configuration ([`RdmaConfig`](crate::RdmaConfig)), not discovered.
+//! * The path MTU is the port's active MTU. The port is configuration
+//!   ([`RdmaConfig`](crate::RdmaConfig)); the GID index is too, or else the
+//!   first RoCE v2 GID holding an IPv4 address, else the first RoCE v2 GID,
+//!   else index 0 (InfiniBand).
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -102,8 +104,8 @@ pub(crate) struct DeviceOptions {
     pub(crate) device: Option<String>,
     /// The device's port (default 1).
     pub(crate) port: u8,
-    /// The GID index (default 0; on RoCE v2 often the index of the IPv4 GID).
-    pub(crate) gid_index: u8,
+    /// The GID index (default: chosen, see `verbs::choose_gid`).
+    pub(crate) gid_index: Option<u8>,
     /// The most bytes of spare registered receive buffers kept for reuse.
     pub(crate) pool_budget: usize,
     /// How long a shutdown waits for queued control messages to go out.
@@ -115,7 +117,7 @@ impl Default for DeviceOptions {
         DeviceOptions {
             device: None,
             port: 1,
-            gid_index: 0,
+            gid_index: None,
             pool_budget: DEFAULT_POOL_BUDGET,
             flush_timeout: DEFAULT_FLUSH_TIMEOUT,
         }

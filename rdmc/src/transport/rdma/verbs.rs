@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use sideway::ibverbs::AccessFlags;
-use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
+use sideway::ibverbs::address::{AddressHandleAttribute, Gid, GidEntry, GidType};
 use sideway::ibverbs::completion::{
     BasicCompletionQueue, CompletionChannel, GenericCompletionQueue,
 };
@@ -126,9 +126,29 @@ impl std::fmt::Debug for Device {
     }
 }
 
+/// The GID index to use on `port` when none is configured: the first RoCE
+/// v2 GID holding an IPv4 address (what a RoCE network routes), else the
+/// first RoCE v2 GID, else 0 (InfiniBand, whose GID 0 is the port's).
+fn choose_gid(ctx: &DeviceContext, port: u8) -> u8 {
+    let Ok(table) = ctx.query_gid_table() else {
+        return 0;
+    };
+    let on_port = || {
+        table
+            .iter()
+            .filter(|e| e.port_num() == u32::from(port) && e.gid_type() == GidType::RoceV2)
+    };
+    let ipv4 = |e: &&GidEntry| e.gid().raw[..12] == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+    on_port()
+        .find(ipv4)
+        .or_else(|| on_port().next())
+        .and_then(|e| u8::try_from(e.gid_index()).ok())
+        .unwrap_or(0)
+}
+
 /// Names of the machine's RDMA devices, or why there are none.
 pub(crate) fn device_names() -> Result<Vec<String>, RdmaError> {
-    let list = DeviceList::new().map_err(|e| RdmaError::NoDevice(e.to_string()))?;
+    let list = DeviceList::new().map_err(|e| RdmaError::NoDevice(error_chain(&e)))?;
     let names: Vec<String> = list.iter().map(|d| d.name()).collect();
     if names.is_empty() {
         return Err(RdmaError::NoDevice("the device list is empty".into()));
@@ -139,7 +159,7 @@ pub(crate) fn device_names() -> Result<Vec<String>, RdmaError> {
 impl Device {
     /// Open the configured device with a CQ of `cqe` entries.
     pub(super) fn open(options: &DeviceOptions, cqe: u32) -> Result<Self, RdmaError> {
-        let list = DeviceList::new().map_err(|e| RdmaError::NoDevice(e.to_string()))?;
+        let list = DeviceList::new().map_err(|e| RdmaError::NoDevice(error_chain(&e)))?;
         let found: Vec<String> = list.iter().map(|d| d.name()).collect();
         let device = match &options.device {
             Some(wanted) => list.iter().find(|d| &d.name() == wanted).ok_or_else(|| {
@@ -155,7 +175,11 @@ impl Device {
         };
         let name = device.name();
         let ctx = device.open().map_err(|e| verbs_err("ibv_open_device", e))?;
-        let (port, gid_index) = (options.port, options.gid_index);
+        let port = options.port;
+        let gid_index = match options.gid_index {
+            Some(index) => index,
+            None => choose_gid(&ctx, port),
+        };
         let bad_port = |reason: String| RdmaError::BadPort {
             device: name.clone(),
             port,
