@@ -25,8 +25,8 @@
 //!   received or sent, a signal arrived, a transfer or a peer failed.
 //! - [`frame::Header`]: the 32-byte frame header on the wire: on `tcp` a
 //!   data chunk, a signal or a heartbeat; `ofi` embeds signal frames.
-//! - `ofi::wire::ControlMessage`: a message on an `ofi` control endpoint —
-//!   a signal, a credit, a block header or a heartbeat.
+//! - `wire::ControlMessage`: a control message of `ofi` and `rdma` — a
+//!   signal, a credit, a block header or a heartbeat.
 //!
 //! Inside a transport, `tcp::link::Outgoing` is an item of a link's write
 //! queue and `ofi::driver::Cmd` a request to the fabric driver task.
@@ -43,7 +43,11 @@ pub(crate) mod pool;
 #[cfg(feature = "rdma")]
 #[allow(unsafe_code)]
 pub(crate) mod rdma;
+#[cfg(any(feature = "ofi", feature = "rdma"))]
+pub(crate) mod slots;
 pub(crate) mod tcp;
+#[cfg(any(feature = "ofi", feature = "rdma"))]
+pub(crate) mod wire;
 
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;

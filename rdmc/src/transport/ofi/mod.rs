@@ -100,7 +100,7 @@ mod fuzz_tests;
 mod setup;
 #[cfg(test)]
 mod tests;
-mod wire;
+use super::wire;
 
 use std::time::Duration;
 

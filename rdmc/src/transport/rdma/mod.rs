@@ -73,9 +73,7 @@ mod setup;
 #[cfg(test)]
 mod tests;
 mod verbs;
-/// The control messages: the `ofi` transport's 64-byte wire format, shared.
-#[path = "../ofi/wire.rs"]
-mod wire;
+use super::wire;
 
 use std::time::Duration;
 

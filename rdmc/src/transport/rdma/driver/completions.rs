@@ -142,13 +142,7 @@ impl Driver {
         }
         // Every request of the QP is gone with it: what they held can go.
         p.writes.clear();
-        self.credits.retain(|(p, _), _| *p != peer);
-        for (i, entry) in self.slots.iter_mut().enumerate() {
-            if entry.as_ref().is_some_and(|s| s.from == peer) {
-                *entry = None;
-                self.free_slots.push(i as u32);
-            }
-        }
+        self.slots.drop_peer(peer);
         self.emit(Completion::PeerDown { node: peer });
     }
 

@@ -203,12 +203,7 @@ impl Driver {
                 from,
                 signal,
             }),
-            ControlMessage::Credit(credit) => {
-                self.credits
-                    .entry((from, credit.group))
-                    .or_default()
-                    .push_back(credit);
-            }
+            ControlMessage::Credit(credit) => self.slots.add_credit(from, credit),
             ControlMessage::BlockHeader {
                 group,
                 slot,

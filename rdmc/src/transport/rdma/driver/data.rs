@@ -3,20 +3,19 @@
 //! and of a root's messages, and delivery once a block's header and its
 //! write are both in.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use sideway::ibverbs::AccessFlags;
 use sideway::ibverbs::queue_pair::{
     PostSendGuard, QueuePair, SetScatterGatherEntry, WorkRequestFlags,
 };
-use tokio::time::Instant;
 
 use super::control::Posted;
 use super::{Driver, WRITES_IN_FLIGHT, WrKind, wr_id};
 use crate::ids::{GroupId, NodeId};
 use crate::transport::rdma::verbs::{Mr, RdmaError, error_chain, verbs_err};
 use crate::transport::rdma::wire::{ControlMessage, Credit};
+use crate::transport::slots::NoSlot;
 use crate::transport::{BlockRef, Completion, MessageBuffer, RecvRegion};
 
 /// A block write waiting for room, or in flight.
@@ -28,22 +27,6 @@ pub(crate) struct WriteOp {
     pub(super) credit: Credit,
     /// The root message's registration, kept while the write is in flight.
     pub(super) _root: Option<Arc<RootRegistration>>,
-}
-
-/// A receive this node posted: its credit is (or is about to be) with the
-/// peer, which sends its header and writes the block into it.
-#[derive(Debug)]
-pub(crate) struct RecvSlot {
-    pub(super) group: GroupId,
-    pub(super) from: NodeId,
-    /// The memory; `None` once retired (the group was released here).
-    pub(super) region: Option<RecvRegion>,
-    /// Kept alive while the peer may still write into a retired slot.
-    pub(super) _keep: Option<Arc<MessageBuffer>>,
-    pub(super) written: bool,
-    /// The write's length, as its completion reported it.
-    pub(super) written_len: Option<u64>,
-    pub(super) header: Option<(u64, u64)>,
 }
 
 /// A root's whole message, registered once for all its block writes.
@@ -133,19 +116,7 @@ impl Driver {
             }
         };
         let len = region.len() as u64;
-        let slot = self.free_slots.pop().unwrap_or_else(|| {
-            self.slots.push(None);
-            (self.slots.len() - 1) as u32
-        });
-        self.slots[slot as usize] = Some(RecvSlot {
-            group,
-            from,
-            region: Some(region),
-            _keep: None,
-            written: false,
-            written_len: None,
-            header: None,
-        });
+        let slot = self.slots.insert(group, from, region);
         let credit = Credit {
             group,
             slot,
@@ -158,22 +129,8 @@ impl Driver {
     }
 
     pub(super) fn release(&mut self, group: GroupId) {
-        self.credits.retain(|(_, g), _| *g != group);
+        self.slots.release(group);
         self.root_registrations.remove(&group);
-        for (i, entry) in self.slots.iter_mut().enumerate() {
-            let Some(slot) = entry.as_mut().filter(|s| s.group == group) else {
-                continue;
-            };
-            if slot.written || slot.region.is_none() {
-                // Nothing more will land here.
-                *entry = None;
-                self.free_slots.push(i as u32);
-            } else {
-                // The peer may still write into it: keep the memory until
-                // the write lands or the peer is gone, but report nothing.
-                slot._keep = slot.region.take().map(|r| Arc::clone(r.buffer()));
-            }
-        }
     }
 
     /// The sender's half: take the receiver's credit, send the block's
@@ -188,11 +145,7 @@ impl Driver {
         if !self.usable(to) {
             return self.unreachable(group, to);
         }
-        let Some(credit) = self
-            .credits
-            .get_mut(&(to, group))
-            .and_then(VecDeque::pop_front)
-        else {
+        let Some(credit) = self.slots.take_credit(to, group) else {
             return self.emit(Completion::TransferFailed {
                 group,
                 peer: to,
@@ -341,78 +294,27 @@ impl Driver {
         len: u64,
         immediate: u64,
     ) {
-        let Some(s) = self
-            .slots
-            .get_mut(slot as usize)
-            .and_then(Option::as_mut)
-            .filter(|s| s.from == from && s.group == group && s.header.is_none())
-        else {
-            tracing::warn!(peer = from.0, slot, "a block header for no posted receive");
-            return self.emit(Completion::TransferFailed {
-                group,
-                peer: from,
-                error: "block without a posted receive",
-            });
-        };
-        s.header = Some((len, immediate));
-        if len == 0 {
-            s.written = true;
-            s.written_len = Some(0);
+        match self.slots.header(from, group, slot, len, immediate) {
+            Ok(done) => done.into_iter().for_each(|c| self.emit(c)),
+            Err(NoSlot) => {
+                tracing::warn!(peer = from.0, slot, "a block header for no posted receive");
+                self.emit(Completion::TransferFailed {
+                    group,
+                    peer: from,
+                    error: "block without a posted receive",
+                });
+            }
         }
-        self.maybe_complete(slot);
     }
 
     /// A block write of `len` bytes with immediate `slot` (host order) landed.
     pub(super) fn written(&mut self, from: NodeId, slot: u32, len: u64) {
-        match self.slots.get_mut(slot as usize).and_then(Option::as_mut) {
-            Some(s) if !s.written && s.from == from => {
-                s.written = true;
-                s.written_len = Some(len);
-                if let Some(p) = self.peers.get_mut(&from) {
-                    p.clock.heard(Instant::now());
-                }
-                self.maybe_complete(slot);
-            }
-            _ => {
+        match self.slots.written(slot, Some(from), Some(len)) {
+            Ok((_, done)) => done.into_iter().for_each(|c| self.emit(c)),
+            Err(NoSlot) => {
                 tracing::warn!(peer = from.0, slot, "a write landed in no posted receive");
                 self.peer_failed(from, "a block write into no posted receive");
             }
         }
-    }
-
-    /// Deliver a slot's block once both its write and its header are in.
-    fn maybe_complete(&mut self, slot: u32) {
-        let entry = &mut self.slots[slot as usize];
-        let done = entry
-            .as_ref()
-            .is_some_and(|s| s.written && (s.header.is_some() || s.region.is_none()));
-        if !done {
-            return;
-        }
-        let s = entry.take().expect("checked");
-        self.free_slots.push(slot);
-        let (Some(region), Some((len, immediate))) = (s.region, s.header) else {
-            return; // retired: the group is over here
-        };
-        if len > region.len() as u64 || s.written_len != Some(len) {
-            return self.emit(Completion::TransferFailed {
-                group: s.group,
-                peer: s.from,
-                error: "a block's write and header disagree on its length",
-            });
-        }
-        tracing::trace!(
-            group = s.group.0,
-            from = s.from.0,
-            slot,
-            len,
-            "block received"
-        );
-        self.emit(Completion::Received {
-            group: s.group,
-            from: s.from,
-            immediate,
-            len: len as usize,
-        });
     }
 }

@@ -31,14 +31,15 @@ use tokio::time::Instant;
 
 use super::ffi::Notifier;
 use super::verbs::{Device, Qp};
-use super::wire::{ControlMessage, Credit, MSG_LEN};
+use super::wire::{ControlMessage, MSG_LEN};
 use crate::ids::{GroupId, NodeId};
 use crate::transport::liveness::{Liveness, PeerClock};
+use crate::transport::slots::SlotTable;
 use crate::transport::{BlockRef, Completion, CompletionSender, RecvRegion, Signal};
 use crate::wait::{CompletionMode, Next, WaitPolicy};
 
 pub(crate) use self::control::ControlPool;
-use self::data::{RecvSlot, RootRegistration, WriteOp};
+use self::data::{RootRegistration, WriteOp};
 
 /// Receives kept posted per QP (control messages and block writes each
 /// consume one). More than a peer can have in flight
@@ -165,9 +166,8 @@ pub(crate) struct Driver {
     /// When peers are down, and when they are due a heartbeat.
     liveness: Liveness,
     next_liveness_check: Instant,
-    slots: Vec<Option<RecvSlot>>,
-    free_slots: Vec<u32>,
-    credits: HashMap<(NodeId, GroupId), VecDeque<Credit>>,
+    /// Receive slots, and the credits peers gave.
+    slots: SlotTable,
     /// Per group, the registration of the message its root sends now.
     root_registrations: HashMap<GroupId, Arc<RootRegistration>>,
     next_write: u32,
@@ -204,9 +204,7 @@ impl Driver {
             mode,
             liveness: Liveness::new(failure_timeout),
             next_liveness_check: Instant::now(),
-            slots: Vec::new(),
-            free_slots: Vec::new(),
-            credits: HashMap::new(),
+            slots: SlotTable::default(),
             root_registrations: HashMap::new(),
             next_write: 0,
             flushing: None,
