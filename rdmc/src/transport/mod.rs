@@ -29,9 +29,11 @@
 //!   signal, a credit, a block header or a heartbeat.
 //!
 //! Inside a transport, `tcp::link::Outgoing` is an item of a link's write
-//! queue and `ofi::driver::Cmd` a request to the fabric driver task.
+//! queue and `driven::Cmd` a request to the `ofi` or `rdma` driver task.
 
 pub(crate) mod buffer;
+#[cfg(any(feature = "ofi", feature = "rdma"))]
+pub(crate) mod driven;
 pub(crate) mod frame;
 pub(crate) mod liveness;
 pub mod mem;

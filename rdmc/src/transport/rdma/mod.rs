@@ -77,13 +77,7 @@ use super::wire;
 
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use tokio::sync::{mpsc, oneshot};
-
-use self::driver::Cmd;
 pub(crate) use super::pool::BufferPool;
-use super::{BlockRef, Completion, CompletionSender, MessageBuffer, RecvRegion, Signal, Transport};
-use crate::ids::{GroupId, NodeId};
 
 pub(crate) use self::setup::establish;
 pub use self::verbs::RdmaError;
@@ -124,71 +118,4 @@ impl Default for DeviceOptions {
 
 /// One node's queue pairs, as the runtime sees them: every call is handed,
 /// in order, to the node's verbs driver task.
-#[derive(Debug)]
-pub(crate) struct RdmaEndpoint {
-    commands: mpsc::UnboundedSender<Cmd>,
-    completions: CompletionSender,
-    flush_timeout: Duration,
-    task: Option<tokio::task::JoinHandle<()>>,
-    pool: BufferPool,
-}
-
-impl RdmaEndpoint {
-    fn command(&self, cmd: Cmd, group: GroupId, peer: NodeId) {
-        if self.commands.send(cmd).is_err() {
-            let _ = self.completions.send(Completion::TransferFailed {
-                group,
-                peer,
-                error: "the verbs driver is gone",
-            });
-        }
-    }
-}
-
-impl Transport for RdmaEndpoint {
-    fn post_recv(&mut self, group: GroupId, from: NodeId, region: RecvRegion) {
-        let cmd = Cmd::PostRecv {
-            group,
-            from,
-            region,
-        };
-        self.command(cmd, group, from);
-    }
-
-    fn post_send(&mut self, group: GroupId, to: NodeId, block: BlockRef, immediate: u64) {
-        let cmd = Cmd::PostSend {
-            group,
-            to,
-            block,
-            immediate,
-        };
-        self.command(cmd, group, to);
-    }
-
-    fn send_signal(&mut self, group: GroupId, to: NodeId, signal: Signal) {
-        self.command(Cmd::Signal { group, to, signal }, group, to);
-    }
-
-    fn release_group(&mut self, group: GroupId) {
-        let _ = self.commands.send(Cmd::Release { group });
-    }
-
-    fn alloc_buffer(&mut self, len: usize) -> std::sync::Arc<MessageBuffer> {
-        self.pool.alloc(len)
-    }
-
-    fn flush(&mut self) -> BoxFuture<'static, ()> {
-        let (done, flushed) = oneshot::channel();
-        let _ = self.commands.send(Cmd::Flush {
-            done,
-            limit: self.flush_timeout,
-        });
-        let task = self.task.take();
-        Box::pin(async move {
-            let _ = flushed.await;
-            if let Some(task) = task {
-                let _ = task.await;
-            }
-        })
-    }
-}
+pub(crate) type RdmaEndpoint = super::driven::DrivenEndpoint<driver::Extra>;

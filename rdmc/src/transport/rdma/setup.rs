@@ -172,12 +172,12 @@ pub(crate) async fn establish(
     );
     let span = tracing::debug_span!("rdmc_rdma", node = me.0);
     let task = tokio::spawn(tracing::Instrument::instrument(driver.run(), span));
-    let endpoint = RdmaEndpoint {
+    let endpoint = RdmaEndpoint::new(
         commands,
         completions,
-        flush_timeout: options.flush_timeout,
-        task: Some(task),
-        pool: super::BufferPool::new(options.pool_budget),
-    };
+        options.flush_timeout,
+        task,
+        super::BufferPool::new(options.pool_budget),
+    );
     Ok((endpoint, queue))
 }

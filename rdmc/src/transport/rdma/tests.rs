@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 
-use super::driver::{Cmd, WrKind, parse_wr_id, wr_id};
+use super::driver::{Cmd, Extra, WrKind, parse_wr_id, wr_id};
 use super::verbs::QpAddress;
 use super::{RdmaEndpoint, device_names};
 use crate::config::{GroupConfig, NodeConfig, RdmaConfig};
@@ -159,7 +159,9 @@ async fn a_qp_in_the_error_state_fails_the_group_once_per_member() {
         assert!(m.data == first);
     }
     // Node 1's QP to node 2 breaks.
-    breakers[1].send(Cmd::BreakQp { peer: NodeId(2) }).unwrap();
+    breakers[1]
+        .send(Cmd::Extra(Extra::BreakQp { peer: NodeId(2) }))
+        .unwrap();
     let second = root.send(bytes::Bytes::from(vec![9u8; 300 * 1024]));
     let outcome = tokio::time::timeout(Duration::from_secs(30), async {
         let root_error = second

@@ -44,7 +44,7 @@ use super::wire::{ControlMessage, MSG_LEN};
 use crate::ids::{GroupId, NodeId};
 use crate::transport::liveness::{Liveness, PeerClock};
 use crate::transport::slots::SlotTable;
-use crate::transport::{BlockRef, Completion, CompletionSender, RecvRegion, Signal};
+use crate::transport::{Completion, CompletionSender};
 use crate::wait::{CompletionMode, Next, WaitPolicy};
 
 pub(crate) use self::control::ControlPool;
@@ -66,33 +66,7 @@ const WRITES_IN_FLIGHT: usize = 16;
 /// Most commands and completions handled before yielding.
 const BATCH: usize = 256;
 
-/// What the runtime asks of the driver.
-#[derive(Debug)]
-pub(crate) enum Cmd {
-    PostRecv {
-        group: GroupId,
-        from: NodeId,
-        region: RecvRegion,
-    },
-    PostSend {
-        group: GroupId,
-        to: NodeId,
-        block: BlockRef,
-        immediate: u64,
-    },
-    Signal {
-        group: GroupId,
-        to: NodeId,
-        signal: Signal,
-    },
-    Release {
-        group: GroupId,
-    },
-    Flush {
-        done: oneshot::Sender<()>,
-        limit: Duration,
-    },
-}
+pub(crate) use crate::transport::driven::Cmd;
 
 /// One connected peer.
 #[derive(Debug)]
@@ -325,6 +299,7 @@ impl Driver {
             Cmd::Flush { done, limit } => {
                 self.flushing = Some((done, Instant::now() + limit));
             }
+            Cmd::Extra(never) => match never {},
         }
     }
 

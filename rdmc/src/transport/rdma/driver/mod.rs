@@ -35,7 +35,7 @@ use super::wire::{ControlMessage, MSG_LEN};
 use crate::ids::{GroupId, NodeId};
 use crate::transport::liveness::{Liveness, PeerClock};
 use crate::transport::slots::SlotTable;
-use crate::transport::{BlockRef, Completion, CompletionSender, RecvRegion, Signal};
+use crate::transport::{Completion, CompletionSender};
 use crate::wait::{CompletionMode, Next, WaitPolicy};
 
 pub(crate) use self::control::ControlPool;
@@ -53,38 +53,19 @@ pub(crate) const WRITES_IN_FLIGHT: usize = 16;
 /// Most commands and completions handled before yielding.
 const BATCH: usize = 256;
 
-/// What the runtime asks of the driver.
+/// What the runtime (and, in tests, a test) asks of the driver.
+pub(crate) type Cmd = crate::transport::driven::Cmd<Extra>;
+
+/// The driver's own commands: none, except in tests.
+#[cfg(not(test))]
+pub(crate) type Extra = std::convert::Infallible;
+
+/// The driver's own commands, in tests.
+#[cfg(test)]
 #[derive(Debug)]
-pub(crate) enum Cmd {
-    PostRecv {
-        group: GroupId,
-        from: NodeId,
-        region: RecvRegion,
-    },
-    PostSend {
-        group: GroupId,
-        to: NodeId,
-        block: BlockRef,
-        immediate: u64,
-    },
-    Signal {
-        group: GroupId,
-        to: NodeId,
-        signal: Signal,
-    },
-    Release {
-        group: GroupId,
-    },
-    Flush {
-        done: oneshot::Sender<()>,
-        limit: Duration,
-    },
-    /// Tests: move the QP to `peer` to the error state, as a device fault
-    /// would.
-    #[cfg(test)]
-    BreakQp {
-        peer: NodeId,
-    },
+pub(crate) enum Extra {
+    /// Move the QP to `peer` to the error state, as a device fault would.
+    BreakQp { peer: NodeId },
 }
 
 /// What a work request is, in the top byte of its id.
@@ -309,8 +290,19 @@ impl Driver {
             Cmd::Flush { done, limit } => {
                 self.flushing = Some((done, Instant::now() + limit));
             }
-            #[cfg(test)]
-            Cmd::BreakQp { peer } => {
+            Cmd::Extra(extra) => self.on_extra(extra),
+        }
+    }
+
+    #[cfg(not(test))]
+    fn on_extra(&mut self, never: Extra) {
+        match never {}
+    }
+
+    #[cfg(test)]
+    fn on_extra(&mut self, extra: Extra) {
+        match extra {
+            Extra::BreakQp { peer } => {
                 if let Some(qp) = self.peers.get_mut(&peer).and_then(|p| p.qp.as_mut()) {
                     qp.move_to_error().expect("ibv_modify_qp(ERR)");
                 }
