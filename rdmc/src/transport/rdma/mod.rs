@@ -40,18 +40,23 @@
 //!   uses (the cluster key's HMAC handshake, and its admission rules): each
 //!   pair swaps QP number, LID, GID and first packet sequence number there,
 //!   moves its QP through INIT (receives posted) → RTR → RTS, and meets at a
-//!   barrier before the mesh is closed, so nobody sends to a QP not yet
-//!   ready to receive.
+//!   barrier, so nobody sends to a QP not yet ready to receive. The mesh's
+//!   listener then closes; its connections stay open (see below).
 //!
 //! # Failures
 //!
 //! An error completion (a flushed request of a QP in the error state, a
 //! retry count exceeded because the peer's QP is gone, a remote access
-//! error), or a peer silent for the failure timeout (heartbeats go out on
-//! idle QPs) makes the peer down: its QP is moved to the error state and
+//! error), the peer's rendezvous connection closing (the authenticated TCP
+//! connection stays open, unused, after set-up: the kernel closes it the
+//! moment the peer's process dies, which RC queue pairs would only learn
+//! after their retries — the part `rdma_cm`'s disconnect plays elsewhere),
+//! or a peer silent for the failure timeout (heartbeats go out on idle
+//! QPs) makes the peer down: its QP is moved to the error state and
 //! destroyed — after which the device touches none of the memory posted
-//! for it — and the runtime gets one
-//! [`Completion::PeerDown`](super::Completion), as on the other transports.
+//! for it — its rendezvous connection is closed, so the peer learns too,
+//! and the runtime gets one [`Completion::PeerDown`](super::Completion), as
+//! on the other transports.
 //!
 //! # Known limits
 //!

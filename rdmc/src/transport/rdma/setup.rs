@@ -7,7 +7,8 @@
 //! number to send to. Each pair swaps (QP number, first packet sequence
 //! number, LID, GID); both move their QP to RTR and RTS; then each sends
 //! one byte and waits for the other's, so neither sends before the other's
-//! QP is ready to receive. Then the mesh is closed.
+//! QP is ready to receive. Then the mesh's listener closes; its
+//! connections stay open, watched, to tell a peer's death at once.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -54,6 +55,21 @@ async fn barrier(stream: &mut TcpStream) -> std::io::Result<()> {
             format!("barrier byte {other:#x}"),
         )),
     }
+}
+
+/// Wait until the peer closes its rendezvous connection (or it breaks),
+/// then say so. Nothing more is sent on it; the driver aborts this task —
+/// closing the connection, which tells the peer — when the peer is down
+/// or the node stops.
+async fn watch(peer: NodeId, mut stream: TcpStream, closed: mpsc::UnboundedSender<NodeId>) {
+    let mut buf = [0u8; 64];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {} // nothing is expected; ignore it
+        }
+    }
+    let _ = closed.send(peer);
 }
 
 /// Start the node's verbs side; returns its transport and completion queue.
@@ -145,6 +161,15 @@ pub(crate) async fn establish(
         r.map_err(|_| transport_error("barrier", format!("node {peer} timed out")))?
             .map_err(|e| transport_error("barrier", format!("node {peer}: {e}")))?;
     }
+    // The authenticated connections stay open, watched: a peer whose
+    // process dies has them closed by its kernel at once, which RC queue
+    // pairs would only find out after their retries (or the failure
+    // timeout) — the role `rdma_cm`'s disconnect plays elsewhere.
+    let (closed_tx, link_closed) = mpsc::unbounded_channel();
+    let watchers = std::mem::take(&mut mesh.peers)
+        .into_iter()
+        .map(|(peer, stream)| (peer, tokio::spawn(watch(peer, stream, closed_tx.clone()))))
+        .collect();
     drop(mesh);
     let peers = connected
         .into_iter()
@@ -169,7 +194,8 @@ pub(crate) async fn establish(
         completions.clone(),
         mode,
         failure_timeout,
-    );
+    )
+    .with_links(link_closed, watchers);
     let span = tracing::debug_span!("rdmc_rdma", node = me.0);
     let task = tokio::spawn(tracing::Instrument::instrument(driver.run(), span));
     let endpoint = RdmaEndpoint::new(

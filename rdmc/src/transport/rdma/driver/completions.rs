@@ -142,6 +142,10 @@ impl Driver {
         }
         // Every request of the QP is gone with it: what they held can go.
         p.writes.clear();
+        // Close the rendezvous connection: the peer learns at once.
+        if let Some(watcher) = self.watchers.remove(&peer) {
+            watcher.abort();
+        }
         self.slots.drop_peer(peer);
         self.emit(Completion::PeerDown { node: peer });
     }
@@ -172,6 +176,10 @@ impl Drop for Driver {
         for p in self.peers.values_mut() {
             drop(p.qp.take());
             p.writes.clear();
+        }
+        // Close the rendezvous connections: peers learn at once.
+        for (_, watcher) in self.watchers.drain() {
+            watcher.abort();
         }
         self.slots.clear();
         // Read (and acknowledge) any pending channel event, then drop the

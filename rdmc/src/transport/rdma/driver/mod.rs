@@ -153,6 +153,11 @@ pub(crate) struct Driver {
     root_registrations: HashMap<GroupId, Arc<RootRegistration>>,
     next_write: u32,
     flushing: Option<(oneshot::Sender<()>, Instant)>,
+    /// Peers whose rendezvous connection closed (their process is gone),
+    /// and the tasks watching those connections (aborted — closing the
+    /// connection — when the peer is down or the driver ends).
+    link_closed: Option<mpsc::UnboundedReceiver<NodeId>>,
+    watchers: HashMap<NodeId, tokio::task::JoinHandle<()>>,
     pub(crate) device: Arc<Device>,
 }
 
@@ -189,7 +194,40 @@ impl Driver {
             root_registrations: HashMap::new(),
             next_write: 0,
             flushing: None,
+            link_closed: None,
+            watchers: HashMap::new(),
             device,
+        }
+    }
+
+    /// Watch the peers' rendezvous connections: `closed` names a peer whose
+    /// connection closed; `watchers` are the tasks watching them.
+    pub(crate) fn with_links(
+        mut self,
+        closed: mpsc::UnboundedReceiver<NodeId>,
+        watchers: HashMap<NodeId, tokio::task::JoinHandle<()>>,
+    ) -> Self {
+        self.link_closed = Some(closed);
+        self.watchers = watchers;
+        self
+    }
+
+    /// Peers whose connection closed are down — after the completions that
+    /// came before are read (a peer's last messages are in the CQ before
+    /// its connection closes).
+    fn check_links(&mut self) {
+        let mut closed = Vec::new();
+        if let Some(links) = self.link_closed.as_mut() {
+            while let Ok(peer) = links.try_recv() {
+                closed.push(peer);
+            }
+        }
+        if closed.is_empty() {
+            return;
+        }
+        self.poll_cq();
+        for peer in closed {
+            self.peer_failed(peer, "its rendezvous connection closed");
         }
     }
 
@@ -213,6 +251,7 @@ impl Driver {
                 work += 1;
             }
             work += self.poll_cq();
+            self.check_links();
             self.retry_backlogs();
             if Instant::now() >= self.next_liveness_check {
                 self.check_liveness();
@@ -246,6 +285,14 @@ impl Driver {
             let deadline = self.flushing.as_ref().map(|(_, at)| *at);
             let liveness = self.next_liveness_check;
             let notifier = self.notifier.as_ref().expect("open");
+            let links = self.link_closed.as_mut();
+            let has_links = links.is_some();
+            let link_closed = async move {
+                match links {
+                    Some(links) => links.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 cmd = self.commands.recv() => match cmd {
                     Some(cmd) => self.on_command(cmd),
@@ -259,6 +306,13 @@ impl Driver {
                         guard.clear_ready();
                     }
                 }
+                peer = link_closed, if has_links => match peer {
+                    Some(peer) => {
+                        self.poll_cq();
+                        self.peer_failed(peer, "its rendezvous connection closed");
+                    }
+                    None => self.link_closed = None,
+                },
                 () = tokio::time::sleep_until(liveness) => {}
                 () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)),
                     if deadline.is_some() => {}
