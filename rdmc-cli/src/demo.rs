@@ -36,8 +36,8 @@ pub(crate) struct DemoArgs {
     /// Algorithm, or `all` to run each in turn.
     #[arg(long, default_value = "binomial-pipeline")]
     algorithm: AlgorithmChoice,
-    /// Transport connecting the members (`ofi` needs a build with the
-    /// `ofi` feature).
+    /// Transport connecting the members (`ofi` and `rdma` need a build
+    /// with the feature of the same name).
     #[arg(long, value_enum, default_value_t = TransportChoice::Mem)]
     transport: TransportChoice,
     /// With `--transport ofi`: the libfabric provider (as `fi_info -l`
@@ -126,6 +126,9 @@ enum TransportChoice {
     /// data, one completion queue per node) on loopback; needs the `ofi`
     /// feature.
     Ofi,
+    /// RDMA verbs on the machine's first RDMA device (rendezvous on
+    /// loopback); needs the `rdma` feature.
+    Rdma,
 }
 
 impl TransportChoice {
@@ -134,6 +137,7 @@ impl TransportChoice {
             TransportChoice::Mem => "mem",
             TransportChoice::Tcp => "tcp",
             TransportChoice::Ofi => "ofi",
+            TransportChoice::Rdma => "rdma",
         }
     }
 }
@@ -262,7 +266,7 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
     let baseline = match (args.baseline, args.transport) {
         (false, _) => None,
         (true, TransportChoice::Mem) => Some(("memcpy", memcpy_baseline(&messages, args.nodes))),
-        (true, TransportChoice::Tcp | TransportChoice::Ofi) => {
+        (true, TransportChoice::Tcp | TransportChoice::Ofi | TransportChoice::Rdma) => {
             match crate::tcp_copy::plain_copy_seconds(&messages, args.nodes) {
                 Ok((seconds, cpu)) => {
                     baseline_cpu = Some(cpu);
@@ -602,6 +606,7 @@ async fn start_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<Vec<
             .map_err(|e| e.to_string())
         }
         TransportChoice::Ofi => start_ofi_nodes(args, n, config).await,
+        TransportChoice::Rdma => start_rdma_nodes(n, config).await,
     }
 }
 
@@ -648,6 +653,24 @@ async fn start_ofi_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<
 #[cfg(not(feature = "ofi"))]
 async fn start_ofi_nodes(_: &DemoArgs, _: u32, _: NodeConfig) -> Result<Vec<Node>, String> {
     Err(crate::NO_OFI.to_owned())
+}
+
+/// Start `n` nodes on the `rdma` transport, rendezvous on loopback.
+#[cfg(feature = "rdma")]
+async fn start_rdma_nodes(n: u32, config: NodeConfig) -> Result<Vec<Node>, String> {
+    let (listeners, members, key) = loopback_cluster(n)?;
+    futures::future::try_join_all(listeners.into_iter().enumerate().map(|(id, listener)| {
+        let rdma = rdmc::RdmaConfig::new(members.clone(), NodeId(id as u32), key.clone())
+            .with_listener(listener);
+        Node::rdma(rdma, config.clone())
+    }))
+    .await
+    .map_err(|e| e.to_string())
+}
+
+#[cfg(not(feature = "rdma"))]
+async fn start_rdma_nodes(_: u32, _: NodeConfig) -> Result<Vec<Node>, String> {
+    Err(crate::NO_RDMA.to_owned())
 }
 
 /// The demo's cluster key: its members are all in this process.

@@ -31,6 +31,11 @@ mod tcp_copy;
 const NO_OFI: &str = "this rdmc was built without the `ofi` transport; \
                       rebuild with `cargo build --features ofi` (needs libfabric-dev)";
 
+/// The error for `--transport rdma` in a build without the `rdma` feature.
+#[cfg_attr(feature = "rdma", allow(dead_code))]
+const NO_RDMA: &str = "this rdmc was built without the `rdma` transport; \
+                       rebuild with `cargo build --features rdma` (needs cmake, libclang-dev)";
+
 /// RDMC: reliable multicast of large objects.
 #[derive(Debug, Parser)]
 #[command(name = "rdmc", version, about)]

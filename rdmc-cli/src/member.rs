@@ -79,8 +79,9 @@ pub(crate) struct MemberArgs {
     /// One JSON object per line instead of text.
     #[arg(long)]
     json: bool,
-    /// Transport between the members: `tcp`, or `ofi` (libfabric; needs a
-    /// build with the `ofi` feature). The members file lists rendezvous
+    /// Transport between the members: `tcp`, `ofi` (libfabric) or `rdma`
+    /// (RDMA verbs on the first RDMA device); `ofi` and `rdma` need a build
+    /// with the feature of the same name. The members file lists rendezvous
     /// addresses either way; with `ofi` the fabric endpoints bind to the
     /// same IP.
     #[arg(long, value_enum, default_value_t = Transport::Tcp)]
@@ -111,6 +112,8 @@ enum Transport {
     Tcp,
     /// libfabric: RDMA-style endpoints (the `ofi` feature).
     Ofi,
+    /// RDMA verbs: an RC queue pair per pair of members (the `rdma` feature).
+    Rdma,
 }
 
 fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
@@ -398,6 +401,10 @@ async fn member(args: &MemberArgs, prepared: Prepared) -> Result<(), String> {
             let timeouts = (connect_timeout, failure_timeout);
             start_ofi(args, members.clone(), key, timeouts, node_config).await?
         }
+        Transport::Rdma => {
+            let timeouts = (connect_timeout, failure_timeout);
+            start_rdma(args, members.clone(), key, timeouts, node_config).await?
+        }
     }
     .map_err(|e| e.to_string())?;
     let ids: Vec<NodeId> = (0..members.len() as u32).map(NodeId).collect();
@@ -442,6 +449,31 @@ async fn start_ofi(
     _: NodeConfig,
 ) -> Result<Result<Node, rdmc::Error>, String> {
     Err(crate::NO_OFI.to_owned())
+}
+
+#[cfg(feature = "rdma")]
+async fn start_rdma(
+    args: &MemberArgs,
+    members: Vec<SocketAddr>,
+    key: ClusterKey,
+    (connect_timeout, failure_timeout): (Duration, Duration),
+    node_config: NodeConfig,
+) -> Result<Result<Node, rdmc::Error>, String> {
+    let config = rdmc::RdmaConfig::new(members, NodeId(args.rank), key)
+        .with_connect_timeout(connect_timeout)
+        .with_failure_timeout(failure_timeout);
+    Ok(Node::rdma(config, node_config).await)
+}
+
+#[cfg(not(feature = "rdma"))]
+async fn start_rdma(
+    _: &MemberArgs,
+    _: Vec<SocketAddr>,
+    _: ClusterKey,
+    _: (Duration, Duration),
+    _: NodeConfig,
+) -> Result<Result<Node, rdmc::Error>, String> {
+    Err(crate::NO_RDMA.to_owned())
 }
 
 /// The group's part: send the inputs (root) or write the messages to `out`

@@ -147,6 +147,11 @@ pub enum Error {
     /// The node could not join its transport.
     #[error("transport: {0}")]
     Transport(String),
+    /// The `rdma` transport cannot run here: no RDMA device, or not the
+    /// configured one, or its port or GID index is unusable (feature `rdma`).
+    #[cfg(feature = "rdma")]
+    #[error("rdma: {0}")]
+    Rdma(#[from] crate::transport::rdma::RdmaError),
     /// The node has shut down.
     #[error("node {0} has shut down")]
     NodeShutDown(NodeId),
@@ -222,6 +227,8 @@ impl From<Error> for std::io::Error {
             Error::MembershipMismatch { .. } => ErrorKind::InvalidData,
             Error::CreateTimedOut { .. } => ErrorKind::TimedOut,
             Error::Transport(_) => ErrorKind::Other,
+            #[cfg(feature = "rdma")]
+            Error::Rdma(_) => ErrorKind::NotFound,
         };
         std::io::Error::new(kind, e)
     }

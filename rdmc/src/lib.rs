@@ -61,6 +61,8 @@ pub(crate) mod wait;
 
 #[cfg(feature = "ofi")]
 pub use config::OfiConfig;
+#[cfg(feature = "rdma")]
+pub use config::RdmaConfig;
 pub use config::{
     ClusterConfigError, ClusterKey, ClusterKeyError, CompletionMode, DEFAULT_BLOCK_SIZE,
     DEFAULT_CREATE_TIMEOUT, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_RECEIVE_WINDOW, GroupConfig,
@@ -73,6 +75,8 @@ pub use node::Node;
 pub use runtime::{Message, MessageTimings};
 pub use schedule::{Algorithm, BlockSize};
 pub use transport::mem::MemCluster;
+#[cfg(feature = "rdma")]
+pub use transport::rdma::RdmaError;
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

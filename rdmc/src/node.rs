@@ -176,7 +176,56 @@ impl Node {
         Ok(Self::start(id, transport, completions, actor))
     }
 
-    fn start<T: Transport>(
+    /// Start a node on the `rdma` transport (cargo feature `rdma`): open
+    /// the RDMA device, create a queue pair to every other member, swap
+    /// their addresses over the authenticated TCP mesh (the cluster key
+    /// proves membership, as on [`Node::tcp`]), connect them, and start the
+    /// node's actor. Resolves once every member is connected.
+    ///
+    /// Must be called within a tokio runtime.
+    ///
+    /// ```no_run
+    /// use rdmc::{ClusterKey, Node, NodeConfig, NodeId, RdmaConfig};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let members = vec!["10.0.0.1:7000".parse()?, "10.0.0.2:7000".parse()?];
+    /// let key = ClusterKey::from_bytes(*b"the cluster's shared secret")?;
+    /// let config = RdmaConfig::new(members, NodeId(0), key).with_device("mlx5_0");
+    /// let node = Node::rdma(config, NodeConfig::new()).await?;
+    /// # node.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::ClusterConfig`] if the configuration is invalid (as for
+    /// [`Node::tcp`]); [`Error::Rdma`] if there is no RDMA device here (or
+    /// not the one configured, or its port or GID index is unusable) —
+    /// before any peer is contacted; [`Error::Transport`] if the rendezvous
+    /// listener cannot be bound, a queue pair cannot be connected, or not
+    /// every member connected within the connect timeout.
+    ///
+    /// # Cancel safety
+    /// Cancel safe: dropping the future closes what was opened so far.
+    #[cfg(feature = "rdma")]
+    pub async fn rdma(config: crate::config::RdmaConfig, node: NodeConfig) -> Result<Self, Error> {
+        config.validate()?;
+        let id = config.cluster.id;
+        let mut device = config.device;
+        if let Some(budget) = node.buffer_pool() {
+            device.pool_budget = budget;
+        }
+        let (transport, completions) =
+            crate::transport::rdma::establish(config.cluster, device, node.completion_mode())
+                .await?;
+        // As on `ofi`: the driver carries out the completion mode.
+        let actor = node.with_completion_mode(crate::config::CompletionMode::Interrupt);
+        Ok(Self::start(id, transport, completions, actor))
+    }
+
+    /// Start a node on `transport` (the crate's own tests drive the
+    /// transports directly).
+    pub(crate) fn start<T: Transport>(
         id: NodeId,
         transport: T,
         completions: Completions,

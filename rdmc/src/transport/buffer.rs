@@ -185,13 +185,13 @@ impl MessageBuffer {
     }
 
     /// The buffer's first byte, for handing to a NIC (`ofi`).
-    #[cfg_attr(not(any(feature = "ofi", test)), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "ofi", feature = "rdma", test)), allow(dead_code))]
     pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
     }
 
     /// Length of the allocation in bytes (what a registration covers).
-    #[cfg_attr(not(any(feature = "ofi", test)), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "ofi", feature = "rdma", test)), allow(dead_code))]
     pub(crate) fn capacity(&self) -> usize {
         self.capacity
     }
@@ -225,7 +225,7 @@ impl MessageBuffer {
 
     /// The transport's registration of this buffer (set once, kept while
     /// the buffer is recycled).
-    #[cfg_attr(not(any(feature = "ofi", test)), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "ofi", feature = "rdma", test)), allow(dead_code))]
     pub(crate) fn registration(&self) -> &OnceLock<Registration> {
         &self.registration
     }
@@ -322,13 +322,13 @@ impl RecvRegion {
     }
 
     /// The buffer the region is part of.
-    #[cfg(feature = "ofi")]
+    #[cfg(any(feature = "ofi", feature = "rdma"))]
     pub(crate) fn buffer(&self) -> &Arc<MessageBuffer> {
         &self.buf
     }
 
     /// Where the region starts in its buffer.
-    #[cfg(feature = "ofi")]
+    #[cfg(any(feature = "ofi", feature = "rdma"))]
     pub(crate) fn offset(&self) -> usize {
         self.offset
     }
@@ -398,7 +398,7 @@ impl BlockRef {
 
     /// The root's whole message the block is part of (`None` for a relay's
     /// buffer).
-    #[cfg(feature = "ofi")]
+    #[cfg(any(feature = "ofi", feature = "rdma"))]
     pub(crate) fn message(&self) -> Option<&Bytes> {
         match &self.0 {
             BlockInner::Bytes { message, .. } => Some(message),
@@ -424,7 +424,7 @@ impl BlockRef {
     }
 
     /// The relay buffer the block is part of (`None` for a root's bytes).
-    #[cfg(feature = "ofi")]
+    #[cfg(any(feature = "ofi", feature = "rdma"))]
     pub(crate) fn buffer(&self) -> Option<&Arc<MessageBuffer>> {
         match &self.0 {
             BlockInner::Bytes { .. } => None,

@@ -8,7 +8,7 @@
 //! channel, the analogue of a completion queue).
 //!
 //! The transports: [`mem`] (in-process), [`tcp`] and, behind the cargo
-//! feature `ofi`, `ofi` (libfabric). What the two network transports share
+//! features `ofi` and `rdma`, `ofi` (libfabric) and `rdma` (RDMA verbs). What the two network transports share
 //! has one home each: [`mesh`] (the authenticated TCP mesh, the whole of
 //! `tcp`'s connections and `ofi`'s rendezvous) and [`frame`] (the signal
 //! codec).
@@ -25,13 +25,15 @@
 //!   received or sent, a signal arrived, a transfer or a peer failed.
 //! - [`frame::Header`]: the 32-byte frame header on the wire: on `tcp` a
 //!   data chunk, a signal or a heartbeat; `ofi` embeds signal frames.
-//! - `ofi::wire::ControlMessage`: a message on an `ofi` control endpoint —
-//!   a signal, a credit, a block header or a heartbeat.
+//! - `wire::ControlMessage`: a control message of `ofi` and `rdma` — a
+//!   signal, a credit, a block header or a heartbeat.
 //!
 //! Inside a transport, `tcp::link::Outgoing` is an item of a link's write
-//! queue and `ofi::driver::Cmd` a request to the fabric driver task.
+//! queue and `driven::Cmd` a request to the `ofi` or `rdma` driver task.
 
 pub(crate) mod buffer;
+#[cfg(any(feature = "ofi", feature = "rdma"))]
+pub(crate) mod driven;
 pub(crate) mod frame;
 pub(crate) mod liveness;
 pub mod mem;
@@ -40,7 +42,14 @@ pub(crate) mod mesh;
 #[allow(unsafe_code)]
 pub(crate) mod ofi;
 pub(crate) mod pool;
+#[cfg(feature = "rdma")]
+#[allow(unsafe_code)]
+pub(crate) mod rdma;
+#[cfg(any(feature = "ofi", feature = "rdma"))]
+pub(crate) mod slots;
 pub(crate) mod tcp;
+#[cfg(any(feature = "ofi", feature = "rdma"))]
+pub(crate) mod wire;
 
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;

@@ -136,6 +136,13 @@ pub trait Fixture: 'static {
     /// failure timeout (capability `heartbeats`).
     const HEARTBEATS: bool;
 
+    /// Whether the transport can run on this machine, or why not (no
+    /// device): a scenario of a transport that cannot run here is skipped,
+    /// with the reason printed.
+    fn available() -> Result<(), String> {
+        Ok(())
+    }
+
     /// Start `member`: a future to run on the runtime it should live on.
     fn start(member: Member<'_>) -> BoxFuture<'static, Result<Node, Error>>;
 
@@ -244,5 +251,42 @@ impl Fixture for OfiFixture {
             config = config.with_fabric_addr(addr.parse().expect("an IP address"));
         }
         Box::pin(Node::ofi(config, node_config()))
+    }
+}
+
+/// The `rdma` transport (RDMA verbs): the device `RDMC_RDMA_DEVICE` names,
+/// or the first; GID index `RDMC_RDMA_GID_INDEX`, or 0. Its scenarios skip
+/// where there is no device, and run in the Soft-RoCE VM tier. As on `ofi`,
+/// the rendezvous listener closes once the cluster is connected, and the
+/// data path does not cross the listed addresses.
+#[cfg(feature = "rdma")]
+pub struct RdmaFixture;
+
+#[cfg(feature = "rdma")]
+impl Fixture for RdmaFixture {
+    const NAME: &'static str = "rdma";
+    const LISTENS: bool = false;
+    const RELAYABLE: bool = false;
+    const HEARTBEATS: bool = true;
+
+    fn available() -> Result<(), String> {
+        rdmc::RdmaConfig::devices()
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    fn start(member: Member<'_>) -> BoxFuture<'static, Result<Node, Error>> {
+        let mut config = tuned!(rdmc::RdmaConfig, member);
+        if let Ok(device) = std::env::var("RDMC_RDMA_DEVICE")
+            && !device.is_empty()
+        {
+            config = config.with_device(device);
+        }
+        if let Ok(index) = std::env::var("RDMC_RDMA_GID_INDEX")
+            && !index.is_empty()
+        {
+            config = config.with_gid_index(index.parse().expect("a GID index"));
+        }
+        Box::pin(Node::rdma(config, node_config()))
     }
 }

@@ -25,6 +25,8 @@ use tokio::time::Instant;
 
 #[cfg(feature = "ofi")]
 pub use fixture::OfiFixture;
+#[cfg(feature = "rdma")]
+pub use fixture::RdmaFixture;
 pub use fixture::{Fixture, Layout, MemFixture, TcpFixture, Tuning, cluster};
 
 /// Bound for connecting a cluster, creating groups and whole transfers.

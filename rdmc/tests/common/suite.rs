@@ -87,6 +87,14 @@ macro_rules! whole_group_suite {
         $(
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $scenario() {
+                if let Err(why) = <$fixture as Fixture>::available() {
+                    eprintln!(
+                        "{} {}: skipped: {why}",
+                        <$fixture as Fixture>::NAME,
+                        stringify!($scenario),
+                    );
+                    return;
+                }
                 suite::$scenario::<$fixture>().await;
             }
         )*

@@ -141,6 +141,9 @@ pub(crate) enum MeshPurpose {
     /// The `ofi` transport's rendezvous.
     #[cfg(any(feature = "ofi", test))]
     OfiRendezvous,
+    /// The `rdma` transport's rendezvous.
+    #[cfg(feature = "rdma")]
+    RdmaRendezvous,
 }
 
 impl MeshPurpose {
@@ -150,6 +153,8 @@ impl MeshPurpose {
             MeshPurpose::Tcp => member.to_string(),
             #[cfg(any(feature = "ofi", test))]
             MeshPurpose::OfiRendezvous => format!("ofi:{member}"),
+            #[cfg(feature = "rdma")]
+            MeshPurpose::RdmaRendezvous => format!("rdma:{member}"),
         }
     }
 }

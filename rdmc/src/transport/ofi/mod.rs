@@ -100,17 +100,11 @@ mod fuzz_tests;
 mod setup;
 #[cfg(test)]
 mod tests;
-mod wire;
+use super::wire;
 
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use tokio::sync::{mpsc, oneshot};
-
-use self::driver::Cmd;
 pub(crate) use super::pool::BufferPool;
-use super::{BlockRef, Completion, CompletionSender, MessageBuffer, RecvRegion, Signal, Transport};
-use crate::ids::{GroupId, NodeId};
 
 pub(crate) use self::setup::establish;
 
@@ -152,80 +146,4 @@ impl Default for FabricOptions {
 
 /// One node's fabric endpoints, as the runtime sees them: every call is
 /// handed, in order, to the node's fabric driver task.
-#[derive(Debug)]
-pub(crate) struct OfiEndpoint {
-    commands: mpsc::UnboundedSender<Cmd>,
-    completions: CompletionSender,
-    flush_timeout: Duration,
-    task: Option<tokio::task::JoinHandle<()>>,
-    pool: BufferPool,
-}
-
-impl OfiEndpoint {
-    fn command(&self, cmd: Cmd, group: GroupId, peer: NodeId) {
-        if self.commands.send(cmd).is_err() {
-            let _ = self.completions.send(Completion::TransferFailed {
-                group,
-                peer,
-                error: "the fabric driver is gone",
-            });
-        }
-    }
-}
-
-impl Transport for OfiEndpoint {
-    fn post_recv(&mut self, group: GroupId, from: NodeId, region: RecvRegion) {
-        self.command(
-            Cmd::PostRecv {
-                group,
-                from,
-                region,
-            },
-            group,
-            from,
-        );
-    }
-
-    fn post_send(&mut self, group: GroupId, to: NodeId, block: BlockRef, immediate: u64) {
-        self.command(
-            Cmd::PostSend {
-                group,
-                to,
-                block,
-                immediate,
-            },
-            group,
-            to,
-        );
-    }
-
-    fn send_signal(&mut self, group: GroupId, to: NodeId, signal: Signal) {
-        self.command(Cmd::Signal { group, to, signal }, group, to);
-    }
-
-    fn release_group(&mut self, group: GroupId) {
-        let _ = self.commands.send(Cmd::Release { group });
-    }
-
-    fn alloc_buffer(
-        &mut self,
-        len: usize,
-    ) -> Result<std::sync::Arc<MessageBuffer>, super::AllocError> {
-        self.pool.try_alloc(len)
-    }
-
-    fn flush(&mut self) -> BoxFuture<'static, ()> {
-        let (done, flushed) = oneshot::channel();
-        let _ = self.commands.send(Cmd::Flush {
-            done,
-            limit: self.flush_timeout,
-        });
-        let task = self.task.take();
-        Box::pin(async move {
-            let _ = flushed.await;
-            if let Some(task) = task {
-                let _ = task.await;
-            }
-        })
-    }
-}
+pub(crate) type OfiEndpoint = super::driven::DrivenEndpoint;

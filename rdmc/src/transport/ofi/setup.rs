@@ -601,12 +601,12 @@ fn start_driver(
     driver.len_in_cq_data = info.summary.cq_data_size >= 8 && !options.strict_modes;
     let span = tracing::debug_span!("rdmc_ofi", node = startup.me.0);
     let task = tokio::spawn(tracing::Instrument::instrument(driver.run(), span));
-    let endpoint = OfiEndpoint {
+    let endpoint = OfiEndpoint::new(
         commands,
         completions,
-        flush_timeout: options.flush_timeout,
-        task: Some(task),
-        pool: super::BufferPool::new(options.pool_budget),
-    };
+        options.flush_timeout,
+        task,
+        super::BufferPool::new(options.pool_budget),
+    );
     Ok((endpoint, queue))
 }

@@ -13,6 +13,7 @@ use crate::transport::ofi::wire::{ControlMessage, MSG_LEN};
 
 use crate::ids::NodeId;
 use crate::transport::Completion;
+use crate::transport::slots::NoSlot;
 use tokio::time::Instant;
 
 /// Registered memory for control messages: per peer, `CTRL_RECVS` receive
@@ -170,37 +171,23 @@ impl Driver {
                 from,
                 signal,
             }),
-            ControlMessage::Credit(credit) => {
-                self.credits
-                    .entry((from, credit.group))
-                    .or_default()
-                    .push_back(credit);
-            }
+            ControlMessage::Credit(credit) => self.slots.add_credit(from, credit),
             ControlMessage::BlockHeader {
                 group,
                 slot,
                 len,
                 immediate,
-            } => {
-                let Some(s) = self
-                    .slots
-                    .get_mut(slot as usize)
-                    .and_then(Option::as_mut)
-                    .filter(|s| s.from == from && s.group == group && s.header.is_none())
-                else {
+            } => match self.slots.header(from, group, slot, len, immediate) {
+                Ok(done) => done.into_iter().for_each(|c| self.emit(c)),
+                Err(NoSlot) => {
                     tracing::warn!(peer = from.0, slot, "a block header for no posted receive");
-                    return self.emit(Completion::TransferFailed {
+                    self.emit(Completion::TransferFailed {
                         group,
                         peer: from,
                         error: "block without a posted receive",
                     });
-                };
-                s.header = Some((len, immediate));
-                if len == 0 {
-                    s.written = true;
                 }
-                self.maybe_complete(slot);
-            }
+            },
             ControlMessage::Heartbeat => {}
         }
     }

@@ -92,13 +92,7 @@ impl Driver {
             unsafe { ffi::rdmc_shutdown(ep.0) };
             drop(ep);
         }
-        self.credits.retain(|(p, _), _| *p != peer);
-        for (i, entry) in self.slots.iter_mut().enumerate() {
-            if entry.as_ref().is_some_and(|s| s.from == peer) {
-                *entry = None;
-                self.free_slots.push(i as u32);
-            }
-        }
+        self.slots.drop_peer(peer);
         self.emit(Completion::PeerDown { node: peer });
     }
 }

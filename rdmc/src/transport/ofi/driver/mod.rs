@@ -40,17 +40,17 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::fabric::{Domain, Modes, strerror};
 use super::ffi;
-use super::wire::{ControlMessage, Credit, MSG_LEN};
+use super::wire::{ControlMessage, MSG_LEN};
 use crate::ids::{GroupId, NodeId};
 use crate::transport::liveness::{Liveness, PeerClock};
-use crate::transport::{BlockRef, Completion, CompletionSender, RecvRegion, Signal};
+use crate::transport::slots::SlotTable;
+use crate::transport::{Completion, CompletionSender};
 use crate::wait::{CompletionMode, Next, WaitPolicy};
 
 pub(crate) use self::control::ControlPool;
 use self::control::Posted;
 pub(crate) use self::ops::{Fid, WaitFd, ep_token, post_ctrl_recv, post_data_recv, token_peer};
 use self::ops::{Op, OpCtx};
-use self::recv::RecvSlot;
 use self::root::RootRegistration;
 use self::send::WriteOp;
 
@@ -66,33 +66,7 @@ const WRITES_IN_FLIGHT: usize = 16;
 /// Most commands and completions handled before yielding.
 const BATCH: usize = 256;
 
-/// What the runtime asks of the driver.
-#[derive(Debug)]
-pub(crate) enum Cmd {
-    PostRecv {
-        group: GroupId,
-        from: NodeId,
-        region: RecvRegion,
-    },
-    PostSend {
-        group: GroupId,
-        to: NodeId,
-        block: BlockRef,
-        immediate: u64,
-    },
-    Signal {
-        group: GroupId,
-        to: NodeId,
-        signal: Signal,
-    },
-    Release {
-        group: GroupId,
-    },
-    Flush {
-        done: oneshot::Sender<()>,
-        limit: Duration,
-    },
-}
+pub(crate) use crate::transport::driven::Cmd;
 
 /// One connected peer.
 #[derive(Debug)]
@@ -156,9 +130,8 @@ pub(crate) struct Driver {
     /// When peers are down, and when they are due a heartbeat.
     liveness: Liveness,
     next_liveness_check: Instant,
-    slots: Vec<Option<RecvSlot>>,
-    free_slots: Vec<u32>,
-    credits: HashMap<(NodeId, GroupId), VecDeque<Credit>>,
+    /// Receive slots, and the credits peers gave.
+    slots: SlotTable,
     /// Per group, the registration of the message its root sends now.
     root_registrations: HashMap<GroupId, Arc<RootRegistration>>,
     flushing: Option<(oneshot::Sender<()>, Instant)>,
@@ -207,9 +180,7 @@ impl Driver {
             liveness: Liveness::new(failure_timeout),
             len_in_cq_data: false,
             next_liveness_check: Instant::now(),
-            slots: Vec::new(),
-            free_slots: Vec::new(),
-            credits: HashMap::new(),
+            slots: SlotTable::default(),
             root_registrations: HashMap::new(),
             flushing: None,
         }
@@ -328,6 +299,7 @@ impl Driver {
             Cmd::Flush { done, limit } => {
                 self.flushing = Some((done, Instant::now() + limit));
             }
+            Cmd::Extra(never) => match never {},
         }
     }
 

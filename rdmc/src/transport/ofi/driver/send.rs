@@ -2,7 +2,6 @@
 //! posted (or queued for room), and what waited retried.
 
 use super::{Driver, Op, OpCtx, Posted, WRITES_IN_FLIGHT};
-use std::collections::VecDeque;
 use std::ptr;
 use std::sync::Arc;
 
@@ -34,11 +33,7 @@ impl Driver {
         if !self.usable(to) {
             return self.unreachable(group, to);
         }
-        let Some(credit) = self
-            .credits
-            .get_mut(&(to, group))
-            .and_then(VecDeque::pop_front)
-        else {
+        let Some(credit) = self.slots.take_credit(to, group) else {
             return self.emit(Completion::TransferFailed {
                 group,
                 peer: to,

@@ -1,6 +1,9 @@
-//! The `ofi` transport's control messages: fixed 64-byte messages on each
-//! peer's control endpoint, never on the data endpoint, so they can never
-//! consume (or land in) a data buffer.
+//! The control messages of the RDMA-style transports (`ofi`, `rdma`): fixed
+//! 64-byte messages into small registered receive buffers — on `ofi` each
+//! peer's control endpoint, never the data endpoint, so they can never
+//! consume (or land in) a data buffer; on `rdma` two-sided sends on the
+//! peer's queue pair, whose block writes consume receives without touching
+//! their memory.
 //!
 //! ```text
 //! offset size field
@@ -35,7 +38,7 @@ const KIND_CREDIT: u8 = 2;
 const KIND_HEADER: u8 = 3;
 const KIND_HEARTBEAT: u8 = 4;
 
-/// A message on a peer's control endpoint (not the group protocol's
+/// A control message between two nodes (not the group protocol's
 /// [`Control`](crate::proto::Control), which travels inside a
 /// [`ControlMessage::Signal`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

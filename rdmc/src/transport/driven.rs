@@ -1,0 +1,135 @@
+//! The runtime's side of a transport run by a driver task (`ofi`, `rdma`):
+//! every [`Transport`] call becomes a [`Cmd`], handed in order to the task
+//! that owns the transport's objects.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::{mpsc, oneshot};
+
+use super::pool::BufferPool;
+use super::{BlockRef, Completion, CompletionSender, MessageBuffer, RecvRegion, Signal, Transport};
+use crate::ids::{GroupId, NodeId};
+
+/// What the runtime asks of a driver task; `X` is what else a transport's
+/// driver takes (its tests' hooks; nothing, by default).
+#[derive(Debug)]
+pub(crate) enum Cmd<X = Infallible> {
+    PostRecv {
+        group: GroupId,
+        from: NodeId,
+        region: RecvRegion,
+    },
+    PostSend {
+        group: GroupId,
+        to: NodeId,
+        block: BlockRef,
+        immediate: u64,
+    },
+    Signal {
+        group: GroupId,
+        to: NodeId,
+        signal: Signal,
+    },
+    Release {
+        group: GroupId,
+    },
+    Flush {
+        done: oneshot::Sender<()>,
+        limit: Duration,
+    },
+    /// A transport's own command.
+    #[cfg_attr(not(test), allow(dead_code))]
+    Extra(X),
+}
+
+/// One node's transport, as the runtime sees it: every call is handed, in
+/// order, to the node's driver task.
+#[derive(Debug)]
+pub(crate) struct DrivenEndpoint<X = Infallible> {
+    pub(crate) commands: mpsc::UnboundedSender<Cmd<X>>,
+    completions: CompletionSender,
+    flush_timeout: Duration,
+    task: Option<tokio::task::JoinHandle<()>>,
+    pool: BufferPool,
+}
+
+impl<X> DrivenEndpoint<X> {
+    /// The endpoint of the driver `task`, which reads `commands` and
+    /// reports to `completions`; buffers come from `pool`.
+    pub(crate) fn new(
+        commands: mpsc::UnboundedSender<Cmd<X>>,
+        completions: CompletionSender,
+        flush_timeout: Duration,
+        task: tokio::task::JoinHandle<()>,
+        pool: BufferPool,
+    ) -> Self {
+        DrivenEndpoint {
+            commands,
+            completions,
+            flush_timeout,
+            task: Some(task),
+            pool,
+        }
+    }
+
+    fn command(&self, cmd: Cmd<X>, group: GroupId, peer: NodeId) {
+        if self.commands.send(cmd).is_err() {
+            let _ = self.completions.send(Completion::TransferFailed {
+                group,
+                peer,
+                error: "the transport's driver task is gone",
+            });
+        }
+    }
+}
+
+impl<X: Send + 'static> Transport for DrivenEndpoint<X> {
+    fn post_recv(&mut self, group: GroupId, from: NodeId, region: RecvRegion) {
+        let cmd = Cmd::PostRecv {
+            group,
+            from,
+            region,
+        };
+        self.command(cmd, group, from);
+    }
+
+    fn post_send(&mut self, group: GroupId, to: NodeId, block: BlockRef, immediate: u64) {
+        let cmd = Cmd::PostSend {
+            group,
+            to,
+            block,
+            immediate,
+        };
+        self.command(cmd, group, to);
+    }
+
+    fn send_signal(&mut self, group: GroupId, to: NodeId, signal: Signal) {
+        self.command(Cmd::Signal { group, to, signal }, group, to);
+    }
+
+    fn release_group(&mut self, group: GroupId) {
+        let _ = self.commands.send(Cmd::Release { group });
+    }
+
+    fn alloc_buffer(&mut self, len: usize) -> Result<Arc<MessageBuffer>, super::AllocError> {
+        self.pool.try_alloc(len)
+    }
+
+    fn flush(&mut self) -> BoxFuture<'static, ()> {
+        let (done, flushed) = oneshot::channel();
+        let _ = self.commands.send(Cmd::Flush {
+            done,
+            limit: self.flush_timeout,
+        });
+        let task = self.task.take();
+        Box::pin(async move {
+            let _ = flushed.await;
+            if let Some(task) = task {
+                let _ = task.await;
+            }
+        })
+    }
+}

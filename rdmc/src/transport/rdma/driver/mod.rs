@@ -1,0 +1,386 @@
+//! The verbs driver: one task per node that owns every verbs object of the
+//! node — the queue pairs (one per peer), the one CQ they share and its
+//! completion channel, the registered control buffers — posts every
+//! operation and reads every completion.
+//!
+//! The runtime's calls ([`Transport`](crate::transport::Transport)) reach it
+//! as [`Cmd`]s, in order, so a receive is registered and its credit is on
+//! the QP before the ready-for-block that follows it.
+//!
+//! Completions are waited for as the node's [`CompletionMode`] says: by
+//! sleeping on the completion channel through tokio's reactor — drain, arm,
+//! drain again, await readiness, read and acknowledge the events — by
+//! spinning on `ibv_poll_cq`, or by spinning for a window after each burst
+//! of activity and sleeping after.
+//!
+//! Submodules by job: [`control`] (the registered control slots and control
+//! messages), [`data`] (credits, block writes, receive slots, delivery),
+//! [`completions`] (reading the CQ, peers going down, the end).
+
+mod completions;
+mod control;
+mod data;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::unix::AsyncFd;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::ffi::Notifier;
+use super::verbs::{Device, Qp};
+use super::wire::{ControlMessage, MSG_LEN};
+use crate::ids::{GroupId, NodeId};
+use crate::transport::liveness::{Liveness, PeerClock};
+use crate::transport::slots::SlotTable;
+use crate::transport::{Completion, CompletionSender};
+use crate::wait::{CompletionMode, Next, WaitPolicy};
+
+pub(crate) use self::control::ControlPool;
+use self::data::{RootRegistration, WriteOp};
+
+/// Receives kept posted per QP (control messages and block writes each
+/// consume one). More than a peer can have in flight
+/// ([`CTRL_SENDS`] + [`WRITES_IN_FLIGHT`]), so a peer rarely meets an
+/// empty receive queue; when it does, it retries (`rnr_retry` 7).
+pub(crate) const CTRL_RECVS: usize = 256;
+/// Control sends in flight per peer (each holds a registered 64-byte slot).
+pub(crate) const CTRL_SENDS: usize = 64;
+/// Block writes in flight per peer.
+pub(crate) const WRITES_IN_FLIGHT: usize = 16;
+/// Most commands and completions handled before yielding.
+const BATCH: usize = 256;
+
+/// What the runtime (and, in tests, a test) asks of the driver.
+pub(crate) type Cmd = crate::transport::driven::Cmd<Extra>;
+
+/// The driver's own commands: none, except in tests.
+#[cfg(not(test))]
+pub(crate) type Extra = std::convert::Infallible;
+
+/// The driver's own commands, in tests.
+#[cfg(test)]
+#[derive(Debug)]
+pub(crate) enum Extra {
+    /// Move the QP to `peer` to the error state, as a device fault would.
+    BreakQp { peer: NodeId },
+}
+
+/// What a work request is, in the top byte of its id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WrKind {
+    /// A receive into control slot `index` of the peer.
+    Recv = 1,
+    /// A control send from send slot `index` of the peer.
+    Send = 2,
+    /// A block write, `index` its number.
+    Write = 3,
+}
+
+/// A work request id: kind, peer and index.
+pub(crate) fn wr_id(kind: WrKind, peer: NodeId, index: u32) -> u64 {
+    (kind as u64) << 56 | (u64::from(peer.0) & 0xFF_FFFF) << 32 | u64::from(index)
+}
+
+/// The (kind, peer, index) of a work request id.
+pub(crate) fn parse_wr_id(id: u64) -> Option<(WrKind, NodeId, u32)> {
+    let kind = match id >> 56 {
+        1 => WrKind::Recv,
+        2 => WrKind::Send,
+        3 => WrKind::Write,
+        _ => return None,
+    };
+    Some((kind, NodeId(((id >> 32) & 0xFF_FFFF) as u32), id as u32))
+}
+
+/// One connected peer.
+#[derive(Debug)]
+pub(crate) struct Peer {
+    /// The QP; `None` once the peer is down (destroyed).
+    pub(crate) qp: Option<Qp>,
+    pub(crate) down: bool,
+    ctrl_backlog: VecDeque<[u8; MSG_LEN]>,
+    free_sends: Vec<usize>,
+    write_backlog: VecDeque<WriteOp>,
+    /// Block writes posted and not completed, by work request id.
+    writes: HashMap<u64, WriteOp>,
+    /// When anything last came from the peer, and when a control message
+    /// last went to it.
+    clock: PeerClock,
+}
+
+impl Peer {
+    pub(crate) fn new(qp: Qp) -> Self {
+        Peer {
+            clock: PeerClock::new(Instant::now()),
+            qp: Some(qp),
+            down: false,
+            ctrl_backlog: VecDeque::new(),
+            free_sends: (0..CTRL_SENDS).rev().collect(),
+            write_backlog: VecDeque::new(),
+            writes: HashMap::new(),
+        }
+    }
+
+    fn idle(&self) -> bool {
+        self.down
+            || (self.ctrl_backlog.is_empty()
+                && self.free_sends.len() == CTRL_SENDS
+                && self.write_backlog.is_empty()
+                && self.writes.is_empty())
+    }
+}
+
+/// Everything the driver owns. Field order is drop order after
+/// `Drop::drop`: the reactor's registration of the channel fd first, then
+/// the QPs, the control slots, and last the device (CQ, channel, PD).
+pub(crate) struct Driver {
+    pub(crate) me: NodeId,
+    notifier: Option<AsyncFd<Notifier>>,
+    pub(crate) peers: HashMap<NodeId, Peer>,
+    control_slots: Option<ControlPool>,
+    commands: mpsc::UnboundedReceiver<Cmd>,
+    completions: CompletionSender,
+    mode: CompletionMode,
+    /// When peers are down, and when they are due a heartbeat.
+    liveness: Liveness,
+    next_liveness_check: Instant,
+    /// Receive slots, and the credits peers gave.
+    slots: SlotTable,
+    /// Per group, the registration of the message its root sends now.
+    root_registrations: HashMap<GroupId, Arc<RootRegistration>>,
+    next_write: u32,
+    flushing: Option<(oneshot::Sender<()>, Instant)>,
+    /// Peers whose rendezvous connection closed (their process is gone),
+    /// and the tasks watching those connections (aborted — closing the
+    /// connection — when the peer is down or the driver ends).
+    link_closed: Option<mpsc::UnboundedReceiver<NodeId>>,
+    watchers: HashMap<NodeId, tokio::task::JoinHandle<()>>,
+    pub(crate) device: Arc<Device>,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver").field("me", &self.me).finish()
+    }
+}
+
+impl Driver {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        me: NodeId,
+        device: Arc<Device>,
+        notifier: AsyncFd<Notifier>,
+        peers: HashMap<NodeId, Peer>,
+        control_slots: ControlPool,
+        commands: mpsc::UnboundedReceiver<Cmd>,
+        completions: CompletionSender,
+        mode: CompletionMode,
+        failure_timeout: Duration,
+    ) -> Self {
+        Driver {
+            me,
+            notifier: Some(notifier),
+            peers,
+            control_slots: Some(control_slots),
+            commands,
+            completions,
+            mode,
+            liveness: Liveness::new(failure_timeout),
+            next_liveness_check: Instant::now(),
+            slots: SlotTable::default(),
+            root_registrations: HashMap::new(),
+            next_write: 0,
+            flushing: None,
+            link_closed: None,
+            watchers: HashMap::new(),
+            device,
+        }
+    }
+
+    /// Watch the peers' rendezvous connections: `closed` names a peer whose
+    /// connection closed; `watchers` are the tasks watching them.
+    pub(crate) fn with_links(
+        mut self,
+        closed: mpsc::UnboundedReceiver<NodeId>,
+        watchers: HashMap<NodeId, tokio::task::JoinHandle<()>>,
+    ) -> Self {
+        self.link_closed = Some(closed);
+        self.watchers = watchers;
+        self
+    }
+
+    /// Peers whose connection closed are down — after the completions that
+    /// came before are read (a peer's last messages are in the CQ before
+    /// its connection closes).
+    fn check_links(&mut self) {
+        let mut closed = Vec::new();
+        if let Some(links) = self.link_closed.as_mut() {
+            while let Ok(peer) = links.try_recv() {
+                closed.push(peer);
+            }
+        }
+        if closed.is_empty() {
+            return;
+        }
+        self.poll_cq();
+        for peer in closed {
+            self.peer_failed(peer, "its rendezvous connection closed");
+        }
+    }
+
+    fn control_slots(&self) -> &ControlPool {
+        self.control_slots
+            .as_ref()
+            .expect("the control slots live as long as the driver")
+    }
+
+    /// Run until the transport is dropped or flushed.
+    pub(crate) async fn run(mut self) {
+        let mut wait = WaitPolicy::new(self.mode);
+        loop {
+            let mut work = 0;
+            while work < BATCH {
+                match self.commands.try_recv() {
+                    Ok(cmd) => self.on_command(cmd),
+                    Err(mpsc::error::TryRecvError::Empty) => break,
+                    Err(mpsc::error::TryRecvError::Disconnected) => return,
+                }
+                work += 1;
+            }
+            work += self.poll_cq();
+            self.check_links();
+            self.retry_backlogs();
+            if Instant::now() >= self.next_liveness_check {
+                self.check_liveness();
+            }
+            if self.flush_done() {
+                return;
+            }
+            match wait.after_pass(work) {
+                Next::Again => {
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                Next::Spin => {
+                    std::thread::yield_now();
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                Next::Sleep => {}
+            }
+            // Arm, then poll once more: a completion that arrived between
+            // the last poll and the arming raised no event.
+            let notifier = self.notifier.as_ref().expect("open");
+            if let Err(e) = notifier.get_ref().arm() {
+                tracing::warn!(error = %e, "ibv_req_notify_cq failed: polling every millisecond");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                continue;
+            }
+            if self.poll_cq() > 0 {
+                continue;
+            }
+            let deadline = self.flushing.as_ref().map(|(_, at)| *at);
+            let liveness = self.next_liveness_check;
+            let notifier = self.notifier.as_ref().expect("open");
+            let links = self.link_closed.as_mut();
+            let has_links = links.is_some();
+            let link_closed = async move {
+                match links {
+                    Some(links) => links.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                cmd = self.commands.recv() => match cmd {
+                    Some(cmd) => self.on_command(cmd),
+                    None => return,
+                },
+                guard = notifier.readable() => {
+                    if let Ok(mut guard) = guard {
+                        // Read (and acknowledge) every event before clearing
+                        // readiness: the fd is edge-triggered in the reactor.
+                        guard.get_inner().take_events();
+                        guard.clear_ready();
+                    }
+                }
+                peer = link_closed, if has_links => match peer {
+                    Some(peer) => {
+                        self.poll_cq();
+                        self.peer_failed(peer, "its rendezvous connection closed");
+                    }
+                    None => self.link_closed = None,
+                },
+                () = tokio::time::sleep_until(liveness) => {}
+                () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)),
+                    if deadline.is_some() => {}
+            }
+        }
+    }
+
+    fn on_command(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::PostRecv {
+                group,
+                from,
+                region,
+            } => self.post_recv(group, from, region),
+            Cmd::PostSend {
+                group,
+                to,
+                block,
+                immediate,
+            } => self.post_send(group, to, block, immediate),
+            Cmd::Signal { group, to, signal } => {
+                if self.usable(to) {
+                    self.send_ctrl(to, ControlMessage::Signal { group, signal });
+                } else {
+                    self.unreachable(group, to);
+                }
+            }
+            Cmd::Release { group } => self.release(group),
+            Cmd::Flush { done, limit } => {
+                self.flushing = Some((done, Instant::now() + limit));
+            }
+            Cmd::Extra(extra) => self.on_extra(extra),
+        }
+    }
+
+    #[cfg(not(test))]
+    fn on_extra(&mut self, never: Extra) {
+        match never {}
+    }
+
+    #[cfg(test)]
+    fn on_extra(&mut self, extra: Extra) {
+        match extra {
+            Extra::BreakQp { peer } => {
+                if let Some(qp) = self.peers.get_mut(&peer).and_then(|p| p.qp.as_mut()) {
+                    qp.move_to_error().expect("ibv_modify_qp(ERR)");
+                }
+            }
+        }
+    }
+
+    fn emit(&self, c: Completion) {
+        let _ = self.completions.send(c);
+    }
+
+    fn unreachable(&self, group: GroupId, peer: NodeId) {
+        self.emit(Completion::TransferFailed {
+            group,
+            peer,
+            error: "peer unreachable",
+        });
+    }
+
+    fn usable(&self, peer: NodeId) -> bool {
+        self.peers.get(&peer).is_some_and(|p| !p.down) && self.flushing.is_none()
+    }
+
+    fn peer_mut(&mut self, peer: NodeId) -> &mut Peer {
+        self.peers.get_mut(&peer).expect("a known peer")
+    }
+}

@@ -1,0 +1,209 @@
+//! Starting a node on the `rdma` transport: open the device, create a
+//! queue pair per peer with its receives posted, swap queue pair addresses
+//! over the authenticated TCP mesh, connect, and meet at a barrier.
+//!
+//! The mesh is the `tcp` transport's (the cluster key's HMAC handshake, the
+//! same admission rules), so only members that proved the key learn a QP
+//! number to send to. Each pair swaps (QP number, first packet sequence
+//! number, LID, GID); both move their QP to RTR and RTS; then each sends
+//! one byte and waits for the other's, so neither sends before the other's
+//! QP is ready to receive. Then the mesh's listener closes; its
+//! connections stay open, watched, to tell a peer's death at once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rand::Rng;
+use tokio::io::unix::AsyncFd;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use super::driver::{CTRL_RECVS, CTRL_SENDS, ControlPool, Driver, Peer, WRITES_IN_FLIGHT};
+use super::ffi::Notifier;
+use super::verbs::{Device, QpAddress, RdmaError};
+use super::{DeviceOptions, RdmaEndpoint};
+use crate::error::Error;
+use crate::ids::NodeId;
+use crate::transport::Completions;
+use crate::transport::mesh::{self, ClusterConfig, MeshError, MeshPurpose};
+use crate::wait::CompletionMode;
+
+/// The one byte of the barrier.
+const READY: u8 = 0xA5;
+
+fn transport_error(what: &str, e: impl std::fmt::Display) -> Error {
+    Error::Transport(format!("rdma: {what}: {e}"))
+}
+
+/// Swap queue pair addresses with a peer over its authenticated stream.
+async fn swap(stream: &mut TcpStream, ours: &QpAddress) -> std::io::Result<QpAddress> {
+    stream.write_all(&ours.encode()).await?;
+    let mut theirs = [0u8; QpAddress::LEN];
+    stream.read_exact(&mut theirs).await?;
+    Ok(QpAddress::decode(&theirs))
+}
+
+/// Tell a peer our QP to it is ready to receive, and hear the same.
+async fn barrier(stream: &mut TcpStream) -> std::io::Result<()> {
+    stream.write_all(&[READY]).await?;
+    match stream.read_u8().await? {
+        READY => Ok(()),
+        other => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("barrier byte {other:#x}"),
+        )),
+    }
+}
+
+/// Wait until the peer closes its rendezvous connection (or it breaks),
+/// then say so. Nothing more is sent on it; the driver aborts this task —
+/// closing the connection, which tells the peer — when the peer is down
+/// or the node stops.
+async fn watch(peer: NodeId, mut stream: TcpStream, closed: mpsc::UnboundedSender<NodeId>) {
+    let mut buf = [0u8; 64];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {} // nothing is expected; ignore it
+        }
+    }
+    let _ = closed.send(peer);
+}
+
+/// Start the node's verbs side; returns its transport and completion queue.
+pub(crate) async fn establish(
+    cluster: ClusterConfig,
+    options: DeviceOptions,
+    mode: CompletionMode,
+) -> Result<(RdmaEndpoint, Completions), Error> {
+    cluster
+        .check_member()
+        .map_err(|e| Error::Transport(e.to_string()))?;
+    let me = cluster.id;
+    let nodes = cluster.members.len();
+    let (swap_timeout, failure_timeout) = (cluster.handshake_timeout, cluster.failure_timeout);
+    let peers = nodes.saturating_sub(1) as u32;
+    let per_qp = (CTRL_RECVS + CTRL_SENDS + WRITES_IN_FLIGHT) as u32;
+    let cqe = peers * per_qp + 64;
+    // Opening a device and registering memory are system calls that can
+    // take a while (pinning pages): off the runtime's threads.
+    let opened = tokio::task::spawn_blocking({
+        let options = options.clone();
+        move || -> Result<_, RdmaError> {
+            let device = Device::open(&options, cqe)?;
+            let pool = ControlPool::new(&device, nodes)?;
+            let mut qps = HashMap::new();
+            for p in (0..nodes as u32).map(NodeId).filter(|&p| p != me) {
+                let mut qp =
+                    device.create_qp((CTRL_SENDS + WRITES_IN_FLIGHT) as u32, CTRL_RECVS as u32)?;
+                for i in 0..CTRL_RECVS {
+                    pool.post_recv(&mut qp, p, i)?;
+                }
+                qps.insert(p, qp);
+            }
+            Ok((device, pool, qps))
+        }
+    })
+    .await
+    .map_err(|e| transport_error("opening the device", e))?;
+    let (device, pool, mut qps) = opened.map_err(Error::Rdma)?;
+    tracing::info!(
+        device = %device.name,
+        port = device.port,
+        gid_index = device.gid_index,
+        gid = %device.gid,
+        lid = device.lid,
+        mtu = ?device.mtu,
+        "rdma device opened"
+    );
+    let mut mesh = mesh::bring_up(cluster, MeshPurpose::RdmaRendezvous)
+        .await
+        .map_err(|e| match e {
+            MeshError::Listen(_) => Error::Transport(e.to_string()),
+            e => transport_error("rendezvous", e),
+        })?;
+    // Every swap at once: one after another, two nodes could each wait for
+    // the other's answer while that one waits for a third.
+    let mut ours = HashMap::new();
+    for (&peer, qp) in &qps {
+        let mut psn = [0u8; 4];
+        rand::rng().fill_bytes(&mut psn);
+        let psn = u32::from_le_bytes(psn) & 0xFF_FFFF;
+        ours.insert(peer, (psn, device.address(qp, psn)));
+    }
+    let swaps = mesh.peers.iter_mut().map(|(&peer, stream)| {
+        let address = ours[&peer].1;
+        async move {
+            let r = tokio::time::timeout(swap_timeout, swap(stream, &address)).await;
+            (peer, r)
+        }
+    });
+    let mut connected = HashMap::new();
+    for (peer, r) in futures::future::join_all(swaps).await {
+        let theirs = r
+            .map_err(|_| transport_error("QP address exchange", format!("node {peer} timed out")))?
+            .map_err(|e| transport_error("QP address exchange", format!("node {peer}: {e}")))?;
+        let mut qp = qps.remove(&peer).expect("a QP per peer");
+        device
+            .connect(&mut qp, ours[&peer].0, &theirs)
+            .map_err(|e| transport_error(&format!("connecting to node {peer}"), e))?;
+        connected.insert(peer, qp);
+    }
+    // Every QP is ready to receive: tell every peer, and hear from each.
+    let barriers = mesh.peers.iter_mut().map(|(&peer, stream)| async move {
+        let r =
+            tokio::time::timeout(swap_timeout.max(Duration::from_secs(1)), barrier(stream)).await;
+        (peer, r)
+    });
+    for (peer, r) in futures::future::join_all(barriers).await {
+        r.map_err(|_| transport_error("barrier", format!("node {peer} timed out")))?
+            .map_err(|e| transport_error("barrier", format!("node {peer}: {e}")))?;
+    }
+    // The authenticated connections stay open, watched: a peer whose
+    // process dies has them closed by its kernel at once, which RC queue
+    // pairs would only find out after their retries (or the failure
+    // timeout) — the role `rdma_cm`'s disconnect plays elsewhere.
+    let (closed_tx, link_closed) = mpsc::unbounded_channel();
+    let watchers = std::mem::take(&mut mesh.peers)
+        .into_iter()
+        .map(|(peer, stream)| (peer, tokio::spawn(watch(peer, stream, closed_tx.clone()))))
+        .collect();
+    drop(mesh);
+    let peers = connected
+        .into_iter()
+        .map(|(p, qp)| (p, Peer::new(qp)))
+        .collect();
+    let device = Arc::new(device);
+    let notifier = Notifier::new(Arc::clone(&device.cq), Arc::clone(&device.channel));
+    // SAFETY: the fd is the completion channel's, which the notifier keeps
+    // open (it holds the channel) for as long as the registration lives.
+    let notifier =
+        unsafe { AsyncFd::register_with_interest(notifier, tokio::io::Interest::READABLE) }
+            .map_err(|e| transport_error("waiting on the completion channel", e))?;
+    let (commands, inbox) = mpsc::unbounded_channel();
+    let (completions, queue) = mpsc::unbounded_channel();
+    let driver = Driver::new(
+        me,
+        device,
+        notifier,
+        peers,
+        pool,
+        inbox,
+        completions.clone(),
+        mode,
+        failure_timeout,
+    )
+    .with_links(link_closed, watchers);
+    let span = tracing::debug_span!("rdmc_rdma", node = me.0);
+    let task = tokio::spawn(tracing::Instrument::instrument(driver.run(), span));
+    let endpoint = RdmaEndpoint::new(
+        commands,
+        completions,
+        options.flush_timeout,
+        task,
+        super::BufferPool::new(options.pool_budget),
+    );
+    Ok((endpoint, queue))
+}
