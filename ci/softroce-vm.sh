@@ -8,7 +8,7 @@
 #
 # The VM boots Debian's own kernel (downloaded and unpacked into a cache, not
 # installed) from a busybox initramfs, mounts this machine's root read-only
-# over 9p and chroots into it, so the host's binaries and libraries run there
+# over 9p and switches into it, so the host's binaries and libraries run there
 # unchanged: build the tests on the host first. It has no network device at
 # all; rxe runs on a `dummy0` device with the address 198.51.100.1/24
 # (documentation range), so RDMA traffic never leaves the VM. Inside, after
@@ -188,7 +188,7 @@ mkdir -p "$out/.vm"
 tmpfs_dirs=("$REPO/target/tmp")
 mkdir -p "${tmpfs_dirs[@]}"
 
-# --- the guest's script (runs chrooted into the host's root) ----------------
+# --- the guest's script (runs in the host's root, as the VM's PID 1's child) --
 {
     printf '#!/bin/bash\n'
     printf '# Written by ci/softroce-vm.sh; runs inside the VM.\n'
@@ -228,12 +228,10 @@ say "ibv_devices:"
 ibv_devices
 ibv_devinfo -d "$VM_DEVICE" | grep -E 'hca_id|transport|state|active_mtu|link_layer'
 ibv_devices | grep -qw "$VM_DEVICE" || { say "$VM_DEVICE is missing"; finish 3; }
-say "libfabric verbs (FI_EP_MSG) on $VM_ADDR:"
-fi_info -p verbs -t FI_EP_MSG -s "$VM_ADDR" -f 2>/dev/null |
-    grep -E '^(provider|fabric|domain|version|type|protocol):' | sed 's/^/    /' ||
-    say "fi_info -p verbs lists nothing"
-fi_info -p verbs -t FI_EP_MSG -v 2>/dev/null |
-    grep -m4 -E 'cq_data_size|mr_mode:|^ *mode:' | sed 's/^ */    /' || true
+say "libfabric's verbs provider (FI_EP_MSG) on $VM_ADDR:"
+fi_info -p verbs -t FI_EP_MSG -s "$VM_ADDR" 2>&1 | sed 's/^ */    /' || say "fi_info -p verbs lists nothing"
+fi_info -p verbs -t FI_EP_MSG -s "$VM_ADDR" -v 2>/dev/null |
+    awk '$1 ~ /^(max_msg_size|mr_mode|cq_data_size|tx_size|rx_size):$/ && !seen[$1]++ {$1 = $1; print "    " $0}' || true
 
 n=0
 for step in "${steps[@]}"; do
@@ -317,11 +315,18 @@ for d in /dev/shm /tmp /run /var/tmp $TMPFS; do
     mount -t tmpfs -o mode=1777 tmpfs "/host$d" || halt "cannot mount a tmpfs on $d"
 done
 echo "softroce-vm(init): host root mounted; running the guest script"
-# The guest script's output: on the console and in guest.log.
-chroot /host /bin/bash "$OUT/.vm/guest.sh" 2>&1 | tee "/host$OUT/guest.log"
-echo "softroce-vm(init): the guest script is done"
-umount "/host$OUT"
-halt "powering off"
+# switch_root, not chroot: a chrooted process may not create user
+# namespaces (the tests' unprivileged tmpfs needs them). The guest script's
+# output goes to the console and guest.log; then power off (sysrq: no init
+# system to ask), or, failing that, PID 1 exits and the kernel's panic ends
+# qemu (-no-reboot).
+exec switch_root /host /bin/bash -c '
+"$0" 2>&1 | tee "$1/guest.log"
+echo "softroce-vm(init): the guest script is done; powering off"
+sync
+umount "$1" 2>/dev/null
+echo o >/proc/sysrq-trigger
+sleep 30' "$OUT/.vm/guest.sh" "$OUT"
 INIT
 } >"$work/root/init"
 chmod +x "$work/root/init"
