@@ -198,7 +198,14 @@ mkdir -p "${tmpfs_dirs[@]}"
     printf 'export RDMC_OFI_PROVIDER=verbs RDMC_OFI_FABRIC_ADDR=%q\n' "$VM_ADDR"
     for e in "${envs[@]}"; do printf 'export %q\n' "$e"; done
     printf 'steps=(\n'
-    for s in "${scripts[@]}"; do printf '  %q\n' "bash $(printf '%q' "$s")"; done
+    # The scripts run from copies in the results directory: the originals
+    # may be where the guest has a tmpfs (/tmp).
+    i=0
+    for s in "${scripts[@]}"; do
+        i=$((i + 1))
+        cp "$s" "$out/.vm/script-$i-$(basename "$s")"
+        printf '  %q\n' "bash $(printf '%q' "$out/.vm/script-$i-$(basename "$s")")"
+    done
     if ((${#command[@]})); then printf '  %q\n' "$(printf '%q ' "${command[@]}")"; fi
     printf ')\n'
     cat <<'GUEST'
@@ -305,7 +312,6 @@ while read -r mod args; do
 done </modules/order
 opts=trans=virtio,version=9p2000.L,msize=262144
 mount -t 9p -o "$opts,ro,cache=loose" hostroot /host || halt "cannot mount the host's root"
-mount -t 9p -o "$opts" results "/host$OUT" || halt "cannot mount the results share"
 mount -t proc proc /host/proc
 mount -t sysfs sysfs /host/sys
 mount -t devtmpfs devtmpfs /host/dev
@@ -314,6 +320,9 @@ mount -t devpts devpts /host/dev/pts
 for d in /dev/shm /tmp /run /var/tmp $TMPFS; do
     mount -t tmpfs -o mode=1777 tmpfs "/host$d" || halt "cannot mount a tmpfs on $d"
 done
+# After the tmpfs mounts, which it may be under (--out /tmp/...).
+mkdir -p "/host$OUT" 2>/dev/null
+mount -t 9p -o "$opts" results "/host$OUT" || halt "cannot mount the results share"
 echo "softroce-vm(init): host root mounted; running the guest script"
 # switch_root, not chroot: a chrooted process may not create user
 # namespaces (the tests' unprivileged tmpfs needs them). The guest script's

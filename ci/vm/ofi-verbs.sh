@@ -4,6 +4,7 @@
 # built on the host (ci/softroce-tier.sh passes their paths):
 #
 #   RDMC_TEST_WHOLE_GROUP  the whole-group suite (rdmc/tests/whole_group.rs)
+#   RDMC_TEST_OFI_RESOURCES nodes give back their fabric resources
 #   RDMC_TEST_CLI_MEMBER   the multi-process member suite (rdmc-cli)
 #   RDMC_BIN               the `rdmc` binary
 #
@@ -15,7 +16,8 @@
 set -euo pipefail
 
 : "${RDMC_VM_OUT:?run inside ci/softroce-vm.sh}" "${RDMC_VM_ADDR:?}" "${RDMC_VM_DEVICE:?}"
-: "${RDMC_TEST_WHOLE_GROUP:?}" "${RDMC_TEST_CLI_MEMBER:?}" "${RDMC_BIN:?}"
+: "${RDMC_TEST_WHOLE_GROUP:?}" "${RDMC_TEST_OFI_RESOURCES:?}" \
+    "${RDMC_TEST_CLI_MEMBER:?}" "${RDMC_BIN:?}"
 [[ ${RDMC_OFI_PROVIDER:-} == verbs ]] || {
     echo "ofi-verbs: RDMC_OFI_PROVIDER is '${RDMC_OFI_PROVIDER:-}', not verbs" >&2
     exit 1
@@ -48,6 +50,7 @@ suite() {
 }
 
 suite whole-group-ofi-verbs "$RDMC_TEST_WHOLE_GROUP" ofi::
+suite ofi-resources-verbs "$RDMC_TEST_OFI_RESOURCES" ""
 suite member-ofi-verbs "$RDMC_TEST_CLI_MEMBER" ofi::
 
 # The demo: 4 members, a few MiB (odd size, odd block), copies compared.
