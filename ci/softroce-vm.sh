@@ -25,6 +25,7 @@
 #   RDMC_VM_DEVICE=rxe0       the RDMA device
 #   RDMC_OFI_PROVIDER=verbs, RDMC_OFI_FABRIC_ADDR=198.51.100.1 (the `ofi`
 #                             test fixtures' settings)
+#   RDMC_TEST_TIME_SCALE=4    the tests' bounds on whole transfers stretch
 #   and every --env NAME=VALUE.
 #
 # Options:
@@ -196,6 +197,8 @@ mkdir -p "${tmpfs_dirs[@]}"
     printf 'readonly STEP_LIMIT=%d\n' "$((timeout_s > 180 ? timeout_s - 90 : timeout_s / 2))"
     printf 'export RDMC_VM=1 RDMC_VM_OUT=%q RDMC_VM_ADDR=%q RDMC_VM_DEVICE=%q\n' "$out" "$VM_ADDR" "$VM_DEVICE"
     printf 'export RDMC_OFI_PROVIDER=verbs RDMC_OFI_FABRIC_ADDR=%q\n' "$VM_ADDR"
+    # Emulation is slow: the tests' bounds on whole transfers stretch.
+    printf 'export RDMC_TEST_TIME_SCALE=4\n'
     for e in "${envs[@]}"; do printf 'export %q\n' "$e"; done
     printf 'steps=(\n'
     # The scripts run from copies in the results directory: the originals
