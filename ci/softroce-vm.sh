@@ -59,7 +59,7 @@ readonly REPO
 
 say() { printf 'softroce-vm: %s\n' "$*" >&2; }
 die() {
-    say "error: $*"
+    say "error: $1"
     exit "${2:-3}"
 }
 usage() {
@@ -78,39 +78,26 @@ cpus=2
 install=1
 while (($#)); do
     case $1 in
-    --script)
-        [[ $# -ge 2 && -f $2 ]] || die "--script needs a readable file" 2
-        scripts+=("$(realpath "$2")")
-        shift 2
-        ;;
-    --env)
-        [[ $# -ge 2 && $2 =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die "--env needs NAME=VALUE" 2
-        envs+=("$2")
-        shift 2
-        ;;
-    --out)
-        [[ $# -ge 2 ]] || die "--out needs a directory" 2
-        out=$2
-        shift 2
-        ;;
-    --timeout)
-        [[ $# -ge 2 && $2 =~ ^[0-9]+$ && $2 -ge 60 ]] || die "--timeout needs seconds (>= 60)" 2
-        timeout_s=$2
-        shift 2
-        ;;
-    --cache)
-        [[ $# -ge 2 ]] || die "--cache needs a directory" 2
-        cache=$2
-        shift 2
-        ;;
-    --memory)
-        [[ $# -ge 2 && $2 =~ ^[0-9]+$ ]] || die "--memory needs MiB" 2
-        memory=$2
-        shift 2
-        ;;
-    --cpus)
-        [[ $# -ge 2 && $2 =~ ^[1-9][0-9]*$ ]] || die "--cpus needs a count" 2
-        cpus=$2
+    --script | --env | --out | --timeout | --cache | --memory | --cpus)
+        (($# >= 2)) || die "$1 needs a value" 2
+        case $1 in
+        --script)
+            [[ -f $2 ]] || die "--script: $2 is not a readable file" 2
+            scripts+=("$(realpath "$2")")
+            ;;
+        --env)
+            [[ $2 =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || die "--env needs NAME=VALUE" 2
+            envs+=("$2")
+            ;;
+        --out) out=$2 ;;
+        --timeout)
+            [[ $2 =~ ^[0-9]+$ ]] && (($2 >= 60)) || die "--timeout needs seconds (>= 60)" 2
+            timeout_s=$2
+            ;;
+        --cache) cache=$2 ;;
+        --memory) [[ $2 =~ ^[1-9][0-9]*$ ]] && memory=$2 || die "--memory needs MiB" 2 ;;
+        --cpus) [[ $2 =~ ^[1-9][0-9]*$ ]] && cpus=$2 || die "--cpus needs a count" 2 ;;
+        esac
         shift 2
         ;;
     --no-install)
