@@ -44,6 +44,11 @@ pub(crate) struct DemoArgs {
     /// names it).
     #[arg(long, default_value = "tcp", value_name = "NAME")]
     ofi_provider: String,
+    /// With `--transport ofi`: the local IP the fabric endpoints bind to,
+    /// the address of the provider's device (say a RoCE NIC's; default
+    /// 127.0.0.1). The members still meet over loopback TCP first.
+    #[arg(long, value_name = "IP")]
+    ofi_addr: Option<std::net::IpAddr>,
     /// Number of messages to multicast, one after another.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     messages: u64,
@@ -636,14 +641,18 @@ fn loopback_cluster(
     Ok((listeners, members, key))
 }
 
-/// Start `n` nodes on the `ofi` transport, rendezvous and fabric on loopback.
+/// Start `n` nodes on the `ofi` transport, rendezvous on loopback, the
+/// fabric at `--ofi-addr` (default: loopback too).
 #[cfg(feature = "ofi")]
 async fn start_ofi_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<Vec<Node>, String> {
     let (listeners, members, key) = loopback_cluster(n)?;
     futures::future::try_join_all(listeners.into_iter().enumerate().map(|(id, listener)| {
-        let ofi = rdmc::OfiConfig::new(members.clone(), NodeId(id as u32), key.clone())
+        let mut ofi = rdmc::OfiConfig::new(members.clone(), NodeId(id as u32), key.clone())
             .with_listener(listener)
             .with_provider(args.ofi_provider.clone());
+        if let Some(addr) = args.ofi_addr {
+            ofi = ofi.with_fabric_addr(addr);
+        }
         Node::ofi(ofi, config.clone())
     }))
     .await

@@ -19,6 +19,7 @@ use member_suite::{Scratch, Transport, wait, write_file};
 const TCP: Transport = Transport {
     name: "tcp",
     args: &["--transport", "tcp"],
+    ofi_env: false,
 };
 
 /// The silent connections kept open against the member.

@@ -245,6 +245,35 @@ fn over_ofi_seven_members_get_identical_copies_of_odd_messages() {
     check_copies(&dir, 5, 30);
 }
 
+/// `--ofi-addr` reaches the fabric: loopback works, an address this host
+/// does not have fails to bind, saying so.
+#[cfg(feature = "ofi")]
+#[test]
+fn over_ofi_the_fabric_binds_to_ofi_addr() {
+    let demo = |addr: &str| {
+        Command::new(env!("CARGO_BIN_EXE_rdmc"))
+            .args([
+                "demo",
+                "--transport",
+                "ofi",
+                "--nodes",
+                "2",
+                "--size",
+                "1000",
+            ])
+            .args(["--ofi-addr", addr])
+            .output()
+            .unwrap()
+    };
+    let output = demo("127.0.0.1");
+    assert!(output.status.success(), "{output:?}");
+    // 192.0.2.1: documentation range, on no interface here.
+    let output = demo("192.0.2.1");
+    assert!(!output.status.success());
+    let text = String::from_utf8_lossy(&output.stdout) + String::from_utf8_lossy(&output.stderr);
+    assert!(text.contains("Cannot assign requested address"), "{text}");
+}
+
 #[cfg(not(feature = "ofi"))]
 #[test]
 fn ofi_without_the_feature_fails_with_a_clear_message() {

@@ -14,6 +14,7 @@ use member_suite::{Scratch, Transport, wait, write_file};
 const TCP: Transport = Transport {
     name: "tcp",
     args: &["--transport", "tcp"],
+    ofi_env: false,
 };
 
 /// Run rank `rank` alone with `extra` arguments and `files`; it must exit

@@ -15,14 +15,25 @@ use std::time::{Duration, Instant};
 /// ```ignore
 /// member_suite!(tcp, &["--transport", "tcp"]);
 /// ```
+///
+/// With a trailing `ofi_env`, the members' provider and address come from
+/// the environment, as the `ofi` fixtures of the library's tests take them
+/// (see [`Transport::ofi_env`]).
 macro_rules! member_suite {
-    ($name:ident, $args:expr) => {
+    (@ofi_env) => {
+        false
+    };
+    (@ofi_env ofi_env) => {
+        true
+    };
+    ($name:ident, $args:expr $(, $ofi_env:ident)?) => {
         mod $name {
             use super::member_suite::{self, Transport};
 
             const TRANSPORT: Transport = Transport {
                 name: stringify!($name),
                 args: $args,
+                ofi_env: member_suite!(@ofi_env $($ofi_env)?),
             };
 
             #[test]
@@ -63,12 +74,43 @@ pub struct Transport {
     pub name: &'static str,
     /// The `rdmc member` arguments that pick it.
     pub args: &'static [&'static str],
+    /// `ofi`: the libfabric provider is `RDMC_OFI_PROVIDER` (default
+    /// `tcp`) and the members are listed, and their fabric endpoints bind,
+    /// at the IP `RDMC_OFI_FABRIC_ADDR` (default 127.0.0.1) — say `verbs`
+    /// and the address of a Soft-RoCE device in a VM.
+    pub ofi_env: bool,
 }
 
-/// Free loopback ports (bound, read, released).
-fn free_ports(n: usize) -> Vec<u16> {
+impl Transport {
+    /// An environment variable's value, if set and not empty.
+    fn env(name: &str) -> Option<String> {
+        std::env::var(name).ok().filter(|v| !v.is_empty())
+    }
+
+    /// The IP the members are listed at.
+    fn host(&self) -> std::net::IpAddr {
+        let addr = self.ofi_env.then(|| Self::env("RDMC_OFI_FABRIC_ADDR"));
+        addr.flatten()
+            .map_or(std::net::Ipv4Addr::LOCALHOST.into(), |a| {
+                a.parse().expect("RDMC_OFI_FABRIC_ADDR is an IP address")
+            })
+    }
+
+    /// The `rdmc member` arguments that pick the transport.
+    fn args(&self) -> Vec<String> {
+        let mut args: Vec<String> = self.args.iter().map(|&a| a.to_owned()).collect();
+        if self.ofi_env {
+            let provider = Self::env("RDMC_OFI_PROVIDER").unwrap_or_else(|| "tcp".to_owned());
+            args.extend(["--ofi-provider".to_owned(), provider]);
+        }
+        args
+    }
+}
+
+/// Free ports at `host` (bound, read, released).
+fn free_ports(host: std::net::IpAddr, n: usize) -> Vec<u16> {
     let listeners: Vec<_> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .map(|_| std::net::TcpListener::bind((host, 0)).unwrap())
         .collect();
     listeners
         .iter()
@@ -92,9 +134,10 @@ impl Scratch {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("key"), key).unwrap();
         let members = dir.join("members");
-        let text: String = free_ports(n)
+        let host = transport.host();
+        let text: String = free_ports(host, n)
             .iter()
-            .map(|p| format!("127.0.0.1:{p}\n"))
+            .map(|&p| format!("{}\n", std::net::SocketAddr::new(host, p)))
             .collect();
         std::fs::write(&members, text).unwrap();
         Scratch {
@@ -125,7 +168,7 @@ impl Scratch {
             .arg(self.dir.join(format!("out{rank}")))
             .args(["--key-file"])
             .arg(self.dir.join(key))
-            .args(self.transport.args)
+            .args(self.transport.args())
             .args(extra)
             .args(files)
             .env_remove("RUST_LOG")

@@ -47,8 +47,18 @@ pub fn loopback() -> std::net::TcpListener {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap()
 }
 
-/// `f`, or a test failure naming `what` if it takes longer than `limit`.
+/// `d` times `RDMC_TEST_TIME_SCALE` (default 1; more where the tests run
+/// emulated, as in `ci/softroce-vm.sh`'s VM, where a 1 s failure timeout
+/// also finds live but starved members).
+pub fn scaled(d: Duration) -> Duration {
+    let scale = std::env::var("RDMC_TEST_TIME_SCALE").map_or(1, |s| s.parse().unwrap_or(1));
+    d * scale.max(1)
+}
+
+/// `f`, or a test failure naming `what` if it takes longer than `limit`
+/// ([`scaled`]).
 pub async fn bounded<F: Future>(limit: Duration, what: &str, f: F) -> F::Output {
+    let limit = scaled(limit);
     match tokio::time::timeout(limit, f).await {
         Ok(out) => out,
         Err(_) => panic!("{what}: still waiting after {limit:?}"),

@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::relay::{Relay, closed_by_peer};
 use super::{
     Fixture, LONG, Layout, Tuning, assert_failed, assert_mismatch, bounded, cluster, create_all,
-    ids, payload, read_until_failure, run_group, shutdown,
+    ids, payload, read_until_failure, run_group, scaled, shutdown,
 };
 
 /// Every scenario of the suite, as `#[tokio::test]`s in a module `$name`
@@ -103,8 +103,10 @@ macro_rules! whole_group_suite {
 
 pub(crate) use whole_group_suite;
 
-/// The failure timeout of the failure scenarios.
-pub const FAILURE_TIMEOUT: Duration = Duration::from_secs(1);
+/// The failure timeout of the failure scenarios: 1 s, [`scaled`].
+pub fn failure_timeout() -> Duration {
+    scaled(Duration::from_secs(1))
+}
 
 // ---------------------------------------------------------------------------
 // Every algorithm, odd group sizes, odd message sizes, byte-exact.
@@ -553,7 +555,7 @@ pub async fn a_member_hung_mid_transfer_is_found_within_the_failure_timeout<F: F
 async fn a_member_dies_mid_transfer<F: Fixture>(death: Death) {
     let mut layout = Layout::new(4);
     let tuning = Tuning {
-        failure_timeout: Some(FAILURE_TIMEOUT),
+        failure_timeout: Some(failure_timeout()),
         ..Tuning::default()
     };
     // The victim runs on a runtime of its own, so that it can crash or hang.
@@ -692,15 +694,15 @@ async fn a_member_dies_mid_transfer<F: Fixture>(death: Death) {
     // dropped or crashed member's connections break, a hung one's silence
     // is found by the failure detector.
     let limit = match death {
-        Death::Dropped | Death::Crashed => FAILURE_TIMEOUT + Duration::from_millis(500),
-        Death::Hung => FAILURE_TIMEOUT + Duration::from_millis(700),
+        Death::Dropped | Death::Crashed => failure_timeout() + scaled(Duration::from_millis(500)),
+        Death::Hung => failure_timeout() + scaled(Duration::from_millis(700)),
     };
     let assert_prompt = |took: Duration, who: &str| {
         assert!(took < limit, "{who}: {took:?}");
         if death == Death::Hung {
             // Not before the member has been silent for a good part of the
             // timeout.
-            assert!(took >= FAILURE_TIMEOUT / 2, "{who}: {took:?}");
+            assert!(took >= failure_timeout() / 2, "{who}: {took:?}");
         }
     };
     let root = async {
@@ -782,7 +784,7 @@ pub async fn a_member_gone_silent_is_detected_within_the_failure_timeout<F: Fixt
     layout.addrs[0] = relay.addr;
     let nodes = layout
         .start_all::<F>(Tuning {
-            failure_timeout: Some(FAILURE_TIMEOUT),
+            failure_timeout: Some(failure_timeout()),
             ..Tuning::default()
         })
         .await;
@@ -824,7 +826,7 @@ pub async fn a_member_gone_silent_is_detected_within_the_failure_timeout<F: Fixt
     let frozen = Instant::now();
     let reader_2 = tokio::spawn(read_until_failure(x2, messages.clone(), 2));
 
-    let limit = FAILURE_TIMEOUT * 3;
+    let limit = failure_timeout() * 3;
     let root = async {
         let mut error = None;
         for s in sends {
@@ -846,7 +848,8 @@ pub async fn a_member_gone_silent_is_detected_within_the_failure_timeout<F: Fixt
         // Found by the failure detector: not before the peer has been
         // silent for a good part of the timeout, not long after it.
         assert!(
-            took >= FAILURE_TIMEOUT / 2 && took < FAILURE_TIMEOUT + Duration::from_millis(700),
+            took >= failure_timeout() / 2
+                && took < failure_timeout() + scaled(Duration::from_millis(700)),
             "{who} took {took:?}"
         );
         assert!(s.delivered < messages.len(), "{who}");
@@ -860,7 +863,7 @@ pub async fn a_member_gone_silent_is_detected_within_the_failure_timeout<F: Fixt
         } if *group == x && (s.0 == 1 || s.0 == 2) => {}
         other => panic!("node 0: {other:?}"),
     }
-    assert!(root_at - frozen < FAILURE_TIMEOUT + Duration::from_millis(700));
+    assert!(root_at - frozen < failure_timeout() + scaled(Duration::from_millis(700)));
 
     // Group 2 does not involve node 0.
     run_group(ys, &messages[..3]).await;

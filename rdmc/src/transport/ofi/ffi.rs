@@ -127,6 +127,8 @@ unsafe extern "C" {
     pub(crate) fn rdmc_ep_open(
         domain: *mut c_void,
         info: *mut FiInfo,
+        dest: *const c_void,
+        dest_len: usize,
         eq: *mut c_void,
         cq: *mut c_void,
         context: *mut c_void,

@@ -155,15 +155,27 @@ struct Shared<'a> {
 }
 
 impl Shared<'_> {
-    /// Open an endpoint bound to the node's queues, with its receives posted.
-    fn open_ep(&self, info: *mut ffi::FiInfo, peer: NodeId, ctrl: bool) -> Result<Fid, OfiError> {
+    /// Open an endpoint bound to the node's queues, with its receives
+    /// posted: one that will connect to the passive endpoint at `dest`, or
+    /// (`None`) one opened from a connection request's `info`.
+    fn open_ep(
+        &self,
+        info: *mut ffi::FiInfo,
+        dest: Option<&[u8]>,
+        peer: NodeId,
+        ctrl: bool,
+    ) -> Result<Fid, OfiError> {
         let mut ep = ptr::null_mut();
-        // SAFETY: domain, EQ and CQ are open; `info` is a live fi_info; the
+        let (dest, dest_len) = dest.map_or((ptr::null(), 0), |d| (d.as_ptr().cast(), d.len()));
+        // SAFETY: domain, EQ and CQ are open; `info` is a live fi_info;
+        // `dest` is null or `dest_len` live bytes, copied by the call; the
         // context is an integer token, never dereferenced.
         let ret = unsafe {
             ffi::rdmc_ep_open(
                 self.domain.domain(),
                 info,
+                dest,
+                dest_len,
                 self.eq.0,
                 self.cq.0,
                 ep_token(peer, ctrl),
@@ -525,7 +537,7 @@ fn dial_endpoint(
     token: &[u8; 16],
 ) -> Result<Fid, Error> {
     let ep = shared
-        .open_ep(info.as_ptr(), peer, ctrl)
+        .open_ep(info.as_ptr(), Some(addr), peer, ctrl)
         .map_err(|e| transport_error("opening an endpoint", e))?;
     let data = conn_data(ctrl, me, token);
     // SAFETY: the endpoint is open; `addr` is the peer's fabric address as
@@ -544,7 +556,7 @@ fn accept_endpoint(
     from: NodeId,
     ctrl: bool,
 ) -> Result<Fid, Error> {
-    let opened = shared.open_ep(req.0, from, ctrl);
+    let opened = shared.open_ep(req.0, None, from, ctrl);
     drop(req);
     let ep = opened.map_err(|e| transport_error("accepting an endpoint", e))?;
     // SAFETY: the endpoint was opened from this connreq.

@@ -202,10 +202,27 @@ int rdmc_pep_open(struct fid_fabric *fabric, struct fi_info *info, struct fid_eq
 }
 
 /* An active endpoint bound to the EQ and the CQ (both directions), enabled.
- * `context` comes back in EQ events for it. */
-int rdmc_ep_open(struct fid_domain *domain, struct fi_info *info, struct fid_eq *eq,
-                 struct fid_cq *cq, void *context, struct fid_ep **ep) {
+ * `context` comes back in EQ events for it. `dest` (`dest_len` bytes, the
+ * peer's passive endpoint address) is given for an endpoint that will
+ * connect, NULL for one opened from a connection request: connection-
+ * managed providers resolve the route when the endpoint is created (verbs:
+ * rdma_resolve_addr, EINVAL without a destination), not at fi_connect. */
+int rdmc_ep_open(struct fid_domain *domain, struct fi_info *info, const void *dest,
+                 size_t dest_len, struct fid_eq *eq, struct fid_cq *cq, void *context,
+                 struct fid_ep **ep) {
+    struct fi_info *with_dest = NULL;
+    if (dest) {
+        with_dest = fi_dupinfo(info);
+        if (!with_dest) return -FI_ENOMEM;
+        free(with_dest->dest_addr);
+        with_dest->dest_addr = malloc(dest_len);
+        if (!with_dest->dest_addr) { fi_freeinfo(with_dest); return -FI_ENOMEM; }
+        memcpy(with_dest->dest_addr, dest, dest_len);
+        with_dest->dest_addrlen = dest_len;
+        info = with_dest;
+    }
     int ret = fi_endpoint(domain, info, ep, context);
+    if (with_dest) fi_freeinfo(with_dest);
     if (ret) return ret;
     ret = fi_ep_bind(*ep, &eq->fid, 0);
     if (!ret) ret = fi_ep_bind(*ep, &cq->fid, FI_TRANSMIT | FI_RECV);
