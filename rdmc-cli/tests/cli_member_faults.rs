@@ -16,6 +16,7 @@ use member_suite::{Scratch, Transport, wait, write_file};
 const TCP: Transport = Transport {
     name: "tcp_faults",
     args: &["--transport", "tcp"],
+    ofi_env: false,
 };
 
 /// A receiver limited to 768 MiB of address space is sent a 1 GiB file

@@ -41,7 +41,7 @@ pub(crate) enum Cmd<X = Infallible> {
         limit: Duration,
     },
     /// A transport's own command.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg_attr(not(all(test, feature = "rdma")), allow(dead_code))]
     Extra(X),
 }
 
