@@ -10,18 +10,19 @@ cd "$(dirname "$0")/.."
 
 # The VM runs the host's binaries unchanged, so build them here first.
 cargo build --locked -p rdmc-cli --features ofi,rdma
-tests=$(cargo test --locked --features ofi,rdma --no-run --test whole_group --test ofi_resources \
-    --test cli_member --message-format=json
-    cargo test --locked -p rdmc --features ofi,rdma --no-run --lib --message-format=json)
-tests=$(python3 -c '
+tests=$({
+    cargo test --locked --features ofi,rdma --no-run --test whole_group --test ofi_resources \
+        --test cli_member --message-format=json
+    cargo test --locked -p rdmc --features ofi,rdma --no-run --lib --message-format=json
+} | python3 -c '
 import json, sys
-for line in sys.argv[1].splitlines():
+for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") \
             and m["target"]["kind"] in (["test"], ["lib"]):
         kind = "lib-" if m["target"]["kind"] == ["lib"] else ""
         print(kind + m["target"]["name"], m["executable"])
-' "$tests")
+')
 exe() { awk -v t="$1" '$1 == t {print $2}' <<<"$tests"; }
 whole_group=$(exe whole_group)
 ofi_resources=$(exe ofi_resources)
