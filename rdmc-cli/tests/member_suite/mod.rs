@@ -68,6 +68,17 @@ macro_rules! member_suite {
     };
 }
 
+/// `RDMC_TEST_TIME_SCALE` (default 1): how much longer than on a normal
+/// machine the tests' time limits are where processes run slowly (4 in the
+/// emulated Soft-RoCE VM).
+pub fn time_scale() -> u64 {
+    std::env::var("RDMC_TEST_TIME_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1)
+        .max(1)
+}
+
 /// The transport the members run on.
 pub struct Transport {
     /// Its name, for the scratch directories.
@@ -359,10 +370,13 @@ pub fn members_with_different_keys_say_so_without_logs(transport: &'static Trans
     write_file(&file, 1000, 1);
     // Long enough that both processes are up before either gives up, even on
     // a loaded machine: both fail by this timeout, whatever it is.
-    let extra = ["--connect-timeout", "6"];
+    // (Stretched by RDMC_TEST_TIME_SCALE where processes start slowly, as
+    // in the emulated Soft-RoCE VM.)
+    let connect = (6 * time_scale()).to_string();
+    let extra = ["--connect-timeout", connect.as_str()];
     let mut zero = scratch.spawn_member(0, &extra, std::slice::from_ref(&file));
     let mut one = scratch.command(1, "key1", &extra, &[]).spawn().unwrap();
-    let (status, err) = wait(&mut zero, Duration::from_secs(30));
+    let (status, err) = wait(&mut zero, Duration::from_secs(30 * time_scale()));
     assert!(!status.success(), "rank 0 should fail");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
     // The acceptor knows: the other end did not prove it holds the key.
@@ -371,7 +385,7 @@ pub fn members_with_different_keys_say_so_without_logs(transport: &'static Trans
             && err.contains("peer failed to prove it holds the cluster key"),
         "rank 0 should say why: {err}"
     );
-    let (status, err) = wait(&mut one, Duration::from_secs(30));
+    let (status, err) = wait(&mut one, Duration::from_secs(30 * time_scale()));
     assert!(!status.success(), "rank 1 should fail");
     // The dialler only sees the connection closed, and says what it means.
     assert!(
