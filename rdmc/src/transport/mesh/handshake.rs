@@ -1,9 +1,9 @@
 //! The authenticated connection handshake of the TCP mesh.
 //!
 //! Right after a TCP connection between two members is established, both ends
-//! run this handshake: the end that dialled calls [`Handshake::initiate`]
+//! run this handshake: the end that dialled calls [`Handshake::initiate_keyed`]
 //! (it knows whom it dialled), the end that accepted calls
-//! [`Handshake::accept`] (it learns who connected). Only when the handshake
+//! [`Handshake::accept_keyed`] (it learns who connected). Only when the handshake
 //! succeeds may the connection carry cluster traffic; on failure the caller
 //! drops the connection and logs the reason, for example
 //! `warn!("dropped peer {addr}: {err}")` — every [`HandshakeError`] reads as
@@ -77,11 +77,16 @@
 //! the initiator: the node it dialled), that `to` is itself, and the digest,
 //! before it answers. Proofs are compared in constant time. A rejecting end
 //! just closes the connection; the other end sees [`HandshakeError::Closed`].
+//!
+//! After both proofs, each end derives the connection's session key,
+//! `HMAC-SHA256(cluster key, b"rdmc handshake v1 session" || hello_I ||
+//! hello_A)`, which authenticates the mesh's formation messages that follow
+//! ([`SessionKey`]).
 
 use std::io;
 use std::time::Duration;
 
-use hmac::Mac;
+use hmac::{KeyInit, Mac};
 use rand::Rng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -103,6 +108,36 @@ pub(crate) const HELLO_LEN: usize = 83;
 pub(crate) const PROOF_LEN: usize = 32;
 /// How long a handshake may take unless configured otherwise.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Domain separation for the session key.
+const SESSION_LABEL: &[u8] = b"rdmc handshake v1 session";
+
+/// The secret of one authenticated connection, derived by both ends from
+/// the cluster key and the two hellos (`HMAC-SHA256(cluster key, b"rdmc
+/// handshake v1 session" || hello_I || hello_A)`): what authenticates the
+/// mesh's own messages after the handshake
+/// ([`formation`](super::formation)). Never shown by `Debug`.
+#[derive(Clone)]
+pub(crate) struct SessionKey([u8; 32]);
+
+impl SessionKey {
+    /// A MAC keyed with this key.
+    pub(super) fn mac(&self) -> HmacSha256 {
+        HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length")
+    }
+
+    /// A key from its bytes, for tests.
+    #[cfg(test)]
+    pub(crate) fn for_tests(bytes: [u8; 32]) -> Self {
+        SessionKey(bytes)
+    }
+}
+
+impl std::fmt::Debug for SessionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionKey(<redacted>)")
+    }
+}
 
 /// Size of the magic plus the version: what is read before anything else.
 const HEADER_LEN: usize = 10;
@@ -336,17 +371,31 @@ impl Handshake {
         self
     }
 
-    /// Runs the dialling side over `stream`, a fresh connection to
-    /// `expected_peer`. Succeeds once both ends have proven they hold the
-    /// cluster key; the stream then carries cluster traffic.
-    ///
-    /// Cancel-safe in the sense that dropping the future leaves nothing
-    /// behind; the stream must be dropped too, as it is mid-handshake.
+    /// [`Handshake::initiate_keyed`] without the session key.
+    #[cfg(test)]
     pub(crate) async fn initiate<S>(
         &self,
         stream: &mut S,
         expected_peer: NodeId,
     ) -> Result<(), HandshakeError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        self.initiate_keyed(stream, expected_peer).await.map(drop)
+    }
+
+    /// Runs the dialling side over `stream`, a fresh connection to
+    /// `expected_peer`. Succeeds once both ends have proven they hold the
+    /// cluster key, with the connection's [`SessionKey`]; the stream then
+    /// carries cluster traffic.
+    ///
+    /// Cancel-safe in the sense that dropping the future leaves nothing
+    /// behind; the stream must be dropped too, as it is mid-handshake.
+    pub(crate) async fn initiate_keyed<S>(
+        &self,
+        stream: &mut S,
+        expected_peer: NodeId,
+    ) -> Result<SessionKey, HandshakeError>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
@@ -369,15 +418,29 @@ impl Handshake {
             let proof = self.proof(Role::Initiator, &ours, &theirs_bytes);
             send(stream, &proof).await?;
             let their_proof = read_proof(stream).await?;
-            self.verify(Role::Acceptor, &ours, &theirs_bytes, &their_proof)
+            self.verify(Role::Acceptor, &ours, &theirs_bytes, &their_proof)?;
+            Ok(self.session(&ours, &theirs_bytes))
         })
         .await
     }
 
+    /// [`Handshake::accept_keyed`] without the session key.
+    #[cfg(test)]
+    pub(crate) async fn accept<S>(&self, stream: &mut S) -> Result<NodeId, HandshakeError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        self.accept_keyed(stream).await.map(|(peer, _)| peer)
+    }
+
     /// Runs the listening side over `stream`, a freshly accepted connection.
     /// Returns the id of the member that connected, once it has proven it
-    /// holds the cluster key. Cancel-safe like [`Handshake::initiate`].
-    pub(crate) async fn accept<S>(&self, stream: &mut S) -> Result<NodeId, HandshakeError>
+    /// holds the cluster key, and the connection's [`SessionKey`].
+    /// Cancel-safe like [`Handshake::initiate_keyed`].
+    pub(crate) async fn accept_keyed<S>(
+        &self,
+        stream: &mut S,
+    ) -> Result<(NodeId, SessionKey), HandshakeError>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
@@ -405,7 +468,7 @@ impl Handshake {
             self.verify(Role::Initiator, &theirs_bytes, &ours, &their_proof)?;
             let proof = self.proof(Role::Acceptor, &theirs_bytes, &ours);
             send(stream, &proof).await?;
-            Ok(peer)
+            Ok((peer, self.session(&theirs_bytes, &ours)))
         })
         .await
     }
@@ -460,6 +523,25 @@ impl Handshake {
             .finalize()
             .into_bytes()
             .into()
+    }
+
+    /// The connection's session key: a MAC over both hellos, so fresh for
+    /// every connection (both nonces) and known only to key holders.
+    fn session(
+        &self,
+        initiator_hello: &[u8; HELLO_LEN],
+        acceptor_hello: &[u8; HELLO_LEN],
+    ) -> SessionKey {
+        SessionKey(
+            self.key
+                .mac()
+                .chain_update(SESSION_LABEL)
+                .chain_update(initiator_hello)
+                .chain_update(acceptor_hello)
+                .finalize()
+                .into_bytes()
+                .into(),
+        )
     }
 
     /// Checks, in constant time, the proof of the `role` end.

@@ -19,6 +19,7 @@
 //! known, why their connections were refused (another cluster key or
 //! member list).
 
+mod formation;
 pub(crate) mod handshake;
 mod key;
 #[cfg(test)]
@@ -29,12 +30,14 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use self::handshake::{Handshake, HandshakeError};
+use self::formation::{Direction, Message};
+use self::handshake::{Handshake, HandshakeError, SessionKey};
 pub(crate) use self::key::ClusterDigest;
 pub use self::key::{ClusterKey, ClusterKeyError};
 use crate::config::{ClusterConfigError, check_limit};
@@ -168,6 +171,8 @@ struct MeshConfig {
     handshake: Arc<Handshake>,
     connect_timeout: Duration,
     handshake_timeout: Duration,
+    /// How late a correct member's formation message may be.
+    margin: Duration,
 }
 
 /// Why the mesh could not be built.
@@ -178,17 +183,54 @@ pub(crate) enum MeshError {
     #[error("listening: {0}")]
     Listen(#[source] std::io::Error),
     #[error("connected to every member, but not every member was: {why}")]
-    Unready { why: String },
+    Unready { missing: Vec<NodeId>, why: String },
     #[error(
-        "no connection to node(s) {} within {timeout:?}{why}",
-        missing.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
+        "every member was connected to every member, but node(s) {} did not confirm it \
+         within {timeout:?} and a margin",
+        list(missing)
     )]
+    Unconfirmed {
+        missing: Vec<NodeId>,
+        timeout: Duration,
+    },
+    #[error(
+        "the cluster did not form because of node(s) {} (reported by node {from})",
+        list(blame)
+    )]
+    GaveUp { from: NodeId, blame: Vec<NodeId> },
+    #[error("lost node {peer} while the cluster formed: {why}")]
+    Lost { peer: NodeId, why: String },
+    #[error("no connection to node(s) {} within {timeout:?}{why}", list(missing))]
     TimedOut {
         missing: Vec<NodeId>,
         timeout: Duration,
         /// Why connections were refused, when known: " (reasons)" or "".
         why: String,
     },
+}
+
+impl MeshError {
+    /// The members this node blames for the failure (none for a failure
+    /// of its own, such as listening).
+    #[cfg(test)]
+    pub(crate) fn blame(&self) -> Vec<NodeId> {
+        match self {
+            MeshError::NotAMember { .. } | MeshError::Listen(_) => Vec::new(),
+            MeshError::Unready { missing, .. }
+            | MeshError::Unconfirmed { missing, .. }
+            | MeshError::TimedOut { missing, .. } => missing.clone(),
+            MeshError::GaveUp { blame, .. } => blame.clone(),
+            MeshError::Lost { peer, .. } => vec![*peer],
+        }
+    }
+}
+
+/// Node ids as a list: "1, 3".
+fn list(ids: &[NodeId]) -> String {
+    ids.iter()
+        .map(|p| p.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The established connections, one per peer, and the guard that keeps the
@@ -214,7 +256,7 @@ pub(crate) async fn bring_up(
         listener,
         connect_timeout,
         handshake_timeout,
-        failure_timeout: _,
+        failure_timeout,
     } = cluster;
     let listener = match listener {
         Some(l) => l
@@ -233,6 +275,7 @@ pub(crate) async fn bring_up(
         handshake: Arc::new(handshake),
         connect_timeout,
         handshake_timeout,
+        margin: failure_timeout / 2,
     })
     .await
 }
@@ -378,15 +421,15 @@ fn dial_reason(error: &HandshakeError) -> String {
     }
 }
 
-/// Connect to every other member. Once every member is connected, the
-/// acceptor closes every new connection as soon as it is accepted, without
-/// a handshake: nothing more is needed, so strangers get nothing and cost
-/// one `accept` each. (The listener stays open, so that the port does not
-/// look free to another process.)
+/// Connect to every other member, then agree that the mesh formed (see
+/// [`Formation`]). Once every member is connected, the acceptor closes
+/// every new connection as soon as it is accepted, without a handshake:
+/// nothing more is needed, so strangers get nothing and cost one `accept`
+/// each. (The listener stays open, so that the port does not look free to
+/// another process.)
 async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
-    let n = config.members.len();
     let me = config.me;
-    let (found, mut arrivals) = mpsc::unbounded_channel::<(NodeId, TcpStream)>();
+    let (found, mut arrivals) = mpsc::unbounded_channel::<Arrival>();
     let stop = CancellationToken::new();
     // Cancelled once every member is connected: handshakes and dials stop.
     let complete = stop.child_token();
@@ -408,97 +451,476 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
         ));
     }
     drop(found);
-    // Validated: at most `MAX_TIMEOUT`, which the clock can add.
-    let deadline = Instant::now() + config.connect_timeout;
-    let mut peers = HashMap::new();
-    while peers.len() + 1 < n {
-        match tokio::time::timeout_at(deadline, arrivals.recv()).await {
-            Ok(Some((peer, stream))) => {
-                if peers.contains_key(&peer) {
-                    tracing::warn!(
-                        peer = peer.0,
-                        "dropped a second connection from a connected peer"
-                    );
-                    continue;
-                }
-                tracing::debug!(peer = peer.0, "connected");
-                peers.insert(peer, stream);
+    let (heard, mut hearing) = mpsc::unbounded_channel();
+    let now = Instant::now();
+    let mut formation = Formation {
+        me,
+        n: config.members.len(),
+        // Validated: at most `MAX_TIMEOUT`, which the clock can add.
+        deadline: now + config.connect_timeout,
+        connect_timeout: config.connect_timeout,
+        margin: config.margin,
+        phase: Phase::Connecting,
+        peers: HashMap::new(),
+        heard,
+        stop: stop.clone(),
+    };
+    let failure = loop {
+        let wake = formation.wake();
+        let step = tokio::select! {
+            Some((peer, stream, key)) = arrivals.recv() => {
+                formation.connected(peer, stream, key).await
             }
-            Ok(None) | Err(_) => {
-                stop.cancel();
-                let missing: Vec<NodeId> = (0..n as u32)
-                    .map(NodeId)
-                    .filter(|p| *p != me && !peers.contains_key(p))
-                    .collect();
-                let why = refusals
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .explain(&missing, &config.members);
-                return Err(MeshError::TimedOut {
-                    missing,
-                    timeout: config.connect_timeout,
-                    why,
+            Some(event) = hearing.recv() => formation.heard(event),
+            () = tokio::time::sleep_until(wake) => {
+                let why = |missing: &[NodeId]| {
+                    refusals
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .explain(missing, &config.members)
+                };
+                Err(formation.timed_out(why))
+            }
+        };
+        let step = match step {
+            Ok(()) => formation.advance(&complete).await,
+            Err(failure) => Err(failure),
+        };
+        match step {
+            Ok(Some(peers)) => {
+                return Ok(Mesh {
+                    peers,
+                    _acceptor: stop.drop_guard(),
                 });
+            }
+            Ok(None) => {}
+            Err(failure) => break failure,
+        }
+    };
+    formation.give_up(&failure.blame, &mut hearing).await;
+    stop.cancel();
+    Err(failure.error)
+}
+
+/// An authenticated connection to a member, as a dial or the acceptor hands
+/// it over, with its session key.
+type Arrival = (NodeId, TcpStream, SessionKey);
+
+/// What a connection's reader reports.
+#[derive(Debug)]
+enum Heard {
+    /// A formation message other than `Go`.
+    Message(NodeId, Message),
+    /// The peer's `Go`, its last formation message: the read half,
+    /// positioned right after it.
+    Done(NodeId, OwnedReadHalf),
+    /// The connection broke, or carried something other than an authentic
+    /// formation message.
+    Lost(NodeId, String),
+}
+
+/// Where a node is in the mesh's formation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Not connected to every member yet.
+    Connecting,
+    /// Connected to every member, `Ready` sent; waiting for every member's.
+    Ready,
+    /// Every member's `Ready` in, `Go` sent; waiting for every member's.
+    Go,
+}
+
+/// One connection while the mesh forms.
+#[derive(Debug)]
+struct Peer {
+    writer: OwnedWriteHalf,
+    /// Our direction of its formation messages.
+    out: Direction,
+    /// When the peer gives up at the latest, on our clock (its `Info`).
+    deadline: Option<Instant>,
+    /// Its `Ready` (or `Go`) arrived.
+    ready: bool,
+    /// Its `Go` arrived: the read half, back from the reader.
+    done: Option<OwnedReadHalf>,
+    /// Its reader ended without a `Go`.
+    lost: bool,
+}
+
+/// A node's mesh failed: the error, and the members it blames (told to
+/// every peer in a `Fail`).
+#[derive(Debug)]
+struct Failure {
+    error: MeshError,
+    blame: Vec<NodeId>,
+}
+
+/// How long a node that gives up waits for its peers to close their ends
+/// after its `Fail`, so that closing its own with their messages unread
+/// (which resets the connection) cannot discard the `Fail` before they read
+/// it.
+const LINGER: Duration = Duration::from_millis(250);
+
+/// One node's view of the mesh's formation: a small protocol over the
+/// authenticated connections, each message MAC'd with the connection's
+/// session key ([`formation`]), so that every member that fails names the
+/// member(s) that caused it, never one that only gave up because of them.
+///
+/// 1. On every new connection each end first sends `Info`: how long until it
+///    gives up at the latest.
+/// 2. *Connecting*: once connected to every member, a node sends `Ready` to
+///    all. At its deadline (start + connect timeout) a node still missing
+///    connections gives up, blaming the members it has no connection to.
+/// 3. *Ready*: once it has every member's `Ready`, a node sends `Go` to all.
+///    Until then, a member whose `Ready` is missing is still connecting (or
+///    faulty): the node waits until that member's own deadline + margin
+///    (and at least until its own deadline) for its `Ready` or its `Fail`,
+///    then gives up blaming the members still silent.
+/// 4. *Go*: once it has every member's `Go`, the node is up. A member whose
+///    `Go` is missing sent `Ready` (so it is in step 3 or later) and gives up
+///    by the latest deadline + margin at the latest: the node waits one
+///    margin more, then gives up blaming the members still silent.
+///
+/// In every step, a `Fail` from a peer makes the node give up blaming the
+/// members the `Fail` blames (never itself: if the peer blames this node, it
+/// blames the peer), and a connection lost before its `Go` (without a
+/// `Fail`) blames that peer. A node that gives up sends its `Fail` to every
+/// peer before it closes.
+///
+/// Why every node that fails names a member that caused it, with at most
+/// one member faulty (killed, stopped, or cut off) or the cluster split in
+/// two, as long as a correct member's messages arrive within the margin
+/// (half the failure timeout: a member later than that counts as failed
+/// anyway):
+///
+/// - *No node that gives up is blamed by a node that formed.* A node is up
+///   only with every member's `Go`, and a node never sends `Fail` after
+///   `Go`; so when node X gives up, nobody has X's `Go`, and every node in
+///   step 4 waits for X's `Go` or `Fail` until the latest deadline + two
+///   margins, past X's last moment to give up + one margin: X's `Fail`
+///   reaches it first, and it gives up too, with X's blame. Nobody is up.
+/// - *The blame is the faulty member.* A node gives up on its own only at a
+///   deadline, blaming members silent past theirs: in step 2 the members it
+///   has no connection to (faulty, or across the split), in step 3 members
+///   connected but silent past their own deadline + margin — a correct one
+///   connecting would have sent `Ready` or its own `Fail` by then, which the
+///   node adopts —, in step 4 members silent past the time a correct one
+///   sends `Go` or `Fail`. Blame travels unchanged in `Fail`s, so every
+///   node names the member the first node to give up found silent.
+/// - A node that formed and then finds a peer gone (its `Go` sent, then
+///   killed or cut off) is past the mesh: the transport names that peer,
+///   which is right, as it had formed.
+///
+/// The one gap: a member stopped (or cut off) in the instant between
+/// writing its `Go` to one peer and to another leaves one peer up and the
+/// other giving up at step 4 — blaming the right member, but the peer that
+/// is up sees it leave. Every message to all peers is written in one go, so
+/// that window is a few system calls wide.
+#[derive(Debug)]
+struct Formation {
+    me: NodeId,
+    n: usize,
+    /// When this node gives up connecting.
+    deadline: Instant,
+    connect_timeout: Duration,
+    /// How late a correct member's message may be (half the failure
+    /// timeout).
+    margin: Duration,
+    phase: Phase,
+    peers: HashMap<NodeId, Peer>,
+    /// Where the connections' readers report.
+    heard: mpsc::UnboundedSender<Heard>,
+    /// Ends the readers when the node gives up.
+    stop: CancellationToken,
+}
+
+impl Formation {
+    /// A new authenticated connection to `peer`: send our `Info` and start
+    /// reading its messages.
+    async fn connected(
+        &mut self,
+        peer: NodeId,
+        stream: TcpStream,
+        key: SessionKey,
+    ) -> Result<(), Failure> {
+        if self.peers.contains_key(&peer) {
+            tracing::warn!(
+                peer = peer.0,
+                "dropped a second connection from a connected peer"
+            );
+            return Ok(());
+        }
+        tracing::debug!(peer = peer.0, "connected");
+        let (read, writer) = stream.into_split();
+        tokio::spawn(read_formation(
+            peer,
+            read,
+            Direction::new(key.clone(), peer, self.me),
+            self.n,
+            self.heard.clone(),
+            self.stop.clone(),
+        ));
+        self.peers.insert(
+            peer,
+            Peer {
+                writer,
+                out: Direction::new(key, self.me, peer),
+                deadline: None,
+                ready: false,
+                done: None,
+                lost: false,
+            },
+        );
+        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        let info = Message::Info {
+            remaining_ms: u64::try_from(remaining.as_millis()).unwrap_or(u64::MAX),
+        };
+        self.send(peer, &info).await
+    }
+
+    /// Send `message` to `peer`; a connection that cannot take it (within
+    /// the margin) is lost.
+    async fn send(&mut self, peer: NodeId, message: &Message) -> Result<(), Failure> {
+        use tokio::io::AsyncWriteExt;
+        let p = self.peers.get_mut(&peer).expect("a connected peer");
+        let bytes = p.out.seal(message);
+        let why = match tokio::time::timeout(self.margin, p.writer.write_all(&bytes)).await {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) => format!("connection lost: {e}"),
+            Err(_) => format!("took no message for {:?}", self.margin),
+        };
+        Err(lost(peer, why))
+    }
+
+    /// Send `message` to every peer, in one go.
+    async fn broadcast(&mut self, message: &Message) -> Result<(), Failure> {
+        let mut peers: Vec<NodeId> = self.peers.keys().copied().collect();
+        peers.sort_unstable();
+        for peer in peers {
+            self.send(peer, message).await?;
+        }
+        Ok(())
+    }
+
+    /// What a reader reported.
+    fn heard(&mut self, event: Heard) -> Result<(), Failure> {
+        let now = Instant::now();
+        match event {
+            Heard::Message(peer, Message::Info { remaining_ms }) => {
+                // Bounded by ours: a peer cannot keep us waiting longer.
+                let remaining = Duration::from_millis(remaining_ms).min(self.connect_timeout);
+                self.peer(peer).deadline = Some(now + remaining);
+            }
+            Heard::Message(peer, Message::Ready) => self.peer(peer).ready = true,
+            Heard::Done(peer, read) => {
+                let p = self.peer(peer);
+                p.ready = true;
+                p.done = Some(read);
+            }
+            Heard::Message(peer, Message::Fail { blame }) => {
+                let mut blame: Vec<NodeId> = blame.into_iter().filter(|&b| b != self.me).collect();
+                blame.sort_unstable();
+                blame.dedup();
+                if blame.is_empty() {
+                    // It blames this node, which is well: blame it.
+                    blame.push(peer);
+                }
+                return Err(Failure {
+                    error: MeshError::GaveUp {
+                        from: peer,
+                        blame: blame.clone(),
+                    },
+                    blame,
+                });
+            }
+            Heard::Message(_, Message::Go) => unreachable!("a reader hands over the read half"),
+            Heard::Lost(peer, why) => {
+                self.peer(peer).lost = true;
+                return Err(lost(peer, why));
+            }
+        }
+        Ok(())
+    }
+
+    fn peer(&mut self, peer: NodeId) -> &mut Peer {
+        self.peers
+            .get_mut(&peer)
+            .expect("readers run for connected peers")
+    }
+
+    /// Move on as far as the messages so far allow; the connections once
+    /// every member's `Go` is in.
+    async fn advance(
+        &mut self,
+        complete: &CancellationToken,
+    ) -> Result<Option<HashMap<NodeId, TcpStream>>, Failure> {
+        if self.phase == Phase::Connecting && self.peers.len() + 1 == self.n {
+            // Every member is connected: let go of any handshake still
+            // pending and admit nobody else.
+            complete.cancel();
+            self.phase = Phase::Ready;
+            self.broadcast(&Message::Ready).await?;
+        }
+        if self.phase == Phase::Ready && self.peers.values().all(|p| p.ready) {
+            self.phase = Phase::Go;
+            self.broadcast(&Message::Go).await?;
+        }
+        if self.phase == Phase::Go && self.peers.values().all(|p| p.done.is_some()) {
+            let peers = std::mem::take(&mut self.peers)
+                .into_iter()
+                .map(|(peer, p)| {
+                    let read = p.done.expect("checked above");
+                    let stream = read
+                        .reunite(p.writer)
+                        .expect("the halves of one connection");
+                    (peer, stream)
+                })
+                .collect();
+            return Ok(Some(peers));
+        }
+        Ok(None)
+    }
+
+    /// When this node gives up unless something arrives.
+    fn wake(&self) -> Instant {
+        let deadline_of = |p: &Peer| p.deadline.unwrap_or(self.deadline);
+        match self.phase {
+            Phase::Connecting => self.deadline,
+            Phase::Ready => self
+                .peers
+                .values()
+                .filter(|p| !p.ready)
+                .map(|p| deadline_of(p) + self.margin)
+                .fold(self.deadline, Instant::max),
+            Phase::Go => {
+                self.peers
+                    .values()
+                    .map(deadline_of)
+                    .fold(self.deadline, Instant::max)
+                    + self.margin * 2
             }
         }
     }
-    // Every member is connected: let go of any handshake still pending and
-    // admit nobody else.
-    complete.cancel();
-    if let Err(e) = all_ready(&mut peers, deadline, config.connect_timeout).await {
-        stop.cancel();
-        return Err(e);
+
+    /// Nothing arrived in time: whom this node blames, and why (`why`
+    /// explains refused connections).
+    fn timed_out(&self, why: impl Fn(&[NodeId]) -> String) -> Failure {
+        let timeout = self.connect_timeout;
+        let mut missing: Vec<NodeId> = match self.phase {
+            Phase::Connecting => (0..self.n as u32)
+                .map(NodeId)
+                .filter(|p| *p != self.me && !self.peers.contains_key(p))
+                .collect(),
+            Phase::Ready => self
+                .peers
+                .iter()
+                .filter(|(_, p)| !p.ready)
+                .map(|(&id, _)| id)
+                .collect(),
+            Phase::Go => self
+                .peers
+                .iter()
+                .filter(|(_, p)| p.done.is_none())
+                .map(|(&id, _)| id)
+                .collect(),
+        };
+        missing.sort_unstable();
+        let error = match self.phase {
+            Phase::Connecting => MeshError::TimedOut {
+                why: why(&missing),
+                missing: missing.clone(),
+                timeout,
+            },
+            Phase::Ready => MeshError::Unready {
+                why: missing
+                    .iter()
+                    .map(|p| {
+                        format!("node {p}: not connected to every other member within {timeout:?}")
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; "),
+                missing: missing.clone(),
+            },
+            Phase::Go => MeshError::Unconfirmed {
+                missing: missing.clone(),
+                timeout,
+            },
+        };
+        Failure {
+            error,
+            blame: missing,
+        }
     }
-    Ok(Mesh {
-        peers,
-        _acceptor: stop.drop_guard(),
-    })
+
+    /// Tell every peer whom this node blames, close our ends, and wait (at
+    /// most [`LINGER`]) for the peers to close theirs.
+    async fn give_up(&mut self, blame: &[NodeId], hearing: &mut mpsc::UnboundedReceiver<Heard>) {
+        use tokio::io::AsyncWriteExt;
+        let fail = Message::Fail {
+            blame: blame.to_vec(),
+        };
+        let linger = tokio::time::sleep(LINGER);
+        tokio::pin!(linger);
+        for p in self.peers.values_mut() {
+            let bytes = p.out.seal(&fail);
+            let sent = async {
+                p.writer.write_all(&bytes).await?;
+                p.writer.shutdown().await
+            };
+            tokio::select! {
+                _ = sent => {}
+                () = &mut linger => break,
+            }
+        }
+        while self.peers.values().any(|p| !p.lost && p.done.is_none()) {
+            tokio::select! {
+                Some(event) = hearing.recv() => match event {
+                    Heard::Lost(peer, _) => self.peer(peer).lost = true,
+                    Heard::Done(peer, read) => self.peer(peer).done = Some(read),
+                    Heard::Message(..) => {}
+                },
+                () = &mut linger => break,
+            }
+        }
+    }
 }
 
-/// The byte a node sends every peer once it is connected to every member.
-const READY: u8 = 0x52;
-
-/// The mesh's last step: tell every peer this node is connected to every
-/// member, and wait until every peer says the same (by `deadline`). Without
-/// it, a node whose mesh completed first would start its links — and their
-/// failure timeout — while a peer still waits for a third member, and
-/// declare that peer failed for the silence.
-async fn all_ready(
-    peers: &mut HashMap<NodeId, TcpStream>,
-    deadline: Instant,
-    timeout: Duration,
-) -> Result<(), MeshError> {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let waits = peers.iter_mut().map(|(&peer, stream)| async move {
-        let exchange = async {
-            stream.write_all(&[READY]).await?;
-            let mut byte = [0];
-            stream.read_exact(&mut byte).await?;
-            Ok::<_, std::io::Error>(byte[0])
-        };
-        let outcome = match tokio::time::timeout_at(deadline, exchange).await {
-            Ok(Ok(READY)) => return Ok(()),
-            Ok(Ok(other)) => format!("sent {other:#04x} instead of its ready byte"),
-            Ok(Err(e)) => format!("connection lost before it was ready: {e}"),
-            Err(_) => format!("not connected to every other member within {timeout:?}"),
-        };
-        Err((peer, outcome))
-    });
-    let mut unready: Vec<(NodeId, String)> = futures::future::join_all(waits)
-        .await
-        .into_iter()
-        .filter_map(Result::err)
-        .collect();
-    if unready.is_empty() {
-        return Ok(());
+/// A failure blaming `peer`, whose connection was lost before its `Go`.
+fn lost(peer: NodeId, why: String) -> Failure {
+    Failure {
+        error: MeshError::Lost { peer, why },
+        blame: vec![peer],
     }
-    unready.sort_by_key(|(peer, _)| *peer);
-    let why = unready
-        .iter()
-        .map(|(peer, why)| format!("node {peer}: {why}"))
-        .collect::<Vec<_>>()
-        .join("; ");
-    Err(MeshError::Unready { why })
+}
+
+/// Read `peer`'s formation messages from `read` and report them, until its
+/// `Go` (then hand the read half back, nothing past it read), a broken
+/// connection, or `stop`.
+async fn read_formation(
+    peer: NodeId,
+    mut read: OwnedReadHalf,
+    mut incoming: Direction,
+    members: usize,
+    heard: mpsc::UnboundedSender<Heard>,
+    stop: CancellationToken,
+) {
+    loop {
+        let message = tokio::select! {
+            _ = stop.cancelled() => return,
+            m = incoming.open(&mut read, members) => m,
+        };
+        let event = match message {
+            Ok(Message::Go) => {
+                let _ = heard.send(Heard::Done(peer, read));
+                return;
+            }
+            Ok(message) => Heard::Message(peer, message),
+            Err(e) => {
+                let _ = heard.send(Heard::Lost(peer, e.to_string()));
+                return;
+            }
+        };
+        let _ = heard.send(event);
+    }
 }
 
 /// Accept connections until stopped: until the mesh is complete,
@@ -510,7 +932,7 @@ async fn accept_loop(
     listener: TcpListener,
     (handshake, me, handshake_timeout): (Arc<Handshake>, NodeId, Duration),
     refusals: Arc<Mutex<Refusals>>,
-    found: mpsc::UnboundedSender<(NodeId, TcpStream)>,
+    found: mpsc::UnboundedSender<Arrival>,
     (stop, complete): (CancellationToken, CancellationToken),
 ) {
     let first_hello = FIRST_HELLO_TIMEOUT.min(handshake_timeout);
@@ -543,7 +965,7 @@ async fn accept_loop(
             let attempt = async {
                 let mut first = [0];
                 match tokio::time::timeout(first_hello, stream.peek(&mut first)).await {
-                    Ok(Ok(n)) if n > 0 => Some(handshake.accept(&mut stream).await),
+                    Ok(Ok(n)) if n > 0 => Some(handshake.accept_keyed(&mut stream).await),
                     Ok(Ok(_)) => Some(Err(HandshakeError::Closed)),
                     Ok(Err(e)) => Some(Err(e.into())),
                     Err(_) => None,
@@ -560,11 +982,11 @@ async fn accept_loop(
                 },
             };
             match outcome {
-                Ok(peer) if peer > me => {
+                Ok((peer, key)) if peer > me => {
                     let _ = stream.set_nodelay(true);
-                    let _ = found.send((peer, stream));
+                    let _ = found.send((peer, stream, key));
                 }
-                Ok(peer) => {
+                Ok((peer, _)) => {
                     tracing::warn!(%addr, peer = peer.0, "dropped peer: lower ranks are dialled, not accepted");
                 }
                 Err(e) => Refusals::refused(&refusals, addr, e.to_string()),
@@ -579,10 +1001,7 @@ async fn dial(
     addr: SocketAddr,
     handshake: Arc<Handshake>,
     peer: NodeId,
-    (found, refusals): (
-        mpsc::UnboundedSender<(NodeId, TcpStream)>,
-        Arc<Mutex<Refusals>>,
-    ),
+    (found, refusals): (mpsc::UnboundedSender<Arrival>, Arc<Mutex<Refusals>>),
     stop: CancellationToken,
 ) {
     let mut backoff = Duration::from_millis(10);
@@ -592,19 +1011,19 @@ async fn dial(
                 .await
                 .map_err(|e| format!("connecting: {e}"))?;
             stream.set_nodelay(true).map_err(|e| e.to_string())?;
-            handshake
-                .initiate(&mut stream, peer)
+            let key = handshake
+                .initiate_keyed(&mut stream, peer)
                 .await
                 .map_err(|e| dial_reason(&e))?;
-            Ok::<_, String>(stream)
+            Ok::<_, String>((stream, key))
         };
         let outcome = tokio::select! {
             _ = stop.cancelled() => return,
             r = attempt => r,
         };
         match outcome {
-            Ok(stream) => {
-                let _ = found.send((peer, stream));
+            Ok((stream, key)) => {
+                let _ = found.send((peer, stream, key));
                 return;
             }
             Err(reason) => {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio::net::TcpStream;
 
+use super::formation::{Direction, Message};
 use super::*;
 
 const KEY: &[u8] = b"mesh unit test key, 32 bytes!!!!";
@@ -345,90 +346,287 @@ async fn a_member_gets_in_while_a_flood_keeps_the_acceptor_full() {
     assert_eq!((zero.peers.len(), one.peers.len()), (1, 1));
 }
 
-/// Nodes 0 and 1 of three coming up in the background (with
-/// `connect_timeout`), node 2's handshake for the test to play it, and the
-/// addresses.
-fn zero_and_one_coming_up(
-    connect_timeout: Duration,
-) -> (ComingUp, ComingUp, Handshake, Vec<SocketAddr>) {
-    let (mut listeners, addrs) = loopback(3);
-    // Nobody dials node 2 (the highest rank): its address is only listed.
-    drop(listeners.pop());
-    let one = member(&addrs, 1, listeners.pop().unwrap(), connect_timeout);
-    let zero = member(&addrs, 0, listeners.pop().unwrap(), connect_timeout);
-    (
-        tokio::spawn(bring_up(zero, MeshPurpose::Tcp)),
-        tokio::spawn(bring_up(one, MeshPurpose::Tcp)),
-        node_two(&addrs),
-        addrs,
-    )
+/// A member played by the test: the highest-ranked one, so that it dials
+/// every other member (nobody dials it); its connections, each with both
+/// directions of its formation messages.
+struct Played {
+    id: NodeId,
+    n: usize,
+    handshake: Handshake,
+    conns: HashMap<NodeId, (TcpStream, Direction, Direction)>,
 }
 
-/// Node 2 of the cluster at `addrs`, played by the test: its handshake.
-fn node_two(addrs: &[SocketAddr]) -> Handshake {
-    let entries: Vec<String> = addrs
-        .iter()
-        .map(|a| MeshPurpose::Tcp.digest_entry(a))
+impl Played {
+    /// The last member of the cluster at `addrs`.
+    fn last(addrs: &[SocketAddr]) -> Self {
+        let id = NodeId(addrs.len() as u32 - 1);
+        let entries: Vec<String> = addrs
+            .iter()
+            .map(|a| MeshPurpose::Tcp.digest_entry(a))
+            .collect();
+        Played {
+            id,
+            n: addrs.len(),
+            handshake: Handshake::new(
+                ClusterKey::from_bytes(KEY).unwrap(),
+                ClusterDigest::of_members(&entries),
+                id,
+                addrs.len(),
+            ),
+            conns: HashMap::new(),
+        }
+    }
+
+    /// Connect to member `to` and send it our `Info` (giving up within
+    /// `remaining`).
+    async fn connect(&mut self, addrs: &[SocketAddr], to: u32, remaining: Duration) {
+        let to = NodeId(to);
+        let mut stream = TcpStream::connect(addrs[to.index()]).await.unwrap();
+        let key = self
+            .handshake
+            .initiate_keyed(&mut stream, to)
+            .await
+            .unwrap();
+        let out = Direction::new(key.clone(), self.id, to);
+        let incoming = Direction::new(key, to, self.id);
+        self.conns.insert(to, (stream, out, incoming));
+        let remaining_ms = remaining.as_millis() as u64;
+        self.send(&[to.0], Message::Info { remaining_ms }).await;
+    }
+
+    /// Send `message` to each of `to`.
+    async fn send(&mut self, to: &[u32], message: Message) {
+        use tokio::io::AsyncWriteExt;
+        for to in to {
+            let (stream, out, _) = self.conns.get_mut(&NodeId(*to)).unwrap();
+            stream.write_all(&out.seal(&message)).await.unwrap();
+        }
+    }
+
+    /// The next message from member `from`.
+    async fn next(&mut self, from: u32) -> Message {
+        let (stream, _, incoming) = self.conns.get_mut(&NodeId(from)).unwrap();
+        incoming.open(stream, self.n).await.unwrap()
+    }
+}
+
+/// Members `0..n-1` of a cluster of `n` coming up in the background, each
+/// with the connect timeout `connect[i]` and failure timeout `failure`;
+/// the last member is left to the test to play.
+fn coming_up(connect: &[Duration], failure: Duration) -> (Vec<ComingUp>, Played, Vec<SocketAddr>) {
+    let n = connect.len() + 1;
+    let (mut listeners, addrs) = loopback(n);
+    // Nobody dials the highest rank: its address is only listed.
+    drop(listeners.pop());
+    let ups = listeners
+        .into_iter()
+        .zip(connect)
+        .zip(0..)
+        .map(|((l, &timeout), id)| {
+            let mut cluster = member(&addrs, id, l, timeout);
+            cluster.failure_timeout = failure;
+            tokio::spawn(bring_up(cluster, MeshPurpose::Tcp))
+        })
         .collect();
-    Handshake::new(
-        ClusterKey::from_bytes(KEY).unwrap(),
-        ClusterDigest::of_members(&entries),
-        NodeId(2),
-        3,
-    )
+    let played = Played::last(&addrs);
+    (ups, played, addrs)
+}
+
+/// The failures of every member coming up: each must fail.
+async fn failures(ups: Vec<ComingUp>) -> Vec<MeshError> {
+    let mut errors = Vec::new();
+    for (id, up) in ups.into_iter().enumerate() {
+        match up.await.unwrap() {
+            Ok(_) => panic!("node {id} formed a mesh with a member missing"),
+            Err(e) => errors.push(e),
+        }
+    }
+    errors
+}
+
+/// Every error blames exactly `culprit`, and says so in its line.
+fn all_blame(errors: &[MeshError], culprit: u32) {
+    for (id, e) in errors.iter().enumerate() {
+        assert_eq!(e.blame(), vec![NodeId(culprit)], "node {id}: {e}");
+        assert!(
+            e.to_string().contains(&format!("{culprit}")),
+            "node {id}: {e}"
+        );
+    }
 }
 
 #[tokio::test]
 async fn a_node_is_up_only_once_every_member_is_connected_to_every_member() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let (zero, one, two, addrs) = zero_and_one_coming_up(Duration::from_secs(20));
+    let long = Duration::from_secs(20);
+    let (ups, mut two, addrs) = coming_up(&[long, long], Duration::from_secs(3));
     // Node 2 connects to node 0 at once, to node 1 only later.
-    let mut to_zero = TcpStream::connect(addrs[0]).await.unwrap();
-    two.initiate(&mut to_zero, NodeId(0)).await.unwrap();
+    two.connect(&addrs, 0, long).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     // Node 0 is connected to everyone, node 1 is not: node 0 is not up (its
     // links would time node 1's silence while node 1 waits).
     assert!(
-        !zero.is_finished(),
+        !ups[0].is_finished(),
         "node 0 up while node 1 waits for node 2"
     );
-    let mut to_one = TcpStream::connect(addrs[1]).await.unwrap();
-    two.initiate(&mut to_one, NodeId(1)).await.unwrap();
-    for stream in [&mut to_zero, &mut to_one] {
-        stream.write_all(&[READY]).await.unwrap();
+    two.connect(&addrs, 1, long).await;
+    two.send(&[0, 1], Message::Ready).await;
+    for from in [0, 1] {
+        assert!(matches!(two.next(from).await, Message::Info { .. }));
+        assert_eq!(two.next(from).await, Message::Ready);
     }
-    let zero = zero.await.unwrap().unwrap();
-    let one = one.await.unwrap().unwrap();
-    assert_eq!((zero.peers.len(), one.peers.len()), (2, 2));
-    for stream in [&mut to_zero, &mut to_one] {
-        assert_eq!(stream.read_u8().await.unwrap(), READY);
+    // Every member's Ready is in: each says Go, and is up only with every
+    // member's Go.
+    for from in [0, 1] {
+        assert_eq!(two.next(from).await, Message::Go);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!ups[0].is_finished() && !ups[1].is_finished());
+    two.send(&[0, 1], Message::Go).await;
+    for up in ups {
+        assert_eq!(up.await.unwrap().unwrap().peers.len(), 2);
     }
 }
 
 #[tokio::test]
-async fn a_member_that_never_gets_ready_is_named() {
-    let (zero, one, two, addrs) = zero_and_one_coming_up(Duration::from_secs(1));
-    // Node 2 connects to both, but says nothing more; its connection to
-    // node 1 breaks.
-    let mut to_zero = TcpStream::connect(addrs[0]).await.unwrap();
-    two.initiate(&mut to_zero, NodeId(0)).await.unwrap();
-    let mut to_one = TcpStream::connect(addrs[1]).await.unwrap();
-    two.initiate(&mut to_one, NodeId(1)).await.unwrap();
-    drop(to_one);
-    let zero = zero.await.unwrap().err().unwrap().to_string();
+async fn a_member_silent_after_connecting_is_named_by_everyone() {
+    let timeout = Duration::from_millis(800);
+    let (ups, mut three, addrs) = coming_up(&[timeout; 3], Duration::from_millis(400));
+    for to in 0..3 {
+        three.connect(&addrs, to, timeout).await;
+    }
+    // Node 3 says nothing more (stopped during the last step).
+    let errors = failures(ups).await;
+    all_blame(&errors, 3);
     assert_eq!(
-        zero,
-        "connected to every member, but not every member was: node 2: not connected to every \
-         other member within 1s"
+        errors[0].to_string(),
+        "connected to every member, but not every member was: node 3: not connected to every \
+         other member within 800ms"
     );
-    let one = one.await.unwrap().err().unwrap().to_string();
+    drop(three);
+}
+
+#[tokio::test]
+async fn a_member_whose_connection_breaks_is_named_by_everyone() {
+    let long = Duration::from_secs(20);
+    let (ups, mut two, addrs) = coming_up(&[long, long], Duration::from_millis(400));
+    two.connect(&addrs, 0, long).await;
+    two.connect(&addrs, 1, long).await;
+    // Its connection to node 1 breaks: node 1 names it at once and tells
+    // node 0 why it gives up.
+    two.conns.remove(&NodeId(1));
+    let errors = failures(ups).await;
+    all_blame(&errors, 2);
+    let one = errors[1].to_string();
     assert!(
-        one.starts_with(
-            "connected to every member, but not every member was: node 2: connection lost \
-             before it was ready: "
-        ),
+        one.starts_with("lost node 2 while the cluster formed: "),
         "{one}"
     );
+    assert!(
+        matches!(
+            errors[0],
+            MeshError::GaveUp {
+                from: NodeId(1),
+                ..
+            }
+        ),
+        "{}",
+        errors[0]
+    );
+}
+
+#[tokio::test]
+async fn a_member_whose_ready_reached_some_members_only_is_named_by_everyone() {
+    // Node 3's Ready and Go reach nodes 0 and 1, which then have every
+    // member's Ready and say Go; node 2 never gets node 3's Ready (node 3
+    // was stopped, or cut off from node 2). Nodes 0 and 1 must not be up —
+    // node 2 gives up — and nobody may name node 2, which only gave up
+    // because of node 3.
+    let timeout = Duration::from_millis(800);
+    let (ups, mut three, addrs) = coming_up(&[timeout; 3], Duration::from_millis(400));
+    for to in 0..3 {
+        three.connect(&addrs, to, timeout).await;
+    }
+    three.send(&[0, 1], Message::Ready).await;
+    three.send(&[0, 1], Message::Go).await;
+    let errors = failures(ups).await;
+    all_blame(&errors, 3);
+    for formed in [0, 1] {
+        assert!(
+            matches!(
+                errors[formed],
+                MeshError::GaveUp {
+                    from: NodeId(2),
+                    ..
+                }
+            ),
+            "node {formed}: {}",
+            errors[formed]
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_first_member_to_give_up_does_not_blame_one_still_connecting() {
+    // Node 1 starts first, so its deadline comes first. Node 3 connects to
+    // nodes 1 and 2 and stops before it connects to node 0. Node 1 is
+    // connected to everyone but lacks node 0's Ready (node 0 waits for node
+    // 3): it must wait for node 0's verdict and name node 3, not node 0.
+    let timeout = Duration::from_millis(1000);
+    let failure = Duration::from_millis(400);
+    let (mut listeners, addrs) = loopback(4);
+    drop(listeners.pop());
+    let start = |id: u32, l| {
+        let mut cluster = member(&addrs, id, l, timeout);
+        cluster.failure_timeout = failure;
+        tokio::spawn(bring_up(cluster, MeshPurpose::Tcp))
+    };
+    let two_listener = listeners.pop().unwrap();
+    let one = start(1, listeners.pop().unwrap());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let started = Instant::now();
+    let zero = start(0, listeners.pop().unwrap());
+    let two = start(2, two_listener);
+    let mut three = Played::last(&addrs);
+    for to in [1, 2] {
+        three.connect(&addrs, to, timeout).await;
+    }
+    let errors = failures(vec![zero, one, two]).await;
+    all_blame(&errors, 3);
+    assert!(
+        matches!(errors[0], MeshError::TimedOut { .. }),
+        "node 0: {}",
+        errors[0]
+    );
+    assert!(
+        matches!(
+            errors[1],
+            MeshError::GaveUp {
+                from: NodeId(0),
+                ..
+            }
+        ),
+        "node 1: {}",
+        errors[1]
+    );
+    // Within the latest deadline, two margins, and some scheduling.
+    assert!(started.elapsed() < timeout + failure + Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn a_fail_that_blames_the_receiver_blames_its_sender() {
+    let long = Duration::from_secs(20);
+    let (ups, mut two, addrs) = coming_up(&[long, long], Duration::from_millis(400));
+    two.connect(&addrs, 0, long).await;
+    two.connect(&addrs, 1, long).await;
+    two.send(
+        &[0],
+        Message::Fail {
+            blame: vec![NodeId(0)],
+        },
+    )
+    .await;
+    let errors = failures(ups).await;
+    all_blame(&errors, 2);
 }
 
 #[tokio::test(start_paused = true)]

@@ -65,8 +65,8 @@ impl TcpEndpoint {
             mode: security,
             key: cluster.key.clone(),
             me: cluster.id,
-            // Both ends start their links about together (the mesh's ready
-            // bytes): a peer silent through the agreement is failed like
+            // Both ends start their links about together (the mesh's last
+            // step, every member's `Go`): a peer silent through the agreement is failed like
             // any other, after half as long again as the failure timeout —
             // so that a peer gone silent on an established link (a
             // partition) is named first, not one still finishing its mesh.
