@@ -92,7 +92,17 @@ SUBNET = "10.78.0"
 MAX_MEMBERS = 6
 
 FAILURE_TIMEOUT = 1.0
+# The members' connect timeout: CONNECT_TIMEOUT, or more on a loaded machine.
+# Formation is CPU-bound work for processes that are still starting (a debug
+# build's mesh of 5 members took up to 3 s at load 20 on 2 cores, about
+# 0.3 s per unit of load per core); a fault-free run must not fail, so the
+# timeout is twice that, CONNECT_PER_LOAD seconds per unit of load per core
+# (the larger of the 1- and 5-minute averages), at least CONNECT_TIMEOUT and
+# at most CONNECT_TIMEOUT_MAX. Each run records the value it used, and the
+# members' formation times (`formed`), so the margin can be checked.
 CONNECT_TIMEOUT = 3.0
+CONNECT_PER_LOAD = 0.6
+CONNECT_TIMEOUT_MAX = 12.0
 # A run still going after RUN_WALL seconds, plus RUN_WALL_PER_MIB for every
 # MiB it sends, has hung (a debug build on a loaded machine moves ~1 MiB/s).
 RUN_WALL = 20.0
@@ -109,6 +119,22 @@ CULPRIT_RE = re.compile(
 )
 ADDR_RE = re.compile(re.escape(SUBNET) + r"\.(\d+)")
 PREFIX_RE = re.compile(r"^rdmc member \d+:\s*")
+FORMED_RE = re.compile(r"mesh formed in (\d+) ms")
+
+
+def connect_timeout_for(load, cpus):
+    """The members' connect timeout at `load` (the load average) on `cpus`."""
+    return round(min(CONNECT_TIMEOUT_MAX, max(CONNECT_TIMEOUT, CONNECT_PER_LOAD * load / cpus)), 1)
+
+
+def formed_after(path):
+    """How long the member's mesh took to form (seconds), from its log."""
+    try:
+        with open(path, errors="replace") as f:
+            found = FORMED_RE.findall(f.read())
+    except OSError:
+        return None
+    return int(found[-1]) / 1000 if found else None
 
 
 def log(*args):
@@ -434,6 +460,8 @@ def execute(lab, plan, rdmc, workdir):
         if line.strip() != "ready":
             raise RuntimeError(f"relay did not start (see {run_dir}/relay.err)")
 
+    load = max(os.getloadavg()[:2])
+    connect_timeout = connect_timeout_for(load, os.cpu_count() or 1)
     procs, stdouts, stderrs = [], [], []
     t0 = time.monotonic()
     for r in range(n):
@@ -441,14 +469,15 @@ def execute(lab, plan, rdmc, workdir):
         cmd = ["ip", "netns", "exec", ns, rdmc, "member", "--members", members_file,
                "--rank", str(r), "--algorithm", plan["algorithm"],
                "--block-size", str(plan["block_size"]), "--key-file", key_file,
-               "--connect-timeout", str(CONNECT_TIMEOUT),
+               "--connect-timeout", str(connect_timeout),
                "--failure-timeout", str(FAILURE_TIMEOUT)]
         cmd += inputs if r == 0 else ["--out", outs[r]]
         so, se = os.path.join(run_dir, f"stdout{r}"), os.path.join(run_dir, f"stderr{r}")
         stdouts.append(so)
         stderrs.append(se)
         procs.append(lab.spawn(cmd, stdout=open(so, "w"), stderr=open(se, "w"),
-                               env=dict(os.environ, RUST_LOG="off")))
+                               env=dict(os.environ, RUST_LOG="off,rdmc::transport::mesh=info",
+                                        NO_COLOR="1")))
 
     exit_at = [None] * n
     # disk and flip faults happen when the data gets there: their moment is
@@ -550,7 +579,7 @@ def execute(lab, plan, rdmc, workdir):
     if effective:
         bound = FAILURE_TIMEOUT + 1.0
         if not progressed_at_fault:
-            bound += CONNECT_TIMEOUT
+            bound += connect_timeout
         late, unnamed = [], []
         for r in sorted(running_at_fault):
             blame = culprit_set(plan, r)
@@ -575,6 +604,8 @@ def execute(lab, plan, rdmc, workdir):
         "effective": effective, "progressed_at_fault": progressed_at_fault, "flipped": flipped if kind == "flip" else None,
         "exit_codes": codes, "exit_at": [None if e is None else round(e, 3) for e in exit_at],
         "complete": complete, "errors": errors, "wall": round(wall, 3),
+        "load": round(load, 2), "connect_timeout": connect_timeout,
+        "formed": [formed_after(se) for se in stderrs],
         "violations": violations, "dir": run_dir,
     }
 
@@ -741,9 +772,17 @@ def summarize(results, require, seconds):
             if len(c["examples"]) < 3:
                 c["examples"].append(r["replay"])
     required = sum(per_kind[k]["violating_runs"] for k in per_kind if k in require)
+    loads = [r["load"] for r in results]
+    # formation times of fault-free runs, against the connect timeout used
+    formed = [(f, r["connect_timeout"]) for r in results if r["kind"] == "none"
+              for f in r["formed"] if f is not None]
     return {"event": "summary", "runs": len(results), "seconds": round(seconds, 1),
             "per_kind": per_kind, "require": sorted(require),
-            "required_violations": required}
+            "required_violations": required,
+            "load": [min(loads), max(loads)] if loads else None,
+            "connect_timeout": sorted({r["connect_timeout"] for r in results}),
+            "formed_max": max((f for f, _ in formed), default=None),
+            "formed_max_share": round(max((f / t for f, t in formed), default=0), 3)}
 
 
 def print_summary(s, file):
@@ -759,6 +798,10 @@ def print_summary(s, file):
         for c, v in sorted(k["classes"].items()):
             print(f"      {c}: {v['runs']} runs, e.g. --replay {' / '.join(v['examples'])}",
                   file=file)
+    if s["load"]:
+        print(f"load average {s['load'][0]}-{s['load'][1]}; connect timeouts used "
+              f"{s['connect_timeout']} s; slowest fault-free mesh formed in {s['formed_max']} s "
+              f"({100 * s['formed_max_share']:.0f} % of its connect timeout at most)", file=file)
     print(f"violations in required kinds: {s['required_violations']}", file=file)
 
 

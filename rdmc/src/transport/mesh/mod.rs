@@ -488,6 +488,9 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
         };
         match step {
             Ok(Some(peers)) => {
+                // In the message, so that a campaign can read it whatever the
+                // log format.
+                tracing::info!("mesh formed in {} ms", now.elapsed().as_millis());
                 return Ok(Mesh {
                     peers,
                     _acceptor: stop.drop_guard(),
