@@ -177,6 +177,8 @@ impl Direction {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     fn pair() -> (Direction, Direction) {
@@ -251,6 +253,74 @@ mod tests {
             other.open(&mut &sealed[..], 4).await,
             Err(FormationError::BadTag)
         ));
+    }
+
+    /// A message of any kind, with interesting arguments.
+    fn message() -> impl Strategy<Value = Message> {
+        prop_oneof![
+            crate::transport::frame::fuzz_tests::word()
+                .prop_map(|remaining_ms| Message::Info { remaining_ms }),
+            Just(Message::Ready),
+            Just(Message::Go),
+            proptest::collection::vec(0..8u32, 1..8).prop_map(|ids| Message::Fail {
+                blame: ids.into_iter().map(NodeId).collect()
+            }),
+        ]
+    }
+
+    /// Decode `bytes` as the first message of direction 1 → 2 of a cluster
+    /// of `members`: what decodes, and how many bytes were read.
+    fn decode(bytes: &[u8], members: usize) -> (Option<Message>, usize) {
+        let (_, mut rx) = pair();
+        let mut stream = bytes;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let got = runtime.block_on(rx.open(&mut stream, members)).ok();
+        (got, bytes.len() - stream.len())
+    }
+
+    #[test]
+    fn random_and_mutated_messages_never_panic_and_never_pass_altered() {
+        // Genuine messages with 1-4 bytes xor-ed (or the stream cut), and
+        // random bytes; clusters of 2-8 members.
+        let strategy = (
+            message(),
+            proptest::collection::vec((any::<usize>(), 1..=255u8), 0..4),
+            any::<Option<usize>>(),
+            proptest::collection::vec(any::<u8>(), 0..96),
+            2..9usize,
+        );
+        crate::transport::frame::fuzz_tests::fuzz(
+            "formation messages",
+            20_000,
+            strategy,
+            |(message, flips, cut, random, members)| {
+                let (mut tx, _) = pair();
+                let genuine = tx.seal(&message);
+                let mut bytes = genuine.clone();
+                for (at, mask) in &flips {
+                    let at = at % bytes.len();
+                    bytes[at] ^= mask;
+                }
+                if let Some(cut) = cut {
+                    bytes.truncate(cut % (bytes.len() + 1));
+                }
+                let (got, read) = decode(&bytes, members);
+                prop_assert!(read <= bytes.len());
+                if let Some(got) = got {
+                    // Only the genuine bytes, unchanged, pass.
+                    prop_assert_eq!(&bytes[..read], &genuine[..]);
+                    prop_assert_eq!(got, message);
+                }
+                // Random bytes never pass (no key), and never read past a
+                // bounded length.
+                let (got, read) = decode(&random, members);
+                prop_assert!(got.is_none());
+                prop_assert!(read <= FIXED_LEN + 4 * members + TAG_LEN);
+                Ok(())
+            },
+        );
     }
 
     #[tokio::test]
