@@ -281,7 +281,7 @@ mod tests {
     }
 
     #[test]
-    fn random_and_mutated_messages_never_panic_and_never_pass_altered() {
+    fn fuzz_formation_messages_never_panic_and_never_pass_altered() {
         // Genuine messages with 1-4 bytes xor-ed (or the stream cut), and
         // random bytes; clusters of 2-8 members.
         let strategy = (
@@ -293,7 +293,7 @@ mod tests {
         );
         crate::transport::frame::fuzz_tests::fuzz(
             "formation messages",
-            20_000,
+            5_000,
             strategy,
             |(message, flips, cut, random, members)| {
                 let (mut tx, _) = pair();
