@@ -122,6 +122,20 @@ PREFIX_RE = re.compile(r"^rdmc member \d+:\s*")
 FORMED_RE = re.compile(r"mesh formed in (\d+) ms")
 
 
+def current_load():
+    """The larger of the 1- and 5-minute load averages and of the tasks
+    runnable right now (which the averages follow only after a minute)."""
+    running = 0
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                if line.startswith("procs_running"):
+                    running = int(line.split()[1])
+    except OSError:
+        pass
+    return max(*os.getloadavg()[:2], running)
+
+
 def connect_timeout_for(load, cpus):
     """The members' connect timeout at `load` (the load average) on `cpus`."""
     return round(min(CONNECT_TIMEOUT_MAX, max(CONNECT_TIMEOUT, CONNECT_PER_LOAD * load / cpus)), 1)
@@ -417,7 +431,7 @@ def last_error(path):
     return lines[-1] if lines else ""
 
 
-def execute(lab, plan, rdmc, workdir):
+def execute(lab, plan, rdmc, workdir, transport="tcp"):
     kind, n, seed = plan["kind"], plan["members"], plan["seed"]
     victims = plan["victims"]
     rng = random.Random(f"data:{seed}")
@@ -460,7 +474,7 @@ def execute(lab, plan, rdmc, workdir):
         if line.strip() != "ready":
             raise RuntimeError(f"relay did not start (see {run_dir}/relay.err)")
 
-    load = max(os.getloadavg()[:2])
+    load = current_load()
     connect_timeout = connect_timeout_for(load, os.cpu_count() or 1)
     procs, stdouts, stderrs = [], [], []
     t0 = time.monotonic()
@@ -471,6 +485,8 @@ def execute(lab, plan, rdmc, workdir):
                "--block-size", str(plan["block_size"]), "--key-file", key_file,
                "--connect-timeout", str(connect_timeout),
                "--failure-timeout", str(FAILURE_TIMEOUT)]
+        if transport != "tcp":
+            cmd += ["--transport", transport]
         cmd += inputs if r == 0 else ["--out", outs[r]]
         so, se = os.path.join(run_dir, f"stdout{r}"), os.path.join(run_dir, f"stderr{r}")
         stdouts.append(so)
@@ -597,7 +613,7 @@ def execute(lab, plan, rdmc, workdir):
         if unnamed:
             violations.append({"class": "unnamed", "members": unnamed})
     return {
-        "kind": kind, "seed": seed, "replay": f"{kind}:{seed}",
+        "kind": kind, "seed": seed, "replay": f"{kind}:{seed}", "transport": transport,
         "members": n, "algorithm": plan["algorithm"], "block_size": plan["block_size"],
         "sizes": plan["sizes"], "rate_mbit": plan["rate_mbit"], "victims": victims,
         "fault_at": fault_time if fault_time is None else round(fault_time, 3),
@@ -656,7 +672,11 @@ def main():
                                  epilog=__doc__.split("\n", 1)[1])
     ap.add_argument("--runs", type=int, default=70)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--kinds", default=",".join(KINDS))
+    ap.add_argument("--kinds", default=None,
+                    help="the fault kinds to cycle through (default: all; with ofi all but flip)")
+    ap.add_argument("--transport", choices=["tcp", "ofi"], default="tcp",
+                    help="the members' transport; ofi (libfabric's tcp provider) needs a build "
+                         "with --features ofi")
     ap.add_argument("--require", default="",
                     help="kinds whose violations fail the campaign (others: report only)")
     ap.add_argument("--replay", metavar="KIND:SEED")
@@ -666,6 +686,8 @@ def main():
     ap.add_argument("--keep-examples", type=int, default=KEEP_EXAMPLES, metavar="N",
                     help="keep the files of the first N violating runs of each class")
     ap.add_argument("--cleanup", action="store_true", help="only remove a leftover lab")
+    ap.add_argument("--hogs", type=int, default=0, metavar="N",
+                    help="keep N busy processes running meanwhile (a loaded machine)")
     args = ap.parse_args()
 
     if os.geteuid() != 0:
@@ -686,7 +708,13 @@ def main():
     if args.cleanup:
         lab.down()
         return 0
+    if args.kinds is None:
+        args.kinds = ",".join(k for k in KINDS if args.transport == "tcp" or k != "flip")
     kinds = [k for k in args.kinds.split(",") if k]
+    if args.transport != "tcp" and "flip" in kinds:
+        log("flip needs --transport tcp: its relay carries the members' TCP connections, "
+            "not libfabric's")
+        return 2
     require = {k for k in args.require.split(",") if k}
     for k in kinds + sorted(require):
         if k not in KINDS:
@@ -720,11 +748,14 @@ def main():
     results = []
     kept = {}  # (kind, class) -> runs seen, whose files are kept up to --keep-examples
     start = time.monotonic()
+    hogs = []
     try:
+        for _ in range(args.hogs):
+            hogs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
         lab.up()
         for kind, seed in specs:
             plan = plan_run(kind, seed)
-            result = execute(lab, plan, rdmc, workdir)
+            result = execute(lab, plan, rdmc, workdir, args.transport)
             classes = [(kind, v["class"]) for v in result["violations"]]
             if not args.keep and all(kept.get(c, 0) >= args.keep_examples for c in classes):
                 shutil.rmtree(result["dir"], ignore_errors=True)
@@ -740,6 +771,9 @@ def main():
     except KeyboardInterrupt:
         log("interrupted: cleaning up")
     finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
         lab.down()
         if args.keep or any(r["dir"] for r in results):
             log(f"the files of violating runs (up to {args.keep_examples} per class) are in "
