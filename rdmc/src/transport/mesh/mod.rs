@@ -466,6 +466,20 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
         stop: stop.clone(),
     };
     let failure = loop {
+        // First of all, so that a cluster of one is up at once.
+        match formation.advance(&complete).await {
+            Ok(Some(peers)) => {
+                // In the message, so that a campaign can read it whatever the
+                // log format.
+                tracing::info!("mesh formed in {} ms", now.elapsed().as_millis());
+                return Ok(Mesh {
+                    peers,
+                    _acceptor: stop.drop_guard(),
+                });
+            }
+            Ok(None) => {}
+            Err(failure) => break failure,
+        }
         let wake = formation.wake();
         let step = tokio::select! {
             Some((peer, stream, key)) = arrivals.recv() => {
@@ -482,22 +496,8 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
                 Err(formation.timed_out(why))
             }
         };
-        let step = match step {
-            Ok(()) => formation.advance(&complete).await,
-            Err(failure) => Err(failure),
-        };
-        match step {
-            Ok(Some(peers)) => {
-                // In the message, so that a campaign can read it whatever the
-                // log format.
-                tracing::info!("mesh formed in {} ms", now.elapsed().as_millis());
-                return Ok(Mesh {
-                    peers,
-                    _acceptor: stop.drop_guard(),
-                });
-            }
-            Ok(None) => {}
-            Err(failure) => break failure,
+        if let Err(failure) = step {
+            break failure;
         }
     };
     formation.give_up(&failure.blame, &mut hearing).await;
