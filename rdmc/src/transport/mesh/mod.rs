@@ -12,12 +12,15 @@
 //! one displaces the oldest), one that sends nothing is let go after
 //! [`FIRST_HELLO_TIMEOUT`], and once every member is connected every new
 //! connection is closed as soon as it is accepted. A node's mesh is up
-//! once every member is connected to every member (each tells its peers
-//! with a ready byte), so that no node starts timing a peer's silence while
-//! the peer still waits for a third member. A mesh that does not
-//! complete within the connect timeout names the members missing and, when
-//! known, why their connections were refused (another cluster key or
-//! member list).
+//! once every member is connected to every member and every member has
+//! said so ([`Formation`]: `Ready`, then `Go`, each message authenticated
+//! with the connection's session key), so that no node starts timing a
+//! peer's silence while the peer still waits for a third member. A mesh
+//! that does not form names the members that kept it from forming — the
+//! same ones on every member that fails, never one that only gave up
+//! because of them: a node that gives up tells its peers whom it blames
+//! before it closes — and, when known, why their connections were refused
+//! (another cluster key or member list).
 
 mod formation;
 pub(crate) mod handshake;
