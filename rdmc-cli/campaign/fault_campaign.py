@@ -54,7 +54,13 @@ processes on exit and on Ctrl-C. Python 3 standard library only.
 Usage:
   fault_campaign.py [--runs N] [--seed S] [--kinds none,kill,...]
                     [--require none,kill,...] [--rdmc PATH] [--log FILE]
-  fault_campaign.py --replay KIND:SEED [--rdmc PATH]
+                    [--transport tcp|ofi] [--hogs N]
+  fault_campaign.py --replay KIND:SEED [--rdmc PATH] [--transport ofi] [--hogs N]
+
+The members' connect timeout grows with the machine's load (see
+connect_timeout_for); --hogs N keeps N busy processes running to make a
+loaded machine; --transport ofi runs the members on libfabric's tcp provider
+(a build with --features ofi; every kind but flip).
   fault_campaign.py --cleanup
 
 Exit status: 0 when no run of a kind listed in --require had a violation
