@@ -57,12 +57,8 @@ async fn members_of_one_purpose_connect() {
 #[tokio::test]
 async fn a_cluster_of_one_is_up_at_once() {
     let (mut listeners, addrs) = loopback(1);
-    let alone = member(
-        &addrs,
-        0,
-        listeners.pop().unwrap(),
-        Duration::from_secs(300),
-    );
+    let listener = listeners.pop().unwrap();
+    let alone = member(&addrs, 0, listener, Duration::from_secs(300));
     let mesh = tokio::time::timeout(Duration::from_secs(120), bring_up(alone, MeshPurpose::Tcp))
         .await
         .expect("a cluster of one waited for its connect timeout")
