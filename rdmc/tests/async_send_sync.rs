@@ -49,3 +49,24 @@ fn the_ofi_start_future_is_send() {
     // Never polled.
     check(rdmc::Node::ofi(config, rdmc::NodeConfig::new()));
 }
+
+#[test]
+fn the_tcp_start_future_is_send() {
+    fn check<F: std::future::Future + Send>(_: F) {}
+    assert_send::<rdmc::TcpConfig>();
+    let key = rdmc::ClusterKey::from_bytes(b"sixteen bytes at least".to_vec()).unwrap();
+    let config = rdmc::TcpConfig::new(vec![], rdmc::NodeId(0), key);
+    // Never polled.
+    check(rdmc::Node::tcp(config, rdmc::NodeConfig::new()));
+}
+
+#[cfg(feature = "rdma")]
+#[test]
+fn the_rdma_start_future_is_send() {
+    fn check<F: std::future::Future + Send>(_: F) {}
+    assert_send::<rdmc::RdmaConfig>();
+    let key = rdmc::ClusterKey::from_bytes(b"sixteen bytes at least".to_vec()).unwrap();
+    let config = rdmc::RdmaConfig::new(vec![], rdmc::NodeId(0), key);
+    // Never polled.
+    check(rdmc::Node::rdma(config, rdmc::NodeConfig::new()));
+}

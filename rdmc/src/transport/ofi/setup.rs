@@ -9,8 +9,11 @@
 //! lower-ranked node accepts only connection requests carrying a token it
 //! issued, so only cluster members get fabric endpoints. CM events are
 //! dispatched by endpoint (fid context), not by their order. Once every
-//! endpoint is connected, the passive endpoint and the TCP connections are
-//! closed.
+//! endpoint of a node is connected, the node says so over the mesh in a
+//! second round of the mesh's agreement, and starts only once every member
+//! has said so; a node whose endpoints do not connect tells every member
+//! whom it blames, so that every member that fails names the same members.
+//! Then the passive endpoint and the TCP connections are closed.
 
 use std::collections::HashMap;
 use std::os::fd::RawFd;
@@ -238,12 +241,52 @@ pub(crate) async fn establish(
     let startup = Startup::of(&cluster);
     let info = choose_provider(&cluster, &options).await?;
     let fabric = FabricObjects::open(&info, startup.nodes)?;
-    let rendezvous = rendezvous(cluster, &fabric.name, startup.handshake_timeout).await?;
+    let Rendezvous {
+        issued,
+        theirs,
+        mut mesh,
+        formed,
+    } = rendezvous(cluster, &fabric.name, startup.handshake_timeout).await?;
+    // Every member's endpoints are connected by then, or it gave up: the
+    // address swap took at most the handshake timeout.
+    let timeout = startup.handshake_timeout + startup.connect_timeout;
+    let deadline = formed + timeout;
     let shared = fabric.shared(info.summary.modes.rx_cq_data);
-    let dialled = dial_lower_ranks(&shared, &info, &rendezvous, startup.me)?;
-    let endpoints = await_connections(&shared, &fabric.pep, &rendezvous, startup, dialled).await?;
-    drop(rendezvous);
+    let connected = match dial_lower_ranks(&shared, &info, &theirs, startup.me) {
+        Ok(dialled) => {
+            await_connections(&shared, &fabric.pep, &issued, startup, deadline, dialled).await
+        }
+        Err(failure) => Err(failure),
+    };
+    let endpoints = match connected {
+        Ok(endpoints) => endpoints,
+        Err(SetupFailure { error, blame }) => {
+            mesh.abandon(deadline, timeout, &blame).await;
+            return Err(error);
+        }
+    };
+    mesh.confirm(deadline, timeout)
+        .await
+        .map_err(|e| transport_error("connecting endpoints", e))?;
+    drop(mesh);
     start_driver(fabric, &info, endpoints, startup, &options, mode)
+}
+
+/// This node could not connect its endpoints: why, and the members it
+/// blames (itself for a failure of its own).
+struct SetupFailure {
+    error: Error,
+    blame: Vec<NodeId>,
+}
+
+impl SetupFailure {
+    /// A failure of this node's own.
+    fn local(me: NodeId) -> impl Fn(Error) -> SetupFailure {
+        move |error| SetupFailure {
+            error,
+            blame: vec![me],
+        }
+    }
 }
 
 /// Step 1: the provider (`fi_getinfo` takes a while: off the runtime's
@@ -393,7 +436,9 @@ struct Rendezvous {
     theirs: HashMap<NodeId, (Vec<u8>, [u8; 16])>,
     /// The authenticated connections, and the listener still turning
     /// strangers away, until the fabric endpoints are connected.
-    _mesh: Mesh,
+    mesh: Mesh,
+    /// When the mesh formed.
+    formed: tokio::time::Instant,
 }
 
 /// Step 3: the rendezvous over the authenticated TCP mesh — swap fabric
@@ -409,6 +454,7 @@ async fn rendezvous(
             MeshError::Listen(_) => Error::Transport(e.to_string()),
             e => transport_error("rendezvous", e),
         })?;
+    let formed = tokio::time::Instant::now();
     let mut issued = HashMap::new();
     let swaps = mesh.peers.iter_mut().map(|(&peer, stream)| {
         let mut token = [0u8; 16];
@@ -431,7 +477,8 @@ async fn rendezvous(
     Ok(Rendezvous {
         issued,
         theirs,
-        _mesh: mesh,
+        mesh,
+        formed,
     })
 }
 
@@ -442,14 +489,15 @@ type EndpointKey = (NodeId, bool);
 fn dial_lower_ranks(
     shared: &Shared<'_>,
     info: &Info,
-    rendezvous: &Rendezvous,
+    theirs: &HashMap<NodeId, (Vec<u8>, [u8; 16])>,
     me: NodeId,
-) -> Result<HashMap<EndpointKey, Fid>, Error> {
+) -> Result<HashMap<EndpointKey, Fid>, SetupFailure> {
     let mut eps = HashMap::new();
-    let lower = rendezvous.theirs.iter().filter(|(p, _)| **p < me);
+    let lower = theirs.iter().filter(|(p, _)| **p < me);
     for (&peer, (addr, token)) in lower {
         for ctrl in [false, true] {
-            let ep = dial_endpoint(shared, info, peer, ctrl, me, addr, token)?;
+            let ep = dial_endpoint(shared, info, peer, ctrl, me, addr, token)
+                .map_err(SetupFailure::local(me))?;
             eps.insert((peer, ctrl), ep);
         }
     }
@@ -458,34 +506,38 @@ fn dial_lower_ranks(
 
 /// Step 4b: accept both endpoints from every higher rank (connection
 /// requests with a token issued to them), and wait until every endpoint,
-/// `eps` dialled before included, is connected.
+/// `eps` dialled before included, is connected — by `deadline`.
 async fn await_connections(
     shared: &Shared<'_>,
     pep: &Fid,
-    rendezvous: &Rendezvous,
+    issued: &HashMap<NodeId, [u8; 16]>,
     startup: Startup,
+    deadline: tokio::time::Instant,
     mut eps: HashMap<EndpointKey, Fid>,
-) -> Result<HashMap<EndpointKey, Fid>, Error> {
+) -> Result<HashMap<EndpointKey, Fid>, SetupFailure> {
+    let local = SetupFailure::local(startup.me);
     let mut connected = std::collections::HashSet::new();
     let want = 2 * startup.nodes.saturating_sub(1);
-    let deadline = tokio::time::Instant::now() + startup.connect_timeout;
     while connected.len() < want {
         if tokio::time::Instant::now() >= deadline {
-            let missing: Vec<u32> = startup
+            let missing: Vec<NodeId> = startup
                 .peers()
                 .filter(|&p| !connected.contains(&(p, false)) || !connected.contains(&(p, true)))
-                .map(|p| p.0)
                 .collect();
-            return Err(transport_error(
-                "connecting endpoints",
-                format!(
-                    "node(s) {missing:?} not connected within {:?}",
-                    startup.connect_timeout
+            let ids: Vec<u32> = missing.iter().map(|p| p.0).collect();
+            return Err(SetupFailure {
+                error: transport_error(
+                    "connecting endpoints",
+                    format!(
+                        "node(s) {ids:?} not connected within {:?}",
+                        startup.connect_timeout
+                    ),
                 ),
-            ));
+                blame: missing,
+            });
         }
-        let Some(ev) =
-            read_event(shared.eq).map_err(|e| transport_error("reading connection events", e))?
+        let Some(ev) = read_event(shared.eq)
+            .map_err(|e| local(transport_error("reading connection events", e)))?
         else {
             tokio::time::sleep(Duration::from_millis(2)).await;
             continue;
@@ -495,11 +547,12 @@ async fn await_connections(
                 let valid = parse_conn_data(&data).filter(|(ctrl, from, token)| {
                     *from > startup.me
                         && from.index() < startup.nodes
-                        && rendezvous.issued.get(from) == Some(token)
+                        && issued.get(from) == Some(token)
                         && !eps.contains_key(&(*from, *ctrl))
                 });
                 if let Some((ctrl, from, _)) = valid {
-                    eps.insert((from, ctrl), accept_endpoint(shared, req, from, ctrl)?);
+                    let ep = accept_endpoint(shared, req, from, ctrl).map_err(&local)?;
+                    eps.insert((from, ctrl), ep);
                 } else {
                     tracing::warn!("rejected a fabric connection without a valid token");
                     // SAFETY: the passive endpoint is open; the info is the
@@ -511,14 +564,19 @@ async fn await_connections(
                 connected.insert(key);
             }
             Event::Down(who, err) => {
-                return Err(transport_error(
-                    "connecting endpoints",
-                    format!(
-                        "node {} refused or dropped the connection ({})",
-                        who.map_or_else(|| "?".to_owned(), |(p, _)| p.to_string()),
-                        super::fabric::strerror(err)
+                return Err(SetupFailure {
+                    error: transport_error(
+                        "connecting endpoints",
+                        format!(
+                            "node {} refused or dropped the connection ({})",
+                            who.map_or_else(|| "?".to_owned(), |(p, _)| p.to_string()),
+                            super::fabric::strerror(err)
+                        ),
                     ),
-                ));
+                    // An unknown endpoint: this node's own failure, for all
+                    // it knows.
+                    blame: vec![who.map_or(startup.me, |(p, _)| p)],
+                });
             }
         }
     }

@@ -5,10 +5,13 @@
 //! The mesh is the `tcp` transport's (the cluster key's HMAC handshake, the
 //! same admission rules), so only members that proved the key learn a QP
 //! number to send to. Each pair swaps (QP number, first packet sequence
-//! number, LID, GID); both move their QP to RTR and RTS; then each sends
-//! one byte and waits for the other's, so neither sends before the other's
-//! QP is ready to receive. Then the mesh's listener closes; its
-//! connections stay open, watched, to tell a peer's death at once.
+//! number, LID, GID); both move their QP to RTR and RTS; then the members
+//! run the mesh's agreement once more — a node says it is ready once every
+//! QP of its own is, and starts once every member has said so — so that
+//! nobody sends before its peer's QP is ready to receive, and a node whose
+//! setup fails tells every member whom it blames. Then the mesh's listener
+//! closes; its connections stay open, watched, to tell a peer's death at
+//! once.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,9 +33,6 @@ use crate::transport::Completions;
 use crate::transport::mesh::{self, ClusterConfig, MeshError, MeshPurpose};
 use crate::wait::CompletionMode;
 
-/// The one byte of the barrier.
-const READY: u8 = 0xA5;
-
 fn transport_error(what: &str, e: impl std::fmt::Display) -> Error {
     Error::Transport(format!("rdma: {what}: {e}"))
 }
@@ -43,18 +43,6 @@ async fn swap(stream: &mut TcpStream, ours: &QpAddress) -> std::io::Result<QpAdd
     let mut theirs = [0u8; QpAddress::LEN];
     stream.read_exact(&mut theirs).await?;
     Ok(QpAddress::decode(&theirs))
-}
-
-/// Tell a peer our QP to it is ready to receive, and hear the same.
-async fn barrier(stream: &mut TcpStream) -> std::io::Result<()> {
-    stream.write_all(&[READY]).await?;
-    match stream.read_u8().await? {
-        READY => Ok(()),
-        other => Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("barrier byte {other:#x}"),
-        )),
-    }
 }
 
 /// Wait until the peer closes its rendezvous connection (or it breaks),
@@ -124,6 +112,11 @@ pub(crate) async fn establish(
             MeshError::Listen(_) => Error::Transport(e.to_string()),
             e => transport_error("rendezvous", e),
         })?;
+    // Every member's QPs are ready by then, or it gave up: the swap takes
+    // at most the handshake timeout, moving the QPs to RTS no time to
+    // speak of.
+    let timeout = swap_timeout + swap_timeout.max(Duration::from_secs(1));
+    let deadline = tokio::time::Instant::now() + timeout;
     // Every swap at once: one after another, two nodes could each wait for
     // the other's answer while that one waits for a third.
     let mut ours = HashMap::new();
@@ -141,26 +134,49 @@ pub(crate) async fn establish(
         }
     });
     let mut connected = HashMap::new();
+    let mut swapped = Vec::new();
+    let mut failed = None;
     for (peer, r) in futures::future::join_all(swaps).await {
-        let theirs = r
-            .map_err(|_| transport_error("QP address exchange", format!("node {peer} timed out")))?
-            .map_err(|e| transport_error("QP address exchange", format!("node {peer}: {e}")))?;
+        match r {
+            Ok(Ok(theirs)) => swapped.push((peer, theirs)),
+            Ok(Err(e)) if failed.is_none() => {
+                let error = transport_error("QP address exchange", format!("node {peer}: {e}"));
+                failed = Some((error, peer));
+            }
+            Err(_) if failed.is_none() => {
+                let error =
+                    transport_error("QP address exchange", format!("node {peer} timed out"));
+                failed = Some((error, peer));
+            }
+            _ => {}
+        }
+    }
+    for (peer, theirs) in swapped {
+        if failed.is_some() {
+            break;
+        }
         let mut qp = qps.remove(&peer).expect("a QP per peer");
-        device
-            .connect(&mut qp, ours[&peer].0, &theirs)
-            .map_err(|e| transport_error(&format!("connecting to node {peer}"), e))?;
-        connected.insert(peer, qp);
+        match device.connect(&mut qp, ours[&peer].0, &theirs) {
+            Ok(()) => {
+                connected.insert(peer, qp);
+            }
+            Err(e) => {
+                failed = Some((
+                    transport_error(&format!("connecting to node {peer}"), e),
+                    me,
+                ))
+            }
+        }
     }
-    // Every QP is ready to receive: tell every peer, and hear from each.
-    let barriers = mesh.peers.iter_mut().map(|(&peer, stream)| async move {
-        let r =
-            tokio::time::timeout(swap_timeout.max(Duration::from_secs(1)), barrier(stream)).await;
-        (peer, r)
-    });
-    for (peer, r) in futures::future::join_all(barriers).await {
-        r.map_err(|_| transport_error("barrier", format!("node {peer} timed out")))?
-            .map_err(|e| transport_error("barrier", format!("node {peer}: {e}")))?;
+    if let Some((error, blame)) = failed {
+        mesh.abandon(deadline, timeout, &[blame]).await;
+        return Err(error);
     }
+    // Every QP of ours is ready to receive: say so, and hear the same from
+    // every member.
+    mesh.confirm(deadline, timeout)
+        .await
+        .map_err(|e| transport_error("connecting queue pairs", e))?;
     // The authenticated connections stay open, watched: a peer whose
     // process dies has them closed by its kernel at once, which RC queue
     // pairs would only find out after their retries (or the failure

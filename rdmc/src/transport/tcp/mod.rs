@@ -74,7 +74,9 @@ impl TcpEndpoint {
                 .handshake_timeout
                 .min(cluster.failure_timeout.saturating_mul(3) / 2),
         };
-        let Mesh { peers, _acceptor } = mesh::bring_up(cluster, MeshPurpose::Tcp).await?;
+        let Mesh {
+            peers, _acceptor, ..
+        } = mesh::bring_up(cluster, MeshPurpose::Tcp).await?;
         let (completions, queue) = mpsc::unbounded_channel();
         let links = peers
             .into_iter()
