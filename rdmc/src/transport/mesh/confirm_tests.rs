@@ -66,16 +66,13 @@ async fn a_confirmed_mesh_goes_on_carrying_the_transports_bytes() {
         }
     }
     // ... the agreement, twice (the directions' sequence numbers go on) ...
-    let mut meshes: Vec<Mesh> = confirm_all(meshes, Duration::from_secs(5))
-        .await
-        .into_iter()
-        .map(|(mesh, r)| r.map(|()| mesh).unwrap())
-        .collect();
-    let again = confirm_all(meshes.drain(..).collect(), Duration::from_secs(5)).await;
-    let mut meshes: Vec<Mesh> = again
-        .into_iter()
-        .map(|(m, r)| r.map(|()| m).unwrap())
-        .collect();
+    for _ in 0..2 {
+        meshes = confirm_all(meshes, Duration::from_secs(5))
+            .await
+            .into_iter()
+            .map(|(mesh, r)| r.map(|()| mesh).unwrap())
+            .collect();
+    }
     // ... and the streams still carry what the transport writes after it.
     for mesh in &mut meshes {
         let me = mesh.me.0 as u8 + 10;
