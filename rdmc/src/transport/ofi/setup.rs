@@ -245,12 +245,12 @@ pub(crate) async fn establish(
         issued,
         theirs,
         mut mesh,
-        formed,
     } = rendezvous(cluster, &fabric.name, startup.handshake_timeout).await?;
-    // Every member's endpoints are connected by then, or it gave up: the
-    // address swap took at most the handshake timeout.
-    let timeout = startup.handshake_timeout + startup.connect_timeout;
-    let deadline = formed + timeout;
+    // This node's endpoints are connected by then, or it gives up. The
+    // other members started within the time of an address swap of ours:
+    // the agreement's margin covers that.
+    let timeout = startup.connect_timeout;
+    let deadline = tokio::time::Instant::now() + timeout;
     let shared = fabric.shared(info.summary.modes.rx_cq_data);
     let connected = match dial_lower_ranks(&shared, &info, &theirs, startup.me) {
         Ok(dialled) => {
@@ -437,8 +437,6 @@ struct Rendezvous {
     /// The authenticated connections, and the listener still turning
     /// strangers away, until the fabric endpoints are connected.
     mesh: Mesh,
-    /// When the mesh formed.
-    formed: tokio::time::Instant,
 }
 
 /// Step 3: the rendezvous over the authenticated TCP mesh — swap fabric
@@ -454,7 +452,6 @@ async fn rendezvous(
             MeshError::Listen(_) => Error::Transport(e.to_string()),
             e => transport_error("rendezvous", e),
         })?;
-    let formed = tokio::time::Instant::now();
     let mut issued = HashMap::new();
     let swaps = mesh.peers.iter_mut().map(|(&peer, stream)| {
         let mut token = [0u8; 16];
@@ -478,7 +475,6 @@ async fn rendezvous(
         issued,
         theirs,
         mesh,
-        formed,
     })
 }
 
