@@ -132,6 +132,12 @@ impl Failure {
                     hosts,
                 }
             }
+            Error::MembershipMismatch { peer, .. } => Failure {
+                message: format!(
+                    "{error}; do all members give the same members file and --max-message-size?"
+                ),
+                hosts: vec![*peer],
+            },
             other => other.to_string().into(),
         }
     }
