@@ -104,9 +104,13 @@ impl Progress {
         bar
     }
 
-    /// Say what the push is waiting for (on the total bar).
-    pub(crate) fn status(&self, text: &str) {
-        self.total.set_message(text.to_owned());
+    /// Say what the push is waiting for (on the total bar); `None`: show
+    /// the count of files done again.
+    pub(crate) fn status(&self, text: Option<&str>) {
+        match text {
+            Some(text) => self.total.set_message(text.to_owned()),
+            None => self.count(*self.done.lock().expect("not poisoned")),
+        }
     }
 
     fn count(&self, done: usize) {

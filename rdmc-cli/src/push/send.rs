@@ -80,7 +80,7 @@ async fn push(
     let manifest = prepared.manifest.clone();
     let progress = Progress::new(style, "sent", 0, &manifest);
     let receivers = cluster.members.len() - 1;
-    progress.status(&format!("connecting to {receivers} receivers"));
+    progress.status(Some(&format!("connecting to {receivers} receivers")));
     let outcome = async {
         let node_config = NodeConfig::new();
         let node = cluster.start(node_config).await?;
@@ -123,7 +123,7 @@ async fn send_all(
         .create_group(GROUP, &cluster.ids(), group_config(&args.cluster))
         .await
         .map_err(group_failed)?;
-    progress.status("");
+    progress.status(None);
     group
         .send(prepared.manifest_bytes)
         .await
@@ -172,10 +172,11 @@ async fn send_all(
     reader
         .await
         .map_err(|e| format!("the file reader failed: {e}"))?;
-    progress.status(&format!(
-        "waiting for {} receivers to check and store every file",
+    progress.status(Some(&format!(
+        "{} files sent; waiting for {} receivers to confirm",
+        manifest.files.len(),
         cluster.members.len() - 1
-    ));
+    )));
     group.close().await.map_err(group_failed)
 }
 
