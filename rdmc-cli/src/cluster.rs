@@ -104,11 +104,15 @@ impl ClusterSetup {
     }
 
     #[cfg(feature = "ofi")]
-    async fn start_ofi(&self, node_config: NodeConfig) -> Result<Result<Node, rdmc::Error>, String> {
-        let config = rdmc::OfiConfig::new(self.members.clone(), NodeId(self.rank), self.key.clone())
-            .with_connect_timeout(self.connect_timeout)
-            .with_failure_timeout(self.failure_timeout)
-            .with_provider(self.ofi_provider.clone());
+    async fn start_ofi(
+        &self,
+        node_config: NodeConfig,
+    ) -> Result<Result<Node, rdmc::Error>, String> {
+        let config =
+            rdmc::OfiConfig::new(self.members.clone(), NodeId(self.rank), self.key.clone())
+                .with_connect_timeout(self.connect_timeout)
+                .with_failure_timeout(self.failure_timeout)
+                .with_provider(self.ofi_provider.clone());
         Ok(Node::ofi(config, node_config).await)
     }
 

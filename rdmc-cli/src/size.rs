@@ -72,9 +72,12 @@ mod tests {
         for bytes in [1u64 << 10, 123_456, 7 << 30, 999 << 40] {
             let text = human(bytes);
             let (number, unit) = text.split_once(' ').unwrap();
-            let back = number.parse::<f64>().unwrap()
-                * parse_size(&format!("1{unit}")).unwrap() as f64;
-            assert!((back - bytes as f64).abs() / (bytes as f64) < 0.01, "{text}");
+            let back =
+                number.parse::<f64>().unwrap() * parse_size(&format!("1{unit}")).unwrap() as f64;
+            assert!(
+                (back - bytes as f64).abs() / (bytes as f64) < 0.01,
+                "{text}"
+            );
         }
     }
 

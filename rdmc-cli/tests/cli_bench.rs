@@ -33,7 +33,10 @@ fn spawn(args: &[&str], members: &Path, rank: usize) -> Child {
         .arg(members)
         .args(["--rank", &rank.to_string()])
         .args(if args[0] == "member" {
-            vec!["--key-file".to_owned(), members.with_file_name("key").display().to_string()]
+            vec![
+                "--key-file".to_owned(),
+                members.with_file_name("key").display().to_string(),
+            ]
         } else {
             vec![]
         })

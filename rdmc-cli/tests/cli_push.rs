@@ -79,7 +79,10 @@ impl Scratch {
     }
 
     fn push(&self, paths: &[PathBuf]) -> Child {
-        self.command("push", &["--json"]).args(paths).spawn().unwrap()
+        self.command("push", &["--json"])
+            .args(paths)
+            .spawn()
+            .unwrap()
     }
 }
 
@@ -309,8 +312,19 @@ fn without_a_key_file_every_command_refuses_and_says_how_to_make_one() {
     let file = scratch.path("file");
     let commands: [Vec<&std::ffi::OsStr>; 3] = [
         vec!["push".as_ref(), file.as_os_str()],
-        vec!["receive".as_ref(), "--me".as_ref(), "1".as_ref(), "--out".as_ref(), out.as_os_str()],
-        vec!["member".as_ref(), "--rank".as_ref(), "0".as_ref(), file.as_os_str()],
+        vec![
+            "receive".as_ref(),
+            "--me".as_ref(),
+            "1".as_ref(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ],
+        vec![
+            "member".as_ref(),
+            "--rank".as_ref(),
+            "0".as_ref(),
+            file.as_os_str(),
+        ],
     ];
     for args in commands {
         let mut command = Command::new(env!("CARGO_BIN_EXE_rdmc"));
@@ -343,7 +357,10 @@ fn a_receiver_never_overwrites_and_the_push_names_it() {
     let receivers: Vec<Child> = (1..3).map(|r| scratch.receiver(r)).collect();
     let (status, out, err) = finish(scratch.push(&[file]), Duration::from_secs(120));
     assert_eq!(status.code(), Some(2), "{err}\n{out}");
-    assert!(err.contains(&format!("{} (rank 2)", scratch.addr(2))), "{err}");
+    assert!(
+        err.contains(&format!("{} (rank 2)", scratch.addr(2))),
+        "{err}"
+    );
     let mut receivers = receivers.into_iter();
     let (_, _, err1) = finish(receivers.next().unwrap(), Duration::from_secs(60));
     let (status2, _, err2) = finish(receivers.next().unwrap(), Duration::from_secs(60));
@@ -360,5 +377,8 @@ fn a_receiver_never_overwrites_and_the_push_names_it() {
         !copy.exists() || std::fs::read(&copy).unwrap() == b"new notes",
         "{err1}"
     );
-    assert!(err1.contains(&format!("{} (rank 2)", scratch.addr(2))), "{err1}");
+    assert!(
+        err1.contains(&format!("{} (rank 2)", scratch.addr(2))),
+        "{err1}"
+    );
 }

@@ -32,8 +32,12 @@ pub(crate) fn collect(paths: &[PathBuf]) -> Result<Vec<Source>, String> {
     for path in paths {
         let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let absolute = std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let name = lexical_name(&absolute)
-            .ok_or_else(|| format!("{}: has no name to give it at the receivers", path.display()))?;
+        let name = lexical_name(&absolute).ok_or_else(|| {
+            format!(
+                "{}: has no name to give it at the receivers",
+                path.display()
+            )
+        })?;
         let name = utf8(&name, path)?;
         if !names.insert(name.clone()) {
             return Err(format!(
@@ -303,7 +307,10 @@ mod tests {
         std::fs::create_dir_all(tree.join("sub")).unwrap();
         std::os::unix::fs::symlink(tree.join("sub"), tree.join("dirlink")).unwrap();
         let err = collect(std::slice::from_ref(&tree)).unwrap_err();
-        assert!(err.contains("dirlink: is a symbolic link to a directory"), "{err}");
+        assert!(
+            err.contains("dirlink: is a symbolic link to a directory"),
+            "{err}"
+        );
         let other = dir.path().join("other/tree");
         std::fs::create_dir_all(&other).unwrap();
         std::fs::remove_file(tree.join("dirlink")).unwrap();

@@ -92,7 +92,10 @@ impl Manifest {
                     .bytes()
                     .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
             if !valid {
-                return Err(format!("{}: not a SHA-256 digest in the manifest", file.path));
+                return Err(format!(
+                    "{}: not a SHA-256 digest in the manifest",
+                    file.path
+                ));
             }
         }
         check_paths(manifest.files.iter().map(|f| f.path.as_str()))?;

@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use rdmc::{Error, GroupConfig, NodeId};
+use rdmc::{Error, GroupConfig};
 use serde_json::json;
 
 use crate::cluster::{ClusterSetup, Transport};
@@ -99,8 +99,9 @@ pub(crate) struct ReceiveArgs {
 #[derive(Debug)]
 pub(crate) struct Failure {
     message: String,
-    /// The other members that failed, when known.
-    hosts: Vec<NodeId>,
+    /// The other members that failed, when known, named by address and
+    /// rank.
+    hosts: Vec<String>,
 }
 
 impl From<String> for Failure {
@@ -125,7 +126,7 @@ impl Failure {
                 let hosts = if node.0 == cluster.rank {
                     Vec::new()
                 } else {
-                    vec![*node]
+                    vec![cluster.describe(*node)]
                 };
                 Failure {
                     message: format!("{} failed: {kind}", cluster.describe(*node)),
@@ -136,7 +137,7 @@ impl Failure {
                 message: format!(
                     "{error}; do all members give the same members file and --max-message-size?"
                 ),
-                hosts: vec![*peer],
+                hosts: vec![cluster.describe(*peer)],
             },
             other => other.to_string().into(),
         }
@@ -190,25 +191,11 @@ pub(crate) fn run_receive(args: ReceiveArgs) -> ExitCode {
 
 /// Report the outcome: exit status 0; 1 for an error here; 2 when other
 /// members failed (each named on stderr, and in the JSON error event).
-fn finish(
-    who: &str,
-    args: &ClusterArgs,
-    rank: u32,
-    outcome: Result<(), (Failure, Option<ClusterSetup>)>,
-) -> ExitCode {
-    let (failure, cluster) = match outcome {
-        Ok(()) => return ExitCode::SUCCESS,
-        Err(failed) => failed,
+fn finish(who: &str, args: &ClusterArgs, rank: u32, outcome: Result<(), Failure>) -> ExitCode {
+    let Err(failure) = outcome else {
+        return ExitCode::SUCCESS;
     };
-    let hosts: Vec<String> = failure
-        .hosts
-        .iter()
-        .map(|&node| {
-            cluster
-                .as_ref()
-                .map_or_else(|| format!("rank {}", node.0), |c| c.describe(node))
-        })
-        .collect();
+    let hosts = failure.hosts;
     if args.json {
         println!(
             "{}",

@@ -256,7 +256,10 @@ mod tests {
                 }
             })
             .collect();
-        (hash_all(&sources, (chunk, chunk / 2), &|_| {}).unwrap(), src)
+        (
+            hash_all(&sources, (chunk, chunk / 2), &|_| {}).unwrap(),
+            src,
+        )
     }
 
     fn pieces_of(manifest: &Manifest, files: &[(&str, &[u8])]) -> Vec<(Vec<Segment>, Vec<u8>)> {
@@ -320,13 +323,16 @@ mod tests {
         let (manifest, _src) = manifest_of(FILES, 8);
         let pieces = pieces_of(&manifest, FILES);
         let mut staging = Staging::begin(out.path(), manifest.clone()).unwrap();
-        let err = pieces.iter().enumerate().try_for_each(|(i, (piece, data))| {
-            let mut data = data.clone();
-            if i == 1 {
-                data[0] ^= 1;
-            }
-            staging.write_piece(piece, &data).map(drop)
-        });
+        let err = pieces
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, (piece, data))| {
+                let mut data = data.clone();
+                if i == 1 {
+                    data[0] ^= 1;
+                }
+                staging.write_piece(piece, &data).map(drop)
+            });
         assert!(err.unwrap_err().contains("d/big: SHA-256 mismatch"));
         drop(staging);
         assert!(staged(out.path()).is_empty());

@@ -38,8 +38,7 @@ impl Style {
     }
 }
 
-const FILE_TEMPLATE: &str =
-    "{prefix:<32!} [{bar:30.cyan/blue}] {bytes:>10}/{total_bytes:<10} {binary_bytes_per_sec:>12} ETA {eta}";
+const FILE_TEMPLATE: &str = "{prefix:<32!} [{bar:30.cyan/blue}] {bytes:>10}/{total_bytes:<10} {binary_bytes_per_sec:>12} ETA {eta}";
 const TOTAL_TEMPLATE: &str = "{prefix:<32!.bold} [{bar:30.green/blue}] {bytes:>10}/{total_bytes:<10} {binary_bytes_per_sec:>12} ETA {eta} {msg}";
 
 /// The progress of one push, at the root or at a receiver. Shared between

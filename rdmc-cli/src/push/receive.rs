@@ -23,22 +23,23 @@ use crate::cluster::ClusterSetup;
 /// Messages received and not yet written.
 const WRITE_QUEUE: usize = 2;
 
-/// Check everything, then receive. The error carries the cluster, once
-/// known, to name failed hosts.
-pub(super) fn run(args: &ReceiveArgs) -> Result<(), (Failure, Option<ClusterSetup>)> {
+/// Check everything, then receive.
+pub(super) fn run(args: &ReceiveArgs) -> Result<(), Failure> {
     let style = Style::pick(args.cluster.json);
     let checked = || -> Result<ClusterSetup, String> {
         if args.me == 0 {
-            return Err("rank 0 is the pushing host (it runs `rdmc push`); give --me 1 or more".into());
+            return Err(
+                "rank 0 is the pushing host (it runs `rdmc push`); give --me 1 or more".into(),
+            );
         }
         let cluster = prepare_cluster(&args.cluster, args.me)?;
         check_output_dir(&args.out)?;
         Ok(cluster)
     };
-    let cluster = checked().map_err(|e| (e.into(), None))?;
-    let runtime = runtime().map_err(|e| (e.into(), None))?;
+    let cluster = checked().map_err(Failure::from)?;
+    let runtime = runtime().map_err(Failure::from)?;
     let span = tracing::info_span!("receive", rank = args.me);
-    let outcome = runtime.block_on(
+    runtime.block_on(
         async {
             tokio::select! {
                 outcome = receive(&cluster, args, style) => outcome,
@@ -46,8 +47,7 @@ pub(super) fn run(args: &ReceiveArgs) -> Result<(), (Failure, Option<ClusterSetu
             }
         }
         .instrument(span),
-    );
-    outcome.map_err(|failure| (failure, Some(cluster)))
+    )
 }
 
 async fn receive(cluster: &ClusterSetup, args: &ReceiveArgs, style: Style) -> Result<(), Failure> {

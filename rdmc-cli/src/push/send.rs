@@ -25,19 +25,15 @@ const SEND_WINDOW: usize = 2;
 /// Messages read ahead of the sends.
 const READ_AHEAD: usize = 2;
 
-/// Check everything, hash every file, then push. The error carries the
-/// cluster, once known, to name failed hosts.
-pub(super) fn run(args: &PushArgs) -> Result<(), (Failure, Option<ClusterSetup>)> {
+/// Check everything, hash every file, then push.
+pub(super) fn run(args: &PushArgs) -> Result<(), Failure> {
     let style = Style::pick(args.cluster.json);
     // Everything that can be wrong here is found before anyone is contacted:
     // the command line, the members file, the key, every input.
-    let cluster = prepare_cluster(&args.cluster, 0).map_err(|e| (e.into(), None))?;
-    let prepared = prepare(args, style).map_err(|e| (e.into(), None))?;
-    let runtime = runtime().map_err(|e| (e.into(), None))?;
-    let outcome = runtime.block_on(
-        push(&cluster, args, prepared, style).instrument(tracing::info_span!("push")),
-    );
-    outcome.map_err(|failure| (failure, Some(cluster)))
+    let cluster = prepare_cluster(&args.cluster, 0).map_err(Failure::from)?;
+    let prepared = prepare(args, style).map_err(Failure::from)?;
+    let runtime = runtime().map_err(Failure::from)?;
+    runtime.block_on(push(&cluster, args, prepared, style).instrument(tracing::info_span!("push")))
 }
 
 /// The inputs and their manifest.
