@@ -31,6 +31,12 @@ pub(super) fn run(args: &PushArgs) -> Result<(), Failure> {
     // Everything that can be wrong here is found before anyone is contacted:
     // the command line, the members file, the key, every input.
     let cluster = prepare_cluster(&args.cluster, 0).map_err(Failure::from)?;
+    if cluster.members.len() < 2 {
+        return Err(Failure::from(format!(
+            "{} lists no receivers: the pushing host is its first line, receivers follow",
+            args.cluster.members.display()
+        )));
+    }
     let prepared = prepare(args, style).map_err(Failure::from)?;
     let runtime = runtime().map_err(Failure::from)?;
     runtime.block_on(push(&cluster, args, prepared, style).instrument(tracing::info_span!("push")))
