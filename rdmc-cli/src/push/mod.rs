@@ -53,8 +53,8 @@ pub(crate) struct ClusterArgs {
     #[arg(long, default_value = "tcp", value_name = "NAME")]
     ofi_provider: String,
     /// The largest message: files are cut into messages of at most this
-    /// size, and a receiver holds about three of them in memory. Every
-    /// member must give the same.
+    /// size. Memory use grows with it (up to about 12 messages resident at
+    /// a receiver). Every member must give the same.
     #[arg(long, default_value = "64MiB", value_parser = parse_size, value_name = "SIZE")]
     max_message_size: u64,
     /// Seconds to wait for every member to be connected.
