@@ -34,6 +34,20 @@ pub(crate) struct Staging {
     open: Option<(usize, File, Sha256)>,
 }
 
+/// Staging directories in `dir`: left by a receiver that was killed (or
+/// belonging to one still running there).
+pub(crate) fn leftover_staging(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(STAGING_PREFIX))
+        .collect();
+    names.sort();
+    names
+}
+
 /// Create the output directory if need be and check it is a directory
 /// this process can write. Done before the receiver contacts anyone.
 pub(crate) fn check_output_dir(dir: &Path) -> Result<(), String> {
@@ -315,6 +329,19 @@ mod tests {
         let mut names = staged(out.path());
         names.sort();
         assert_eq!(names, ["d", "top", "unrelated"]);
+    }
+
+    #[test]
+    fn staging_left_by_a_killed_receiver_is_found() {
+        let out = tempfile::tempdir().unwrap();
+        let (manifest, _src) = manifest_of(FILES, 8);
+        let staging = Staging::begin(out.path(), manifest).unwrap();
+        let found = leftover_staging(out.path());
+        assert_eq!(found.len(), 1);
+        assert!(found[0].starts_with(".rdmc-receive."));
+        // A killed process runs no destructor: the directory stays.
+        std::mem::forget(staging);
+        assert_eq!(leftover_staging(out.path()), found);
     }
 
     #[test]

@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::manifest::Manifest;
-use super::output::{Staging, check_output_dir};
+use super::output::{Staging, check_output_dir, leftover_staging};
 use super::progress::{Progress, Style};
 use super::{Failure, GROUP, ReceiveArgs, group_config, prepare_cluster, runtime};
 use crate::cluster::ClusterSetup;
@@ -34,6 +34,14 @@ pub(super) fn run(args: &ReceiveArgs) -> Result<(), Failure> {
         }
         let cluster = prepare_cluster(&args.cluster, args.me)?;
         check_output_dir(&args.out)?;
+        for name in leftover_staging(&args.out) {
+            eprintln!(
+                "rdmc receive {}: note: {} holds {name}, the partial files of a receiver \
+                 that was killed (or of one still running there); remove it when none is",
+                args.me,
+                args.out.display()
+            );
+        }
         Ok(cluster)
     };
     let cluster = checked().map_err(Failure::from)?;
