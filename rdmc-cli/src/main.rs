@@ -8,6 +8,10 @@
 //!   every copy, report the time (see `rdmc demo --help`).
 //! * `rdmc member --members FILE --rank R [...] [FILES...]`: one member of a
 //!   cluster of processes over TCP or libfabric (see `rdmc member --help`).
+//! * `rdmc push --members FILE --key-file F PATHS...` and `rdmc receive
+//!   --members FILE --me I --out DIR --key-file F`: copy files and
+//!   directories to every member, checked end to end (see `rdmc push --help`).
+//! * `rdmc keygen FILE`: make a new cluster key.
 //! * `rdmc bench [--quick] [--out DIR]`: the papers' experiments on an
 //!   emulated cluster, beside unicast and MPI_Bcast (see BENCHMARKS.md).
 //!
@@ -19,10 +23,13 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod cluster;
 mod demo;
+mod keygen;
 mod member;
 mod member_bench;
 mod plan;
+mod push;
 mod size;
 mod tcp_copy;
 
@@ -54,6 +61,14 @@ enum Command {
     /// Be one member of a cluster of processes: the root sends files, the
     /// others write what they receive.
     Member(member::MemberArgs),
+    /// Copy files and directories from this host (rank 0 of the members
+    /// file) to every other member, which runs `rdmc receive`.
+    Push(push::PushArgs),
+    /// Receive what `rdmc push` sends: write it under a directory, every
+    /// file's SHA-256 checked.
+    Receive(push::ReceiveArgs),
+    /// Write a new random cluster key to a file only its owner can read.
+    Keygen(keygen::KeygenArgs),
     /// Run the papers' experiments on an emulated cluster of network
     /// namespaces, beside a TCP unicast and MPI_Bcast (root only).
     Bench(bench::BenchArgs),
@@ -72,6 +87,9 @@ fn main() -> ExitCode {
         Command::Plan(args) => exit_status(plan::run(&args)),
         Command::Demo(args) => demo::run(args),
         Command::Member(args) => member::run(args),
+        Command::Push(args) => push::run_push(args),
+        Command::Receive(args) => push::run_receive(args),
+        Command::Keygen(args) => exit_status(keygen::run(&args)),
         Command::TcpCopy(args) => tcp_copy::run(args),
         Command::Bench(args) => bench::run(args),
     }

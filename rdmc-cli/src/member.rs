@@ -3,23 +3,23 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use clap::Args;
 use futures::StreamExt;
 use rdmc::{
-    Algorithm, ClusterKey, CompletionMode, DEFAULT_MAX_MESSAGE_SIZE, GroupConfig, GroupId,
-    MAX_BLOCK_SIZE, MAX_TIMEOUT, Node, NodeConfig, NodeId, TcpConfig,
+    Algorithm, CompletionMode, DEFAULT_MAX_MESSAGE_SIZE, GroupConfig, GroupId, MAX_BLOCK_SIZE,
+    Node, NodeConfig, NodeId,
 };
 use serde_json::json;
 
+use crate::cluster::{ClusterSetup, Transport, kind_of, without_path};
 use crate::demo::ModeChoice;
 use crate::member_bench;
-use crate::size::parse_size;
+use crate::size::{human, parse_size};
 
 /// `--block-size`: a size, or `auto` (`None`).
 #[derive(Clone, Copy, Debug)]
@@ -61,9 +61,8 @@ pub(crate) struct MemberArgs {
     /// need be; it must be writable and hold no outputs of an earlier run.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// File holding the cluster key (at least 16 bytes) every member shares.
-    /// Without it a well-known key is used, which keeps strangers out of
-    /// nothing.
+    /// File holding the cluster key (at least 16 bytes) every member shares
+    /// (`rdmc keygen FILE` makes one). Required: there is no default key.
     #[arg(long, value_name = "F")]
     key_file: Option<PathBuf>,
     /// Seconds to wait for every member to be connected.
@@ -105,23 +104,9 @@ pub(crate) struct MemberArgs {
     files: Vec<PathBuf>,
 }
 
-/// The transports a member can use.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum Transport {
-    /// TCP: one authenticated connection per pair of members.
-    Tcp,
-    /// libfabric: RDMA-style endpoints (the `ofi` feature).
-    Ofi,
-    /// RDMA verbs: an RC queue pair per pair of members (the `rdma` feature).
-    Rdma,
-}
-
 fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
     s.parse().map_err(|e| format!("{e}"))
 }
-
-/// The key used without `--key-file`.
-const DEFAULT_KEY: &[u8] = b"rdmc default cluster key: not a secret";
 
 /// Run `rdmc member`: check every input, join the cluster, send or
 /// receive, report.
@@ -158,10 +143,7 @@ fn fail(args: &MemberArgs, error: String) -> ExitCode {
 
 /// What a member starts with once every check passed.
 struct Prepared {
-    members: Vec<SocketAddr>,
-    key: ClusterKey,
-    connect_timeout: Duration,
-    failure_timeout: Duration,
+    cluster: ClusterSetup,
     group: GroupConfig,
     /// Root: the files to send, opened.
     inputs: Vec<Input>,
@@ -180,15 +162,14 @@ struct Input {
 /// Check the command line, the members file, the key, every input (root)
 /// and the output directory (receivers), and say what is wrong in one line.
 fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
-    let members = read_members(&args.members)?;
-    if args.rank as usize >= members.len() {
-        return Err(format!(
-            "rank {} is not in the cluster: {} lists {} members",
-            args.rank,
-            args.members.display(),
-            members.len()
-        ));
-    }
+    let cluster = ClusterSetup::prepare(
+        &args.members,
+        args.rank,
+        args.key_file.as_deref(),
+        (args.connect_timeout, args.failure_timeout),
+        args.transport,
+        &args.ofi_provider,
+    )?;
     if args.rank != 0 && !args.files.is_empty() {
         return Err("only the root (rank 0) sends files".into());
     }
@@ -209,24 +190,6 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
     if args.max_message_size == 0 {
         return Err("--max-message-size must be at least 1 byte".into());
     }
-    let connect_timeout = seconds(args.connect_timeout, "--connect-timeout")?;
-    let failure_timeout = seconds(args.failure_timeout, "--failure-timeout")?;
-    let key = match &args.key_file {
-        Some(path) => {
-            ClusterKey::from_file(path).map_err(|e| format!("{}: {e}", path.display()))?
-        }
-        None => {
-            tracing::warn!("no --key-file: using the well-known default key");
-            ClusterKey::from_bytes(DEFAULT_KEY.to_vec()).map_err(|e| e.to_string())?
-        }
-    };
-    // The library's own check of the cluster (duplicate addresses, port 0,
-    // unspecified addresses), before anything listens.
-    TcpConfig::new(members.clone(), NodeId(args.rank), key.clone())
-        .with_connect_timeout(connect_timeout)
-        .with_failure_timeout(failure_timeout)
-        .validate()
-        .map_err(|e| format!("{}: {e}", args.members.display()))?;
     let inputs = args
         .files
         .iter()
@@ -244,47 +207,11 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
         None => group.with_automatic_block_size(),
     };
     Ok(Prepared {
-        members,
-        key,
-        connect_timeout,
-        failure_timeout,
+        cluster,
         group,
         inputs,
         out,
     })
-}
-
-/// A time limit in seconds: a number above zero, at most a year.
-fn seconds(value: f64, what: &str) -> Result<Duration, String> {
-    match Duration::try_from_secs_f64(value) {
-        Ok(d) if d.is_zero() => Err(format!("{what} must be more than 0 seconds")),
-        Ok(d) if d > MAX_TIMEOUT => Err(format!(
-            "{what} {value} is longer than the most accepted, {} seconds (a year)",
-            MAX_TIMEOUT.as_secs()
-        )),
-        Ok(d) => Ok(d),
-        Err(_) => Err(format!(
-            "{what} must be a positive number of seconds ({value} given)"
-        )),
-    }
-}
-
-/// What kind of file `file_type` is, for an error message.
-fn kind_of(file_type: std::fs::FileType) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    if file_type.is_dir() {
-        "a directory"
-    } else if file_type.is_fifo() {
-        "a FIFO"
-    } else if file_type.is_char_device() {
-        "a character device"
-    } else if file_type.is_block_device() {
-        "a block device"
-    } else if file_type.is_socket() {
-        "a socket"
-    } else {
-        "not a regular file"
-    }
 }
 
 /// Open an input: a readable regular file of at most `max` bytes. Opened
@@ -308,9 +235,10 @@ fn open_input(path: &Path, max: u64) -> Result<Input, String> {
     }
     if meta.len() > max {
         return Err(format!(
-            "{}: {} bytes is more than the largest message, {max} bytes (see --max-message-size)",
+            "{}: {} is more than the largest message, {} (see --max-message-size)",
             path.display(),
-            meta.len()
+            human(meta.len()),
+            human(max)
         ));
     }
     Ok(Input {
@@ -387,27 +315,9 @@ fn check_output_dir(dir: &Path) -> Result<PathBuf, String> {
 }
 
 async fn member(args: &MemberArgs, prepared: Prepared) -> Result<(), String> {
-    let (members, key) = (prepared.members, prepared.key);
-    let (connect_timeout, failure_timeout) = (prepared.connect_timeout, prepared.failure_timeout);
     let node_config = NodeConfig::new().with_completion_mode(CompletionMode::from(args.completion));
-    let node = match args.transport {
-        Transport::Tcp => {
-            let config = TcpConfig::new(members.clone(), NodeId(args.rank), key)
-                .with_connect_timeout(connect_timeout)
-                .with_failure_timeout(failure_timeout);
-            Node::tcp(config, node_config).await
-        }
-        Transport::Ofi => {
-            let timeouts = (connect_timeout, failure_timeout);
-            start_ofi(args, members.clone(), key, timeouts, node_config).await?
-        }
-        Transport::Rdma => {
-            let timeouts = (connect_timeout, failure_timeout);
-            start_rdma(args, members.clone(), key, timeouts, node_config).await?
-        }
-    }
-    .map_err(|e| e.to_string())?;
-    let ids: Vec<NodeId> = (0..members.len() as u32).map(NodeId).collect();
+    let node = prepared.cluster.start(node_config).await?;
+    let ids = prepared.cluster.ids();
     let work = (prepared.inputs, prepared.out);
     let outcome = multicast(args, &node, &ids, prepared.group, work).await;
     // Put the last signals on the wire before the process exits: the root's
@@ -423,57 +333,6 @@ async fn member(args: &MemberArgs, prepared: Prepared) -> Result<(), String> {
         );
     }
     Ok(())
-}
-
-#[cfg(feature = "ofi")]
-async fn start_ofi(
-    args: &MemberArgs,
-    members: Vec<SocketAddr>,
-    key: ClusterKey,
-    (connect_timeout, failure_timeout): (Duration, Duration),
-    node_config: NodeConfig,
-) -> Result<Result<Node, rdmc::Error>, String> {
-    let config = rdmc::OfiConfig::new(members, NodeId(args.rank), key)
-        .with_connect_timeout(connect_timeout)
-        .with_failure_timeout(failure_timeout)
-        .with_provider(args.ofi_provider.clone());
-    Ok(Node::ofi(config, node_config).await)
-}
-
-#[cfg(not(feature = "ofi"))]
-async fn start_ofi(
-    _: &MemberArgs,
-    _: Vec<SocketAddr>,
-    _: ClusterKey,
-    _: (Duration, Duration),
-    _: NodeConfig,
-) -> Result<Result<Node, rdmc::Error>, String> {
-    Err(crate::NO_OFI.to_owned())
-}
-
-#[cfg(feature = "rdma")]
-async fn start_rdma(
-    args: &MemberArgs,
-    members: Vec<SocketAddr>,
-    key: ClusterKey,
-    (connect_timeout, failure_timeout): (Duration, Duration),
-    node_config: NodeConfig,
-) -> Result<Result<Node, rdmc::Error>, String> {
-    let config = rdmc::RdmaConfig::new(members, NodeId(args.rank), key)
-        .with_connect_timeout(connect_timeout)
-        .with_failure_timeout(failure_timeout);
-    Ok(Node::rdma(config, node_config).await)
-}
-
-#[cfg(not(feature = "rdma"))]
-async fn start_rdma(
-    _: &MemberArgs,
-    _: Vec<SocketAddr>,
-    _: ClusterKey,
-    _: (Duration, Duration),
-    _: NodeConfig,
-) -> Result<Result<Node, rdmc::Error>, String> {
-    Err(crate::NO_RDMA.to_owned())
 }
 
 /// The group's part: send the inputs (root) or write the messages to `out`
@@ -524,8 +383,9 @@ fn report(args: &MemberArgs, seq: u64, size: usize, start: Instant, event: &str)
         );
     } else {
         println!(
-            "rank {} {event} message {seq} ({size} bytes) at {seconds:.3} s",
-            args.rank
+            "rank {} {event} message {seq} ({}) at {seconds:.3} s",
+            args.rank,
+            human(size as u64)
         );
     }
 }
@@ -557,39 +417,6 @@ fn write_atomically(dir: &Path, seq: u64, data: &[u8]) -> Result<(), String> {
     write().map_err(|e| format!("writing {}: {}", done.display(), without_path(e)))
 }
 
-/// `error`'s message without the temporary file's path that `tempfile`
-/// appends (" at path ..."): the file is gone, and the final name says
-/// which message it was.
-fn without_path(error: std::io::Error) -> String {
-    let text = error.to_string();
-    match text.find(" at path \"") {
-        Some(end) if error.raw_os_error().is_none() => text[..end].to_owned(),
-        _ => text,
-    }
-}
-
-/// Read the members file: one `host:port` per line, in rank order.
-pub(crate) fn read_members(path: &Path) -> Result<Vec<SocketAddr>, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    let members: Vec<SocketAddr> = text
-        .lines()
-        .map(|l| l.split('#').next().unwrap_or("").trim())
-        .enumerate()
-        .filter(|(_, l)| !l.is_empty())
-        .map(|(line, l)| {
-            l.to_socket_addrs()
-                .ok()
-                .and_then(|mut addrs| addrs.next())
-                .ok_or_else(|| format!("{}:{}: {l:?} is not a host:port", path.display(), line + 1))
-        })
-        .collect::<Result<_, _>>()?;
-    if members.is_empty() {
-        return Err(format!("{} lists no members", path.display()));
-    }
-    Ok(members)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -609,16 +436,6 @@ mod tests {
         ] {
             assert!(!is_output_name(name), "{name}");
         }
-    }
-
-    #[test]
-    fn time_limits_are_checked() {
-        assert_eq!(seconds(2.5, "--x"), Ok(Duration::from_millis(2500)));
-        assert!(seconds(0.0, "--x").unwrap_err().contains("more than 0"));
-        assert!(seconds(1e19, "--x").unwrap_err().contains("longer than"));
-        assert!(seconds(-1.0, "--x").unwrap_err().contains("positive"));
-        assert!(seconds(f64::NAN, "--x").unwrap_err().contains("positive"));
-        assert!(seconds(f64::INFINITY, "--x").is_err());
     }
 
     #[test]

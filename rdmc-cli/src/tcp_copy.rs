@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde_json::json;
 
-use crate::member::read_members;
+use crate::cluster::read_members;
 use crate::member_bench::{cpu_seconds, mono_ns, payload};
 use crate::size::parse_size;
 

@@ -22,6 +22,7 @@ fn members_file(name: &str, n: usize) -> PathBuf {
         .collect();
     let path = dir.join("members");
     std::fs::write(&path, text).unwrap();
+    std::fs::write(dir.join("key"), "the bench tests' cluster key").unwrap();
     path
 }
 
@@ -31,6 +32,14 @@ fn spawn(args: &[&str], members: &Path, rank: usize) -> Child {
         .arg("--members")
         .arg(members)
         .args(["--rank", &rank.to_string()])
+        .args(if args[0] == "member" {
+            vec![
+                "--key-file".to_owned(),
+                members.with_file_name("key").display().to_string(),
+            ]
+        } else {
+            vec![]
+        })
         .stdin(if rank == 0 {
             Stdio::piped()
         } else {

@@ -79,7 +79,7 @@ fn bad_inputs_are_refused_before_the_group_forms() {
         0,
         &["--max-message-size", "999"],
         &[good],
-        "good: 1000 bytes is more than the largest message, 999 bytes",
+        "good: 1000 B is more than the largest message, 999 B",
     );
     refused(
         &scratch,

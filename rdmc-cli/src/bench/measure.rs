@@ -21,6 +21,9 @@ struct Run<'a> {
     out: File,
     logs: PathBuf,
     members_file: PathBuf,
+    /// The cluster key every `rdmc member` of the run is given: new for
+    /// each run (rdmc has no default key).
+    key_file: PathBuf,
     records: Vec<Value>,
     clusters: usize,
     started: Instant,
@@ -39,6 +42,7 @@ pub(super) fn measure(
         plan: Plan::new(args),
         out: File::create(jsonl).map_err(|e| format!("creating {}: {e}", jsonl.display()))?,
         members_file: args.out.join("members.txt"),
+        key_file: new_key(&args.out.join("cluster.key"))?,
         logs: logs.to_path_buf(),
         records: Vec::new(),
         clusters: 0,
@@ -55,6 +59,18 @@ pub(super) fn measure(
         run.started.elapsed().as_secs_f64()
     );
     Ok(run.records)
+}
+
+/// Write a new cluster key at `path`, replacing an earlier run's.
+fn new_key(path: &Path) -> Result<PathBuf, String> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(format!("removing {}: {e}", path.display()));
+        }
+        _ => {}
+    }
+    crate::keygen::write_key(path)?;
+    Ok(path.to_owned())
 }
 
 impl Run<'_> {
@@ -376,6 +392,7 @@ impl Run<'_> {
         self.write_members(n, port)?;
         let members = self.members_file.display().to_string();
         let max = self.plan.largest_message().to_string();
+        let key = self.key_file.display().to_string();
         let label = format!("{:03}-{what}", self.clusters);
         eprintln!(
             "rdmc bench: [{:>5.0} s] {label}",
@@ -386,6 +403,9 @@ impl Run<'_> {
                 .map(str::to_owned)
                 .to_vec();
             args.extend(["--max-size".to_owned(), max.clone()]);
+            if command == "member" {
+                args.extend(["--key-file".to_owned(), key.clone()]);
+            }
             args.extend_from_slice(options);
             args
         };

@@ -1,0 +1,242 @@
+//! What every command that joins a cluster of processes shares (`rdmc
+//! member`, `rdmc push`, `rdmc receive`): the members file, the cluster
+//! key, time limits, and starting this process's node on a transport.
+
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::path::Path;
+use std::time::Duration;
+
+use rdmc::{ClusterKey, MAX_TIMEOUT, Node, NodeConfig, NodeId, TcpConfig};
+
+/// The transports a member can use.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub(crate) enum Transport {
+    /// TCP: one authenticated connection per pair of members.
+    Tcp,
+    /// libfabric: RDMA-style endpoints (the `ofi` feature).
+    Ofi,
+    /// RDMA verbs: an RC queue pair per pair of members (the `rdma` feature).
+    Rdma,
+}
+
+/// Everything needed to start this process's node: the cluster (the
+/// members file's addresses, this member's rank, the key), the time limits
+/// and the transport.
+pub(crate) struct ClusterSetup {
+    pub(crate) members: Vec<SocketAddr>,
+    pub(crate) rank: u32,
+    pub(crate) key: ClusterKey,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) failure_timeout: Duration,
+    pub(crate) transport: Transport,
+    /// With `Transport::Ofi`: the libfabric provider.
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    pub(crate) ofi_provider: String,
+}
+
+impl ClusterSetup {
+    /// Read the members file and the key, check the time limits and the
+    /// cluster (through the library's own check: duplicate addresses, port
+    /// 0, unspecified addresses), before anything listens.
+    pub(crate) fn prepare(
+        members_file: &Path,
+        rank: u32,
+        key_file: Option<&Path>,
+        (connect_timeout, failure_timeout): (f64, f64),
+        transport: Transport,
+        ofi_provider: &str,
+    ) -> Result<Self, String> {
+        let members = read_members(members_file)?;
+        if rank as usize >= members.len() {
+            return Err(format!(
+                "rank {rank} is not in the cluster: {} lists {} members",
+                members_file.display(),
+                members.len()
+            ));
+        }
+        let connect_timeout = seconds(connect_timeout, "--connect-timeout")?;
+        let failure_timeout = seconds(failure_timeout, "--failure-timeout")?;
+        let key = load_key(key_file)?;
+        TcpConfig::new(members.clone(), NodeId(rank), key.clone())
+            .with_connect_timeout(connect_timeout)
+            .with_failure_timeout(failure_timeout)
+            .validate()
+            .map_err(|e| format!("{}: {e}", members_file.display()))?;
+        Ok(ClusterSetup {
+            members,
+            rank,
+            key,
+            connect_timeout,
+            failure_timeout,
+            transport,
+            ofi_provider: ofi_provider.to_owned(),
+        })
+    }
+
+    /// The ids of every member, in rank order.
+    pub(crate) fn ids(&self) -> Vec<NodeId> {
+        (0..self.members.len() as u32).map(NodeId).collect()
+    }
+
+    /// How to name member `node` to a user: its rank and address.
+    pub(crate) fn describe(&self, node: NodeId) -> String {
+        match self.members.get(node.0 as usize) {
+            Some(addr) => format!("{addr} (rank {})", node.0),
+            None => format!("rank {}", node.0),
+        }
+    }
+
+    /// Start this member's node: it waits (up to the connect timeout) for
+    /// every member to be connected.
+    pub(crate) async fn start(&self, node_config: NodeConfig) -> Result<Node, String> {
+        let (members, me, key) = (self.members.clone(), NodeId(self.rank), self.key.clone());
+        let node = match self.transport {
+            Transport::Tcp => {
+                let config = TcpConfig::new(members, me, key)
+                    .with_connect_timeout(self.connect_timeout)
+                    .with_failure_timeout(self.failure_timeout);
+                Node::tcp(config, node_config).await
+            }
+            Transport::Ofi => self.start_ofi(node_config).await?,
+            Transport::Rdma => self.start_rdma(node_config).await?,
+        };
+        node.map_err(|e| e.to_string())
+    }
+
+    #[cfg(feature = "ofi")]
+    async fn start_ofi(
+        &self,
+        node_config: NodeConfig,
+    ) -> Result<Result<Node, rdmc::Error>, String> {
+        let config =
+            rdmc::OfiConfig::new(self.members.clone(), NodeId(self.rank), self.key.clone())
+                .with_connect_timeout(self.connect_timeout)
+                .with_failure_timeout(self.failure_timeout)
+                .with_provider(self.ofi_provider.clone());
+        Ok(Node::ofi(config, node_config).await)
+    }
+
+    #[cfg(not(feature = "ofi"))]
+    async fn start_ofi(&self, _: NodeConfig) -> Result<Result<Node, rdmc::Error>, String> {
+        Err(crate::NO_OFI.to_owned())
+    }
+
+    #[cfg(feature = "rdma")]
+    async fn start_rdma(
+        &self,
+        node_config: NodeConfig,
+    ) -> Result<Result<Node, rdmc::Error>, String> {
+        let config =
+            rdmc::RdmaConfig::new(self.members.clone(), NodeId(self.rank), self.key.clone())
+                .with_connect_timeout(self.connect_timeout)
+                .with_failure_timeout(self.failure_timeout);
+        Ok(Node::rdma(config, node_config).await)
+    }
+
+    #[cfg(not(feature = "rdma"))]
+    async fn start_rdma(&self, _: NodeConfig) -> Result<Result<Node, rdmc::Error>, String> {
+        Err(crate::NO_RDMA.to_owned())
+    }
+}
+
+/// The error without `--key-file`: there is no default key, since a key
+/// everybody knows keeps nobody out.
+pub(crate) const NO_KEY: &str = "no --key-file: every member needs the same secret cluster key. \
+     Create one with `rdmc keygen KEYFILE`, copy KEYFILE to every host (it must stay secret), \
+     and give --key-file KEYFILE to every member";
+
+/// The cluster key in `key_file`; without one, the [`NO_KEY`] error.
+pub(crate) fn load_key(key_file: Option<&Path>) -> Result<ClusterKey, String> {
+    let path = key_file.ok_or_else(|| NO_KEY.to_owned())?;
+    ClusterKey::from_file(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// A time limit in seconds: a number above zero, at most a year.
+pub(crate) fn seconds(value: f64, what: &str) -> Result<Duration, String> {
+    match Duration::try_from_secs_f64(value) {
+        Ok(d) if d.is_zero() => Err(format!("{what} must be more than 0 seconds")),
+        Ok(d) if d > MAX_TIMEOUT => Err(format!(
+            "{what} {value} is longer than the most accepted, {} seconds (a year)",
+            MAX_TIMEOUT.as_secs()
+        )),
+        Ok(d) => Ok(d),
+        Err(_) => Err(format!(
+            "{what} must be a positive number of seconds ({value} given)"
+        )),
+    }
+}
+
+/// What kind of file `file_type` is, for an error message.
+pub(crate) fn kind_of(file_type: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_symlink() {
+        "a symbolic link"
+    } else if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_char_device() {
+        "a character device"
+    } else if file_type.is_block_device() {
+        "a block device"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// Read the members file: one `host:port` per line, in rank order.
+pub(crate) fn read_members(path: &Path) -> Result<Vec<SocketAddr>, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let members: Vec<SocketAddr> = text
+        .lines()
+        .map(|l| l.split('#').next().unwrap_or("").trim())
+        .enumerate()
+        .filter(|(_, l)| !l.is_empty())
+        .map(|(line, l)| {
+            l.to_socket_addrs()
+                .ok()
+                .and_then(|mut addrs| addrs.next())
+                .ok_or_else(|| format!("{}:{}: {l:?} is not a host:port", path.display(), line + 1))
+        })
+        .collect::<Result<_, _>>()?;
+    if members.is_empty() {
+        return Err(format!("{} lists no members", path.display()));
+    }
+    Ok(members)
+}
+
+/// `error`'s message without the temporary file's path that `tempfile`
+/// appends (" at path ..."): the file is gone, and the caller names the
+/// file it meant.
+pub(crate) fn without_path(error: std::io::Error) -> String {
+    let text = error.to_string();
+    match text.find(" at path \"") {
+        Some(end) if error.raw_os_error().is_none() => text[..end].to_owned(),
+        _ => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn time_limits_are_checked() {
+        assert_eq!(seconds(2.5, "--x"), Ok(Duration::from_millis(2500)));
+        assert!(seconds(0.0, "--x").unwrap_err().contains("more than 0"));
+        assert!(seconds(1e19, "--x").unwrap_err().contains("longer than"));
+        assert!(seconds(-1.0, "--x").unwrap_err().contains("positive"));
+        assert!(seconds(f64::NAN, "--x").unwrap_err().contains("positive"));
+        assert!(seconds(f64::INFINITY, "--x").is_err());
+    }
+
+    #[test]
+    fn without_a_key_file_there_is_no_key_but_advice() {
+        let err = load_key(None).unwrap_err();
+        assert!(err.contains("rdmc keygen"), "{err}");
+        assert!(err.contains("--key-file"), "{err}");
+    }
+}

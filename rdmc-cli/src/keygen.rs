@@ -1,0 +1,82 @@
+//! `rdmc keygen FILE`: write a new random cluster key, readable by its
+//! owner only. Every member of a cluster is then given the same file
+//! (`--key-file`); rdmc has no default key.
+
+use std::io::{Read, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+
+/// Random bytes in a new key (written as hex: twice as many characters).
+const KEY_BYTES: usize = 32;
+
+/// Arguments of `rdmc keygen`.
+#[derive(Debug, Args)]
+pub(crate) struct KeygenArgs {
+    /// The key file to create (mode 0600). An existing file is never
+    /// overwritten.
+    file: PathBuf,
+}
+
+/// Create the key file and say how to use it.
+pub(crate) fn run(args: &KeygenArgs) -> Result<(), String> {
+    write_key(&args.file)?;
+    println!(
+        "wrote a new cluster key to {} (readable by you only); copy it to every host \
+         and give every member --key-file {}",
+        args.file.display(),
+        args.file.display()
+    );
+    Ok(())
+}
+
+/// Write `KEY_BYTES` bytes from the operating system's random source, as
+/// hex and a newline, to a new file of mode 0600, flushed to disk.
+pub(crate) fn write_key(path: &Path) -> Result<(), String> {
+    let named = |e: std::io::Error| format!("{}: {e}", path.display());
+    let mut random = [0u8; KEY_BYTES];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut random))
+        .map_err(|e| format!("reading /dev/urandom: {e}"))?;
+    let mut text: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    text.push('\n');
+    random.fill(0);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(named)?;
+    let written = file
+        .write_all(text.as_bytes())
+        .and_then(|()| file.sync_all());
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(path);
+        return Err(named(e));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn keys_are_new_private_random_and_loadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        write_key(&a).unwrap();
+        write_key(&b).unwrap();
+        let mode = std::fs::metadata(&a).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let (ka, kb) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+        assert_eq!(ka.len(), 2 * KEY_BYTES + 1);
+        assert_ne!(ka, kb);
+        rdmc::ClusterKey::from_file(&a).unwrap();
+        let err = write_key(&a).unwrap_err();
+        assert!(err.contains("exists"), "{err}");
+        assert_eq!(std::fs::read(&a).unwrap(), ka, "never overwritten");
+    }
+}

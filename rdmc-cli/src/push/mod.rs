@@ -1,0 +1,212 @@
+//! `rdmc push` and `rdmc receive`: copy files and directories from one
+//! host to many, checked end to end.
+//!
+//! The root (rank 0 of the members file) runs `rdmc push PATHS...`; every
+//! other member runs `rdmc receive --me RANK --out DIR`. The root hashes
+//! every file first (an unreadable file fails before anything is sent),
+//! sends a manifest (relative paths, sizes, SHA-256s), then the files'
+//! bytes: small files batched into one message, large ones cut into
+//! messages of at most `--max-message-size`. Each receiver writes into a
+//! staging directory inside DIR, checks every file's SHA-256, flushes
+//! everything to disk, moves the files into place (never over existing
+//! ones), and only then closes the group; so the root's success means every
+//! receiver holds every file, checked. A receiver that fails or dies fails
+//! the push for everyone, and the root names it and exits with status 2.
+
+mod inputs;
+mod manifest;
+mod output;
+mod progress;
+mod receive;
+mod send;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Args;
+use rdmc::{Error, GroupConfig};
+use serde_json::json;
+
+use crate::cluster::{ClusterSetup, Transport};
+use crate::size::parse_size;
+
+/// The group every push runs in.
+const GROUP: rdmc::GroupId = rdmc::GroupId(1);
+
+/// What the root and the receivers must give alike.
+#[derive(Debug, Args)]
+pub(crate) struct ClusterArgs {
+    /// File listing the members, one `host:port` per line in rank order:
+    /// the pushing host (rank 0) first, then the receivers (blank lines
+    /// and `#` comments are skipped).
+    #[arg(long, value_name = "FILE")]
+    members: PathBuf,
+    /// File holding the cluster key every member shares (`rdmc keygen FILE`
+    /// makes one). Required: rdmc has no default key.
+    #[arg(long, value_name = "F")]
+    key_file: Option<PathBuf>,
+    /// Transport between the members: `tcp`, `ofi` (libfabric) or `rdma`;
+    /// `ofi` and `rdma` need a build with the feature of the same name.
+    #[arg(long, value_enum, default_value_t = Transport::Tcp)]
+    transport: Transport,
+    /// With `--transport ofi`: the libfabric provider (`tcp`, `verbs`, ...).
+    #[arg(long, default_value = "tcp", value_name = "NAME")]
+    ofi_provider: String,
+    /// The largest message: files are cut into messages of at most this
+    /// size. Memory use grows with it (up to about 12 messages resident at
+    /// a receiver). Every member must give the same.
+    #[arg(long, default_value = "64MiB", value_parser = parse_size, value_name = "SIZE")]
+    max_message_size: u64,
+    /// Seconds to wait for every member to be connected.
+    #[arg(long, default_value_t = 60.0)]
+    connect_timeout: f64,
+    /// Seconds of silence after which a member is considered failed (one
+    /// whose connections break is noticed sooner).
+    #[arg(long, default_value_t = 3.0)]
+    failure_timeout: f64,
+    /// One JSON object per line on stdout instead of progress bars and text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Arguments of `rdmc push`.
+#[derive(Debug, Args)]
+pub(crate) struct PushArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// Files and directories to push (directories recursively). Each
+    /// lands under its own name in every receiver's --out directory.
+    #[arg(required = true, value_name = "PATHS")]
+    paths: Vec<PathBuf>,
+}
+
+/// Arguments of `rdmc receive`.
+#[derive(Debug, Args)]
+pub(crate) struct ReceiveArgs {
+    #[command(flatten)]
+    cluster: ClusterArgs,
+    /// This receiver's rank in the members file (1 or more: rank 0 pushes).
+    #[arg(long, visible_alias = "rank", value_name = "I")]
+    me: u32,
+    /// Directory the pushed files and directories land in, created if need
+    /// be. Nothing in it is overwritten: a push naming an existing entry
+    /// fails.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
+}
+
+/// Why a push or a receive failed.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    message: String,
+    /// The other members that failed, when known, named by address and
+    /// rank.
+    hosts: Vec<String>,
+}
+
+impl From<String> for Failure {
+    fn from(message: String) -> Self {
+        Failure {
+            message,
+            hosts: Vec::new(),
+        }
+    }
+}
+
+impl Failure {
+    /// A failure of the group, naming the member it suspects (unless that
+    /// is this member).
+    fn of_group(cluster: &ClusterSetup, error: &Error) -> Self {
+        match error {
+            Error::GroupFailed {
+                suspect: Some(node),
+                kind,
+                ..
+            } => {
+                let hosts = if node.0 == cluster.rank {
+                    Vec::new()
+                } else {
+                    vec![cluster.describe(*node)]
+                };
+                Failure {
+                    message: format!("{} failed: {kind}", cluster.describe(*node)),
+                    hosts,
+                }
+            }
+            Error::MembershipMismatch { peer, .. } => Failure {
+                message: format!(
+                    "{error}; do all members give the same members file and --max-message-size?"
+                ),
+                hosts: vec![cluster.describe(*peer)],
+            },
+            other => other.to_string().into(),
+        }
+    }
+}
+
+/// The group's configuration: as every member must give it.
+fn group_config(args: &ClusterArgs) -> GroupConfig {
+    GroupConfig::new()
+        .with_max_message_size(args.max_message_size)
+        .with_automatic_block_size()
+}
+
+fn prepare_cluster(args: &ClusterArgs, rank: u32) -> Result<ClusterSetup, String> {
+    if args.max_message_size == 0 {
+        return Err("--max-message-size must be at least 1 byte".into());
+    }
+    ClusterSetup::prepare(
+        &args.members,
+        rank,
+        args.key_file.as_deref(),
+        (args.connect_timeout, args.failure_timeout),
+        args.transport,
+        &args.ofi_provider,
+    )
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+/// Run `rdmc push`.
+pub(crate) fn run_push(args: PushArgs) -> ExitCode {
+    let outcome = send::run(&args);
+    finish("rdmc push", &args.cluster, 0, outcome)
+}
+
+/// Run `rdmc receive`.
+pub(crate) fn run_receive(args: ReceiveArgs) -> ExitCode {
+    let outcome = receive::run(&args);
+    finish(
+        &format!("rdmc receive {}", args.me),
+        &args.cluster,
+        args.me,
+        outcome,
+    )
+}
+
+/// Report the outcome: exit status 0; 1 for an error here; 2 when other
+/// members failed (each named on stderr, and in the JSON error event).
+fn finish(who: &str, args: &ClusterArgs, rank: u32, outcome: Result<(), Failure>) -> ExitCode {
+    let Err(failure) = outcome else {
+        return ExitCode::SUCCESS;
+    };
+    let hosts = failure.hosts;
+    if args.json {
+        println!(
+            "{}",
+            json!({"event": "error", "rank": rank, "error": failure.message,
+                   "failed_hosts": hosts})
+        );
+    }
+    eprintln!("{who}: error: {}", failure.message);
+    if hosts.is_empty() {
+        return ExitCode::FAILURE;
+    }
+    eprintln!("{who}: failed hosts: {}", hosts.join(", "));
+    ExitCode::from(2)
+}

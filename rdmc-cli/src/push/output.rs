@@ -1,0 +1,383 @@
+//! The receiver's side of the files: written into a uniquely named staging
+//! directory inside the output directory, every file checked against the
+//! manifest's SHA-256 and flushed to disk, and moved into place only once
+//! every file of the push is there and checked. On any error — or if the
+//! push fails — the staging directory and everything in it are removed:
+//! the output directory then holds what it held before, never a mix of an
+//! earlier run's files and this one's, nor a partial file.
+//!
+//! Blocking: run it on a blocking thread. Today it is given each message's
+//! bytes in memory ([`Staging::write_piece`]); a receiver that lets the
+//! network write into the files directly would keep the checking and the
+//! final move as they are.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::inputs::hex;
+use super::manifest::{Manifest, Segment, piece_len};
+use crate::cluster::{kind_of, without_path};
+
+/// Prefix of the staging directories (hidden).
+const STAGING_PREFIX: &str = ".rdmc-receive.";
+
+/// A push being written.
+pub(crate) struct Staging {
+    out: PathBuf,
+    manifest: Manifest,
+    /// Removed (with its contents) when dropped, unless committed.
+    dir: tempfile::TempDir,
+    /// The file being written: its index, handle and hash so far.
+    open: Option<(usize, File, Sha256)>,
+}
+
+/// Staging directories in `dir`: left by a receiver that was killed (or
+/// belonging to one still running there).
+pub(crate) fn leftover_staging(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with(STAGING_PREFIX))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Create the output directory if need be and check it is a directory
+/// this process can write. Done before the receiver contacts anyone.
+pub(crate) fn check_output_dir(dir: &Path) -> Result<(), String> {
+    let named = |e: std::io::Error| format!("output directory {}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(named)?;
+    let meta = std::fs::metadata(dir).map_err(named)?;
+    if !meta.is_dir() {
+        return Err(format!(
+            "output directory {}: is {}",
+            dir.display(),
+            kind_of(meta.file_type())
+        ));
+    }
+    tempfile::Builder::new()
+        .prefix(".rdmc-probe.")
+        .tempfile_in(dir)
+        .map_err(|e| format!("output directory {}: cannot write: {e}", dir.display()))?;
+    Ok(())
+}
+
+impl Staging {
+    /// Start writing `manifest`'s files under `out`: refuse if any of its
+    /// top-level names is already there (an earlier run's output, or
+    /// anything else: nothing is overwritten), create the staging
+    /// directory, and create the empty files (they take no message).
+    pub(crate) fn begin(out: &Path, manifest: Manifest) -> Result<Self, String> {
+        for name in manifest.top_level_names() {
+            let target = out.join(name);
+            if target.symlink_metadata().is_ok() {
+                return Err(format!(
+                    "{} exists; rdmc receive never overwrites: remove it or choose another --out",
+                    target.display()
+                ));
+            }
+        }
+        let dir = tempfile::Builder::new()
+            .prefix(STAGING_PREFIX)
+            .tempdir_in(out)
+            .map_err(|e| format!("creating a staging directory in {}: {e}", out.display()))?;
+        let staging = Staging {
+            out: out.to_owned(),
+            manifest,
+            dir,
+            open: None,
+        };
+        for index in 0..staging.manifest.files.len() {
+            if staging.manifest.files[index].size == 0 {
+                let file = staging.create(index)?;
+                staging.finish_file(index, file, Sha256::new())?;
+            }
+        }
+        Ok(staging)
+    }
+
+    /// The manifest being written.
+    pub(crate) fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// Create file `index` (and its parent directories) in the staging
+    /// directory.
+    fn create(&self, index: usize) -> Result<File, String> {
+        let rel = &self.manifest.files[index].path;
+        let path = self.dir.path().join(rel);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("creating {rel}: {e}"))?;
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(|e| format!("creating {rel}: {e}"))
+    }
+
+    /// Write one message: `data` holds `piece`'s segments back to back.
+    /// Returns the indices of the files it completed (each checked and
+    /// flushed).
+    pub(crate) fn write_piece(
+        &mut self,
+        piece: &[Segment],
+        data: &[u8],
+    ) -> Result<Vec<usize>, String> {
+        if data.len() as u64 != piece_len(piece) {
+            return Err(format!(
+                "a message of {} bytes where the manifest says {}",
+                data.len(),
+                piece_len(piece)
+            ));
+        }
+        let mut done = Vec::new();
+        let mut at = 0usize;
+        for segment in piece {
+            if self.open.as_ref().map(|(i, _, _)| *i) != Some(segment.file) {
+                let file = self.create(segment.file)?;
+                self.open = Some((segment.file, file, Sha256::new()));
+            }
+            let bytes = &data[at..at + segment.len as usize];
+            at += segment.len as usize;
+            let (_, file, hash) = self.open.as_mut().expect("opened above");
+            let rel = &self.manifest.files[segment.file].path;
+            file.write_all(bytes)
+                .map_err(|e| format!("writing {rel}: {e}"))?;
+            hash.update(bytes);
+            if segment.offset + segment.len == self.manifest.files[segment.file].size {
+                let (index, file, hash) = self.open.take().expect("opened above");
+                self.finish_file(index, file, hash)?;
+                done.push(index);
+            }
+        }
+        Ok(done)
+    }
+
+    /// Check a complete file's SHA-256 against the manifest's and flush it
+    /// to disk.
+    fn finish_file(&self, index: usize, file: File, hash: Sha256) -> Result<(), String> {
+        let entry = &self.manifest.files[index];
+        let got = hex(&hash.finalize());
+        if got != entry.sha256 {
+            return Err(format!(
+                "{}: SHA-256 mismatch: received {got}, the sender's is {}",
+                entry.path, entry.sha256
+            ));
+        }
+        file.sync_all()
+            .map_err(|e| format!("flushing {}: {e}", entry.path))
+    }
+
+    /// Every file is written and checked: flush the staging directories,
+    /// move each top-level entry into the output directory (never over an
+    /// existing one), flush the output directory. If a move fails, the
+    /// entries already moved are moved back and everything is removed.
+    pub(crate) fn commit(mut self) -> Result<(), String> {
+        if let Some((index, _, _)) = self.open.take() {
+            return Err(format!(
+                "{}: the push ended before the whole file came",
+                self.manifest.files[index].path
+            ));
+        }
+        sync_tree(self.dir.path()).map_err(|e| format!("flushing the received files: {e}"))?;
+        let names: Vec<String> = self
+            .manifest
+            .top_level_names()
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let mut moved = Vec::new();
+        for name in &names {
+            let (from, to) = (self.dir.path().join(name), self.out.join(name));
+            if let Err(e) = rename_noreplace(&from, &to) {
+                for back in moved.iter().rev() {
+                    let _ = rename_noreplace(&self.out.join(back), &self.dir.path().join(back));
+                }
+                return Err(format!("moving {} into place: {e}", to.display()));
+            }
+            moved.push(name);
+        }
+        File::open(&self.out)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| format!("flushing {}: {}", self.out.display(), without_path(e)))
+    }
+}
+
+/// Flush every file's directory entry: each directory under `dir`, and
+/// `dir` itself.
+fn sync_tree(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            sync_tree(&entry.path())?;
+        }
+    }
+    File::open(dir)?.sync_all()
+}
+
+/// Rename `from` to `to` unless `to` exists (atomically: `renameat2` with
+/// `RENAME_NOREPLACE`).
+fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))
+    };
+    let (from, to) = (c(from)?, c(to)?);
+    // SAFETY: two valid NUL-terminated paths, relative to the current
+    // directory.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::inputs::{Source, hash_all};
+    use super::*;
+
+    /// A manifest of files with these contents, cut in `chunk`-byte pieces.
+    fn manifest_of(files: &[(&str, &[u8])], chunk: u64) -> (Manifest, tempfile::TempDir) {
+        let src = tempfile::tempdir().unwrap();
+        let sources: Vec<Source> = files
+            .iter()
+            .enumerate()
+            .map(|(i, (rel, data))| {
+                let path = src.path().join(i.to_string());
+                std::fs::write(&path, data).unwrap();
+                Source {
+                    path,
+                    rel: (*rel).to_owned(),
+                    size: data.len() as u64,
+                }
+            })
+            .collect();
+        (
+            hash_all(&sources, (chunk, chunk / 2), &|_| {}).unwrap(),
+            src,
+        )
+    }
+
+    fn pieces_of(manifest: &Manifest, files: &[(&str, &[u8])]) -> Vec<(Vec<Segment>, Vec<u8>)> {
+        manifest
+            .plan()
+            .into_iter()
+            .map(|piece| {
+                let data = piece
+                    .iter()
+                    .flat_map(|s| {
+                        files[s.file].1[s.offset as usize..(s.offset + s.len) as usize].to_vec()
+                    })
+                    .collect();
+                (piece, data)
+            })
+            .collect()
+    }
+
+    fn staged(out: &Path) -> Vec<String> {
+        std::fs::read_dir(out)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    const FILES: &[(&str, &[u8])] = &[
+        ("d/a", b"hello"),
+        ("d/e/empty", b""),
+        ("d/big", b"0123456789abcdef0123"),
+        ("top", b"t"),
+    ];
+
+    #[test]
+    fn a_complete_push_lands_whole_and_checked() {
+        let out = tempfile::tempdir().unwrap();
+        std::fs::write(out.path().join("unrelated"), b"kept").unwrap();
+        let (manifest, _src) = manifest_of(FILES, 8);
+        let mut staging = Staging::begin(out.path(), manifest.clone()).unwrap();
+        let mut done = Vec::new();
+        for (piece, data) in pieces_of(&manifest, FILES) {
+            done.extend(staging.write_piece(&piece, &data).unwrap());
+            // Nothing is visible before the commit.
+            let mut names = staged(out.path());
+            names.sort();
+            assert_eq!(names.len(), 2, "{names:?}");
+        }
+        done.sort();
+        assert_eq!(done, [0, 2, 3]);
+        staging.commit().unwrap();
+        for (rel, data) in FILES {
+            assert_eq!(&std::fs::read(out.path().join(rel)).unwrap()[..], *data);
+        }
+        let mut names = staged(out.path());
+        names.sort();
+        assert_eq!(names, ["d", "top", "unrelated"]);
+    }
+
+    #[test]
+    fn staging_left_by_a_killed_receiver_is_found() {
+        let out = tempfile::tempdir().unwrap();
+        let (manifest, _src) = manifest_of(FILES, 8);
+        let staging = Staging::begin(out.path(), manifest).unwrap();
+        let found = leftover_staging(out.path());
+        assert_eq!(found.len(), 1);
+        assert!(found[0].starts_with(".rdmc-receive."));
+        // A killed process runs no destructor: the directory stays.
+        std::mem::forget(staging);
+        assert_eq!(leftover_staging(out.path()), found);
+    }
+
+    #[test]
+    fn a_corrupt_or_failed_push_leaves_nothing_behind() {
+        let out = tempfile::tempdir().unwrap();
+        let (manifest, _src) = manifest_of(FILES, 8);
+        let pieces = pieces_of(&manifest, FILES);
+        let mut staging = Staging::begin(out.path(), manifest.clone()).unwrap();
+        let err = pieces
+            .iter()
+            .enumerate()
+            .try_for_each(|(i, (piece, data))| {
+                let mut data = data.clone();
+                if i == 1 {
+                    data[0] ^= 1;
+                }
+                staging.write_piece(piece, &data).map(drop)
+            });
+        assert!(err.unwrap_err().contains("d/big: SHA-256 mismatch"));
+        drop(staging);
+        assert!(staged(out.path()).is_empty());
+        // A push cut short: the half-written file is never committed.
+        let mut staging = Staging::begin(out.path(), manifest.clone()).unwrap();
+        staging.write_piece(&pieces[0].0, &pieces[0].1).unwrap();
+        staging.write_piece(&pieces[1].0, &pieces[1].1).unwrap();
+        assert!(staging.commit().unwrap_err().contains("d/big"));
+        assert!(staged(out.path()).is_empty());
+    }
+
+    #[test]
+    fn existing_outputs_are_never_overwritten() {
+        let out = tempfile::tempdir().unwrap();
+        std::fs::write(out.path().join("top"), b"an earlier run").unwrap();
+        let (manifest, _src) = manifest_of(FILES, 8);
+        let err = Staging::begin(out.path(), manifest).err().unwrap();
+        assert!(err.contains("top exists"), "{err}");
+        assert_eq!(staged(out.path()), ["top"]);
+    }
+}

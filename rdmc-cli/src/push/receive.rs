@@ -1,0 +1,175 @@
+//! `rdmc receive`: a receiver's side.
+//!
+//! The async side takes each message from the group's stream and hands it
+//! to a blocking writer thread ([`write_push`]) through a short queue; the
+//! writer parses the manifest, writes and checks every file, and commits
+//! them. Only then does the receiver close the group: its close is its
+//! statement that every file is on disk, checked.
+
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use futures::StreamExt;
+use rdmc::NodeConfig;
+use tokio::sync::mpsc;
+use tracing::Instrument;
+
+use super::manifest::Manifest;
+use super::output::{Staging, check_output_dir, leftover_staging};
+use super::progress::{Progress, Style};
+use super::{Failure, GROUP, ReceiveArgs, group_config, prepare_cluster, runtime};
+use crate::cluster::ClusterSetup;
+
+/// Messages received and not yet written.
+const WRITE_QUEUE: usize = 2;
+
+/// Check everything, then receive.
+pub(super) fn run(args: &ReceiveArgs) -> Result<(), Failure> {
+    let style = Style::pick(args.cluster.json);
+    let checked = || -> Result<ClusterSetup, String> {
+        if args.me == 0 {
+            return Err(
+                "rank 0 is the pushing host (it runs `rdmc push`); give --me 1 or more".into(),
+            );
+        }
+        let cluster = prepare_cluster(&args.cluster, args.me)?;
+        check_output_dir(&args.out)?;
+        for name in leftover_staging(&args.out) {
+            eprintln!(
+                "rdmc receive {}: note: {} holds {name}, the partial files of a receiver \
+                 that was killed (or of one still running there); remove it when none is",
+                args.me,
+                args.out.display()
+            );
+        }
+        Ok(cluster)
+    };
+    let cluster = checked().map_err(Failure::from)?;
+    let runtime = runtime().map_err(Failure::from)?;
+    let span = tracing::info_span!("receive", rank = args.me);
+    runtime.block_on(
+        async {
+            tokio::select! {
+                outcome = receive(&cluster, args, style) => outcome,
+                _ = tokio::signal::ctrl_c() => Err(Failure::from("interrupted".to_owned())),
+            }
+        }
+        .instrument(span),
+    )
+}
+
+async fn receive(cluster: &ClusterSetup, args: &ReceiveArgs, style: Style) -> Result<(), Failure> {
+    let node_config = NodeConfig::new();
+    let node = cluster.start(node_config).await?;
+    let outcome = receive_all(cluster, &node, args, style).await;
+    // Put the last signals on the wire (this member's acknowledgement or
+    // failure) before the process exits.
+    node.shutdown().await;
+    outcome
+}
+
+async fn receive_all(
+    cluster: &ClusterSetup,
+    node: &rdmc::Node,
+    args: &ReceiveArgs,
+    style: Style,
+) -> Result<(), Failure> {
+    let group_failed = |e: rdmc::Error| Failure::of_group(cluster, &e);
+    let mut group = node
+        .create_group(GROUP, &cluster.ids(), group_config(&args.cluster))
+        .await
+        .map_err(group_failed)?;
+    let (tx, rx) = mpsc::channel(WRITE_QUEUE);
+    let writer = {
+        let (out, rank) = (args.out.clone(), args.me);
+        tokio::task::spawn_blocking(move || write_push(&out, rx, style, rank))
+    };
+    let mut failure = None;
+    while let Some(message) = group.next().await {
+        match message {
+            Ok(message) => {
+                if tx.send(message.data).await.is_err() {
+                    // The writer stopped: its error says why.
+                    break;
+                }
+            }
+            Err(e) => {
+                failure = Some(group_failed(e));
+                break;
+            }
+        }
+    }
+    // The end of the queue tells the writer the push is complete (or cut
+    // short: then it removes what it wrote).
+    drop(tx);
+    let written = writer
+        .await
+        .map_err(|e| format!("the file writer failed: {e}"))?;
+    if let Some(failure) = failure {
+        // The group's failure, not the writer's "ended early", is the cause.
+        return Err(failure);
+    }
+    let (manifest, progress) = written?;
+    group.close().await.map_err(group_failed)?;
+    progress.finish(
+        &manifest,
+        &format!(
+            "received into {}, every file's SHA-256 checked, and every receiver has it",
+            args.out.display()
+        ),
+    );
+    Ok(())
+}
+
+/// The writer: the first message is the manifest, then each piece of its
+/// plan; commit once the queue ends after the last. On any error (or a
+/// queue that ends early) everything written is removed.
+fn write_push(
+    out: &Path,
+    mut rx: mpsc::Receiver<Bytes>,
+    style: Style,
+    rank: u32,
+) -> Result<(Manifest, Progress), String> {
+    let first = rx
+        .blocking_recv()
+        .ok_or("the push ended before its manifest came")?;
+    let manifest = Manifest::from_bytes(&first)?;
+    let progress = Progress::new(style, "received", rank, &manifest);
+    let outcome = write_files(out.to_path_buf(), manifest.clone(), &mut rx, &progress);
+    if outcome.is_err() {
+        progress.abandon();
+    }
+    outcome.map(|()| (manifest, progress))
+}
+
+fn write_files(
+    out: PathBuf,
+    manifest: Manifest,
+    rx: &mut mpsc::Receiver<Bytes>,
+    progress: &Progress,
+) -> Result<(), String> {
+    let plan = manifest.plan();
+    let mut staging = Staging::begin(&out, manifest)?;
+    for index in 0..staging.manifest().files.len() {
+        if staging.manifest().files[index].size == 0 {
+            progress.file_done(staging.manifest(), index);
+        }
+    }
+    for (i, piece) in plan.iter().enumerate() {
+        let data = rx.blocking_recv().ok_or_else(|| {
+            format!(
+                "the push ended after {i} of its {} messages of file bytes",
+                plan.len()
+            )
+        })?;
+        let done = staging.write_piece(piece, &data)?;
+        progress.piece(staging.manifest(), piece);
+        for index in done {
+            progress.file_done(staging.manifest(), index);
+        }
+    }
+    if rx.blocking_recv().is_some() {
+        return Err("the push sent more messages than its manifest plans".into());
+    }
+    staging.commit()
+}

@@ -1,0 +1,384 @@
+//! `rdmc push` and `rdmc receive` across real processes on loopback TCP: a
+//! tree of many small files and a larger file reach every receiver byte for
+//! byte, each file's SHA-256 reported; a receiver killed mid-push makes the
+//! push exit 2 naming it, and the survivors keep nothing of the push; an
+//! input that cannot be read, or a missing key, is refused before anyone is
+//! contacted; an existing output is never overwritten.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// One test's scratch directory: a members file for `n` members (rank 0
+/// pushes) and a key file.
+struct Scratch {
+    dir: PathBuf,
+}
+
+impl Scratch {
+    fn new(test: &str, n: usize) -> Self {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli_push_{test}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let listeners: Vec<_> = (0..n)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let text: String = listeners
+            .iter()
+            .map(|l| format!("{}\n", l.local_addr().unwrap()))
+            .collect();
+        std::fs::write(dir.join("members"), text).unwrap();
+        let keygen = Command::new(env!("CARGO_BIN_EXE_rdmc"))
+            .arg("keygen")
+            .arg(dir.join("key"))
+            .output()
+            .unwrap();
+        assert!(keygen.status.success(), "{keygen:?}");
+        Scratch { dir }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.join(name)
+    }
+
+    /// The address of rank `rank`, as the members file lists it.
+    fn addr(&self, rank: usize) -> String {
+        let text = std::fs::read_to_string(self.path("members")).unwrap();
+        text.lines().nth(rank).unwrap().to_owned()
+    }
+
+    /// `rdmc COMMAND --members ... --key-file ...` with `extra` arguments.
+    fn command(&self, command: &str, extra: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_rdmc"));
+        c.arg(command)
+            .arg("--members")
+            .arg(self.path("members"))
+            .arg("--key-file")
+            .arg(self.path("key"))
+            .args(["--max-message-size", "1MiB", "--connect-timeout", "60"])
+            .args(extra)
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    /// Receiver `rank`, writing to `out{rank}`, reporting JSON lines.
+    fn receiver(&self, rank: usize) -> Child {
+        let out = self.path(&format!("out{rank}"));
+        let rank = rank.to_string();
+        self.command("receive", &["--json", "--me", &rank, "--out"])
+            .arg(out)
+            .spawn()
+            .unwrap()
+    }
+
+    fn push(&self, paths: &[PathBuf]) -> Child {
+        self.command("push", &["--json"])
+            .args(paths)
+            .spawn()
+            .unwrap()
+    }
+}
+
+/// Wait for a child (killing it after `limit`): its status, stdout, stderr.
+fn finish(mut child: Child, limit: Duration) -> (ExitStatus, String, String) {
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).unwrap();
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        err.read_to_string(&mut s).unwrap();
+        s
+    });
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            let _ = child.wait();
+            panic!("rdmc did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status, out.join().unwrap(), err.join().unwrap())
+}
+
+fn events(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l:?}: {e}")))
+        .collect()
+}
+
+fn sha256_hex(data: &[u8]) -> String {
+    Sha256::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Deterministic contents.
+fn contents(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// Every file under `dir`: relative path and contents, sorted.
+fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    fn walk(root: &Path, dir: &Path, files: &mut Vec<(String, Vec<u8>)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, files);
+            } else {
+                let rel = path.strip_prefix(root).unwrap().to_string_lossy().into();
+                files.push((rel, std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(dir, dir, &mut files);
+    files.sort();
+    files
+}
+
+/// A directory `tree` of `small` small files (some empty, in nested
+/// directories) and a file `large` of `large_len` bytes.
+fn make_inputs(scratch: &Scratch, small: usize, large_len: usize) -> Vec<PathBuf> {
+    let root = scratch.path("src/tree");
+    for i in 0..small {
+        let dir = root.join(format!("d{}/e{}", i % 7, i % 3));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("f{i}")), contents(i * 37 % 5000, i as u64)).unwrap();
+    }
+    let large = scratch.path("src/large.bin");
+    std::fs::write(&large, contents(large_len, 99)).unwrap();
+    vec![root, large]
+}
+
+#[test]
+fn a_tree_of_small_files_and_a_large_file_reach_three_receivers_checked() {
+    let scratch = Scratch::new("three_receivers", 4);
+    let inputs = make_inputs(&scratch, 300, 5_000_000);
+    let receivers: Vec<Child> = (1..4).map(|r| scratch.receiver(r)).collect();
+    let (status, out, err) = finish(scratch.push(&inputs), Duration::from_secs(300));
+    assert!(status.success(), "push failed: {err}\n{out}");
+    let pushed = events(&out);
+    let done = pushed.iter().find(|e| e["event"] == "done").expect("done");
+    assert_eq!(done["files"], 301);
+    let expected = tree(&scratch.path("src"));
+    assert_eq!(expected.len(), 301);
+    for (i, receiver) in receivers.into_iter().enumerate() {
+        let (status, out, err) = finish(receiver, Duration::from_secs(120));
+        assert!(status.success(), "receiver {} failed: {err}", i + 1);
+        assert_eq!(tree(&scratch.path(&format!("out{}", i + 1))), expected);
+        // Every file reported once, with the SHA-256 of its contents.
+        let mut received: Vec<(String, String)> = events(&out)
+            .iter()
+            .filter(|e| e["event"] == "received")
+            .map(|e| {
+                let path = e["path"].as_str().unwrap().to_owned();
+                (path, e["sha256"].as_str().unwrap().to_owned())
+            })
+            .collect();
+        received.sort();
+        let want: Vec<(String, String)> = expected
+            .iter()
+            .map(|(path, data)| (path.clone(), sha256_hex(data)))
+            .collect();
+        assert_eq!(received, want);
+        // Nothing but the pushed entries (the staging directory is gone).
+        let mut names: Vec<_> = std::fs::read_dir(scratch.path(&format!("out{}", i + 1)))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["large.bin", "tree"]);
+    }
+}
+
+#[test]
+fn a_receiver_killed_mid_push_fails_the_push_naming_it() {
+    let scratch = Scratch::new("killed", 4);
+    // Twenty 1.5 MiB files, each cut into two messages.
+    let root = scratch.path("src/files");
+    std::fs::create_dir_all(&root).unwrap();
+    for i in 0..20 {
+        std::fs::write(root.join(format!("f{i:02}")), contents(3 << 19, i)).unwrap();
+    }
+    let mut receivers: Vec<Child> = (1..4).map(|r| scratch.receiver(r)).collect();
+    let push = scratch.push(&[root]);
+    // Kill rank 2 once it has received its first file.
+    let mut victim = receivers.remove(1);
+    let mut lines = BufReader::new(victim.stdout.take().unwrap()).lines();
+    let first = lines.next().expect("an event").unwrap();
+    assert!(first.contains("\"received\""), "{first}");
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    let (status, out, err) = finish(push, Duration::from_secs(120));
+    assert_eq!(status.code(), Some(2), "push: {err}\n{out}");
+    let named = format!("{} (rank 2)", scratch.addr(2));
+    assert!(err.contains(&format!("failed hosts: {named}")), "{err}");
+    let error = events(&out)
+        .into_iter()
+        .find(|e| e["event"] == "error")
+        .expect("an error event");
+    assert_eq!(error["failed_hosts"], serde_json::json!([named]));
+    for (rank, receiver) in [(1, receivers.remove(0)), (3, receivers.remove(0))] {
+        let (status, _, err) = finish(receiver, Duration::from_secs(120));
+        assert!(!status.success(), "receiver {rank} must fail");
+        assert!(err.contains(&named), "receiver {rank}: {err}");
+        // A failed push leaves nothing: no partial file, no staging.
+        let left = std::fs::read_dir(scratch.path(&format!("out{rank}")))
+            .unwrap()
+            .count();
+        assert_eq!(left, 0, "receiver {rank} kept files of a failed push");
+    }
+}
+
+/// Rank 0 alone: it must refuse within seconds (no receiver is listening,
+/// so it could only wait for the connect timeout otherwise), exit 1 and say
+/// why on one line.
+fn refused(mut command: Command, expected: &str) -> String {
+    let child = command.spawn().unwrap();
+    let start = Instant::now();
+    let (status, _, err) = finish(child, Duration::from_secs(30));
+    assert!(start.elapsed() < Duration::from_secs(20));
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(err.contains(expected), "expected {expected:?} in {err:?}");
+    err
+}
+
+#[test]
+fn inputs_that_cannot_be_read_are_refused_before_anyone_is_contacted() {
+    let scratch = Scratch::new("bad_inputs", 2);
+    let tree = scratch.path("src/tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(tree.join("fine"), b"fine").unwrap();
+    std::os::unix::fs::symlink("nowhere", tree.join("dangling")).unwrap();
+    let mut push = scratch.command("push", &[]);
+    push.arg(&tree);
+    refused(push, "dangling: No such file or directory");
+    std::fs::remove_file(tree.join("dangling")).unwrap();
+    let fifo = std::ffi::CString::new(tree.join("fifo").to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let mut push = scratch.command("push", &[]);
+    push.arg(&tree);
+    refused(push, "fifo: is a FIFO");
+    std::fs::remove_file(tree.join("fifo")).unwrap();
+    let mut push = scratch.command("push", &[]);
+    push.arg(scratch.path("src/missing"));
+    refused(push, "missing: No such file or directory");
+    // Unreadable by permission (root reads anything, so only as a user).
+    // SAFETY: no arguments.
+    if unsafe { libc::geteuid() } != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        let secret = tree.join("secret");
+        std::fs::write(&secret, b"secret").unwrap();
+        std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o000)).unwrap();
+        let mut push = scratch.command("push", &[]);
+        push.arg(&tree);
+        refused(push, "secret: Permission denied");
+    }
+}
+
+#[test]
+fn without_a_key_file_every_command_refuses_and_says_how_to_make_one() {
+    let scratch = Scratch::new("no_key", 2);
+    std::fs::write(scratch.path("file"), b"data").unwrap();
+    let members = scratch.path("members");
+    let out = scratch.path("out");
+    let file = scratch.path("file");
+    let commands: [Vec<&std::ffi::OsStr>; 3] = [
+        vec!["push".as_ref(), file.as_os_str()],
+        vec![
+            "receive".as_ref(),
+            "--me".as_ref(),
+            "1".as_ref(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ],
+        vec![
+            "member".as_ref(),
+            "--rank".as_ref(),
+            "0".as_ref(),
+            file.as_os_str(),
+        ],
+    ];
+    for args in commands {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rdmc"));
+        command
+            .args(&args)
+            .arg("--members")
+            .arg(&members)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        refused(command, "no --key-file");
+        let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
+            .args(&args)
+            .arg("--members")
+            .arg(&members)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&output.stderr);
+        assert!(err.contains("rdmc keygen"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_receiver_never_overwrites_and_the_push_names_it() {
+    let scratch = Scratch::new("no_overwrite", 3);
+    let file = scratch.path("src/notes.txt");
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(&file, b"new notes").unwrap();
+    std::fs::create_dir_all(scratch.path("out2")).unwrap();
+    std::fs::write(scratch.path("out2/notes.txt"), b"old notes").unwrap();
+    let receivers: Vec<Child> = (1..3).map(|r| scratch.receiver(r)).collect();
+    let (status, out, err) = finish(scratch.push(&[file]), Duration::from_secs(120));
+    assert_eq!(status.code(), Some(2), "{err}\n{out}");
+    assert!(
+        err.contains(&format!("{} (rank 2)", scratch.addr(2))),
+        "{err}"
+    );
+    let mut receivers = receivers.into_iter();
+    let (_, _, err1) = finish(receivers.next().unwrap(), Duration::from_secs(60));
+    let (status2, _, err2) = finish(receivers.next().unwrap(), Duration::from_secs(60));
+    assert!(!status2.success());
+    assert!(err2.contains("notes.txt exists"), "{err2}");
+    assert_eq!(
+        std::fs::read(scratch.path("out2/notes.txt")).unwrap(),
+        b"old notes"
+    );
+    // Receiver 1 may have committed its complete, checked copy before the
+    // failure reached it (its close then fails), but never a partial one.
+    let copy = scratch.path("out1/notes.txt");
+    assert!(
+        !copy.exists() || std::fs::read(&copy).unwrap() == b"new notes",
+        "{err1}"
+    );
+    assert!(
+        err1.contains(&format!("{} (rank 2)", scratch.addr(2))),
+        "{err1}"
+    );
+}
