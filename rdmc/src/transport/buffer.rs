@@ -34,8 +34,8 @@ pub(crate) struct MessageBuffer {
     len: usize,
     /// The allocation's length (at least `len`; more for a recycled buffer).
     capacity: usize,
-    /// Whether the bytes are an `mmap`ed region (else a boxed slice).
-    mapped: bool,
+    /// What holds the bytes.
+    backing: Backing,
     /// The pool the memory goes back to when the buffer is dropped, instead
     /// of back to the allocator (while that pool lives).
     home: Option<Weak<Spares>>,
@@ -44,6 +44,21 @@ pub(crate) struct MessageBuffer {
     /// kept while the memory is recycled, and released before the memory
     /// is freed.
     registration: OnceLock<Registration>,
+}
+
+/// What holds a buffer's bytes, and so how they are freed.
+#[derive(Debug)]
+enum Backing {
+    /// A boxed slice of `capacity` bytes.
+    Heap,
+    /// An anonymous `mmap`ed region of `capacity` bytes.
+    Anonymous,
+    /// An application's `Vec<u8>` of `capacity` bytes' capacity, given
+    /// back to the allocator as that vector.
+    Vec,
+    /// A shared mapping of the first `capacity` bytes of this file: what
+    /// the transfers write lands in the file's page cache.
+    File(Arc<std::fs::File>),
 }
 
 /// Buffers at least this large are mapped with huge pages where possible.
@@ -99,10 +114,135 @@ impl MessageBuffer {
             ptr,
             len,
             capacity: len,
-            mapped: false,
+            backing: Backing::Heap,
             home: None,
             registration: OnceLock::new(),
         })
+    }
+
+    /// A buffer over the application's `vec`, resized to `len` bytes (it
+    /// reallocates only if its capacity is smaller); its memory goes back
+    /// to the allocator as a vector when the buffer is dropped, or becomes
+    /// the message's [`Bytes`] without a copy.
+    pub(crate) fn from_vec(mut vec: Vec<u8>, len: usize) -> Arc<Self> {
+        vec.resize(len, 0);
+        let mut vec = std::mem::ManuallyDrop::new(vec);
+        let capacity = vec.capacity();
+        let ptr = NonNull::new(vec.as_mut_ptr()).expect("a vector's pointer is not null");
+        Arc::new(MessageBuffer {
+            ptr,
+            len,
+            capacity,
+            backing: Backing::Vec,
+            home: None,
+            registration: OnceLock::new(),
+        })
+    }
+
+    /// A buffer that is the first `len` bytes of `file`, mapped shared:
+    /// the file is resized to `len` bytes and its blocks allocated
+    /// (`posix_fallocate`, so that a full disk is an error here rather than
+    /// a fault later), and `writable` says whether transfers may write the
+    /// mapping (a receiver's target) or only read it (a root's source,
+    /// which is not resized). Blocking: call it off the async threads.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn map_file(
+        file: std::fs::File,
+        len: usize,
+        writable: bool,
+    ) -> std::io::Result<Arc<Self>> {
+        use std::os::fd::AsRawFd;
+        if writable {
+            file.set_len(len as u64)?;
+            if len > 0 {
+                let off = libc::off_t::try_from(len).map_err(std::io::Error::other)?;
+                // SAFETY: a plain system call on an open descriptor.
+                let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, off) };
+                // Some file systems cannot preallocate: then a full disk
+                // shows only as writeback errors (or a fault).
+                if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
+                    return Err(std::io::Error::from_raw_os_error(rc));
+                }
+            }
+        } else if file.metadata()?.len() < len as u64 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the file is shorter than the message",
+            ));
+        }
+        let ptr = if len == 0 {
+            NonNull::dangling()
+        } else {
+            let prot = if writable {
+                libc::PROT_READ | libc::PROT_WRITE
+            } else {
+                libc::PROT_READ
+            };
+            // SAFETY: a shared mapping of `len` bytes of an open file, no
+            // fixed address: it aliases no Rust object.
+            let ptr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    prot,
+                    libc::MAP_SHARED,
+                    file.as_raw_fd(),
+                    0,
+                )
+            };
+            if ptr == libc::MAP_FAILED {
+                return Err(std::io::Error::last_os_error());
+            }
+            NonNull::new(ptr.cast::<u8>()).expect("a successful mmap is not null")
+        };
+        Ok(Arc::new(MessageBuffer {
+            ptr,
+            len,
+            capacity: len,
+            backing: Backing::File(Arc::new(file)),
+            home: None,
+            registration: OnceLock::new(),
+        }))
+    }
+
+    /// The file a file-backed buffer maps.
+    pub(crate) fn file(&self) -> Option<&Arc<std::fs::File>> {
+        match &self.backing {
+            Backing::File(file) => Some(file),
+            _ => None,
+        }
+    }
+
+    /// Drop this process's memory of bytes `offset..offset + len` of a
+    /// file-backed buffer (the whole pages inside the range), once nothing
+    /// reads or writes them any more: they stay in the file (its page
+    /// cache, written back by the kernel), and a later read of them faults
+    /// them back in from there. Other buffers keep their memory.
+    pub(crate) fn release(&self, offset: usize, len: usize) {
+        #[cfg(target_os = "linux")]
+        if matches!(self.backing, Backing::File(_)) && len > 0 {
+            let page = page_size();
+            let start = offset.next_multiple_of(page);
+            let end = (offset + len) / page * page;
+            let end = if offset + len == self.len {
+                offset + len
+            } else {
+                end
+            };
+            if end > start {
+                // SAFETY: `start..end` is inside the mapping (checked by the
+                // caller's block bounds); dropping pages of a shared file
+                // mapping keeps their contents in the file.
+                unsafe {
+                    libc::madvise(
+                        self.ptr.as_ptr().add(start).cast(),
+                        end - start,
+                        libc::MADV_DONTNEED,
+                    )
+                };
+            }
+        }
+        let _ = (offset, len);
     }
 
     /// A large buffer straight from the kernel, asking for transparent huge
@@ -146,7 +286,7 @@ impl MessageBuffer {
             ptr,
             len,
             capacity,
-            mapped: true,
+            backing: Backing::Anonymous,
             home: None,
             registration: OnceLock::new(),
         }))
@@ -188,6 +328,11 @@ impl MessageBuffer {
     #[cfg_attr(not(any(feature = "ofi", feature = "rdma", test)), allow(dead_code))]
     pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
+    }
+
+    /// The message's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
     }
 
     /// Length of the allocation in bytes (what a registration covers).
@@ -246,25 +391,38 @@ impl Drop for MessageBuffer {
                 ptr: self.ptr,
                 len: self.capacity,
                 capacity: self.capacity,
-                mapped: self.mapped,
+                backing: std::mem::replace(&mut self.backing, Backing::Heap),
                 home: None,
                 registration: std::mem::take(&mut self.registration),
             };
             self.ptr = NonNull::dangling();
             self.capacity = 0;
-            self.mapped = false;
             home.take_back(Spare(spare));
             return;
         }
         // Deregister before the memory goes.
         drop(self.registration.take());
-        #[cfg(target_os = "linux")]
-        if self.mapped {
-            // SAFETY: `ptr`/`capacity` are a mapping made in `huge`, unmapped
-            // only here, once; no reference into it outlives the buffer (a
-            // recycled one was handed over above, with a dangling pointer).
-            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.capacity) };
-            return;
+        match self.backing {
+            #[cfg(target_os = "linux")]
+            Backing::Anonymous | Backing::File(_) => {
+                if self.capacity > 0 {
+                    // SAFETY: `ptr`/`capacity` are a mapping made in `huge`
+                    // or `map_file`, unmapped only here, once; no reference
+                    // into it outlives the buffer (a recycled one was
+                    // handed over above, with a dangling pointer).
+                    unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.capacity) };
+                }
+                return;
+            }
+            Backing::Vec => {
+                // SAFETY: `ptr`/`capacity` are the parts of the vector
+                // `from_vec` took apart; its bytes are initialized.
+                drop(unsafe {
+                    Vec::from_raw_parts(self.ptr.as_ptr(), self.capacity, self.capacity)
+                });
+                return;
+            }
+            _ => {}
         }
         let slice = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.capacity);
         // SAFETY: `ptr`/`capacity` came from `alloc_zeroed` with the layout
@@ -274,6 +432,16 @@ impl Drop for MessageBuffer {
         // 0: an empty box, which frees nothing).
         drop(unsafe { Box::from_raw(slice) });
     }
+}
+
+/// The system's page size.
+#[cfg(target_os = "linux")]
+fn page_size() -> usize {
+    static PAGE: OnceLock<usize> = OnceLock::new();
+    // SAFETY: a plain query.
+    *PAGE.get_or_init(|| {
+        usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
+    })
 }
 
 /// Memory taken back from a dropped buffer (with its registration), for
@@ -465,7 +633,10 @@ mod tests {
     fn large_buffers_are_mapped_zeroed_and_work_the_same() {
         let len = HUGE_THRESHOLD + 12_345;
         let buf = MessageBuffer::new(len);
-        assert_eq!(buf.mapped, cfg!(target_os = "linux"));
+        assert_eq!(
+            matches!(buf.backing, Backing::Anonymous),
+            cfg!(target_os = "linux")
+        );
         buf.region(len - 3, 3).write(b"end");
         buf.region(0, 5).write(b"start");
         assert_eq!(buf.block(len - 3, 3).as_slice(), b"end");
