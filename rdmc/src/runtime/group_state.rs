@@ -233,7 +233,12 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                 debug_assert_eq!(sending.seq, seq);
                 let _ = sending.reply.send(Ok(sending.watch.finish(now)));
             } else {
-                let (s, buf) = g.receiving.take().expect("a message was in progress");
+                let Some((s, buf)) = g.receiving.take() else {
+                    // Its buffer could not be had: the group failed, and
+                    // this completion (queued before) is moot.
+                    debug_assert!(g.member.is_finished());
+                    return false;
+                };
                 debug_assert_eq!(s, seq);
                 let watch = g
                     .receive_watch
