@@ -87,7 +87,9 @@ async fn member(rank: u32, members: Vec<std::net::SocketAddr>, path: PathBuf) {
                         .truncate(true)
                         .open(target)
                 };
-                Ok(ReceiveTarget::File(tokio::task::spawn_blocking(open).await??))
+                Ok(ReceiveTarget::File(
+                    tokio::task::spawn_blocking(open).await??,
+                ))
             }
         });
         let mut group = node
@@ -174,7 +176,12 @@ fn run(size: u64, dir: &Path) -> Run {
         .into_iter()
         .map(|(rank, path)| {
             Command::new(&exe)
-                .args(["--exact", "member_process", "--nocapture", "--test-threads=1"])
+                .args([
+                    "--exact",
+                    "member_process",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
                 .env(
                     MEMBER,
                     format!("{rank};{};{}", addrs.join(","), path.display()),
@@ -201,7 +208,10 @@ fn run(size: u64, dir: &Path) -> Run {
                 run.seconds[rank] = v.trim().parse().unwrap();
             }
         }
-        assert!(run.vm_hwm_kib[rank] > 0, "member {rank} printed no VmHWM:\n{stdout}");
+        assert!(
+            run.vm_hwm_kib[rank] > 0,
+            "member {rank} printed no VmHWM:\n{stdout}"
+        );
     }
     assert_eq!(std::fs::metadata(&received).unwrap().len(), size);
     let (want, got) = (sha256(&source), sha256(&received));
@@ -250,6 +260,9 @@ fn six_gib_into_a_file() {
     let run = run(size, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     for (rank, kib) in run.vm_hwm_kib.into_iter().enumerate() {
-        assert!(kib < 1 << 20, "member {rank} peaked at {kib} KiB (1 GiB allowed)");
+        assert!(
+            kib < 1 << 20,
+            "member {rank} peaked at {kib} KiB (1 GiB allowed)"
+        );
     }
 }

@@ -215,7 +215,12 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                         0,
                         len,
                     ),
-                    _ => BlockRef::from_message(sending.data.clone(), offset, len),
+                    // A file's block as part of its mapping (a transport that
+                    // registers memory sends it from a registered copy).
+                    _ => match &sending.source {
+                        Some(source) => source.block(offset, len),
+                        None => BlockRef::from_message(sending.data.clone(), offset, len),
+                    },
                 };
                 transport.post_send(id, g.members[to], block, immediate);
                 sending.watch.end_setup(Instant::now());

@@ -307,6 +307,7 @@ impl MessageBuffer {
             buf: Arc::clone(self),
             offset,
             len,
+            then: None,
         }
     }
 
@@ -481,9 +482,42 @@ pub(crate) struct RecvRegion {
     buf: Arc<MessageBuffer>,
     offset: usize,
     len: usize,
+    /// For a bounce region: the region its bytes are copied on to once
+    /// they landed (see [`via`](Self::via)).
+    #[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
+    then: Option<Box<RecvRegion>>,
 }
 
 impl RecvRegion {
+    /// Whether the region is part of a file's mapping: memory a transport
+    /// that registers memory with its NIC should not register (pinning a
+    /// file's pages would hold the whole file in memory), and receive
+    /// through a bounce region instead ([`via`](Self::via)).
+    #[cfg(any(feature = "ofi", feature = "rdma"))]
+    pub(crate) fn is_file(&self) -> bool {
+        self.buf.file().is_some()
+    }
+
+    /// A region of `bounce` (at least as long as this one) to receive
+    /// into instead of this one: [`landed`](Self::landed) copies what
+    /// arrived on to here.
+    #[cfg(any(feature = "ofi", feature = "rdma"))]
+    pub(crate) fn via(self, bounce: &Arc<MessageBuffer>) -> RecvRegion {
+        let mut region = bounce.region(0, self.len);
+        region.then = Some(Box::new(self));
+        region
+    }
+
+    /// The receive into this region completed with `len` bytes: for a
+    /// bounce region, copy them on to the region it stands in for.
+    #[cfg(any(feature = "ofi", feature = "rdma"))]
+    pub(crate) fn landed(mut self, len: usize) {
+        if let Some(target) = self.then.take() {
+            let len = len.min(self.len);
+            target.write(&self.as_mut_slice()[..len]);
+        }
+    }
+
     /// Capacity in bytes.
     pub(crate) fn len(&self) -> usize {
         self.len
@@ -589,6 +623,13 @@ impl BlockRef {
                 std::slice::from_raw_parts(buf.ptr.as_ptr().add(*offset), *len)
             },
         }
+    }
+
+    /// Whether the block's bytes are a file's mapping (see
+    /// [`RecvRegion::is_file`]).
+    #[cfg(any(feature = "ofi", feature = "rdma"))]
+    pub(crate) fn is_file(&self) -> bool {
+        self.buffer().is_some_and(|b| b.file().is_some())
     }
 
     /// The relay buffer the block is part of (`None` for a root's bytes).
