@@ -67,8 +67,9 @@ impl NodeConfig {
 pub const DEFAULT_BLOCK_SIZE: usize = AUTO_BLOCK_SIZE_MAX;
 
 /// Default largest message a receiver accepts: 16 GiB. A receiver holds a
-/// whole message in memory before it is delivered, so this bounds what a
-/// peer can make it reserve; a larger announced size is a protocol
+/// whole message in memory before it is delivered (unless its
+/// [`ReceiveTargets`] hook puts it in a file), so this bounds what a peer
+/// can make it reserve; a larger announced size is a protocol
 /// violation by the sender, refused before anything is allocated. Raise it
 /// with [`GroupConfig::with_max_message_size`] where memory allows.
 pub const DEFAULT_MAX_MESSAGE_SIZE: u64 = 16 << 30;

@@ -1,9 +1,10 @@
 //! Receive targets: where a receiver puts each incoming message.
 //!
-//! The original RDMC asks the application, for every incoming message,
-//! where its bytes should go ("RDMC: A Reliable RDMA Multicast for Large
-//! Objects", Sec. 4.1: the incoming-message upcall). rdmc does the same
-//! through a per-group hook, [`ReceiveTargets`], set with
+//! The original RDMC, described in "RDMC: A Reliable RDMA Multicast for
+//! Large Objects" (Behrens, Jha, Birman, Tremel), asks the application,
+//! when the first block of every incoming message arrives, where its bytes
+//! should go (its incoming-message upcall). rdmc does the same through a
+//! per-group hook, [`ReceiveTargets`], set with
 //! [`GroupConfig::with_receive_targets`](crate::GroupConfig::with_receive_targets).
 
 use std::fmt;

@@ -236,7 +236,10 @@ pub async fn the_bound_on_messages_in_flight_refuses_sends_and_paces_the_sink<F:
     let messages: Vec<Bytes> = (0..22).map(|i| payload(100 + i, 50_000)).collect();
     let first: Vec<_> = messages[..2].iter().map(|m| root.send(m.clone())).collect();
     match root.send(messages[2].clone()).await {
-        Err(Error::TooManyInFlight { group, max: 2 }) if group == GroupId(1) => {}
+        Err(Error::TooManyInFlight {
+            group: GroupId(1),
+            max: 2,
+        }) => {}
         other => panic!("a third message in flight: {other:?}"),
     }
     for s in first {
