@@ -309,6 +309,12 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
         }
         Action::Closed => {
             tracing::info!("group closed");
+            // Closed: every member's application took every message (their
+            // taken counts came before their close acknowledgements).
+            for (_, reply) in g.durable.drain(..) {
+                let _ = reply.send(Ok(()));
+                g.in_flight.remove();
+            }
             finish(g, transport, Ok(()));
         }
         Action::Failed(failure) => {
