@@ -30,6 +30,7 @@ macro_rules! storage_suite {
                 the_bound_on_messages_in_flight_refuses_sends_and_paces_the_sink,
                 a_slow_reader_fails_the_group_naming_it,
                 a_failing_receive_target_fails_the_group_naming_its_member,
+                files_sent_by_the_root_arrive_byte_exact,
             );
         }
     };
@@ -384,5 +385,74 @@ pub async fn a_failing_receive_target_fails_the_group_naming_its_member<F: Fixtu
         other => panic!("node 1: {other:?}"),
     }
     drop((root, r1));
+    shutdown(nodes).await;
+}
+
+/// The root sends files (`send_file`) to a group of 4 in which one member
+/// receives into files and two into memory, with blocks of a page and of
+/// an odd size: byte-exact everywhere.
+pub async fn files_sent_by_the_root_arrive_byte_exact<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(4, Tuning::default()).await;
+    let scratch = Scratch::new("send-file");
+    let received = scratch.0.join("received");
+    std::fs::create_dir_all(&received).unwrap();
+    let members = ids(&[0, 1, 2, 3]);
+    for (id, block) in [(1u64, 4096usize), (2, 10_007)] {
+        let messages: Vec<Bytes> = [0, 5, block * 21 + 3, (3 << 20) + 1]
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| payload(id * 50 + i as u64, len))
+            .collect();
+        let sources: Vec<PathBuf> = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let path = scratch.0.join(format!("source-{id}-{i}"));
+                std::fs::write(&path, m).unwrap();
+                path
+            })
+            .collect();
+        let config = GroupConfig::new().with_block_size(block);
+        let groups = bounded(
+            LONG,
+            "creating",
+            futures::future::try_join_all(members.iter().map(|m| {
+                let config = if m.0 == 2 {
+                    config.clone().with_receive_targets(files_in(&received))
+                } else {
+                    config.clone()
+                };
+                nodes[m.index()].create_group(GroupId(id), &members, config)
+            })),
+        )
+        .await
+        .unwrap();
+        let runs = groups.into_iter().map(|mut g| {
+            let (messages, sources) = (messages.clone(), sources.clone());
+            async move {
+                if g.is_root() {
+                    for path in &sources {
+                        let file = std::fs::File::open(path).unwrap();
+                        g.send_file(file).await.unwrap().delivered().await.unwrap();
+                    }
+                    return g.close().await.unwrap();
+                }
+                for want in &messages {
+                    let m = g.next().await.unwrap().unwrap();
+                    match &m.file {
+                        Some(file) => assert_eq!(file.len(), want.len() as u64),
+                        None => assert!(m.data == *want, "block {block} #{}", m.seq),
+                    }
+                }
+                assert!(g.next().await.is_none());
+                g.close().await.unwrap();
+            }
+        });
+        bounded(LONG, "the transfers", futures::future::join_all(runs)).await;
+        for (seq, want) in messages.iter().enumerate() {
+            let got = std::fs::read(received.join(format!("{id}-{seq}"))).unwrap();
+            assert!(got == want[..], "block {block} #{seq}: the file differs");
+        }
+    }
     shutdown(nodes).await;
 }
