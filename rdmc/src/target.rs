@@ -50,6 +50,17 @@ pub enum ReceiveTarget {
     /// file (readable through any handle) when the message is delivered;
     /// call [`File::sync_all`](std::fs::File::sync_all) on it to have them
     /// on disk. Linux only; elsewhere the message fails the group.
+    ///
+    /// The file's blocks are preallocated (`posix_fallocate`), so a full
+    /// disk fails the group cleanly before any byte lands. Nobody may
+    /// shorten the file until the message is delivered (a mapped page past
+    /// a file's end raises `SIGBUS` in this process), and one file must
+    /// not be the target of two messages at once. Blocks are written into
+    /// the mapping by the transport (on `tcp`, by its tasks on the tokio
+    /// threads), so a disk much slower than the network can hold those
+    /// threads in the kernel's writeback throttling; `ofi` and `rdma`
+    /// never register the mapping: each block arrives in a registered
+    /// bounce buffer from the node's pool and is copied on.
     File(std::fs::File),
 }
 
