@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use crate::ids::NodeId;
 use crate::schedule::{AUTO_BLOCK_SIZE_MAX, Algorithm, BlockSize};
+use crate::target::ReceiveTargets;
 pub use crate::transport::frame::protect::WireSecurity;
 use crate::transport::mesh::ClusterConfig;
 pub use crate::transport::mesh::{ClusterKey, ClusterKeyError};
@@ -66,8 +67,9 @@ impl NodeConfig {
 pub const DEFAULT_BLOCK_SIZE: usize = AUTO_BLOCK_SIZE_MAX;
 
 /// Default largest message a receiver accepts: 16 GiB. A receiver holds a
-/// whole message in memory before it is delivered, so this bounds what a
-/// peer can make it reserve; a larger announced size is a protocol
+/// whole message in memory before it is delivered (unless its
+/// [`ReceiveTargets`] hook puts it in a file), so this bounds what a peer
+/// can make it reserve; a larger announced size is a protocol
 /// violation by the sender, refused before anything is allocated. Raise it
 /// with [`GroupConfig::with_max_message_size`] where memory allows.
 pub const DEFAULT_MAX_MESSAGE_SIZE: u64 = 16 << 30;
@@ -103,6 +105,9 @@ pub struct GroupConfig {
     create_timeout: Duration,
     progress_timeout: Option<Duration>,
     message_digest: Option<bool>,
+    slow_reader_timeout: Option<Duration>,
+    max_in_flight: Option<u64>,
+    receive_targets: Option<ReceiveTargets>,
 }
 
 impl Default for GroupConfig {
@@ -115,6 +120,9 @@ impl Default for GroupConfig {
             create_timeout: DEFAULT_CREATE_TIMEOUT,
             progress_timeout: Some(DEFAULT_PROGRESS_TIMEOUT),
             message_digest: None,
+            slow_reader_timeout: None,
+            max_in_flight: None,
+            receive_targets: None,
         }
     }
 }
@@ -228,6 +236,61 @@ impl GroupConfig {
     pub fn with_message_digest(mut self, on: bool) -> Self {
         self.message_digest = Some(on);
         self
+    }
+
+    /// Fail the group when this receiver's application leaves a delivered
+    /// message untaken from the stream for longer than `timeout` (counted
+    /// from the message's delivery or the application's previous take,
+    /// whichever is later): the error names this member as the suspect,
+    /// with [`FailureKind::SlowReader`](crate::FailureKind::SlowReader),
+    /// on every member. `None` (the default): a slow reader holds the group
+    /// back through its receive window instead, as long as it likes.
+    /// Local to this member; ignored on the root.
+    pub fn with_slow_reader_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.slow_reader_timeout = timeout;
+        self
+    }
+
+    /// The slow-reader timeout of this member.
+    pub fn slow_reader_timeout(&self) -> Option<Duration> {
+        self.slow_reader_timeout
+    }
+
+    /// Bound the root's messages in flight: sent and not yet taken by every
+    /// member's application (see [`SendFuture::delivered`](crate::SendFuture::delivered)).
+    /// At the bound, [`Group::ready`](crate::Group::ready) and the group's
+    /// [`Sink`](futures::Sink) wait for room, and
+    /// [`Group::send`](crate::Group::send) refuses the message with
+    /// [`Error::TooManyInFlight`](crate::Error::TooManyInFlight). `None`
+    /// (the default): no bound. A bound of 0 is treated as 1. Local to the
+    /// root.
+    pub fn with_max_in_flight(mut self, messages: Option<u64>) -> Self {
+        self.max_in_flight = messages.map(|m| m.max(1));
+        self
+    }
+
+    /// The root's bound on messages in flight.
+    pub fn max_in_flight(&self) -> Option<u64> {
+        self.max_in_flight
+    }
+
+    /// Decide, per incoming message, where its bytes go: memory (the
+    /// default, delivered as [`Message::data`](crate::Message::data)), a
+    /// buffer of the application's, or a file
+    /// ([`ReceiveTarget`](crate::ReceiveTarget)). `targets` is called on
+    /// this member when a message's first block arrives — its sequence
+    /// number and size are known then, before any of its bytes are placed —
+    /// and returns a future; the message's other blocks wait for it. Local
+    /// to this member (the others need not use one). See
+    /// [`ReceiveTargets`] for an example.
+    pub fn with_receive_targets(mut self, targets: ReceiveTargets) -> Self {
+        self.receive_targets = Some(targets);
+        self
+    }
+
+    /// This member's receive-target hook, if any.
+    pub fn receive_targets(&self) -> Option<&ReceiveTargets> {
+        self.receive_targets.as_ref()
     }
 
     /// Whether messages carry a digest; `None`: the transport's default.

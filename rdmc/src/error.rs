@@ -48,6 +48,18 @@ pub enum FailureKind {
         /// How long it stood still.
         millis: u64,
     },
+    /// The suspect's application left a delivered message untaken for
+    /// `millis` milliseconds, longer than its slow-reader timeout
+    /// ([`GroupConfig::with_slow_reader_timeout`](crate::GroupConfig::with_slow_reader_timeout)).
+    SlowReader {
+        /// How long the message waited.
+        millis: u64,
+    },
+    /// The suspect (this node, or the member that reported it) could not
+    /// place a message where its receive-target hook said
+    /// ([`ReceiveTargets`](crate::ReceiveTargets)): the hook failed, or the
+    /// target could not be used (a file that cannot be resized or mapped).
+    ReceiveTarget(String),
 }
 
 impl fmt::Display for FailureKind {
@@ -67,6 +79,10 @@ impl fmt::Display for FailureKind {
                 FailureReason::DigestMismatch { seq: *seq }.fmt(f)
             }
             FailureKind::Stalled { millis } => FailureReason::Stalled { millis: *millis }.fmt(f),
+            FailureKind::SlowReader { millis } => {
+                FailureReason::SlowReader { millis: *millis }.fmt(f)
+            }
+            FailureKind::ReceiveTarget(detail) => write!(f, "receive target: {detail}"),
         }
     }
 }
@@ -120,6 +136,17 @@ pub enum Error {
         /// The group.
         group: GroupId,
         /// The limit.
+        max: u64,
+    },
+    /// The root has [`GroupConfig::with_max_in_flight`](crate::GroupConfig::with_max_in_flight)
+    /// messages in flight (sent and not yet taken by every member): wait
+    /// for room with [`Group::ready`](crate::Group::ready) (or send through
+    /// the group's [`Sink`](futures::Sink)).
+    #[error("group {group} has its most messages in flight ({max})")]
+    TooManyInFlight {
+        /// The group.
+        group: GroupId,
+        /// The bound.
         max: u64,
     },
     /// The message is larger than the group's configured limit.
@@ -223,6 +250,7 @@ impl From<Error> for std::io::Error {
             | Error::InvalidConfig(_)
             | Error::ClusterConfig(_)
             | Error::TooManyMessages { .. } => ErrorKind::InvalidInput,
+            Error::TooManyInFlight { .. } => ErrorKind::WouldBlock,
             Error::GroupIdInUse(_) => ErrorKind::AlreadyExists,
             Error::MembershipMismatch { .. } => ErrorKind::InvalidData,
             Error::CreateTimedOut { .. } => ErrorKind::TimedOut,

@@ -3,15 +3,18 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
 
 use bytes::Bytes;
-use futures::Stream;
+use futures::{Sink, Stream};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
-use crate::runtime::{Command, Deliveries, Message, MessageTimings};
+use crate::in_flight::{Delivered, InFlight};
+use crate::runtime::{Command, Joined, Message, MessageTimings};
+use crate::transport::MessageBuffer;
 
 /// A member's handle on a group.
 ///
@@ -41,6 +44,18 @@ use crate::runtime::{Command, Deliveries, Message, MessageTimings};
 /// Dropping the handle leaves the group: if it is still open, it fails, and
 /// the other members see this node as the failed one (unless this receiver
 /// already closed and its close was acknowledged: then nobody needs it).
+///
+/// # Durability and flow control
+///
+/// Each message's [`SendFuture::delivered`] resolves once every member's
+/// application has taken that message (a storage service acknowledges a
+/// client's write then); [`GroupConfig::with_max_in_flight`](crate::GroupConfig::with_max_in_flight)
+/// bounds the messages sent and not yet so delivered, and the root's
+/// [`Sink`] implementation waits for room ([`Group::ready`] does the same
+/// by hand). A receiver acknowledges each message its application takes,
+/// cumulatively, to the root. A receiver whose application stops taking
+/// messages can fail the group, naming it
+/// ([`GroupConfig::with_slow_reader_timeout`](crate::GroupConfig::with_slow_reader_timeout)).
 ///
 /// # Examples
 ///
@@ -84,7 +99,9 @@ pub struct Group {
     node: NodeId,
     members: Vec<NodeId>,
     commands: mpsc::UnboundedSender<Command>,
-    deliveries: Deliveries,
+    joined: Joined,
+    /// The close the [`Sink`] started, if it did.
+    sink_close: Option<oneshot::Receiver<Result<(), Error>>>,
 }
 
 impl fmt::Debug for Group {
@@ -103,15 +120,20 @@ impl Group {
         node: NodeId,
         members: Vec<NodeId>,
         commands: mpsc::UnboundedSender<Command>,
-        deliveries: Deliveries,
+        joined: Joined,
     ) -> Self {
         Group {
             id,
             node,
             members,
             commands,
-            deliveries,
+            joined,
+            sink_close: None,
         }
+    }
+
+    fn in_flight(&self) -> &Arc<InFlight> {
+        &self.joined.in_flight
     }
 
     /// The group's id.
@@ -146,12 +168,16 @@ impl Group {
     /// no longer used — and these completions come in send order, each with
     /// the root's [`MessageTimings`] of that message. That the message
     /// reached every member's application is what [`close`](Group::close)
-    /// reports.
+    /// reports, and, message by message, [`SendFuture::delivered`].
     ///
     /// # Errors
     /// [`Error::NotRoot`] on a non-root; [`Error::Closed`] after `close`;
-    /// [`Error::MessageTooLarge`]; [`Error::GroupFailed`] if the group fails
-    /// before the message is locally complete; [`Error::NodeShutDown`].
+    /// [`Error::MessageTooLarge`]; [`Error::TooManyInFlight`] if the group
+    /// has a bound on messages in flight
+    /// ([`GroupConfig::with_max_in_flight`](crate::GroupConfig::with_max_in_flight))
+    /// and is at it (wait with [`ready`](Self::ready) first);
+    /// [`Error::GroupFailed`] if the group fails before the message is
+    /// locally complete; [`Error::NodeShutDown`].
     ///
     /// # Cancel safety
     /// Dropping the returned future does not withdraw the message: it is
@@ -191,16 +217,79 @@ impl Group {
     /// # }
     /// ```
     pub fn send(&self, data: impl Into<Bytes>) -> SendFuture {
+        self.submit(data.into(), None)
+    }
+
+    fn submit(&self, data: Bytes, source: Option<Arc<MessageBuffer>>) -> SendFuture {
+        if let Err(e) = self.in_flight().try_add() {
+            return SendFuture {
+                response: Err(Some(e.clone())),
+                delivered: Err(Some(e)),
+                node: self.node,
+            };
+        }
         let (reply, response) = oneshot::channel();
+        let (delivered_tx, delivered) = oneshot::channel();
         let sent = self.commands.send(Command::Send {
             group: self.id,
-            data: data.into(),
+            data,
+            source,
             reply,
+            delivered: delivered_tx,
         });
+        if sent.is_err() {
+            self.in_flight().remove();
+            let e = Error::NodeShutDown(self.node);
+            return SendFuture {
+                response: Err(Some(e.clone())),
+                delivered: Err(Some(e)),
+                node: self.node,
+            };
+        }
         SendFuture {
-            response: sent.ok().map(|()| response),
+            response: Ok(response),
+            delivered: Ok(delivered),
             node: self.node,
         }
+    }
+
+    /// Multicast the contents of `file` (root only), as [`send`](Self::send)
+    /// does with bytes in memory: the file is mapped (off the async
+    /// threads) and sent from the mapping, and each block's memory is
+    /// dropped once the root has sent it, so a file larger than memory can
+    /// be sent. The file must not change until the message is locally
+    /// complete. Linux only.
+    ///
+    /// # Errors
+    /// An I/O error if the file cannot be read or mapped; otherwise the
+    /// returned [`SendFuture`] carries the outcome, as for `send`.
+    ///
+    /// # Cancel safety
+    /// If dropped before it resolves, the file is not sent.
+    #[cfg(target_os = "linux")]
+    pub async fn send_file(&self, file: std::fs::File) -> std::io::Result<SendFuture> {
+        let map = move || {
+            let len = usize::try_from(file.metadata()?.len()).map_err(std::io::Error::other)?;
+            MessageBuffer::map_file(file, len, false)
+        };
+        let source = tokio::task::spawn_blocking(map)
+            .await
+            .map_err(std::io::Error::other)??;
+        Ok(self.submit(Arc::clone(&source).into_bytes(), Some(source)))
+    }
+
+    /// Wait until a message may be sent within the group's bound on
+    /// messages in flight
+    /// ([`GroupConfig::with_max_in_flight`](crate::GroupConfig::with_max_in_flight));
+    /// at once without a bound.
+    ///
+    /// # Errors
+    /// The group's failure, once it failed.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn ready(&self) -> Result<(), Error> {
+        futures::future::poll_fn(|cx| self.in_flight().poll_ready(cx)).await
     }
 
     /// Close the group: resolves `Ok` once **every member's application has
@@ -286,7 +375,7 @@ impl Stream for Group {
     /// # Cancel safety
     /// Cancel safe: a message is removed from the stream only when returned.
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let item = self.deliveries.poll_recv(cx);
+        let item = self.joined.deliveries.poll_recv(cx);
         if let Poll::Ready(Some(Ok(_))) = &item {
             // Room in the receive window: the node may take the next message.
             let _ = self.commands.send(Command::Consumed { group: self.id });
@@ -301,12 +390,126 @@ impl Drop for Group {
     }
 }
 
-/// The future returned by [`Group::send`].
+/// The root's [`Sink`] of messages: each item is [sent](Group::send);
+/// `poll_ready` waits for room within the group's bound on messages in
+/// flight ([`GroupConfig::with_max_in_flight`](crate::GroupConfig::with_max_in_flight));
+/// `poll_flush` waits until every member's application has taken every
+/// message sent; `poll_close` flushes, then [closes](Group::close) the
+/// group. The errors are the group's failure (naming the member that
+/// failed) and those of `send`.
+///
+/// ```
+/// use bytes::Bytes;
+/// use futures::{SinkExt, StreamExt, TryStreamExt};
+/// use rdmc::{GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), rdmc::Error> {
+/// let nodes = Node::in_memory_all(&MemCluster::new(2), NodeConfig::new())?;
+/// let members = [NodeId(0), NodeId(1)];
+/// let config = GroupConfig::new().with_max_in_flight(Some(2));
+/// let (mut root, mut receiver) = tokio::try_join!(
+///     nodes[0].create_group(GroupId(1), &members, config.clone()),
+///     nodes[1].create_group(GroupId(1), &members, config),
+/// )?;
+/// let reading = tokio::spawn(async move {
+///     let got: Vec<_> = receiver.by_ref().map_ok(|m| m.data).try_collect().await?;
+///     receiver.close().await?;
+///     Ok::<_, rdmc::Error>(got)
+/// });
+/// let mut messages = futures::stream::iter((0u8..10).map(|i| Ok(Bytes::from(vec![i; 100]))));
+/// root.send_all(&mut messages).await?; // at most 2 in flight at a time
+/// root.close().await?;
+/// assert_eq!(reading.await.expect("reader")?.len(), 10);
+/// # Ok(())
+/// # }
+/// ```
+impl Sink<Bytes> for Group {
+    type Error = Error;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.in_flight().poll_ready(cx)
+    }
+
+    fn start_send(self: Pin<&mut Self>, item: Bytes) -> Result<(), Error> {
+        match self.submit(item, None).response {
+            Err(e) => Err(e.unwrap_or(Error::NodeShutDown(self.node))),
+            Ok(_) => Ok(()),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        self.in_flight().poll_empty(cx)
+    }
+
+    fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        ready!(self.in_flight().poll_empty(cx))?;
+        if self.sink_close.is_none() {
+            let (reply, response) = oneshot::channel();
+            let command = Command::Close {
+                group: self.id,
+                reply,
+            };
+            if self.commands.send(command).is_err() {
+                return Poll::Ready(Err(Error::NodeShutDown(self.node)));
+            }
+            self.sink_close = Some(response);
+        }
+        let node = self.node;
+        let rx = self.sink_close.as_mut().expect("set above");
+        Pin::new(rx)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(Error::NodeShutDown(node))))
+    }
+}
+
+/// The future returned by [`Group::send`]: resolves when the message is
+/// locally complete; [`delivered`](Self::delivered) turns it into one that
+/// resolves when every member's application has taken it.
 #[derive(Debug)]
 #[must_use = "the message is sent regardless; await the future to learn when it is locally complete"]
 pub struct SendFuture {
-    response: Option<oneshot::Receiver<Result<MessageTimings, Error>>>,
+    response: Result<oneshot::Receiver<Result<MessageTimings, Error>>, Option<Error>>,
+    delivered: Result<oneshot::Receiver<Result<(), Error>>, Option<Error>>,
     node: NodeId,
+}
+
+impl SendFuture {
+    /// A future that resolves once **every member's application has taken
+    /// this message** from its stream — each receiver acknowledges the
+    /// messages its application takes to the root — rather than when it is
+    /// locally complete: what a replicated store waits for before it
+    /// acknowledges a client's write. It fails with the group's failure,
+    /// naming the member that failed (a receiver that left, broke, or was
+    /// too slow), if the group fails before.
+    ///
+    /// ```
+    /// # use bytes::Bytes;
+    /// # use futures::StreamExt;
+    /// # use rdmc::{GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), rdmc::Error> {
+    /// # let nodes = Node::in_memory_all(&MemCluster::new(3), NodeConfig::new())?;
+    /// # let members = [NodeId(0), NodeId(1), NodeId(2)];
+    /// # let (root, mut a, mut b) = tokio::try_join!(
+    /// #     nodes[0].create_group(GroupId(1), &members, GroupConfig::new()),
+    /// #     nodes[1].create_group(GroupId(1), &members, GroupConfig::new()),
+    /// #     nodes[2].create_group(GroupId(1), &members, GroupConfig::new()),
+    /// # )?;
+    /// let write = root.send(Bytes::from_static(b"object")).delivered();
+    /// let (x, y) = tokio::join!(a.next(), b.next()); // the replicas take it
+    /// write.await?; // every replica's application has it
+    /// # x.unwrap()?; y.unwrap()?;
+    /// # tokio::try_join!(root.close(), a.close(), b.close())?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn delivered(self) -> Delivered {
+        Delivered {
+            response: self.delivered,
+            node: self.node,
+        }
+    }
 }
 
 impl Future for SendFuture {
@@ -314,9 +517,9 @@ impl Future for SendFuture {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let node = self.node;
-        match self.response.as_mut() {
-            None => Poll::Ready(Err(Error::NodeShutDown(node))),
-            Some(rx) => Pin::new(rx)
+        match &mut self.response {
+            Err(e) => Poll::Ready(Err(e.take().unwrap_or(Error::NodeShutDown(node)))),
+            Ok(rx) => Pin::new(rx)
                 .poll(cx)
                 .map(|r| r.unwrap_or(Err(Error::NodeShutDown(node)))),
         }

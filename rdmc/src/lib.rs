@@ -52,10 +52,12 @@ mod config;
 mod error;
 mod group;
 mod ids;
+mod in_flight;
 mod node;
 pub mod proto;
 mod runtime;
 pub mod schedule;
+mod target;
 pub(crate) mod transport;
 pub(crate) mod wait;
 
@@ -71,9 +73,11 @@ pub use config::{
 pub use error::{Error, FailureKind, MembershipError};
 pub use group::{Group, SendFuture};
 pub use ids::{GroupId, NodeId};
+pub use in_flight::Delivered;
 pub use node::Node;
 pub use runtime::{Message, MessageTimings};
 pub use schedule::{Algorithm, BlockSize};
+pub use target::{Incoming, ReceiveTarget, ReceiveTargets, ReceivedFile};
 pub use transport::mem::MemCluster;
 #[cfg(feature = "rdma")]
 pub use transport::rdma::RdmaError;

@@ -323,13 +323,13 @@ impl Node {
             config,
             reply,
         })?;
-        let deliveries = response.await.map_err(|_| Error::NodeShutDown(self.id))??;
+        let joined = response.await.map_err(|_| Error::NodeShutDown(self.id))??;
         Ok(Group::new(
             id,
             self.id,
             members,
             self.commands.clone(),
-            deliveries,
+            joined,
         ))
     }
 

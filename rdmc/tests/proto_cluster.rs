@@ -8,6 +8,7 @@ use proptest::prelude::*;
 use proto_harness::{App, Cluster, Crash, Creation, MISBEHAVING_APPS, Notify, Scenario};
 use rdmc::proto::{
     Action, Control, FailureReason, GroupMember, MemberConfig, MemberError, READY_WINDOW, Rank,
+    block_count, block_len,
 };
 use rdmc::schedule::{Algorithm, BlockSize};
 use std::time::Duration;
@@ -282,6 +283,7 @@ fn config(algorithm: Algorithm, group_size: usize, rank: Rank) -> MemberConfig {
         max_message_size: 1000,
         receive_window: None,
         progress_timeout: None,
+        slow_reader_timeout: None,
     }
 }
 
@@ -294,10 +296,25 @@ fn check_group_of_one(algorithm: Algorithm) {
     assert_eq!(actions(&mut root), []);
     for (seq, size) in [0u64, 1, 4, 5, 1000].into_iter().enumerate() {
         assert_eq!(root.submit(size), Ok(seq as u64));
+        let seq = seq as u64;
+        let block_size = root.config().block_size.largest();
+        let blocks = block_count(size, block_size);
+        let released = (0..blocks).map(|b| Action::ReleaseBlock {
+            seq,
+            offset: b * block_size,
+            len: block_len(size, block_size, b),
+        });
+        let expected: Vec<Action> = released
+            .chain([
+                Action::MessageComplete { seq },
+                // Nobody else has to take it.
+                Action::MessageDelivered { seq },
+            ])
+            .collect();
         assert_eq!(
             actions(&mut root),
-            [Action::MessageComplete { seq: seq as u64 }],
-            "a send in a group of one completes at once"
+            expected,
+            "a send in a group of one completes (and is delivered) at once"
         );
     }
     root.close().unwrap();
@@ -790,11 +807,15 @@ fn a_receiver_acknowledges_only_after_its_application_took_everything_and_closed
     m.handle_control(0, Control::Close { messages: 2 });
     assert_eq!(actions(&mut m), [Action::AllDelivered]);
     m.message_consumed();
-    assert_eq!(actions(&mut m), [], "one message not taken yet");
+    let taken = |messages| Action::SendControl {
+        to: 0,
+        control: Control::Taken { messages },
+    };
+    assert_eq!(actions(&mut m), [taken(1)], "one message not taken yet");
     m.message_consumed();
     assert_eq!(
         actions(&mut m),
-        [],
+        [taken(2)],
         "taken, but the application has not closed"
     );
     assert_acknowledges_on_close(&mut m);
@@ -861,6 +882,7 @@ const T: Duration = Duration::from_secs(10);
 fn timed_member(algorithm: Algorithm, n: usize, rank: Rank) -> GroupMember {
     let mut m = GroupMember::new(MemberConfig {
         progress_timeout: Some(T),
+        slow_reader_timeout: None,
         ..config(algorithm, n, rank)
     })
     .unwrap();

@@ -7,8 +7,10 @@ use std::time::Duration;
 use crate::schedule::{Algorithm, BlockSize, NodeSchedule, Schedule, ScheduleError, Transfer};
 
 mod close;
+mod delivery;
 mod progress;
 
+use delivery::Unread;
 use progress::Stall;
 
 /// A member's rank in a group: its index in the membership list; 0 is the root.
@@ -76,6 +78,10 @@ pub struct MemberConfig {
     /// group before it fails the group naming that peer (see
     /// [`GroupMember::handle_timeout`]); `None`: forever.
     pub progress_timeout: Option<Duration>,
+    /// How long a receiver's application may leave a delivered message
+    /// untaken before this member fails the group naming itself
+    /// ([`FailureReason::SlowReader`]); `None`: forever. Ignored on the root.
+    pub slow_reader_timeout: Option<Duration>,
 }
 
 /// Control messages exchanged between members of one group.
@@ -99,6 +105,14 @@ pub enum Control {
     CloseAck,
     /// Root → every member: every member has every message; the group is closed.
     Closed,
+    /// Receiver → root: "My application has taken the first `messages`
+    /// messages" (cumulative: each one counts up). The root's per-message
+    /// delivery ([`Action::MessageDelivered`]) follows from every
+    /// receiver's count.
+    Taken {
+        /// How many messages the application has taken so far.
+        messages: u64,
+    },
     /// "This group failed; `suspect` is the member I believe failed."
     Failed {
         /// The suspected member, when known.
@@ -153,6 +167,20 @@ pub enum FailureReason {
         /// How long it stood still.
         millis: u64,
     },
+    /// This receiver's application left a delivered message untaken for
+    /// longer than the slow-reader timeout
+    /// ([`MemberConfig::slow_reader_timeout`]).
+    SlowReader {
+        /// How long the message waited, in milliseconds.
+        millis: u64,
+    },
+    /// This member could not place a message where its application said
+    /// (its driver reports it through
+    /// [`GroupMember::handle_local_failure`]).
+    ReceiveTarget {
+        /// What went wrong.
+        detail: String,
+    },
 }
 
 impl fmt::Display for FailureReason {
@@ -181,6 +209,12 @@ impl fmt::Display for FailureReason {
                 f,
                 "stood still for {millis} ms (stopped or starved) and lost its peers"
             ),
+            FailureReason::SlowReader { millis } => write!(
+                f,
+                "its application left a delivered message untaken for {millis} ms \
+                 (the slow-reader timeout)"
+            ),
+            FailureReason::ReceiveTarget { detail } => write!(f, "receive target: {detail}"),
         }
     }
 }
@@ -285,6 +319,27 @@ pub enum Action {
         /// The message.
         control: Control,
     },
+    /// This member is done with block `offset..offset+len` of message
+    /// `seq`: it is here (received, or the root's own) and every send of it
+    /// has completed. Emitted once per block and member, after the block's
+    /// last `SendBlock` completed (or on arrival, for a block this member
+    /// does not relay). A driver that keeps a message somewhere other than
+    /// memory (a file) may drop the block's memory then.
+    ReleaseBlock {
+        /// The message.
+        seq: u64,
+        /// Byte offset in the message.
+        offset: usize,
+        /// Block length.
+        len: usize,
+    },
+    /// Root: every receiver's application has taken message `seq` (and
+    /// every earlier one), as their [`Control::Taken`] counts say; emitted
+    /// in order, once each, after the message's `MessageComplete`.
+    MessageDelivered {
+        /// The message.
+        seq: u64,
+    },
     /// Message `seq` is complete here: every block this member receives has
     /// arrived and every block it sends has been sent. A receiver delivers
     /// it; the root's send of it is done.
@@ -318,6 +373,11 @@ struct MessageProgress {
     send_step: usize,
     /// Target of the one outstanding block send, if any.
     sending: Option<Rank>,
+    /// The block of the outstanding send.
+    sending_block: usize,
+    /// Sends of each block this member has not completed yet (for
+    /// [`Action::ReleaseBlock`]).
+    sends_left: Vec<u32>,
     /// Receives posted and announced with a ready-for-block whose blocks
     /// have not arrived, in step order (at most [`READY_WINDOW`]), with the
     /// step each belongs to.
@@ -395,6 +455,13 @@ pub struct GroupMember {
     progress: u64,
     /// Since when this member has seen no progress, when it has checked.
     stall: Option<Stall>,
+    /// Root: how many messages each member's application has taken (the
+    /// root's own entry unused).
+    taken: Vec<u64>,
+    /// Root: messages every member's application has taken, as reported.
+    delivered: u64,
+    /// Receiver: since when a delivered message waits for the application.
+    unread: Option<Unread>,
 }
 
 impl GroupMember {
@@ -428,6 +495,9 @@ impl GroupMember {
             actions: VecDeque::new(),
             progress: 0,
             stall: None,
+            taken: vec![0; config.group_size],
+            delivered: 0,
+            unread: None,
             schedule,
             config,
         };
@@ -547,6 +617,7 @@ impl GroupMember {
             from,
             "block received"
         );
+        self.release_if_done(expected.block);
         self.expect_next_block();
         self.try_send();
         self.check_complete();
@@ -558,11 +629,16 @@ impl GroupMember {
             return;
         }
         self.progress += 1;
-        match self.current.as_mut() {
-            Some(cur) if cur.sending == Some(to) => cur.sending = None,
+        let block = match self.current.as_mut() {
+            Some(cur) if cur.sending == Some(to) => {
+                cur.sending = None;
+                cur.sends_left[cur.sending_block] -= 1;
+                cur.sending_block
+            }
             _ => return self.violation(to, "a send completed that was not outstanding"),
-        }
+        };
         tracing::trace!(to, "block send complete");
+        self.release_if_done(block);
         self.try_send();
         self.check_complete();
     }
@@ -630,6 +706,7 @@ impl GroupMember {
                 self.phase = Phase::Closed;
                 self.actions.push_back(Action::Closed);
             }
+            Control::Taken { messages } => self.handle_taken(from, messages),
             Control::Failed { suspect } => {
                 if !self.failure_is_moot(suspect, Some(from)) {
                     self.fail(Failure {
@@ -715,6 +792,7 @@ impl GroupMember {
             first_block_len: len,
             block_size: bs,
         });
+        let sends_left = self.sends_per_block(blocks, steps);
         self.current = Some(MessageProgress {
             seq,
             size,
@@ -723,11 +801,14 @@ impl GroupMember {
             steps,
             send_step: 0,
             sending: None,
+            sending_block: 0,
+            sends_left,
             expected: VecDeque::new(),
             post_cursor: first_step.map_or(steps, |s| s + 1),
             received,
             num_received: 1,
         });
+        self.release_if_done(block);
         self.expect_next_block();
         self.try_send();
         self.check_complete();
@@ -768,19 +849,27 @@ impl GroupMember {
         let block_size = self.config.block_size.for_message(&self.schedule, size);
         let blocks = block_count(size, block_size);
         tracing::trace!(seq, size, blocks, "message started");
+        let steps = self.schedule.total_steps(blocks);
+        let sends_left = self.sends_per_block(blocks, steps);
         self.current = Some(MessageProgress {
             seq,
             size,
             block_size,
             blocks,
-            steps: self.schedule.total_steps(blocks),
+            steps,
             send_step: 0,
             sending: None,
+            sending_block: 0,
+            sends_left,
             expected: VecDeque::new(),
             post_cursor: 0,
             received: Vec::new(),
             num_received: 0,
         });
+        // Blocks the root never sends (a group of one) are done at once.
+        for block in 0..blocks {
+            self.release_if_done(block);
+        }
         self.try_send();
         self.check_complete();
     }
@@ -813,6 +902,7 @@ impl GroupMember {
         }
         self.ready[t.peer] -= 1;
         cur.sending = Some(t.peer);
+        cur.sending_block = t.block;
         cur.send_step += 1;
         tracing::trace!(seq = cur.seq, block = t.block, to = t.peer, "block send");
         self.actions.push_back(Action::SendBlock {
@@ -840,6 +930,7 @@ impl GroupMember {
         self.completed += 1;
         self.actions.push_back(Action::MessageComplete { seq });
         if self.is_root() {
+            self.check_delivered();
             self.start_next();
         } else {
             self.arm();

@@ -13,18 +13,21 @@ use tokio::time;
 use tracing::Instrument;
 
 use super::group_state::{
-    CreateReply, Creating, GroupState, SendReply, Sending, execute, member_error,
+    CreateReply, Creating, DeliveredReply, GroupState, Joined, SendReply, Sending, execute,
+    member_error,
 };
+use super::target::TargetReady;
 use super::timing::{Lap, Stopwatch};
 
 use crate::config::GroupConfig;
 use crate::error::{Error, MembershipError};
 use crate::ids::{GroupId, NodeId};
+use crate::in_flight::InFlight;
 use crate::proto::{
     CreateFailure, FailureReason, GroupMember, MemberConfig, MemberError, Rank, Rendezvous,
     RendezvousAction, group_digest,
 };
-use crate::transport::{Completion, Completions, Signal, Transport};
+use crate::transport::{Completion, Completions, MessageBuffer, Signal, Transport};
 use crate::wait::{CompletionMode, Next, WaitPolicy};
 
 /// What a node's handles ask of its actor.
@@ -39,7 +42,10 @@ pub(crate) enum Command {
     Send {
         group: GroupId,
         data: Bytes,
+        /// The mapped file `data` is, for a message sent from a file.
+        source: Option<std::sync::Arc<MessageBuffer>>,
         reply: SendReply,
+        delivered: DeliveredReply,
     },
     Close {
         group: GroupId,
@@ -121,6 +127,9 @@ pub(crate) struct Actor<T> {
     watchdog: Option<time::Instant>,
     /// The end of this node's last stall, and how long it stood still.
     stalled: Option<(time::Instant, Duration)>,
+    /// Where receive-target hooks report the buffers they chose.
+    target_tx: mpsc::UnboundedSender<TargetReady>,
+    targets: mpsc::UnboundedReceiver<TargetReady>,
 }
 
 impl<T: Transport> Actor<T> {
@@ -131,7 +140,10 @@ impl<T: Transport> Actor<T> {
         completions: Completions,
         mode: CompletionMode,
     ) -> Self {
+        let (target_tx, targets) = mpsc::unbounded_channel();
         Actor {
+            target_tx,
+            targets,
             me,
             transport,
             commands,
@@ -228,6 +240,10 @@ impl<T: Transport> Actor<T> {
                     }
                     handled += 1;
                 }
+                while let Ok(ready) = self.targets.try_recv() {
+                    self.target_ready(ready);
+                    handled += 1;
+                }
                 while handled < BATCH {
                     match self.commands.try_recv() {
                         Ok(Command::Shutdown) => return self.shutdown().await,
@@ -257,6 +273,7 @@ impl<T: Transport> Actor<T> {
                         Some(Command::Shutdown) | None => return self.shutdown().await,
                         Some(cmd) => self.on_command(cmd),
                     },
+                    Some(ready) = self.targets.recv() => self.target_ready(ready),
                     // Expired deadlines are handled at the top of the loop.
                     () = time::sleep_until(deadline.unwrap_or_else(time::Instant::now)),
                         if deadline.is_some() => {}
@@ -275,7 +292,13 @@ impl<T: Transport> Actor<T> {
                 config,
                 reply,
             } => self.create_group(id, members, config, reply),
-            Command::Send { group, data, reply } => self.send(group, data, reply),
+            Command::Send {
+                group,
+                data,
+                source,
+                reply,
+                delivered,
+            } => self.send(group, data, source, reply, delivered),
             Command::Close { group, reply } => self.close(group, reply),
             Command::Consumed { group } => {
                 self.with_member(group, GroupMember::message_consumed);
@@ -329,6 +352,7 @@ impl<T: Transport> Actor<T> {
         );
         span.in_scope(|| tracing::info!(digest = format_args!("{digest:032x}"), "group created"));
         let (tx, rx) = mpsc::unbounded_channel();
+        let in_flight = std::sync::Arc::new(InFlight::new(id, config.max_in_flight()));
         // A member known to be down fails the group at once. The member's
         // actions are carried out only after the rendezvous sent its Joins:
         // signals are FIFO per link, so every peer checks this member's
@@ -382,11 +406,19 @@ impl<T: Transport> Actor<T> {
                 span,
                 creating: Some(Creating {
                     reply,
-                    deliveries: rx,
+                    joined: Joined {
+                        deliveries: rx,
+                        in_flight: std::sync::Arc::clone(&in_flight),
+                    },
                 }),
                 deadline: None,
                 unreachable: Vec::new(),
                 grace: None,
+                targets: config.receive_targets().cloned(),
+                target_tx: self.target_tx.clone(),
+                pending_begin: None,
+                durable: VecDeque::new(),
+                in_flight,
             },
         );
         self.rendezvous.create(id, members, digest, deadline);
@@ -435,6 +467,7 @@ impl<T: Transport> Actor<T> {
             max_message_size: config.max_message_size().saturating_add(digest_len(config)),
             receive_window: config.receive_window(),
             progress_timeout: config.progress_timeout(),
+            slow_reader_timeout: config.slow_reader_timeout(),
         })
         .map_err(|_| Error::InvalidConfig("the group's schedule cannot be built"))?;
         Ok((member, rank_of, rank))
@@ -491,7 +524,7 @@ impl<T: Transport> Actor<T> {
             return;
         };
         g.span.in_scope(|| tracing::info!("every member joined"));
-        if creating.reply.send(Ok(creating.deliveries)).is_err() {
+        if creating.reply.send(Ok(creating.joined)).is_err() {
             // The create future was dropped: nobody will ever use the group.
             self.leave(id);
         }
@@ -521,10 +554,18 @@ impl<T: Transport> Actor<T> {
         }
     }
 
-    fn send(&mut self, group: GroupId, data: Bytes, reply: SendReply) {
+    fn send(
+        &mut self,
+        group: GroupId,
+        data: Bytes,
+        source: Option<std::sync::Arc<MessageBuffer>>,
+        reply: SendReply,
+        delivered: DeliveredReply,
+    ) {
         let started = Instant::now();
         let Some(g) = self.groups.get_mut(&group) else {
             let _ = reply.send(Err(Error::Closed(group)));
+            let _ = delivered.send(Err(Error::Closed(group)));
             return;
         };
         let extra = if g.digest { DIGEST_LEN } else { 0 };
@@ -537,22 +578,27 @@ impl<T: Transport> Actor<T> {
                     seq,
                     data,
                     digest,
+                    source,
                     reply,
                     watch: Stopwatch::start(started),
                 });
+                g.durable.push_back((seq, delivered));
                 if digest.is_some() {
                     self.rearm_watchdog();
                 }
                 self.drive(group);
             }
-            Err(MemberError::TooLarge { size, max }) => {
-                let _ = reply.send(Err(Error::MessageTooLarge {
-                    size: size - extra,
-                    max: max - extra,
-                }));
-            }
             Err(e) => {
-                let _ = reply.send(Err(member_error(g, e)));
+                let e = match e {
+                    MemberError::TooLarge { size, max } => Error::MessageTooLarge {
+                        size: size - extra,
+                        max: max - extra,
+                    },
+                    e => member_error(g, e),
+                };
+                g.in_flight.remove();
+                let _ = reply.send(Err(e.clone()));
+                let _ = delivered.send(Err(e));
             }
         }
     }
@@ -768,8 +814,17 @@ impl<T: Transport> Actor<T> {
         }
         g.member
             .handle_timeout(now.saturating_duration_since(self.epoch));
+        if g.member.is_finished()
+            && let Some(pending) = g.pending_begin.take()
+        {
+            // The group ended while the hook chose: its message is moot.
+            pending.abort();
+        }
         let mut hashed = false;
-        while let Some(action) = g.member.poll_action() {
+        // While the hook chooses a message's buffer, its actions wait.
+        while g.pending_begin.is_none()
+            && let Some(action) = g.member.poll_action()
+        {
             hashed |= execute(g, &mut self.transport, action);
         }
         if g.deadline.is_none()
@@ -821,6 +876,27 @@ impl<T: Transport> Actor<T> {
             self.groups.remove(&group);
             self.rendezvous.handle_group_ended(group);
         }
+    }
+
+    /// A receive-target hook chose the buffer of a message: begin it there
+    /// and carry on with the member's actions.
+    fn target_ready(&mut self, ready: TargetReady) {
+        let Some(g) = self.groups.get_mut(&ready.group) else {
+            return;
+        };
+        let Some(pending) = g.pending_begin.take_if(|p| p.seq == ready.seq) else {
+            return;
+        };
+        let buf = match ready.result {
+            Ok(Some(buf)) => Ok(buf),
+            Ok(None) => self
+                .transport
+                .alloc_buffer(pending.len())
+                .map_err(|_| FailureReason::OutOfMemory { size: pending.size }),
+            Err(detail) => Err(FailureReason::ReceiveTarget { detail }),
+        };
+        super::target::begin_message(g, pending, buf);
+        self.drive(ready.group);
     }
 
     fn transport_gone(mut self) {

@@ -9,10 +9,13 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use super::message::Message;
+use super::target::{PendingBegin, TargetReady};
 use super::timing::{MessageTimings, Stopwatch};
 use crate::error::{Error, FailureKind};
 use crate::ids::{GroupId, NodeId};
+use crate::in_flight::InFlight;
 use crate::proto::{Action, Failure, FailureReason, GroupMember, MemberError, Rank};
+use crate::target::ReceiveTargets;
 use crate::transport::{BlockRef, MessageBuffer, Signal, Transport};
 
 /// The receiving end of a group's deliveries.
@@ -21,15 +24,25 @@ pub(crate) type Deliveries = mpsc::UnboundedReceiver<Result<Message, Error>>;
 /// Where a root's send future learns its outcome.
 pub(super) type SendReply = oneshot::Sender<Result<MessageTimings, Error>>;
 
+/// Where a root's [`Delivered`](crate::Delivered) learns its outcome.
+pub(crate) type DeliveredReply = oneshot::Sender<Result<(), Error>>;
+
+/// What a member's [`Group`](crate::Group) handle is made of.
+#[derive(Debug)]
+pub(crate) struct Joined {
+    pub(crate) deliveries: Deliveries,
+    pub(crate) in_flight: Arc<InFlight>,
+}
+
 /// Where a `create_group` future learns its outcome.
-pub(crate) type CreateReply = oneshot::Sender<Result<Deliveries, Error>>;
+pub(crate) type CreateReply = oneshot::Sender<Result<Joined, Error>>;
 
 /// A creation in progress: the group exists locally, but the user gets its
 /// handle only once every other member has joined (the node's
 /// [`Rendezvous`](crate::proto::Rendezvous) says when).
 pub(super) struct Creating {
     pub(super) reply: CreateReply,
-    pub(super) deliveries: Deliveries,
+    pub(super) joined: Joined,
 }
 
 /// Root: a message submitted and not yet complete.
@@ -39,6 +52,8 @@ pub(super) struct Sending {
     /// The message's digest, sent after its bytes (when the group's
     /// messages carry one).
     pub(super) digest: Option<blake3::Hash>,
+    /// The mapped file the bytes are, for a message sent from a file.
+    pub(super) source: Option<Arc<MessageBuffer>>,
     pub(super) reply: SendReply,
     pub(super) watch: Stopwatch,
 }
@@ -87,6 +102,17 @@ pub(super) struct GroupState {
     pub(super) unreachable: Vec<Rank>,
     /// The end of the grace period (also entered in the actor's timers).
     pub(super) grace: Option<tokio::time::Instant>,
+    /// Receiver: the application's hook choosing where messages go.
+    pub(super) targets: Option<ReceiveTargets>,
+    /// Where the hook's tasks report to the actor.
+    pub(super) target_tx: mpsc::UnboundedSender<TargetReady>,
+    /// Receiver: a message whose target the hook is choosing; the member's
+    /// actions wait meanwhile.
+    pub(super) pending_begin: Option<PendingBegin>,
+    /// Root: messages not yet taken by every member, with who waits for that.
+    pub(super) durable: VecDeque<(u64, DeliveredReply)>,
+    /// Root: the count of messages in flight, shared with the handle.
+    pub(super) in_flight: Arc<InFlight>,
 }
 
 pub(super) fn member_error(g: &GroupState, e: MemberError) -> Error {
@@ -115,6 +141,8 @@ fn failure_error(g: &GroupState, f: &Failure) -> Error {
         FailureReason::OutOfMemory { size } => FailureKind::OutOfMemory { size: *size },
         FailureReason::DigestMismatch { seq } => FailureKind::DigestMismatch { seq: *seq },
         FailureReason::Stalled { millis } => FailureKind::Stalled { millis: *millis },
+        FailureReason::SlowReader { millis } => FailureKind::SlowReader { millis: *millis },
+        FailureReason::ReceiveTarget { detail } => FailureKind::ReceiveTarget(detail.clone()),
     };
     Error::GroupFailed {
         group: g.id,
@@ -140,33 +168,23 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             first_block_len,
             block_size,
         } => {
-            let Ok(size) = usize::try_from(size) else {
-                unreachable!("sizes above max_message_size are refused by the core");
+            let pending = PendingBegin {
+                seq,
+                size,
+                first_block,
+                first_block_len,
+                block_size,
+                watch: Stopwatch::start(g.event_at),
+                task: None,
             };
-            let mut watch = Stopwatch::start(g.event_at);
-            let buf = match transport.alloc_buffer(size) {
-                Ok(buf) => buf,
-                Err(e) => {
-                    tracing::warn!(seq, error = %e, "cannot receive a message");
-                    // Fails the group; the actions queued for this message
-                    // (its receives and sends) find no buffer and are skipped.
-                    g.member.handle_local_failure(
-                        None,
-                        FailureReason::OutOfMemory { size: size as u64 },
-                    );
-                    return false;
-                }
-            };
-            let Some(bounce) = g.bounce.as_ref() else {
-                unreachable!("non-roots have a bounce buffer");
-            };
-            let copy_start = Instant::now();
-            buf.region(first_block * block_size, first_block_len)
-                .write(bounce.block(0, first_block_len).as_slice());
-            watch.add_copy(copy_start.elapsed());
-            tracing::debug!(seq, size, "message begins");
-            g.receiving = Some((seq, buf));
-            g.receive_watch = Some(watch);
+            if g.targets.is_some() {
+                super::target::choose(g, pending);
+            } else {
+                let buf = transport
+                    .alloc_buffer(pending.len())
+                    .map_err(|_| FailureReason::OutOfMemory { size });
+                super::target::begin_message(g, pending, buf);
+            }
         }
         Action::PostRecv {
             from,
@@ -197,7 +215,12 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                         0,
                         len,
                     ),
-                    _ => BlockRef::from_message(sending.data.clone(), offset, len),
+                    // A file's block as part of its mapping (a transport that
+                    // registers memory sends it from a registered copy).
+                    _ => match &sending.source {
+                        Some(source) => source.block(offset, len),
+                        None => BlockRef::from_message(sending.data.clone(), offset, len),
+                    },
                 };
                 transport.post_send(id, g.members[to], block, immediate);
                 sending.watch.end_setup(Instant::now());
@@ -215,12 +238,20 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                 debug_assert_eq!(sending.seq, seq);
                 let _ = sending.reply.send(Ok(sending.watch.finish(now)));
             } else {
-                let (s, buf) = g.receiving.take().expect("a message was in progress");
+                let Some((s, buf)) = g.receiving.take() else {
+                    // Its buffer could not be had: the group failed, and
+                    // this completion (queued before) is moot.
+                    debug_assert!(g.member.is_finished());
+                    return false;
+                };
                 debug_assert_eq!(s, seq);
                 let watch = g
                     .receive_watch
                     .take()
                     .unwrap_or_else(|| Stopwatch::start(g.event_at));
+                if buf.file().is_some() {
+                    return super::target::deliver_file(g, seq, buf, watch.finish(now));
+                }
                 let mut data = buf.into_bytes();
                 let senders = std::mem::take(&mut g.block_senders);
                 if g.digest {
@@ -241,6 +272,7 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                     group: id,
                     seq,
                     data,
+                    file: None,
                     timings: watch.finish(now),
                 };
                 if let Some(tx) = &g.deliveries {
@@ -251,6 +283,25 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             }
             tracing::debug!(seq, "message complete");
         }
+        Action::ReleaseBlock { seq, offset, len } => {
+            if g.member.is_root() {
+                let source = g.sending.iter().find(|s| s.seq == seq);
+                if let Some(source) = source.and_then(|s| s.source.as_ref()) {
+                    // A block overlapping the digest is partly past the file.
+                    let len = len.min(source.len().saturating_sub(offset));
+                    source.release(offset, len);
+                }
+            } else if let Some(buf) = receiving(g, seq) {
+                buf.release(offset, len);
+            }
+        }
+        Action::MessageDelivered { seq } => {
+            if let Some((s, reply)) = g.durable.pop_front() {
+                debug_assert_eq!(s, seq);
+                let _ = reply.send(Ok(()));
+            }
+            g.in_flight.remove();
+        }
         Action::AllDelivered => {
             // Every message is in the stream: it ends once they are read.
             tracing::debug!("every message delivered");
@@ -258,6 +309,12 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
         }
         Action::Closed => {
             tracing::info!("group closed");
+            // Closed: every member's application took every message (their
+            // taken counts came before their close acknowledgements).
+            for (_, reply) in g.durable.drain(..) {
+                let _ = reply.send(Ok(()));
+                g.in_flight.remove();
+            }
             finish(g, transport, Ok(()));
         }
         Action::Failed(failure) => {
@@ -265,6 +322,13 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             let error = failure_error(g, &failure);
             for sending in g.sending.drain(..) {
                 let _ = sending.reply.send(Err(error.clone()));
+            }
+            for (_, reply) in g.durable.drain(..) {
+                let _ = reply.send(Err(error.clone()));
+            }
+            g.in_flight.fail(error.clone());
+            if let Some(pending) = g.pending_begin.take() {
+                pending.abort();
             }
             g.receiving = None;
             g.receive_watch = None;
@@ -297,10 +361,30 @@ fn checked(received: Bytes) -> Option<Bytes> {
     (blake3::hash(&received[..n]) == digest).then(|| received.slice(..n))
 }
 
+/// A received message followed by its digest, in a buffer that may not fit
+/// in memory whole (a file's mapping): whether the digest is the BLAKE3
+/// hash of the rest, read a part at a time and released behind.
+pub(super) fn checked_in_place(buf: &Arc<MessageBuffer>) -> bool {
+    const PART: usize = 64 << 20;
+    let Some(n) = buf.len().checked_sub(blake3::OUT_LEN) else {
+        return false;
+    };
+    let mut hasher = blake3::Hasher::new();
+    let mut at = 0;
+    while at < n {
+        let len = PART.min(n - at);
+        hasher.update(buf.block(at, len).as_slice());
+        buf.release(at, len);
+        at += len;
+    }
+    let digest = buf.block(n, blake3::OUT_LEN);
+    hasher.finalize() == *<&[u8; blake3::OUT_LEN]>::try_from(digest.as_slice()).expect("32 bytes")
+}
+
 /// The buffer of message `seq`, in progress; `None` only when it could not
 /// be allocated (the group failed, and the message's remaining actions are
 /// moot).
-fn receiving(g: &GroupState, seq: u64) -> Option<&Arc<MessageBuffer>> {
+pub(super) fn receiving(g: &GroupState, seq: u64) -> Option<&Arc<MessageBuffer>> {
     match &g.receiving {
         Some((s, buf)) if *s == seq => Some(buf),
         _ => {

@@ -4,6 +4,7 @@ use bytes::Bytes;
 
 use super::timing::MessageTimings;
 use crate::ids::GroupId;
+use crate::target::ReceivedFile;
 
 /// A message delivered to a receiver.
 ///
@@ -16,8 +17,13 @@ pub struct Message {
     pub group: GroupId,
     /// Its position in the root's send order, from 0.
     pub seq: u64,
-    /// Its bytes, exactly as the root sent them.
+    /// Its bytes, exactly as the root sent them (empty for a message
+    /// received into a file: see [`file`](Self::file)).
     pub data: Bytes,
+    /// For a message received into a file
+    /// ([`ReceiveTarget::File`](crate::ReceiveTarget::File)): the file,
+    /// holding its bytes. `None` for a message in memory.
+    pub file: Option<ReceivedFile>,
     /// Where this member's time went while receiving (and relaying) it.
     pub timings: MessageTimings,
 }

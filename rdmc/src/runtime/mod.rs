@@ -5,6 +5,7 @@
 mod actor;
 mod group_state;
 mod message;
+mod target;
 mod timing;
 
 #[cfg(all(test, target_os = "linux"))]
@@ -15,6 +16,6 @@ mod failure_tests;
 mod tests;
 
 pub(crate) use actor::{Actor, Command};
-pub(crate) use group_state::Deliveries;
+pub(crate) use group_state::Joined;
 pub use message::Message;
 pub use timing::MessageTimings;

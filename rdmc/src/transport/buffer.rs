@@ -23,6 +23,8 @@ use bytes::Bytes;
 
 use super::pool::Spares;
 
+mod file;
+
 /// A transport's registration of a buffer's memory (the `ofi` transport's
 /// memory region), kept with the buffer and dropped before its memory.
 pub(crate) type Registration = Box<dyn std::any::Any + Send + Sync>;
@@ -34,8 +36,8 @@ pub(crate) struct MessageBuffer {
     len: usize,
     /// The allocation's length (at least `len`; more for a recycled buffer).
     capacity: usize,
-    /// Whether the bytes are an `mmap`ed region (else a boxed slice).
-    mapped: bool,
+    /// What holds the bytes.
+    backing: Backing,
     /// The pool the memory goes back to when the buffer is dropped, instead
     /// of back to the allocator (while that pool lives).
     home: Option<Weak<Spares>>,
@@ -44,6 +46,21 @@ pub(crate) struct MessageBuffer {
     /// kept while the memory is recycled, and released before the memory
     /// is freed.
     registration: OnceLock<Registration>,
+}
+
+/// What holds a buffer's bytes, and so how they are freed.
+#[derive(Debug)]
+enum Backing {
+    /// A boxed slice of `capacity` bytes.
+    Heap,
+    /// An anonymous `mmap`ed region of `capacity` bytes.
+    Anonymous,
+    /// An application's `Vec<u8>` of `capacity` bytes' capacity, given
+    /// back to the allocator as that vector.
+    Vec,
+    /// A shared mapping of the first `capacity` bytes of this file: what
+    /// the transfers write lands in the file's page cache.
+    File(Arc<std::fs::File>),
 }
 
 /// Buffers at least this large are mapped with huge pages where possible.
@@ -99,7 +116,26 @@ impl MessageBuffer {
             ptr,
             len,
             capacity: len,
-            mapped: false,
+            backing: Backing::Heap,
+            home: None,
+            registration: OnceLock::new(),
+        })
+    }
+
+    /// A buffer over the application's `vec`, resized to `len` bytes (it
+    /// reallocates only if its capacity is smaller); its memory goes back
+    /// to the allocator as a vector when the buffer is dropped, or becomes
+    /// the message's [`Bytes`] without a copy.
+    pub(crate) fn from_vec(mut vec: Vec<u8>, len: usize) -> Arc<Self> {
+        vec.resize(len, 0);
+        let mut vec = std::mem::ManuallyDrop::new(vec);
+        let capacity = vec.capacity();
+        let ptr = NonNull::new(vec.as_mut_ptr()).expect("a vector's pointer is not null");
+        Arc::new(MessageBuffer {
+            ptr,
+            len,
+            capacity,
+            backing: Backing::Vec,
             home: None,
             registration: OnceLock::new(),
         })
@@ -146,7 +182,7 @@ impl MessageBuffer {
             ptr,
             len,
             capacity,
-            mapped: true,
+            backing: Backing::Anonymous,
             home: None,
             registration: OnceLock::new(),
         }))
@@ -167,6 +203,7 @@ impl MessageBuffer {
             buf: Arc::clone(self),
             offset,
             len,
+            then: None,
         }
     }
 
@@ -188,6 +225,11 @@ impl MessageBuffer {
     #[cfg_attr(not(any(feature = "ofi", feature = "rdma", test)), allow(dead_code))]
     pub(crate) fn as_ptr(&self) -> *mut u8 {
         self.ptr.as_ptr()
+    }
+
+    /// The message's length in bytes.
+    pub(crate) fn len(&self) -> usize {
+        self.len
     }
 
     /// Length of the allocation in bytes (what a registration covers).
@@ -246,25 +288,38 @@ impl Drop for MessageBuffer {
                 ptr: self.ptr,
                 len: self.capacity,
                 capacity: self.capacity,
-                mapped: self.mapped,
+                backing: std::mem::replace(&mut self.backing, Backing::Heap),
                 home: None,
                 registration: std::mem::take(&mut self.registration),
             };
             self.ptr = NonNull::dangling();
             self.capacity = 0;
-            self.mapped = false;
             home.take_back(Spare(spare));
             return;
         }
         // Deregister before the memory goes.
         drop(self.registration.take());
-        #[cfg(target_os = "linux")]
-        if self.mapped {
-            // SAFETY: `ptr`/`capacity` are a mapping made in `huge`, unmapped
-            // only here, once; no reference into it outlives the buffer (a
-            // recycled one was handed over above, with a dangling pointer).
-            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.capacity) };
-            return;
+        match self.backing {
+            #[cfg(target_os = "linux")]
+            Backing::Anonymous | Backing::File(_) => {
+                if self.capacity > 0 {
+                    // SAFETY: `ptr`/`capacity` are a mapping made in `huge`
+                    // or `map_file`, unmapped only here, once; no reference
+                    // into it outlives the buffer (a recycled one was
+                    // handed over above, with a dangling pointer).
+                    unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.capacity) };
+                }
+                return;
+            }
+            Backing::Vec => {
+                // SAFETY: `ptr`/`capacity` are the parts of the vector
+                // `from_vec` took apart; its bytes are initialized.
+                drop(unsafe {
+                    Vec::from_raw_parts(self.ptr.as_ptr(), self.capacity, self.capacity)
+                });
+                return;
+            }
+            _ => {}
         }
         let slice = std::ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.capacity);
         // SAFETY: `ptr`/`capacity` came from `alloc_zeroed` with the layout
@@ -313,9 +368,42 @@ pub(crate) struct RecvRegion {
     buf: Arc<MessageBuffer>,
     offset: usize,
     len: usize,
+    /// For a bounce region: the region its bytes are copied on to once
+    /// they landed (see [`via`](Self::via)).
+    #[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
+    then: Option<Box<RecvRegion>>,
 }
 
 impl RecvRegion {
+    /// Whether the region is part of a file's mapping: memory a transport
+    /// that registers memory with its NIC should not register (pinning a
+    /// file's pages would hold the whole file in memory), and receive
+    /// through a bounce region instead ([`via`](Self::via)).
+    #[cfg(any(feature = "ofi", feature = "rdma"))]
+    pub(crate) fn is_file(&self) -> bool {
+        self.buf.file().is_some()
+    }
+
+    /// A region of `bounce` (at least as long as this one) to receive
+    /// into instead of this one: [`landed`](Self::landed) copies what
+    /// arrived on to here.
+    #[cfg(any(feature = "ofi", feature = "rdma"))]
+    pub(crate) fn via(self, bounce: &Arc<MessageBuffer>) -> RecvRegion {
+        let mut region = bounce.region(0, self.len);
+        region.then = Some(Box::new(self));
+        region
+    }
+
+    /// The receive into this region completed with `len` bytes: for a
+    /// bounce region, copy them on to the region it stands in for.
+    #[cfg(any(feature = "ofi", feature = "rdma"))]
+    pub(crate) fn landed(mut self, len: usize) {
+        if let Some(target) = self.then.take() {
+            let len = len.min(self.len);
+            target.write(&self.as_mut_slice()[..len]);
+        }
+    }
+
     /// Capacity in bytes.
     pub(crate) fn len(&self) -> usize {
         self.len
@@ -423,6 +511,13 @@ impl BlockRef {
         }
     }
 
+    /// Whether the block's bytes are a file's mapping (see
+    /// [`RecvRegion::is_file`]).
+    #[cfg(any(feature = "ofi", feature = "rdma"))]
+    pub(crate) fn is_file(&self) -> bool {
+        self.buffer().is_some_and(|b| b.file().is_some())
+    }
+
     /// The relay buffer the block is part of (`None` for a root's bytes).
     #[cfg(any(feature = "ofi", feature = "rdma"))]
     pub(crate) fn buffer(&self) -> Option<&Arc<MessageBuffer>> {
@@ -465,7 +560,10 @@ mod tests {
     fn large_buffers_are_mapped_zeroed_and_work_the_same() {
         let len = HUGE_THRESHOLD + 12_345;
         let buf = MessageBuffer::new(len);
-        assert_eq!(buf.mapped, cfg!(target_os = "linux"));
+        assert_eq!(
+            matches!(buf.backing, Backing::Anonymous),
+            cfg!(target_os = "linux")
+        );
         buf.region(len - 3, 3).write(b"end");
         buf.region(0, 5).write(b"start");
         assert_eq!(buf.block(len - 3, 3).as_slice(), b"end");

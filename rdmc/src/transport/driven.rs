@@ -88,6 +88,18 @@ impl<X> DrivenEndpoint<X> {
 
 impl<X: Send + 'static> Transport for DrivenEndpoint<X> {
     fn post_recv(&mut self, group: GroupId, from: NodeId, region: RecvRegion) {
+        // A file's mapping is not registered (pinned): the block lands in
+        // a registered bounce buffer from the pool, copied on when in.
+        let region = match region.is_file() {
+            true => match self.pool.try_alloc(region.len()) {
+                Ok(bounce) => region.via(&bounce),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no bounce buffer for a file target");
+                    region
+                }
+            },
+            false => region,
+        };
         let cmd = Cmd::PostRecv {
             group,
             from,
@@ -97,6 +109,20 @@ impl<X: Send + 'static> Transport for DrivenEndpoint<X> {
     }
 
     fn post_send(&mut self, group: GroupId, to: NodeId, block: BlockRef, immediate: u64) {
+        // As for receives: a block of a file is sent from a registered copy.
+        let block = match block.is_file() {
+            true => match self.pool.try_alloc(block.len()) {
+                Ok(bounce) => {
+                    bounce.region(0, block.len()).write(block.as_slice());
+                    bounce.block(0, block.len())
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "no bounce buffer for a block of a file");
+                    block
+                }
+            },
+            false => block,
+        };
         let cmd = Cmd::PostSend {
             group,
             to,

@@ -190,6 +190,8 @@ impl SlotTable {
                 error: "a block's write and its header disagree on its length",
             });
         }
+        // A bounce region copies the block on to where it belongs.
+        region.landed(len as usize);
         tracing::trace!(group = group.0, from = peer.0, slot, len, "block received");
         Some(Completion::Received {
             group,

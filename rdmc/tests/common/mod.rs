@@ -10,6 +10,8 @@
 pub mod fixture;
 pub mod relay;
 #[macro_use]
+pub mod storage_suite;
+#[macro_use]
 pub mod suite;
 
 use std::future::Future;

@@ -40,7 +40,7 @@
 
 #![allow(dead_code)]
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -245,8 +245,12 @@ struct Node {
     /// sender sent; cleared by `BeginMessage`.
     bounce_landed: Option<(usize, u64, usize)>,
     buffers: BTreeMap<u64, Buffer>,
-    /// Outstanding block sends, in posting order: (to, seq).
-    sends: Vec<(Rank, u64)>,
+    /// Outstanding block sends, in posting order: (to, seq, offset).
+    sends: Vec<(Rank, u64, usize)>,
+    /// Blocks released (`ReleaseBlock`): (seq, offset).
+    released: BTreeSet<(u64, usize)>,
+    /// Root: messages announced as taken by every member (`MessageDelivered`).
+    delivered: u64,
     /// Receivers: messages delivered (byte-exact, in order). Root: messages
     /// completed locally.
     completed: u64,
@@ -475,6 +479,8 @@ impl Cluster {
                 bounce_landed: None,
                 buffers: BTreeMap::new(),
                 sends: Vec::new(),
+                released: BTreeSet::new(),
+                delivered: 0,
                 completed: 0,
                 closed: 0,
                 failures: Vec::new(),
@@ -543,6 +549,7 @@ impl Cluster {
             max_message_size: MAX_MESSAGE_SIZE,
             receive_window: None,
             progress_timeout: PROGRESS_TIMEOUT,
+            slow_reader_timeout: None,
         })
         .expect("valid member");
         if let Some(down) =
@@ -671,6 +678,7 @@ impl Cluster {
             + n
             + 3 * n * n
             + n * (m + 2)
+            + n * m
     }
 
     fn log(&mut self, args: std::fmt::Arguments<'_>) {
@@ -999,7 +1007,12 @@ impl Cluster {
                     }
                     buf.data[offset..offset + len].to_vec()
                 };
-                self.nodes[me].sends.push((to, seq));
+                if self.nodes[me].released.contains(&(seq, offset)) {
+                    self.bug(format_args!(
+                        "member {me} sent block {offset} of message {seq} after releasing it"
+                    ));
+                }
+                self.nodes[me].sends.push((to, seq, offset));
                 let l = self.link(me, to);
                 if self.links[l].sent_total >= self.links[l].ready_delivered {
                     self.bug(format_args!(
@@ -1039,7 +1052,16 @@ impl Cluster {
                         node.completed
                     ));
                 }
-                if node.sends.iter().any(|&(_, s)| s == seq) {
+                let bs = self.message_block_size(self.messages[seq as usize].len() as u64);
+                let blocks = block_count(self.messages[seq as usize].len() as u64, bs);
+                let released = node.released.range((seq, 0)..=(seq, usize::MAX)).count();
+                if released != blocks {
+                    self.bug(format_args!(
+                        "member {me} completed message {seq} with {released} of its {blocks} \
+                         blocks released"
+                    ));
+                }
+                if node.sends.iter().any(|&(_, s, _)| s == seq) {
                     self.bug(format_args!(
                         "member {me} completed message {seq} with a send of it outstanding"
                     ));
@@ -1062,6 +1084,53 @@ impl Cluster {
                     }
                 }
                 self.nodes[me].completed += 1;
+            }
+            Action::ReleaseBlock { seq, offset, len } => {
+                let node = &self.nodes[me];
+                let size = self.messages.get(seq as usize).map_or(0, Vec::len);
+                let bs = self.message_block_size(size as u64);
+                let here = if me == 0 {
+                    seq < self.submitted
+                } else {
+                    node.buffers.get(&seq).is_some_and(|b| {
+                        offset + len <= b.data.len()
+                            && !b.received[offset..offset + len].contains(&false)
+                    })
+                };
+                if !here || offset % bs != 0 || len != block_len(size as u64, bs, offset / bs) {
+                    self.bug(format_args!(
+                        "member {me} released {offset}..{} of message {seq}, not a block it holds",
+                        offset + len
+                    ));
+                }
+                if node.sends.iter().any(|&(_, s, o)| s == seq && o == offset) {
+                    self.bug(format_args!(
+                        "member {me} released block {offset} of message {seq} with a send of it \
+                         outstanding"
+                    ));
+                }
+                if !self.nodes[me].released.insert((seq, offset)) {
+                    self.bug(format_args!(
+                        "member {me} released block {offset} of message {seq} twice"
+                    ));
+                }
+            }
+            Action::MessageDelivered { seq } => {
+                let node = &self.nodes[me];
+                if me != 0 || seq != node.delivered || seq >= node.completed {
+                    self.bug(format_args!(
+                        "member {me}: MessageDelivered for {seq} (delivered {}, completed {})",
+                        node.delivered, node.completed
+                    ));
+                }
+                if let Some(rank) = (1..self.n).find(|&r| self.nodes[r].taken <= seq) {
+                    self.bug(format_args!(
+                        "the root announced message {seq} taken by everyone, member {rank}'s \
+                         application took {}",
+                        self.nodes[rank].taken
+                    ));
+                }
+                self.nodes[0].delivered += 1;
             }
             Action::AllDelivered => {
                 let node = &self.nodes[me];
@@ -1095,6 +1164,12 @@ impl Cluster {
                 if !self.close_called {
                     self.bug(format_args!(
                         "member {me} closed, but the root never closed"
+                    ));
+                }
+                if me == 0 && self.nodes[0].delivered != self.submitted {
+                    self.bug(format_args!(
+                        "the root closed with {} of {} messages announced as taken by everyone",
+                        self.nodes[0].delivered, self.submitted
                     ));
                 }
                 for (rank, node) in self.nodes.iter().enumerate() {
@@ -1462,7 +1537,7 @@ impl Cluster {
                 self.touch(Kind::SendDone, l);
                 self.log(format_args!("{from}: send completion to {to}"));
                 let sends = &mut self.nodes[from].sends;
-                let Some(i) = sends.iter().position(|&(t, _)| t == to) else {
+                let Some(i) = sends.iter().position(|&(t, _, _)| t == to) else {
                     self.bug(format_args!(
                         "{from}: a send completed that was never posted"
                     ));

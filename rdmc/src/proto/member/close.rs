@@ -57,6 +57,7 @@ impl GroupMember {
     pub fn message_consumed(&mut self) {
         if self.consumed < self.completed {
             self.consumed += 1;
+            self.report_taken();
         }
         if !self.is_finished() {
             self.progress += 1;

@@ -43,7 +43,11 @@ impl GroupMember {
     /// nothing) never times out; the members waiting on it do.
     ///
     /// Call it after every input (cheap), and at [`poll_timeout`](Self::poll_timeout).
+    ///
+    /// It also checks the slow-reader timeout
+    /// ([`MemberConfig::slow_reader_timeout`](super::MemberConfig::slow_reader_timeout)).
     pub fn handle_timeout(&mut self, now: Duration) {
+        self.check_slow_reader(now);
         let Some(timeout) = self.config.progress_timeout else {
             return;
         };
@@ -85,12 +89,17 @@ impl GroupMember {
     /// When the driver should call [`handle_timeout`](Self::handle_timeout)
     /// next, if the member has a deadline (in the driver's time).
     pub fn poll_timeout(&self) -> Option<Duration> {
-        let timeout = self.config.progress_timeout?;
         if self.is_finished() {
             return None;
         }
-        self.stall
-            .and_then(|s| deadline(s.since, timeout, s.factor).or(Some(Duration::MAX)))
+        let progress = self.config.progress_timeout.and_then(|timeout| {
+            self.stall
+                .and_then(|s| deadline(s.since, timeout, s.factor).or(Some(Duration::MAX)))
+        });
+        [progress, self.slow_reader_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The peer this member waits on now, and the multiple of the progress

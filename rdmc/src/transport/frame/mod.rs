@@ -173,6 +173,8 @@ mod tests {
             Signal::Group(Control::Failed { suspect: None }),
             Signal::Group(Control::Failed { suspect: Some(0) }),
             Signal::Group(Control::Failed { suspect: Some(511) }),
+            Signal::Group(Control::Taken { messages: 1 }),
+            Signal::Group(Control::Taken { messages: u64::MAX }),
             Signal::Join { digest: 0 },
             Signal::Join {
                 digest: u128::MAX - 7,

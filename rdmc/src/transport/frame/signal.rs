@@ -10,6 +10,7 @@
 //! | 4 | failed | suspect rank (`u64::MAX`: none) | 0 |
 //! | 5 | join | digest, low 64 bits | digest, high 64 bits |
 //! | 6 | join-rejected | digest, low 64 bits | digest, high 64 bits |
+//! | 7 | taken | messages | 0 |
 
 use super::FrameError;
 use crate::proto::Control;
@@ -26,6 +27,7 @@ pub(crate) fn encode(signal: Signal) -> (u8, u64, u64) {
         Signal::Group(Control::Failed { suspect }) => {
             (4, suspect.map_or(u64::MAX, |r| r as u64), 0)
         }
+        Signal::Group(Control::Taken { messages }) => (7, messages, 0),
         Signal::Join { digest: d } => {
             let (lo, hi) = digest(d);
             (5, lo, hi)
@@ -61,7 +63,8 @@ pub(crate) fn decode(code: u8, a: u64, b: u64) -> Result<Signal, FrameError> {
         }
         5 => Ok(Signal::Join { digest }),
         6 => Ok(Signal::JoinRejected { digest }),
-        1 | 4 => Err(FrameError::BadArgument),
+        7 if b == 0 => Ok(Signal::Group(Control::Taken { messages: a })),
+        1 | 4 | 7 => Err(FrameError::BadArgument),
         other => Err(FrameError::UnknownSignal(other)),
     }
 }

@@ -1,0 +1,126 @@
+//! File-backed message buffers: a receiver's file target and a root's
+//! file source, mapped shared, whose pages leave the process's memory once
+//! the member is done with them.
+
+use std::ptr::NonNull;
+use std::sync::{Arc, OnceLock};
+
+use super::{Backing, MessageBuffer};
+
+impl MessageBuffer {
+    /// A buffer that is the first `len` bytes of `file`, mapped shared:
+    /// the file is resized to `len` bytes and its blocks allocated
+    /// (`posix_fallocate`, so that a full disk is an error here rather than
+    /// a fault later), and `writable` says whether transfers may write the
+    /// mapping (a receiver's target) or only read it (a root's source,
+    /// which is not resized). Blocking: call it off the async threads.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn map_file(
+        file: std::fs::File,
+        len: usize,
+        writable: bool,
+    ) -> std::io::Result<Arc<Self>> {
+        use std::os::fd::AsRawFd;
+        if writable {
+            file.set_len(len as u64)?;
+            if len > 0 {
+                let off = libc::off_t::try_from(len).map_err(std::io::Error::other)?;
+                // SAFETY: a plain system call on an open descriptor.
+                let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, off) };
+                // Some file systems cannot preallocate: then a full disk
+                // shows only as writeback errors (or a fault).
+                if rc != 0 && rc != libc::EOPNOTSUPP && rc != libc::EINVAL {
+                    return Err(std::io::Error::from_raw_os_error(rc));
+                }
+            }
+        } else if file.metadata()?.len() < len as u64 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the file is shorter than the message",
+            ));
+        }
+        let ptr = if len == 0 {
+            NonNull::dangling()
+        } else {
+            let prot = if writable {
+                libc::PROT_READ | libc::PROT_WRITE
+            } else {
+                libc::PROT_READ
+            };
+            // SAFETY: a shared mapping of `len` bytes of an open file, no
+            // fixed address: it aliases no Rust object.
+            let ptr = unsafe {
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    prot,
+                    libc::MAP_SHARED,
+                    file.as_raw_fd(),
+                    0,
+                )
+            };
+            if ptr == libc::MAP_FAILED {
+                return Err(std::io::Error::last_os_error());
+            }
+            NonNull::new(ptr.cast::<u8>()).expect("a successful mmap is not null")
+        };
+        Ok(Arc::new(MessageBuffer {
+            ptr,
+            len,
+            capacity: len,
+            backing: Backing::File(Arc::new(file)),
+            home: None,
+            registration: OnceLock::new(),
+        }))
+    }
+
+    /// The file a file-backed buffer maps.
+    pub(crate) fn file(&self) -> Option<&Arc<std::fs::File>> {
+        match &self.backing {
+            Backing::File(file) => Some(file),
+            _ => None,
+        }
+    }
+
+    /// Drop this process's memory of bytes `offset..offset + len` of a
+    /// file-backed buffer (the whole pages inside the range), once nothing
+    /// reads or writes them any more: they stay in the file (its page
+    /// cache, written back by the kernel), and a later read of them faults
+    /// them back in from there. Other buffers keep their memory.
+    pub(crate) fn release(&self, offset: usize, len: usize) {
+        #[cfg(target_os = "linux")]
+        if matches!(self.backing, Backing::File(_)) && len > 0 {
+            let page = page_size();
+            let start = offset.next_multiple_of(page);
+            let end = (offset + len) / page * page;
+            let end = if offset + len == self.len {
+                offset + len
+            } else {
+                end
+            };
+            if end > start {
+                // SAFETY: `start..end` is inside the mapping (checked by the
+                // caller's block bounds); dropping pages of a shared file
+                // mapping keeps their contents in the file.
+                unsafe {
+                    libc::madvise(
+                        self.ptr.as_ptr().add(start).cast(),
+                        end - start,
+                        libc::MADV_DONTNEED,
+                    )
+                };
+            }
+        }
+        let _ = (offset, len);
+    }
+}
+
+/// The system's page size.
+#[cfg(target_os = "linux")]
+fn page_size() -> usize {
+    static PAGE: OnceLock<usize> = OnceLock::new();
+    // SAFETY: a plain query.
+    *PAGE.get_or_init(|| {
+        usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
+    })
+}

@@ -1,0 +1,458 @@
+//! The storage scenarios, each written once for any [`Fixture`], and
+//! [`storage_suite!`], which expands them as tests for one transport:
+//! receive targets (files, the application's buffers, memory, mixed in one
+//! group, relays included), per-message delivery to every member, the
+//! bound on messages in flight with the root's `Sink`, the slow-reader
+//! timeout, and a failing receive-target hook.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::{SinkExt, StreamExt};
+use rdmc::{
+    Algorithm, Error, FailureKind, GroupConfig, GroupId, NodeId, ReceiveTarget, ReceiveTargets,
+};
+
+use super::{Fixture, LONG, Tuning, bounded, cluster, create_all, ids, payload, shutdown};
+
+/// Every storage scenario as `#[tokio::test]`s in a module `$name` for the
+/// fixture `$fixture`.
+macro_rules! storage_suite {
+    ($name:ident, $fixture:ty) => {
+        mod $name {
+            use super::*;
+            use $crate::common::{Fixture, storage_suite};
+            storage_suite!(@tests $fixture:
+                receive_targets_files_buffers_and_memory_in_one_group_byte_exact,
+                delivered_resolves_once_every_member_took_the_message,
+                the_bound_on_messages_in_flight_refuses_sends_and_paces_the_sink,
+                a_slow_reader_fails_the_group_naming_it,
+                a_failing_receive_target_fails_the_group_naming_its_member,
+                files_sent_by_the_root_arrive_byte_exact,
+            );
+        }
+    };
+    (@tests $fixture:ty: $($scenario:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $scenario() {
+                if let Err(why) = <$fixture as Fixture>::available() {
+                    eprintln!("{} {}: skipped: {why}", <$fixture as Fixture>::NAME, stringify!($scenario));
+                    return;
+                }
+                storage_suite::$scenario::<$fixture>().await;
+            }
+        )*
+    };
+}
+
+pub(crate) use storage_suite;
+
+/// A fresh directory for one scenario's files, removed when dropped.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(what: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "rdmc-{what}-{}-{:x}",
+            std::process::id(),
+            rand_suffix()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn rand_suffix() -> u64 {
+    use std::hash::{BuildHasher, RandomState};
+    RandomState::new().hash_one(std::time::SystemTime::now())
+}
+
+/// A hook receiving message `seq` of group `g` into `dir/g-seq`.
+pub fn files_in(dir: &Path) -> ReceiveTargets {
+    let dir = dir.to_path_buf();
+    ReceiveTargets::new(move |incoming| {
+        let path = dir.join(format!("{}-{}", incoming.group.0, incoming.seq));
+        async move {
+            let open = move || {
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(path)
+            };
+            let file = tokio::task::spawn_blocking(open).await??;
+            Ok(ReceiveTarget::File(file))
+        }
+    })
+}
+
+/// Node 1 receives into files, node 2 into its own vectors, node 3 into
+/// memory, node 4 into files again; every algorithm (so files are relayed
+/// from, after their blocks left memory), blocks of a page and of an odd
+/// size, byte-exact.
+pub async fn receive_targets_files_buffers_and_memory_in_one_group_byte_exact<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(5, Tuning::default()).await;
+    let scratch = Scratch::new("targets");
+    let buffers = ReceiveTargets::new(|incoming| async move {
+        Ok(ReceiveTarget::Buffer(Vec::with_capacity(
+            incoming.size as usize,
+        )))
+    });
+    let memory = ReceiveTargets::new(|_| async { Ok(ReceiveTarget::Memory) });
+    let members = ids(&[0, 1, 2, 3, 4]);
+    // Each member its own directory: one file must not be two targets.
+    let dirs = [scratch.0.join("node-1"), scratch.0.join("node-4")];
+    for dir in &dirs {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    let mut id = 0;
+    for &algorithm in &Algorithm::ALL {
+        for block in [4096usize, 10_007] {
+            id += 1;
+            let sizes = [0, 1, block * 37 + 5, (1 << 20) + 3];
+            let messages: Vec<Bytes> = sizes
+                .iter()
+                .enumerate()
+                .map(|(i, &len)| payload(id * 10 + i as u64, len))
+                .collect();
+            let config = GroupConfig::new()
+                .with_algorithm(algorithm)
+                .with_block_size(block);
+            let configs = [
+                config.clone(),
+                config.clone().with_receive_targets(files_in(&dirs[0])),
+                config.clone().with_receive_targets(buffers.clone()),
+                config.clone().with_receive_targets(memory.clone()),
+                config.clone().with_receive_targets(files_in(&dirs[1])),
+            ];
+            let groups =
+                bounded(
+                    LONG,
+                    "creating a group",
+                    futures::future::try_join_all(members.iter().zip(&configs).map(|(m, c)| {
+                        nodes[m.index()].create_group(GroupId(id), &members, c.clone())
+                    })),
+                )
+                .await
+                .unwrap();
+            let runs = groups.into_iter().map(|mut g| {
+                let messages = messages.clone();
+                async move {
+                    if g.is_root() {
+                        for m in &messages {
+                            g.send(m.clone()).delivered().await.unwrap();
+                        }
+                        return g.close().await.unwrap();
+                    }
+                    for (seq, want) in messages.iter().enumerate() {
+                        let m = g.next().await.unwrap().unwrap();
+                        assert_eq!(m.seq, seq as u64);
+                        match g.rank() {
+                            1 | 4 => {
+                                let file = m.file.as_ref().expect("a file target");
+                                assert_eq!(file.len(), want.len() as u64);
+                                assert!(m.data.is_empty());
+                            }
+                            _ => {
+                                assert!(m.file.is_none());
+                                assert!(m.data == *want, "{algorithm} block {block} #{seq}");
+                            }
+                        }
+                    }
+                    assert!(g.next().await.is_none());
+                    g.close().await.unwrap();
+                }
+            });
+            bounded(LONG, "the transfers", futures::future::join_all(runs)).await;
+            for (seq, want) in messages.iter().enumerate() {
+                for dir in &dirs {
+                    let got = std::fs::read(dir.join(format!("{id}-{seq}"))).unwrap();
+                    assert!(
+                        got == want[..],
+                        "{algorithm} block {block} #{seq}: the file differs"
+                    );
+                }
+            }
+        }
+    }
+    shutdown(nodes).await;
+}
+
+/// A message's `delivered` waits for every receiver's application to take
+/// it, one after the other.
+pub async fn delivered_resolves_once_every_member_took_the_message<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(3, Tuning::default()).await;
+    let mut groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), GroupConfig::new()).await;
+    let (mut r2, mut r1, root) = (
+        groups.pop().unwrap(),
+        groups.pop().unwrap(),
+        groups.pop().unwrap(),
+    );
+    let send = root.send(payload(1, 300_000));
+    let mut delivered = send.delivered();
+    assert!(still_pending(&mut delivered).await, "nobody took it yet");
+    r1.next().await.unwrap().unwrap();
+    assert!(
+        still_pending(&mut delivered).await,
+        "node 2 did not take it yet"
+    );
+    r2.next().await.unwrap().unwrap();
+    bounded(LONG, "delivered", &mut delivered).await.unwrap();
+    bounded(LONG, "the closes", async {
+        tokio::try_join!(root.close(), r1.close(), r2.close())
+    })
+    .await
+    .unwrap();
+    shutdown(nodes).await;
+}
+
+/// Whether `d` is still pending after 300 ms.
+async fn still_pending(d: &mut rdmc::Delivered) -> bool {
+    tokio::time::timeout(Duration::from_millis(300), d)
+        .await
+        .is_err()
+}
+
+/// With at most 2 messages in flight, a third `send` is refused while
+/// nobody reads; the `Sink` then carries 20 messages, waiting for room.
+pub async fn the_bound_on_messages_in_flight_refuses_sends_and_paces_the_sink<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(3, Tuning::default()).await;
+    let config = GroupConfig::new().with_max_in_flight(Some(2));
+    let mut groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), config).await;
+    let (r2, r1, mut root) = (
+        groups.pop().unwrap(),
+        groups.pop().unwrap(),
+        groups.pop().unwrap(),
+    );
+    let messages: Vec<Bytes> = (0..22).map(|i| payload(100 + i, 50_000)).collect();
+    let first: Vec<_> = messages[..2].iter().map(|m| root.send(m.clone())).collect();
+    match root.send(messages[2].clone()).await {
+        Err(Error::TooManyInFlight {
+            group: GroupId(1),
+            max: 2,
+        }) => {}
+        other => panic!("a third message in flight: {other:?}"),
+    }
+    for s in first {
+        bounded(LONG, "the first sends", s).await.unwrap();
+    }
+    let read = |mut g: rdmc::Group, messages: Vec<Bytes>| async move {
+        for want in messages {
+            let m = g.next().await.unwrap().unwrap();
+            assert!(m.data == want);
+            // A slow reader: the root must wait for it.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(g.next().await.is_none());
+        g.close().await.unwrap();
+    };
+    let mut expected = messages[..2].to_vec();
+    expected.extend_from_slice(&messages[2..]);
+    let readers = tokio::spawn(async move {
+        tokio::join!(read(r1, expected.clone()), read(r2, expected));
+    });
+    let mut rest = futures::stream::iter(messages[2..].iter().cloned().map(Ok));
+    bounded(LONG, "the sink", async {
+        root.send_all(&mut rest).await.unwrap();
+        SinkExt::<Bytes>::close(&mut root).await.unwrap();
+    })
+    .await;
+    bounded(LONG, "the readers", readers).await.unwrap();
+    shutdown(nodes).await;
+}
+
+/// Node 2 takes nothing within its slow-reader timeout: the group fails
+/// on every member naming it.
+pub async fn a_slow_reader_fails_the_group_naming_it<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(3, Tuning::default()).await;
+    let members = ids(&[0, 1, 2]);
+    let slow = GroupConfig::new().with_slow_reader_timeout(Some(Duration::from_millis(300)));
+    let groups = bounded(
+        LONG,
+        "creating",
+        futures::future::try_join_all(members.iter().map(|m| {
+            let config = if m.0 == 2 {
+                slow.clone()
+            } else {
+                GroupConfig::new()
+            };
+            nodes[m.index()].create_group(GroupId(1), &members, config)
+        })),
+    )
+    .await
+    .unwrap();
+    let mut groups = groups.into_iter();
+    let (root, mut r1, mut r2) = (
+        groups.next().unwrap(),
+        groups.next().unwrap(),
+        groups.next().unwrap(),
+    );
+    let delivered = root.send(payload(3, 100_000)).delivered();
+    r1.next().await.unwrap().unwrap();
+    let named = |e: &Error, who: &str| match e {
+        Error::GroupFailed {
+            suspect: Some(NodeId(2)),
+            kind: FailureKind::SlowReader { .. } | FailureKind::ReportedBy(_),
+            ..
+        } => {}
+        other => panic!("{who}: expected a failure naming node 2 as a slow reader, got {other:?}"),
+    };
+    let e = bounded(LONG, "the root's delivery", delivered)
+        .await
+        .unwrap_err();
+    named(&e, "root");
+    let e = bounded(LONG, "node 1's stream", r1.next())
+        .await
+        .unwrap()
+        .unwrap_err();
+    named(&e, "node 1");
+    // Node 2's own stream: the message it left, then the failure, its own.
+    let mut last = None;
+    while let Some(item) = bounded(LONG, "node 2's stream", r2.next()).await {
+        last = Some(item);
+    }
+    match last {
+        Some(Err(Error::GroupFailed {
+            suspect: Some(NodeId(2)),
+            kind: FailureKind::SlowReader { millis },
+            ..
+        })) => assert!(millis >= 300, "{millis}"),
+        other => panic!("node 2: {other:?}"),
+    }
+    drop((root, r1, r2));
+    shutdown(nodes).await;
+}
+
+/// A hook that fails fails the group, naming the member whose hook it was.
+pub async fn a_failing_receive_target_fails_the_group_naming_its_member<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(3, Tuning::default()).await;
+    let members = ids(&[0, 1, 2]);
+    let broken = ReceiveTargets::new(|_| async {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::StorageFull,
+            "no room for it",
+        ))
+    });
+    let groups = bounded(
+        LONG,
+        "creating",
+        futures::future::try_join_all(members.iter().map(|m| {
+            let config = if m.0 == 1 {
+                GroupConfig::new().with_receive_targets(broken.clone())
+            } else {
+                GroupConfig::new()
+            };
+            nodes[m.index()].create_group(GroupId(1), &members, config)
+        })),
+    )
+    .await
+    .unwrap();
+    let mut groups = groups.into_iter();
+    let (root, mut r1, _r2) = (
+        groups.next().unwrap(),
+        groups.next().unwrap(),
+        groups.next().unwrap(),
+    );
+    let e = bounded(LONG, "the send", root.send(payload(4, 10_000)).delivered())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            Error::GroupFailed {
+                suspect: Some(NodeId(1)),
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    match bounded(LONG, "node 1's stream", r1.next()).await {
+        Some(Err(Error::GroupFailed {
+            suspect: Some(NodeId(1)),
+            kind: FailureKind::ReceiveTarget(detail),
+            ..
+        })) => assert!(detail.contains("no room for it"), "{detail}"),
+        other => panic!("node 1: {other:?}"),
+    }
+    drop((root, r1));
+    shutdown(nodes).await;
+}
+
+/// The root sends files (`send_file`) to a group of 4 in which one member
+/// receives into files and two into memory, with blocks of a page and of
+/// an odd size: byte-exact everywhere.
+pub async fn files_sent_by_the_root_arrive_byte_exact<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(4, Tuning::default()).await;
+    let scratch = Scratch::new("send-file");
+    let received = scratch.0.join("received");
+    std::fs::create_dir_all(&received).unwrap();
+    let members = ids(&[0, 1, 2, 3]);
+    for (id, block) in [(1u64, 4096usize), (2, 10_007)] {
+        let messages: Vec<Bytes> = [0, 5, block * 21 + 3, (3 << 20) + 1]
+            .iter()
+            .enumerate()
+            .map(|(i, &len)| payload(id * 50 + i as u64, len))
+            .collect();
+        let sources: Vec<PathBuf> = messages
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let path = scratch.0.join(format!("source-{id}-{i}"));
+                std::fs::write(&path, m).unwrap();
+                path
+            })
+            .collect();
+        let config = GroupConfig::new().with_block_size(block);
+        let groups = bounded(
+            LONG,
+            "creating",
+            futures::future::try_join_all(members.iter().map(|m| {
+                let config = if m.0 == 2 {
+                    config.clone().with_receive_targets(files_in(&received))
+                } else {
+                    config.clone()
+                };
+                nodes[m.index()].create_group(GroupId(id), &members, config)
+            })),
+        )
+        .await
+        .unwrap();
+        let runs = groups.into_iter().map(|mut g| {
+            let (messages, sources) = (messages.clone(), sources.clone());
+            async move {
+                if g.is_root() {
+                    for path in &sources {
+                        let file = std::fs::File::open(path).unwrap();
+                        g.send_file(file).await.unwrap().delivered().await.unwrap();
+                    }
+                    return g.close().await.unwrap();
+                }
+                for want in &messages {
+                    let m = g.next().await.unwrap().unwrap();
+                    match &m.file {
+                        Some(file) => assert_eq!(file.len(), want.len() as u64),
+                        None => assert!(m.data == *want, "block {block} #{}", m.seq),
+                    }
+                }
+                assert!(g.next().await.is_none());
+                g.close().await.unwrap();
+            }
+        });
+        bounded(LONG, "the transfers", futures::future::join_all(runs)).await;
+        for (seq, want) in messages.iter().enumerate() {
+            let got = std::fs::read(received.join(format!("{id}-{seq}"))).unwrap();
+            assert!(got == want[..], "block {block} #{seq}: the file differs");
+        }
+    }
+    shutdown(nodes).await;
+}

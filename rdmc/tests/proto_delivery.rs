@@ -1,0 +1,289 @@
+//! The protocol core's storage additions, member by member: each
+//! receiver's count of messages its application took, the root's
+//! per-message delivery to every member, the slow-reader timeout, and the
+//! release of blocks a member is done with. (The whole-group properties in
+//! `proto_cluster` check the same under random orders of events.)
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use rdmc::proto::{
+    Action, Control, Failure, FailureReason, GroupMember, MemberConfig, Rank, block_count,
+    block_len,
+};
+use rdmc::schedule::{Algorithm, BlockSize};
+
+const BLOCK: usize = 4;
+
+fn config(algorithm: Algorithm, n: usize, rank: Rank) -> MemberConfig {
+    MemberConfig {
+        algorithm,
+        group_size: n,
+        rank,
+        block_size: BlockSize::Fixed(BLOCK),
+        max_message_size: 1 << 20,
+        receive_window: None,
+        progress_timeout: None,
+        slow_reader_timeout: None,
+    }
+}
+
+fn actions(m: &mut GroupMember) -> Vec<Action> {
+    std::iter::from_fn(|| m.poll_action()).collect()
+}
+
+fn failure(actions: &[Action]) -> Option<&Failure> {
+    actions.iter().find_map(|a| match a {
+        Action::Failed(f) => Some(f),
+        _ => None,
+    })
+}
+
+fn delivered(actions: &[Action]) -> Vec<u64> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::MessageDelivered { seq } => Some(*seq),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A root of a chain of `n` whose messages of one block each are all
+/// locally complete.
+fn root_with_sent(n: usize, messages: u64) -> GroupMember {
+    let mut root = GroupMember::new(config(Algorithm::Chain, n, 0)).unwrap();
+    for _ in 0..messages {
+        root.submit(BLOCK as u64).unwrap();
+        root.handle_control(1, Control::ReadyForBlock);
+        root.handle_send_complete(1);
+    }
+    let got = actions(&mut root);
+    let complete = got
+        .iter()
+        .filter(|a| matches!(a, Action::MessageComplete { .. }))
+        .count();
+    assert_eq!(complete as u64, messages, "{got:?}");
+    assert_eq!(
+        delivered(&got),
+        Vec::<u64>::new(),
+        "nobody took anything yet"
+    );
+    root
+}
+
+#[test]
+fn a_message_is_delivered_once_every_receiver_took_it_in_order() {
+    let mut root = root_with_sent(3, 3);
+    root.handle_control(1, Control::Taken { messages: 2 });
+    assert_eq!(
+        delivered(&actions(&mut root)),
+        Vec::<u64>::new(),
+        "2 took none"
+    );
+    root.handle_control(2, Control::Taken { messages: 1 });
+    assert_eq!(delivered(&actions(&mut root)), [0]);
+    root.handle_control(2, Control::Taken { messages: 3 });
+    assert_eq!(delivered(&actions(&mut root)), [1], "1 took only two");
+    root.handle_control(1, Control::Taken { messages: 3 });
+    assert_eq!(delivered(&actions(&mut root)), [2]);
+    assert_eq!(root.delivered(), 3);
+}
+
+#[test]
+fn a_message_taken_before_the_roots_send_completed_is_delivered_after() {
+    let mut root = GroupMember::new(config(Algorithm::Chain, 2, 0)).unwrap();
+    root.submit(BLOCK as u64).unwrap();
+    root.handle_control(1, Control::ReadyForBlock);
+    root.handle_control(1, Control::Taken { messages: 1 });
+    assert_eq!(delivered(&actions(&mut root)), Vec::<u64>::new());
+    root.handle_send_complete(1);
+    let got = actions(&mut root);
+    let complete = got
+        .iter()
+        .position(|a| *a == Action::MessageComplete { seq: 0 });
+    let done = got
+        .iter()
+        .position(|a| *a == Action::MessageDelivered { seq: 0 });
+    assert!(complete.is_some() && complete < done, "{got:?}");
+}
+
+#[test]
+fn bad_taken_counts_are_protocol_violations_by_their_sender() {
+    for (before, bad) in [(0, 0), (1, 1), (2, 1), (0, 4)] {
+        let mut root = root_with_sent(3, 3);
+        if before > 0 {
+            root.handle_control(2, Control::Taken { messages: before });
+        }
+        actions(&mut root);
+        root.handle_control(2, Control::Taken { messages: bad });
+        let got = actions(&mut root);
+        let f = failure(&got).unwrap_or_else(|| panic!("{before} then {bad}: {got:?}"));
+        assert_eq!(f.suspect, Some(2));
+        assert!(matches!(f.reason, FailureReason::ProtocolViolation { .. }));
+    }
+    // To a receiver.
+    let mut m = GroupMember::new(config(Algorithm::Chain, 3, 1)).unwrap();
+    m.handle_control(2, Control::Taken { messages: 1 });
+    assert_eq!(failure(&actions(&mut m)).map(|f| f.suspect), Some(Some(2)));
+}
+
+/// Member 2 of a chain of 3 with `messages` one-block messages delivered.
+fn receiver_with(messages: u64, slow_reader: Option<Duration>) -> GroupMember {
+    let mut m = GroupMember::new(MemberConfig {
+        slow_reader_timeout: slow_reader,
+        ..config(Algorithm::Chain, 3, 2)
+    })
+    .unwrap();
+    for _ in 0..messages {
+        m.handle_block(1, BLOCK as u64, BLOCK);
+    }
+    actions(&mut m);
+    m
+}
+
+#[test]
+fn a_receiver_reports_each_take_to_the_root() {
+    let mut m = receiver_with(2, None);
+    m.message_consumed();
+    m.message_consumed();
+    let taken: Vec<_> = actions(&mut m)
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::SendControl {
+                to,
+                control: Control::Taken { messages },
+            } => Some((to, messages)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(taken, [(0, 1), (0, 2)]);
+}
+
+#[test]
+fn a_slow_reader_fails_the_group_naming_itself() {
+    const T: Duration = Duration::from_secs(5);
+    let mut m = receiver_with(2, Some(T));
+    let t0 = Duration::from_secs(100);
+    m.handle_timeout(t0);
+    assert_eq!(m.poll_timeout(), Some(t0 + T));
+    m.handle_timeout(t0 + T - Duration::from_millis(1));
+    assert!(!m.is_finished());
+    // Taking one restarts the clock for the next.
+    m.message_consumed();
+    m.handle_timeout(t0 + T - Duration::from_millis(1));
+    m.handle_timeout(t0 + T + Duration::from_secs(1));
+    assert!(!m.is_finished(), "the second message waited less than T");
+    m.handle_timeout(t0 + 2 * T);
+    let got = actions(&mut m);
+    let f = failure(&got).expect("failed");
+    assert_eq!(f.suspect, Some(2));
+    assert!(
+        matches!(f.reason, FailureReason::SlowReader { millis } if millis >= 5000),
+        "{f:?}"
+    );
+    // Everyone else hears of it, naming the reader.
+    let told: Vec<Rank> = got
+        .iter()
+        .filter_map(|a| match a {
+            Action::SendControl {
+                to,
+                control: Control::Failed { suspect: Some(2) },
+            } => Some(*to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(told, [0, 1]);
+}
+
+#[test]
+fn a_reader_that_keeps_up_never_times_out() {
+    let mut m = receiver_with(1, Some(Duration::from_secs(1)));
+    m.handle_timeout(Duration::ZERO);
+    m.message_consumed();
+    m.handle_timeout(Duration::from_secs(3600));
+    assert!(!m.is_finished());
+    assert_eq!(m.poll_timeout(), None);
+}
+
+/// Drive one message through a whole group of `n`, delivering every
+/// action at once (sends complete immediately, every block arrives), and
+/// check each member's releases: every block once, after it is here and
+/// after the completion of its last send.
+fn check_releases(algorithm: Algorithm, n: usize, size: u64) {
+    let mut members: Vec<GroupMember> = (0..n)
+        .map(|r| GroupMember::new(config(algorithm, n, r)).unwrap())
+        .collect();
+    members[0].submit(size).unwrap();
+    let blocks = block_count(size, BLOCK);
+    // Per member: blocks here, sends in flight (to, offset), released.
+    let mut here = vec![vec![false; blocks]; n];
+    here[0] = vec![true; blocks];
+    let mut in_flight: Vec<Vec<(Rank, usize)>> = vec![Vec::new(); n];
+    let mut released = vec![vec![0u32; blocks]; n];
+    let mut queue: std::collections::VecDeque<(Rank, Action)> = Default::default();
+    let mut steps = 0;
+    loop {
+        for (r, m) in members.iter_mut().enumerate() {
+            while let Some(a) = m.poll_action() {
+                queue.push_back((r, a));
+            }
+        }
+        let Some((me, action)) = queue.pop_front() else {
+            break;
+        };
+        steps += 1;
+        assert!(steps < 1_000_000, "no end");
+        match action {
+            Action::SendBlock {
+                to,
+                offset,
+                len,
+                immediate,
+                ..
+            } => {
+                let b = offset / BLOCK;
+                assert!(
+                    here[me][b] && released[me][b] == 0,
+                    "{me} sent block {b} it does not hold"
+                );
+                in_flight[me].push((to, offset));
+                // The receiver's block arrives, then the send completes.
+                members[to].handle_block(me, immediate, len);
+                here[to][b] = true;
+                in_flight[me].retain(|&x| x != (to, offset));
+                members[me].handle_send_complete(to);
+            }
+            Action::SendControl { to, control } => members[to].handle_control(me, control),
+            Action::ReleaseBlock { offset, len, .. } => {
+                let b = offset / BLOCK;
+                assert_eq!(len, block_len(size, BLOCK, b));
+                assert!(here[me][b], "{me} released block {b} before it arrived");
+                assert!(
+                    !in_flight[me].iter().any(|&(_, o)| o == offset),
+                    "{me} released block {b} with a send of it in flight"
+                );
+                released[me][b] += 1;
+            }
+            Action::Failed(f) => panic!("{algorithm} n={n} size={size}: {f}"),
+            _ => {}
+        }
+    }
+    for (r, rel) in released.iter().enumerate() {
+        assert!(
+            rel.iter().all(|&c| c == 1),
+            "{algorithm} n={n} size={size}: member {r} released {rel:?}"
+        );
+    }
+}
+
+proptest! {
+    #[test]
+    fn every_member_releases_every_block_once_after_its_sends(
+        algorithm in prop::sample::select(Algorithm::ALL.to_vec()),
+        n in 1usize..9,
+        size in 0u64..200,
+    ) {
+        check_releases(algorithm, n, size);
+    }
+}
