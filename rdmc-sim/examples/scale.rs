@@ -23,7 +23,8 @@ fn main() -> Result<(), rdmc_sim::SimError> {
         .unwrap_or(rdmc::proto::READY_WINDOW);
     for algorithm in Algorithm::ALL {
         let started = Instant::now();
-        let multicast = Multicast::new(algorithm, nodes, 256 << 20).with_block_size(block)
+        let multicast = Multicast::new(algorithm, nodes, 256 << 20)
+            .with_block_size(block)
             .with_ready_window(window);
         let outcome = simulate(&multicast, &Network::lab())?;
         println!(

@@ -30,7 +30,11 @@ struct Block {
 #[derive(Clone, Copy, Debug)]
 enum Event {
     /// A control message reaches `to`.
-    Control { to: u32, from: u32, control: Control },
+    Control {
+        to: u32,
+        from: u32,
+        control: Control,
+    },
     /// A jittered block send starts now.
     SendStart(Block),
     /// A flow may have finished (if `version` is still current).
@@ -232,7 +236,11 @@ impl Engine {
             .map(|h| (h.completed.unwrap_or(f64::NAN), h.last_block))
     }
 
-    fn stalled(&self, phase: &'static str, unfinished: impl Fn(&Host) -> bool) -> Result<(), SimError> {
+    fn stalled(
+        &self,
+        phase: &'static str,
+        unfinished: impl Fn(&Host) -> bool,
+    ) -> Result<(), SimError> {
         let mut stuck = self.hosts.iter().enumerate().filter(|(_, h)| unfinished(h));
         match stuck.next() {
             None => Ok(()),
@@ -273,7 +281,9 @@ impl Engine {
                     self.fabric.finish(at, flow, &mut self.finishes);
                     self.schedule_finishes();
                     let from = block.from as usize;
-                    self.hosts[from].member.handle_send_complete(block.to as usize);
+                    self.hosts[from]
+                        .member
+                        .handle_send_complete(block.to as usize);
                     self.drain(from);
                     self.push(at + self.topology.latency, Event::Arrive(block));
                 }
@@ -281,9 +291,11 @@ impl Engine {
                     let to = block.to as usize;
                     self.hosts[to].last_block = at;
                     self.release_ready(to);
-                    self.hosts[to]
-                        .member
-                        .handle_block(block.from as usize, block.immediate, block.len);
+                    self.hosts[to].member.handle_block(
+                        block.from as usize,
+                        block.immediate,
+                        block.len,
+                    );
                     self.drain(to);
                 }
             }
@@ -328,7 +340,9 @@ impl Engine {
         while let Some(action) = self.hosts[rank].member.poll_action() {
             match action {
                 Action::PostFirstBlockRecv { from } => {
-                    self.hosts[rank].posted_from(from).push_back(Posted::FirstBlock);
+                    self.hosts[rank]
+                        .posted_from(from)
+                        .push_back(Posted::FirstBlock);
                 }
                 Action::BeginMessage {
                     size,
@@ -415,7 +429,10 @@ impl Engine {
             host.announced += 1;
             let control = Control::ReadyForBlock;
             let (to, from) = (to as u32, rank as u32);
-            self.push(self.now + self.topology.latency, Event::Control { to, from, control });
+            self.push(
+                self.now + self.topology.latency,
+                Event::Control { to, from, control },
+            );
         }
     }
 
@@ -439,7 +456,8 @@ impl Engine {
             None => false,
         };
         if !fits {
-            let detail = format!("sent {what:?} to rank {to}, whose next receive from it is {posted:?}");
+            let detail =
+                format!("sent {what:?} to rank {to}, whose next receive from it is {posted:?}");
             self.contract(from, detail);
             return;
         }

@@ -69,7 +69,9 @@ pub enum SimError {
     },
     /// Nothing was left to happen, yet some members had not completed the
     /// message (or the close): the protocol deadlocked.
-    #[error("the simulation stalled: {incomplete} members never finished {phase}, rank {first} first")]
+    #[error(
+        "the simulation stalled: {incomplete} members never finished {phase}, rank {first} first"
+    )]
     Stalled {
         /// The phase: "the message" or "the close".
         phase: &'static str,

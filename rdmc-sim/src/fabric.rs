@@ -91,7 +91,13 @@ impl Fabric {
 
     /// Start a flow of `bytes` along `path` at `now`; new finish times go
     /// to `out` (the new flow's among them).
-    pub(crate) fn start(&mut self, now: f64, path: Path, bytes: f64, out: &mut Vec<Finish>) -> FlowId {
+    pub(crate) fn start(
+        &mut self,
+        now: f64,
+        path: Path,
+        bytes: f64,
+        out: &mut Vec<Finish>,
+    ) -> FlowId {
         let flow = Flow {
             path,
             rate: 0.0,

@@ -183,7 +183,10 @@ impl Network {
                         Placement::Interleaved => h % racks.count,
                     })
                     .collect();
-                (rack_of, Some((racks.count, rate(racks.uplink_bps, "uplink")?)))
+                (
+                    rack_of,
+                    Some((racks.count, rate(racks.uplink_bps, "uplink")?)),
+                )
             }
         };
         let mut caps = Vec::with_capacity(2 * hosts + 2 * uplink.map_or(0, |u| u.0));
