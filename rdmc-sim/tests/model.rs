@@ -106,11 +106,12 @@ proptest! {
             prop_assert!(outcome.completed[rank] >= outcome.last_block[rank]);
         }
         // With members in more than one rack, the message crosses an uplink.
-        if let Some(racks) = network.racks {
-            if racks.count > 1 && nodes > nodes.div_ceil(racks.count) {
-                let bound = size as f64 * 8.0 / racks.uplink_bps;
-                prop_assert!(outcome.max() >= bound * (1.0 - 1e-9));
-            }
+        if let Some(racks) = network.racks
+            && racks.count > 1
+            && nodes > nodes.div_ceil(racks.count)
+        {
+            let bound = size as f64 * 8.0 / racks.uplink_bps;
+            prop_assert!(outcome.max() >= bound * (1.0 - 1e-9));
         }
     }
 }
@@ -172,11 +173,8 @@ fn an_uplink_is_shared_by_every_transfer_across_it() {
     let u = outcome.unicast;
     // Ranks 1-3 share rack 0 with the root, 4-7 are across the uplink.
     let want = [0.0, 1.0, 2.0, 3.0, 5.0, 7.0, 9.0, 11.0];
-    for rank in 1..8 {
-        assert!(
-            (outcome.completed[rank] - want[rank] * u).abs() < 1e-9,
-            "rank {rank}"
-        );
+    for (rank, (got, want)) in outcome.completed.iter().zip(want).enumerate() {
+        assert!((got - want * u).abs() < 1e-9, "rank {rank}");
     }
 }
 
