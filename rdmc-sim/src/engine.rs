@@ -46,9 +46,24 @@ enum Event {
 /// An event at a time; the heap pops the earliest, ties in push order.
 #[derive(Debug)]
 struct Queued {
-    at: f64,
-    seq: u64,
+    /// The time's bits (times are never negative, so their bits order as
+    /// the times do) above the push sequence number: one comparison.
+    key: u128,
     event: Event,
+}
+
+impl Queued {
+    fn new(at: f64, seq: u64, event: Event) -> Self {
+        debug_assert!(at >= 0.0);
+        Queued {
+            key: (u128::from(at.to_bits()) << 64) | u128::from(seq),
+            event,
+        }
+    }
+
+    fn at(&self) -> f64 {
+        f64::from_bits((self.key >> 64) as u64)
+    }
 }
 
 impl PartialEq for Queued {
@@ -65,10 +80,7 @@ impl PartialOrd for Queued {
 impl Ord for Queued {
     fn cmp(&self, other: &Self) -> Ordering {
         // Reversed: BinaryHeap is a max-heap.
-        other
-            .at
-            .total_cmp(&self.at)
-            .then_with(|| other.seq.cmp(&self.seq))
+        other.key.cmp(&self.key)
     }
 }
 
@@ -255,12 +267,13 @@ impl Engine {
     fn push(&mut self, at: f64, event: Event) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.queue.push(Queued { at, seq, event });
+        self.queue.push(Queued::new(at, seq, event));
     }
 
     /// Process events until none is left or a member broke something.
     fn run(&mut self) -> Result<(), SimError> {
-        while let Some(Queued { at, event, .. }) = self.queue.pop() {
+        while let Some(queued) = self.queue.pop() {
+            let (at, event) = (queued.at(), queued.event);
             if let Some(e) = self.error.take() {
                 return Err(e);
             }
