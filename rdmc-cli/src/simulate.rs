@@ -4,6 +4,8 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -72,6 +74,10 @@ pub(crate) struct SimulateArgs {
     /// RDMC's one receive at a time; default: the library's).
     #[arg(long, default_value_t = READY_WINDOW)]
     ready_window: usize,
+    /// Simulations run at once, on threads (default: the machine's cores).
+    /// Each is deterministic, so the results are the same for any number.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    jobs: Option<u16>,
     /// One JSON object per line, per (algorithm, group size), with every
     /// receiver's completion time.
     #[arg(long)]
@@ -261,7 +267,7 @@ impl SimulateArgs {
 /// `rdmc simulate`.
 pub(crate) fn run(args: &SimulateArgs) -> Result<(), String> {
     let network = args.network();
-    let mut outcomes = Vec::new();
+    let mut jobs = Vec::new();
     for &algorithm in &args.algorithm.0 {
         for &nodes in &args.nodes.0 {
             let mut multicast =
@@ -269,13 +275,20 @@ pub(crate) fn run(args: &SimulateArgs) -> Result<(), String> {
             if let Some(block) = args.block_size.0 {
                 multicast = multicast.with_block_size(block);
             }
-            let outcome = simulate(&multicast, &network)
-                .map_err(|e| format!("{algorithm}, {nodes} nodes: {e}"))?;
-            if args.json {
-                println!("{}", record(&outcome, args, &network));
-            }
-            outcomes.push(outcome);
+            jobs.push(multicast);
         }
+    }
+    let workers = args.jobs.map(usize::from).unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let mut outcomes = Vec::with_capacity(jobs.len());
+    for (multicast, outcome) in jobs.iter().zip(run_all(&jobs, &network, workers)) {
+        let outcome = outcome
+            .map_err(|e| format!("{}, {} nodes: {e}", multicast.algorithm, multicast.nodes))?;
+        if args.json {
+            println!("{}", record(&outcome, args, &network));
+        }
+        outcomes.push(outcome);
     }
     if !args.json {
         print!("{}", table(&outcomes, &network));
@@ -289,11 +302,51 @@ pub(crate) fn run(args: &SimulateArgs) -> Result<(), String> {
             "ready window": args.ready_window,
         });
         let files = write_report(dir, &records, &machine)?;
+        // The records too, so runs can be combined into one report
+        // (concatenate them, then `rdmc bench --replot --out DIR`).
+        let jsonl = dir.join("results.jsonl");
+        let text: String = records.iter().map(|r| format!("{r}\n")).collect();
+        std::fs::write(&jsonl, text).map_err(|e| format!("writing {}: {e}", jsonl.display()))?;
+        eprintln!("wrote {}", jsonl.display());
+        let machine_json = dir.join("machine.json");
+        std::fs::write(&machine_json, format!("{machine}\n"))
+            .map_err(|e| format!("writing {}: {e}", machine_json.display()))?;
         for path in files.paths() {
             eprintln!("wrote {}", path.display());
         }
     }
     Ok(())
+}
+
+/// Simulate every job on `workers` threads (each simulation is
+/// independent and deterministic, so the results do not depend on the
+/// threads); the outcomes in the jobs' order.
+fn run_all(
+    jobs: &[Multicast],
+    network: &Network,
+    workers: usize,
+) -> Vec<Result<Outcome, rdmc_sim::SimError>> {
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<Outcome, rdmc_sim::SimError>>>> =
+        Mutex::new(vec![None; jobs.len()]);
+    std::thread::scope(|scope| {
+        for _ in 0..workers.clamp(1, jobs.len().max(1)) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, AtomicOrdering::Relaxed);
+                    let Some(job) = jobs.get(i) else { break };
+                    let outcome = simulate(job, network);
+                    results.lock().expect("no worker panics holding it")[i] = Some(outcome);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .expect("no worker panicked holding it")
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
 }
 
 /// The JSON line of one outcome.
@@ -330,14 +383,20 @@ fn record(o: &Outcome, args: &SimulateArgs, network: &Network) -> Value {
 
 /// Records in `rdmc bench`'s shape, for its report: one per outcome, and
 /// the unicast of each (size, group size). The block size is left out when
-/// it is automatic, so one algorithm is one line across group sizes.
+/// it is automatic, so one algorithm is one line across group sizes; a
+/// ready window other than the library's is named with the algorithm.
 fn plot_records(outcomes: &[Outcome], args: &SimulateArgs) -> Vec<Value> {
     let mut records = Vec::new();
     for o in outcomes {
+        let algorithm = if args.ready_window == READY_WINDOW {
+            o.algorithm.name().to_owned()
+        } else {
+            format!("{} (window {})", o.algorithm.name(), args.ready_window)
+        };
         let mut rec = json!({
             "experiment": "latency",
             "system": "rdmc",
-            "algorithm": o.algorithm.name(),
+            "algorithm": algorithm,
             "nodes": o.nodes,
             "size": o.size,
             "seconds": o.max(),

@@ -86,8 +86,14 @@ fn json_has_one_line_per_algorithm_and_group_size() {
             assert!(seen.contains(&(algorithm.to_owned(), nodes)), "{seen:?}");
         }
     }
-    // The same command gives the same bytes.
+    // The same command gives the same bytes, on one thread or several.
     let (_, again) = json_lines(&args);
+    assert_eq!(stdout, again);
+    let one_thread = [&args[..], &["--jobs", "1"]].concat();
+    let (_, again) = json_lines(&one_thread);
+    assert_eq!(stdout, again);
+    let three = [&args[..], &["--jobs", "3"]].concat();
+    let (_, again) = json_lines(&three);
     assert_eq!(stdout, again);
 }
 
