@@ -163,3 +163,22 @@ fn announcing_receives_ahead_lets_blocks_collide_in_the_binomial_pipeline() {
         lockstep.max()
     );
 }
+
+#[test]
+fn one_receive_at_a_time_costs_a_round_trip_per_block() {
+    // The per-block model of RDMA-write broadcast (a transfer and an
+    // acknowledgement per block, "num·(Tt + Ta)"): with one receive
+    // announced at a time, every block after the first waits for the
+    // ready-for-block that its predecessor's arrival released, a round
+    // trip of 2L; the first one was announced before the send. So k blocks
+    // from root to one receiver take k·(δ + 2L) − L.
+    let latency = Duration::from_micros(50);
+    let l = latency.as_secs_f64();
+    for k in [1, 2, 16, 100] {
+        for algorithm in [Algorithm::Chain, Algorithm::BinomialPipeline] {
+            let o = run(algorithm, 2, k, latency, 1);
+            let want = k as f64 * (delta() + 2.0 * l) - l;
+            assert_close(o.max(), want, &format!("{algorithm} k={k}"));
+        }
+    }
+}
