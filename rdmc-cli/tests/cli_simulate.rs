@@ -41,7 +41,7 @@ fn json_has_one_line_per_algorithm_and_group_size() {
         "--json",
     ];
     let (lines, stdout) = json_lines(&args);
-    assert_eq!(lines.len(), 4 * 3, "{stdout}");
+    assert_eq!(lines.len(), rdmc::Algorithm::ALL.len() * 3, "{stdout}");
     let mut seen = Vec::new();
     for line in &lines {
         let algorithm = line["algorithm"].as_str().unwrap();
@@ -81,7 +81,7 @@ fn json_has_one_line_per_algorithm_and_group_size() {
             assert!((max - want).abs() < 1e-9, "{max} vs {want}");
         }
     }
-    for algorithm in ["sequential", "chain", "tree", "binomial-pipeline"] {
+    for algorithm in rdmc::Algorithm::ALL.map(|a| a.name()) {
         for nodes in [2, 5, 8] {
             assert!(seen.contains(&(algorithm.to_owned(), nodes)), "{seen:?}");
         }
