@@ -67,6 +67,11 @@ pub(crate) struct SimulateArgs {
     /// long (`100us`).
     #[arg(long, value_parser = parse_duration, default_value = "0")]
     jitter: Duration,
+    /// Bytes each connection buffers at its sender (`4MiB`): a send
+    /// completes once its connection's unsent bytes fit, as over TCP. 0:
+    /// when its last byte left, as over RDMA.
+    #[arg(long, default_value = "0", value_parser = parse_size)]
+    send_buffer: u64,
     /// Seed of the jitter (the same seed, the same results).
     #[arg(long, default_value_t = 0)]
     seed: u64,
@@ -260,6 +265,7 @@ impl SimulateArgs {
             }),
             jitter: self.jitter,
             seed: self.seed,
+            send_buffer: self.send_buffer,
         }
     }
 }
@@ -370,6 +376,7 @@ fn record(o: &Outcome, args: &SimulateArgs, network: &Network) -> Value {
         "slow_links": network.slow_links.iter().map(|s| json!({"a": s.a, "b": s.b, "factor": s.factor})).collect::<Vec<_>>(),
         "jitter_s": network.jitter.as_secs_f64(),
         "seed": network.seed,
+        "send_buffer": network.send_buffer,
         "seconds": o.max(),
         "min": o.min(),
         "median": o.median(),

@@ -37,6 +37,8 @@ enum Event {
     },
     /// A jittered block send starts now.
     SendStart(Block),
+    /// A send completes at its sender (its bytes fit the send buffer).
+    SendComplete { from: u32, to: u32 },
     /// A flow may have finished (if `version` is still current).
     FlowDone { flow: FlowId, version: u32 },
     /// A block reaches its receiver.
@@ -111,9 +113,38 @@ struct Host {
     held: VecDeque<Rank>,
     /// Ready-for-blocks released whose blocks have not arrived.
     announced: usize,
+    /// Blocks sent and not yet delivered, per connection (receiving peer).
+    conns: Vec<Conn>,
+    /// The peer of the one send whose completion waits for its
+    /// connection's unsent bytes to fit the send buffer.
+    pending: Option<Rank>,
+}
+
+/// One connection's blocks, in order: the first is on the wire.
+#[derive(Debug)]
+struct Conn {
+    peer: Rank,
+    queue: VecDeque<Block>,
+    /// Bytes of the queued blocks.
+    unsent: u64,
 }
 
 impl Host {
+    fn conn_to(&mut self, peer: Rank) -> &mut Conn {
+        let index = match self.conns.iter().position(|c| c.peer == peer) {
+            Some(index) => index,
+            None => {
+                self.conns.push(Conn {
+                    peer,
+                    queue: VecDeque::new(),
+                    unsent: 0,
+                });
+                self.conns.len() - 1
+            }
+        };
+        &mut self.conns[index]
+    }
+
     fn posted_from(&mut self, from: Rank) -> &mut VecDeque<Posted> {
         let index = match self.posted.iter().position(|(p, _)| *p == from) {
             Some(index) => index,
@@ -147,6 +178,8 @@ pub(crate) struct Engine {
     error: Option<SimError>,
     /// Most ready-for-blocks a receiver has outstanding.
     ready_window: usize,
+    /// A send completes once its connection's unsent bytes are at most this.
+    send_buffer: u64,
 }
 
 impl Engine {
@@ -172,6 +205,8 @@ impl Engine {
                 closed: false,
                 held: VecDeque::new(),
                 announced: 0,
+                conns: Vec::new(),
+                pending: None,
             });
         }
         let fabric = Fabric::new(topology.caps.clone());
@@ -191,6 +226,7 @@ impl Engine {
             events: 0,
             error: None,
             ready_window,
+            send_buffer: network.send_buffer,
         };
         for rank in 0..nodes {
             engine.drain(rank);
@@ -285,7 +321,12 @@ impl Engine {
                     self.hosts[to].member.handle_control(from as usize, control);
                     self.drain(to);
                 }
-                Event::SendStart(block) => self.start_flow(block),
+                Event::SendStart(block) => self.enqueue(block),
+                Event::SendComplete { from, to } => {
+                    let from = from as usize;
+                    self.hosts[from].member.handle_send_complete(to as usize);
+                    self.drain(from);
+                }
                 Event::FlowDone { flow, version } => {
                     if !self.fabric.is_current(flow, version) {
                         continue;
@@ -293,11 +334,19 @@ impl Engine {
                     let block = self.flows[flow as usize].take().expect("a live flow");
                     self.fabric.finish(at, flow, &mut self.finishes);
                     self.schedule_finishes();
-                    let from = block.from as usize;
-                    self.hosts[from]
-                        .member
-                        .handle_send_complete(block.to as usize);
-                    self.drain(from);
+                    let (from, to) = (block.from as usize, block.to as usize);
+                    let conn = self.hosts[from].conn_to(to);
+                    conn.queue.pop_front();
+                    conn.unsent -= block.len as u64;
+                    let (next, unsent) = (conn.queue.front().copied(), conn.unsent);
+                    if let Some(next) = next {
+                        self.start_flow(next);
+                    }
+                    if self.hosts[from].pending == Some(to) && unsent <= self.send_buffer {
+                        self.hosts[from].pending = None;
+                        self.hosts[from].member.handle_send_complete(to);
+                        self.drain(from);
+                    }
                     self.push(at + self.topology.latency, Event::Arrive(block));
                 }
                 Event::Arrive(block) => {
@@ -314,6 +363,26 @@ impl Engine {
             }
         }
         self.error.take().map_or(Ok(()), Err)
+    }
+
+    /// A block joins its connection's queue (and the wire, if first); its
+    /// send completes now if the connection's unsent bytes fit the send
+    /// buffer, else once they do.
+    fn enqueue(&mut self, block: Block) {
+        let (from, to) = (block.from as usize, block.to as usize);
+        let conn = self.hosts[from].conn_to(to);
+        conn.queue.push_back(block);
+        conn.unsent += block.len as u64;
+        let (first, unsent) = (conn.queue.len() == 1, conn.unsent);
+        if first {
+            self.start_flow(block);
+        }
+        if unsent <= self.send_buffer {
+            let (from, to) = (block.from, block.to);
+            self.push(self.now, Event::SendComplete { from, to });
+        } else {
+            self.hosts[from].pending = Some(to);
+        }
     }
 
     fn start_flow(&mut self, block: Block) {
@@ -485,7 +554,7 @@ impl Engine {
             let at = self.now + unit * self.jitter;
             self.push(at, Event::SendStart(block));
         } else {
-            self.start_flow(block);
+            self.enqueue(block);
         }
     }
 }

@@ -73,7 +73,7 @@ pub struct Racks {
 /// port they cross (what TCP's congestion control approximates), recomputed
 /// whenever a flow starts or ends. A block arrives `latency` after its last
 /// byte left the sender, and the sender's send completes when its last byte
-/// left. Control messages (ready-for-block, close) take `latency` and no
+/// left (or, with a `send_buffer`, once it fits the buffer). Control messages (ready-for-block, close) take `latency` and no
 /// bandwidth.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Network {
@@ -93,6 +93,13 @@ pub struct Network {
     pub jitter: Duration,
     /// Seed of the jitter's random numbers: the same seed gives the same run.
     pub seed: u64,
+    /// Bytes a connection buffers at its sender: a block send completes
+    /// once the connection's unsent bytes (this block's included) are at
+    /// most this. 0, the default, is RDMA's semantics (a send completes
+    /// when its last byte left); a TCP socket's send buffer lets a sender
+    /// go on to its next send while earlier bytes still wait, each
+    /// connection's blocks leaving in order.
+    pub send_buffer: u64,
 }
 
 impl Default for Network {
@@ -107,6 +114,7 @@ impl Default for Network {
             racks: None,
             jitter: Duration::ZERO,
             seed: 0,
+            send_buffer: 0,
         }
     }
 }

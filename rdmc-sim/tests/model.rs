@@ -47,29 +47,33 @@ fn network() -> impl Strategy<Value = Network> {
         proptest::option::of((0usize..40, 1u32..5)),
         0u64..300,
         any::<u64>(),
+        prop_oneof![Just(0u64), 1u64..200_000],
     )
-        .prop_map(|(latency_us, racks, slow, jitter_us, seed)| Network {
-            latency: Duration::from_micros(latency_us),
-            racks: racks.map(|(count, quarters, interleaved)| Racks {
-                count,
-                uplink_bps: RATE_BPS * f64::from(quarters) / 4.0,
-                placement: if interleaved {
-                    Placement::Interleaved
-                } else {
-                    Placement::Blocked
-                },
-            }),
-            slow_hosts: slow
-                .map(|(host, factor)| SlowHost {
-                    host,
-                    factor: f64::from(factor),
-                })
-                .into_iter()
-                .collect(),
-            jitter: Duration::from_micros(jitter_us),
-            seed,
-            ..Network::uniform(RATE_BPS, Duration::ZERO)
-        })
+        .prop_map(
+            |(latency_us, racks, slow, jitter_us, seed, send_buffer)| Network {
+                latency: Duration::from_micros(latency_us),
+                racks: racks.map(|(count, quarters, interleaved)| Racks {
+                    count,
+                    uplink_bps: RATE_BPS * f64::from(quarters) / 4.0,
+                    placement: if interleaved {
+                        Placement::Interleaved
+                    } else {
+                        Placement::Blocked
+                    },
+                }),
+                slow_hosts: slow
+                    .map(|(host, factor)| SlowHost {
+                        host,
+                        factor: f64::from(factor),
+                    })
+                    .into_iter()
+                    .collect(),
+                jitter: Duration::from_micros(jitter_us),
+                seed,
+                send_buffer,
+                ..Network::uniform(RATE_BPS, Duration::ZERO)
+            },
+        )
 }
 
 proptest! {
@@ -271,4 +275,31 @@ fn a_group_of_one_completes_at_once() {
         assert_eq!(outcome.completed, [0.0]);
         assert_eq!(outcome.max(), 0.0);
     }
+}
+
+#[test]
+fn a_send_buffer_lets_a_sender_go_on_but_bytes_leave_in_order() {
+    // A unicast is no faster with a buffer: one connection, in order.
+    let unicast = Multicast::new(Algorithm::Chain, 2, 1 << 20).with_block_size(1 << 16);
+    let plain = Network::uniform(RATE_BPS, Duration::from_micros(20));
+    let buffered = Network {
+        send_buffer: 4 << 20,
+        ..plain.clone()
+    };
+    let a = simulate(&unicast, &plain).unwrap();
+    let b = simulate(&unicast, &buffered).unwrap();
+    assert!(
+        (a.max() - b.max()).abs() < 1e-12,
+        "{} vs {}",
+        a.max(),
+        b.max()
+    );
+    // In the binomial pipeline a member that is ahead no longer holds its
+    // partner's port: buffered it is faster.
+    let pipeline =
+        Multicast::new(Algorithm::BinomialPipeline, 16, 16 << 20).with_block_size(1 << 16);
+    let a = simulate(&pipeline, &plain).unwrap();
+    let b = simulate(&pipeline, &buffered).unwrap();
+    assert!(b.max() < a.max(), "{} vs {}", b.max(), a.max());
+    assert!(b.max() >= b.unicast * (1.0 - 1e-9));
 }
