@@ -14,6 +14,8 @@
 //! * `rdmc keygen FILE`: make a new cluster key.
 //! * `rdmc bench [--quick] [--out DIR]`: the papers' experiments on an
 //!   emulated cluster, beside unicast and MPI_Bcast (see BENCHMARKS.md).
+//! * `rdmc simulate --nodes N --size S [...]`: multicasts at any scale in
+//!   virtual time, on a modelled network (see `rdmc simulate --help`).
 //!
 //! To add a subcommand, add a variant to [`Command`] with its argument
 //! struct and a `run_*` function, and one arm to the match in `main`.
@@ -30,6 +32,7 @@ mod member;
 mod member_bench;
 mod plan;
 mod push;
+mod simulate;
 mod size;
 mod tcp_copy;
 
@@ -72,6 +75,10 @@ enum Command {
     /// Run the papers' experiments on an emulated cluster of network
     /// namespaces, beside a TCP unicast and MPI_Bcast (root only).
     Bench(bench::BenchArgs),
+    /// Simulate multicasts at any scale in virtual time: the real protocol
+    /// core over a modelled network (NIC rates, latency, slow hosts and
+    /// links, racks behind uplinks, jitter).
+    Simulate(simulate::SimulateArgs),
     /// The unicast baseline of `rdmc bench`: a plain TCP copy between two
     /// processes, driven like `rdmc member --bench`.
     #[command(hide = true)]
@@ -92,6 +99,7 @@ fn main() -> ExitCode {
         Command::Keygen(args) => exit_status(keygen::run(&args)),
         Command::TcpCopy(args) => tcp_copy::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Simulate(args) => exit_status(simulate::run(&args)),
     }
 }
 

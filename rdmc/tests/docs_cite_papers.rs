@@ -1,7 +1,7 @@
 //! Public docs speak to users: they cite the papers by title, never the
 //! project's internal notes (design documents, numbered paper extractions,
 //! reference files) that a user of the crate does not have. Checks every doc
-//! comment of both crates and the README.
+//! comment of the crates and the README.
 
 use std::path::{Path, PathBuf};
 
@@ -53,6 +53,7 @@ fn docs_cite_papers_not_private_files() {
     let mut files = Vec::new();
     rust_files(&crate_dir.join("src"), &mut files);
     rust_files(&root.join("rdmc-cli/src"), &mut files);
+    rust_files(&root.join("rdmc-sim/src"), &mut files);
     assert!(files.len() > 20, "found only {} source files", files.len());
     let mut found: Vec<String> = files.iter().flat_map(|f| citations_in(f, true)).collect();
     found.extend(citations_in(&root.join("README.md"), false));

@@ -13,7 +13,7 @@
 mod lab;
 mod measure;
 mod plan;
-mod report;
+pub(crate) mod report;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -525,7 +525,10 @@ impl GroupMember {
         if cur.sending.is_some() {
             return false;
         }
-        let next = (cur.send_step..cur.steps).find_map(|s| self.schedule.outgoing(cur.blocks, s));
+        let next = self
+            .schedule
+            .next_outgoing(cur.blocks, cur.send_step)
+            .map(|(_, t)| t);
         next.is_some_and(|t| (self.is_root() || cur.received[t.block]) && self.ready[t.peer] == 0)
     }
 
@@ -773,7 +776,7 @@ impl GroupMember {
         let steps = self.schedule.total_steps(blocks);
         // The schedule's first incoming transfer for this k is the first block
         // (checked by the schedule tests).
-        let first_step = (0..steps).find(|&s| self.schedule.incoming(blocks, s).is_some());
+        let first_step = self.schedule.next_incoming(blocks, 0).map(|(s, _)| s);
         debug_assert_eq!(
             first_step.and_then(|s| self.schedule.incoming(blocks, s)),
             Some(Transfer {
@@ -820,8 +823,7 @@ impl GroupMember {
         let cur = self.current.as_mut().expect("a message is in progress");
         let bs = cur.block_size;
         while cur.expected.len() < READY_WINDOW {
-            let next = (cur.post_cursor..cur.steps)
-                .find_map(|s| self.schedule.incoming(cur.blocks, s).map(|t| (s, t)));
+            let next = self.schedule.next_incoming(cur.blocks, cur.post_cursor);
             let Some((step, t)) = next else {
                 cur.post_cursor = cur.steps;
                 return;
@@ -885,11 +887,10 @@ impl GroupMember {
         if cur.sending.is_some() {
             return;
         }
-        while cur.send_step < cur.steps
-            && self.schedule.outgoing(cur.blocks, cur.send_step).is_none()
-        {
-            cur.send_step += 1;
-        }
+        cur.send_step = self
+            .schedule
+            .next_outgoing(cur.blocks, cur.send_step)
+            .map_or(cur.steps, |(s, _)| s);
         let Some(t) = self
             .schedule
             .outgoing(cur.blocks, cur.send_step)
@@ -920,7 +921,10 @@ impl GroupMember {
             return;
         };
         let sends_done = cur.sending.is_none()
-            && (cur.send_step..cur.steps).all(|s| self.schedule.outgoing(cur.blocks, s).is_none());
+            && self
+                .schedule
+                .next_outgoing(cur.blocks, cur.send_step)
+                .is_none();
         if !sends_done || (!self.is_root() && cur.num_received < cur.blocks) {
             return;
         }

@@ -126,6 +126,19 @@ pub trait Schedule {
     /// The peers this member exchanges blocks with, in connection order.
     fn connections(&self) -> Vec<usize>;
 
+    /// The first step at or after `step` at which this member receives, and
+    /// what. The default scans; a schedule whose steps are mostly empty for
+    /// a member (sequential send) answers directly.
+    fn next_incoming(&self, blocks: usize, step: usize) -> Option<(usize, Transfer)> {
+        (step..self.total_steps(blocks)).find_map(|s| self.incoming(blocks, s).map(|t| (s, t)))
+    }
+
+    /// The first step at or after `step` at which this member sends, and
+    /// what (see [`Schedule::next_incoming`]).
+    fn next_outgoing(&self, blocks: usize, step: usize) -> Option<(usize, Transfer)> {
+        (step..self.total_steps(blocks)).find_map(|s| self.outgoing(blocks, s).map(|t| (s, t)))
+    }
+
     /// [`Schedule::first_block`] with the block clamped for a `blocks`-block message.
     fn first_block_for(&self, blocks: usize) -> Option<Transfer> {
         self.first_block().map(|t| Transfer {
@@ -231,6 +244,12 @@ impl Schedule for NodeSchedule {
     }
     fn connections(&self) -> Vec<usize> {
         self.inner().connections()
+    }
+    fn next_incoming(&self, blocks: usize, step: usize) -> Option<(usize, Transfer)> {
+        self.inner().next_incoming(blocks, step)
+    }
+    fn next_outgoing(&self, blocks: usize, step: usize) -> Option<(usize, Transfer)> {
+        self.inner().next_outgoing(blocks, step)
     }
 }
 
@@ -397,6 +416,31 @@ mod tests {
                     assert!(first.is_power_of_two());
                     for rank in 1..n {
                         assert_eq!(choice(algorithm, n, rank, size), first, "{algorithm} n={n}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The shortcuts of `next_incoming`/`next_outgoing` (sequential's) give
+    /// what a scan of `incoming`/`outgoing` gives, at every step.
+    #[test]
+    fn next_transfers_match_a_scan() {
+        for algorithm in Algorithm::ALL {
+            for n in 1..=20 {
+                for rank in 0..n {
+                    let s = NodeSchedule::new(algorithm, n, rank).unwrap();
+                    for k in 1..=5 {
+                        let steps = s.total_steps(k);
+                        for step in 0..=steps + 1 {
+                            let scan_in =
+                                (step..steps).find_map(|t| s.incoming(k, t).map(|x| (t, x)));
+                            let scan_out =
+                                (step..steps).find_map(|t| s.outgoing(k, t).map(|x| (t, x)));
+                            let at = format!("{algorithm} n={n} rank={rank} k={k} step={step}");
+                            assert_eq!(s.next_incoming(k, step), scan_in, "{at}");
+                            assert_eq!(s.next_outgoing(k, step), scan_out, "{at}");
+                        }
                     }
                 }
             }

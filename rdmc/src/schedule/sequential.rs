@@ -41,6 +41,15 @@ impl Schedule for Sequential {
             },
         )
     }
+    fn next_incoming(&self, blocks: usize, step: usize) -> Option<(usize, Transfer)> {
+        // A receiver's steps are one contiguous run: (rank − 1)·k .. rank·k.
+        let first = (self.rank.checked_sub(1)?).checked_mul(blocks)?;
+        let s = step.max(first);
+        self.incoming(blocks, s).map(|t| (s, t))
+    }
+    fn next_outgoing(&self, blocks: usize, step: usize) -> Option<(usize, Transfer)> {
+        self.outgoing(blocks, step).map(|t| (step, t))
+    }
     fn first_block(&self) -> Option<Transfer> {
         (self.rank > 0).then_some(Transfer { peer: 0, block: 0 })
     }

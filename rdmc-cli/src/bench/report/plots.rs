@@ -255,13 +255,17 @@ fn breakdown_plot(dir: &Path, recs: &[Rec<'_>]) -> Result<Option<PathBuf>, Strin
     bar_plot(dir, "breakdown.svg", &chart).map(Some)
 }
 
-/// A line chart against group size, y from 0, no reference line.
+/// A line chart against group size, y from 0, no reference line. Group
+/// sizes spread over more than a factor of 64 (simulations up to
+/// thousands of members) are drawn on a log2 axis.
 fn group_size_chart(title: String, y_desc: &str, lines: Vec<Line>) -> LineChart<'_> {
+    let xs = || lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
+    let (lo, hi) = (xs().fold(f64::INFINITY, f64::min), xs().fold(0.0, f64::max));
     LineChart {
         title,
         x_desc: GROUP_SIZE_AXIS,
         y_desc,
-        x_log: false,
+        x_log: lo > 0.0 && hi / lo > 64.0,
         x_label: &nodes_label,
         lines,
         reference: None,

@@ -113,8 +113,7 @@ impl GroupMember {
                 return Some((to, 1));
             }
             if self.waiting_for_ready() {
-                let next = (cur.send_step..cur.steps)
-                    .find_map(|s| self.schedule.outgoing(cur.blocks, s))?;
+                let (_, next) = self.schedule.next_outgoing(cur.blocks, cur.send_step)?;
                 return Some((next.peer, 1));
             }
             return cur.expected.front().map(|&(_, t)| (t.peer, 2));
