@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::ids::NodeId;
-use crate::schedule::{AUTO_BLOCK_SIZE_MAX, Algorithm, BlockSize};
+use crate::schedule::{AUTO_BLOCK_SIZE_MAX, Algorithm, BlockSize, Topology, TopologyError};
 pub use crate::transport::frame::protect::WireSecurity;
 use crate::transport::mesh::ClusterConfig;
 pub use crate::transport::mesh::{ClusterKey, ClusterKeyError};
@@ -103,6 +103,8 @@ pub struct GroupConfig {
     create_timeout: Duration,
     progress_timeout: Option<Duration>,
     message_digest: Option<bool>,
+    racks: Option<Vec<u32>>,
+    slow_members: Vec<usize>,
 }
 
 impl Default for GroupConfig {
@@ -115,6 +117,8 @@ impl Default for GroupConfig {
             create_timeout: DEFAULT_CREATE_TIMEOUT,
             progress_timeout: Some(DEFAULT_PROGRESS_TIMEOUT),
             message_digest: None,
+            racks: None,
+            slow_members: Vec::new(),
         }
     }
 }
@@ -233,6 +237,54 @@ impl GroupConfig {
     /// Whether messages carry a digest; `None`: the transport's default.
     pub fn message_digest(&self) -> Option<bool> {
         self.message_digest
+    }
+
+    /// The rack of each member, in the order of the member list given to
+    /// `create_group` (one entry per member; any `u32` names a rack). The
+    /// hybrid algorithm ([`Algorithm::Hybrid`]) sends every block into each
+    /// rack once and spreads it inside the rack by a binomial pipeline
+    /// ("Pushing Bytes: Cloud-Scale Data Replication with RDMC", Sec.
+    /// 4.3.1), whatever order the list interleaves the racks in. Every
+    /// member must give the same racks (creating the group checks this);
+    /// a list of the wrong length fails creation.
+    pub fn with_racks(mut self, racks: Vec<u32>) -> Self {
+        self.racks = Some(racks);
+        self
+    }
+
+    /// Members known to be slow, by rank (position in the member list).
+    /// With the binomial pipeline and the hybrid they only receive, fed by
+    /// members with a spare send, so that they delay no other member (see
+    /// [`Hybrid`](crate::schedule::Hybrid)); a slow root still sends. The
+    /// other algorithms ignore it. Every member must name the same ones
+    /// (creating the group checks this); a rank outside the group fails
+    /// creation.
+    pub fn with_slow_members(mut self, ranks: impl IntoIterator<Item = usize>) -> Self {
+        let mut ranks: Vec<usize> = ranks.into_iter().collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        self.slow_members = ranks;
+        self
+    }
+
+    /// The racks given by [`GroupConfig::with_racks`].
+    pub fn racks(&self) -> Option<&[u32]> {
+        self.racks.as_deref()
+    }
+
+    /// The slow members given by [`GroupConfig::with_slow_members`], sorted.
+    pub fn slow_members(&self) -> &[usize] {
+        &self.slow_members
+    }
+
+    /// The schedule topology of a group of `group_size` members under this
+    /// configuration.
+    pub fn topology(&self, group_size: usize) -> Result<Topology, TopologyError> {
+        let mut topology = Topology::flat(group_size)?;
+        if let Some(racks) = &self.racks {
+            topology = topology.with_racks(racks.clone())?;
+        }
+        topology.with_slow_members(self.slow_members.iter().copied())
     }
 
     /// The multicast algorithm.
