@@ -33,6 +33,22 @@ fn group_size() -> impl Strategy<Value = usize> {
     prop_oneof![2 => 1usize..=5, 1 => 1usize..=20]
 }
 
+/// Racks (none, or up to three interleaved at random) and up to two members
+/// the configuration names slow (the binomial pipeline and the hybrid make
+/// them leaves; the other algorithms ignore them).
+fn topology(n: usize) -> impl Strategy<Value = (Vec<u32>, Vec<usize>)> {
+    (
+        prop_oneof![
+            1 => Just(Vec::new()),
+            2 => prop::collection::vec(0u32..3, n),
+        ],
+        prop_oneof![
+            2 => Just(Vec::new()),
+            1 => prop::collection::vec(0..n, 1..=2),
+        ],
+    )
+}
+
 fn scenario(algorithms: &'static [Algorithm], min_n: usize) -> impl Strategy<Value = Scenario> {
     (
         prop::sample::select(algorithms),
@@ -49,19 +65,34 @@ fn scenario(algorithms: &'static [Algorithm], min_n: usize) -> impl Strategy<Val
                 0usize..=6,
                 prop::option::weighted(0.3, 0..n),
                 any::<u64>(),
+                topology(n),
             )
         })
         .prop_map(
-            |(algorithm, n, block_size, sizes, close, upfront, slow, seed)| Scenario {
+            |(
                 algorithm,
                 n,
                 block_size,
-                auto_min: None,
                 sizes,
                 close,
                 upfront,
                 slow,
                 seed,
+                (racks, slow_members),
+            )| {
+                Scenario {
+                    algorithm,
+                    n,
+                    block_size,
+                    auto_min: None,
+                    racks,
+                    slow_members,
+                    sizes,
+                    close,
+                    upfront,
+                    slow,
+                    seed,
+                }
             },
         )
 }
@@ -276,6 +307,7 @@ proptest! {
 fn config(algorithm: Algorithm, group_size: usize, rank: Rank) -> MemberConfig {
     MemberConfig {
         algorithm,
+        topology: None,
         group_size,
         rank,
         block_size: BlockSize::Fixed(4),
@@ -322,6 +354,8 @@ fn check_small_groups(algorithms: &[Algorithm]) {
                         n,
                         block_size,
                         auto_min: None,
+                        racks: Vec::new(),
+                        slow_members: Vec::new(),
                         sizes: vec![0, 1, 7, 8, 9, 24, 0],
                         close: true,
                         upfront: seed as usize,
@@ -348,6 +382,8 @@ fn close_with_no_messages() {
                 n,
                 block_size: 4,
                 auto_min: None,
+                racks: Vec::new(),
+                slow_members: Vec::new(),
                 sizes: vec![],
                 close: true,
                 upfront: 0,
@@ -368,6 +404,8 @@ fn three_messages(algorithm: Algorithm, n: usize, seed: u64) -> Scenario {
         n,
         block_size: 3,
         auto_min: None,
+        racks: Vec::new(),
+        slow_members: Vec::new(),
         sizes: vec![10, 0, 3],
         close: true,
         upfront: 4,
@@ -657,6 +695,8 @@ fn a_violation_mid_run_fails_the_whole_group() {
                 n,
                 block_size: 2,
                 auto_min: None,
+                racks: Vec::new(),
+                slow_members: Vec::new(),
                 sizes: vec![9, 30, 4],
                 close: true,
                 upfront: 4,
@@ -701,6 +741,8 @@ fn a_member_leaving_mid_run_fails_the_group() {
                 n,
                 block_size: 3,
                 auto_min: None,
+                racks: Vec::new(),
+                slow_members: Vec::new(),
                 sizes: vec![10, 1, 0, 31],
                 close: seed % 2 == 0,
                 upfront: (seed % 6) as usize,

@@ -6,8 +6,7 @@
 
 use proptest::prelude::*;
 use rdmc::schedule::{
-    Algorithm, NodeSchedule, Plan, Schedule, Topology, step_bound, step_bound_in,
-    verify_schedules_in,
+    Algorithm, NodeSchedule, Plan, Topology, step_bound, step_bound_in, verify_schedules_in,
 };
 
 /// Every rack assignment of `n` members up to renaming racks: restricted
