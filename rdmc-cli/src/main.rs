@@ -25,6 +25,7 @@ mod member_bench;
 mod plan;
 mod size;
 mod tcp_copy;
+mod topology;
 
 /// The error for `--transport ofi` in a build without the `ofi` feature.
 #[cfg_attr(feature = "ofi", allow(dead_code))]
