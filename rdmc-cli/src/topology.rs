@@ -18,7 +18,7 @@ pub(crate) enum RackSpec {
 
 impl RackSpec {
     /// The rack of each of `n` members.
-    fn racks(&self, n: usize) -> Vec<u32> {
+    pub(crate) fn racks(&self, n: usize) -> Vec<u32> {
         match self {
             RackSpec::Interleaved(racks) => (0..n).map(|r| (r as u64 % u64::from(*racks)) as u32).collect(),
             RackSpec::Each(list) => list.clone(),
@@ -86,6 +86,36 @@ impl TopologyArgs {
             config = config.with_slow_members(slow.iter().copied());
         }
         config.topology(n).map_err(|e| e.to_string())?;
+        Ok(config)
+    }
+
+    /// [`TopologyArgs::apply`] for a group whose rank `r` is node
+    /// `nodes[r]`, where the racks and slow members name nodes (as ranks of
+    /// a group listing the nodes in order).
+    pub(crate) fn apply_to_nodes(
+        &self,
+        config: GroupConfig,
+        nodes: &[usize],
+    ) -> Result<GroupConfig, String> {
+        let n = nodes.len();
+        let mut config = config;
+        if let Some(racks) = &self.racks {
+            let by_node = racks.racks(n);
+            if by_node.len() != n {
+                return Err(format!(
+                    "{} racks given for a group of {n} members (one per member, in rank order)",
+                    by_node.len()
+                ));
+            }
+            config = config.with_racks(nodes.iter().map(|&node| by_node[node]).collect());
+        }
+        if let Some(Ranks(slow)) = &self.slow {
+            if let Some(&bad) = slow.iter().find(|&&s| s >= n) {
+                return Err(format!("slow member {bad} is not in a group of {n}"));
+            }
+            let ranks = (0..n).filter(|&r| slow.contains(&nodes[r]));
+            config = config.with_slow_members(ranks);
+        }
         Ok(config)
     }
 
