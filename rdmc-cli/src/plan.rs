@@ -72,8 +72,8 @@ fn render(args: &PlanArgs) -> Result<String, String> {
     if work.is_none_or(|w| w > MAX_PLAN_WORK) {
         return Err(too_large());
     }
-    let plan = Plan::with_topology(args.algorithm, &topology, args.blocks)
-        .map_err(|e| e.to_string())?;
+    let plan =
+        Plan::with_topology(args.algorithm, &topology, args.blocks).map_err(|e| e.to_string())?;
     plan.verify().map_err(|e| {
         format!(
             "internal error: the {} plan is invalid: {e}",
@@ -221,7 +221,11 @@ mod tests {
     /// plan verifies; the table prints them.
     #[test]
     fn hybrid_plans_with_racks_and_slow_members() {
-        for (n, racks, slow) in [(8, "2", None), (9, "0,1,1,0,2,2,1,0,2", Some("4")), (5, "3", Some("1,2"))] {
+        for (n, racks, slow) in [
+            (8, "2", None),
+            (9, "0,1,1,0,2,2,1,0,2", Some("4")),
+            (5, "3", Some("1,2")),
+        ] {
             for k in [1, 4, 9] {
                 let out = render(&hybrid_args(n, k, racks, slow, true)).unwrap();
                 let plan: Plan = serde_json::from_str(&out).unwrap();
@@ -231,7 +235,10 @@ mod tests {
             }
         }
         let table = render(&hybrid_args(4, 2, "2", Some("3"), false)).unwrap();
-        assert!(table.starts_with("hybrid multicast: 4 nodes, 2 blocks"), "{table}");
+        assert!(
+            table.starts_with("hybrid multicast: 4 nodes, 2 blocks"),
+            "{table}"
+        );
         assert!(table.contains("racks by rank: 0,1,0,1"), "{table}");
         assert!(table.contains("slow members: 3"), "{table}");
         let err = render(&hybrid_args(4, 2, "0,1", None, false)).unwrap_err();

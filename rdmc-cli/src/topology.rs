@@ -20,7 +20,9 @@ impl RackSpec {
     /// The rack of each of `n` members.
     pub(crate) fn racks(&self, n: usize) -> Vec<u32> {
         match self {
-            RackSpec::Interleaved(racks) => (0..n).map(|r| (r as u64 % u64::from(*racks)) as u32).collect(),
+            RackSpec::Interleaved(racks) => (0..n)
+                .map(|r| (r as u64 % u64::from(*racks)) as u32)
+                .collect(),
             RackSpec::Each(list) => list.clone(),
         }
     }
@@ -33,7 +35,10 @@ fn parse_racks(text: &str) -> Result<RackSpec, String> {
             .map_err(|e| format!("not a rack number: {s:?} ({e})"))
     };
     if text.contains(',') {
-        text.split(',').map(number).collect::<Result<_, _>>().map(RackSpec::Each)
+        text.split(',')
+            .map(number)
+            .collect::<Result<_, _>>()
+            .map(RackSpec::Each)
     } else {
         match number(text)? {
             0 => Err("at least 1 rack".to_owned()),
