@@ -238,3 +238,60 @@ fn interleaved_two_racks_cross_once_per_block() {
     let s = NodeSchedule::with_topology(Algorithm::Hybrid, &topo, 1).unwrap();
     assert_eq!(s.algorithm(), Algorithm::Hybrid);
 }
+
+/// Every group size up to 40 with structured splits: two racks of
+/// consecutive members, two, three and four racks dealt out in turn, every
+/// member its own rack, the root alone; each with no slow member, the last
+/// member slow, and every third member slow.
+#[test]
+fn every_group_size_up_to_40_with_structured_splits() {
+    for n in 1..=40usize {
+        let splits: Vec<Vec<u32>> = vec![
+            (0..n).map(|r| u32::from(r >= n / 2)).collect(),
+            (0..n as u32).map(|r| r % 2).collect(),
+            (0..n as u32).map(|r| r % 3).collect(),
+            (0..n as u32).map(|r| r % 4).collect(),
+            (0..n as u32).collect(),
+            (0..n).map(|r| u32::from(r > 0)).collect(),
+        ];
+        let slow_sets: Vec<Vec<usize>> = vec![vec![], vec![n - 1], (1..n).step_by(3).collect()];
+        for racks in &splits {
+            for slow in &slow_sets {
+                let topo = topology(n, racks, slow);
+                for k in 1..=8 {
+                    check(Algorithm::Hybrid, &topo, k).unwrap();
+                }
+            }
+        }
+    }
+}
+
+/// The hybrid's step count stays within `k + Σ (l_i + 1) + 1` without slow
+/// members (the pipeline of the last rack starts after the chain's lags),
+/// and a slow leaf's last block arrives within `max(2, s)·k + l + 8` steps of
+/// the last rack's start.
+#[test]
+fn step_counts_are_as_the_layout_promises() {
+    let floor_log2 = |m: usize| (usize::BITS - 1 - m.leading_zeros()) as usize;
+    for n in 2..=24usize {
+        for racks in [2u32, 3] {
+            let split: Vec<u32> = (0..n as u32).map(|r| r % racks).collect();
+            let sizes: Vec<usize> = (0..racks)
+                .map(|r| split.iter().filter(|&&x| x == r).count())
+                .filter(|&m| m > 0)
+                .collect();
+            let lags: usize = sizes.iter().map(|&m| floor_log2(m) + 1).sum();
+            let topo = topology(n, &split, &[]);
+            for k in [1, 5, 40] {
+                let steps = step_bound_in(Algorithm::Hybrid, &topo, k);
+                assert!(steps <= k + lags + 1, "n={n} racks={racks} k={k}: {steps}");
+                assert!(steps >= k, "n={n} racks={racks} k={k}: {steps}");
+            }
+            let topo = topology(n, &split, &[n - 1]);
+            for k in [1, 5, 40] {
+                let steps = step_bound_in(Algorithm::Hybrid, &topo, k);
+                assert!(steps <= 2 * k + lags + 8, "n={n} racks={racks} k={k}: {steps}");
+            }
+        }
+    }
+}
