@@ -290,7 +290,10 @@ fn step_counts_are_as_the_layout_promises() {
             let topo = topology(n, &split, &[n - 1]);
             for k in [1, 5, 40] {
                 let steps = step_bound_in(Algorithm::Hybrid, &topo, k);
-                assert!(steps <= 2 * k + lags + 8, "n={n} racks={racks} k={k}: {steps}");
+                assert!(
+                    steps <= 2 * k + lags + 8,
+                    "n={n} racks={racks} k={k}: {steps}"
+                );
             }
         }
     }
