@@ -15,23 +15,34 @@
 //!   step `u` one member has a spare send: a member of vertex `2^(u mod l)`,
 //!   whose hypercube partner at that step is the root, which never
 //!   receives (at the extra last step of a group that is not a power of two
-//!   the root itself is the one that idles). That member holds block
-//!   `u − l` (the schedule tests check it for every size and block count).
-//!   These spare sends form the rack's *feed*: one block per step, block
-//!   `p` at rack step `l + p`.
+//!   the root itself may be the one that idles; in a rack of one the leader
+//!   idles always). That member holds block `u − l` (the verifiers check it
+//!   for every size and block count). These spare sends form the rack's
+//!   *feed*: one block per step, block `p` at rack step `l + p`.
 //! * Rack `i`'s feed carries every block, once, to the leader of rack
 //!   `i + 1`, which starts its own rack's pipeline `l_i + 1` steps after
 //!   rack `i` started: a leader sends block `b` at its rack's step `b`, one
 //!   step after it arrived. Leaders receive only across racks and send only
 //!   inside their rack, so the chain costs no one a second send per step.
-//! * Members known to be slow never send (when the group has another member
-//!   than the root): they are *leaves*, fed by the last rack's feed (from
-//!   its third position on), each one block every `max(2, leaves)` steps, so that a slow member runs at
-//!   half the pace of the pipeline and the fast members' own transfers stay
-//!   exactly those of the pipeline without it.
+//! * Members known to be slow, other than the root, never send: they are
+//!   *leaves*, fed by the last rack's feed (from its third position on,
+//!   see `LEAF_LAG`), round robin, each one block every `max(2, leaves)`
+//!   steps, so that a slow member is asked for blocks at no more than half
+//!   the pace of the pipeline, and the fast members' own transfers stay
+//!   exactly those of the pipeline without it (their last block arrives by
+//!   the step the pipeline among them alone would end). The fast members
+//!   that feed a leaf keep feeding it after their own pipeline has ended.
 //!
 //! With one rack and no slow member the schedule is the binomial pipeline
 //! itself (the connection order aside).
+//!
+//! Known limits: the leaves are fed by the last rack in the chain, so a slow
+//! member of another rack gets its blocks across the racks (and the chain
+//! order is by lowest rank, not by where the slow members are); with more
+//! than two leaves each is fed at `1/leaves` of the pipeline's pace; the
+//! chain of leaders adds `l_i + 1` steps per rack, which grows linearly with
+//! the number of racks (the paper's alternative, a binomial pipeline among
+//! the leaders, is not built).
 
 use std::sync::Arc;
 
