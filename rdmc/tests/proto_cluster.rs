@@ -1015,3 +1015,32 @@ fn a_root_waiting_for_an_application_that_never_closes_names_it() {
         }
     }
 }
+
+/// A member's topology must describe its group: another size is an error,
+/// not a schedule of the wrong group.
+#[test]
+fn a_topology_of_another_size_is_refused() {
+    use rdmc::schedule::{ScheduleError, Topology};
+    let mut c = config(Algorithm::Hybrid, 4, 1);
+    c.topology = Some(
+        Topology::flat(5)
+            .unwrap()
+            .with_racks(vec![0, 1, 0, 1, 0])
+            .unwrap(),
+    );
+    assert_eq!(
+        GroupMember::new(c).err(),
+        Some(ScheduleError::TopologySize {
+            topology: 5,
+            group_size: 4
+        })
+    );
+    let mut c = config(Algorithm::Hybrid, 4, 1);
+    c.topology = Some(
+        Topology::flat(4)
+            .unwrap()
+            .with_racks(vec![0, 1, 0, 1])
+            .unwrap(),
+    );
+    assert!(GroupMember::new(c).is_ok());
+}
