@@ -298,3 +298,26 @@ fn step_counts_are_as_the_layout_promises() {
         }
     }
 }
+
+/// A slow member's rack goes last in the chain, so that the slow member is
+/// fed from inside its own rack.
+#[test]
+fn a_slow_member_is_fed_from_its_own_rack() {
+    for n in [6usize, 9, 12, 17] {
+        let racks: Vec<u32> = (0..n as u32).map(|r| r % 3).collect();
+        for slow in 1..n {
+            if racks[slow] == 0 {
+                continue; // the root's rack feeds the chain, not the leaves
+            }
+            let topo = topology(n, &racks, &[slow]);
+            for k in [1, 4, 11] {
+                let plan = Plan::with_topology(Algorithm::Hybrid, &topo, k).unwrap();
+                let into_slow: Vec<_> = plan.transfers.iter().filter(|t| t.to == slow).collect();
+                assert_eq!(into_slow.len(), k);
+                for t in into_slow {
+                    assert_eq!(racks[t.from], racks[slow], "n={n} slow={slow} k={k}: {t:?}");
+                }
+            }
+        }
+    }
+}

@@ -10,7 +10,8 @@
 //!   (exactly the one of [`BinomialPipeline`]) rooted at the rack's
 //!   *leader*: the root in the root's rack, elsewhere the lowest rank of the
 //!   rack. Racks are chained in the order of their lowest rank (the root's
-//!   rack first), whatever order the member list interleaves them in.
+//!   rack first; see below for slow members), whatever order the member list
+//!   interleaves them in.
 //! * In a binomial pipeline of `m ≥ 2` members (`l = ⌊log2 m⌋`), at every
 //!   step `u` one member has a spare send: a member of vertex `2^(u mod l)`,
 //!   whose hypercube partner at that step is the root, which never
@@ -36,9 +37,13 @@
 //! With one rack and no slow member the schedule is the binomial pipeline
 //! itself (the connection order aside).
 //!
-//! Known limits: the leaves are fed by the last rack in the chain, so a slow
-//! member of another rack gets its blocks across the racks (and the chain
-//! order is by lowest rank, not by where the slow members are); with more
+//! The chain follows the racks' lowest ranks, except that the rack (other
+//! than the root's) with the most slow members goes last, so that its slow
+//! members get their blocks from inside their rack.
+//!
+//! Known limits: the leaves are all fed by the last rack in the chain, so a
+//! slow member of another rack (the root's, say) gets its blocks across the
+//! racks; with more
 //! than two leaves each is fed at `1/leaves` of the pipeline's pace; the
 //! chain of leaders adds `l_i + 1` steps per rack, which grows linearly with
 //! the number of racks (the paper's alternative, a binomial pipeline among
@@ -185,6 +190,25 @@ impl Layout {
                     rack_ids.push(id);
                     members.push(vec![rank]);
                 }
+            }
+        }
+        // The last rack feeds the leaves: the rack (other than the root's)
+        // with the most slow members goes last, so that their blocks need
+        // not cross between racks (ties: the earlier rack in rank order).
+        let slow_in = |id: u32| {
+            leaves
+                .iter()
+                .filter(|&&r| topology.rack_of(r) == id)
+                .count()
+        };
+        if by_rack && members.len() > 2 {
+            let most = (1..members.len())
+                .rev()
+                .max_by_key(|&i| slow_in(rack_ids[i]))
+                .expect("more than one rack");
+            if slow_in(rack_ids[most]) > 0 {
+                let list = members.remove(most);
+                members.push(list);
             }
         }
         let mut racks = Vec::with_capacity(members.len());
