@@ -91,9 +91,10 @@ pub const DEFAULT_PROGRESS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Configuration of a group.
 ///
-/// Every member must use the same algorithm, block size and largest message
-/// size (creating the group checks this); the receive window, the create
-/// timeout and the progress timeout are each member's own.
+/// Every member must use the same algorithm, block size, largest message
+/// size, racks and slow members (creating the group checks this); the
+/// receive window, the create timeout and the progress timeout are each
+/// member's own.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupConfig {
     algorithm: Algorithm,
