@@ -31,8 +31,14 @@
 //!   steps, so that a slow member is asked for blocks at no more than half
 //!   the pace of the pipeline, and the fast members' own transfers stay
 //!   exactly those of the pipeline without it (their last block arrives by
-//!   the step the pipeline among them alone would end). The fast members
-//!   that feed a leaf keep feeding it after their own pipeline has ended.
+//!   the step the pipeline among them alone would end). A member's message
+//!   completes only once its own sends are done too, so once the last
+//!   rack's pipeline has ended and the root has nothing else to send, the
+//!   root feeds the leaves the rest of their blocks (block 0 always comes
+//!   from the spare member, so that a leaf's first block comes from one peer
+//!   whatever the message's length): no fast receiver keeps sending at the
+//!   leaves' pace, and only the root's send lasts until the leaves have
+//!   everything.
 //!
 //! With one rack and no slow member the schedule is the binomial pipeline
 //! itself (the connection order aside).
@@ -262,6 +268,18 @@ impl Layout {
         end
     }
 
+    /// The first global step from which the root sends nothing else: after
+    /// its rack's pipeline and its rack's feed to the next leader.
+    fn root_free(&self, k: usize) -> usize {
+        let first = &self.racks[0];
+        let chain = if self.racks.len() > 1 {
+            first.dim + k
+        } else {
+            0
+        };
+        first.pipes[0].total_steps(k).max(chain)
+    }
+
     /// The last rack's step that a `k`-block message's leaf feed skips,
     /// if any: the pipeline's extra last step in a rack that is not a power
     /// of two, when the member that would feed a leaf then sends in the
@@ -272,8 +290,8 @@ impl Layout {
         rack.leaf_feeder_busy(u, k).then_some(u)
     }
 
-    /// Rack `i`'s feed at rack step `u`: `(sender's local rank, receiver,
-    /// block)`.
+    /// Rack `i`'s feed at rack step `u`: `(sender, receiver, block)`, as
+    /// global ranks.
     ///
     /// The next leader gets block `u − l` from the spare member of the
     /// message. The leaves take positions `q = 0, 1, …` round robin, one
@@ -288,7 +306,7 @@ impl Layout {
         let rack = &self.racks[i];
         if let Some(next) = self.racks.get(i + 1) {
             let p = u.checked_sub(rack.dim)?;
-            return (p < k).then(|| (rack.spare(u, k), next.members[0], p));
+            return (p < k).then(|| (rack.members[rack.spare(u, k)], next.members[0], p));
         }
         let nominal = match self.leaf_skip(k) {
             Some(skip) if u == skip => return None,
@@ -298,7 +316,21 @@ impl Layout {
         let q = nominal.checked_sub(rack.dim + LEAF_LAG)?;
         let (index, block) = (q % self.gap, q / self.gap);
         let leaf = *self.leaves.get(index)?;
-        (block < k).then(|| (rack.leaf_feeder(nominal), leaf, block))
+        if block >= k {
+            return None;
+        }
+        // A member's message completes once its own sends are done too:
+        // after the last rack's pipeline the root, whose completion only
+        // ends its send, feeds the leaves, so that no fast receiver waits for
+        // the leaves' slow pace. Block 0 stays with the spare member, so
+        // that a leaf's first block comes from one peer whatever the length.
+        let root_free = rack.offset + u >= self.root_free(k);
+        let from = if block >= 1 && u >= rack.pipes[0].total_steps(k) && root_free {
+            0
+        } else {
+            rack.members[rack.leaf_feeder(nominal)]
+        };
+        Some((from, leaf, block))
     }
 }
 
@@ -357,15 +389,20 @@ impl Hybrid {
         (0..self.total_steps(k)).find_map(|t| self.incoming(k, t))
     }
 
+    /// What this member sends to a leaf at `step`: a member of the last
+    /// rack, or the root.
+    fn leaf_feed(&self, step: usize, k: usize) -> Option<Transfer> {
+        let rack = self.layout.racks.last()?;
+        let u = step.checked_sub(rack.offset)?;
+        let (from, to, block) = self.layout.feed(self.layout.racks.len() - 1, u, k)?;
+        (from == self.rank).then_some(Transfer { peer: to, block })
+    }
+
     /// The incoming transfer that position `p` of rack `i`'s feed at
     /// rack step `u` makes.
     fn fed(&self, i: usize, u: usize, k: usize) -> Option<Transfer> {
-        let rack = &self.layout.racks[i];
         let (from, to, block) = self.layout.feed(i, u, k)?;
-        (to == self.rank).then(|| Transfer {
-            peer: rack.members[from],
-            block,
-        })
+        (to == self.rank).then_some(Transfer { peer: from, block })
     }
 }
 
@@ -397,8 +434,18 @@ impl Schedule for Hybrid {
                 block: t.block,
             });
         }
-        let (from, to, block) = self.layout.feed(i, u, blocks)?;
-        (from == local).then_some(Transfer { peer: to, block })
+        let last = self.layout.racks.len() - 1;
+        if i < last {
+            if let Some((from, to, block)) = self.layout.feed(i, u, blocks)
+                && from == self.rank
+            {
+                return Some(Transfer { peer: to, block });
+            }
+            if self.rank != 0 {
+                return None;
+            }
+        }
+        self.leaf_feed(step, blocks)
     }
 
     fn incoming(&self, blocks: usize, step: usize) -> Option<Transfer> {
@@ -446,6 +493,7 @@ impl Schedule for Hybrid {
             Role::Leaf { .. } => {
                 let last = layout.racks.last().expect("the root's rack");
                 peers.extend(global(last, last.spare_candidates()));
+                peers.push(0);
             }
             Role::Member { rack: i, local } => {
                 let rack = &layout.racks[i];
@@ -453,6 +501,9 @@ impl Schedule for Hybrid {
                 if local == 0 && i > 0 {
                     let prev = &layout.racks[i - 1];
                     peers.extend(global(prev, prev.spare_candidates()));
+                }
+                if self.rank == 0 {
+                    peers.extend(&layout.leaves);
                 }
                 if rack.spare_candidates().contains(&local) {
                     match layout.racks.get(i + 1) {
