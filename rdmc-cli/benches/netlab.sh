@@ -7,8 +7,16 @@
 # (host -> bridge) and on the root-side veth rdmc-v<i> (bridge -> host). The bridge
 # has no address: the lab's addresses exist only inside the namespaces.
 #
+# With --racks R (R >= 2) the hosts sit in R racks of consecutive hosts (host i
+# in rack i*R/N), one bridge rdmc-br<r> per rack (its top-of-rack switch). Two
+# racks are joined by one veth pair rdmc-up0 <-> rdmc-up1 (the uplink); more
+# racks each have an uplink rdmc-up<r> <-> rdmc-uc<r> into a core bridge
+# rdmc-core. Every uplink is capped at --uplink RATE3 (default: RATE) in both
+# directions, so all traffic between two racks shares it. One subnet for all.
+#
 # Usage (root; needs iproute2 only, installed through apt-get when missing):
-#   netlab.sh up N RATE [--slow HOST RATE2]... [--delay D]
+#   netlab.sh up N RATE [--slow HOST RATE2]... [--delay D] [--racks R [--uplink RATE3]]
+#   netlab.sh racks                (the rack of each host, in host order)
 #   netlab.sh down
 #   netlab.sh status
 #   netlab.sh exec H CMD...
@@ -16,12 +24,17 @@
 #   netlab.sh addrs
 #   netlab.sh run N RATE [up options] -- CMD...   (up, run CMD, always down)
 #   netlab.sh selftest
+#   netlab.sh selftest racks       (two racks of two hosts, the uplink cap)
 # RATE is a tc rate: 250mbit, 1gbit, 500kbit, ... See benches/README.md.
 set -eEuo pipefail
 
 NS_PREFIX=rdmc-h        # namespaces rdmc-h0, rdmc-h1, ...
 VETH_PREFIX=rdmc-v      # root-side veth ends rdmc-v0, rdmc-v1, ...
-BRIDGE=rdmc-br0
+BRIDGE=rdmc-br0         # the bridge of rack 0 (of the whole lab without racks)
+BRIDGE_PREFIX=rdmc-br   # rack bridges rdmc-br0, rdmc-br1, ...
+UPLINK_PREFIX=rdmc-up   # rack-side uplink ends rdmc-up0, rdmc-up1, ...
+CORE_PREFIX=rdmc-uc     # core-side uplink ends (more than two racks)
+CORE=rdmc-core          # the core bridge (more than two racks)
 SUBNET=10.77.0          # host i has SUBNET.(i+1)/24
 TBF_LATENCY=20ms        # tbf queue limit, expressed as time
 MAX_HOSTS=250
@@ -93,7 +106,7 @@ lab_namespaces() {
 # Root-namespace links of the lab (bridge and veth ends).
 lab_links() {
     ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*//' |
-        grep -E "^(${BRIDGE}|${VETH_PREFIX}[0-9]+)$" || true
+        grep -E "^(${BRIDGE_PREFIX}[0-9]+|${VETH_PREFIX}[0-9]+|${UPLINK_PREFIX}[0-9]+|${CORE_PREFIX}[0-9]+|${CORE})$" || true
 }
 
 lab_exists() {
@@ -180,17 +193,52 @@ shape_host() {
     fi
 }
 
+# A new bridge with no address (no IPv6 either), up.
+add_bridge() {
+    ip link add "$1" type bridge forward_delay 0 stp_state 0
+    echo 1 >"/proc/sys/net/ipv6/conf/$1/disable_ipv6" 2>/dev/null || true
+    ip link set "$1" up
+}
+
+# A veth pair A <-> B between bridges BA and BB, capped at RATE in both
+# directions (tbf on both ends' egress).
+add_uplink() {
+    local a=$1 ba=$2 b=$3 bb=$4 rate=$5 burst end
+    burst=$(tbf_burst "$rate")
+    ip link add "$a" type veth peer name "$b"
+    for end in "$a:$ba" "$b:$bb"; do
+        echo 1 >"/proc/sys/net/ipv6/conf/${end%%:*}/disable_ipv6" 2>/dev/null || true
+        ip link set "${end%%:*}" master "${end##*:}"
+        ip link set "${end%%:*}" up
+        tc qdisc replace dev "${end%%:*}" root handle 1: tbf rate "$rate" burst "$burst" latency "$TBF_LATENCY"
+    done
+}
+
+# The rack of host I of N hosts in R racks: consecutive blocks.
+rack_of() { echo $(($1 * $3 / $2)); }
+
 cmd_up() {
     local n=${1:-} rate=${2:-}
-    [ -n "$n" ] && [ -n "$rate" ] || die "usage: netlab.sh up N RATE [--slow HOST RATE2]... [--delay D]"
+    [ -n "$n" ] && [ -n "$rate" ] || die "usage: netlab.sh up N RATE [--slow HOST RATE2]... [--delay D] [--racks R [--uplink RATE3]]"
     shift 2
     [[ "$n" =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le "$MAX_HOSTS" ] ||
         die "N must be 1..$MAX_HOSTS, got '$n'"
     rate_bits "$rate" >/dev/null
     local -A slow=()
-    local delay=""
+    local delay="" racks=1 uplink=""
     while [ $# -gt 0 ]; do
         case "$1" in
+            --racks)
+                [ $# -ge 2 ] || die "--racks needs a number of racks"
+                [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] && [ "$2" -le "$n" ] ||
+                    die "--racks must be 1..$n (at least one host per rack), got '$2'"
+                racks=$2
+                shift 2 ;;
+            --uplink)
+                [ $# -ge 2 ] || die "--uplink needs a rate, e.g. 62500kbit"
+                rate_bits "$2" >/dev/null
+                uplink=$2
+                shift 2 ;;
             --slow)
                 [ $# -ge 3 ] || die "--slow needs HOST RATE2"
                 [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -lt "$n" ] || die "--slow: host must be 0..$((n - 1)), got '$2'"
@@ -204,6 +252,8 @@ cmd_up() {
             *) die "up: unknown option '$1'" ;;
         esac
     done
+    if [ -n "$uplink" ] && [ "$racks" -lt 2 ]; then die "--uplink needs --racks 2 or more"; fi
+    uplink=${uplink:-$rate}
     require_root
     require_tools
     if lab_exists; then
@@ -216,10 +266,17 @@ cmd_up() {
     # A failure or an interrupt half-way must not leave a partial lab behind.
     UP_PENDING=1
 
-    ip link add "$BRIDGE" type bridge forward_delay 0 stp_state 0
-    # No IPv6 on the bridge either: it must carry no address at all.
-    echo 1 >"/proc/sys/net/ipv6/conf/$BRIDGE/disable_ipv6" 2>/dev/null || true
-    ip link set "$BRIDGE" up
+    # No address on any bridge, no IPv6 either.
+    local r
+    for ((r = 0; r < racks; r++)); do add_bridge "${BRIDGE_PREFIX}$r"; done
+    if [ "$racks" -eq 2 ]; then
+        add_uplink "${UPLINK_PREFIX}0" "${BRIDGE_PREFIX}0" "${UPLINK_PREFIX}1" "${BRIDGE_PREFIX}1" "$uplink"
+    elif [ "$racks" -gt 2 ]; then
+        add_bridge "$CORE"
+        for ((r = 0; r < racks; r++)); do
+            add_uplink "${UPLINK_PREFIX}$r" "${BRIDGE_PREFIX}$r" "${CORE_PREFIX}$r" "$CORE" "$uplink"
+        done
+    fi
 
     local i ns veth
     for ((i = 0; i < n; i++)); do
@@ -229,7 +286,7 @@ cmd_up() {
         ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 || true
         ip link add "$veth" type veth peer name eth0 netns "$ns"
         echo 1 >"/proc/sys/net/ipv6/conf/$veth/disable_ipv6" 2>/dev/null || true
-        ip link set "$veth" master "$BRIDGE"
+        ip link set "$veth" master "${BRIDGE_PREFIX}$(rack_of "$i" "$n" "$racks")"
         ip link set "$veth" up
         ip -n "$ns" link set lo up
         ip -n "$ns" addr add "$(host_addr "$i")/24" dev eth0
@@ -240,7 +297,21 @@ cmd_up() {
 
     local extra=""
     for i in "${!slow[@]}"; do extra+=" host $i at ${slow[$i]};"; done
+    [ "$racks" -lt 2 ] || extra+=" $racks racks of consecutive hosts, uplinks at $uplink both directions;"
     note "up: $n hosts at $rate per link, both directions;${extra} delay ${delay:-none}"
+}
+
+# The rack of each host of the running lab, in host order (0 without racks):
+# the number of the bridge its veth is attached to.
+cmd_racks() {
+    local n i master out=()
+    n=$(lab_hosts)
+    [ "$n" -ge 1 ] || die "no lab (see 'netlab.sh status')"
+    for ((i = 0; i < n; i++)); do
+        master=$(ip -o link show "${VETH_PREFIX}$i" | sed -n "s/.* master ${BRIDGE_PREFIX}\([0-9]*\) .*/\1/p")
+        out+=("${master:-?}")
+    done
+    echo "${out[*]}"
 }
 
 cmd_down() {
@@ -272,6 +343,12 @@ cmd_status() {
     for ((i = 0; i < n; i++)); do
         printf '%s %s ' "$(ns_name "$i")" "$(host_addr "$i")"
         tc -n "$(ns_name "$i")" qdisc show dev eth0 | head -1
+    done
+    echo "racks by host: $(cmd_racks)"
+    local up
+    for up in $(lab_links | grep -E "^${UPLINK_PREFIX}[0-9]+$"); do
+        printf 'uplink %s ' "$up"
+        tc qdisc show dev "$up" | head -1
     done
     echo "links: $(lab_links | tr '\n' ' ')"
 }
@@ -313,7 +390,7 @@ cmd_run() {
     # CMD runs in the background so that INT/TERM reach this shell at once (a
     # foreground child would delay the trap until it exits); on_exit kills it.
     local rc=0
-    NETLAB_HOSTS=$n NETLAB_RATE=${up_args[1]} NETLAB_ADDRS=$(cmd_addrs "$n") \
+    NETLAB_HOSTS=$n NETLAB_RATE=${up_args[1]} NETLAB_ADDRS=$(cmd_addrs "$n") NETLAB_RACKS=$(cmd_racks) \
         NETLAB_NS_PREFIX=$NS_PREFIX NETLAB=$SELF "$@" &
     CHILD=$!
     wait "$CHILD" || rc=$?
@@ -462,6 +539,77 @@ cmd_selftest() {
     if [ $fail -eq 0 ]; then echo "selftest: PASS"; else echo "selftest: FAIL"; return 1; fi
 }
 
+# Two racks of two hosts at 100 Mbit/s, uplink 25 Mbit/s: every host reaches
+# every other, a transfer inside a rack runs at the host rate, one across the
+# racks at the uplink's, two across at once share the uplink, and nothing is
+# left after down.
+cmd_selftest_racks() {
+    require_root
+    require_tools
+    local rate=100mbit rate_bps=100000000 uplink=25mbit uplink_bps=25000000 fail=0
+    if lab_exists; then die "a lab already exists; run 'netlab.sh down' first"; fi
+    ALWAYS_DOWN=1
+    cmd_up 4 "$rate" --racks 2 --uplink "$uplink"
+    if [ "$(cmd_racks)" = "0 0 1 1" ]; then
+        echo "selftest racks: racks by host 0 0 1 1: ok"
+    else
+        echo "selftest racks: racks by host $(cmd_racks), expected 0 0 1 1: FAIL"; fail=1
+    fi
+    local a b
+    for a in 0 1 2 3; do
+        for b in 0 1 2 3; do
+            [ "$a" != "$b" ] || continue
+            if ! ip netns exec "$(ns_name "$a")" "$PY" -c "$PYTOOL" probe "$(host_addr "$b")" 9; then
+                echo "  h$a -> h$b UNREACHABLE"; fail=1
+            fi
+        done
+    done
+    [ $fail -ne 0 ] || echo "selftest racks: every host reaches every other: ok"
+    # One transfer at a time: h0 -> h1 (inside rack 0), h0 -> h2 (across).
+    local src dst cap bytes out got secs ratio
+    for pair in "0 1 $rate_bps" "0 2 $uplink_bps" "3 1 $uplink_bps"; do
+        read -r src dst cap <<<"$pair"
+        bytes=$((cap / 8 * 3))
+        out=$(mktemp)
+        ip netns exec "$(ns_name "$dst")" "$PY" -c "$PYTOOL" serve 5201 >"$out" &
+        local spid=$!
+        sleep 0.5
+        ip netns exec "$(ns_name "$src")" "$PY" -c "$PYTOOL" send "$(host_addr "$dst")" 5201 "$bytes"
+        wait "$spid"
+        read -r got secs <"$out"
+        rm -f "$out"
+        ratio=$("$PY" -c "print(f'{$got*8/$secs/$cap:.2f}')")
+        if "$PY" -c "import sys; sys.exit(0 if 0.8 <= $ratio <= 1.2 else 1)"; then
+            echo "  h$src -> h$dst: $ratio x its cap of $cap bit/s: ok"
+        else
+            echo "  h$src -> h$dst: $ratio x its cap of $cap bit/s (NOT within 20%): FAIL"; fail=1
+        fi
+    done
+    # h0 -> h2 and h1 -> h3 at once share the one uplink.
+    local o1 o2 p1 p2 g1 s1 g2 s2
+    bytes=$((uplink_bps / 8 * 2))
+    o1=$(mktemp); o2=$(mktemp)
+    ip netns exec "$(ns_name 2)" "$PY" -c "$PYTOOL" serve 5203 >"$o1" & p1=$!
+    ip netns exec "$(ns_name 3)" "$PY" -c "$PYTOOL" serve 5204 >"$o2" & p2=$!
+    sleep 0.5
+    ip netns exec "$(ns_name 0)" "$PY" -c "$PYTOOL" send "$(host_addr 2)" 5203 "$bytes" &
+    local q1=$!
+    ip netns exec "$(ns_name 1)" "$PY" -c "$PYTOOL" send "$(host_addr 3)" 5204 "$bytes"
+    wait "$q1" "$p1" "$p2"
+    read -r g1 s1 <"$o1"; read -r g2 s2 <"$o2"
+    rm -f "$o1" "$o2"
+    ratio=$("$PY" -c "print(f'{($g1+$g2)*8/max($s1,$s2)/$uplink_bps:.2f}')")
+    if "$PY" -c "import sys; sys.exit(0 if 0.8 <= $ratio <= 1.2 else 1)"; then
+        echo "  h0 -> h2 + h1 -> h3 at once: $ratio x the uplink cap in total: ok"
+    else
+        echo "  h0 -> h2 + h1 -> h3 at once: $ratio x the uplink cap in total (NOT within 20%): FAIL"; fail=1
+    fi
+    cmd_down
+    ALWAYS_DOWN=0
+    if lab_exists; then echo "selftest racks: leftovers after down: FAIL"; fail=1; else echo "selftest racks: nothing with prefix rdmc- remains: ok"; fi
+    if [ $fail -eq 0 ]; then echo "selftest racks: PASS"; else echo "selftest racks: FAIL"; return 1; fi
+}
+
 # ---------------------------------------------------------------------- main
 
 main() {
@@ -478,7 +626,8 @@ main() {
         addr) cmd_addr "$@" ;;
         addrs) cmd_addrs "$@" ;;
         run) cmd_run "$@" ;;
-        selftest) cmd_selftest ;;
+        selftest) if [ "${1:-}" = racks ]; then cmd_selftest_racks; else cmd_selftest; fi ;;
+        racks) cmd_racks ;;
         -h|--help|help) usage 0 ;;
         *) usage 2 ;;
     esac

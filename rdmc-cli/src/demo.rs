@@ -17,6 +17,7 @@ use rdmc::{
 use serde::Serialize;
 
 use crate::size::parse_size;
+use crate::topology::TopologyArgs;
 
 /// Arguments of `rdmc demo`.
 #[derive(Debug, Args)]
@@ -97,6 +98,10 @@ pub(crate) struct DemoArgs {
     /// One JSON object per line instead of text.
     #[arg(long)]
     json: bool,
+    /// Racks and slow members by node (with `--groups`, each group's
+    /// ranks get their nodes' racks).
+    #[command(flatten)]
+    topology: TopologyArgs,
 }
 
 /// `--algorithm`: every algorithm in turn, or one.
@@ -263,6 +268,10 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
         eprintln!("rdmc demo: the block size must be between 1 byte and the address space");
         return ExitCode::FAILURE;
     };
+    if let Err(e) = args.topology.topology(args.nodes as usize) {
+        eprintln!("rdmc demo: {e}");
+        return ExitCode::FAILURE;
+    }
     let algorithms: Vec<Algorithm> = match args.algorithm {
         AlgorithmChoice::All => Algorithm::ALL.to_vec(),
         AlgorithmChoice::One(a) => vec![a],
@@ -435,7 +444,8 @@ async fn run_group(
         let members: Vec<NodeId> = (0..n).map(|i| NodeId((i + g) % n)).collect();
         let id = GroupId(run * u64::from(args.groups) + u64::from(g));
         let nodes = &nodes;
-        let config = config.clone();
+        let order: Vec<usize> = members.iter().map(|m| m.index()).collect();
+        let config = args.topology.apply_to_nodes(config.clone(), &order)?;
         creates.push(async move {
             futures::future::try_join_all(
                 members

@@ -35,6 +35,7 @@ mod push;
 mod simulate;
 mod size;
 mod tcp_copy;
+mod topology;
 
 /// The error for `--transport ofi` in a build without the `ofi` feature.
 #[cfg_attr(feature = "ofi", allow(dead_code))]

@@ -20,6 +20,7 @@ use crate::cluster::{ClusterSetup, Transport, kind_of, without_path};
 use crate::demo::ModeChoice;
 use crate::member_bench;
 use crate::size::{human, parse_size};
+use crate::topology::TopologyArgs;
 
 /// `--block-size`: a size, or `auto` (`None`).
 #[derive(Clone, Copy, Debug)]
@@ -78,6 +79,8 @@ pub(crate) struct MemberArgs {
     /// One JSON object per line instead of text.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    topology: TopologyArgs,
     /// Transport between the members: `tcp`, `ofi` (libfabric) or `rdma`
     /// (RDMA verbs on the first RDMA device); `ofi` and `rdma` need a build
     /// with the feature of the same name. The members file lists rendezvous
@@ -206,6 +209,10 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
         Some(size) => group.with_block_size(size),
         None => group.with_automatic_block_size(),
     };
+    let group = args
+        .topology
+        .apply(group, cluster.members.len())
+        .map_err(|e| format!("{}: {e}", args.members.display()))?;
     Ok(Prepared {
         cluster,
         group,

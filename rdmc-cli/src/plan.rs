@@ -4,7 +4,9 @@
 use std::fmt::Write as _;
 
 use clap::Args;
-use rdmc::schedule::{Algorithm, Plan, step_bound};
+use rdmc::schedule::{Algorithm, Plan, step_bound, step_bound_in};
+
+use crate::topology::TopologyArgs;
 
 /// `rdmc plan` refuses plans whose assembly would call a schedule function
 /// more than this many times (members × steps), rather than run for hours.
@@ -13,7 +15,8 @@ const MAX_PLAN_WORK: usize = 1 << 28;
 /// Arguments of `rdmc plan`.
 #[derive(Debug, Args)]
 pub(crate) struct PlanArgs {
-    /// Multicast algorithm: sequential, chain, tree or binomial-pipeline.
+    /// Multicast algorithm: sequential, chain, tree, binomial-pipeline or
+    /// hybrid (rack-aware: give `--racks`).
     #[arg(short, long, value_parser = parse_algorithm)]
     algorithm: Algorithm,
     /// Group size, the root included (at least 1).
@@ -25,6 +28,8 @@ pub(crate) struct PlanArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    topology: TopologyArgs,
 }
 
 fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
@@ -48,14 +53,27 @@ pub(crate) fn run(args: &PlanArgs) -> Result<(), String> {
 /// Assemble the plan, check it, and render it as JSON or a table (without
 /// the final newline).
 fn render(args: &PlanArgs) -> Result<String, String> {
-    let work = step_bound(args.algorithm, args.nodes, args.blocks).checked_mul(args.nodes);
-    if work.is_none_or(|w| w > MAX_PLAN_WORK) {
-        return Err(format!(
+    let too_large = || {
+        format!(
             "a {} plan for {} nodes and {} blocks is too large to print",
             args.algorithm, args.nodes, args.blocks
-        ));
+        )
+    };
+    // Slow members stretch a plan to about twice the steps: checked before
+    // the topology is built, and again with it.
+    let work = step_bound(args.algorithm, args.nodes, args.blocks)
+        .checked_mul(2 * args.nodes)
+        .filter(|&w| w <= 2 * MAX_PLAN_WORK);
+    if work.is_none() {
+        return Err(too_large());
     }
-    let plan = Plan::new(args.algorithm, args.nodes, args.blocks).map_err(|e| e.to_string())?;
+    let topology = args.topology.topology(args.nodes)?;
+    let work = step_bound_in(args.algorithm, &topology, args.blocks).checked_mul(args.nodes);
+    if work.is_none_or(|w| w > MAX_PLAN_WORK) {
+        return Err(too_large());
+    }
+    let plan =
+        Plan::with_topology(args.algorithm, &topology, args.blocks).map_err(|e| e.to_string())?;
     plan.verify().map_err(|e| {
         format!(
             "internal error: the {} plan is invalid: {e}",
@@ -81,6 +99,14 @@ fn table(plan: &Plan) -> String {
         plan.steps,
         plan.transfers.len()
     );
+    if !plan.racks.is_empty() {
+        let racks: Vec<String> = plan.racks.iter().map(u32::to_string).collect();
+        let _ = writeln!(out, "racks by rank: {}", racks.join(","));
+    }
+    if !plan.slow.is_empty() {
+        let slow: Vec<String> = plan.slow.iter().map(usize::to_string).collect();
+        let _ = writeln!(out, "slow members: {}", slow.join(","));
+    }
     let width = plan.steps.saturating_sub(1).to_string().len();
     let mut rest = plan.transfers.as_slice();
     for step in 0..plan.steps {
@@ -112,6 +138,7 @@ mod tests {
             nodes: n,
             blocks: k,
             json: true,
+            topology: TopologyArgs::default(),
         };
         let out = render(&args).unwrap_or_else(|e| panic!("{algorithm} n={n} k={k}: {e}"));
         // Exactly one JSON object on one line.
@@ -166,8 +193,55 @@ mod tests {
             nodes: 100_000_000,
             blocks: 100_000_000,
             json: false,
+            topology: TopologyArgs::default(),
         };
         let err = render(&args).unwrap_err();
         assert!(err.contains("too large"), "{err}");
+    }
+
+    fn hybrid_args(n: usize, k: usize, racks: &str, slow: Option<&str>, json: bool) -> PlanArgs {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            plan: PlanArgs,
+        }
+        let (n, k) = (n.to_string(), k.to_string());
+        let mut argv = vec!["plan", "-a", "hybrid", "-n", &n, "-b", &k, "--racks", racks];
+        if let Some(slow) = slow {
+            argv.extend(["--slow", slow]);
+        }
+        if json {
+            argv.push("--json");
+        }
+        Cli::try_parse_from(argv).unwrap().plan
+    }
+
+    /// `--racks` and `--slow` reach the plan: the JSON names them and the
+    /// plan verifies; the table prints them.
+    #[test]
+    fn hybrid_plans_with_racks_and_slow_members() {
+        for (n, racks, slow) in [
+            (8, "2", None),
+            (9, "0,1,1,0,2,2,1,0,2", Some("4")),
+            (5, "3", Some("1,2")),
+        ] {
+            for k in [1, 4, 9] {
+                let out = render(&hybrid_args(n, k, racks, slow, true)).unwrap();
+                let plan: Plan = serde_json::from_str(&out).unwrap();
+                assert_eq!(plan.racks.len(), n, "{out}");
+                assert_eq!(plan.slow.is_empty(), slow.is_none());
+                plan.verify().unwrap();
+            }
+        }
+        let table = render(&hybrid_args(4, 2, "2", Some("3"), false)).unwrap();
+        assert!(
+            table.starts_with("hybrid multicast: 4 nodes, 2 blocks"),
+            "{table}"
+        );
+        assert!(table.contains("racks by rank: 0,1,0,1"), "{table}");
+        assert!(table.contains("slow members: 3"), "{table}");
+        let err = render(&hybrid_args(4, 2, "0,1", None, false)).unwrap_err();
+        assert!(err.contains("2 racks given for a group of 4"), "{err}");
     }
 }

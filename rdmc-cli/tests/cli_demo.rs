@@ -52,7 +52,7 @@ fn check_reports(stdout: &str, nodes: u64, size: u64, messages: u64) {
         .collect();
     assert_eq!(
         algorithms,
-        ["sequential", "chain", "tree", "binomial-pipeline"]
+        ["sequential", "chain", "tree", "binomial-pipeline", "hybrid"]
     );
     for line in &lines {
         assert_eq!(line["nodes"], nodes);
@@ -81,6 +81,41 @@ fn thirteen_nodes_odd_size_every_algorithm() {
     );
     check_reports(&out, 13, 10_000_019, 1);
     check_copies(&dir, 13, 10_000_019);
+}
+
+/// `--racks` and `--slow`: the hybrid over three racks dealt out in turn,
+/// the binomial pipeline and the hybrid with two slow members; every copy
+/// byte-exact. A rack list of the wrong length is refused up front.
+#[test]
+fn racks_and_slow_members_every_algorithm() {
+    let dir = tempdir("racks");
+    let out = demo(
+        &dir,
+        &[
+            "--nodes",
+            "13",
+            "--size",
+            "1000003",
+            "--block-size",
+            "16KiB",
+            "--racks",
+            "3",
+            "--slow",
+            "4,7",
+        ],
+    );
+    check_reports(&out, 13, 1_000_003, 1);
+    check_copies(&dir, 13, 1_000_003);
+    let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
+        .args(["demo", "--nodes", "3", "--size", "10", "--racks", "0,1"])
+        .output()
+        .expect("rdmc runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("2 racks given for a group of 3 members"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -136,6 +136,20 @@ fn bad_settings_are_refused_before_the_group_forms() {
         "--block-size must be",
     );
     refused(&scratch, 5, &[], &[], "rank 5 is not in the cluster");
+    refused(
+        &scratch,
+        1,
+        &["--algorithm", "hybrid", "--racks", "0,1,1"],
+        &[],
+        "3 racks given for a group of 2 members",
+    );
+    refused(
+        &scratch,
+        1,
+        &["--slow", "2"],
+        &[],
+        "slow member 2 is not in a group of 2",
+    );
 }
 
 #[test]

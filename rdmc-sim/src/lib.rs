@@ -120,6 +120,9 @@ impl Multicast {
             receive_window: None,
             progress_timeout: None,
             slow_reader_timeout: None,
+            // The hybrid's racks are not yet taken from the network's: with
+            // none it runs as the binomial pipeline.
+            topology: None,
         }
     }
 }

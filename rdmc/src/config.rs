@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::ids::NodeId;
-use crate::schedule::{AUTO_BLOCK_SIZE_MAX, Algorithm, BlockSize};
+use crate::schedule::{AUTO_BLOCK_SIZE_MAX, Algorithm, BlockSize, Topology, TopologyError};
 use crate::target::ReceiveTargets;
 pub use crate::transport::frame::protect::WireSecurity;
 use crate::transport::mesh::ClusterConfig;
@@ -93,9 +93,10 @@ pub const DEFAULT_PROGRESS_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Configuration of a group.
 ///
-/// Every member must use the same algorithm, block size and largest message
-/// size (creating the group checks this); the receive window, the create
-/// timeout and the progress timeout are each member's own.
+/// Every member must use the same algorithm, block size, largest message
+/// size, racks and slow members (creating the group checks this); the
+/// receive window, the create timeout and the progress timeout are each
+/// member's own.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupConfig {
     algorithm: Algorithm,
@@ -108,6 +109,8 @@ pub struct GroupConfig {
     slow_reader_timeout: Option<Duration>,
     max_in_flight: Option<u64>,
     receive_targets: Option<ReceiveTargets>,
+    racks: Option<Vec<u32>>,
+    slow_members: Vec<usize>,
 }
 
 impl Default for GroupConfig {
@@ -123,6 +126,8 @@ impl Default for GroupConfig {
             slow_reader_timeout: None,
             max_in_flight: None,
             receive_targets: None,
+            racks: None,
+            slow_members: Vec::new(),
         }
     }
 }
@@ -296,6 +301,57 @@ impl GroupConfig {
     /// Whether messages carry a digest; `None`: the transport's default.
     pub fn message_digest(&self) -> Option<bool> {
         self.message_digest
+    }
+
+    /// The rack of each member, in the order of the member list given to
+    /// `create_group` (one entry per member; any `u32` names a rack). The
+    /// hybrid algorithm ([`Algorithm::Hybrid`]) sends every block into each
+    /// rack once and spreads it inside the rack by a binomial pipeline
+    /// ("Pushing Bytes: Cloud-Scale Data Replication with RDMC", Sec.
+    /// 4.3.1), whatever order the list interleaves the racks in. Every
+    /// member must give the same racks (creating the group checks this);
+    /// a list of the wrong length fails creation.
+    pub fn with_racks(mut self, racks: Vec<u32>) -> Self {
+        self.racks = Some(racks);
+        self
+    }
+
+    /// Members known to be slow, by rank (position in the member list).
+    /// With the binomial pipeline and the hybrid they only receive, fed by
+    /// members with a spare send, so that they delay no other member (see
+    /// [`Hybrid`](crate::schedule::Hybrid)); a slow root still sends. The
+    /// other algorithms ignore it. Every member must name the same ones
+    /// (creating the group checks this); a rank outside the group fails
+    /// creation. The schedule keeps this promise step by step; on an
+    /// emulated cluster it has not yet been shown to make the other members
+    /// faster in real time (naming a host slow that is not slow costs them
+    /// time), so name only hosts known to be much slower.
+    pub fn with_slow_members(mut self, ranks: impl IntoIterator<Item = usize>) -> Self {
+        let mut ranks: Vec<usize> = ranks.into_iter().collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        self.slow_members = ranks;
+        self
+    }
+
+    /// The racks given by [`GroupConfig::with_racks`].
+    pub fn racks(&self) -> Option<&[u32]> {
+        self.racks.as_deref()
+    }
+
+    /// The slow members given by [`GroupConfig::with_slow_members`], sorted.
+    pub fn slow_members(&self) -> &[usize] {
+        &self.slow_members
+    }
+
+    /// The schedule topology of a group of `group_size` members under this
+    /// configuration.
+    pub fn topology(&self, group_size: usize) -> Result<Topology, TopologyError> {
+        let mut topology = Topology::flat(group_size)?;
+        if let Some(racks) = &self.racks {
+            topology = topology.with_racks(racks.clone())?;
+        }
+        topology.with_slow_members(self.slow_members.iter().copied())
     }
 
     /// The multicast algorithm.

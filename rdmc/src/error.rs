@@ -167,6 +167,12 @@ pub enum Error {
     /// A configuration value is out of range.
     #[error("invalid configuration: {0}")]
     InvalidConfig(&'static str),
+    /// The group's racks or slow members
+    /// ([`GroupConfig::with_racks`](crate::GroupConfig::with_racks),
+    /// [`GroupConfig::with_slow_members`](crate::GroupConfig::with_slow_members))
+    /// do not fit its member list.
+    #[error("invalid group topology: {0}")]
+    InvalidTopology(#[from] crate::schedule::TopologyError),
     /// A network transport's cluster configuration is invalid (checked
     /// before anything is opened).
     #[error("invalid cluster configuration: {0}")]
@@ -248,6 +254,7 @@ impl From<Error> for std::io::Error {
             Error::MessageTooLarge { .. }
             | Error::Membership(_)
             | Error::InvalidConfig(_)
+            | Error::InvalidTopology(_)
             | Error::ClusterConfig(_)
             | Error::TooManyMessages { .. } => ErrorKind::InvalidInput,
             Error::TooManyInFlight { .. } => ErrorKind::WouldBlock,

@@ -295,3 +295,86 @@ async fn messages_carry_consistent_timings() {
         );
     }
 }
+
+/// The hybrid over racks dealt out interleaved, and the binomial pipeline
+/// and the hybrid with members named slow: byte-exact everywhere.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racks_and_slow_members_deliver_byte_exact() {
+    let (_cluster, nodes) = mem_nodes(11);
+    let messages: Vec<Bytes> = [70_001, 0, 1, 999, 4096]
+        .into_iter()
+        .enumerate()
+        .map(|(i, len)| payload(500 + i as u64, len))
+        .collect();
+    let mut id = 200;
+    for n in [2u32, 3, 6, 11] {
+        let members: Vec<NodeId> = (0..n).map(NodeId).collect();
+        let interleaved: Vec<u32> = (0..n).map(|r| r % 3).collect();
+        let configs = [
+            GroupConfig::new()
+                .with_algorithm(Algorithm::Hybrid)
+                .with_racks(interleaved.clone()),
+            GroupConfig::new()
+                .with_algorithm(Algorithm::Hybrid)
+                .with_racks(interleaved)
+                .with_slow_members([n as usize - 1, 1]),
+            GroupConfig::new()
+                .with_algorithm(Algorithm::BinomialPipeline)
+                .with_slow_members([1]),
+        ];
+        for config in configs {
+            id += 1;
+            let groups =
+                create_all(&nodes, GroupId(id), &members, config.with_block_size(1000)).await;
+            run_group(groups, &messages).await;
+        }
+    }
+}
+
+/// Members that disagree on the racks or the slow members fail creation;
+/// a rack list of the wrong length or a slow rank outside the group is
+/// refused before anything is sent.
+#[tokio::test]
+async fn racks_are_part_of_the_group_identity() {
+    let (_cluster, nodes) = mem_nodes(3);
+    let members: Vec<NodeId> = (0..3).map(NodeId).collect();
+    let base = GroupConfig::new()
+        .with_algorithm(Algorithm::Hybrid)
+        .with_create_timeout(Duration::from_secs(5));
+    for (g, other) in [
+        base.clone().with_racks(vec![0, 1, 0]),
+        base.clone().with_slow_members([2]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = GroupId(300 + g as u64);
+        let results = futures::future::join_all([
+            nodes[0].create_group(id, &members, base.clone().with_racks(vec![0, 1, 1])),
+            nodes[1].create_group(id, &members, base.clone().with_racks(vec![0, 1, 1])),
+            nodes[2].create_group(id, &members, other),
+        ])
+        .await;
+        for r in results {
+            assert!(
+                matches!(r, Err(Error::MembershipMismatch { .. })),
+                "{:?}",
+                r.map(|_| ())
+            );
+        }
+    }
+    let err = nodes[0]
+        .create_group(GroupId(310), &members, base.clone().with_racks(vec![0, 1]))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidTopology(_)), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "invalid group topology: 2 racks given for a group of 3 members (one per member, in rank order)"
+    );
+    let err = nodes[0]
+        .create_group(GroupId(311), &members, base.with_slow_members([3]))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidTopology(_)), "{err:?}");
+}

@@ -34,6 +34,22 @@ fn group_size() -> impl Strategy<Value = usize> {
     prop_oneof![2 => 1usize..=5, 1 => 1usize..=20]
 }
 
+/// Racks (none, or up to three interleaved at random) and up to two members
+/// the configuration names slow (the binomial pipeline and the hybrid make
+/// them leaves; the other algorithms ignore them).
+fn topology(n: usize) -> impl Strategy<Value = (Vec<u32>, Vec<usize>)> {
+    (
+        prop_oneof![
+            1 => Just(Vec::new()),
+            2 => prop::collection::vec(0u32..3, n),
+        ],
+        prop_oneof![
+            2 => Just(Vec::new()),
+            1 => prop::collection::vec(0..n, 1..=2),
+        ],
+    )
+}
+
 fn scenario(algorithms: &'static [Algorithm], min_n: usize) -> impl Strategy<Value = Scenario> {
     (
         prop::sample::select(algorithms),
@@ -50,19 +66,34 @@ fn scenario(algorithms: &'static [Algorithm], min_n: usize) -> impl Strategy<Val
                 0usize..=6,
                 prop::option::weighted(0.3, 0..n),
                 any::<u64>(),
+                topology(n),
             )
         })
         .prop_map(
-            |(algorithm, n, block_size, sizes, close, upfront, slow, seed)| Scenario {
+            |(
                 algorithm,
                 n,
                 block_size,
-                auto_min: None,
                 sizes,
                 close,
                 upfront,
                 slow,
                 seed,
+                (racks, slow_members),
+            )| {
+                Scenario {
+                    algorithm,
+                    n,
+                    block_size,
+                    auto_min: None,
+                    racks,
+                    slow_members,
+                    sizes,
+                    close,
+                    upfront,
+                    slow,
+                    seed,
+                }
             },
         )
 }
@@ -277,6 +308,7 @@ proptest! {
 fn config(algorithm: Algorithm, group_size: usize, rank: Rank) -> MemberConfig {
     MemberConfig {
         algorithm,
+        topology: None,
         group_size,
         rank,
         block_size: BlockSize::Fixed(4),
@@ -339,6 +371,8 @@ fn check_small_groups(algorithms: &[Algorithm]) {
                         n,
                         block_size,
                         auto_min: None,
+                        racks: Vec::new(),
+                        slow_members: Vec::new(),
                         sizes: vec![0, 1, 7, 8, 9, 24, 0],
                         close: true,
                         upfront: seed as usize,
@@ -365,6 +399,8 @@ fn close_with_no_messages() {
                 n,
                 block_size: 4,
                 auto_min: None,
+                racks: Vec::new(),
+                slow_members: Vec::new(),
                 sizes: vec![],
                 close: true,
                 upfront: 0,
@@ -385,6 +421,8 @@ fn three_messages(algorithm: Algorithm, n: usize, seed: u64) -> Scenario {
         n,
         block_size: 3,
         auto_min: None,
+        racks: Vec::new(),
+        slow_members: Vec::new(),
         sizes: vec![10, 0, 3],
         close: true,
         upfront: 4,
@@ -674,6 +712,8 @@ fn a_violation_mid_run_fails_the_whole_group() {
                 n,
                 block_size: 2,
                 auto_min: None,
+                racks: Vec::new(),
+                slow_members: Vec::new(),
                 sizes: vec![9, 30, 4],
                 close: true,
                 upfront: 4,
@@ -718,6 +758,8 @@ fn a_member_leaving_mid_run_fails_the_group() {
                 n,
                 block_size: 3,
                 auto_min: None,
+                racks: Vec::new(),
+                slow_members: Vec::new(),
                 sizes: vec![10, 1, 0, 31],
                 close: seed % 2 == 0,
                 upfront: (seed % 6) as usize,
@@ -994,4 +1036,33 @@ fn a_root_waiting_for_an_application_that_never_closes_names_it() {
             assert_eq!(cluster.failures(0)[0].reason, FailureReason::NoProgress);
         }
     }
+}
+
+/// A member's topology must describe its group: another size is an error,
+/// not a schedule of the wrong group.
+#[test]
+fn a_topology_of_another_size_is_refused() {
+    use rdmc::schedule::{ScheduleError, Topology};
+    let mut c = config(Algorithm::Hybrid, 4, 1);
+    c.topology = Some(
+        Topology::flat(5)
+            .unwrap()
+            .with_racks(vec![0, 1, 0, 1, 0])
+            .unwrap(),
+    );
+    assert_eq!(
+        GroupMember::new(c).err(),
+        Some(ScheduleError::TopologySize {
+            topology: 5,
+            group_size: 4
+        })
+    );
+    let mut c = config(Algorithm::Hybrid, 4, 1);
+    c.topology = Some(
+        Topology::flat(4)
+            .unwrap()
+            .with_racks(vec![0, 1, 0, 1])
+            .unwrap(),
+    );
+    assert!(GroupMember::new(c).is_ok());
 }

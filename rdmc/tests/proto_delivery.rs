@@ -25,6 +25,7 @@ fn config(algorithm: Algorithm, n: usize, rank: Rank) -> MemberConfig {
         receive_window: None,
         progress_timeout: None,
         slow_reader_timeout: None,
+        topology: None,
     }
 }
 

@@ -40,7 +40,10 @@ prop_compose! {
         algorithm in Just(algorithm),
         n in Just(n),
     ) -> LateScenario {
-        let run = Scenario { algorithm, n, block_size, auto_min: None, sizes, close, upfront, slow, seed };
+        let run = Scenario {
+            algorithm, n, block_size, auto_min: None, racks: Vec::new(), slow_members: Vec::new(),
+            sizes, close, upfront, slow, seed,
+        };
         LateScenario { run, later }
     }
 }
@@ -262,6 +265,8 @@ fn early_joins_and_early_ready_for_blocks_happen() {
                 n: 5,
                 block_size: 4,
                 auto_min: None,
+                racks: Vec::new(),
+                slow_members: Vec::new(),
                 sizes: vec![17, 3],
                 close: true,
                 upfront: 3,

@@ -4,7 +4,9 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
-use crate::schedule::{Algorithm, BlockSize, NodeSchedule, Schedule, ScheduleError, Transfer};
+use crate::schedule::{
+    Algorithm, BlockSize, NodeSchedule, Schedule, ScheduleError, Topology, Transfer,
+};
 
 mod close;
 mod delivery;
@@ -59,6 +61,9 @@ pub fn block_len(size: u64, block_size: usize, block: usize) -> usize {
 pub struct MemberConfig {
     /// The multicast algorithm every member uses.
     pub algorithm: Algorithm,
+    /// The group's racks and slow members (the same on every member);
+    /// `None`: one rack, none slow.
+    pub topology: Option<Topology>,
     /// Number of members (n ≥ 1).
     pub group_size: usize,
     /// This member's rank (`< group_size`).
@@ -472,7 +477,18 @@ impl GroupMember {
             BlockSize::Automatic { min, max } => min > 0 && min <= max,
         };
         assert!(valid, "block sizes must be positive");
-        let schedule = NodeSchedule::new(config.algorithm, config.group_size, config.rank)?;
+        let schedule = match &config.topology {
+            Some(topology) if topology.group_size() == config.group_size => {
+                NodeSchedule::with_topology(config.algorithm, topology, config.rank)?
+            }
+            Some(topology) => {
+                return Err(ScheduleError::TopologySize {
+                    topology: topology.group_size(),
+                    group_size: config.group_size,
+                });
+            }
+            None => NodeSchedule::new(config.algorithm, config.group_size, config.rank)?,
+        };
         let mut neighbour = vec![false; config.group_size];
         for peer in schedule.connections() {
             neighbour[peer] = true;

@@ -669,13 +669,15 @@ fn algorithm_code(algorithm: Algorithm) -> u8 {
         Algorithm::Chain => 2,
         Algorithm::BinomialTree => 3,
         Algorithm::BinomialPipeline => 4,
+        Algorithm::Hybrid => 5,
     }
 }
 
 /// The digest of group `id` as every member must create it: a hash of the
 /// id, the member list in rank order, the algorithm, the block size, the
-/// largest message size and whether messages carry a digest (as resolved
-/// by the node: `Some(true)` counts), stable across processes, platforms and builds.
+/// largest message size, whether messages carry a digest (as resolved
+/// by the node: `Some(true)` counts) and the racks and slow members when
+/// given, stable across processes, platforms and builds.
 /// Settings local to a member (the receive window, the create timeout) are
 /// left out.
 pub fn group_digest(id: GroupId, members: &[NodeId], config: &GroupConfig) -> u128 {
@@ -695,6 +697,21 @@ pub fn group_digest(id: GroupId, members: &[NodeId], config: &GroupConfig) -> u1
     h.u64(config.max_message_size());
     if config.message_digest() == Some(true) {
         h.write(b"digest");
+    }
+    // Written only when set, so that groups without them keep their digest.
+    if let Some(racks) = config.racks() {
+        h.write(b"racks");
+        h.u64(racks.len() as u64);
+        for &rack in racks {
+            h.u64(u64::from(rack));
+        }
+    }
+    if !config.slow_members().is_empty() {
+        h.write(b"slow");
+        h.u64(config.slow_members().len() as u64);
+        for &rank in config.slow_members() {
+            h.u64(rank as u64);
+        }
     }
     h.0
 }
@@ -763,6 +780,23 @@ mod tests {
                 &members,
                 &base.clone().with_max_message_size(1 << 20),
             ),
+            group_digest(
+                GroupId(5),
+                &members,
+                &base.clone().with_algorithm(Algorithm::Hybrid),
+            ),
+            group_digest(
+                GroupId(5),
+                &members,
+                &base.clone().with_racks(vec![0, 1, 0]),
+            ),
+            group_digest(
+                GroupId(5),
+                &members,
+                &base.clone().with_racks(vec![0, 1, 1]),
+            ),
+            group_digest(GroupId(5), &members, &base.clone().with_slow_members([2])),
+            group_digest(GroupId(5), &members, &base.clone().with_slow_members([1])),
         ];
         for (i, other) in different.iter().enumerate() {
             assert_ne!(d, *other, "case {i}");

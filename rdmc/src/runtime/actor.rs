@@ -458,8 +458,10 @@ impl<T: Transport> Actor<T> {
         if self.rendezvous.is_used(id) {
             return Err(Error::GroupIdInUse(id));
         }
+        let topology = config.topology(members.len())?;
         let member = GroupMember::new(MemberConfig {
             algorithm: config.algorithm(),
+            topology: (!topology.is_flat()).then_some(topology),
             group_size: members.len(),
             rank,
             block_size: config.block_size_policy(),

@@ -18,8 +18,11 @@
 mod binomial_pipeline;
 mod binomial_tree;
 mod chain;
+mod hybrid;
 mod plan;
 mod sequential;
+mod topology;
+mod verify;
 
 use std::fmt;
 use std::str::FromStr;
@@ -27,8 +30,11 @@ use std::str::FromStr;
 pub use binomial_pipeline::BinomialPipeline;
 pub use binomial_tree::BinomialTree;
 pub use chain::Chain;
-pub use plan::{Plan, PlanError, PlanTransfer, step_bound, verify_schedules};
+pub use hybrid::Hybrid;
+pub use plan::{Plan, PlanError, PlanTransfer, step_bound, step_bound_in};
 pub use sequential::Sequential;
+pub use topology::{Topology, TopologyError};
+pub use verify::{verify_schedules, verify_schedules_in};
 
 /// A multicast algorithm: how blocks travel from the root to every member.
 #[non_exhaustive]
@@ -44,15 +50,23 @@ pub enum Algorithm {
     /// The binomial pipeline (the RDMC paper, Sec. 4.3-4.4; "Pushing Bytes:
     /// Cloud-Scale Data Replication with RDMC", Appendix A).
     BinomialPipeline,
+    /// The rack-aware hybrid of "Pushing Bytes: Cloud-Scale Data
+    /// Replication with RDMC" (Sec. 4.3.1): a chain among one leader per
+    /// rack, so that every block crosses into each rack once, and a binomial
+    /// pipeline inside each rack that starts as the blocks arrive. The racks
+    /// come from the group's [`Topology`]; in one rack it is the binomial
+    /// pipeline. See [`Hybrid`].
+    Hybrid,
 }
 
 impl Algorithm {
     /// Every algorithm, in the order of the papers' presentation.
-    pub const ALL: [Algorithm; 4] = [
+    pub const ALL: [Algorithm; 5] = [
         Algorithm::Sequential,
         Algorithm::Chain,
         Algorithm::BinomialTree,
         Algorithm::BinomialPipeline,
+        Algorithm::Hybrid,
     ];
 
     /// The name used on the command line and in JSON output.
@@ -62,6 +76,7 @@ impl Algorithm {
             Algorithm::Chain => "chain",
             Algorithm::BinomialTree => "tree",
             Algorithm::BinomialPipeline => "binomial-pipeline",
+            Algorithm::Hybrid => "hybrid",
         }
     }
 }
@@ -74,7 +89,7 @@ impl fmt::Display for Algorithm {
 
 /// The name given to [`Algorithm::from_str`] is not an algorithm.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown algorithm {0:?} (expected sequential, chain, tree or binomial-pipeline)")]
+#[error("unknown algorithm {0:?} (expected sequential, chain, tree, binomial-pipeline or hybrid)")]
 pub struct UnknownAlgorithm(pub String);
 
 impl FromStr for Algorithm {
@@ -86,6 +101,7 @@ impl FromStr for Algorithm {
             "chain" => Ok(Algorithm::Chain),
             "tree" | "binomial-tree" => Ok(Algorithm::BinomialTree),
             "binomial-pipeline" | "binomial" | "pipeline" => Ok(Algorithm::BinomialPipeline),
+            "hybrid" => Ok(Algorithm::Hybrid),
             other => Err(UnknownAlgorithm(other.to_owned())),
         }
     }
@@ -163,6 +179,14 @@ pub enum ScheduleError {
         /// The group size.
         group_size: usize,
     },
+    /// The topology describes a group of another size.
+    #[error("the topology describes {topology} members, the group has {group_size}")]
+    TopologySize {
+        /// The topology's group size.
+        topology: usize,
+        /// The group size.
+        group_size: usize,
+    },
 }
 
 /// One member's schedule for any [`Algorithm`]; dispatches without boxing.
@@ -176,10 +200,13 @@ pub enum NodeSchedule {
     BinomialTree(BinomialTree),
     /// See [`BinomialPipeline`].
     BinomialPipeline(BinomialPipeline),
+    /// See [`Hybrid`]: the hybrid, or the binomial pipeline with slow members.
+    Hybrid(Hybrid),
 }
 
 impl NodeSchedule {
-    /// The schedule of member `rank` in a group of `nodes` members.
+    /// The schedule of member `rank` in a group of `group_size` members
+    /// in one rack, none of them known to be slow ([`Topology::flat`]).
     pub fn new(
         algorithm: Algorithm,
         group_size: usize,
@@ -191,6 +218,10 @@ impl NodeSchedule {
         if rank >= group_size {
             return Err(ScheduleError::RankOutOfRange { rank, group_size });
         }
+        if algorithm == Algorithm::Hybrid {
+            let topology = Topology::flat(group_size).map_err(|_| ScheduleError::EmptyGroup)?;
+            return Self::with_topology(algorithm, &topology, rank);
+        }
         Ok(match algorithm {
             Algorithm::Sequential => NodeSchedule::Sequential(Sequential::new(group_size, rank)),
             Algorithm::Chain => NodeSchedule::Chain(Chain::new(group_size, rank)),
@@ -200,7 +231,32 @@ impl NodeSchedule {
             Algorithm::BinomialPipeline => {
                 NodeSchedule::BinomialPipeline(BinomialPipeline::new(group_size, rank))
             }
+            Algorithm::Hybrid => unreachable!("handled above"),
         })
+    }
+
+    /// The schedule of member `rank` in a group laid out as `topology`
+    /// says. The hybrid takes its racks from it; the binomial pipeline and
+    /// the hybrid make its slow members leaves that never send (see
+    /// [`Hybrid`]); the other algorithms ignore it. Every member must use
+    /// the same topology.
+    pub fn with_topology(
+        algorithm: Algorithm,
+        topology: &Topology,
+        rank: usize,
+    ) -> Result<Self, ScheduleError> {
+        let group_size = topology.group_size();
+        if rank >= group_size {
+            return Err(ScheduleError::RankOutOfRange { rank, group_size });
+        }
+        let plain_pipeline = topology.slow_members().iter().all(|&r| r == 0);
+        match algorithm {
+            Algorithm::Hybrid => Ok(NodeSchedule::Hybrid(Hybrid::new(algorithm, topology, rank))),
+            Algorithm::BinomialPipeline if !plain_pipeline => {
+                Ok(NodeSchedule::Hybrid(Hybrid::new(algorithm, topology, rank)))
+            }
+            _ => Self::new(algorithm, group_size, rank),
+        }
     }
 
     /// The algorithm this schedule implements.
@@ -210,6 +266,7 @@ impl NodeSchedule {
             NodeSchedule::Chain(_) => Algorithm::Chain,
             NodeSchedule::BinomialTree(_) => Algorithm::BinomialTree,
             NodeSchedule::BinomialPipeline(_) => Algorithm::BinomialPipeline,
+            NodeSchedule::Hybrid(s) => s.algorithm(),
         }
     }
 
@@ -219,6 +276,7 @@ impl NodeSchedule {
             NodeSchedule::Chain(s) => s,
             NodeSchedule::BinomialTree(s) => s,
             NodeSchedule::BinomialPipeline(s) => s,
+            NodeSchedule::Hybrid(s) => s,
         }
     }
 }

@@ -9,7 +9,9 @@
 //! the checks the original C++ RDMC ran in its schedule self-test, extended
 //! to all four algorithms.
 
-use super::{Algorithm, NodeSchedule, Schedule, ScheduleError, Transfer, ceil_log2, floor_log2};
+use super::{
+    Algorithm, NodeSchedule, Schedule, ScheduleError, Topology, Transfer, ceil_log2, floor_log2,
+};
 
 /// One transfer of a whole-group plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +40,18 @@ pub struct Plan {
     pub blocks: usize,
     /// Number of logical steps.
     pub steps: usize,
+    /// The rack of each rank ([`Topology::racks`]); empty for one rack.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Vec::is_empty")
+    )]
+    pub racks: Vec<u32>,
+    /// The slow ranks ([`Topology::slow_members`]).
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Vec::is_empty")
+    )]
+    pub slow: Vec<usize>,
     /// The transfers, sorted by (step, from).
     pub transfers: Vec<PlanTransfer>,
 }
@@ -54,6 +68,9 @@ pub enum PlanError {
     /// The plan has no members.
     #[error("a group needs at least one member")]
     EmptyGroup,
+    /// The plan's racks or slow members do not fit its group.
+    #[error("bad topology: {0}")]
+    Topology(#[from] super::TopologyError),
     /// The plan has no blocks.
     #[error("a message needs at least one block")]
     NoBlocks,
@@ -239,13 +256,14 @@ pub enum PlanError {
 ///   with `l = ⌊log2 n⌋`;
 /// * chain: `n + k − 2`;
 /// * binomial tree: `⌈log2 n⌉·k`;
-/// * sequential: `(n − 1)·k`.
+/// * sequential: `(n − 1)·k`;
+/// * hybrid in one rack: as the binomial pipeline (see [`step_bound_in`]).
 pub fn step_bound(algorithm: Algorithm, group_size: usize, blocks: usize) -> usize {
     if group_size < 2 {
         return 0;
     }
     match algorithm {
-        Algorithm::BinomialPipeline => {
+        Algorithm::BinomialPipeline | Algorithm::Hybrid => {
             let l = floor_log2(group_size);
             let extra = usize::from(!group_size.is_power_of_two());
             l + blocks + extra - 1
@@ -256,15 +274,53 @@ pub fn step_bound(algorithm: Algorithm, group_size: usize, blocks: usize) -> usi
     }
 }
 
+/// [`step_bound`] for a group laid out as `topology` says. The hybrid and
+/// the binomial pipeline with slow members take, with racks of `m_0, m_1,
+/// …` fast members in chain order (`l_i = ⌊log2 m_i⌋`, rack `i` starting at
+/// step `o_i = Σ_{j<i} (l_j + 1)`), the largest of: each rack's binomial
+/// pipeline end `o_i + step_bound(m_i, k)`; each leader's last receipt
+/// `o_i + k − 1`; the last receipt of the `s` slow leaves, fed one block
+/// each every `max(2, s)` steps by the last rack from its step
+/// `l_last + 2` on (a few steps later in a rack that is not a power of two,
+/// see [`Hybrid`](super::Hybrid)). In one rack without slow members that is
+/// the binomial pipeline's bound.
+pub fn step_bound_in(algorithm: Algorithm, topology: &Topology, blocks: usize) -> usize {
+    let layered = match algorithm {
+        Algorithm::Hybrid => true,
+        Algorithm::BinomialPipeline => topology.slow_members().iter().any(|&r| r != 0),
+        _ => false,
+    };
+    if layered {
+        topology
+            .layout(algorithm == Algorithm::Hybrid)
+            .steps(blocks)
+    } else {
+        step_bound(algorithm, topology.group_size(), blocks)
+    }
+}
+
 impl Plan {
-    /// Assemble the plan from each member's [`Schedule::outgoing`].
+    /// Assemble the plan from each member's [`Schedule::outgoing`] (one
+    /// rack, no slow member).
     pub fn new(
         algorithm: Algorithm,
         group_size: usize,
         blocks: usize,
     ) -> Result<Self, ScheduleError> {
+        let topology = Topology::flat(group_size).map_err(|_| ScheduleError::EmptyGroup)?;
+        Self::with_topology(algorithm, &topology, blocks)
+    }
+
+    /// Assemble the plan of a group laid out as `topology` says (see
+    /// [`NodeSchedule::with_topology`]).
+    pub fn with_topology(
+        algorithm: Algorithm,
+        topology: &Topology,
+        blocks: usize,
+    ) -> Result<Self, ScheduleError> {
+        let group_size = topology.group_size();
         let schedules = (0..group_size)
-            .map(|rank| NodeSchedule::new(algorithm, group_size, rank))
+            .map(|rank| NodeSchedule::with_topology(algorithm, topology, rank))
             .collect::<Result<Vec<_>, _>>()?;
         let steps = schedules.first().map_or(0, |s| s.total_steps(blocks));
         let mut transfers = Vec::new();
@@ -285,12 +341,14 @@ impl Plan {
             group_size,
             blocks,
             steps,
+            racks: topology.racks().to_vec(),
+            slow: topology.slow_members().to_vec(),
             transfers,
         })
     }
 
     /// Check the plan against the invariants every schedule keeps and the
-    /// algorithm's [`step_bound`]:
+    /// algorithm's [`step_bound_in`] for the plan's racks and slow members:
     ///
     /// * ranks and blocks are in range, nobody sends to itself, and no
     ///   transfer is at or after step `steps`;
@@ -313,7 +371,12 @@ impl Plan {
         if k == 0 {
             return Err(PlanError::NoBlocks);
         }
-        let bound = step_bound(algorithm, n, k);
+        let mut topology = Topology::flat(n)?;
+        if !self.racks.is_empty() {
+            topology = topology.with_racks(self.racks.clone())?;
+        }
+        let topology = topology.with_slow_members(self.slow.iter().copied())?;
+        let bound = step_bound_in(algorithm, &topology, k);
         if steps > bound {
             return Err(PlanError::TooManySteps { steps, bound });
         }
@@ -401,194 +464,5 @@ impl Plan {
             }
         }
         Ok(())
-    }
-}
-
-/// Check the per-member schedules of `algorithm` for `nodes` members and
-/// `blocks` blocks against each other:
-///
-/// * every member agrees on [`Schedule::total_steps`], and nobody sends or
-///   receives at steps `total_steps .. total_steps + 2`;
-/// * `outgoing(r, t) = (d, b)` ⇔ `incoming(d, t) = (r, b)`;
-/// * each member's first incoming transfer equals
-///   [`Schedule::first_block_for`]`(blocks)`;
-/// * every transfer uses a pair present in both members' connection lists;
-/// * connection lists are duplicate-free, name only other members, are
-///   symmetric, and can be built in list order by pairwise blocking
-///   rendezvous without deadlock.
-///
-/// Costs `O(n · T · log n)`; meant for tests and tools.
-pub fn verify_schedules(
-    algorithm: Algorithm,
-    group_size: usize,
-    blocks: usize,
-) -> Result<(), PlanError> {
-    if group_size == 0 {
-        return Err(PlanError::EmptyGroup);
-    }
-    if blocks == 0 {
-        return Err(PlanError::NoBlocks);
-    }
-    let schedules: Vec<NodeSchedule> = (0..group_size)
-        .map(|rank| NodeSchedule::new(algorithm, group_size, rank).expect("rank < group_size"))
-        .collect();
-
-    // Connection lists: in range, no self, no duplicates, symmetric.
-    let connections: Vec<Vec<usize>> = schedules
-        .iter()
-        .enumerate()
-        .map(|(node, s)| {
-            let mut peers = s.connections();
-            for &peer in &peers {
-                if peer >= group_size || peer == node {
-                    return Err(PlanError::BadConnection { node, peer });
-                }
-            }
-            peers.sort_unstable();
-            if let Some(w) = peers.windows(2).find(|w| w[0] == w[1]) {
-                return Err(PlanError::BadConnection { node, peer: w[0] });
-            }
-            Ok(peers)
-        })
-        .collect::<Result<_, _>>()?;
-    let connected = |a: usize, b: usize| connections[a].binary_search(&b).is_ok();
-    for (node, peers) in connections.iter().enumerate() {
-        for &peer in peers {
-            if !connected(peer, node) {
-                return Err(PlanError::AsymmetricConnection { node, peer });
-            }
-        }
-    }
-
-    let lists: Vec<Vec<usize>> = schedules.iter().map(Schedule::connections).collect();
-    check_rendezvous(&lists)?;
-
-    let steps = schedules[0].total_steps(blocks);
-    for (node, s) in schedules.iter().enumerate() {
-        let own = s.total_steps(blocks);
-        if own != steps {
-            return Err(PlanError::StepCountMismatch {
-                node,
-                steps: own,
-                expected: steps,
-            });
-        }
-    }
-
-    let mut first: Vec<Option<Transfer>> = vec![None; group_size];
-    for step in 0..steps + 2 {
-        for (node, s) in schedules.iter().enumerate() {
-            if let Some(out) = s.outgoing(blocks, step) {
-                let to = out.peer;
-                let unmatched = PlanError::UnmatchedTransfer {
-                    step,
-                    from: node,
-                    to,
-                    block: out.block,
-                };
-                if step >= steps || to >= group_size {
-                    return Err(unmatched);
-                }
-                let back = schedules[to].incoming(blocks, step);
-                if back
-                    != Some(Transfer {
-                        peer: node,
-                        block: out.block,
-                    })
-                {
-                    return Err(unmatched);
-                }
-                if !connected(node, to) || !connected(to, node) {
-                    return Err(PlanError::NotConnected {
-                        step,
-                        from: node,
-                        to,
-                    });
-                }
-            }
-            if let Some(inc) = s.incoming(blocks, step) {
-                let from = inc.peer;
-                let unmatched = PlanError::UnmatchedTransfer {
-                    step,
-                    from,
-                    to: node,
-                    block: inc.block,
-                };
-                if step >= steps || from >= group_size {
-                    return Err(unmatched);
-                }
-                let forth = schedules[from].outgoing(blocks, step);
-                if forth
-                    != Some(Transfer {
-                        peer: node,
-                        block: inc.block,
-                    })
-                {
-                    return Err(unmatched);
-                }
-                if first[node].is_none() {
-                    first[node] = Some(inc);
-                }
-            }
-        }
-    }
-    for (node, s) in schedules.iter().enumerate() {
-        let expected = s.first_block_for(blocks);
-        if expected != first[node] {
-            return Err(PlanError::FirstBlockMismatch {
-                node,
-                expected,
-                actual: first[node],
-            });
-        }
-    }
-    Ok(())
-}
-
-/// Simulate connection set-up as the original C++ RDMC does it: every member connects
-/// to the peers of its list in order, and connecting to a peer blocks until
-/// that peer has reached this member in its own list.
-fn check_rendezvous(lists: &[Vec<usize>]) -> Result<(), PlanError> {
-    let mut next = vec![0usize; lists.len()];
-    loop {
-        let mut progress = false;
-        for a in 0..lists.len() {
-            let Some(&b) = lists[a].get(next[a]) else {
-                continue;
-            };
-            if lists[b].get(next[b]) == Some(&a) {
-                next[a] += 1;
-                next[b] += 1;
-                progress = true;
-            }
-        }
-        if !progress {
-            break;
-        }
-    }
-    match (0..lists.len()).find(|&a| next[a] < lists[a].len()) {
-        Some(node) => Err(PlanError::ConnectionDeadlock {
-            node,
-            peer: lists[node][next[node]],
-        }),
-        None => Ok(()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rendezvous_detects_a_cycle() {
-        // 0 waits for 1, 1 waits for 2, 2 waits for 0.
-        let lists = vec![vec![1, 2], vec![2, 0], vec![0, 1]];
-        assert_eq!(
-            check_rendezvous(&lists),
-            Err(PlanError::ConnectionDeadlock { node: 0, peer: 1 })
-        );
-        let lists = vec![vec![1, 2], vec![0, 2], vec![0, 1]];
-        assert_eq!(check_rendezvous(&lists), Ok(()));
-        assert_eq!(check_rendezvous(&[vec![]]), Ok(()));
     }
 }

@@ -131,9 +131,12 @@ pub async fn every_algorithm_delivers_odd_sizes_to_odd_groups<F: Fixture>() {
             // Rotate the members so that the root (and the ranks) vary.
             let shift = (a + s) as u32;
             let members: Vec<NodeId> = (0..n).map(|i| NodeId((i + shift) % 7)).collect();
-            let config = GroupConfig::new()
-                .with_algorithm(algorithm)
-                .with_block_size(block);
+            let config = with_racks_and_slow(
+                GroupConfig::new()
+                    .with_algorithm(algorithm)
+                    .with_block_size(block),
+                n as usize,
+            );
             let messages: Vec<Bytes> = sizes
                 .iter()
                 .enumerate()
@@ -144,6 +147,25 @@ pub async fn every_algorithm_delivers_odd_sizes_to_odd_groups<F: Fixture>() {
         }
     }
     shutdown(nodes).await;
+}
+
+/// The hybrid gets two racks dealt out in turn (as a placement service
+/// hands hosts out); in groups of seven the binomial pipeline and the hybrid
+/// also get a member named slow.
+fn with_racks_and_slow(config: GroupConfig, n: usize) -> GroupConfig {
+    let mut config = config;
+    if config.algorithm() == Algorithm::Hybrid {
+        config = config.with_racks((0..n as u32).map(|r| r % 2).collect());
+    }
+    if n == 7
+        && matches!(
+            config.algorithm(),
+            Algorithm::BinomialPipeline | Algorithm::Hybrid
+        )
+    {
+        config = config.with_slow_members([3]);
+    }
+    config
 }
 
 /// The default, automatic block size: each message in its own block size
@@ -183,9 +205,12 @@ pub async fn many_messages_in_a_row<F: Fixture>() {
     let (nodes, _) = cluster::<F>(5, Tuning::default()).await;
     for (a, &algorithm) in Algorithm::ALL.iter().enumerate() {
         let members: Vec<NodeId> = (0..5).map(|i| NodeId((i + a as u32) % 5)).collect();
-        let config = GroupConfig::new()
-            .with_algorithm(algorithm)
-            .with_block_size(4099);
+        let config = with_racks_and_slow(
+            GroupConfig::new()
+                .with_algorithm(algorithm)
+                .with_block_size(4099),
+            5,
+        );
         // More messages than the default receive window of 64.
         let messages: Vec<Bytes> = (0..150u64)
             .map(|i| payload(1000 * a as u64 + i, ((i * 7919) % 30_011) as usize))

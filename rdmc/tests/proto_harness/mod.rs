@@ -48,7 +48,7 @@ use rdmc::proto::{
     Action, Control, CreateFailure, Failure, FailureReason, GroupMember, MemberConfig, Rank,
     Rendezvous, RendezvousAction, block_count, block_len, group_digest,
 };
-use rdmc::schedule::{Algorithm, BlockSize, NodeSchedule, Schedule};
+use rdmc::schedule::{Algorithm, BlockSize, NodeSchedule, Schedule, Topology};
 use rdmc::{GroupConfig, GroupId, NodeId};
 
 /// The one group every node of a [`Cluster`] creates.
@@ -292,6 +292,8 @@ const KINDS: [Kind; 4] = [Kind::Data, Kind::RecvDone, Kind::SendDone, Kind::Sign
 pub struct Cluster {
     pub algorithm: Algorithm,
     pub n: usize,
+    /// The group's racks and slow members (`None`: one rack, none slow).
+    pub topology: Option<Topology>,
     /// The block size, or with `auto_min` the largest automatic one.
     pub block_size: usize,
     /// Automatic block sizes from this many bytes up to `block_size`
@@ -358,13 +360,17 @@ pub struct Scenario {
     pub upfront: usize,
     /// A member whose events are picked with low probability.
     pub slow: Option<Rank>,
+    /// The rack of each member (empty: one rack).
+    pub racks: Vec<u32>,
+    /// The members the configuration names slow.
+    pub slow_members: Vec<usize>,
     pub seed: u64,
 }
 
 impl Scenario {
     /// The run's cluster, its nodes creating the group as `creation` says.
     pub fn build(&self, creation: &Creation) -> Cluster {
-        let mut cluster = Cluster::with_policy(
+        let mut cluster = Cluster::with_topology(
             self.algorithm,
             self.n,
             self.block_size,
@@ -372,6 +378,7 @@ impl Scenario {
             &self.sizes,
             self.seed,
             creation,
+            (&self.racks, &self.slow_members),
         );
         cluster.set_slow(self.slow);
         let mut ops = vec![RootOp::Submit; self.sizes.len()];
@@ -447,14 +454,39 @@ impl Cluster {
         seed: u64,
         creation: &Creation,
     ) -> Self {
+        let flat = (&[][..], &[][..]);
+        Self::with_topology(
+            algorithm, n, block_size, auto_min, sizes, seed, creation, flat,
+        )
+    }
+
+    /// [`with_policy`](Self::with_policy) for a group whose configuration
+    /// gives racks (one per member, or none) and slow members.
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_topology(
+        algorithm: Algorithm,
+        n: usize,
+        block_size: usize,
+        auto_min: Option<usize>,
+        sizes: &[u64],
+        seed: u64,
+        creation: &Creation,
+        (racks, slow): (&[u32], &[usize]),
+    ) -> Self {
         assert_eq!(creation.at.len(), n, "one creation time per node");
         let mut rng = Rng::new(seed);
         let messages = sizes.iter().map(|&s| rng.bytes(s as usize)).collect();
         let members: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
-        let config = GroupConfig::new()
+        let mut config = GroupConfig::new()
             .with_algorithm(algorithm)
             .with_block_size(block_size)
-            .with_max_message_size(MAX_MESSAGE_SIZE);
+            .with_max_message_size(MAX_MESSAGE_SIZE)
+            .with_slow_members(slow.iter().copied());
+        if !racks.is_empty() {
+            config = config.with_racks(racks.to_vec());
+        }
+        let topology = config.topology(n).expect("a valid topology");
+        let topology = (!topology.is_flat()).then_some(topology);
         let digest = group_digest(GROUP, &members, &config);
         let odd_digest = group_digest(
             GROUP,
@@ -493,6 +525,7 @@ impl Cluster {
         let mut cluster = Cluster {
             algorithm,
             n,
+            topology,
             block_size,
             auto_min,
             nodes,
@@ -543,6 +576,7 @@ impl Cluster {
         node.created = true;
         let mut member = GroupMember::new(MemberConfig {
             algorithm: self.algorithm,
+            topology: self.topology.clone(),
             group_size: self.n,
             rank,
             block_size,
@@ -641,8 +675,16 @@ impl Cluster {
 
     /// The block size every member must use for a `size`-byte message.
     pub fn message_block_size(&self, size: u64) -> usize {
-        let schedule = NodeSchedule::new(self.algorithm, self.n, 0).expect("valid schedule");
-        self.block_policy().for_message(&schedule, size)
+        self.block_policy().for_message(&self.schedule(0), size)
+    }
+
+    /// Member `rank`'s schedule.
+    pub fn schedule(&self, rank: Rank) -> NodeSchedule {
+        match &self.topology {
+            Some(t) => NodeSchedule::with_topology(self.algorithm, t, rank),
+            None => NodeSchedule::new(self.algorithm, self.n, rank),
+        }
+        .expect("valid schedule")
     }
 
     /// Sizes of the messages the root will submit.
@@ -692,9 +734,10 @@ impl Cluster {
     #[track_caller]
     fn bug(&self, what: std::fmt::Arguments<'_>) -> ! {
         let mut s = format!(
-            "{what}\n  ({} n={} block_size={} sizes={:?})\n  last events:\n",
+            "{what}\n  ({} n={} {:?} block_size={} sizes={:?})\n  last events:\n",
             self.algorithm,
             self.n,
+            self.topology,
             self.block_size,
             self.messages.iter().map(Vec::len).collect::<Vec<_>>()
         );
@@ -1627,8 +1670,7 @@ impl Cluster {
         match crash.notify {
             Notify::AllSurvivors => self.notifications.extend(survivors.map(|r| (r, c))),
             Notify::LinkPeers => {
-                let schedule = NodeSchedule::new(self.algorithm, self.n, c).expect("valid");
-                let mut peers = schedule.connections();
+                let mut peers = self.schedule(c).connections();
                 if c == 0 {
                     peers = (1..self.n).collect();
                 } else if !peers.contains(&0) {

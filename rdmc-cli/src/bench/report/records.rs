@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::format::size_label;
 
 /// The rdmc algorithms in the order the tables and legends list them.
-const RDMC_ALGORITHMS: &[&str] = &["sequential", "chain", "tree", "binomial-pipeline"];
+const RDMC_ALGORITHMS: &[&str] = &["sequential", "chain", "tree", "binomial-pipeline", "hybrid"];
 
 /// Read a `results.jsonl`: one JSON object per line, blank lines skipped.
 /// A line that is not a JSON object is an error naming its line number.
