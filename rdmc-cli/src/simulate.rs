@@ -35,7 +35,7 @@ pub(crate) struct SimulateArgs {
     #[arg(long, default_value = "auto", value_parser = parse_block)]
     block_size: BlockArg,
     /// `all`, or algorithms separated by commas: sequential, chain, tree,
-    /// binomial-pipeline.
+    /// binomial-pipeline, hybrid (told the racks of `--racks`).
     #[arg(long, default_value = "all", value_parser = parse_algorithms)]
     algorithm: AlgorithmList,
     /// Every host's NIC rate, each direction (`250mbit`, `1gbit`,
@@ -50,6 +50,11 @@ pub(crate) struct SimulateArgs {
     /// ways (repeatable).
     #[arg(long, value_parser = parse_slow_host)]
     slow: Vec<SlowHost>,
+    /// Tell the schedule which hosts `--slow` slows, as a group configured
+    /// with `GroupConfig::with_slow_members` (the binomial pipeline and the
+    /// hybrid make them leaves that send nothing).
+    #[arg(long, requires = "slow")]
+    name_slow: bool,
     /// A slow link: `A-B=FACTOR` caps transfers between hosts A and B at
     /// the rate ÷ FACTOR (repeatable).
     #[arg(long, value_parser = parse_slow_link)]
@@ -280,6 +285,26 @@ pub(crate) fn run(args: &SimulateArgs) -> Result<(), String> {
                 Multicast::new(algorithm, nodes, args.size).with_ready_window(args.ready_window);
             if let Some(block) = args.block_size.0 {
                 multicast = multicast.with_block_size(block);
+            }
+            // The schedule knows the racks, as a group configured with
+            // them would: the hybrid places its blocks by them; and, with
+            // `--name-slow`, the slow hosts.
+            let racks = network.racks.map(|racks| {
+                racks
+                    .rack_of(nodes)
+                    .into_iter()
+                    .map(|r| r as u32)
+                    .collect::<Vec<_>>()
+            });
+            if racks.is_some() || args.name_slow {
+                let slow = args.slow.iter().map(|s| s.host).filter(|&h| h < nodes);
+                let mut topology = rdmc::schedule::Topology::flat(nodes)
+                    .and_then(|t| t.with_slow_members(slow))
+                    .map_err(|e| e.to_string())?;
+                if let Some(list) = racks {
+                    topology = topology.with_racks(list).map_err(|e| e.to_string())?;
+                }
+                multicast = multicast.with_topology(topology);
             }
             jobs.push(multicast);
         }

@@ -201,3 +201,44 @@ fn bad_arguments_are_refused_with_a_reason() {
         assert!(stderr.contains(want), "{args:?}: {stderr}");
     }
 }
+
+/// The two-rack case in simulation: 16 hosts in two racks joined by
+/// uplinks at ¼ of a host's rate, members listed interleaved across the
+/// racks. The hybrid, told the racks, sends each block across once: within
+/// 1.05× of the uplink bound (4 unicasts), and at least twice as fast as
+/// the flat binomial pipeline, which crosses the uplink with most blocks
+/// several times.
+#[test]
+fn the_hybrid_told_the_racks_crosses_the_uplink_once() {
+    let args = [
+        "simulate",
+        "--nodes",
+        "16",
+        "--size",
+        "64MiB",
+        "--algorithm",
+        "binomial-pipeline,hybrid",
+        "--racks",
+        "2",
+        "--uplink",
+        "62500kbit",
+        "--placement",
+        "interleaved",
+        "--json",
+    ];
+    let (lines, stdout) = json_lines(&args);
+    let ratio = |name: &str| {
+        lines
+            .iter()
+            .find(|l| l["algorithm"] == name)
+            .unwrap_or_else(|| panic!("no {name} line: {stdout}"))["ratio_to_unicast"]
+            .as_f64()
+            .unwrap()
+    };
+    let (hybrid, flat) = (ratio("hybrid"), ratio("binomial-pipeline"));
+    assert!((4.0..=4.2).contains(&hybrid), "hybrid {hybrid}× unicast");
+    assert!(
+        flat >= 2.0 * hybrid,
+        "flat {flat}× against hybrid {hybrid}×"
+    );
+}

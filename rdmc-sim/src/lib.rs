@@ -49,7 +49,7 @@ pub use network::{LAB_LATENCY, LAB_RATE_BPS, Network, Placement, Racks, SlowHost
 pub use outcome::Outcome;
 
 use rdmc::proto::{MemberConfig, READY_WINDOW};
-use rdmc::schedule::{Algorithm, BlockSize, NodeSchedule};
+use rdmc::schedule::{Algorithm, BlockSize, NodeSchedule, Topology};
 
 /// One multicast to simulate: an algorithm, a group and one message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -70,6 +70,10 @@ pub struct Multicast {
     /// arrive: 1 is the original RDMC's one receive posted at a time, so
     /// a member never receives two blocks at once.
     pub ready_window: usize,
+    /// The racks (and slow members) the schedule is told of, as a group
+    /// configured with `GroupConfig::with_racks` / `with_slow_members`: what
+    /// the hybrid schedule places blocks by. `None`: one rack.
+    pub topology: Option<Topology>,
 }
 
 impl Multicast {
@@ -82,6 +86,7 @@ impl Multicast {
             size,
             block_size: BlockSize::AUTOMATIC,
             ready_window: READY_WINDOW,
+            topology: None,
         }
     }
 
@@ -102,9 +107,21 @@ impl Multicast {
         }
     }
 
+    /// The same with the schedule told of `topology` (see
+    /// [`Multicast::topology`]).
+    pub fn with_topology(self, topology: Topology) -> Self {
+        Multicast {
+            topology: Some(topology),
+            ..self
+        }
+    }
+
     /// The block size the message is cut into, in bytes.
     pub fn block_bytes(&self) -> Result<usize, SimError> {
-        let schedule = NodeSchedule::new(self.algorithm, self.nodes, 0)?;
+        let schedule = match &self.topology {
+            Some(topology) => NodeSchedule::with_topology(self.algorithm, topology, 0)?,
+            None => NodeSchedule::new(self.algorithm, self.nodes, 0)?,
+        };
         Ok(self.block_size.for_message(&schedule, self.size))
     }
 
@@ -120,9 +137,7 @@ impl Multicast {
             receive_window: None,
             progress_timeout: None,
             slow_reader_timeout: None,
-            // The hybrid's racks are not yet taken from the network's: with
-            // none it runs as the binomial pipeline.
-            topology: None,
+            topology: self.topology.clone(),
         }
     }
 }

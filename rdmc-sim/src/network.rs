@@ -65,6 +65,19 @@ pub struct Racks {
     pub placement: Placement,
 }
 
+impl Racks {
+    /// The rack of each of `hosts` hosts, in rank order.
+    pub fn rack_of(&self, hosts: usize) -> Vec<usize> {
+        let per_rack = hosts.div_ceil(self.count.max(1)).max(1);
+        (0..hosts)
+            .map(|h| match self.placement {
+                Placement::Blocked => h / per_rack,
+                Placement::Interleaved => h % self.count.max(1),
+            })
+            .collect()
+    }
+}
+
 /// The modelled network.
 ///
 /// Bandwidth is shared as a fluid: every block in flight is a flow across
@@ -184,15 +197,8 @@ impl Network {
                 if racks.count == 0 {
                     return Err(SimError::NoRacks);
                 }
-                let per_rack = hosts.div_ceil(racks.count).max(1);
-                let rack_of = (0..hosts)
-                    .map(|h| match racks.placement {
-                        Placement::Blocked => h / per_rack,
-                        Placement::Interleaved => h % racks.count,
-                    })
-                    .collect();
                 (
-                    rack_of,
+                    racks.rack_of(hosts),
                     Some((racks.count, rate(racks.uplink_bps, "uplink")?)),
                 )
             }
