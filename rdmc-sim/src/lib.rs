@@ -64,7 +64,7 @@ pub struct Multicast {
     /// automatic choice, as a group created with default settings).
     pub block_size: BlockSize,
     /// Most ready-for-blocks a receiver has outstanding at once, `1..=`
-    /// [`READY_WINDOW`](rdmc::proto::READY_WINDOW) (the default, what the
+    /// [`READY_WINDOW`] (the default, what the
     /// protocol core announces). With fewer, the simulator holds a
     /// receiver's further ready-for-blocks back until earlier blocks
     /// arrive: 1 is the original RDMC's one receive posted at a time, so
