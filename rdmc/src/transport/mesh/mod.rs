@@ -452,7 +452,8 @@ pub(crate) const FIRST_HELLO_TIMEOUT: Duration = Duration::from_secs(1);
 /// key, another member list, nobody listening) without the logs.
 #[derive(Debug, Default)]
 struct Refusals {
-    dialled: HashMap<NodeId, String>,
+    /// Per member dialled: why, and whether it got as far as the handshake.
+    dialled: HashMap<NodeId, (String, bool)>,
     incoming: Vec<String>,
     /// When a refused connection was last logged as a warning, and how
     /// many were refused since without one: a flood of garbage gets one
@@ -467,11 +468,16 @@ const REFUSAL_WARNING_INTERVAL: Duration = Duration::from_secs(1);
 const INCOMING_REASONS_KEPT: usize = 3;
 
 impl Refusals {
-    fn dial_failed(this: &Mutex<Self>, peer: NodeId, reason: String) {
-        this.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .dialled
-            .insert(peer, reason);
+    /// A dial of `peer` failed: connecting (`handshake` false) or in the
+    /// handshake. A handshake's reason says more (another key, another
+    /// member list) than a later refused connection — the peer gave up and
+    /// closed its listener —, so it is kept.
+    fn dial_failed(this: &Mutex<Self>, peer: NodeId, reason: String, handshake: bool) {
+        let mut this = this.lock().unwrap_or_else(|e| e.into_inner());
+        let keep = this.dialled.get(&peer).is_some_and(|(_, h)| *h) && !handshake;
+        if !keep {
+            this.dialled.insert(peer, (reason, handshake));
+        }
     }
 
     fn refused(this: &Mutex<Self>, addr: SocketAddr, reason: String) {
@@ -503,7 +509,7 @@ impl Refusals {
         let mut parts: Vec<String> = missing
             .iter()
             .filter_map(|p| {
-                let reason = self.dialled.get(p)?;
+                let (reason, _) = self.dialled.get(p)?;
                 Some(format!("node {p} at {}: {reason}", members[p.index()]))
             })
             .collect();
@@ -682,13 +688,15 @@ async fn dial(
         let attempt = async {
             let mut stream = TcpStream::connect(addr)
                 .await
-                .map_err(|e| format!("connecting: {e}"))?;
-            stream.set_nodelay(true).map_err(|e| e.to_string())?;
+                .map_err(|e| (format!("connecting: {e}"), false))?;
+            stream
+                .set_nodelay(true)
+                .map_err(|e| (e.to_string(), false))?;
             let key = handshake
                 .initiate_keyed(&mut stream, peer)
                 .await
-                .map_err(|e| dial_reason(&e))?;
-            Ok::<_, String>((stream, key))
+                .map_err(|e| (dial_reason(&e), true))?;
+            Ok::<_, (String, bool)>((stream, key))
         };
         let outcome = tokio::select! {
             _ = stop.cancelled() => return,
@@ -699,9 +707,9 @@ async fn dial(
                 let _ = found.send((peer, stream, key));
                 return;
             }
-            Err(reason) => {
+            Err((reason, handshake)) => {
                 tracing::debug!(peer = peer.0, %addr, %reason, "connecting");
-                Refusals::dial_failed(&refusals, peer, reason);
+                Refusals::dial_failed(&refusals, peer, reason, handshake);
                 tokio::select! {
                     _ = stop.cancelled() => return,
                     _ = tokio::time::sleep(backoff) => {}

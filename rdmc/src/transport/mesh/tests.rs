@@ -654,3 +654,22 @@ async fn a_flood_of_refusals_is_one_warning_a_second_and_a_few_distinct_reasons(
     Refusals::refused(&refusals, addr, "reason 0".into());
     assert_eq!(refusals.lock().unwrap().warned.map(|(_, q)| q), Some(0));
 }
+
+#[test]
+fn a_handshake_refusal_is_not_hidden_by_a_later_refused_connection() {
+    // The peer refused our handshake (another key), then gave up and closed
+    // its listener: the operator needs the first reason, not the second.
+    let refusals = Mutex::new(Refusals::default());
+    let peer = NodeId(0);
+    let members = ["127.0.0.1:1".parse().unwrap()];
+    Refusals::dial_failed(&refusals, peer, "connecting: refused".into(), false);
+    Refusals::dial_failed(&refusals, peer, "another cluster key".into(), true);
+    Refusals::dial_failed(&refusals, peer, "connecting: refused".into(), false);
+    let why = refusals.lock().unwrap().explain(&[peer], &members);
+    assert!(why.contains("another cluster key"), "{why}");
+    assert!(!why.contains("refused"), "{why}");
+    // A newer handshake reason replaces an older one.
+    Refusals::dial_failed(&refusals, peer, "another member list".into(), true);
+    let why = refusals.lock().unwrap().explain(&[peer], &members);
+    assert!(why.contains("another member list"), "{why}");
+}
