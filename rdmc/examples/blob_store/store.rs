@@ -9,11 +9,12 @@
 //! Large Objects". Object `i` is written by the group rooted at node
 //! `i mod N`: roots rotate.
 //!
-//! - **Put**: the root multicasts the object as one message and the write is
-//!   acknowledged only when [`SendFuture::delivered`](rdmc::SendFuture::delivered)
-//!   resolves, that is, when the application of every replica has taken it.
-//! - **Replicas on disk**: every replica receives each message straight into
-//!   a file of its own (`<dir>/node-<j>/blob-<group>-<seq>`) through the
+//! - **Put**: the root writes its own copy to a file while it multicasts the
+//!   object as one message; the write is acknowledged only once that file
+//!   is written and [`SendFuture::delivered`](rdmc::SendFuture::delivered)
+//!   resolved, that is, when the application of every replica has taken it.
+//! - **Replicas on disk**: the two other replicas receive each message
+//!   straight into a file of their own (`<dir>/node-<j>/blob-<group>-<seq>`) through the
 //!   group's receive-target hook ([`ReceiveTarget::File`]).
 //! - **Get**: reads the object back from any replica that is up and checks
 //!   its SHA-256 against the one recorded at put time.
@@ -100,8 +101,11 @@ pub struct BlobStore {
     /// was killed.
     roots: Vec<Mutex<Option<Root>>>,
     /// Per node, the tasks reading the groups it is a replica in.
-    replicas: Mutex<Vec<Vec<JoinHandle<Result<(), rdmc::Error>>>>>,
+    replicas: Mutex<Vec<Vec<ReplicaTask>>>,
 }
+
+/// A task keeping one node's replicas of one group ([`keep_replicas`]).
+type ReplicaTask = JoinHandle<Result<(), rdmc::Error>>;
 
 /// The members of the group rooted at `root`, among `n` nodes.
 pub fn members_of(root: usize, n: usize) -> [NodeId; REPLICAS] {
@@ -213,9 +217,15 @@ impl BlobStore {
                 .ok_or(rdmc::Error::NodeShutDown(self.replicas_of(id)[0]))?;
             let seq = root.next_seq;
             root.next_seq += 1;
-            (seq, root.group.send(data).delivered())
+            (seq, root.group.send(data.clone()).delivered())
         };
-        delivered.await?;
+        // The root is a replica too: it writes its own copy (off the async
+        // threads) while the multicast runs.
+        let path = replica_file(&self.dir, self.replicas_of(id)[0], group, seq);
+        let write = tokio::task::spawn_blocking(move || std::fs::write(path, &data));
+        let (delivered, written) = tokio::join!(delivered, write);
+        delivered?;
+        written.map_err(std::io::Error::other)??;
         Ok(BlobRef {
             id,
             group,
