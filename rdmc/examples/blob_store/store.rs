@@ -204,6 +204,10 @@ impl BlobStore {
     /// # Errors
     /// [`StoreError::Replication`] if the group fails first (naming the
     /// member that failed) or its root is down.
+    ///
+    /// # Cancel safety
+    /// Once first polled, the object is sent even if the future is dropped
+    /// (and may end up on every replica, unacknowledged).
     pub async fn put(&self, id: u64, data: Bytes) -> Result<BlobRef, StoreError> {
         let group = self.group_of(id);
         let sha256 = sha256(&data);
@@ -308,8 +312,12 @@ impl BlobStore {
 /// receive-target hook already put its bytes in a file; taking it is this
 /// replica's acknowledgement), then close once the root has closed.
 ///
-/// A production store would `sync_data` each file before taking the next
-/// message; the acknowledgement goes out as the message is taken.
+/// rdmc acknowledges a message to the root as the application takes it
+/// from the stream, when its bytes are in the file (the page cache), not
+/// yet on disk: a store that must survive a power loss syncs the file
+/// (`File::sync_data`) here, after the acknowledgement, or closes the group
+/// only once everything taken is synced (a receiver's `close` is its
+/// statement that it persisted every message).
 async fn keep_replicas(mut group: Group) -> Result<(), rdmc::Error> {
     while let Some(message) = group.next().await {
         let message = message?;
