@@ -70,7 +70,7 @@ fn names(error: &Error, node: NodeId) -> bool {
     }
 }
 
-/// One put's outcome, and whether it started after the kill had finished.
+/// One put's outcome, and whether it was queued after the kill had finished.
 struct Put {
     id: u64,
     after_kill: bool,
@@ -88,17 +88,18 @@ async fn killed_mid_way_every_surviving_replica_holds_every_acknowledged_write(
 
     // Put every object, `CONCURRENCY` at a time; once `KILL_AFTER` are
     // acknowledged, kill a node while the next writes are in flight (their
-    // messages are queued in the nodes as the futures start).
+    // messages queued in the nodes).
     let mut puts = futures::stream::iter(0..OBJECTS)
         .map(|id| {
-            let (store, killed) = (&store, &killed);
+            // `put` queues the object as it is called: buffer_unordered
+            // calls this as it fills its slots, before it yields anything.
+            let after_kill = killed.load(Ordering::SeqCst);
+            let put = store.put(id, object(id));
             async move {
-                let after_kill = killed.load(Ordering::SeqCst);
-                let outcome = store.put(id, object(id)).await;
                 Put {
                     id,
                     after_kill,
-                    outcome,
+                    outcome: put.await,
                 }
             }
         })

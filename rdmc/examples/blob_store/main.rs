@@ -16,7 +16,7 @@
 mod store;
 
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use futures::{FutureExt, StreamExt, TryStreamExt};
 use rdmc::NodeId;
 use store::{BlobRef, BlobStore, StoreError, Transport};
 
@@ -73,7 +73,7 @@ async fn put_all(
     ids: std::ops::Range<u64>,
 ) -> Vec<(u64, Result<BlobRef, StoreError>)> {
     futures::stream::iter(ids)
-        .map(|id| async move { (id, store.put(id, object(id)).await) })
+        .map(|id| store.put(id, object(id)).map(move |put| (id, put)))
         .buffer_unordered(CONCURRENCY)
         .collect()
         .await

@@ -24,6 +24,7 @@
 //!   groups carry on.
 
 use std::fs::OpenOptions;
+use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -201,43 +202,52 @@ impl BlobStore {
     /// Write object `id`: resolves once every replica's application holds
     /// it (its bytes are in the replica's file), with where it is.
     ///
+    /// As with [`Group::send`], the object is queued when `put` is called,
+    /// not when the future is first polled: puts to one group are written
+    /// in the order of the calls.
+    ///
     /// # Errors
     /// [`StoreError::Replication`] if the group fails first (naming the
     /// member that failed) or its root is down.
     ///
     /// # Cancel safety
-    /// Once first polled, the object is sent even if the future is dropped
-    /// (and may end up on every replica, unacknowledged).
-    pub async fn put(&self, id: u64, data: Bytes) -> Result<BlobRef, StoreError> {
+    /// Dropping the future does not withdraw the object: it may still end
+    /// up on every replica, unacknowledged.
+    pub fn put(
+        &self,
+        id: u64,
+        data: Bytes,
+    ) -> impl Future<Output = Result<BlobRef, StoreError>> + Send + 'static {
         let group = self.group_of(id);
+        let replicas = self.replicas_of(id);
         let sha256 = sha256(&data);
         let len = data.len() as u64;
         // `send` queues the message at once and numbers it: take the number
         // under the same lock, so concurrent puts agree with the group.
-        let (seq, delivered) = {
-            let mut root = lock(&self.roots[group.0 as usize]);
-            let root = root
-                .as_mut()
-                .ok_or(rdmc::Error::NodeShutDown(self.replicas_of(id)[0]))?;
+        let queued = lock(&self.roots[group.0 as usize]).as_mut().map(|root| {
             let seq = root.next_seq;
             root.next_seq += 1;
             (seq, root.group.send(data.clone()).delivered())
-        };
-        // The root is a replica too: it writes its own copy (off the async
-        // threads) while the multicast runs.
-        let path = replica_file(&self.dir, self.replicas_of(id)[0], group, seq);
-        let write = tokio::task::spawn_blocking(move || std::fs::write(path, &data));
-        let (delivered, written) = tokio::join!(delivered, write);
-        delivered?;
-        written.map_err(std::io::Error::other)??;
-        Ok(BlobRef {
-            id,
-            group,
-            seq,
-            replicas: self.replicas_of(id),
-            len,
-            sha256,
-        })
+        });
+        let dir = self.dir.clone();
+        async move {
+            let (seq, delivered) = queued.ok_or(rdmc::Error::NodeShutDown(replicas[0]))?;
+            // The root is a replica too: it writes its own copy (off the
+            // async threads) while the multicast runs.
+            let path = replica_file(&dir, replicas[0], group, seq);
+            let write = tokio::task::spawn_blocking(move || std::fs::write(path, &data));
+            let (delivered, written) = tokio::join!(delivered, write);
+            delivered?;
+            written.map_err(std::io::Error::other)??;
+            Ok(BlobRef {
+                id,
+                group,
+                seq,
+                replicas,
+                len,
+                sha256,
+            })
+        }
     }
 
     /// Read an object back from the first of its replicas that is up and

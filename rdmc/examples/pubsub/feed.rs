@@ -121,9 +121,10 @@ pub async fn publish(
                             Some(again) => again,
                             None => match objects.next().await {
                                 Some(object) => {
+                                    let index = next_index;
                                     next_index += 1;
-                                    unacked.push_back((next_index - 1, object.clone()));
-                                    (next_index - 1, object)
+                                    unacked.push_back((index, object.clone()));
+                                    (index, object)
                                 }
                                 None => continue, // no more objects
                             },
