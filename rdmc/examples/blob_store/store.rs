@@ -1,0 +1,397 @@
+//! A 3-replica blob store built on rdmc: the library part of the
+//! `blob_store` example (its test, `rdmc/tests/blob_store.rs`, includes this
+//! file too).
+//!
+//! `N` nodes form `N` overlapping groups of three: group `r` is rooted at
+//! node `r` and replicates to the next two nodes (`r+1`, `r+2`, mod `N`),
+//! so every node is the root of one group and a replica in two others, as
+//! in the Cosmos-like workloads of "RDMC: A Reliable RDMA Multicast for
+//! Large Objects". Object `i` is written by the group rooted at node
+//! `i mod N`: roots rotate.
+//!
+//! - **Put**: the root writes its own copy to a file while it multicasts the
+//!   object as one message; the write is acknowledged only once that file
+//!   is written and [`SendFuture::delivered`](rdmc::SendFuture::delivered)
+//!   resolved, that is, when the application of every replica has taken it.
+//! - **Replicas on disk**: the two other replicas receive each message
+//!   straight into a file of their own (`<dir>/node-<j>/blob-<group>-<seq>`) through the
+//!   group's receive-target hook ([`ReceiveTarget::File`]).
+//! - **Get**: reads the object back from any replica that is up and checks
+//!   its SHA-256 against the one recorded at put time.
+//! - **Failures**: [`BlobStore::kill`] takes a node down (a crash on the
+//!   `mem` transport; a node leaving on `tcp`). Every group it belongs to
+//!   fails, naming it: writes to those groups fail from then on; the other
+//!   groups carry on.
+
+use std::fs::OpenOptions;
+use std::future::Future;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use rdmc::{
+    ClusterKey, Group, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId, ReceiveTarget,
+    ReceiveTargets, TcpConfig,
+};
+use sha2::{Digest, Sha256};
+use tokio::task::JoinHandle;
+
+/// How many nodes hold each object: the root and the next two.
+pub const REPLICAS: usize = 3;
+
+/// The transport the store's nodes run on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// In-process (`MemCluster`).
+    Mem,
+    /// Authenticated TCP on loopback, every node in this process.
+    Tcp,
+}
+
+/// What went wrong with a put or a get.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The multicast failed: the group failed (the error names the member
+    /// that did), or its root is down.
+    #[error("replication failed: {0}")]
+    Replication(#[from] rdmc::Error),
+    /// No replica that is up holds the object with the right hash.
+    #[error("object {id}: no replica that is up holds it intact")]
+    Lost {
+        /// The object.
+        id: u64,
+    },
+    /// Reading or writing a replica's file failed.
+    #[error("i/o: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Where an acknowledged object is: what a put returns and a get takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlobRef {
+    /// The object's id.
+    pub id: u64,
+    /// The group that wrote it.
+    pub group: GroupId,
+    /// Its sequence number in that group.
+    pub seq: u64,
+    /// Its replicas, the root first.
+    pub replicas: [NodeId; REPLICAS],
+    /// Its length in bytes.
+    pub len: u64,
+    /// Its SHA-256.
+    pub sha256: [u8; 32],
+}
+
+/// The root's handle on one group, and the sequence number its next
+/// message will get (messages are numbered in send order).
+struct Root {
+    group: Group,
+    next_seq: u64,
+}
+
+/// The blob store: `N` nodes, one group rooted at each.
+pub struct BlobStore {
+    dir: PathBuf,
+    mem: Option<MemCluster>,
+    /// The nodes; `None` once killed.
+    nodes: Mutex<Vec<Option<Node>>>,
+    /// Root handles, indexed by group (= root node); `None` once its root
+    /// was killed.
+    roots: Vec<Mutex<Option<Root>>>,
+    /// Per node, the tasks reading the groups it is a replica in.
+    replicas: Mutex<Vec<Vec<ReplicaTask>>>,
+}
+
+/// A task keeping one node's replicas of one group ([`keep_replicas`]).
+type ReplicaTask = JoinHandle<Result<(), rdmc::Error>>;
+
+/// The members of the group rooted at `root`, among `n` nodes.
+pub fn members_of(root: usize, n: usize) -> [NodeId; REPLICAS] {
+    std::array::from_fn(|k| NodeId(((root + k) % n) as u32))
+}
+
+/// The directory where node `node` keeps its replicas.
+pub fn replica_dir(dir: &Path, node: NodeId) -> PathBuf {
+    dir.join(format!("node-{}", node.0))
+}
+
+/// The file where a replica keeps message `seq` of `group`.
+pub fn replica_file(dir: &Path, node: NodeId, group: GroupId, seq: u64) -> PathBuf {
+    replica_dir(dir, node).join(format!("blob-{}-{seq}", group.0))
+}
+
+/// The SHA-256 of `data`.
+pub fn sha256(data: &[u8]) -> [u8; 32] {
+    Sha256::digest(data).into()
+}
+
+impl BlobStore {
+    /// Start `n` nodes (at least [`REPLICAS`]) on `transport`, keeping
+    /// replicas under `dir`, and create the `n` groups.
+    pub async fn start(
+        transport: Transport,
+        n: usize,
+        dir: &Path,
+    ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
+        if n < REPLICAS {
+            return Err(
+                format!("a store of {REPLICAS} replicas needs at least {REPLICAS} nodes").into(),
+            );
+        }
+        let (nodes, mem) = start_nodes(transport, n).await?;
+        for id in 0..n {
+            std::fs::create_dir_all(replica_dir(dir, NodeId(id as u32)))?;
+        }
+
+        // Every member of every group creates it; all groups at once.
+        let node_refs = &nodes;
+        let creates = (0..n).map(|root| async move {
+            let members = members_of(root, n);
+            let joins = members.map(|node| {
+                let config =
+                    GroupConfig::new().with_receive_targets(files_in(replica_dir(dir, node)));
+                node_refs[node.index()].create_group(GroupId(root as u64), &members, config)
+            });
+            futures::future::try_join_all(joins).await
+        });
+        let groups = futures::future::try_join_all(creates).await?;
+
+        let mut roots = Vec::with_capacity(n);
+        let mut replicas: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
+        for mut members in groups {
+            let receivers = members.split_off(1);
+            let group = members.pop().expect("the root's handle");
+            roots.push(Mutex::new(Some(Root { group, next_seq: 0 })));
+            for receiver in receivers {
+                let node = receiver.members()[receiver.rank()];
+                replicas[node.index()].push(tokio::spawn(keep_replicas(receiver)));
+            }
+        }
+        Ok(BlobStore {
+            dir: dir.to_path_buf(),
+            mem,
+            nodes: Mutex::new(nodes.into_iter().map(Some).collect()),
+            roots,
+            replicas: Mutex::new(replicas),
+        })
+    }
+
+    /// How many nodes the store has.
+    pub fn len(&self) -> usize {
+        self.roots.len()
+    }
+
+    /// The group (and so the root) that writes object `id`.
+    pub fn group_of(&self, id: u64) -> GroupId {
+        GroupId(id % self.len() as u64)
+    }
+
+    /// The replicas of object `id`, the root first.
+    pub fn replicas_of(&self, id: u64) -> [NodeId; REPLICAS] {
+        members_of(self.group_of(id).0 as usize, self.len())
+    }
+
+    /// Whether `node` is up.
+    pub fn is_up(&self, node: NodeId) -> bool {
+        lock(&self.nodes)[node.index()].is_some()
+    }
+
+    /// Write object `id`: resolves once every replica's application holds
+    /// it (its bytes are in the replica's file), with where it is.
+    ///
+    /// As with [`Group::send`], the object is queued when `put` is called,
+    /// not when the future is first polled: puts to one group are written
+    /// in the order of the calls.
+    ///
+    /// # Errors
+    /// [`StoreError::Replication`] if the group fails first (naming the
+    /// member that failed) or its root is down.
+    ///
+    /// # Cancel safety
+    /// Dropping the future does not withdraw the object: it may still end
+    /// up on every replica, unacknowledged.
+    pub fn put(
+        &self,
+        id: u64,
+        data: Bytes,
+    ) -> impl Future<Output = Result<BlobRef, StoreError>> + Send + 'static {
+        let group = self.group_of(id);
+        let replicas = self.replicas_of(id);
+        let sha256 = sha256(&data);
+        let len = data.len() as u64;
+        // `send` queues the message at once and numbers it: take the number
+        // under the same lock, so concurrent puts agree with the group.
+        let queued = lock(&self.roots[group.0 as usize]).as_mut().map(|root| {
+            let seq = root.next_seq;
+            root.next_seq += 1;
+            (seq, root.group.send(data.clone()).delivered())
+        });
+        let dir = self.dir.clone();
+        async move {
+            let (seq, delivered) = queued.ok_or(rdmc::Error::NodeShutDown(replicas[0]))?;
+            // The root is a replica too: it writes its own copy (off the
+            // async threads) while the multicast runs.
+            let path = replica_file(&dir, replicas[0], group, seq);
+            let write = tokio::task::spawn_blocking(move || std::fs::write(path, &data));
+            let (delivered, written) = tokio::join!(delivered, write);
+            delivered?;
+            written.map_err(std::io::Error::other)??;
+            Ok(BlobRef {
+                id,
+                group,
+                seq,
+                replicas,
+                len,
+                sha256,
+            })
+        }
+    }
+
+    /// Read an object back from the first of its replicas that is up and
+    /// holds it intact (its SHA-256 as at put time).
+    ///
+    /// # Errors
+    /// [`StoreError::Lost`] if no replica that is up has it.
+    pub async fn get(&self, blob: &BlobRef) -> Result<Bytes, StoreError> {
+        for node in blob.replicas {
+            if !self.is_up(node) {
+                continue;
+            }
+            let path = replica_file(&self.dir, node, blob.group, blob.seq);
+            let Ok(Ok(data)) = tokio::task::spawn_blocking(move || std::fs::read(path)).await
+            else {
+                continue;
+            };
+            if data.len() as u64 == blob.len && sha256(&data) == blob.sha256 {
+                return Ok(Bytes::from(data));
+            }
+        }
+        Err(StoreError::Lost { id: blob.id })
+    }
+
+    /// Take `node` down while the store runs: on `mem` it crashes (the
+    /// cluster loses it at once); on `tcp` its node shuts down, leaving
+    /// every group. Its replica readers stop first, so it takes no message
+    /// once this returns, and every group it is in fails, naming it.
+    pub async fn kill(&self, node: NodeId) {
+        if let Some(mem) = &self.mem {
+            mem.kill(node);
+        }
+        let readers = std::mem::take(&mut lock(&self.replicas)[node.index()]);
+        for reader in &readers {
+            reader.abort();
+        }
+        for reader in readers {
+            let _ = reader.await;
+        }
+        let root = lock(&self.roots[node.index()]).take();
+        drop(root);
+        let gone = lock(&self.nodes)[node.index()].take();
+        if let Some(gone) = gone {
+            gone.shutdown().await;
+        }
+    }
+
+    /// Close every group and shut the nodes down. Returns, per group, how
+    /// its close ended: `Ok` once every replica holds every message, or
+    /// the group's failure (a group with a killed member).
+    pub async fn shutdown(self) -> Vec<(GroupId, Result<(), rdmc::Error>)> {
+        let roots: Vec<_> = self.roots.into_iter().map(into_inner).collect();
+        let closes = roots.iter().enumerate().map(|(g, root)| async move {
+            let outcome = match root {
+                Some(root) => root.group.close().await,
+                None => Err(rdmc::Error::NodeShutDown(NodeId(g as u32))),
+            };
+            (GroupId(g as u64), outcome)
+        });
+        let outcomes = futures::future::join_all(closes).await;
+        for reader in into_inner(self.replicas).into_iter().flatten() {
+            let _ = reader.await;
+        }
+        drop(roots);
+        let nodes = into_inner(self.nodes).into_iter().flatten();
+        futures::future::join_all(nodes.map(Node::shutdown)).await;
+        outcomes
+    }
+}
+
+/// A replica's part in one group: take every message from the stream (the
+/// receive-target hook already put its bytes in a file; taking it is this
+/// replica's acknowledgement), then close once the root has closed.
+///
+/// rdmc acknowledges a message to the root as the application takes it
+/// from the stream, when its bytes are in the file (the page cache), not
+/// yet on disk: a store that must survive a power loss syncs the file
+/// (`File::sync_data`) here, after the acknowledgement, or closes the group
+/// only once everything taken is synced (a receiver's `close` is its
+/// statement that it persisted every message).
+async fn keep_replicas(mut group: Group) -> Result<(), rdmc::Error> {
+    while let Some(message) = group.next().await {
+        let message = message?;
+        tracing::debug!(group = %message.group, seq = message.seq, "replica written");
+    }
+    group.close().await
+}
+
+/// A receive-target hook putting message `seq` of group `g` in
+/// `dir/blob-<g>-<seq>`, opened off the async threads.
+fn files_in(dir: PathBuf) -> ReceiveTargets {
+    ReceiveTargets::new(move |incoming| {
+        let path = dir.join(format!("blob-{}-{}", incoming.group.0, incoming.seq));
+        async move {
+            let open = move || {
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(path)
+            };
+            let file = tokio::task::spawn_blocking(open).await??;
+            Ok(ReceiveTarget::File(file))
+        }
+    })
+}
+
+/// Start `n` nodes on `transport`; on `mem`, also the cluster (to kill
+/// nodes with).
+async fn start_nodes(
+    transport: Transport,
+    n: usize,
+) -> Result<(Vec<Node>, Option<MemCluster>), Box<dyn std::error::Error + Send + Sync>> {
+    match transport {
+        Transport::Mem => {
+            let cluster = MemCluster::new(n);
+            let nodes = Node::in_memory_all(&cluster, NodeConfig::new())?;
+            Ok((nodes, Some(cluster)))
+        }
+        Transport::Tcp => {
+            // Bind every port first, so the member list is known up front.
+            let listeners = (0..n)
+                .map(|_| TcpListener::bind("127.0.0.1:0"))
+                .collect::<std::io::Result<Vec<_>>>()?;
+            let addresses = listeners
+                .iter()
+                .map(TcpListener::local_addr)
+                .collect::<std::io::Result<Vec<SocketAddr>>>()?;
+            let key = ClusterKey::from_bytes(rand::random::<[u8; 32]>().to_vec())?;
+            let starts = listeners.into_iter().enumerate().map(|(id, listener)| {
+                let config = TcpConfig::new(addresses.clone(), NodeId(id as u32), key.clone())
+                    .with_listener(listener);
+                Node::tcp(config, NodeConfig::new())
+            });
+            Ok((futures::future::try_join_all(starts).await?, None))
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn into_inner<T>(m: Mutex<T>) -> T {
+    m.into_inner().unwrap_or_else(|e| e.into_inner())
+}
