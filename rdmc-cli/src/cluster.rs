@@ -219,6 +219,26 @@ pub(crate) fn without_path(error: std::io::Error) -> String {
     }
 }
 
+/// Create the output directory if need be and check it is a directory
+/// this process can write. Done before the receiver contacts anyone.
+pub(crate) fn check_output_dir(dir: &Path) -> Result<(), String> {
+    let named = |e: std::io::Error| format!("output directory {}: {e}", dir.display());
+    std::fs::create_dir_all(dir).map_err(named)?;
+    let meta = std::fs::metadata(dir).map_err(named)?;
+    if !meta.is_dir() {
+        return Err(format!(
+            "output directory {}: is {}",
+            dir.display(),
+            kind_of(meta.file_type())
+        ));
+    }
+    tempfile::Builder::new()
+        .prefix(".rdmc-probe.")
+        .tempfile_in(dir)
+        .map_err(|e| format!("output directory {}: cannot write: {e}", dir.display()))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -292,16 +292,8 @@ fn is_output_name(name: &str) -> bool {
 /// directory this process can write, holding no outputs of an earlier run
 /// (which would mix with this run's).
 fn check_output_dir(dir: &Path) -> Result<PathBuf, String> {
+    crate::cluster::check_output_dir(dir)?;
     let named = |e: std::io::Error| format!("output directory {}: {e}", dir.display());
-    std::fs::create_dir_all(dir).map_err(named)?;
-    let meta = std::fs::metadata(dir).map_err(named)?;
-    if !meta.is_dir() {
-        return Err(format!(
-            "output directory {}: is {}",
-            dir.display(),
-            kind_of(meta.file_type())
-        ));
-    }
     for entry in std::fs::read_dir(dir).map_err(named)? {
         let name = entry.map_err(named)?.file_name();
         let name = name.to_string_lossy();
@@ -313,11 +305,6 @@ fn check_output_dir(dir: &Path) -> Result<PathBuf, String> {
             ));
         }
     }
-    // Writable: a temporary file can be created (and is removed at once).
-    tempfile::Builder::new()
-        .prefix(".rdmc-probe.")
-        .tempfile_in(dir)
-        .map_err(|e| format!("output directory {}: cannot write: {e}", dir.display()))?;
     Ok(dir.to_owned())
 }
 

@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 
 use super::inputs::hex;
 use super::manifest::{Manifest, Segment, piece_len};
-use crate::cluster::{kind_of, without_path};
+use crate::cluster::without_path;
 
 /// Prefix of the staging directories (hidden).
 const STAGING_PREFIX: &str = ".rdmc-receive.";
@@ -46,26 +46,6 @@ pub(crate) fn leftover_staging(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-/// Create the output directory if need be and check it is a directory
-/// this process can write. Done before the receiver contacts anyone.
-pub(crate) fn check_output_dir(dir: &Path) -> Result<(), String> {
-    let named = |e: std::io::Error| format!("output directory {}: {e}", dir.display());
-    std::fs::create_dir_all(dir).map_err(named)?;
-    let meta = std::fs::metadata(dir).map_err(named)?;
-    if !meta.is_dir() {
-        return Err(format!(
-            "output directory {}: is {}",
-            dir.display(),
-            kind_of(meta.file_type())
-        ));
-    }
-    tempfile::Builder::new()
-        .prefix(".rdmc-probe.")
-        .tempfile_in(dir)
-        .map_err(|e| format!("output directory {}: cannot write: {e}", dir.display()))?;
-    Ok(())
 }
 
 impl Staging {

@@ -15,10 +15,10 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::manifest::Manifest;
-use super::output::{Staging, check_output_dir, leftover_staging};
+use super::output::{Staging, leftover_staging};
 use super::progress::{Progress, Style};
 use super::{Failure, GROUP, ReceiveArgs, group_config, prepare_cluster, runtime};
-use crate::cluster::ClusterSetup;
+use crate::cluster::{ClusterSetup, check_output_dir};
 
 /// Messages received and not yet written.
 const WRITE_QUEUE: usize = 2;
