@@ -46,6 +46,32 @@ pub struct Published {
     pub stopped: bool,
 }
 
+/// Why a subscriber stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum FeedError {
+    /// The group failed in a way re-forming could not get past (see
+    /// [`subscribe`]).
+    #[error(transparent)]
+    Group(#[from] Error),
+    /// A message too short to hold an object's index: the publisher is not
+    /// running this feed.
+    #[error("message {seq} is {len} bytes, too short for the 8-byte object index")]
+    Malformed {
+        /// The message's sequence number in its group.
+        seq: u64,
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// An object arrived out of order: the feed lost or repeated objects.
+    #[error("expected object {expected}, the feed sent object {got}")]
+    OutOfOrder {
+        /// The index of the next object this subscriber lacks.
+        expected: u64,
+        /// The index the message carried.
+        got: u64,
+    },
+}
+
 /// What a subscriber received.
 #[derive(Debug, Default)]
 pub struct Received {
@@ -59,11 +85,12 @@ pub struct Received {
 
 /// The group every member creates for `epoch` (the feed's `epoch`-th
 /// group, after `epoch` re-formings).
-fn group_id(epoch: usize) -> GroupId {
+pub fn group_id(epoch: usize) -> GroupId {
     GroupId(1000 + epoch as u64)
 }
 
-fn config() -> GroupConfig {
+/// The configuration of every group of the feed.
+pub fn config() -> GroupConfig {
     GroupConfig::new().with_max_in_flight(Some(IN_FLIGHT))
 }
 
@@ -156,8 +183,11 @@ pub async fn publish(
 /// closes the feed. Re-forms the group as the publisher does.
 ///
 /// # Errors
-/// The publisher's failure, this node's own, or too many re-formings.
-pub async fn subscribe(node: &Node, mut members: Vec<NodeId>) -> Result<Received, Error> {
+/// The publisher's failure, this node's own, or too many re-formings
+/// ([`FeedError::Group`]); a message that is not part of this feed
+/// ([`FeedError::Malformed`], [`FeedError::OutOfOrder`]), after which the
+/// subscriber leaves the group without reading further.
+pub async fn subscribe(node: &Node, mut members: Vec<NodeId>) -> Result<Received, FeedError> {
     let mut received = Received::default();
     for epoch in 0.. {
         let mut group = node
@@ -165,9 +195,10 @@ pub async fn subscribe(node: &Node, mut members: Vec<NodeId>) -> Result<Received
             .await?;
         let (objects, duplicates) = (&mut received.objects, &mut received.duplicates);
         let have = objects.len() as u64;
-        let read = group
+        let read: Result<(), FeedError> = group
             .by_ref()
-            .map_ok(|message| unframe(message.data))
+            .err_into::<FeedError>()
+            .and_then(|message| std::future::ready(unframe(message.seq, message.data)))
             // After a re-forming the publisher first sends again what not
             // every subscriber had: skip what this one has.
             .try_skip_while(|(index, _)| {
@@ -176,7 +207,13 @@ pub async fn subscribe(node: &Node, mut members: Vec<NodeId>) -> Result<Received
                 std::future::ready(Ok(again))
             })
             .try_for_each(|(index, object)| {
-                assert_eq!(index, objects.len() as u64, "the feed skipped an object");
+                let expected = objects.len() as u64;
+                if index != expected {
+                    return std::future::ready(Err(FeedError::OutOfOrder {
+                        expected,
+                        got: index,
+                    }));
+                }
                 objects.push(object);
                 std::future::ready(Ok(()))
             })
@@ -185,7 +222,8 @@ pub async fn subscribe(node: &Node, mut members: Vec<NodeId>) -> Result<Received
         // sync them first); closing says so.
         let outcome = match read {
             Ok(()) => group.close().await,
-            Err(e) => Err(e),
+            Err(FeedError::Group(e)) => Err(e),
+            Err(malformed) => return Err(malformed),
         };
         match outcome {
             Ok(()) => return Ok(received),
@@ -194,7 +232,7 @@ pub async fn subscribe(node: &Node, mut members: Vec<NodeId>) -> Result<Received
                     members.retain(|&m| m != failed);
                     received.left_out.push(failed);
                 }
-                _ => return Err(e),
+                _ => return Err(e.into()),
             },
         }
     }
@@ -209,8 +247,14 @@ fn frame(index: u64, object: &[u8]) -> Bytes {
     message.freeze()
 }
 
-/// A message's index and object.
-fn unframe(mut message: Bytes) -> (u64, Bytes) {
+/// A message's index and object, or why message `seq` is not one.
+fn unframe(seq: u64, mut message: Bytes) -> Result<(u64, Bytes), FeedError> {
+    if message.len() < 8 {
+        return Err(FeedError::Malformed {
+            seq,
+            len: message.len(),
+        });
+    }
     let index = message.get_u64_le();
-    (index, message)
+    Ok((index, message))
 }
