@@ -17,6 +17,8 @@ use sha2::{Digest, Sha256};
 /// pushes) and a key file.
 struct Scratch {
     dir: PathBuf,
+    /// Every member's `--max-message-size`.
+    max_message: &'static str,
 }
 
 impl Scratch {
@@ -38,7 +40,10 @@ impl Scratch {
             .output()
             .unwrap();
         assert!(keygen.status.success(), "{keygen:?}");
-        Scratch { dir }
+        Scratch {
+            dir,
+            max_message: "1MiB",
+        }
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -59,7 +64,12 @@ impl Scratch {
             .arg(self.path("members"))
             .arg("--key-file")
             .arg(self.path("key"))
-            .args(["--max-message-size", "1MiB", "--connect-timeout", "60"])
+            .args([
+                "--max-message-size",
+                self.max_message,
+                "--connect-timeout",
+                "60",
+            ])
             .args(extra)
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
@@ -113,6 +123,42 @@ fn finish(mut child: Child, limit: Duration) -> (ExitStatus, String, String) {
         std::thread::sleep(Duration::from_millis(20));
     };
     (status, out.join().unwrap(), err.join().unwrap())
+}
+
+/// As [`finish`], with the child's peak resident memory in KiB (its
+/// `ru_maxrss`, from `wait4`).
+fn finish_measured(mut child: Child, limit: Duration) -> (ExitStatus, String, String, i64) {
+    use std::os::unix::process::ExitStatusExt;
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        out.read_to_string(&mut s).unwrap();
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        err.read_to_string(&mut s).unwrap();
+        s
+    });
+    let pid = child.id() as libc::pid_t;
+    let start = Instant::now();
+    let (status, maxrss) = loop {
+        let mut status = 0;
+        // SAFETY: plain out-parameters; `pid` is our own unreaped child.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        let got = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        assert!(got >= 0, "wait4: {}", std::io::Error::last_os_error());
+        if got == pid {
+            break (ExitStatus::from_raw(status), usage.ru_maxrss);
+        }
+        if start.elapsed() > limit {
+            child.kill().unwrap();
+            let _ = child.wait();
+            panic!("rdmc did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (status, out.join().unwrap(), err.join().unwrap(), maxrss)
 }
 
 fn events(stdout: &str) -> Vec<Value> {
@@ -381,4 +427,52 @@ fn a_receiver_never_overwrites_and_the_push_names_it() {
         err1.contains(&format!("{} (rank 2)", scratch.addr(2))),
         "{err1}"
     );
+}
+
+#[test]
+fn a_receivers_memory_is_bounded_by_the_message_size_not_the_file_size() {
+    const FILE: usize = 128 << 20;
+    const CHUNK: usize = 1 << 20;
+    let mut scratch = Scratch::new("bounded_memory", 3);
+    scratch.max_message = "4MiB";
+    // The receivers first, while this process is small: a child's peak
+    // (`ru_maxrss`) counts what it shared with this process before `exec`.
+    let receivers: Vec<Child> = (1..3).map(|r| scratch.receiver(r)).collect();
+    let large = scratch.path("src/large.bin");
+    std::fs::create_dir_all(large.parent().unwrap()).unwrap();
+    let chunk = |i: usize| contents(CHUNK, 1000 + i as u64);
+    {
+        use std::io::Write;
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&large).unwrap());
+        for i in 0..FILE / CHUNK {
+            file.write_all(&chunk(i)).unwrap();
+        }
+    }
+    let (status, out, err) = finish(scratch.push(&[large]), Duration::from_secs(600));
+    assert!(status.success(), "push failed: {err}\n{out}");
+    for (r, receiver) in (1..3).zip(receivers) {
+        let (status, _, err, maxrss_kib) = finish_measured(receiver, Duration::from_secs(120));
+        assert!(status.success(), "receiver {r} failed: {err}");
+        let mut got = std::fs::File::open(scratch.path(&format!("out{r}/large.bin"))).unwrap();
+        let mut buf = vec![0; CHUNK];
+        for i in 0..FILE / CHUNK {
+            got.read_exact(&mut buf).unwrap();
+            assert!(buf == chunk(i), "receiver {r}: MiB {i} of the file differs");
+        }
+        assert_eq!(
+            got.read(&mut buf).unwrap(),
+            0,
+            "receiver {r}: the file is longer"
+        );
+        // About 9 messages of 4 MiB, and the process itself: far below the
+        // 128 MiB file (the receive window, the writer's queue and the
+        // buffer pool's budget are what bound it).
+        eprintln!("receiver {r}: peak resident {} MiB", maxrss_kib / 1024);
+        assert!(
+            maxrss_kib < 96 * 1024,
+            "receiver {r} peaked at {} MiB resident for a {} MiB file in 4 MiB messages",
+            maxrss_kib / 1024,
+            FILE >> 20
+        );
+    }
 }

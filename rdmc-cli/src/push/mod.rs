@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Args;
-use rdmc::{Error, GroupConfig};
+use rdmc::{Error, GroupConfig, NodeConfig};
 use serde_json::json;
 
 use crate::cluster::{ClusterSetup, Transport};
@@ -53,9 +53,9 @@ pub(crate) struct ClusterArgs {
     #[arg(long, default_value = "tcp", value_name = "NAME")]
     ofi_provider: String,
     /// The largest message: files are cut into messages of at most this
-    /// size. Memory use grows with it (up to about 12 messages resident at
-    /// a receiver). Every member must give the same.
-    #[arg(long, default_value = "64MiB", value_parser = parse_size, value_name = "SIZE")]
+    /// size. Memory use grows with it (about 9 messages resident at a
+    /// receiver, 5 at the pushing host). Every member must give the same.
+    #[arg(long, default_value = "16MiB", value_parser = parse_size, value_name = "SIZE")]
     max_message_size: u64,
     /// Seconds to wait for every member to be connected.
     #[arg(long, default_value_t = 60.0)]
@@ -145,10 +145,23 @@ impl Failure {
 }
 
 /// The group's configuration: as every member must give it.
+/// Most messages a receiver holds delivered and not yet written: a disk
+/// slower than the network holds the push back instead of filling memory.
+const RECEIVE_WINDOW: u64 = 4;
+
 fn group_config(args: &ClusterArgs) -> GroupConfig {
     GroupConfig::new()
         .with_max_message_size(args.max_message_size)
         .with_automatic_block_size()
+        .with_receive_window(Some(RECEIVE_WINDOW))
+}
+
+/// The node of every push member: its buffer pool keeps at most two
+/// messages' memory for reuse (the library's default, 512 MiB, would keep
+/// many messages' worth resident after they were written).
+fn node_config(args: &ClusterArgs) -> NodeConfig {
+    let pool = args.max_message_size.saturating_mul(2);
+    NodeConfig::new().with_buffer_pool(usize::try_from(pool).unwrap_or(usize::MAX))
 }
 
 fn prepare_cluster(args: &ClusterArgs, rank: u32) -> Result<ClusterSetup, String> {

@@ -10,14 +10,13 @@ use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
 use futures::StreamExt;
-use rdmc::NodeConfig;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::manifest::Manifest;
 use super::output::{Staging, leftover_staging};
 use super::progress::{Progress, Style};
-use super::{Failure, GROUP, ReceiveArgs, group_config, prepare_cluster, runtime};
+use super::{Failure, GROUP, ReceiveArgs, group_config, node_config, prepare_cluster, runtime};
 use crate::cluster::{ClusterSetup, check_output_dir};
 
 /// Messages received and not yet written.
@@ -59,7 +58,7 @@ pub(super) fn run(args: &ReceiveArgs) -> Result<(), Failure> {
 }
 
 async fn receive(cluster: &ClusterSetup, args: &ReceiveArgs, style: Style) -> Result<(), Failure> {
-    let node_config = NodeConfig::new();
+    let node_config = node_config(&args.cluster);
     let node = cluster.start(node_config).await?;
     let outcome = receive_all(cluster, &node, args, style).await;
     // Put the last signals on the wire (this member's acknowledgement or

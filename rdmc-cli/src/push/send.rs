@@ -5,14 +5,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use rdmc::NodeConfig;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::inputs::{self, PieceReader, Source};
 use super::manifest::{Manifest, Piece};
 use super::progress::{Progress, Style};
-use super::{Failure, GROUP, PushArgs, group_config, prepare_cluster, runtime};
+use super::{Failure, GROUP, PushArgs, group_config, node_config, prepare_cluster, runtime};
 use crate::cluster::ClusterSetup;
 use crate::size::human;
 
@@ -84,7 +83,7 @@ async fn push(
     let receivers = cluster.members.len() - 1;
     progress.status(Some(&format!("connecting to {receivers} receivers")));
     let outcome = async {
-        let node_config = NodeConfig::new();
+        let node_config = node_config(&args.cluster);
         let node = cluster.start(node_config).await?;
         let outcome = send_all(cluster, &node, args, prepared, &progress).await;
         // Put the last signals on the wire ("closed", or this member's
