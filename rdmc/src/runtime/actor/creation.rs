@@ -1,0 +1,262 @@
+//! Group creation in the [`Actor`]: checking a request, the new member's
+//! state machine and group state, and the rendezvous that ends it (every
+//! member joined, or a mismatch or timeout).
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
+
+use tokio::sync::mpsc;
+use tokio::time;
+
+use super::super::group_state::{CreateReply, Creating, GroupState, Joined};
+use super::{Actor, digest_len, far_future};
+use crate::config::GroupConfig;
+use crate::error::{Error, MembershipError};
+use crate::ids::{GroupId, NodeId};
+use crate::in_flight::InFlight;
+use crate::proto::{
+    CreateFailure, FailureReason, GroupMember, MemberConfig, Rank, RendezvousAction, group_digest,
+};
+use crate::transport::{Completion, Signal, Transport};
+
+impl<T: Transport> Actor<T> {
+    /// Create group `id` here and start its rendezvous: `reply` gets the
+    /// group's deliveries once every other member has joined.
+    pub(super) fn create_group(
+        &mut self,
+        id: GroupId,
+        members: Vec<NodeId>,
+        config: GroupConfig,
+        reply: CreateReply,
+    ) {
+        // The digest setting as this node resolves it: part of what every
+        // member must agree on.
+        let digest_on = config
+            .message_digest()
+            .unwrap_or_else(|| self.transport.digest_by_default());
+        let config = config.with_message_digest(digest_on);
+        let (mut member, rank_of, rank) = match self.new_member(id, &members, &config) {
+            Ok(new) => new,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+        };
+        let digest = group_digest(id, &members, &config);
+        let now = time::Instant::now();
+        let deadline = now
+            .checked_add(config.create_timeout())
+            .unwrap_or_else(|| far_future(now));
+        let span = tracing::debug_span!(
+            "rdmc_group",
+            group = id.0,
+            rank,
+            nodes = members.len(),
+            algorithm = %config.algorithm()
+        );
+        span.in_scope(|| tracing::info!(digest = format_args!("{digest:032x}"), "group created"));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let in_flight = std::sync::Arc::new(InFlight::new(id, config.max_in_flight()));
+        // A member known to be down fails the group at once. The member's
+        // actions are carried out only after the rendezvous sent its Joins:
+        // signals are FIFO per link, so every peer checks this member's
+        // Join before anything else of the group.
+        if let Some(&suspect) = members
+            .iter()
+            .find(|&&n| n != self.me && self.rendezvous.is_down(n))
+            .map(|n| &rank_of[n])
+        {
+            member.handle_peer_failure(Some(suspect));
+        }
+        // Where each message's first block lands; without its memory the
+        // group fails at once, naming this member (never an abort).
+        let bounce = if rank > 0 {
+            match self.transport.alloc_buffer(config.block_size()) {
+                Ok(buf) => Some(buf),
+                Err(e) => {
+                    span.in_scope(|| tracing::warn!(error = %e, "no memory for the first block"));
+                    member.handle_local_failure(
+                        None,
+                        FailureReason::OutOfMemory {
+                            size: config.block_size() as u64,
+                        },
+                    );
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        self.groups.insert(
+            id,
+            GroupState {
+                id,
+                member,
+                bounce,
+                members: members.clone(),
+                rank_of,
+                block_size: config.block_size(),
+                digest: digest_on,
+                block_senders: Vec::new(),
+                receiving: None,
+                receive_watch: None,
+                event_at: Instant::now(),
+                waiting_for_ready: false,
+                sending: VecDeque::new(),
+                deliveries: Some(tx),
+                close_waiters: Vec::new(),
+                outcome: None,
+                left: false,
+                span,
+                creating: Some(Creating {
+                    reply,
+                    joined: Joined {
+                        deliveries: rx,
+                        in_flight: std::sync::Arc::clone(&in_flight),
+                    },
+                }),
+                deadline: None,
+                unreachable: Vec::new(),
+                grace: None,
+                targets: config.receive_targets().cloned(),
+                target_tx: self.target_tx.clone(),
+                pending_begin: None,
+                durable: VecDeque::new(),
+                in_flight,
+            },
+        );
+        self.rendezvous.create(id, members, digest, deadline);
+        self.watch(now);
+        self.drive_rendezvous();
+        self.drive(id);
+    }
+
+    /// Check a creation request; the new member's state machine, the rank of
+    /// each member, and this node's rank.
+    fn new_member(
+        &self,
+        id: GroupId,
+        members: &[NodeId],
+        config: &GroupConfig,
+    ) -> Result<(GroupMember, HashMap<NodeId, Rank>, Rank), Error> {
+        if members.is_empty() {
+            return Err(MembershipError::Empty.into());
+        }
+        let mut rank_of = HashMap::with_capacity(members.len());
+        for (rank, &node) in members.iter().enumerate() {
+            if rank_of.insert(node, rank).is_some() {
+                return Err(MembershipError::Duplicate(node).into());
+            }
+        }
+        let Some(&rank) = rank_of.get(&self.me) else {
+            return Err(MembershipError::NotAMember(self.me).into());
+        };
+        if config.block_size() == 0 {
+            return Err(Error::InvalidConfig(
+                "the block size must be at least 1 byte",
+            ));
+        }
+        if config.block_size() > crate::config::MAX_BLOCK_SIZE {
+            return Err(Error::InvalidConfig("the block size must be at most 1 GiB"));
+        }
+        if self.rendezvous.is_used(id) {
+            return Err(Error::GroupIdInUse(id));
+        }
+        let topology = config.topology(members.len())?;
+        let member = GroupMember::new(MemberConfig {
+            algorithm: config.algorithm(),
+            topology: (!topology.is_flat()).then_some(topology),
+            group_size: members.len(),
+            rank,
+            block_size: config.block_size_policy(),
+            // A message's digest travels after its bytes.
+            max_message_size: config.max_message_size().saturating_add(digest_len(config)),
+            receive_window: config.receive_window(),
+            progress_timeout: config.progress_timeout(),
+            slow_reader_timeout: config.slow_reader_timeout(),
+        })
+        .map_err(|_| Error::InvalidConfig("the group's schedule cannot be built"))?;
+        Ok((member, rank_of, rank))
+    }
+
+    /// Carry out the rendezvous's pending actions.
+    pub(super) fn drive_rendezvous(&mut self) {
+        while let Some(action) = self.rendezvous.poll_action() {
+            match action {
+                RendezvousAction::SendJoin { group, to, digest } => {
+                    self.transport
+                        .send_signal(group, to, Signal::Join { digest });
+                }
+                RendezvousAction::SendJoinRejected { group, to, digest } => {
+                    self.transport
+                        .send_signal(group, to, Signal::JoinRejected { digest });
+                }
+                RendezvousAction::SendControl { group, to, control } => {
+                    self.transport
+                        .send_signal(group, to, Signal::Group(control));
+                }
+                RendezvousAction::DeliverEarly {
+                    group,
+                    from,
+                    control,
+                } => self.on_completion(Completion::Signal {
+                    group,
+                    from,
+                    signal: Signal::Group(control),
+                }),
+                RendezvousAction::Ready { group } => self.creation_complete(group),
+                RendezvousAction::CreateFailed { group, failure } => {
+                    self.creation_failed(group, failure);
+                }
+                RendezvousAction::PeerRefused { group, peer } => {
+                    let rank = self.groups.get(&group).and_then(|g| g.rank_of.get(&peer));
+                    if let Some(&rank) = rank {
+                        self.with_member(group, |m| m.handle_peer_failure(Some(rank)));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Every other member joined: hand the group to the user.
+    pub(super) fn creation_complete(&mut self, id: GroupId) {
+        // The member's own actions first: it may have failed already (a
+        // member known to be down), which fails the creation instead.
+        self.drive(id);
+        let Some(g) = self.groups.get_mut(&id) else {
+            return;
+        };
+        let Some(creating) = g.creating.take() else {
+            return;
+        };
+        g.span.in_scope(|| tracing::info!("every member joined"));
+        if creating.reply.send(Ok(creating.joined)).is_err() {
+            // The create future was dropped: nobody will ever use the group.
+            self.leave(id);
+        }
+    }
+
+    /// The creation of `group` failed here for a mismatch or a timeout: fail
+    /// the user's create and drop the group.
+    pub(super) fn creation_failed(&mut self, group: GroupId, failure: CreateFailure) {
+        let Some(mut g) = self.groups.remove(&group) else {
+            return;
+        };
+        if let Some(at) = g.deadline {
+            self.timers.remove(&(at, group));
+        }
+        if let Some(at) = g.grace {
+            self.timers.remove(&(at, group));
+        }
+        self.transport.release_group(group);
+        let error = match failure {
+            CreateFailure::Mismatch { peer } => Error::MembershipMismatch { group, peer },
+            CreateFailure::TimedOut { missing } => Error::CreateTimedOut { group, missing },
+        };
+        g.span
+            .in_scope(|| tracing::warn!(%error, "group not created"));
+        if let Some(creating) = g.creating.take() {
+            let _ = creating.reply.send(Err(error));
+        }
+    }
+}
