@@ -28,6 +28,10 @@ pub struct PlanTransfer {
 }
 
 /// Every transfer of every member for one (algorithm, n, k), in step order.
+///
+/// Built by [`Plan::new`] (and its variants) or deserialized; more fields
+/// may come, so it cannot be built field by field outside this crate.
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Plan {
