@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::super::lab::{CpuTimes, median, mpi_overlap};
+use super::super::report::percentile;
 use super::super::trace;
 use super::{Run, rate_bytes_per_second};
 use crate::workload::Workload;
@@ -124,17 +125,6 @@ pub(super) fn analyse(
         latencies,
         member_cpu: cpu.values().sum(),
     })
-}
-
-/// The `p`-quantile of `samples` (nearest rank); NaN for none.
-pub(super) fn percentile(samples: &[f64], p: f64) -> f64 {
-    let mut s = samples.to_vec();
-    s.sort_by(f64::total_cmp);
-    if s.is_empty() {
-        return f64::NAN;
-    }
-    let rank = (p * s.len() as f64).ceil() as usize;
-    s[rank.clamp(1, s.len()) - 1]
 }
 
 impl Run<'_> {
@@ -417,16 +407,6 @@ mod tests {
                 .unwrap_err()
                 .starts_with("rank 1's write 0 is not the workload's")
         );
-    }
-
-    #[test]
-    fn percentiles_by_nearest_rank() {
-        let s: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&s, 0.5), 50.0);
-        assert_eq!(percentile(&s, 0.99), 99.0);
-        assert_eq!(percentile(&s, 1.0), 100.0);
-        assert_eq!(percentile(&s[..3], 0.5), 2.0);
-        assert!(percentile(&[], 0.5).is_nan());
     }
 
     #[test]
