@@ -150,7 +150,7 @@ impl Plan {
                     window: 2,
                     sizes: ObjectSizes::COSMOS,
                     seed: COSMOS_SEED,
-                    algorithms: vec!["binomial-pipeline", "chain", "sequential"],
+                    algorithms: vec!["binomial-pipeline", "tree", "sequential"],
                 },
                 overlap: OverlapSpec {
                     nodes: vec![4, 8, 16],
