@@ -120,6 +120,23 @@ fn other_host(rng: &mut StdRng, hosts: usize, taken: &[u32]) -> u32 {
     }
 }
 
+/// The most bytes any one host's link must carry in one direction: what it
+/// receives as a replica, or what it sends as a root (each byte of its
+/// writes at least once). No run of `workload` on `hosts` hosts whose links
+/// carry `rate` bytes per second each way is shorter than this over `rate`.
+pub(crate) fn busiest_link_bytes(workload: &Workload, hosts: usize) -> u64 {
+    let mut incoming = vec![0u64; hosts];
+    let mut outgoing = vec![0u64; hosts];
+    for w in &workload.writes {
+        let members = &workload.groups[w.group];
+        outgoing[members[0] as usize] += w.size;
+        for &m in &members[1..] {
+            incoming[m as usize] += w.size;
+        }
+    }
+    incoming.into_iter().chain(outgoing).max().unwrap_or(0)
+}
+
 /// Overlapping senders: every one of `hosts` hosts the root of its own
 /// group of all hosts, sending `messages` messages of `size` bytes, all
 /// queued at once.
@@ -225,6 +242,33 @@ mod tests {
         assert_eq!(quick.median, 750e3);
         assert_eq!(quick.max, 8 << 20);
         assert_eq!(quick.at_z(0.0), 750_000);
+    }
+
+    #[test]
+    fn the_busiest_link_is_found() {
+        let w = Workload {
+            groups: vec![vec![0, 1, 2], vec![1, 0, 2]],
+            writes: vec![
+                WriteOp { group: 0, size: 10 },
+                WriteOp { group: 0, size: 5 },
+                WriteOp { group: 1, size: 7 },
+            ],
+            window: 1,
+        };
+        // Host 2 receives 22; host 0 sends 15 and receives 7.
+        assert_eq!(busiest_link_bytes(&w, 3), 22);
+        let w = Workload {
+            groups: vec![vec![0, 1], vec![2, 1]],
+            writes: vec![
+                WriteOp { group: 0, size: 30 },
+                WriteOp { group: 1, size: 1 },
+            ],
+            window: 1,
+        };
+        // Host 0 sends 30, host 1 receives 31.
+        assert_eq!(busiest_link_bytes(&w, 3), 31);
+        // Overlapping senders: each host receives from the n - 1 others.
+        assert_eq!(busiest_link_bytes(&overlap(4, 2, 100), 4), 3 * 2 * 100);
     }
 
     #[test]

@@ -136,6 +136,9 @@ impl Run<'_> {
         let rate = rate_bytes_per_second(&self.args.rate);
         // Every byte a replica receives crosses one host's incoming link.
         let bound = n as f64 * rate;
+        // This trace's own bound: its busiest link at full rate all along.
+        let trace_bound = workload.replica_bytes() as f64
+            / (trace::busiest_link_bytes(&workload, n) as f64 / rate);
         for algorithm in self.plan.cosmos.algorithms.clone() {
             let before = CpuTimes::now();
             let run = self.run_workload(&workload, "cosmos", algorithm)?;
@@ -159,6 +162,8 @@ impl Run<'_> {
                 "objects_per_second": workload.writes.len() as f64 / run.seconds,
                 "bound_gbps": bound * 8.0 / 1e9,
                 "fraction_of_bound": bytes / run.seconds / bound,
+                "trace_bound_gbps": trace_bound * 8.0 / 1e9,
+                "fraction_of_trace_bound": bytes / run.seconds / trace_bound,
                 "latency_p50": p(0.5), "latency_p90": p(0.9), "latency_p99": p(0.99),
                 "latency_max": p(1.0), "latencies": run.latencies,
                 "member_cpu_seconds": run.member_cpu,

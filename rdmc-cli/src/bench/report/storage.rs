@@ -64,7 +64,9 @@ pub(super) fn push_storage(
         out.push_str(
             "## Storage: the Cosmos-like trace (3-replica writes)\n\n\
              Goodput: bytes delivered to replicas per second, from the first write's send to \
-             the last replica's delivery. Bound: every host's incoming link (hosts x rate). \
+             the last replica's delivery. Bound: every host's incoming link (hosts x rate); \
+             the trace's bound: its busiest host link (most bytes in or out) at full rate \
+             from start to end. \
              Latency: a write's send to its root's acknowledgement that both replicas have it.\n\n",
         );
         let rows: Vec<Vec<String>> = cosmos
@@ -80,6 +82,9 @@ pub(super) fn push_storage(
                     cell(r.gbps(), 3),
                     cell(r.num("bound_gbps"), 3),
                     r.num("fraction_of_bound").map_or(String::new(), percent),
+                    cell(r.num("trace_bound_gbps"), 3),
+                    r.num("fraction_of_trace_bound")
+                        .map_or(String::new(), percent),
                     cell(r.num("objects_per_second"), 3),
                     cell(r.num("latency_p50"), 3),
                     cell(r.num("latency_p90"), 3),
@@ -101,6 +106,8 @@ pub(super) fn push_storage(
                 "goodput (Gbit/s)",
                 "bound (Gbit/s)",
                 "of bound",
+                "trace's bound (Gbit/s)",
+                "of trace's bound",
                 "objects/s",
                 "p50 (s)",
                 "p90 (s)",
