@@ -31,6 +31,9 @@ pub(super) struct WorkloadRun {
     pub(super) member_cpu: f64,
 }
 
+/// One replica's delivery of a message: its rank, the size, the time.
+type Delivery = (usize, u64, u64);
+
 /// Check the events of one run of `workload` and measure it: an error if a
 /// write was not acknowledged once by its root or not delivered once, at
 /// its size, by each of its group's other members.
@@ -41,7 +44,7 @@ pub(super) fn analyse(
     let n = workload.writes.len();
     let mut written: Vec<Option<(u64, u64)>> = vec![None; n];
     let mut seq_of: HashMap<(usize, u64), usize> = HashMap::new();
-    let mut delivered: HashMap<(usize, u64), Vec<(usize, u64, u64)>> = HashMap::new();
+    let mut delivered: HashMap<(usize, u64), Vec<Delivery>> = HashMap::new();
     let mut cpu: HashMap<usize, f64> = HashMap::new();
     let field = |e: &Value, k: &str| {
         e[k].as_u64()
