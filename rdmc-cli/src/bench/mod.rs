@@ -50,7 +50,8 @@ pub(crate) struct BenchArgs {
     /// Directory holding netlab.sh and mpi_netlab.sh.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/benches"))]
     scripts: PathBuf,
-    /// Only these experiments (default: all of the run's).
+    /// Only these experiments (default: all of the run's; the quick run
+    /// has latency, cosmos and overlap, and runs only latency unless told).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Experiment>,
     /// Completion mode of the members outside the CPU experiment. The
