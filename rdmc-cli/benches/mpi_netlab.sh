@@ -10,6 +10,8 @@
 #                     4 split_binary, 5 binary, 6 binomial, 7 knomial,
 #                     8 scatter_allgather, 9 scatter_allgather_ring)
 #   --segsize BYTES   segment size for the forced algorithm (0 = unsegmented)
+#   --overlap M       overlapping senders: every rank the root of its own
+#                     communicator, M rounds of MPI_Ibcast on all at once
 #   --slow HOST RATE2 passed to 'netlab.sh up' (one slower host link)
 #   --existing        use the lab that is already up (N must match it) instead
 #                     of 'netlab.sh run N RATE -- ...'; implied when NETLAB_HOSTS
@@ -34,7 +36,7 @@ die() { echo "mpi_netlab: $*" >&2; exit 1; }
 note() { echo "mpi_netlab: $*" >&2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-algorithm="" segsize="" existing=0 timeout_s=600
+algorithm="" segsize="" overlap="" existing=0 timeout_s=600
 slow=()
 args=()
 orig=("$@")
@@ -43,6 +45,7 @@ while [ $# -gt 0 ]; do
         --algorithm) [ $# -ge 2 ] || usage; algorithm=$2; shift 2 ;;
         --segsize) [ $# -ge 2 ] || usage; segsize=$2; shift 2 ;;
         --slow) [ $# -ge 3 ] || usage; slow+=(--slow "$2" "$3"); shift 3 ;;
+        --overlap) [ $# -ge 2 ] || usage; overlap=$2; shift 2 ;;
         --existing) existing=1; shift ;;
         --timeout) [ $# -ge 2 ] || usage; timeout_s=$2; shift 2 ;;
         -h|--help) usage ;;
@@ -56,6 +59,7 @@ N=${args[0]} RATE=${args[1]} SIZE=${args[2]} RUNS=${args[3]:-5} WARMUP=${args[4]
 [[ "$algorithm" =~ ^[0-9]*$ ]] || die "--algorithm takes a number"
 [[ "$segsize" =~ ^[0-9]*$ ]] || die "--segsize takes a number of bytes"
 [ -z "$segsize" ] || [ -n "$algorithm" ] || die "--segsize needs --algorithm"
+[[ "$overlap" =~ ^[0-9]*$ ]] || die "--overlap takes a number of messages"
 [ "$(id -u)" -eq 0 ] || die "must run as root"
 
 # ------------------------------------------------------------------ prerequisites
@@ -139,13 +143,15 @@ if [ -n "$algorithm" ]; then
     [ -z "$segsize" ] || mca+=(--mca coll_tuned_bcast_algorithm_segmentsize "$segsize")
 fi
 
-note "MPI_Bcast: $N ranks, one per host, $SIZE bytes, $RUNS runs (+$WARMUP warm-up), algorithm ${algorithm:-default rules}${segsize:+, segments $segsize B}"
+overlap_args=()
+[ -z "$overlap" ] || overlap_args=(--overlap "$overlap")
+note "MPI_${overlap:+I}Bcast${overlap:+ (every rank a root, $overlap rounds)}: $N ranks, one per host, $SIZE bytes, $RUNS runs (+$WARMUP warm-up), algorithm ${algorithm:-default rules}${segsize:+, segments $segsize B}"
 out=$WORK/out
 rc=0
 ip netns exec "${NS_PREFIX}0" env TMPDIR="$WORK/h0" PMIX_MCA_gds=hash \
     timeout "$timeout_s" mpirun --allow-run-as-root --bind-to none \
     --hostfile "$hostfile" -np "$N" "${mca[@]}" -x PMIX_MCA_gds \
-    "$BIN" "$SIZE" "$RUNS" "$WARMUP" >"$out" &
+    "$BIN" "${overlap_args[@]}" "$SIZE" "$RUNS" "$WARMUP" >"$out" &
 MPIRUN_PID=$!
 wait "$MPIRUN_PID" || rc=$?
 MPIRUN_PID=""

@@ -30,12 +30,14 @@ mod demo;
 mod keygen;
 mod member;
 mod member_bench;
+mod member_workload;
 mod plan;
 mod push;
 mod simulate;
 mod size;
 mod tcp_copy;
 mod topology;
+mod workload;
 
 /// The error for `--transport ofi` in a build without the `ofi` feature.
 #[cfg_attr(feature = "ofi", allow(dead_code))]

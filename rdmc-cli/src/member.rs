@@ -19,8 +19,10 @@ use serde_json::json;
 use crate::cluster::{ClusterSetup, Transport, kind_of, without_path};
 use crate::demo::ModeChoice;
 use crate::member_bench;
+use crate::member_workload;
 use crate::size::{human, parse_size};
 use crate::topology::TopologyArgs;
+use crate::workload::Workload;
 
 /// `--block-size`: a size, or `auto` (`None`).
 #[derive(Clone, Copy, Debug)]
@@ -98,6 +100,11 @@ pub(crate) struct MemberArgs {
     /// times in nanoseconds.
     #[arg(long, requires = "json", conflicts_with_all = ["files", "out"])]
     bench: bool,
+    /// Benchmark mode: instead of commands on stdin, run this workload of
+    /// many groups at once (written by `rdmc bench`: its groups, writes and
+    /// writes in flight per root), each member on its own.
+    #[arg(long, value_name = "FILE", requires = "bench")]
+    workload: Option<PathBuf>,
     /// Benchmark mode: the payload's size (the largest message).
     #[arg(long, default_value = "0", value_parser = parse_size)]
     pub(crate) max_size: u64,
@@ -153,6 +160,8 @@ struct Prepared {
     /// Receivers: the output directory, checked writable and free of an
     /// earlier run's outputs.
     out: Option<PathBuf>,
+    /// `--workload`, read and checked.
+    workload: Option<Workload>,
 }
 
 /// An input file, opened and checked: a regular file within the size limit.
@@ -213,11 +222,22 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
         .topology
         .apply(group, cluster.members.len())
         .map_err(|e| format!("{}: {e}", args.members.display()))?;
+    let workload = args
+        .workload
+        .as_deref()
+        .map(|path| {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("reading {}: {e}", path.display()))?;
+            crate::workload::parse(&text, cluster.members.len())
+                .map_err(|e| format!("{} {e}", path.display()))
+        })
+        .transpose()?;
     Ok(Prepared {
         cluster,
         group,
         inputs,
         out,
+        workload,
     })
 }
 
@@ -312,8 +332,18 @@ async fn member(args: &MemberArgs, prepared: Prepared) -> Result<(), String> {
     let node_config = NodeConfig::new().with_completion_mode(CompletionMode::from(args.completion));
     let node = prepared.cluster.start(node_config).await?;
     let ids = prepared.cluster.ids();
-    let work = (prepared.inputs, prepared.out);
-    let outcome = multicast(args, &node, &ids, prepared.group, work).await;
+    let outcome = match &prepared.workload {
+        Some(workload) => {
+            let start = Instant::now();
+            member_workload::run(args.rank, &node, &ids, prepared.group, workload)
+                .await
+                .map(|()| start.elapsed().as_secs_f64())
+        }
+        None => {
+            let work = (prepared.inputs, prepared.out);
+            multicast(args, &node, &ids, prepared.group, work).await
+        }
+    };
     // Put the last signals on the wire before the process exits: the root's
     // "closed" to every member, or this member's report of a failure, which
     // must reach the others before they see its connection close.

@@ -184,3 +184,100 @@ fn tcp_copy_moves_and_checks_the_same_payload() {
         .collect();
     assert_eq!(sizes, [1 << 20, 1 << 20, 10]);
 }
+
+/// Members running a workload of overlapping groups on their own: every
+/// write is acknowledged once by its root, and delivered once, at its size,
+/// by each other member of its group, in the group's order.
+#[test]
+fn workload_members_run_overlapping_groups_on_their_own() {
+    let members = members_file("workload", 4);
+    let workload = members.with_file_name("workload");
+    // Four 3-member groups, rotating roots, two writes in flight per root.
+    let groups = [[0u64, 1, 2], [1, 2, 3], [2, 3, 0], [3, 0, 1]];
+    let writes = [
+        (0usize, 300_000u64),
+        (1, 2_000),
+        (2, 1),
+        (3, 700_000),
+        (0, 5),
+        (1, 64_000),
+        (0, 100_000),
+    ];
+    let mut text = String::from("window 2\n");
+    for (id, g) in groups.iter().enumerate() {
+        text.push_str(&format!("group {id} {} {} {}\n", g[0], g[1], g[2]));
+    }
+    for (g, size) in writes {
+        text.push_str(&format!("write {g} {size}\n"));
+    }
+    std::fs::write(&workload, text).unwrap();
+    let common = [
+        "member",
+        "--json",
+        "--bench",
+        "--workload",
+        workload.to_str().unwrap(),
+    ];
+    let mut children: Vec<Child> = (0..4).rev().map(|r| spawn(&common, &members, r)).collect();
+    children.reverse();
+    drop(children[0].stdin.take());
+    let all: Vec<Vec<Value>> = children
+        .into_iter()
+        .map(|c| {
+            let (ok, ev) = events(c, Duration::from_secs(60));
+            assert!(ok, "a member failed: {ev:?}");
+            assert_eq!(of_kind(&ev, "closed").len(), 1, "{ev:?}");
+            ev
+        })
+        .collect();
+    for (i, &(g, size)) in writes.iter().enumerate() {
+        // The write's position among its group's writes is its seq.
+        let seq = writes[..i].iter().filter(|w| w.0 == g).count() as u64;
+        let root = groups[g][0] as usize;
+        let acks: Vec<_> = of_kind(&all[root], "written")
+            .into_iter()
+            .filter(|e| e["write"] == i as u64)
+            .collect();
+        assert_eq!(acks.len(), 1, "write {i}: {:?}", all[root]);
+        assert_eq!(acks[0]["group"], g as u64);
+        assert_eq!(acks[0]["seq"], seq);
+        assert_eq!(acks[0]["size"], size);
+        assert!(acks[0]["acked_t"].as_u64() >= acks[0]["t"].as_u64());
+        for &replica in &groups[g][1..] {
+            let got: Vec<_> = of_kind(&all[replica as usize], "delivered")
+                .into_iter()
+                .filter(|e| e["group"] == g as u64 && e["seq"] == seq)
+                .collect();
+            assert_eq!(got.len(), 1, "write {i} at replica {replica}");
+            assert_eq!(got[0]["size"], size);
+            // Acknowledged only once the replica had it.
+            assert!(got[0]["t"].as_u64() <= acks[0]["acked_t"].as_u64());
+        }
+    }
+    // Nothing delivered that was not written: 2 replicas per write.
+    let deliveries: usize = all.iter().map(|ev| of_kind(ev, "delivered").len()).sum();
+    assert_eq!(deliveries, 2 * writes.len());
+}
+
+#[test]
+fn a_bad_workload_is_refused_before_anyone_is_contacted() {
+    let members = members_file("bad_workload", 2);
+    let workload = members.with_file_name("workload");
+    std::fs::write(&workload, "group 0 0 1\nwrite 3 10\n").unwrap();
+    let common = [
+        "member",
+        "--json",
+        "--bench",
+        "--workload",
+        workload.to_str().unwrap(),
+    ];
+    let (ok, ev) = events(spawn(&common, &members, 1), Duration::from_secs(60));
+    assert!(!ok);
+    let error = of_kind(&ev, "error");
+    assert_eq!(error.len(), 1, "{ev:?}");
+    let text = error[0]["error"].as_str().unwrap();
+    assert!(
+        text.ends_with("workload line 2: write to group 3, not defined before"),
+        "{text}"
+    );
+}

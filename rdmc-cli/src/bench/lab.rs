@@ -124,6 +124,9 @@ pub(crate) struct Cluster {
     next_seq: u64,
     exited: Vec<bool>,
     label: String,
+    /// Events other than `ready` that came while waiting for every rank
+    /// to be ready (a workload's first writes), for [`Cluster::run_to_close`].
+    early: Vec<(usize, Value)>,
 }
 
 /// The outcome of one `send SIZE COUNT`.
@@ -158,6 +161,7 @@ impl Cluster {
             next_seq: 0,
             exited: vec![false; n],
             label: label.to_owned(),
+            early: Vec::new(),
         };
         // Receivers first, so they listen by the time the root connects.
         for rank in (0..n).rev() {
@@ -201,6 +205,8 @@ impl Cluster {
             let (rank, event) = cluster.next_event(deadline)?;
             if event["event"] == "ready" {
                 ready[rank] = true;
+            } else {
+                cluster.early.push((rank, event));
             }
         }
         Ok(cluster)
@@ -303,6 +309,44 @@ impl Cluster {
         })
     }
 
+    /// Every event until each rank has printed `closed` (processes that run
+    /// a workload on their own and close when it is done), in arrival
+    /// order; an error for an `error` event, a rank exiting before it
+    /// closed, or `timeout` passing. The processes are reaped.
+    pub(crate) fn run_to_close(mut self, timeout: Duration) -> Result<Vec<(usize, Value)>, String> {
+        let deadline = Instant::now() + timeout;
+        let mut events = std::mem::take(&mut self.early);
+        let mut closed = vec![false; self.children.len()];
+        for (rank, event) in &events {
+            if event["event"] == "closed" {
+                closed[*rank] = true;
+            }
+        }
+        let outcome = loop {
+            if closed.iter().all(|c| *c) {
+                break Ok(events);
+            }
+            match self.next_event_or_exit(deadline) {
+                Ok((rank, Some(event))) => {
+                    if event["event"] == "closed" {
+                        closed[rank] = true;
+                    }
+                    events.push((rank, event));
+                }
+                Ok((rank, None)) if !closed[rank] => {
+                    break Err(format!(
+                        "{} rank {rank} exited before it closed (see its log)",
+                        self.label
+                    ));
+                }
+                Ok(_) => {}
+                Err(e) => break Err(e),
+            }
+        };
+        self.reap();
+        outcome
+    }
+
     /// Close the group and wait for every process to exit.
     pub(crate) fn close(mut self) -> Result<(), String> {
         let outcome = self.close_inner();
@@ -374,6 +418,38 @@ pub(crate) fn mpi_bcast(
         cmd.args(["--algorithm", &algorithm.to_string()]);
         cmd.args(["--segsize", &segsize.to_string()]);
     }
+    run_mpi(cmd, script, nodes, rate, size, runs, warmup)
+}
+
+/// Run `mpi_netlab.sh --existing --overlap MESSAGES`: every rank the root
+/// of its own communicator, `messages` rounds of MPI_Ibcast on all of them
+/// at once; mpi_bcast's JSON line.
+pub(crate) fn mpi_overlap(
+    script: &Path,
+    nodes: usize,
+    rate: &str,
+    size: u64,
+    messages: usize,
+    runs: usize,
+    warmup: usize,
+) -> Result<Value, String> {
+    let mut cmd = Command::new("bash");
+    cmd.arg(script).arg("--existing").args(["--timeout", "900"]);
+    cmd.args(["--overlap", &messages.to_string()]);
+    run_mpi(cmd, script, nodes, rate, size, runs, warmup)
+}
+
+/// Finish `cmd` (mpi_netlab.sh and its options) with the positional
+/// arguments, run it and parse its JSON line.
+fn run_mpi(
+    mut cmd: Command,
+    script: &Path,
+    nodes: usize,
+    rate: &str,
+    size: u64,
+    runs: usize,
+    warmup: usize,
+) -> Result<Value, String> {
     cmd.args([
         nodes.to_string(),
         rate.to_owned(),

@@ -14,6 +14,8 @@ use super::lab::{Cluster, CpuTimes, Lab, Sample, median, mpi_bcast};
 use super::plan::{Plan, Workload};
 use super::{ALGORITHMS, BenchArgs, Experiment};
 
+mod storage;
+
 /// Where the run writes, and what it knows while it runs.
 struct Run<'a> {
     args: &'a BenchArgs,
@@ -85,6 +87,12 @@ impl Run<'_> {
         }
         if n == 4 && self.plan.has(Experiment::Cpu) {
             self.cpu()?;
+        }
+        if n == self.plan.cosmos.hosts && self.plan.has(Experiment::Cosmos) {
+            self.cosmos(n)?;
+        }
+        if self.plan.overlap.nodes.contains(&n) && self.plan.has(Experiment::Overlap) {
+            self.overlap(n)?;
         }
         Ok(())
     }

@@ -9,11 +9,18 @@
 //! reports the message, and only then sends the next, so measurements never
 //! overlap. Latency is the last receiver's delivery time minus the root's
 //! send time, both on the machine's one monotonic clock.
+//!
+//! The storage workloads (Cosmos-like trace, overlapping senders) are the
+//! exception: every member is given the whole workload (`rdmc member
+//! --bench --workload FILE`: its groups, writes and writes in flight per
+//! root), runs it on its own and reports each write and delivery; the
+//! driver checks every replica's delivery and computes the aggregates.
 
 mod lab;
 mod measure;
 mod plan;
 pub(crate) mod report;
+mod trace;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -28,7 +35,9 @@ use lab::install_interrupt_handler;
 pub(crate) struct BenchArgs {
     /// The small run: latency vs group size at 64 MiB for 2, 4 and 8 nodes
     /// (every algorithm, unicast, MPI_Bcast default and forced pipeline),
-    /// each after one warm-up, in about 5 minutes.
+    /// each after one warm-up, in about 5 minutes. With `--only
+    /// cosmos,overlap`: the storage workloads made small (object sizes / 16,
+    /// 64 writes; 1 MiB x 2 per sender on 4 and 8 hosts).
     #[arg(long)]
     quick: bool,
     /// Directory for results.jsonl, results.csv, summary.md, the plots and
@@ -41,7 +50,8 @@ pub(crate) struct BenchArgs {
     /// Directory holding netlab.sh and mpi_netlab.sh.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/benches"))]
     scripts: PathBuf,
-    /// Only these experiments (default: all of the run's).
+    /// Only these experiments (default: all of the run's; the quick run
+    /// has latency, cosmos and overlap, and runs only latency unless told).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Experiment>,
     /// Completion mode of the members outside the CPU experiment. The
@@ -49,7 +59,8 @@ pub(crate) struct BenchArgs {
     /// spinning members (hybrid, polling) take the CPU the others need.
     #[arg(long, default_value = "interrupt", value_parser = ["interrupt", "adaptive", "hybrid", "polling"])]
     completion: String,
-    /// Latency experiment only at these group sizes (e.g. `4,8`).
+    /// Latency, small-message and overlap experiments only at these group
+    /// sizes (e.g. `4,8`).
     #[arg(long, value_delimiter = ',')]
     nodes: Vec<usize>,
     /// Block size of the latency, small-message and CPU experiments, or
@@ -58,7 +69,8 @@ pub(crate) struct BenchArgs {
     /// 1 MiB on RDMA).
     #[arg(long, default_value = "auto", value_parser = parse_block_size)]
     block_size: BlockSizeArg,
-    /// Latency and small-message experiments: only these rdmc algorithms.
+    /// Latency, small-message and Cosmos experiments: only these rdmc
+    /// algorithms.
     #[arg(long, value_delimiter = ',', value_parser = ALGORITHMS)]
     algorithms: Vec<String>,
     /// Latency experiment: measured runs per point (overrides the plan's).
@@ -101,6 +113,14 @@ pub(crate) enum Experiment {
     SmallMessages,
     /// CPU use per completion mode (Fig. 11).
     Cpu,
+    /// The Cosmos-like storage trace: 3-replica writes over many
+    /// overlapping groups of a 16-host lab, roots rotating (Fig. 9):
+    /// aggregate goodput and per-write latency percentiles.
+    Cosmos,
+    /// Overlapping senders: every host the root of its own group of all
+    /// hosts at once, beside MPI_Ibcast on one communicator per root
+    /// (Fig. 10): aggregate bandwidth against the lab's limit.
+    Overlap,
 }
 
 /// The rdmc algorithms, in the order every experiment runs them.

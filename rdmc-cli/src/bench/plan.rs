@@ -2,6 +2,7 @@
 //! by the command line (`--only`, `--nodes`, `--runs`, `--warmup`,
 //! `--no-mpi`).
 
+use super::trace::ObjectSizes;
 use super::{BenchArgs, Experiment};
 
 /// A kibibyte.
@@ -34,8 +35,37 @@ pub(super) struct Plan {
     pub(super) block_messages: Vec<Workload>,
     /// Message sizes with (runs, warm-up) for the CPU experiment.
     pub(super) cpu: Vec<Workload>,
+    /// The Cosmos-like trace (papers' Fig. 9).
+    pub(super) cosmos: CosmosSpec,
+    /// Overlapping senders (papers' Fig. 10).
+    pub(super) overlap: OverlapSpec,
     pub(super) experiments: Vec<Experiment>,
 }
+
+/// The Cosmos-like trace: 3-replica writes over every host of a 16-host
+/// lab, roots rotating, `window` writes in flight per root.
+pub(super) struct CosmosSpec {
+    pub(super) hosts: usize,
+    pub(super) writes: usize,
+    pub(super) window: usize,
+    pub(super) sizes: ObjectSizes,
+    pub(super) seed: u64,
+    /// The rdmc algorithms, each on the same trace.
+    pub(super) algorithms: Vec<&'static str>,
+}
+
+/// Overlapping senders: every host the root of its own group of all hosts,
+/// each sending `messages` messages of `size` bytes at once.
+pub(super) struct OverlapSpec {
+    pub(super) nodes: Vec<usize>,
+    pub(super) size: u64,
+    pub(super) messages: usize,
+    /// Runs per point (each on fresh processes); MPI's too, after one warm-up.
+    pub(super) runs: usize,
+}
+
+/// The trace's seed: any fixed number; the summary shows it.
+const COSMOS_SEED: u64 = 0x00C0_5305;
 
 impl Plan {
     /// The full run or the quick one, narrowed by the command line.
@@ -59,6 +89,21 @@ impl Plan {
                 block_sizes: vec![],
                 block_messages: vec![],
                 cpu: vec![],
+                cosmos: CosmosSpec {
+                    hosts: 16,
+                    writes: 64,
+                    window: 2,
+                    sizes: ObjectSizes::COSMOS.scaled_down(16),
+                    seed: COSMOS_SEED,
+                    algorithms: vec!["binomial-pipeline"],
+                },
+                overlap: OverlapSpec {
+                    nodes: vec![4, 8],
+                    size: MIB,
+                    messages: 2,
+                    runs: 1,
+                },
+                // The storage workloads only with `--only`.
                 experiments: vec![Experiment::Latency],
             }
         } else {
@@ -99,16 +144,47 @@ impl Plan {
                     (128 * MIB, 1, 0),
                 ],
                 cpu: vec![(MIB, 20, 2), (100 * MIB, 2, 0)],
+                cosmos: CosmosSpec {
+                    hosts: 16,
+                    writes: 320,
+                    window: 2,
+                    sizes: ObjectSizes::COSMOS,
+                    seed: COSMOS_SEED,
+                    algorithms: vec!["binomial-pipeline", "tree", "sequential"],
+                },
+                overlap: OverlapSpec {
+                    nodes: vec![4, 8, 16],
+                    size: 8 * MIB,
+                    messages: 4,
+                    runs: 3,
+                },
                 experiments: vec![
                     Experiment::Latency,
                     Experiment::SmallMessages,
                     Experiment::BlockSize,
                     Experiment::Cpu,
+                    Experiment::Cosmos,
+                    Experiment::Overlap,
                 ],
             }
         };
         if !args.only.is_empty() {
-            plan.experiments.retain(|e| args.only.contains(e));
+            // The quick run has no block-size, small-message or CPU
+            // workloads; its storage workloads run only when asked for.
+            let offered = if args.quick {
+                vec![Experiment::Latency, Experiment::Cosmos, Experiment::Overlap]
+            } else {
+                plan.experiments.clone()
+            };
+            plan.experiments = offered
+                .into_iter()
+                .filter(|e| args.only.contains(e))
+                .collect();
+        }
+        if !args.algorithms.is_empty() {
+            plan.cosmos
+                .algorithms
+                .retain(|a| args.algorithms.iter().any(|b| b == a));
         }
         for l in &mut plan.latency {
             l.runs = args.runs.unwrap_or(l.runs).max(1);
@@ -119,6 +195,7 @@ impl Plan {
                 l.nodes = args.nodes.clone();
             }
             plan.small.0.retain(|n| args.nodes.contains(n));
+            plan.overlap.nodes.retain(|n| args.nodes.contains(n));
         }
         if args.no_mpi {
             plan.mpi.clear();
@@ -142,6 +219,12 @@ impl Plan {
         }
         if self.has(Experiment::BlockSize) || self.has(Experiment::Cpu) {
             sizes.push(4);
+        }
+        if self.has(Experiment::Cosmos) {
+            sizes.push(self.cosmos.hosts);
+        }
+        if self.has(Experiment::Overlap) {
+            sizes.extend(&self.overlap.nodes);
         }
         sizes.sort_unstable();
         sizes.dedup();

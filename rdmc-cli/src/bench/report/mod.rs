@@ -13,7 +13,8 @@
 //! The rooms: [`records`] (the records, their fields and series labels),
 //! [`datasets`] (the records each table and plot is drawn from), [`csv`],
 //! [`tables`] (`summary.md`), [`charts`] (line and bar charts as SVG) and
-//! [`plots`] (the figures), with [`mod@format`] for numbers and sizes.
+//! [`plots`] (the figures), [`storage`] (the storage workloads' tables and
+//! figures), with [`mod@format`] for numbers and sizes.
 
 use std::path::{Path, PathBuf};
 
@@ -25,11 +26,13 @@ mod datasets;
 mod format;
 mod plots;
 mod records;
+mod storage;
 mod tables;
 #[cfg(test)]
 mod tests;
 
 pub(crate) use records::read_records;
+pub(crate) use storage::percentile;
 
 use csv::csv_text;
 use datasets::latency_tables;

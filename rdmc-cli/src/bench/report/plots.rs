@@ -36,6 +36,7 @@ pub(super) fn write_plots(
     written.extend(small_messages_plot(dir, recs)?);
     written.extend(cpu_plot(dir, recs)?);
     written.extend(breakdown_plot(dir, recs)?);
+    written.extend(super::storage::storage_plots(dir, recs)?);
     Ok(written)
 }
 

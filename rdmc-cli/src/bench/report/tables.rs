@@ -299,6 +299,7 @@ pub(super) fn summary_text(
     any |= push_small_messages(&mut out, recs);
     any |= push_breakdown(&mut out, recs);
     any |= push_cpu(&mut out, recs);
+    any |= super::storage::push_storage(&mut out, recs, push_table);
     if !any {
         out.push_str("No measurements.\n\n");
     }

@@ -357,3 +357,81 @@ fn labels_and_numbers() {
     assert_eq!(csv_value(Some(&Value::Null)), "");
     assert_eq!(csv_value(None), "");
 }
+
+#[test]
+fn storage_records_get_their_tables_and_plots() {
+    let dir = TempDir::new("storage");
+    let latencies: Vec<f64> = (1..=100).map(|i| f64::from(i) / 10.0).collect();
+    let records = vec![
+        json!({"experiment": "cosmos", "system": "rdmc", "algorithm": "binomial-pipeline",
+               "nodes": 16, "size": 29_000_000, "seconds": 20.0, "runs": 1, "writes": 100,
+               "window": 2, "gbps": 2.0, "bound_gbps": 4.0, "fraction_of_bound": 0.5,
+               "trace_bound_gbps": 2.5, "fraction_of_trace_bound": 0.8,
+               "objects_per_second": 5.0, "latency_p50": 5.0, "latency_p90": 9.0,
+               "latency_p99": 9.9, "latency_max": 10.0, "latencies": latencies}),
+        json!({"experiment": "cosmos", "system": "rdmc", "algorithm": "sequential",
+               "nodes": 16, "size": 29_000_000, "seconds": 30.0, "gbps": 1.25,
+               "bound_gbps": 4.0}),
+        json!({"experiment": "overlap", "system": "rdmc", "algorithm": "binomial-pipeline",
+               "nodes": 4, "size": 1 << 20, "messages": 2, "seconds": 1.0, "runs": 3,
+               "min": 0.9, "max": 1.2, "gbps": 0.8, "sent_gbps": 0.27, "bound_gbps": 1.0,
+               "fraction_of_bound": 0.8}),
+        json!({"experiment": "overlap", "system": "mpi", "algorithm": "ibcast",
+               "nodes": 4, "size": 1 << 20, "messages": 2, "seconds": 2.0, "runs": 3,
+               "gbps": 0.4, "bound_gbps": 1.0}),
+        json!({"experiment": "overlap", "system": "rdmc", "algorithm": "binomial-pipeline",
+               "nodes": 8, "size": 1 << 20, "messages": 2, "seconds": 3.0, "runs": 3,
+               "gbps": 1.5, "bound_gbps": 2.0}),
+    ];
+    let files = write_report(&dir.0, &records, &Value::Null).unwrap();
+    let names: Vec<String> = files
+        .plots
+        .iter()
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["cosmos_latency.svg", "cosmos_goodput.svg", "overlap.svg"]
+    );
+    let legends = [
+        vec!["binomial-pipeline", "p50", "p99"],
+        vec!["sequential", "goodput", "bound (hosts x rate in)"],
+        vec![
+            "binomial-pipeline",
+            "MPI ibcast",
+            "bound (hosts x rate in)",
+            "hosts",
+        ],
+    ];
+    for (path, labels) in files.plots.iter().zip(legends) {
+        let svg = std::fs::read_to_string(path).unwrap();
+        let texts = svg_texts(&svg);
+        for label in labels {
+            assert!(
+                texts.iter().any(|t| t.contains(label)),
+                "{} has no text {label:?}: {texts:?}",
+                path.display()
+            );
+        }
+    }
+    let cosmos = section(
+        &files.summary_markdown,
+        "## Storage: the Cosmos-like trace (3-replica writes)",
+    );
+    let row = cosmos
+        .iter()
+        .find(|l| l.starts_with("| binomial-pipeline |"))
+        .expect("a row per algorithm");
+    assert!(row.contains("| 16 | 100 | 2 | 29.0 |"), "{row}");
+    assert!(
+        row.contains("| 2.00 | 4.00 | 50% | 2.50 | 80% | 5.00 | 5.00 | 9.00 | 9.90 | 10.0 |"),
+        "{row}"
+    );
+    let overlap = section(&files.summary_markdown, "## Storage: overlapping senders");
+    assert!(
+        overlap.iter().any(|l| l
+            .starts_with("| binomial-pipeline | 4 | 2 x 1MiB | 3 | 1.000 | 0.900–1.20 | 0.800 |")),
+        "{overlap:?}"
+    );
+    assert!(overlap.iter().any(|l| l.starts_with("| MPI ibcast | 4 |")));
+}

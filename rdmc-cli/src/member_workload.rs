@@ -1,0 +1,156 @@
+//! `rdmc member --bench --workload FILE`: a member in many groups at once,
+//! running a [`Workload`] on its own (no commands on stdin).
+//!
+//! Every member creates every group of the workload it belongs to (all at
+//! once), prints `ready`, then:
+//!
+//! * as a root, issues its writes in the workload's order, at most
+//!   `window` of them in flight: a write is in flight from its `send` until
+//!   every member of its group has delivered it ([`rdmc::SendFuture::delivered`]),
+//!   which is when it prints a `written` event (`group`, `seq`, `write`,
+//!   `size`, `t` the send, `acked_t` the acknowledgement);
+//! * as a receiver, checks every message byte for byte against the payload
+//!   every member builds alike and prints a `delivered` event (`group`,
+//!   `seq`, `size`, `t`);
+//!
+//! and once all its writes are acknowledged and every group it receives in
+//! has closed, closes its own groups and returns. Times are
+//! `CLOCK_MONOTONIC` nanoseconds, as in [`crate::member_bench`].
+
+use std::time::Instant;
+
+use futures::{StreamExt, TryStreamExt, future::try_join_all};
+use rdmc::{Group, GroupConfig, GroupId, Node, NodeId};
+use serde_json::json;
+
+use crate::member_bench::{cpu_seconds, mono_ns, payload};
+use crate::workload::Workload;
+
+/// Run `workload` as member `rank` of the cluster `ids`.
+pub(crate) async fn run(
+    rank: u32,
+    node: &Node,
+    ids: &[NodeId],
+    config: GroupConfig,
+    workload: &Workload,
+) -> Result<(), String> {
+    let max = usize::try_from(workload.largest()).map_err(|_| "a write is too large")?;
+    let payload = tokio::task::spawn_blocking(move || payload(max))
+        .await
+        .map_err(|e| format!("generating the payload: {e}"))?;
+    let mine: Vec<usize> = (0..workload.groups.len())
+        .filter(|&g| workload.groups[g].contains(&rank))
+        .collect();
+    let creates = mine.iter().map(|&g| {
+        let members: Vec<NodeId> = workload.groups[g]
+            .iter()
+            .map(|&r| ids[r as usize])
+            .collect();
+        let config = config.clone();
+        async move {
+            node.create_group(GroupId(g as u64), &members, config)
+                .await
+                .map_err(|e| format!("creating group {g}: {e}"))
+        }
+    });
+    let groups = try_join_all(creates).await?;
+    println!(
+        "{}",
+        json!({"event": "ready", "rank": rank, "t": mono_ns(Instant::now()), "cpu": cpu_seconds()})
+    );
+    let (roots, receivers): (Vec<_>, Vec<_>) = mine
+        .into_iter()
+        .zip(groups)
+        .partition(|(g, _)| workload.groups[*g][0] == rank);
+
+    let receiving = try_join_all(receivers.into_iter().map(|(g, group)| {
+        let payload = &payload;
+        async move { receive(rank, g, group, payload).await }
+    }));
+    let sending = async {
+        send(rank, &roots, workload, &payload).await?;
+        try_join_all(roots.iter().map(|(g, group)| async move {
+            group
+                .close()
+                .await
+                .map_err(|e| format!("closing group {g}: {e}"))
+        }))
+        .await
+    };
+    tokio::try_join!(receiving, sending)?;
+    Ok(())
+}
+
+/// Issue this root's writes in order, at most `window` in flight.
+async fn send(
+    rank: u32,
+    roots: &[(usize, Group)],
+    workload: &Workload,
+    payload: &bytes::Bytes,
+) -> Result<(), String> {
+    let mut next_seq = vec![0u64; workload.groups.len()];
+    let writes = workload
+        .writes
+        .iter()
+        .enumerate()
+        .filter(|(_, w)| workload.root_of(w) == rank)
+        .map(|(i, w)| {
+            // The send is queued here, as buffer_unordered takes the next
+            // write, so each group's messages are numbered in trace order.
+            let (_, group) = roots
+                .iter()
+                .find(|(g, _)| *g == w.group)
+                .expect("a root has every group it is root of");
+            let seq = next_seq[w.group];
+            next_seq[w.group] += 1;
+            let t = Instant::now();
+            let delivered = group.send(payload.slice(..w.size as usize)).delivered();
+            let (g, size) = (w.group, w.size);
+            async move {
+                delivered
+                    .await
+                    .map_err(|e| format!("write {i} (group {g}, message {seq}): {e}"))?;
+                println!(
+                    "{}",
+                    json!({"event": "written", "rank": rank, "group": g, "seq": seq,
+                           "write": i, "size": size, "t": mono_ns(t),
+                           "acked_t": mono_ns(Instant::now()), "cpu": cpu_seconds()})
+                );
+                Ok::<(), String>(())
+            }
+        });
+    futures::stream::iter(writes)
+        .buffer_unordered(workload.window)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// Take and check every message of group `g` until its root closes it.
+async fn receive(
+    rank: u32,
+    g: usize,
+    mut group: Group,
+    payload: &bytes::Bytes,
+) -> Result<(), String> {
+    while let Some(message) = group.next().await {
+        let now = Instant::now();
+        let message = message.map_err(|e| format!("group {g}: {e}"))?;
+        let len = message.data.len();
+        if len > payload.len() || message.data != payload[..len] {
+            return Err(format!(
+                "group {g}: message {} ({len} bytes) differs from the root's payload",
+                message.seq
+            ));
+        }
+        println!(
+            "{}",
+            json!({"event": "delivered", "rank": rank, "group": g, "seq": message.seq,
+                   "size": len, "t": mono_ns(now), "cpu": cpu_seconds()})
+        );
+    }
+    group
+        .close()
+        .await
+        .map_err(|e| format!("closing group {g}: {e}"))
+}
