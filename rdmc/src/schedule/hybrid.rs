@@ -217,6 +217,20 @@ impl Layout {
                 members.push(list);
             }
         }
+        // The relay: the last rack's highest fast rank (not the root)
+        // leaves that rack's pipeline and becomes a rack of its own at the
+        // end of the chain. It receives every block from the last rack's
+        // spare sends, one per step, as a next rack's leader does, and it
+        // feeds the slow leaves: a send to a slow member takes it longer
+        // than a step, and only a member with nothing else to send can
+        // spend that time without holding up the pipeline.
+        if !leaves.is_empty()
+            && let Some(last) = members.last_mut()
+            && last.len() >= 2
+        {
+            let relay = last.pop().expect("two members");
+            members.push(vec![relay]);
+        }
         let mut racks = Vec::with_capacity(members.len());
         let mut offset = 0;
         for list in members {
