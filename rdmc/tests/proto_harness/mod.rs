@@ -585,6 +585,7 @@ impl Cluster {
             block_size,
             max_message_size: MAX_MESSAGE_SIZE,
             receive_window: None,
+            announce: rdmc::proto::Announce::OneSender,
             progress_timeout: PROGRESS_TIMEOUT,
             slow_reader_timeout: None,
         })
