@@ -24,8 +24,8 @@ use crate::error::{Error, MembershipError};
 use crate::ids::{GroupId, NodeId};
 use crate::in_flight::InFlight;
 use crate::proto::{
-    Announce, CreateFailure, FailureReason, GroupMember, MemberConfig, MemberError, Rank, Rendezvous,
-    RendezvousAction, group_digest,
+    Announce, CreateFailure, FailureReason, GroupMember, MemberConfig, MemberError, Rank,
+    Rendezvous, RendezvousAction, group_digest,
 };
 use crate::transport::{Completion, Completions, MessageBuffer, Signal, Transport};
 use crate::wait::{CompletionMode, Next, WaitPolicy};
