@@ -26,8 +26,14 @@
 //!   step after it arrived. Leaders receive only across racks and send only
 //!   inside their rack, so the chain costs no one a second send per step.
 //! * Members known to be slow, other than the root, never send: they are
-//!   *leaves*, fed by the last rack's feed (from its third position on,
-//!   see `LEAF_LAG`), round robin, each one block every `max(2, leaves)`
+//!   *leaves*. A *relay* feeds them: the highest fast rank of the last
+//!   rack (if that rack has a second member; else the rack itself) leaves
+//!   that rack's pipeline and becomes a rack of one at the end of the
+//!   chain, so it receives every block from the last pipeline's spare
+//!   sends, one per step, and sends nothing else: a send to a slow member
+//!   takes longer than a step, and a member of the pipeline that spent it
+//!   would hold up its next pipeline send. The relay's rack feeds the
+//!   leaves (from its third position on, see `LEAF_LAG`), round robin, each one block every `max(2, leaves)`
 //!   steps, so that a slow member is asked for blocks at no more than half
 //!   the pace of the pipeline, and the fast members' own transfers stay
 //!   exactly those of the pipeline without it (their last block arrives by
