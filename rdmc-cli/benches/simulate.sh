@@ -49,6 +49,13 @@ sim no-slow-link-chain --nodes 64 --size 256MiB --block-size 1MiB --algorithm ch
 # library defaults.
 sim slow-host --nodes 16 --size 64MiB --algorithm all --slow 5=2
 sim slow-host-window1 --nodes 16 --size 64MiB --algorithm all --slow 5=2 --ready-window 1
+# The same with the slow host named (GroupConfig::with_slow_members): the
+# binomial pipeline and the hybrid make it a leaf fed by a relay. The slow
+# host as rank 1, a middle rank, rank 5 and the last.
+for slow in 1 5 8 15; do
+    sim "slow-host-named-$slow" --nodes 16 --size 64MiB --algorithm binomial-pipeline,hybrid \
+        --slow $slow=2 --name-slow
+done
 
 # Sec. 4.5 point 1: a member late by up to a block time on every send.
 for jitter in 0 3ms 15ms 30ms; do

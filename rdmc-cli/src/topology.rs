@@ -73,8 +73,9 @@ pub(crate) struct TopologyArgs {
     #[arg(long, value_parser = parse_racks, value_name = "R|LIST")]
     pub(crate) racks: Option<RackSpec>,
     /// Ranks of members known to be slow, comma-separated: with the
-    /// binomial pipeline and the hybrid they only receive, fed by members
-    /// with a spare send. Every member must give the same.
+    /// binomial pipeline and the hybrid they only receive, fed by a relay
+    /// (a fast member outside the pipeline) and then the root. Every member
+    /// must give the same.
     #[arg(long, value_parser = parse_ranks, value_name = "RANKS")]
     pub(crate) slow: Option<Ranks>,
 }

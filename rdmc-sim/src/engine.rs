@@ -118,6 +118,8 @@ struct Host {
     /// The peer of the one send whose completion waits for its
     /// connection's unsent bytes to fit the send buffer.
     pending: Option<Rank>,
+    /// Blocks on the wire to this host now.
+    inbound: usize,
 }
 
 /// One connection's blocks, in order: the first is on the wire.
@@ -180,6 +182,8 @@ pub(crate) struct Engine {
     ready_window: usize,
     /// A send completes once its connection's unsent bytes are at most this.
     send_buffer: u64,
+    /// Most blocks on the wire to one host at once, so far.
+    pub(crate) most_inbound: usize,
 }
 
 impl Engine {
@@ -207,6 +211,7 @@ impl Engine {
                 announced: 0,
                 conns: Vec::new(),
                 pending: None,
+                inbound: 0,
             });
         }
         let fabric = Fabric::new(topology.caps.clone());
@@ -227,6 +232,7 @@ impl Engine {
             error: None,
             ready_window,
             send_buffer: network.send_buffer,
+            most_inbound: 0,
         };
         for rank in 0..nodes {
             engine.drain(rank);
@@ -335,10 +341,22 @@ impl Engine {
                     self.fabric.finish(at, flow, &mut self.finishes);
                     self.schedule_finishes();
                     let (from, to) = (block.from as usize, block.to as usize);
-                    let conn = self.hosts[from].conn_to(to);
+                    self.hosts[to].inbound -= 1;
+                    let host = &mut self.hosts[from];
+                    let index = host
+                        .conns
+                        .iter()
+                        .position(|c| c.peer == to)
+                        .expect("the flow's connection");
+                    let conn = &mut host.conns[index];
                     conn.queue.pop_front();
                     conn.unsent -= block.len as u64;
                     let (next, unsent) = (conn.queue.front().copied(), conn.unsent);
+                    if next.is_none() {
+                        // Only connections with bytes queued are kept: a
+                        // root of thousands stays quick to search.
+                        host.conns.swap_remove(index);
+                    }
                     if let Some(next) = next {
                         self.start_flow(next);
                     }
@@ -386,6 +404,9 @@ impl Engine {
     }
 
     fn start_flow(&mut self, block: Block) {
+        let host = &mut self.hosts[block.to as usize];
+        host.inbound += 1;
+        self.most_inbound = self.most_inbound.max(host.inbound);
         let path = self.topology.path(block.from as usize, block.to as usize);
         let id = self
             .fabric

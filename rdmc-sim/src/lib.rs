@@ -48,7 +48,7 @@ pub use error::SimError;
 pub use network::{LAB_LATENCY, LAB_RATE_BPS, Network, Placement, Racks, SlowHost, SlowLink};
 pub use outcome::Outcome;
 
-use rdmc::proto::{MemberConfig, READY_WINDOW};
+use rdmc::proto::{Announce, MemberConfig, READY_WINDOW};
 use rdmc::schedule::{Algorithm, BlockSize, NodeSchedule, Topology};
 
 /// One multicast to simulate: an algorithm, a group and one message.
@@ -126,8 +126,11 @@ impl Multicast {
     }
 
     /// The protocol configuration of member `rank`: no message size limit,
-    /// no receive window, no progress timeout (virtual time never stalls).
-    fn member_config(&self, rank: usize) -> MemberConfig {
+    /// no receive window, no progress timeout (virtual time never stalls);
+    /// receives announced as the library's transports do: to one sender at
+    /// a time where a send completes when its bytes have left (no send
+    /// buffer), to any sender where it completes once buffered (TCP).
+    fn member_config(&self, rank: usize, network: &Network) -> MemberConfig {
         MemberConfig {
             algorithm: self.algorithm,
             group_size: self.nodes,
@@ -135,6 +138,11 @@ impl Multicast {
             block_size: self.block_size,
             max_message_size: u64::MAX,
             receive_window: None,
+            announce: if network.send_buffer == 0 {
+                Announce::OneSender
+            } else {
+                Announce::AnySender
+            },
             progress_timeout: None,
             slow_reader_timeout: None,
             topology: self.topology.clone(),
@@ -164,11 +172,12 @@ pub fn simulate(multicast: &Multicast, network: &Network) -> Result<Outcome, Sim
     let block_size = multicast.block_bytes()?;
     let window = multicast.ready_window;
     let mut engine = engine::Engine::new(multicast.nodes, window, network, |rank| {
-        multicast.member_config(rank)
+        multicast.member_config(rank, network)
     })?;
     let start = engine.now();
     engine.multicast(multicast.size)?;
     let events = engine.events;
+    let most_inbound = engine.most_inbound;
     let (completed, last_block) = engine
         .times()
         .map(|(c, l)| (c - start, (l - start).max(0.0)))
@@ -183,5 +192,6 @@ pub fn simulate(multicast: &Multicast, network: &Network) -> Result<Outcome, Sim
         last_block,
         unicast: network.unicast_seconds(multicast.size),
         events,
+        most_inbound,
     })
 }

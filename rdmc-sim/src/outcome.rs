@@ -26,6 +26,10 @@ pub struct Outcome {
     pub unicast: f64,
     /// Events the simulation processed.
     pub events: u64,
+    /// Most blocks on the wire to one member at the same time, over the
+    /// message (not the close): 1 when no member ever received two blocks
+    /// at once (shared its port between two senders), 0 without blocks.
+    pub most_inbound: usize,
 }
 
 impl Outcome {

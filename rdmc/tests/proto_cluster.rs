@@ -314,6 +314,7 @@ fn config(algorithm: Algorithm, group_size: usize, rank: Rank) -> MemberConfig {
         block_size: BlockSize::Fixed(4),
         max_message_size: 1000,
         receive_window: None,
+        announce: rdmc::proto::Announce::OneSender,
         progress_timeout: None,
         slow_reader_timeout: None,
     }
@@ -923,6 +924,7 @@ const T: Duration = Duration::from_secs(10);
 
 fn timed_member(algorithm: Algorithm, n: usize, rank: Rank) -> GroupMember {
     let mut m = GroupMember::new(MemberConfig {
+        announce: rdmc::proto::Announce::OneSender,
         progress_timeout: Some(T),
         slow_reader_timeout: None,
         ..config(algorithm, n, rank)

@@ -23,6 +23,7 @@ fn config(algorithm: Algorithm, n: usize, rank: Rank) -> MemberConfig {
         block_size: BlockSize::Fixed(BLOCK),
         max_message_size: 1 << 20,
         receive_window: None,
+        announce: rdmc::proto::Announce::OneSender,
         progress_timeout: None,
         slow_reader_timeout: None,
         topology: None,

@@ -20,19 +20,49 @@ pub type Rank = usize;
 
 /// How many receives a member keeps posted ahead, each announced to its
 /// sender with a [`Control::ReadyForBlock`]; a sender holds at most this many
-/// unused ready-for-blocks from a peer (more is a protocol violation).
+/// unused ready-for-blocks from a peer (more is a protocol violation). Which
+/// of them are announced at once is the member's [`Announce`] rule.
 ///
 /// The original RDMC posts one receive at a time, so every step of the
 /// schedule waits for a ready-for-block to cross the network after the
 /// previous block arrived — free on RDMA, where it takes microseconds, but
 /// on TCP the signal queues behind the bulk data already in the sender's
-/// socket and the network's queues, which can add most of a block time to
-/// every step of the binomial pipeline. With a window of 8 the next receives
-/// are announced several blocks ahead, hiding that delay (the project's
-/// benchmark report has the measurements behind the choice). Blocks from one
-/// peer still arrive in schedule order; blocks from different peers may
-/// arrive in either order.
+/// socket, which costs a round trip per block where one sender streams
+/// consecutive blocks to one receiver (the chain, the first and last steps
+/// of the binomial pipeline). Receives are posted in the schedule's step
+/// order, up to this many ahead, and by default ([`Announce::OneSender`])
+/// **all the announced ones from one sender**: the receive of a block from another sender is announced only
+/// once every block announced to the current one has arrived. A window
+/// across senders lets a member that is ahead of the schedule send its next
+/// block while its partner still receives the previous step's block from
+/// someone else; the two blocks then share the partner's port, both run at
+/// half rate, and the binomial pipeline's lock-step dissolves (simulated:
+/// 2.1× a unicast at 4096 members instead of 1.04×; the project's benchmark
+/// report has the measurements). So a member never receives two blocks at
+/// once, and a stream from one sender never waits a round trip per block.
 pub const READY_WINDOW: usize = 8;
+
+/// Which of the (up to [`READY_WINDOW`]) receives a member posts ahead it
+/// announces at once: the same rule on every member of a group is not
+/// required (each one only limits what its own senders may send it).
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Announce {
+    /// Only receives from one sender at a time: the next receive from
+    /// another sender is announced once every block announced to the
+    /// current one has arrived, so no two blocks ever share the member's
+    /// port. Right where a send completes once its bytes have left the
+    /// sender (RDMA, the in-memory transport): the schedule's lock-step
+    /// then holds, and the binomial pipeline stays flat in the group size.
+    #[default]
+    OneSender,
+    /// The next receives whoever sends them. Right where a send completes
+    /// once the transport has buffered it (TCP's socket buffer): a sender
+    /// then has blocks to several receivers on the wire at once anyway,
+    /// and a receiver that takes blocks from one sender at a time would
+    /// leave its port idle while that sender shares its own.
+    AnySender,
+}
 
 /// Most messages one group carries (2^48): the root refuses more
 /// ([`MemberError::TooManyMessages`]), and a close count above it is a
@@ -79,6 +109,8 @@ pub struct MemberConfig {
     /// that many it does not arm for the next message, which holds the group
     /// back (flow control). `None`: no limit.
     pub receive_window: Option<u64>,
+    /// Which receives posted ahead are announced at once.
+    pub announce: Announce,
     /// How long the member waits on a peer without any progress of the
     /// group before it fails the group naming that peer (see
     /// [`GroupMember::handle_timeout`]); `None`: forever.
@@ -384,8 +416,8 @@ struct MessageProgress {
     /// [`Action::ReleaseBlock`]).
     sends_left: Vec<u32>,
     /// Receives posted and announced with a ready-for-block whose blocks
-    /// have not arrived, in step order (at most [`READY_WINDOW`]), with the
-    /// step each belongs to.
+    /// have not arrived, in step order (at most [`READY_WINDOW`]; all from
+    /// one sender with [`Announce::OneSender`]), with the step each belongs to.
     expected: VecDeque<(usize, Transfer)>,
     /// The first step not yet considered for posting a receive.
     post_cursor: usize,
@@ -833,9 +865,13 @@ impl GroupMember {
         self.check_complete();
     }
 
-    /// Keep [`READY_WINDOW`] receives posted ahead: post the next ones of
-    /// the schedule and send their ready-for-blocks.
+    /// Post the next receives of the schedule, in step order, and send
+    /// their ready-for-blocks: at most [`READY_WINDOW`] ahead and, with
+    /// [`Announce::OneSender`], all from one sender: the next receive from
+    /// another sender is announced only once every block announced to the
+    /// current one has arrived.
     fn expect_next_block(&mut self) {
+        let one_sender = self.config.announce == Announce::OneSender;
         let cur = self.current.as_mut().expect("a message is in progress");
         let bs = cur.block_size;
         while cur.expected.len() < READY_WINDOW {
@@ -844,6 +880,11 @@ impl GroupMember {
                 cur.post_cursor = cur.steps;
                 return;
             };
+            if one_sender && cur.expected.back().is_some_and(|(_, e)| e.peer != t.peer) {
+                // Another sender: it may send only once the current one's
+                // blocks are here (no two blocks ever share our port).
+                return;
+            }
             cur.post_cursor = step + 1;
             cur.expected.push_back((step, t));
             self.actions.push_back(Action::PostRecv {

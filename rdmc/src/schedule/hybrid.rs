@@ -26,8 +26,14 @@
 //!   step after it arrived. Leaders receive only across racks and send only
 //!   inside their rack, so the chain costs no one a second send per step.
 //! * Members known to be slow, other than the root, never send: they are
-//!   *leaves*, fed by the last rack's feed (from its third position on,
-//!   see `LEAF_LAG`), round robin, each one block every `max(2, leaves)`
+//!   *leaves*. A *relay* feeds them: the highest fast rank of the last
+//!   rack (if that rack has a second member; else the rack itself) leaves
+//!   that rack's pipeline and becomes a rack of one at the end of the
+//!   chain, so it receives every block from the last pipeline's spare
+//!   sends, one per step, and sends nothing else: a send to a slow member
+//!   takes longer than a step, and a member of the pipeline that spent it
+//!   would hold up its next pipeline send. The relay's rack feeds the
+//!   leaves (from its third position on, see `LEAF_LAG`), round robin, each one block every `max(2, leaves)`
 //!   steps, so that a slow member is asked for blocks at no more than half
 //!   the pace of the pipeline, and the fast members' own transfers stay
 //!   exactly those of the pipeline without it (their last block arrives by
@@ -216,6 +222,20 @@ impl Layout {
                 let list = members.remove(most);
                 members.push(list);
             }
+        }
+        // The relay: the last rack's highest fast rank (not the root)
+        // leaves that rack's pipeline and becomes a rack of its own at the
+        // end of the chain. It receives every block from the last rack's
+        // spare sends, one per step, as a next rack's leader does, and it
+        // feeds the slow leaves: a send to a slow member takes it longer
+        // than a step, and only a member with nothing else to send can
+        // spend that time without holding up the pipeline.
+        if !leaves.is_empty()
+            && let Some(last) = members.last_mut()
+            && last.len() >= 2
+        {
+            let relay = last.pop().expect("two members");
+            members.push(vec![relay]);
         }
         let mut racks = Vec::with_capacity(members.len());
         let mut offset = 0;

@@ -54,6 +54,9 @@ pub(crate) struct DrivenEndpoint<X = Infallible> {
     flush_timeout: Duration,
     task: Option<tokio::task::JoinHandle<()>>,
     pool: BufferPool,
+    /// Whether a send completes once the provider buffered it (a
+    /// socket-based libfabric provider) rather than once delivered.
+    buffered_sends: bool,
 }
 
 impl<X> DrivenEndpoint<X> {
@@ -72,6 +75,16 @@ impl<X> DrivenEndpoint<X> {
             flush_timeout,
             task: Some(task),
             pool,
+            buffered_sends: false,
+        }
+    }
+
+    /// The same, its sends completing once buffered (see
+    /// [`Transport::sends_complete_when_delivered`]).
+    pub(crate) fn with_buffered_sends(self, buffered_sends: bool) -> Self {
+        DrivenEndpoint {
+            buffered_sends,
+            ..self
         }
     }
 
@@ -87,6 +100,10 @@ impl<X> DrivenEndpoint<X> {
 }
 
 impl<X: Send + 'static> Transport for DrivenEndpoint<X> {
+    fn sends_complete_when_delivered(&self) -> bool {
+        !self.buffered_sends
+    }
+
     fn post_recv(&mut self, group: GroupId, from: NodeId, region: RecvRegion) {
         // A file's mapping is not registered (pinned): the block lands in
         // a registered bounce buffer from the pool, copied on when in.

@@ -126,6 +126,13 @@ pub(crate) trait Transport: Send + 'static {
     fn digest_by_default(&self) -> bool {
         false
     }
+    /// Whether a send completes only once its bytes have left this node
+    /// (RDMA's semantics), rather than once the transport buffered them
+    /// (TCP's socket buffer): it decides how a receiver announces receives
+    /// ahead ([`Announce`](crate::proto::Announce)).
+    fn sends_complete_when_delivered(&self) -> bool {
+        true
+    }
     /// The node is shutting down: stop taking new work and resolve once
     /// everything already queued has been handed to the network (or the
     /// transport gave up on it).

@@ -210,6 +210,9 @@ struct Link {
     ready_delivered: u64,
     /// Blocks ever sent on this link.
     sent_total: u64,
+    /// Blocks whose arrival the receiver's member was told of (its receive
+    /// completion was handled).
+    arrived: u64,
 }
 
 /// A message buffer on a receiver.
@@ -582,6 +585,7 @@ impl Cluster {
             block_size,
             max_message_size: MAX_MESSAGE_SIZE,
             receive_window: None,
+            announce: rdmc::proto::Announce::OneSender,
             progress_timeout: PROGRESS_TIMEOUT,
             slow_reader_timeout: None,
         })
@@ -1077,6 +1081,18 @@ impl Cluster {
                     // Every ready-for-block stands for one receive posted
                     // before it on the link it invites data on.
                     let inbound = self.link(to, me);
+                    // One sender at a time holds the receiver's readiness:
+                    // no block announced to another peer is still to come.
+                    for other in (0..self.nodes.len()).filter(|&p| p != to && p != me) {
+                        let link = &self.links[self.link(other, me)];
+                        if link.ready_sent > link.arrived {
+                            self.bug(format_args!(
+                                "member {me} told {to} it is ready while {} block(s) it \
+                                 announced to {other} have not arrived",
+                                link.ready_sent - link.arrived
+                            ));
+                        }
+                    }
                     let link = &mut self.links[inbound];
                     link.ready_sent += 1;
                     if link.ready_sent > link.posted_total {
@@ -1562,6 +1578,7 @@ impl Cluster {
             Event::Link(Kind::RecvDone, from, to) => {
                 let l = self.link(from, to);
                 let done = self.links[l].recv_done.pop_front().expect("picked");
+                self.links[l].arrived += 1;
                 self.touch(Kind::RecvDone, l);
                 self.log(format_args!("{to}: recv completion from {from}"));
                 if let Region::Message { seq, offset, .. } = done.region

@@ -15,7 +15,8 @@ use crate::error::{Error, MembershipError};
 use crate::ids::{GroupId, NodeId};
 use crate::in_flight::InFlight;
 use crate::proto::{
-    CreateFailure, FailureReason, GroupMember, MemberConfig, Rank, RendezvousAction, group_digest,
+    Announce, CreateFailure, FailureReason, GroupMember, MemberConfig, Rank, RendezvousAction,
+    group_digest,
 };
 use crate::transport::{Completion, Signal, Transport};
 
@@ -172,6 +173,13 @@ impl<T: Transport> Actor<T> {
             // A message's digest travels after its bytes.
             max_message_size: config.max_message_size().saturating_add(digest_len(config)),
             receive_window: config.receive_window(),
+            // A send over TCP completes once the socket buffered it: its
+            // senders overlap anyway, so a receiver takes from any of them.
+            announce: if self.transport.sends_complete_when_delivered() {
+                Announce::OneSender
+            } else {
+                Announce::AnySender
+            },
             progress_timeout: config.progress_timeout(),
             slow_reader_timeout: config.slow_reader_timeout(),
         })

@@ -673,6 +673,31 @@ fn start_driver(
         options.flush_timeout,
         task,
         super::BufferPool::new(options.pool_budget),
-    );
+    )
+    // A socket provider completes a send once its socket took the bytes.
+    .with_buffered_sends(buffered_provider(&info.summary.provider));
     Ok((endpoint, queue))
+}
+
+/// Whether libfabric's `provider` (e.g. `tcp;ofi_rxm`) runs over sockets,
+/// whose send completions come once the kernel buffered the bytes.
+fn buffered_provider(provider: &str) -> bool {
+    provider
+        .split(';')
+        .any(|p| matches!(p, "tcp" | "sockets" | "udp" | "net"))
+}
+
+#[cfg(test)]
+mod provider_tests {
+    use super::buffered_provider;
+
+    #[test]
+    fn socket_providers_buffer_their_sends() {
+        for p in ["tcp", "tcp;ofi_rxm", "sockets", "udp;ofi_rxd"] {
+            assert!(buffered_provider(p), "{p}");
+        }
+        for p in ["verbs", "verbs;ofi_rxm", "efa", "shm", "psm3", ""] {
+            assert!(!buffered_provider(p), "{p}");
+        }
+    }
 }

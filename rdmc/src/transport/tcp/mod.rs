@@ -117,6 +117,11 @@ impl TcpEndpoint {
 }
 
 impl Transport for TcpEndpoint {
+    /// A block's send completes once the socket took its last byte.
+    fn sends_complete_when_delivered(&self) -> bool {
+        false
+    }
+
     fn alloc_buffer(
         &mut self,
         len: usize,
