@@ -131,22 +131,13 @@ impl Multicast {
     /// a time where a send completes when its bytes have left (no send
     /// buffer), to any sender where it completes once buffered (TCP).
     fn member_config(&self, rank: usize, network: &Network) -> MemberConfig {
-        MemberConfig {
-            algorithm: self.algorithm,
-            group_size: self.nodes,
-            rank,
-            block_size: self.block_size,
-            max_message_size: u64::MAX,
-            receive_window: None,
-            announce: if network.send_buffer == 0 {
+        MemberConfig::new(self.algorithm, self.nodes, rank, self.block_size)
+            .with_topology(self.topology.clone())
+            .with_announce(if network.send_buffer == 0 {
                 Announce::OneSender
             } else {
                 Announce::AnySender
-            },
-            progress_timeout: None,
-            slow_reader_timeout: None,
-            topology: self.topology.clone(),
-        }
+            })
     }
 }
 

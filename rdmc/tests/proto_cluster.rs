@@ -306,18 +306,9 @@ proptest! {
 // ---- degenerate groups ----------------------------------------------------
 
 fn config(algorithm: Algorithm, group_size: usize, rank: Rank) -> MemberConfig {
-    MemberConfig {
-        algorithm,
-        topology: None,
-        group_size,
-        rank,
-        block_size: BlockSize::Fixed(4),
-        max_message_size: 1000,
-        receive_window: None,
-        announce: rdmc::proto::Announce::OneSender,
-        progress_timeout: None,
-        slow_reader_timeout: None,
-    }
+    MemberConfig::new(algorithm, group_size, rank, BlockSize::Fixed(4))
+        .with_max_message_size(1000)
+        .with_announce(rdmc::proto::Announce::OneSender)
 }
 
 fn actions(member: &mut GroupMember) -> Vec<Action> {
@@ -923,13 +914,8 @@ fn assert_closed_unread(actions: &[Action], me: Rank, n: usize) {
 const T: Duration = Duration::from_secs(10);
 
 fn timed_member(algorithm: Algorithm, n: usize, rank: Rank) -> GroupMember {
-    let mut m = GroupMember::new(MemberConfig {
-        announce: rdmc::proto::Announce::OneSender,
-        progress_timeout: Some(T),
-        slow_reader_timeout: None,
-        ..config(algorithm, n, rank)
-    })
-    .unwrap();
+    let mut m =
+        GroupMember::new(config(algorithm, n, rank).with_progress_timeout(Some(T))).unwrap();
     actions(&mut m);
     m
 }

@@ -16,18 +16,9 @@ use rdmc::schedule::{Algorithm, BlockSize};
 const BLOCK: usize = 4;
 
 fn config(algorithm: Algorithm, n: usize, rank: Rank) -> MemberConfig {
-    MemberConfig {
-        algorithm,
-        group_size: n,
-        rank,
-        block_size: BlockSize::Fixed(BLOCK),
-        max_message_size: 1 << 20,
-        receive_window: None,
-        announce: rdmc::proto::Announce::OneSender,
-        progress_timeout: None,
-        slow_reader_timeout: None,
-        topology: None,
-    }
+    MemberConfig::new(algorithm, n, rank, BlockSize::Fixed(BLOCK))
+        .with_max_message_size(1 << 20)
+        .with_announce(rdmc::proto::Announce::OneSender)
 }
 
 fn actions(m: &mut GroupMember) -> Vec<Action> {
@@ -132,11 +123,9 @@ fn bad_taken_counts_are_protocol_violations_by_their_sender() {
 
 /// Member 2 of a chain of 3 with `messages` one-block messages delivered.
 fn receiver_with(messages: u64, slow_reader: Option<Duration>) -> GroupMember {
-    let mut m = GroupMember::new(MemberConfig {
-        slow_reader_timeout: slow_reader,
-        ..config(Algorithm::Chain, 3, 2)
-    })
-    .unwrap();
+    let mut m =
+        GroupMember::new(config(Algorithm::Chain, 3, 2).with_slow_reader_timeout(slow_reader))
+            .unwrap();
     for _ in 0..messages {
         m.handle_block(1, BLOCK as u64, BLOCK);
     }

@@ -87,6 +87,21 @@ pub fn block_len(size: u64, block_size: usize, block: usize) -> usize {
 }
 
 /// What a [`GroupMember`] needs to know about its group.
+///
+/// Made by [`MemberConfig::new`] with the defaults it lists, then its
+/// `with_*` methods (or by setting its public fields); more fields may
+/// come, so it cannot be written as a struct literal outside this crate.
+///
+/// ```
+/// use rdmc::proto::MemberConfig;
+/// use rdmc::schedule::{Algorithm, BlockSize};
+///
+/// let config = MemberConfig::new(Algorithm::BinomialPipeline, 8, 3, BlockSize::Fixed(1 << 20))
+///     .with_max_message_size(1 << 30)
+///     .with_receive_window(Some(16));
+/// assert_eq!(config.rank, 3);
+/// ```
+#[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemberConfig {
     /// The multicast algorithm every member uses.
@@ -119,6 +134,64 @@ pub struct MemberConfig {
     /// untaken before this member fails the group naming itself
     /// ([`FailureReason::SlowReader`]); `None`: forever. Ignored on the root.
     pub slow_reader_timeout: Option<Duration>,
+}
+
+impl MemberConfig {
+    /// Member `rank` of a group of `group_size` running `algorithm` with
+    /// `block_size`; by default one rack and no slow members, messages of
+    /// any size, no receive window, [`Announce::OneSender`], and no progress
+    /// or slow-reader timeout.
+    pub fn new(algorithm: Algorithm, group_size: usize, rank: Rank, block_size: BlockSize) -> Self {
+        MemberConfig {
+            algorithm,
+            topology: None,
+            group_size,
+            rank,
+            block_size,
+            max_message_size: u64::MAX,
+            receive_window: None,
+            announce: Announce::OneSender,
+            progress_timeout: None,
+            slow_reader_timeout: None,
+        }
+    }
+
+    /// The group's racks and slow members ([`topology`](Self::topology)).
+    pub fn with_topology(mut self, topology: Option<Topology>) -> Self {
+        self.topology = topology;
+        self
+    }
+
+    /// The largest message a receiver accepts ([`max_message_size`](Self::max_message_size)).
+    pub fn with_max_message_size(mut self, bytes: u64) -> Self {
+        self.max_message_size = bytes;
+        self
+    }
+
+    /// Flow control at receivers ([`receive_window`](Self::receive_window)).
+    pub fn with_receive_window(mut self, messages: Option<u64>) -> Self {
+        self.receive_window = messages;
+        self
+    }
+
+    /// Which receives are announced at once ([`announce`](Self::announce)).
+    pub fn with_announce(mut self, announce: Announce) -> Self {
+        self.announce = announce;
+        self
+    }
+
+    /// How long to wait on a silent peer ([`progress_timeout`](Self::progress_timeout)).
+    pub fn with_progress_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.progress_timeout = timeout;
+        self
+    }
+
+    /// How long a delivered message may stay untaken
+    /// ([`slow_reader_timeout`](Self::slow_reader_timeout)).
+    pub fn with_slow_reader_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.slow_reader_timeout = timeout;
+        self
+    }
 }
 
 /// Control messages exchanged between members of one group.

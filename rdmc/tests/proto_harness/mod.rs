@@ -577,18 +577,13 @@ impl Cluster {
         let block_size = self.block_policy();
         let node = &mut self.nodes[rank];
         node.created = true;
-        let mut member = GroupMember::new(MemberConfig {
-            algorithm: self.algorithm,
-            topology: self.topology.clone(),
-            group_size: self.n,
-            rank,
-            block_size,
-            max_message_size: MAX_MESSAGE_SIZE,
-            receive_window: None,
-            announce: rdmc::proto::Announce::OneSender,
-            progress_timeout: PROGRESS_TIMEOUT,
-            slow_reader_timeout: None,
-        })
+        let mut member = GroupMember::new(
+            MemberConfig::new(self.algorithm, self.n, rank, block_size)
+                .with_topology(self.topology.clone())
+                .with_max_message_size(MAX_MESSAGE_SIZE)
+                .with_announce(rdmc::proto::Announce::OneSender)
+                .with_progress_timeout(PROGRESS_TIMEOUT),
+        )
         .expect("valid member");
         if let Some(down) =
             (0..self.n).find(|&r| r != rank && node.rendezvous.is_down(NodeId(r as u32)))

@@ -164,25 +164,27 @@ impl<T: Transport> Actor<T> {
             return Err(Error::GroupIdInUse(id));
         }
         let topology = config.topology(members.len())?;
-        let member = GroupMember::new(MemberConfig {
-            algorithm: config.algorithm(),
-            topology: (!topology.is_flat()).then_some(topology),
-            group_size: members.len(),
-            rank,
-            block_size: config.block_size_policy(),
+        let member = GroupMember::new(
+            MemberConfig::new(
+                config.algorithm(),
+                members.len(),
+                rank,
+                config.block_size_policy(),
+            )
+            .with_topology((!topology.is_flat()).then_some(topology))
             // A message's digest travels after its bytes.
-            max_message_size: config.max_message_size().saturating_add(digest_len(config)),
-            receive_window: config.receive_window(),
+            .with_max_message_size(config.max_message_size().saturating_add(digest_len(config)))
+            .with_receive_window(config.receive_window())
             // A send over TCP completes once the socket buffered it: its
             // senders overlap anyway, so a receiver takes from any of them.
-            announce: if self.transport.sends_complete_when_delivered() {
+            .with_announce(if self.transport.sends_complete_when_delivered() {
                 Announce::OneSender
             } else {
                 Announce::AnySender
-            },
-            progress_timeout: config.progress_timeout(),
-            slow_reader_timeout: config.slow_reader_timeout(),
-        })
+            })
+            .with_progress_timeout(config.progress_timeout())
+            .with_slow_reader_timeout(config.slow_reader_timeout()),
+        )
         .map_err(|_| Error::InvalidConfig("the group's schedule cannot be built"))?;
         Ok((member, rank_of, rank))
     }
