@@ -10,7 +10,11 @@
  * any mismatch makes the program print an error and exit with status 1 (via
  * MPI_Abort, so all ranks stop). Rank 0 prints one JSON line:
  *
- *   {"system":"mpi","nodes":N,"size":S,"runs":R,"seconds":MEDIAN,"all":[...]}
+ *   {"system":"mpi","nodes":N,"size":S,"runs":R,"seconds":MEDIAN,"all":[...],
+ *    "ranks":[[T0,T1,...],...]}
+ *
+ * "ranks" holds, per measured run, each rank's own time from the barrier's end
+ * to its MPI_Bcast returning (rank 0's is when its part of the sending ended).
  *
  * Build: mpicc -O2 -o mpi_bcast mpi_bcast.c
  */
@@ -68,7 +72,9 @@ int main(int argc, char **argv) {
 
     unsigned char *buf = malloc(size ? (size_t)size : 1);
     double *times = malloc(sizeof(double) * (size_t)runs);
-    if (!buf || !times) {
+    /* Rank 0: every rank's own time of every run, run-major. */
+    double *rank_times = malloc(sizeof(double) * (size_t)runs * (size_t)nodes);
+    if (!buf || !times || !rank_times) {
         fprintf(stderr, "mpi_bcast: rank %d: out of memory\n", rank);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -86,6 +92,9 @@ int main(int argc, char **argv) {
         double mine = MPI_Wtime() - t0, slowest = 0;
         MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         if (r >= 0 && rank == 0) times[r] = slowest;
+        if (r >= 0)
+            MPI_Gather(&mine, 1, MPI_DOUBLE, rank_times + (size_t)r * (size_t)nodes, 1,
+                       MPI_DOUBLE, 0, MPI_COMM_WORLD);
 
         if (rank != 0)
             for (long long i = 0; i < size; i++)
@@ -108,11 +117,19 @@ int main(int argc, char **argv) {
         printf("{\"system\":\"mpi\",\"nodes\":%d,\"size\":%lld,\"runs\":%d,\"seconds\":%.6f,\"all\":[",
                nodes, size, runs, median);
         for (int r = 0; r < runs; r++) printf("%s%.6f", r ? "," : "", times[r]);
+        printf("],\"ranks\":[");
+        for (int r = 0; r < runs; r++) {
+            printf("%s[", r ? "," : "");
+            for (int k = 0; k < nodes; k++)
+                printf("%s%.6f", k ? "," : "", rank_times[(size_t)r * (size_t)nodes + k]);
+            printf("]");
+        }
         printf("]}\n");
         fflush(stdout);
         free(sorted);
     }
     free(buf);
+    free(rank_times);
     free(times);
     MPI_Finalize();
     return 0;
