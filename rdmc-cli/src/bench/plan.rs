@@ -2,7 +2,7 @@
 //! by the command line (`--only`, `--nodes`, `--runs`, `--warmup`,
 //! `--no-mpi`).
 
-use super::{BenchArgs, Experiment};
+use super::{BenchArgs, Experiment, OPT_IN};
 
 /// A kibibyte.
 const KIB: u64 = 1 << 10;
@@ -109,6 +109,8 @@ impl Plan {
         };
         if !args.only.is_empty() {
             plan.experiments.retain(|e| args.only.contains(e));
+            let opted = OPT_IN.iter().filter(|e| args.only.contains(e));
+            plan.experiments.extend(opted);
         }
         for l in &mut plan.latency {
             l.runs = args.runs.unwrap_or(l.runs).max(1);
@@ -143,6 +145,9 @@ impl Plan {
         if self.has(Experiment::BlockSize) || self.has(Experiment::Cpu) {
             sizes.push(4);
         }
+        if self.has(Experiment::Validate) {
+            sizes.extend(super::measure::VALIDATION_NODES);
+        }
         sizes.sort_unstable();
         sizes.dedup();
         sizes
@@ -153,6 +158,12 @@ impl Plan {
         let latency = self.latency.iter().map(|l| l.size);
         let block = self.block_messages.iter().map(|m| m.0);
         let cpu = self.cpu.iter().map(|m| m.0);
-        latency.chain(block).chain(cpu).max().unwrap_or(MIB)
+        let own = super::measure::own_largest_message(self);
+        latency
+            .chain(block)
+            .chain(cpu)
+            .chain(own)
+            .max()
+            .unwrap_or(MIB)
     }
 }
