@@ -51,7 +51,7 @@ pub(super) fn push_topologies(out: &mut String, recs: &[Rec<'_>]) -> bool {
 
 fn push_slow_host(out: &mut String, recs: &[Rec<'_>]) -> bool {
     let rows = of(recs, "slow_host");
-    let Some(first) = rows.first() else {
+    let Some(first) = rows.iter().find(|r| r.system != "unicast").or(rows.first()) else {
         return false;
     };
     let _ = writeln!(
@@ -108,7 +108,7 @@ fn push_slow_host(out: &mut String, recs: &[Rec<'_>]) -> bool {
 
 fn push_racks(out: &mut String, recs: &[Rec<'_>]) -> bool {
     let rows = of(recs, "racks");
-    let Some(first) = rows.first() else {
+    let Some(first) = rows.iter().find(|r| r.system != "unicast").or(rows.first()) else {
         return false;
     };
     let _ = writeln!(
