@@ -47,8 +47,13 @@ impl Run<'_> {
             .output()
             .map_err(|e| format!("running ping in the lab: {e}"))?;
         let text = String::from_utf8_lossy(&ping.stdout);
-        let (min, avg) = parse_ping_rtt(&text)
-            .ok_or_else(|| format!("ping in the lab printed no round-trip times: {text}"))?;
+        let (min, avg) = parse_ping_rtt(&text).ok_or_else(|| {
+            format!(
+                "ping in the lab printed no round-trip times (is iputils-ping installed?): {} {}",
+                text.trim(),
+                String::from_utf8_lossy(&ping.stderr).trim()
+            )
+        })?;
         self.emit(
             json!({"experiment": "validation", "system": "ping", "algorithm": "icmp",
                          "nodes": n, "rtt_min_s": min, "rtt_avg_s": avg,
