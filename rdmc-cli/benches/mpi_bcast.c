@@ -11,7 +11,11 @@
  * any mismatch makes the program print an error and exit with status 1 (via
  * MPI_Abort, so all ranks stop). Rank 0 prints one JSON line:
  *
- *   {"system":"mpi","nodes":N,"size":S,"runs":R,"seconds":MEDIAN,"all":[...]}
+ *   {"system":"mpi","nodes":N,"size":S,"runs":R,"seconds":MEDIAN,"all":[...],
+ *    "ranks":[[T0,T1,...],...]}
+ *
+ * "ranks" holds, per measured run, each rank's own time from the barrier's end
+ * to its MPI_Bcast returning (rank 0's is when its part of the sending ended).
  *
  * With --overlap M (overlapping senders, the RDMC paper's Fig. 10): every
  * rank is the root of its own communicator (MPI_Comm_dup of MPI_COMM_WORLD,
@@ -58,8 +62,10 @@ bad:
 }
 
 /* Rank 0 prints the JSON line of the runs' times. */
+/* Rank 0's JSON line; `rank_times` (every rank's own time of every run,
+ * run-major) may be NULL. */
 static void print_times(int nodes, long long size, int runs, const double *times,
-                        int messages) {
+                        int messages, const double *rank_times) {
     double *sorted = malloc(sizeof(double) * (size_t)runs);
     memcpy(sorted, times, sizeof(double) * (size_t)runs);
     qsort(sorted, (size_t)runs, sizeof(double), cmp_double);
@@ -68,7 +74,18 @@ static void print_times(int nodes, long long size, int runs, const double *times
     if (messages > 0) printf("\"senders\":%d,\"messages\":%d,", nodes, messages);
     printf("\"seconds\":%.6f,\"all\":[", median);
     for (int r = 0; r < runs; r++) printf("%s%.6f", r ? "," : "", times[r]);
-    printf("]}\n");
+    printf("]");
+    if (rank_times) {
+        printf(",\"ranks\":[");
+        for (int r = 0; r < runs; r++) {
+            printf("%s[", r ? "," : "");
+            for (int k = 0; k < nodes; k++)
+                printf("%s%.6f", k ? "," : "", rank_times[(size_t)r * (size_t)nodes + k]);
+            printf("]");
+        }
+        printf("]");
+    }
+    printf("}\n");
     fflush(stdout);
     free(sorted);
 }
@@ -124,7 +141,7 @@ static int overlap(int rank, int nodes, long long size, int messages, int runs, 
         }
     }
     MPI_Barrier(MPI_COMM_WORLD);
-    if (rank == 0) print_times(nodes, size, runs, times, messages);
+    if (rank == 0) print_times(nodes, size, runs, times, messages, NULL);
     for (int r = 0; r < nodes; r++) {
         MPI_Comm_free(&comms[r]);
         free(bufs[r]);
@@ -176,7 +193,9 @@ int main(int argc, char **argv) {
 
     unsigned char *buf = malloc(size ? (size_t)size : 1);
     double *times = malloc(sizeof(double) * (size_t)runs);
-    if (!buf || !times) {
+    /* Rank 0: every rank's own time of every run, run-major. */
+    double *rank_times = malloc(sizeof(double) * (size_t)runs * (size_t)nodes);
+    if (!buf || !times || !rank_times) {
         fprintf(stderr, "mpi_bcast: rank %d: out of memory\n", rank);
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
@@ -194,6 +213,9 @@ int main(int argc, char **argv) {
         double mine = MPI_Wtime() - t0, slowest = 0;
         MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         if (r >= 0 && rank == 0) times[r] = slowest;
+        if (r >= 0)
+            MPI_Gather(&mine, 1, MPI_DOUBLE, rank_times + (size_t)r * (size_t)nodes, 1,
+                       MPI_DOUBLE, 0, MPI_COMM_WORLD);
 
         if (rank != 0)
             for (long long i = 0; i < size; i++)
@@ -207,8 +229,9 @@ int main(int argc, char **argv) {
     /* Nobody reports success before every rank has verified every run. */
     MPI_Barrier(MPI_COMM_WORLD);
 
-    if (rank == 0) print_times(nodes, size, runs, times, 0);
+    if (rank == 0) print_times(nodes, size, runs, times, 0, rank_times);
     free(buf);
+    free(rank_times);
     free(times);
     MPI_Finalize();
     return 0;

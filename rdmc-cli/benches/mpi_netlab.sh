@@ -13,6 +13,9 @@
 #   --overlap M       overlapping senders: every rank the root of its own
 #                     communicator, M rounds of MPI_Ibcast on all at once
 #   --slow HOST RATE2 passed to 'netlab.sh up' (one slower host link)
+#   --order "H..."    the lab hosts of ranks 0, 1, ... (space or comma separated,
+#                     default 0 1 .. N-1): mpirun's rank order follows the
+#                     hostfile, so e.g. "0 8 1 9 ..." lists two racks interleaved
 #   --existing        use the lab that is already up (N must match it) instead
 #                     of 'netlab.sh run N RATE -- ...'; implied when NETLAB_HOSTS
 #                     is set, i.e. when running under 'netlab.sh run'
@@ -36,7 +39,7 @@ die() { echo "mpi_netlab: $*" >&2; exit 1; }
 note() { echo "mpi_netlab: $*" >&2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-algorithm="" segsize="" overlap="" existing=0 timeout_s=600
+algorithm="" segsize="" overlap="" existing=0 timeout_s=600 order=""
 slow=()
 args=()
 orig=("$@")
@@ -46,6 +49,7 @@ while [ $# -gt 0 ]; do
         --segsize) [ $# -ge 2 ] || usage; segsize=$2; shift 2 ;;
         --slow) [ $# -ge 3 ] || usage; slow+=(--slow "$2" "$3"); shift 3 ;;
         --overlap) [ $# -ge 2 ] || usage; overlap=$2; shift 2 ;;
+        --order) [ $# -ge 2 ] || usage; order=${2//,/ }; shift 2 ;;
         --existing) existing=1; shift ;;
         --timeout) [ $# -ge 2 ] || usage; timeout_s=$2; shift 2 ;;
         -h|--help) usage ;;
@@ -105,12 +109,17 @@ trap 'exit 143' TERM
 
 hostfile=$WORK/hostfile
 : >"$hostfile"
-i=0
-for a in $hosts; do
-    [ "$i" -lt "$N" ] || break
-    echo "$a slots=1" >>"$hostfile"
-    mkdir -p "$WORK/h$i"
-    i=$((i + 1))
+read -r -a addrs <<<"$hosts"
+if [ -z "$order" ]; then order=$(seq -s ' ' 0 $((N - 1))); fi
+read -r -a order_list <<<"$order"
+[ "${#order_list[@]}" -eq "$N" ] || die "--order lists ${#order_list[@]} hosts, need $N"
+declare -A seen=()
+for h in "${order_list[@]}"; do
+    [[ "$h" =~ ^[0-9]+$ ]] && [ "$h" -lt "$nhosts" ] || die "--order: no host '$h' in a lab of $nhosts"
+    [ -z "${seen[$h]:-}" ] || die "--order: host $h listed twice"
+    seen[$h]=1
+    echo "${addrs[$h]} slots=1" >>"$hostfile"
+    mkdir -p "$WORK/h$h"
 done
 
 # The rsh agent: OpenMPI calls it as 'AGENT [options] HOST COMMAND...' (like
@@ -148,7 +157,8 @@ overlap_args=()
 note "MPI_${overlap:+I}Bcast${overlap:+ (every rank a root, $overlap rounds)}: $N ranks, one per host, $SIZE bytes, $RUNS runs (+$WARMUP warm-up), algorithm ${algorithm:-default rules}${segsize:+, segments $segsize B}"
 out=$WORK/out
 rc=0
-ip netns exec "${NS_PREFIX}0" env TMPDIR="$WORK/h0" PMIX_MCA_gds=hash \
+root=${order_list[0]}
+ip netns exec "${NS_PREFIX}$root" env TMPDIR="$WORK/h$root" PMIX_MCA_gds=hash \
     timeout "$timeout_s" mpirun --allow-run-as-root --bind-to none \
     --hostfile "$hostfile" -np "$N" "${mca[@]}" -x PMIX_MCA_gds \
     "$BIN" "${overlap_args[@]}" "$SIZE" "$RUNS" "$WARMUP" >"$out" &

@@ -78,6 +78,17 @@ pub(crate) struct Lab {
 impl Lab {
     /// Bring up `hosts` hosts at `rate` (removing any earlier lab first).
     pub(crate) fn up(netlab: &Path, hosts: usize, rate: &str) -> Result<Lab, String> {
+        Lab::up_with(netlab, hosts, rate, &[])
+    }
+
+    /// Bring up `hosts` hosts at `rate` with more `netlab.sh up` options
+    /// (`--slow H RATE2`, `--racks R --uplink RATE3`).
+    pub(crate) fn up_with(
+        netlab: &Path,
+        hosts: usize,
+        rate: &str,
+        options: &[String],
+    ) -> Result<Lab, String> {
         let _ = Command::new("bash")
             .arg(netlab)
             .arg("down")
@@ -86,10 +97,14 @@ impl Lab {
         let status = Command::new("bash")
             .arg(netlab)
             .args(["up", &hosts.to_string(), rate])
+            .args(options)
             .status()
             .map_err(|e| format!("running {}: {e}", netlab.display()))?;
         if !status.success() {
-            return Err(format!("netlab.sh up {hosts} {rate} failed ({status})"));
+            return Err(format!(
+                "netlab.sh up {hosts} {rate} {} failed ({status})",
+                options.join(" ")
+            ));
         }
         Ok(Lab {
             netlab: netlab.to_path_buf(),
@@ -141,16 +156,32 @@ pub(crate) struct Sample {
     pub(crate) delivered: Vec<Value>,
 }
 
+impl Sample {
+    /// Each receiver's seconds from the root's send to its delivery of the
+    /// last message (index = rank; NaN for the root and a missing event).
+    pub(crate) fn per_receiver(&self) -> Vec<f64> {
+        let t0 = self.sent["t"].as_u64();
+        self.delivered
+            .iter()
+            .map(|d| match (t0, d["t"].as_u64()) {
+                (Some(t0), Some(t1)) => t1.saturating_sub(t0) as f64 / 1e9,
+                _ => f64::NAN,
+            })
+            .collect()
+    }
+}
+
 impl Cluster {
-    /// Start `args(rank)` under `ip netns exec rdmc-h<rank>` for each rank,
+    /// Start `args(rank)` under `ip netns exec rdmc-h<hosts[rank]>` for each rank `r`,
     /// stderr to `logs/<label>-<rank>.log`, and wait until all are ready.
-    pub(crate) fn start(
-        n: usize,
+    pub(crate) fn start_on(
+        hosts: &[usize],
         label: &str,
         logs: &Path,
         args: impl Fn(usize) -> Vec<String>,
         ready_timeout: Duration,
     ) -> Result<Cluster, String> {
+        let n = hosts.len();
         let exe = std::env::current_exe().map_err(|e| format!("finding rdmc itself: {e}"))?;
         let (tx, events) = mpsc::channel();
         let mut cluster = Cluster {
@@ -168,7 +199,7 @@ impl Cluster {
             let log = std::fs::File::create(logs.join(format!("{label}-{rank}.log")))
                 .map_err(|e| format!("creating a log file: {e}"))?;
             let mut child = Command::new("ip")
-                .args(["netns", "exec", &format!("rdmc-h{rank}")])
+                .args(["netns", "exec", &format!("rdmc-h{}", hosts[rank])])
                 .arg(&exe)
                 .args(args(rank))
                 .stdin(if rank == 0 {
@@ -412,8 +443,25 @@ pub(crate) fn mpi_bcast(
     warmup: usize,
     forced: Option<(u32, u64)>,
 ) -> Result<Value, String> {
+    mpi_bcast_on(script, None, rate, (nodes, size, runs, warmup), forced)
+}
+
+/// [`mpi_bcast`] with rank `r` on lab host `hosts[r]` if given
+/// (`mpi_netlab.sh --order`); `shape` is (nodes, size, runs, warm-up).
+pub(crate) fn mpi_bcast_on(
+    script: &Path,
+    hosts: Option<&[usize]>,
+    rate: &str,
+    shape: (usize, u64, usize, usize),
+    forced: Option<(u32, u64)>,
+) -> Result<Value, String> {
+    let (nodes, size, runs, warmup) = shape;
     let mut cmd = Command::new("bash");
     cmd.arg(script).arg("--existing").args(["--timeout", "900"]);
+    if let Some(hosts) = hosts {
+        let order: Vec<String> = hosts.iter().map(usize::to_string).collect();
+        cmd.args(["--order", &order.join(" ")]);
+    }
     if let Some((algorithm, segsize)) = forced {
         cmd.args(["--algorithm", &algorithm.to_string()]);
         cmd.args(["--segsize", &segsize.to_string()]);

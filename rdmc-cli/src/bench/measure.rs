@@ -15,6 +15,22 @@ use super::plan::{Plan, Workload};
 use super::{ALGORITHMS, BenchArgs, Experiment};
 
 mod storage;
+mod topologies;
+mod validation;
+
+pub(super) use validation::NODES as VALIDATION_NODES;
+
+/// The largest message the opt-in experiments of `plan` send.
+pub(super) fn own_largest_message(plan: &Plan) -> Option<u64> {
+    let mut sizes = Vec::new();
+    if plan.has(Experiment::SlowHost) || plan.has(Experiment::Racks) {
+        sizes.push(topologies::SIZE);
+    }
+    if plan.has(Experiment::Validate) {
+        sizes.push(validation::LARGEST);
+    }
+    sizes.into_iter().max()
+}
 
 /// Where the run writes, and what it knows while it runs.
 struct Run<'a> {
@@ -55,6 +71,7 @@ pub(super) fn measure(
         run.on_lab(&lab)?;
         drop(lab);
     }
+    run.on_own_labs(netlab)?;
     eprintln!(
         "rdmc bench: {} measurements in {:.0} s",
         run.records.len(),
@@ -93,6 +110,9 @@ impl Run<'_> {
         }
         if self.plan.overlap.nodes.contains(&n) && self.plan.has(Experiment::Overlap) {
             self.overlap(n)?;
+        }
+        if self.plan.has(Experiment::Validate) && validation::NODES.contains(&n) {
+            self.validation_on(n)?;
         }
         Ok(())
     }
@@ -396,8 +416,21 @@ impl Run<'_> {
         command: &str,
         options: &[String],
     ) -> Result<Cluster, String> {
+        let hosts: Vec<usize> = (0..n).collect();
+        self.start_cluster_on(&hosts, what, command, options)
+    }
+
+    /// [`Run::start_cluster`] with rank `r` on lab host `hosts[r]` (the
+    /// members file lists the hosts in that order).
+    fn start_cluster_on(
+        &mut self,
+        hosts: &[usize],
+        what: &str,
+        command: &str,
+        options: &[String],
+    ) -> Result<Cluster, String> {
         let port = self.next_port();
-        self.write_members(n, port)?;
+        self.write_members_on(hosts, port)?;
         let members = self.members_file.display().to_string();
         let max = self.plan.largest_message().to_string();
         let key = self.key_file.display().to_string();
@@ -417,7 +450,7 @@ impl Run<'_> {
             args.extend_from_slice(options);
             args
         };
-        Cluster::start(n, &label, &self.logs, args, Duration::from_secs(120))
+        Cluster::start_on(hosts, &label, &self.logs, args, Duration::from_secs(120))
     }
 
     /// A fresh port per cluster, so no process meets a predecessor's
@@ -427,10 +460,11 @@ impl Run<'_> {
         7100 + (self.clusters % 2000) as u16
     }
 
-    /// Write the members file: `n` lab hosts on `port`.
-    fn write_members(&self, n: usize, port: u16) -> Result<(), String> {
-        let text: String = (0..n)
-            .map(|i| format!("{}:{port}\n", Lab::addr(i)))
+    /// Write the members file: lab hosts `hosts` in rank order, on `port`.
+    fn write_members_on(&self, hosts: &[usize], port: u16) -> Result<(), String> {
+        let text: String = hosts
+            .iter()
+            .map(|&i| format!("{}:{port}\n", Lab::addr(i)))
             .collect();
         std::fs::write(&self.members_file, text).map_err(|e| format!("writing members: {e}"))
     }

@@ -83,6 +83,10 @@ pub(crate) struct BenchArgs {
     /// Leave MPI_Bcast out.
     #[arg(long)]
     no_mpi: bool,
+    /// Slow-host experiment: the rank (and lab host) whose link runs at
+    /// half the rate both ways (not 0, the root).
+    #[arg(long, default_value_t = 5, value_name = "RANK")]
+    slow_host: usize,
     /// Measure nothing: rebuild the CSV, summary and plots from
     /// DIR/results.jsonl.
     #[arg(long)]
@@ -121,7 +125,27 @@ pub(crate) enum Experiment {
     /// hosts at once, beside MPI_Ibcast on one communicator per root
     /// (Fig. 10): aggregate bandwidth against the lab's limit.
     Overlap,
+    /// 16 hosts, one at half rate both ways (`--slow-host`), 64 MiB: every
+    /// receiver's time per algorithm, the slow host unnamed and named, and
+    /// MPI_Bcast's per rank (only with `--only`).
+    SlowHost,
+    /// Two racks of 8 behind an uplink at a quarter of a host link, the
+    /// members listed interleaved across the racks, 64 MiB: the hybrid,
+    /// the flat algorithms and MPI_Bcast in the same order (only with
+    /// `--only`).
+    Racks,
+    /// The lab against `rdmc simulate`: 2–16 hosts, 8 MiB and 256 MiB,
+    /// chain and binomial pipeline, predicted with the lab's measured
+    /// latency in both send-completion models (only with `--only`).
+    Validate,
 }
+
+/// The experiments a run makes only when `--only` names them.
+const OPT_IN: [Experiment; 3] = [
+    Experiment::SlowHost,
+    Experiment::Racks,
+    Experiment::Validate,
+];
 
 /// The rdmc algorithms, in the order every experiment runs them.
 const ALGORITHMS: [&str; 4] = ["sequential", "chain", "tree", "binomial-pipeline"];

@@ -3,7 +3,7 @@
 //! `--no-mpi`).
 
 use super::trace::ObjectSizes;
-use super::{BenchArgs, Experiment};
+use super::{BenchArgs, Experiment, OPT_IN};
 
 /// A kibibyte.
 const KIB: u64 = 1 << 10;
@@ -180,6 +180,9 @@ impl Plan {
                 .into_iter()
                 .filter(|e| args.only.contains(e))
                 .collect();
+            // The experiments on labs of their own run only when named.
+            let opted = OPT_IN.iter().filter(|e| args.only.contains(e));
+            plan.experiments.extend(opted);
         }
         if !args.algorithms.is_empty() {
             plan.cosmos
@@ -226,6 +229,9 @@ impl Plan {
         if self.has(Experiment::Overlap) {
             sizes.extend(&self.overlap.nodes);
         }
+        if self.has(Experiment::Validate) {
+            sizes.extend(super::measure::VALIDATION_NODES);
+        }
         sizes.sort_unstable();
         sizes.dedup();
         sizes
@@ -236,6 +242,12 @@ impl Plan {
         let latency = self.latency.iter().map(|l| l.size);
         let block = self.block_messages.iter().map(|m| m.0);
         let cpu = self.cpu.iter().map(|m| m.0);
-        latency.chain(block).chain(cpu).max().unwrap_or(MIB)
+        let own = super::measure::own_largest_message(self);
+        latency
+            .chain(block)
+            .chain(cpu)
+            .chain(own)
+            .max()
+            .unwrap_or(MIB)
     }
 }

@@ -30,6 +30,7 @@ mod storage;
 mod tables;
 #[cfg(test)]
 mod tests;
+mod topologies;
 
 pub(crate) use records::read_records;
 pub(crate) use storage::percentile;
@@ -75,7 +76,8 @@ pub(crate) fn write_report(
     let recs: Vec<Rec<'_>> = records.iter().filter_map(Rec::new).collect();
     let latency = latency_tables(&recs);
 
-    let plots = write_plots(dir, &recs, &latency)?;
+    let mut plots = write_plots(dir, &recs, &latency)?;
+    plots.extend(topologies::validation_plots(dir, &recs)?);
 
     let csv = dir.join("results.csv");
     write_file(&csv, &csv_text(records))?;

@@ -42,7 +42,7 @@ fn cell(x: Option<f64>, format: impl Fn(f64) -> String) -> String {
 }
 
 /// Append a markdown table.
-fn push_table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
+pub(super) fn push_table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
     let line = |cells: &[String]| {
         let cells: Vec<String> = cells.iter().map(|c| md_cell(c)).collect();
         format!("| {} |\n", cells.join(" | "))
@@ -300,6 +300,7 @@ pub(super) fn summary_text(
     any |= push_breakdown(&mut out, recs);
     any |= push_cpu(&mut out, recs);
     any |= super::storage::push_storage(&mut out, recs, push_table);
+    any |= super::topologies::push_topologies(&mut out, recs);
     if !any {
         out.push_str("No measurements.\n\n");
     }
