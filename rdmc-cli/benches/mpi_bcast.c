@@ -27,6 +27,24 @@
  * root; the buffers are cleared before each run). The time and JSON line are as above ("senders": N,
  * "messages": M added).
  *
+ * With --cosmos FILE (the Cosmos-like storage trace of `rdmc bench --only
+ * cosmos`, the same workload file its members run): one communicator per
+ * group of the file (MPI_Comm_split, the group's first member its rank 0,
+ * the root), and every write an MPI_Ibcast of its size on its group's
+ * communicator; a replica checks the bytes, then acknowledges the write to
+ * the root with a 0-byte message (every write's bytes are the first SIZE
+ * bytes of one pseudo-random payload every rank makes beforehand, as rdmc's
+ * bench members do), so a write is done when its root has
+ * both acknowledgements (what rdmc's `delivered()` gives). A root keeps at
+ * most the file's window of writes in flight, in trace order; a replica
+ * posts its receives in trace order, at most the window ahead (the
+ * earliest unfinished write of the trace is always posted by its root and
+ * its replicas, so this cannot deadlock). One run, no warm-up, as rdmc's;
+ * rank 0 prints {"system":"mpi","experiment":"cosmos","seconds":SPAN,
+ * "writes":W,"latencies":[...]}: the span from a barrier to the last
+ * write's acknowledgement, and every write's time from its Ibcast to its
+ * second acknowledgement.
+ *
  * Build: mpicc -O2 -o mpi_bcast mpi_bcast.c
  */
 #include <mpi.h>
@@ -153,12 +171,204 @@ static int overlap(int rank, int nodes, long long size, int messages, int runs, 
     return 0;
 }
 
+/* --cosmos: the workload file's groups and writes. */
+#define COSMOS_MAX_MEMBERS 16
+typedef struct { int members[COSMOS_MAX_MEMBERS]; int count; } CosmosGroup;
+typedef struct { int group; long long size; } CosmosWrite;
+
+
+static int cosmos_read(const char *path, int *window, CosmosGroup **groups, int *ngroups,
+                       CosmosWrite **writes, int *nwrites) {
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    char line[4096];
+    int gcap = 64, wcap = 256;
+    *groups = malloc(sizeof(CosmosGroup) * (size_t)gcap);
+    *writes = malloc(sizeof(CosmosWrite) * (size_t)wcap);
+    *ngroups = 0, *nwrites = 0, *window = 1;
+    while (fgets(line, sizeof line, f)) {
+        char *tok = strtok(line, " \t\n");
+        if (!tok || tok[0] == '#') continue;
+        if (strcmp(tok, "window") == 0) {
+            *window = atoi(strtok(NULL, " \t\n"));
+        } else if (strcmp(tok, "group") == 0) {
+            int id = atoi(strtok(NULL, " \t\n"));
+            if (id != *ngroups) { fclose(f); return -2; }
+            if (*ngroups == gcap) *groups = realloc(*groups, sizeof(CosmosGroup) * (size_t)(gcap *= 2));
+            CosmosGroup *g = &(*groups)[(*ngroups)++];
+            g->count = 0;
+            while ((tok = strtok(NULL, " \t\n")) && g->count < COSMOS_MAX_MEMBERS)
+                g->members[g->count++] = atoi(tok);
+        } else if (strcmp(tok, "write") == 0) {
+            if (*nwrites == wcap) *writes = realloc(*writes, sizeof(CosmosWrite) * (size_t)(wcap *= 2));
+            CosmosWrite *w = &(*writes)[(*nwrites)++];
+            w->group = atoi(strtok(NULL, " \t\n"));
+            w->size = atoll(strtok(NULL, " \t\n"));
+            if (w->group < 0 || w->group >= *ngroups || w->size < 0) { fclose(f); return -3; }
+        }
+    }
+    fclose(f);
+    return *window >= 1 ? 0 : -4;
+}
+
+/* What a posted request is for. */
+enum { COSMOS_BCAST_ROOT, COSMOS_BCAST_REPLICA, COSMOS_ACK_RECV, COSMOS_ACK_SEND };
+typedef struct { int kind, write; } CosmosOp;
+
+static int cosmos(int rank, int nodes, const char *path) {
+    int window, ngroups, nwrites;
+    CosmosGroup *groups;
+    CosmosWrite *writes;
+    int rc = cosmos_read(path, &window, &groups, &ngroups, &writes, &nwrites);
+    if (rc != 0) {
+        fprintf(stderr, "mpi_bcast: rank %d: cannot read workload %s (%d)\n", rank, path, rc);
+        MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    /* One communicator per group; the member's position is its rank there. */
+    MPI_Comm *comms = malloc(sizeof(MPI_Comm) * (size_t)ngroups);
+    int *my_pos = malloc(sizeof(int) * (size_t)ngroups);
+    for (int g = 0; g < ngroups; g++) {
+        int pos = -1;
+        for (int k = 0; k < groups[g].count; k++)
+            if (groups[g].members[k] == rank) pos = k;
+        if (groups[g].members[0] >= nodes) MPI_Abort(MPI_COMM_WORLD, 2);
+        my_pos[g] = pos;
+        MPI_Comm_split(MPI_COMM_WORLD, pos >= 0 ? g : MPI_UNDEFINED, pos, &comms[g]);
+    }
+    /* This rank's writes as root and as replica, in trace order. */
+    int *mine_root = malloc(sizeof(int) * (size_t)nwrites), nroot = 0;
+    int *mine_rep = malloc(sizeof(int) * (size_t)nwrites), nrep = 0;
+    for (int w = 0; w < nwrites; w++) {
+        int pos = my_pos[writes[w].group];
+        if (pos == 0) mine_root[nroot++] = w;
+        else if (pos > 0) mine_rep[nrep++] = w;
+    }
+    int cap = 4 * window * 4 + 8;
+    MPI_Request *reqs = malloc(sizeof(MPI_Request) * (size_t)cap);
+    CosmosOp *ops = malloc(sizeof(CosmosOp) * (size_t)cap);
+    int *done_idx = malloc(sizeof(int) * (size_t)cap);
+    for (int i = 0; i < cap; i++) reqs[i] = MPI_REQUEST_NULL;
+    unsigned char **bufs = calloc((size_t)nwrites, sizeof(unsigned char *));
+    int *acks = calloc((size_t)nwrites, sizeof(int));
+    double *started = calloc((size_t)nwrites, sizeof(double));
+    double *latency = calloc((size_t)nwrites, sizeof(double));
+    int root_next = 0, root_inflight = 0, root_done = 0;
+    int rep_next = 0, rep_inflight = 0, rep_done = 0, sends_pending = 0;
+    char dummy = 0;
+#define COSMOS_SLOT(k, w)                                                       \
+    ({ int s_ = 0; while (s_ < cap && reqs[s_] != MPI_REQUEST_NULL) s_++;      \
+       if (s_ == cap) { fprintf(stderr, "mpi_bcast: out of request slots\n");  \
+                        MPI_Abort(MPI_COMM_WORLD, 1); }                         \
+       ops[s_].kind = (k); ops[s_].write = (w); s_; })
+    /* The payload every write is a prefix of, made before the timing. */
+    long long largest = 1;
+    for (int w = 0; w < nwrites; w++)
+        if (writes[w].size > largest) largest = writes[w].size;
+    unsigned char *payload = malloc((size_t)largest);
+    if (!payload) MPI_Abort(MPI_COMM_WORLD, 1);
+    for (long long i = 0; i < largest; i++) payload[i] = pattern((uint64_t)i, 1000);
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
+    while (root_done < nroot || rep_done < nrep || sends_pending > 0) {
+        while (root_next < nroot && root_inflight < window) {
+            int w = mine_root[root_next++];
+            long long size = writes[w].size;
+            unsigned char *b = payload; /* the root only reads it */
+            started[w] = MPI_Wtime();
+            int comm_size = groups[writes[w].group].count;
+            int s = COSMOS_SLOT(COSMOS_BCAST_ROOT, w);
+            MPI_Ibcast(b, (int)size, MPI_BYTE, 0, comms[writes[w].group], &reqs[s]);
+            for (int k = 1; k < comm_size; k++) {
+                int a = COSMOS_SLOT(COSMOS_ACK_RECV, w);
+                MPI_Irecv(&dummy, 0, MPI_BYTE, groups[writes[w].group].members[k], w,
+                          MPI_COMM_WORLD, &reqs[a]);
+            }
+            root_inflight++;
+        }
+        while (rep_next < nrep && rep_inflight < window) {
+            int w = mine_rep[rep_next++];
+            long long size = writes[w].size;
+            unsigned char *b = malloc(size ? (size_t)size : 1);
+            if (!b) MPI_Abort(MPI_COMM_WORLD, 1);
+            memset(b, 0, size ? (size_t)size : 1);
+            bufs[w] = b;
+            int s = COSMOS_SLOT(COSMOS_BCAST_REPLICA, w);
+            MPI_Ibcast(b, (int)size, MPI_BYTE, 0, comms[writes[w].group], &reqs[s]);
+            rep_inflight++;
+        }
+        int outcount = 0;
+        MPI_Waitsome(cap, reqs, &outcount, done_idx, MPI_STATUSES_IGNORE);
+        if (outcount == MPI_UNDEFINED) break;
+        for (int j = 0; j < outcount; j++) {
+            CosmosOp op = ops[done_idx[j]];
+            int w = op.write;
+            int g = writes[w].group;
+            switch (op.kind) {
+            case COSMOS_BCAST_ROOT:
+                break;
+            case COSMOS_ACK_RECV:
+                if (++acks[w] == groups[g].count - 1) {
+                    latency[w] = MPI_Wtime() - started[w];
+                    root_inflight--;
+                    root_done++;
+                }
+                break;
+            case COSMOS_BCAST_REPLICA: {
+                if (writes[w].size > 0 && memcmp(bufs[w], payload, (size_t)writes[w].size) != 0) {
+                    fprintf(stderr, "mpi_bcast: rank %d: write %d differs\n", rank, w);
+                    MPI_Abort(MPI_COMM_WORLD, 1);
+                }
+                free(bufs[w]);
+                bufs[w] = NULL;
+                int s = COSMOS_SLOT(COSMOS_ACK_SEND, w);
+                MPI_Isend(&dummy, 0, MPI_BYTE, groups[g].members[0], w, MPI_COMM_WORLD, &reqs[s]);
+                sends_pending++;
+                rep_inflight--;
+                rep_done++;
+                break;
+            }
+            case COSMOS_ACK_SEND:
+                sends_pending--;
+                break;
+            }
+        }
+    }
+#undef COSMOS_SLOT
+    double end = MPI_Wtime(), last;
+    MPI_Reduce(&end, &last, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+    /* Every write's latency, at its root: summed into rank 0 (one root each). */
+    double *all = rank == 0 ? calloc((size_t)nwrites, sizeof(double)) : NULL;
+    MPI_Reduce(latency, all, nwrites, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        long long bytes = 0;
+        for (int w = 0; w < nwrites; w++) bytes += writes[w].size * (groups[writes[w].group].count - 1);
+        printf("{\"system\":\"mpi\",\"experiment\":\"cosmos\",\"nodes\":%d,\"writes\":%d,"
+               "\"groups\":%d,\"window\":%d,\"replica_bytes\":%lld,\"seconds\":%.6f,\"latencies\":[",
+               nodes, nwrites, ngroups, window, bytes, last - t0);
+        for (int w = 0; w < nwrites; w++) printf("%s%.6f", w ? "," : "", all[w]);
+        printf("]}\n");
+        fflush(stdout);
+        free(all);
+    }
+    for (int g = 0; g < ngroups; g++)
+        if (comms[g] != MPI_COMM_NULL) MPI_Comm_free(&comms[g]);
+    free(comms); free(my_pos); free(mine_root); free(mine_rep); free(reqs); free(ops);
+    free(done_idx); free(bufs); free(payload); free(acks); free(started); free(latency);
+    free(groups); free(writes);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     int rank, nodes;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &nodes);
 
+    if (argc >= 3 && strcmp(argv[1], "--cosmos") == 0) {
+        int rc = cosmos(rank, nodes, argv[2]);
+        MPI_Finalize();
+        return rc;
+    }
     int messages = 0; /* 0: one MPI_Bcast from rank 0; else --overlap M */
     if (argc >= 3 && strcmp(argv[1], "--overlap") == 0) {
         messages = (int)parse_count(argv[2], "message count");
@@ -172,7 +382,7 @@ int main(int argc, char **argv) {
     }
     if (argc < 2 || argc > 4) {
         if (rank == 0)
-            fprintf(stderr, "usage: mpi_bcast [--overlap M] SIZE [RUNS [WARMUP]]\n");
+            fprintf(stderr, "usage: mpi_bcast [--overlap M] SIZE [RUNS [WARMUP]] | mpi_bcast --cosmos FILE\n");
         MPI_Finalize();
         return 2;
     }

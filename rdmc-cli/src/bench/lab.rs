@@ -487,6 +487,20 @@ pub(crate) fn mpi_overlap(
     run_mpi(cmd, script, nodes, rate, size, runs, warmup)
 }
 
+/// The Cosmos-like trace's `workload` file under MPI (`mpi_bcast --cosmos`)
+/// on the lab that is up: its JSON line (span and every write's latency).
+pub(crate) fn mpi_cosmos(
+    script: &Path,
+    nodes: usize,
+    rate: &str,
+    workload: &Path,
+) -> Result<Value, String> {
+    let mut cmd = Command::new("bash");
+    cmd.arg(script).arg("--existing").args(["--timeout", "900"]);
+    cmd.arg("--cosmos").arg(workload);
+    run_mpi(cmd, script, nodes, rate, 0, 1, 0)
+}
+
 /// Finish `cmd` (mpi_netlab.sh and its options) with the positional
 /// arguments, run it and parse its JSON line.
 fn run_mpi(

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::super::lab::{CpuTimes, median, mpi_overlap};
+use super::super::lab::{CpuTimes, median, mpi_cosmos, mpi_overlap};
 use super::super::report::percentile;
 use super::super::trace;
 use super::{Run, rate_bytes_per_second};
@@ -170,6 +170,47 @@ impl Run<'_> {
                 "latency_p50": p(0.5), "latency_p90": p(0.9), "latency_p99": p(0.99),
                 "latency_max": p(1.0), "latencies": run.latencies,
                 "member_cpu_seconds": run.member_cpu,
+                "cpu_idle": CpuTimes::now().idle_since(&before), "rate": self.args.rate,
+            }));
+        }
+        if !self.args.no_mpi {
+            // The same workload file the members ran, under MPI.
+            let before = CpuTimes::now();
+            let script = self.args.scripts.join("mpi_netlab.sh");
+            let file = self.args.out.join(format!("workload-cosmos-n{n}.txt"));
+            let result = mpi_cosmos(&script, n, &self.args.rate, &file)?;
+            let seconds = result["seconds"].as_f64().unwrap_or(f64::NAN);
+            let latencies: Vec<f64> = result["latencies"]
+                .as_array()
+                .map(|a| a.iter().filter_map(Value::as_f64).collect())
+                .unwrap_or_default();
+            if latencies.len() != workload.writes.len() {
+                return Err(format!(
+                    "mpi_bcast --cosmos reported {} writes of {}",
+                    latencies.len(),
+                    workload.writes.len()
+                ));
+            }
+            let mut sorted = latencies.clone();
+            sorted.sort_by(f64::total_cmp);
+            let p = |q: f64| percentile(&sorted, q);
+            let bytes = workload.replica_bytes() as f64;
+            self.emit(json!({
+                "experiment": "cosmos", "system": "mpi", "algorithm": "ibcast",
+                "nodes": n, "size": workload.writes.iter().map(|w| w.size).sum::<u64>()
+                    / workload.writes.len().max(1) as u64,
+                "block_size": null, "seconds": seconds, "runs": 1,
+                "writes": workload.writes.len(), "groups": workload.groups.len(),
+                "window": workload.window, "seed": seed,
+                "replica_bytes": workload.replica_bytes(),
+                "gbps": bytes * 8.0 / seconds / 1e9,
+                "objects_per_second": workload.writes.len() as f64 / seconds,
+                "bound_gbps": bound * 8.0 / 1e9,
+                "fraction_of_bound": bytes / seconds / bound,
+                "trace_bound_gbps": trace_bound * 8.0 / 1e9,
+                "fraction_of_trace_bound": bytes / seconds / trace_bound,
+                "latency_p50": p(0.5), "latency_p90": p(0.9), "latency_p99": p(0.99),
+                "latency_max": p(1.0), "latencies": latencies,
                 "cpu_idle": CpuTimes::now().idle_since(&before), "rate": self.args.rate,
             }));
         }
