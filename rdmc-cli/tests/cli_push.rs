@@ -96,20 +96,26 @@ impl Scratch {
     }
 }
 
+/// Threads reading a child's stdout and stderr to the end.
+type Output = std::thread::JoinHandle<String>;
+
+fn read_output(child: &mut Child) -> (Output, Output) {
+    fn reader(mut pipe: impl Read + Send + 'static) -> Output {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            pipe.read_to_string(&mut s).unwrap();
+            s
+        })
+    }
+    (
+        reader(child.stdout.take().unwrap()),
+        reader(child.stderr.take().unwrap()),
+    )
+}
+
 /// Wait for a child (killing it after `limit`): its status, stdout, stderr.
 fn finish(mut child: Child, limit: Duration) -> (ExitStatus, String, String) {
-    let mut out = child.stdout.take().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).unwrap();
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).unwrap();
-        s
-    });
+    let (out, err) = read_output(&mut child);
     let start = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -129,17 +135,7 @@ fn finish(mut child: Child, limit: Duration) -> (ExitStatus, String, String) {
 /// `ru_maxrss`, from `wait4`).
 fn finish_measured(mut child: Child, limit: Duration) -> (ExitStatus, String, String, i64) {
     use std::os::unix::process::ExitStatusExt;
-    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        out.read_to_string(&mut s).unwrap();
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).unwrap();
-        s
-    });
+    let (out, err) = read_output(&mut child);
     let pid = child.id() as libc::pid_t;
     let start = Instant::now();
     let (status, maxrss) = loop {

@@ -130,6 +130,43 @@ pub(super) fn analyse(
     })
 }
 
+/// `record` (what ran) with what one run of the Cosmos-like `workload`
+/// measured: its span in `seconds` and every write's latency, as goodput,
+/// objects/s and latency percentiles, against `bounds` (the lab's, the
+/// trace's own; bytes per second).
+fn cosmos_record(
+    mut record: Value,
+    workload: &Workload,
+    seconds: f64,
+    latencies: Vec<f64>,
+    (bound, trace_bound): (f64, f64),
+) -> Value {
+    let bytes = workload.replica_bytes() as f64;
+    let mut sorted = latencies.clone();
+    sorted.sort_by(f64::total_cmp);
+    let p = |q: f64| percentile(&sorted, q);
+    let measured = json!({
+        "size": workload.writes.iter().map(|w| w.size).sum::<u64>()
+            / workload.writes.len().max(1) as u64,
+        "seconds": seconds, "runs": 1,
+        "writes": workload.writes.len(), "groups": workload.groups.len(),
+        "window": workload.window,
+        "replica_bytes": workload.replica_bytes(),
+        "gbps": bytes * 8.0 / seconds / 1e9,
+        "objects_per_second": workload.writes.len() as f64 / seconds,
+        "bound_gbps": bound * 8.0 / 1e9,
+        "fraction_of_bound": bytes / seconds / bound,
+        "trace_bound_gbps": trace_bound * 8.0 / 1e9,
+        "fraction_of_trace_bound": bytes / seconds / trace_bound,
+        "latency_p50": p(0.5), "latency_p90": p(0.9), "latency_p99": p(0.99),
+        "latency_max": p(1.0), "latencies": latencies,
+    });
+    if let (Some(record), Value::Object(measured)) = (record.as_object_mut(), measured) {
+        record.extend(measured);
+    }
+    record
+}
+
 impl Run<'_> {
     /// The Cosmos-like trace, once per algorithm of the plan, on `n` hosts.
     pub(super) fn cosmos(&mut self, n: usize) -> Result<(), String> {
@@ -145,33 +182,24 @@ impl Run<'_> {
         for algorithm in self.plan.cosmos.algorithms.clone() {
             let before = CpuTimes::now();
             let run = self.run_workload(&workload, "cosmos", algorithm)?;
-            let bytes = workload.replica_bytes() as f64;
-            let mut sorted = run.latencies.clone();
-            sorted.sort_by(f64::total_cmp);
-            let p = |q: f64| percentile(&sorted, q);
-            self.emit(json!({
+            let record = json!({
                 "experiment": "cosmos", "system": "rdmc", "algorithm": algorithm,
-                "nodes": n, "size": workload.writes.iter().map(|w| w.size).sum::<u64>()
-                    / workload.writes.len().max(1) as u64,
-                "block_size": self.args.block_size.0, "mode": self.args.completion,
-                "seconds": run.seconds, "runs": 1,
-                "writes": workload.writes.len(), "groups": workload.groups.len(),
-                "window": workload.window, "seed": seed,
+                "nodes": n, "block_size": self.args.block_size.0, "mode": self.args.completion,
+                "seed": seed,
                 "size_median": sizes.median, "size_sigma": sizes.sigma,
                 "size_mean_uncut": sizes.mean(),
                 "size_min": sizes.min, "size_max": sizes.max,
-                "replica_bytes": workload.replica_bytes(),
-                "gbps": bytes * 8.0 / run.seconds / 1e9,
-                "objects_per_second": workload.writes.len() as f64 / run.seconds,
-                "bound_gbps": bound * 8.0 / 1e9,
-                "fraction_of_bound": bytes / run.seconds / bound,
-                "trace_bound_gbps": trace_bound * 8.0 / 1e9,
-                "fraction_of_trace_bound": bytes / run.seconds / trace_bound,
-                "latency_p50": p(0.5), "latency_p90": p(0.9), "latency_p99": p(0.99),
-                "latency_max": p(1.0), "latencies": run.latencies,
                 "member_cpu_seconds": run.member_cpu,
                 "cpu_idle": CpuTimes::now().idle_since(&before), "rate": self.args.rate,
-            }));
+            });
+            let bounds = (bound, trace_bound);
+            self.emit(cosmos_record(
+                record,
+                &workload,
+                run.seconds,
+                run.latencies,
+                bounds,
+            ));
         }
         if !self.args.no_mpi {
             // The same workload file the members ran, under MPI.
@@ -191,28 +219,13 @@ impl Run<'_> {
                     workload.writes.len()
                 ));
             }
-            let mut sorted = latencies.clone();
-            sorted.sort_by(f64::total_cmp);
-            let p = |q: f64| percentile(&sorted, q);
-            let bytes = workload.replica_bytes() as f64;
-            self.emit(json!({
+            let record = json!({
                 "experiment": "cosmos", "system": "mpi", "algorithm": "ibcast",
-                "nodes": n, "size": workload.writes.iter().map(|w| w.size).sum::<u64>()
-                    / workload.writes.len().max(1) as u64,
-                "block_size": null, "seconds": seconds, "runs": 1,
-                "writes": workload.writes.len(), "groups": workload.groups.len(),
-                "window": workload.window, "seed": seed,
-                "replica_bytes": workload.replica_bytes(),
-                "gbps": bytes * 8.0 / seconds / 1e9,
-                "objects_per_second": workload.writes.len() as f64 / seconds,
-                "bound_gbps": bound * 8.0 / 1e9,
-                "fraction_of_bound": bytes / seconds / bound,
-                "trace_bound_gbps": trace_bound * 8.0 / 1e9,
-                "fraction_of_trace_bound": bytes / seconds / trace_bound,
-                "latency_p50": p(0.5), "latency_p90": p(0.9), "latency_p99": p(0.99),
-                "latency_max": p(1.0), "latencies": latencies,
+                "nodes": n, "block_size": null, "seed": seed,
                 "cpu_idle": CpuTimes::now().idle_since(&before), "rate": self.args.rate,
-            }));
+            });
+            let bounds = (bound, trace_bound);
+            self.emit(cosmos_record(record, &workload, seconds, latencies, bounds));
         }
         Ok(())
     }
