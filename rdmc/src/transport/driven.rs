@@ -80,7 +80,9 @@ impl<X> DrivenEndpoint<X> {
     }
 
     /// The same, its sends completing once buffered (see
-    /// [`Transport::sends_complete_when_delivered`]).
+    /// [`Transport::sends_complete_when_delivered`]): ofi over a socket
+    /// provider.
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub(crate) fn with_buffered_sends(self, buffered_sends: bool) -> Self {
         DrivenEndpoint {
             buffered_sends,
