@@ -251,14 +251,11 @@ impl Run<'_> {
             "member_cpu_seconds": median(&cpu),
             "cpu_idle": CpuTimes::now().idle_since(&before),
         });
-        self.emit(overlap_record(
-            record,
-            n,
-            size,
-            messages,
-            &all,
-            &self.args.rate,
-        ));
+        let rate = self.args.rate.clone();
+        let emit_overlap = |run: &mut Self, record: Value, all: &[f64]| {
+            run.emit(overlap_record(record, n, size, messages, all, &rate));
+        };
+        emit_overlap(self, record, &all);
         if !self.args.no_mpi {
             let before = CpuTimes::now();
             let script = self.args.scripts.join("mpi_netlab.sh");
@@ -272,14 +269,7 @@ impl Run<'_> {
                 "block_size": null,
                 "cpu_idle": CpuTimes::now().idle_since(&before),
             });
-            self.emit(overlap_record(
-                record,
-                n,
-                size,
-                messages,
-                &all,
-                &self.args.rate,
-            ));
+            emit_overlap(self, record, &all);
         }
         Ok(())
     }
