@@ -162,7 +162,7 @@ impl Run<'_> {
 
     /// MPI_Bcast of the small messages with `n` nodes, as rdmc's: for each
     /// size of [`SMALL_SIZES`] and each variant of [`MPI_SMALL`], a burst's
-    /// rate (`mpi_bcast --burst`) and one message's latency.
+    /// rate (`mpi_bcast --burst`) and one message's latency (a burst of one).
     fn small_mpi(&mut self, n: usize) -> Result<(), String> {
         let (_, burst, runs) = self.plan.small;
         let script = self.args.scripts.join("mpi_netlab.sh");
@@ -179,13 +179,15 @@ impl Run<'_> {
                     "max": all.iter().copied().fold(0.0, f64::max),
                     "rate": self.args.rate,
                 }));
-                let result = mpi_bcast(
+                // A burst of one: timed as rdmc's, first send call to last
+                // delivery on one clock.
+                let result = mpi_burst(
                     &script,
                     n,
                     &self.args.rate,
                     size,
+                    1,
                     SMALL_LATENCY_RUNS,
-                    3,
                     forced,
                 )?;
                 let all = numbers(&result["all"]);
