@@ -3,6 +3,7 @@
  *
  *   mpi_bcast SIZE [RUNS [WARMUP]]      (defaults: RUNS 5, WARMUP 1)
  *   mpi_bcast --overlap M SIZE [RUNS [WARMUP]]
+ *   mpi_bcast --burst M SIZE [RUNS [WARMUP]]
  *
  * Rank 0 fills SIZE bytes with a pattern that depends on the run number; every
  * run is: MPI_Barrier, timestamp, MPI_Bcast, timestamp; the run's time is the
@@ -26,6 +27,18 @@
  * byte is checked after each run (the pattern depends on the run and the
  * root; the buffers are cleared before each run). The time and JSON line are as above ("senders": N,
  * "messages": M added).
+ *
+ * With --burst M (small messages in a burst, the RDMC paper's Fig. 7): a run
+ * is M MPI_Bcast calls of SIZE bytes from rank 0, back to back, timed as
+ * rdmc's bench members time theirs: from rank 0 calling its first MPI_Bcast
+ * to the last rank's last MPI_Bcast returning, on CLOCK_MONOTONIC (one clock,
+ * as the lab's ranks share one machine; a barrier's exit skew makes the
+ * per-rank times above useless for microsecond messages). --burst 1 is one
+ * message's latency. Rank 0 fills the
+ * buffer once per run (a pattern of the run) and stamps each message's index
+ * into its first 4 bytes (when SIZE >= 4); a receiver checks the stamp of
+ * every message as it arrives and every byte of the last one after the run.
+ * The JSON line is as above with "burst": M added.
  *
  * With --cosmos FILE (the Cosmos-like storage trace of `rdmc bench --only
  * cosmos`, the same workload file its members run): one communicator per
@@ -52,6 +65,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Byte i of run r: cheap, position dependent, different for every run. */
 static inline unsigned char pattern(uint64_t i, int run) {
@@ -90,6 +104,7 @@ static void print_times(int nodes, long long size, int runs, const double *times
     double median = runs % 2 ? sorted[runs / 2] : (sorted[runs / 2 - 1] + sorted[runs / 2]) / 2;
     printf("{\"system\":\"mpi\",\"nodes\":%d,\"size\":%lld,\"runs\":%d,", nodes, size, runs);
     if (messages > 0) printf("\"senders\":%d,\"messages\":%d,", nodes, messages);
+    if (messages < 0) printf("\"burst\":%d,", -messages);
     printf("\"seconds\":%.6f,\"all\":[", median);
     for (int r = 0; r < runs; r++) printf("%s%.6f", r ? "," : "", times[r]);
     printf("]");
@@ -167,6 +182,60 @@ static int overlap(int rank, int nodes, long long size, int messages, int runs, 
     free(comms);
     free(reqs);
     free(bufs);
+    free(times);
+    return 0;
+}
+
+/* CLOCK_MONOTONIC in seconds: the clock of rdmc's bench members. */
+static double mono_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* --burst: M MPI_Bcast of SIZE bytes from rank 0 back to back per run.
+ * Returns the exit status. */
+static int burst(int rank, int nodes, long long size, int messages, int runs, int warmup) {
+    unsigned char *buf = malloc(size ? (size_t)size : 1);
+    double *times = malloc(sizeof(double) * (size_t)runs);
+    if (!buf || !times) {
+        fprintf(stderr, "mpi_bcast: rank %d: out of memory\n", rank);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    for (int k = -warmup; k < runs; k++) {
+        int run = k + warmup;
+        if (rank == 0)
+            for (long long i = 0; i < size; i++) buf[i] = pattern((uint64_t)i, run);
+        else
+            memset(buf, 0, (size_t)size);
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t0 = mono_seconds();
+        for (int m = 0; m < messages; m++) {
+            uint32_t stamp = (uint32_t)m;
+            if (rank == 0 && size >= 4) memcpy(buf, &stamp, 4);
+            MPI_Bcast(buf, (int)size, MPI_BYTE, 0, MPI_COMM_WORLD);
+            if (rank != 0 && size >= 4 && memcmp(buf, &stamp, 4) != 0) {
+                fprintf(stderr, "mpi_bcast: rank %d run %d: message %d has another's stamp\n",
+                        rank, run, m);
+                MPI_Abort(MPI_COMM_WORLD, 1);
+            }
+        }
+        double done = mono_seconds(), last = 0;
+        MPI_Reduce(&done, &last, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+        if (k >= 0 && rank == 0) times[k] = last - t0;
+        if (rank != 0)
+            for (long long i = size >= 4 ? 4 : 0; i < size; i++)
+                if (buf[i] != pattern((uint64_t)i, run)) {
+                    fprintf(stderr, "mpi_bcast: rank %d run %d: byte %lld is %u, expected %u\n",
+                            rank, run, i, buf[i], pattern((uint64_t)i, run));
+                    MPI_Abort(MPI_COMM_WORLD, 1);
+                }
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (rank == 0) {
+        print_times(nodes, size, runs, times, -messages, NULL);
+    }
+    free(buf);
     free(times);
     return 0;
 }
@@ -369,11 +438,13 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return rc;
     }
-    int messages = 0; /* 0: one MPI_Bcast from rank 0; else --overlap M */
-    if (argc >= 3 && strcmp(argv[1], "--overlap") == 0) {
+    int messages = 0; /* 0: one MPI_Bcast from rank 0; else --overlap/--burst M */
+    int bursts = 0;
+    if (argc >= 3 && (strcmp(argv[1], "--overlap") == 0 || strcmp(argv[1], "--burst") == 0)) {
+        bursts = strcmp(argv[1], "--burst") == 0;
         messages = (int)parse_count(argv[2], "message count");
         if (messages < 1) {
-            if (rank == 0) fprintf(stderr, "mpi_bcast: --overlap needs M >= 1\n");
+            if (rank == 0) fprintf(stderr, "mpi_bcast: %s needs M >= 1\n", argv[1]);
             MPI_Finalize();
             return 2;
         }
@@ -382,7 +453,7 @@ int main(int argc, char **argv) {
     }
     if (argc < 2 || argc > 4) {
         if (rank == 0)
-            fprintf(stderr, "usage: mpi_bcast [--overlap M] SIZE [RUNS [WARMUP]] | mpi_bcast --cosmos FILE\n");
+            fprintf(stderr, "usage: mpi_bcast [--overlap M | --burst M] SIZE [RUNS [WARMUP]] | mpi_bcast --cosmos FILE\n");
         MPI_Finalize();
         return 2;
     }
@@ -395,6 +466,11 @@ int main(int argc, char **argv) {
         return 2;
     }
 
+    if (messages > 0 && bursts) {
+        int rc = burst(rank, nodes, size, messages, runs, warmup);
+        MPI_Finalize();
+        return rc;
+    }
     if (messages > 0) {
         int rc = overlap(rank, nodes, size, messages, runs, warmup);
         MPI_Finalize();

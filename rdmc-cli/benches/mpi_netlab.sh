@@ -15,6 +15,7 @@
 #                     per group, acknowledged to the root; SIZE RUNS WARMUP ignored
 #   --overlap M       overlapping senders: every rank the root of its own
 #                     communicator, M rounds of MPI_Ibcast on all at once
+#   --burst M         small messages: M MPI_Bcast from rank 0 back to back per run
 #   --slow HOST RATE2 passed to 'netlab.sh up' (one slower host link)
 #   --order "H..."    the lab hosts of ranks 0, 1, ... (space or comma separated,
 #                     default 0 1 .. N-1): mpirun's rank order follows the
@@ -42,7 +43,7 @@ die() { echo "mpi_netlab: $*" >&2; exit 1; }
 note() { echo "mpi_netlab: $*" >&2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-algorithm="" segsize="" overlap="" cosmos="" existing=0 timeout_s=600 order=""
+algorithm="" segsize="" overlap="" burst="" cosmos="" existing=0 timeout_s=600 order=""
 slow=()
 args=()
 orig=("$@")
@@ -53,6 +54,7 @@ while [ $# -gt 0 ]; do
         --slow) [ $# -ge 3 ] || usage; slow+=(--slow "$2" "$3"); shift 3 ;;
         --overlap) [ $# -ge 2 ] || usage; overlap=$2; shift 2 ;;
         --cosmos) [ $# -ge 2 ] || usage; cosmos=$2; shift 2 ;;
+        --burst) [ $# -ge 2 ] || usage; burst=$2; shift 2 ;;
         --order) [ $# -ge 2 ] || usage; order=${2//,/ }; shift 2 ;;
         --existing) existing=1; shift ;;
         --timeout) [ $# -ge 2 ] || usage; timeout_s=$2; shift 2 ;;
@@ -68,6 +70,8 @@ N=${args[0]} RATE=${args[1]} SIZE=${args[2]} RUNS=${args[3]:-5} WARMUP=${args[4]
 [[ "$segsize" =~ ^[0-9]*$ ]] || die "--segsize takes a number of bytes"
 [ -z "$segsize" ] || [ -n "$algorithm" ] || die "--segsize needs --algorithm"
 [[ "$overlap" =~ ^[0-9]*$ ]] || die "--overlap takes a number of messages"
+[[ "$burst" =~ ^[0-9]*$ ]] || die "--burst takes a number of messages"
+[ -z "$burst" ] || [ -z "$overlap" ] || die "--burst and --overlap exclude each other"
 [ -z "$cosmos" ] || [ -r "$cosmos" ] || die "--cosmos: cannot read $cosmos"
 [ "$(id -u)" -eq 0 ] || die "must run as root"
 
@@ -159,11 +163,12 @@ fi
 
 overlap_args=()
 [ -z "$overlap" ] || overlap_args=(--overlap "$overlap")
+[ -z "$burst" ] || overlap_args=(--burst "$burst")
 [ -z "$cosmos" ] || overlap_args=(--cosmos "$(realpath "$cosmos")")
 if [ -n "$cosmos" ]; then
     note "MPI_Ibcast per write of the Cosmos-like trace $cosmos: $N ranks, one per host, one run"
 else
-    note "MPI_${overlap:+I}Bcast${overlap:+ (every rank a root, $overlap rounds)}: $N ranks, one per host, $SIZE bytes, $RUNS runs (+$WARMUP warm-up), algorithm ${algorithm:-default rules}${segsize:+, segments $segsize B}"
+    note "MPI_${overlap:+I}Bcast${overlap:+ (every rank a root, $overlap rounds)}${burst:+ (bursts of $burst)}: $N ranks, one per host, $SIZE bytes, $RUNS runs (+$WARMUP warm-up), algorithm ${algorithm:-default rules}${segsize:+, segments $segsize B}"
 fi
 out=$WORK/out
 rc=0

@@ -11,7 +11,9 @@
 //!   `sent` event;
 //! * `close` (or the end of stdin): close the group.
 //!
-//! Receivers print a `delivered` event per message. Every event carries `t`,
+//! Receivers print a `delivered` event for the last message of each run of
+//! messages ready at once (every message of a latency run; a burst's last).
+//! Every event carries `t`,
 //! the `CLOCK_MONOTONIC` time in nanoseconds (one clock for every network
 //! namespace of the machine, so the driver can subtract the root's times from
 //! the receivers'), and `cpu`, the process's user + system CPU seconds so far.
@@ -19,7 +21,7 @@
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rdmc::{Group, MessageTimings};
 use serde_json::{Value, json};
@@ -94,23 +96,43 @@ async fn root(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(
     Ok(())
 }
 
+/// Receive, check every message against the root's payload, and print a
+/// `delivered` event for the last message of each run of messages that were
+/// ready at once (the measurements wait for a burst's last message only):
+/// one line per burst rather than per message, so the bench's own printing
+/// and its coordinator's reading stay out of a small-message burst's rate.
 async fn receiver(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(), String> {
-    while let Some(message) = group.next().await {
-        let now = Instant::now();
-        let message = message.map_err(|e| e.to_string())?;
-        let len = message.data.len();
-        if len > payload.len() || message.data != payload[..len] {
-            return Err(format!(
-                "message {} ({len} bytes) differs from the root's payload",
-                message.seq
-            ));
+    while let Some(first) = group.next().await {
+        let mut last = checked(first, payload)?;
+        // Drain what is already delivered, without waiting.
+        while let Some(Some(next)) = group.next().now_or_never() {
+            last = checked(next, payload)?;
         }
+        let (message, now) = last;
         let mut event = json!({"event": "delivered", "rank": args.rank, "seq": message.seq,
-            "size": len, "t": mono_ns(now), "cpu": cpu_seconds()});
+            "size": message.data.len(), "t": mono_ns(now), "cpu": cpu_seconds()});
         add_timings(&mut event, &message.timings);
         emit(event);
     }
     Ok(())
+}
+
+/// A delivered message, with when it was taken, if its bytes are the
+/// root's payload's.
+fn checked(
+    message: Result<rdmc::Message, rdmc::Error>,
+    payload: &Bytes,
+) -> Result<(rdmc::Message, Instant), String> {
+    let now = Instant::now();
+    let message = message.map_err(|e| e.to_string())?;
+    let len = message.data.len();
+    if len > payload.len() || message.data != payload[..len] {
+        return Err(format!(
+            "message {} ({len} bytes) differs from the root's payload",
+            message.seq
+        ));
+    }
+    Ok((message, now))
 }
 
 /// Add a message's timings to an event: `started_t` in monotonic ns, the

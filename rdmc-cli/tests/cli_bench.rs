@@ -119,13 +119,15 @@ fn bench_members_report_checked_deliveries_with_clock_and_timings() {
         let (ok, ev) = events(receiver, Duration::from_secs(60));
         assert!(ok, "receiver failed: {ev:?}");
         let delivered = of_kind(&ev, "delivered");
+        // One event per run of messages ready at once: the last message's
+        // always, in order, each at its own size.
         let seqs: Vec<u64> = delivered.iter().filter_map(|d| d["seq"].as_u64()).collect();
-        assert_eq!(seqs, [0, 1, 2, 3]);
-        let sizes: Vec<u64> = delivered
-            .iter()
-            .filter_map(|d| d["size"].as_u64())
-            .collect();
-        assert_eq!(sizes, [300_000, 1, 1, 1]);
+        assert_eq!(seqs.last(), Some(&3), "{ev:?}");
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+        for d in &delivered {
+            let expected = if d["seq"] == 0 { 300_000 } else { 1 };
+            assert_eq!(d["size"].as_u64(), Some(expected), "{d:?}");
+        }
         // One monotonic clock: a delivery comes after its send started.
         let t = delivered[0]["t"].as_u64().unwrap();
         assert!(t > sent[0]["t"].as_u64().unwrap());

@@ -487,6 +487,28 @@ pub(crate) fn mpi_overlap(
     run_mpi(cmd, script, nodes, rate, size, runs, warmup)
 }
 
+/// Run `mpi_netlab.sh --existing --burst BURST`: `runs` bursts of `burst`
+/// MPI_Bcast of `size` bytes from rank 0 back to back, forced to an
+/// algorithm if given; mpi_bcast's JSON line (each run's seconds).
+pub(crate) fn mpi_burst(
+    script: &Path,
+    nodes: usize,
+    rate: &str,
+    size: u64,
+    burst: u64,
+    runs: usize,
+    forced: Option<(u32, u64)>,
+) -> Result<Value, String> {
+    let mut cmd = Command::new("bash");
+    cmd.arg(script).arg("--existing").args(["--timeout", "900"]);
+    cmd.args(["--burst", &burst.to_string()]);
+    if let Some((algorithm, segsize)) = forced {
+        cmd.args(["--algorithm", &algorithm.to_string()]);
+        cmd.args(["--segsize", &segsize.to_string()]);
+    }
+    run_mpi(cmd, script, nodes, rate, size, runs, 1)
+}
+
 /// The Cosmos-like trace's `workload` file under MPI (`mpi_bcast --cosmos`)
 /// on the lab that is up: its JSON line (span and every write's latency).
 pub(crate) fn mpi_cosmos(

@@ -10,9 +10,19 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::lab::{Cluster, CpuTimes, Lab, Sample, median, mpi_bcast};
-use super::plan::{Plan, Workload};
+use super::lab::{Cluster, CpuTimes, Lab, Sample, median, mpi_bcast, mpi_burst};
+use super::plan::{MPI_SMALL, Plan, SMALL_SIZES, Workload};
 use super::{ALGORITHMS, BenchArgs, Experiment};
+
+/// Measured runs of one small message's latency (medians of these).
+const SMALL_LATENCY_RUNS: usize = 21;
+
+/// The numbers of a JSON array (none if it is not one).
+fn numbers(v: &Value) -> Vec<f64> {
+    v.as_array()
+        .map(|a| a.iter().filter_map(Value::as_f64).collect())
+        .unwrap_or_default()
+}
 
 mod storage;
 mod topologies;
@@ -143,7 +153,55 @@ impl Run<'_> {
             }
             self.latency_and_small_rdmc(n, algorithm, &latency, small, &unicast)?;
         }
-        self.latency_mpi(n, &latency, &unicast)
+        self.latency_mpi(n, &latency, &unicast)?;
+        if small && !self.plan.mpi.is_empty() {
+            self.small_mpi(n)?;
+        }
+        Ok(())
+    }
+
+    /// MPI_Bcast of the small messages with `n` nodes, as rdmc's: for each
+    /// size of [`SMALL_SIZES`] and each variant of [`MPI_SMALL`], a burst's
+    /// rate (`mpi_bcast --burst`) and one message's latency (a burst of one).
+    fn small_mpi(&mut self, n: usize) -> Result<(), String> {
+        let (_, burst, runs) = self.plan.small;
+        let script = self.args.scripts.join("mpi_netlab.sh");
+        for size in SMALL_SIZES {
+            for (name, forced) in MPI_SMALL {
+                let result = mpi_burst(&script, n, &self.args.rate, size, burst, runs, forced)?;
+                let all = numbers(&result["all"]);
+                let rates: Vec<f64> = all.iter().map(|s| burst as f64 / s).collect();
+                self.emit(json!({
+                    "experiment": "small_messages", "system": "mpi", "algorithm": name,
+                    "nodes": n, "size": size, "burst": burst, "seconds": median(&all),
+                    "runs": all.len(), "all": all, "messages_per_second": median(&rates),
+                    "min": all.iter().copied().fold(f64::INFINITY, f64::min),
+                    "max": all.iter().copied().fold(0.0, f64::max),
+                    "rate": self.args.rate,
+                }));
+                // A burst of one: timed as rdmc's, first send call to last
+                // delivery on one clock.
+                let result = mpi_burst(
+                    &script,
+                    n,
+                    &self.args.rate,
+                    size,
+                    1,
+                    SMALL_LATENCY_RUNS,
+                    forced,
+                )?;
+                let all = numbers(&result["all"]);
+                self.emit(json!({
+                    "experiment": "small_latency", "system": "mpi", "algorithm": name,
+                    "nodes": n, "size": size, "seconds": median(&all), "runs": all.len(),
+                    "all": all,
+                    "min": all.iter().copied().fold(f64::INFINITY, f64::min),
+                    "max": all.iter().copied().fold(0.0, f64::max),
+                    "rate": self.args.rate,
+                }));
+            }
+        }
+        Ok(())
     }
 
     /// The unicast latency of each workload with `n` nodes; its seconds by
@@ -200,15 +258,24 @@ impl Run<'_> {
         }
         if small {
             let (_, burst, runs) = self.plan.small;
-            let (record, samples) = self.series(&mut cluster, 1, burst, runs, 1)?;
-            let rates: Vec<f64> = samples.iter().map(|s| burst as f64 / s.seconds).collect();
-            self.emit(merge(
-                json!({"experiment": "small_messages", "system": "rdmc",
-                       "algorithm": algorithm, "nodes": n, "size": 1, "block_size": block,
-                       "mode": mode, "burst": burst,
-                       "messages_per_second": median(&rates)}),
-                record,
-            ));
+            for size in SMALL_SIZES {
+                let (record, samples) = self.series(&mut cluster, size, burst, runs, 1)?;
+                let rates: Vec<f64> = samples.iter().map(|s| burst as f64 / s.seconds).collect();
+                self.emit(merge(
+                    json!({"experiment": "small_messages", "system": "rdmc",
+                           "algorithm": algorithm, "nodes": n, "size": size,
+                           "block_size": block, "mode": mode, "burst": burst,
+                           "messages_per_second": median(&rates)}),
+                    record,
+                ));
+                let (record, _) = self.series(&mut cluster, size, 1, SMALL_LATENCY_RUNS, 3)?;
+                self.emit(merge(
+                    json!({"experiment": "small_latency", "system": "rdmc",
+                           "algorithm": algorithm, "nodes": n, "size": size,
+                           "block_size": block, "mode": mode}),
+                    record,
+                ));
+            }
         }
         cluster.close()
     }

@@ -113,7 +113,9 @@ pub(crate) enum Experiment {
     Latency,
     /// Bandwidth vs block size for 4-node groups (Fig. 6).
     BlockSize,
-    /// 1-byte messages per second vs group size (Fig. 7).
+    /// Small messages, 1 B to 64 KiB, vs group size (Fig. 7): the rate of a
+    /// burst of 1000 and one message's latency, beside MPI_Bcast (default
+    /// and binomial) in the same run.
     SmallMessages,
     /// CPU use per completion mode (Fig. 11).
     Cpu,

@@ -10,6 +10,14 @@ const KIB: u64 = 1 << 10;
 /// A mebibyte.
 const MIB: u64 = 1 << 20;
 
+/// Message sizes of the small-message experiment: 1 B to 64 KiB.
+pub(super) const SMALL_SIZES: [u64; 4] = [1, KIB, 16 * KIB, 64 * KIB];
+
+/// MPI_Bcast variants of the small-message experiment (besides the plan's):
+/// the binomial tree, MPI's own choice for small messages.
+pub(super) const MPI_SMALL: [(&str, Option<(u32, u64)>); 2] =
+    [("default", None), ("binomial", Some((6, 0)))];
+
 /// One workload of a series: message size, measured runs, warm-up runs.
 pub(super) type Workload = (u64, usize, usize);
 
@@ -28,7 +36,8 @@ pub(super) struct Plan {
     pub(super) mpi: Vec<(&'static str, Option<(u32, u64)>)>,
     /// Size whose N = 4 runs give the breakdown records.
     pub(super) breakdown_size: u64,
-    /// Group sizes and burst length for 1-byte messages.
+    /// Group sizes, burst length and runs of the small messages
+    /// ([`SMALL_SIZES`]: a burst's rate, and one message's latency).
     pub(super) small: (Vec<usize>, u64, usize),
     /// Block sizes and (message size, runs, warm-up) for Fig. 6.
     pub(super) block_sizes: Vec<u64>,
@@ -133,7 +142,7 @@ impl Plan {
                     ("scatter_allgather_ring", Some((9, 0))),
                 ],
                 breakdown_size: 256 * MIB,
-                small: (vec![2, 4, 8, 16], 1000, 3),
+                small: (vec![2, 4, 8, 16], 1000, 5),
                 block_sizes: (14..=24).map(|p| 1u64 << p).collect(),
                 block_messages: vec![
                     (16 * KIB, 5, 1),

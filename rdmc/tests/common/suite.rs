@@ -53,6 +53,7 @@ macro_rules! whole_group_suite {
                 every_algorithm_delivers_odd_sizes_to_odd_groups,
                 automatic_block_sizes_follow_each_message,
                 many_messages_in_a_row,
+                mixed_traffic_of_random_sizes_arrives_in_order_byte_identical,
                 overlapping_groups_with_different_roots_deliver_concurrently,
                 a_membership_mismatch_fails_every_creator_promptly,
                 a_member_dropped_mid_transfer_fails_its_groups_once_and_only_its_groups,
@@ -218,6 +219,94 @@ pub async fn many_messages_in_a_row<F: Fixture>() {
         let groups = create_all(&nodes, GroupId(a as u64), &members, config).await;
         run_group(groups, &messages).await;
     }
+    shutdown(nodes).await;
+}
+
+// ---------------------------------------------------------------------------
+// Mixed traffic: many messages of random sizes, several in flight.
+
+/// The messages of the mixed-traffic scenario.
+const MIXED_MESSAGES: u64 = 10_000;
+/// How many sends the root keeps in flight at once.
+const MIXED_IN_FLIGHT: usize = 32;
+
+/// The size of mixed-traffic message `i`: 0 B for 1 in 64 messages; else
+/// log-uniform (a uniform exponent of two, then a uniform size below the
+/// next power) over 1 B–64 KiB for 99 in 100, and over 64 KiB–4 MiB for 1 in
+/// 100, so the 10,000 messages carry ~180 MiB (a few tens of 4 MiB-class
+/// messages among thousands of small ones) and stay quick in debug builds.
+fn mixed_size(i: u64) -> usize {
+    let mut x = (i + 1).wrapping_mul(0x2545_F491_4F6C_DD1D);
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    if next() % 64 == 0 {
+        return 0;
+    }
+    let (low, high) = if next() % 100 == 0 { (16, 22) } else { (0, 16) };
+    let exponent = low + next() % (high - low);
+    let size = (1u64 << exponent) + next() % (1u64 << exponent);
+    size.min(4 << 20) as usize
+}
+
+/// 10,000 messages of random sizes from 0 B to 4 MiB ([`mixed_size`]),
+/// sent by the root as fast as the API allows with 32 sends in flight, to a
+/// group of 3 members (root and two receivers, the default algorithm and
+/// block size); every receiver checks each message's sequence number and
+/// bytes (seeded content per message), then all close `Ok`. The regression
+/// net for any path that treats small and large messages differently.
+pub async fn mixed_traffic_of_random_sizes_arrives_in_order_byte_identical<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(3, Tuning::default()).await;
+    let members = ids(&[2, 0, 1]);
+    let groups = create_all(&nodes, GroupId(16), &members, GroupConfig::new()).await;
+    let seed = |i: u64| 0x16_0000 + i;
+    let runs = groups.into_iter().map(|mut g| async move {
+        if g.is_root() {
+            let mut sends = futures::stream::FuturesOrdered::new();
+            for i in 0..MIXED_MESSAGES {
+                if sends.len() == MIXED_IN_FLIGHT {
+                    let sent: Result<_, Error> = sends.next().await.expect("a send in flight");
+                    sent.unwrap_or_else(|e| panic!("mixed traffic: send: {e}"));
+                }
+                sends.push_back(g.send(payload(seed(i), mixed_size(i))));
+            }
+            while let Some(sent) = sends.next().await {
+                sent.unwrap_or_else(|e| panic!("mixed traffic: send: {e}"));
+            }
+        } else {
+            let rank = g.rank();
+            for i in 0..MIXED_MESSAGES {
+                let got = g
+                    .next()
+                    .await
+                    .unwrap_or_else(|| panic!("rank {rank}: stream ended at message {i}"))
+                    .unwrap_or_else(|e| panic!("rank {rank}: message {i}: {e}"));
+                assert_eq!(got.seq, i, "rank {rank}: out of order");
+                assert!(
+                    got.data == payload(seed(i), mixed_size(i)),
+                    "rank {rank}: message {i} differs ({} bytes, {} expected)",
+                    got.data.len(),
+                    mixed_size(i),
+                );
+            }
+        }
+        g.close()
+            .await
+            .unwrap_or_else(|e| panic!("mixed traffic: close: {e}"));
+        assert!(
+            g.next().await.is_none(),
+            "mixed traffic: stream after close"
+        );
+    });
+    bounded(
+        Duration::from_secs(120),
+        "10,000 messages of mixed sizes",
+        futures::future::join_all(runs),
+    )
+    .await;
     shutdown(nodes).await;
 }
 
