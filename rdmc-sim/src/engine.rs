@@ -41,6 +41,12 @@ enum Event {
     SendComplete { from: u32, to: u32 },
     /// A flow may have finished (if `version` is still current).
     FlowDone { flow: FlowId, version: u32 },
+    /// A flow's bytes still to leave its sender fell to the early-announce
+    /// threshold (if `version` is still current).
+    NearlyDone { flow: FlowId, version: u32 },
+    /// A block's receiver learns that at most the threshold of its bytes
+    /// are still to arrive.
+    Progress { block: Block, remaining: u64 },
     /// A block reaches its receiver.
     Arrive(Block),
 }
@@ -165,8 +171,11 @@ pub(crate) struct Engine {
     hosts: Vec<Host>,
     topology: Topology,
     fabric: Fabric,
-    /// The block each live flow carries, by flow id.
-    flows: Vec<Option<Block>>,
+    /// The block each live flow carries, by flow id, and whether its
+    /// receiver was told it is nearly done.
+    flows: Vec<Option<(Block, bool)>>,
+    /// The early-announce threshold the receivers are told of (bytes).
+    early_announce: Option<u64>,
     queue: BinaryHeap<Queued>,
     next_seq: u64,
     now: f64,
@@ -191,6 +200,7 @@ impl Engine {
     pub(crate) fn new(
         nodes: usize,
         ready_window: usize,
+        early_announce: Option<u64>,
         network: &Network,
         config: impl Fn(Rank) -> MemberConfig,
     ) -> Result<Self, SimError> {
@@ -220,6 +230,7 @@ impl Engine {
             topology,
             fabric,
             flows: Vec::new(),
+            early_announce,
             queue: BinaryHeap::new(),
             next_seq: 0,
             now: 0.0,
@@ -337,7 +348,7 @@ impl Engine {
                     if !self.fabric.is_current(flow, version) {
                         continue;
                     }
-                    let block = self.flows[flow as usize].take().expect("a live flow");
+                    let (block, _) = self.flows[flow as usize].take().expect("a live flow");
                     self.fabric.finish(at, flow, &mut self.finishes);
                     self.schedule_finishes();
                     let (from, to) = (block.from as usize, block.to as usize);
@@ -366,6 +377,31 @@ impl Engine {
                         self.drain(from);
                     }
                     self.push(at + self.topology.latency, Event::Arrive(block));
+                }
+                Event::NearlyDone { flow, version } => {
+                    if !self.fabric.is_current(flow, version) {
+                        continue;
+                    }
+                    let Some((block, told)) = self.flows[flow as usize].as_mut() else {
+                        continue;
+                    };
+                    if std::mem::replace(told, true) {
+                        continue;
+                    }
+                    let block = *block;
+                    let remaining = self.early_announce.unwrap_or(0).min(block.len as u64);
+                    // The receiver sees the bytes one latency after they left.
+                    self.push(
+                        at + self.topology.latency,
+                        Event::Progress { block, remaining },
+                    );
+                }
+                Event::Progress { block, remaining } => {
+                    let to = block.to as usize;
+                    self.hosts[to]
+                        .member
+                        .handle_block_progress(block.from as usize, remaining);
+                    self.drain(to);
                 }
                 Event::Arrive(block) => {
                     let to = block.to as usize;
@@ -414,13 +450,20 @@ impl Engine {
         if self.flows.len() <= id as usize {
             self.flows.resize(id as usize + 1, None);
         }
-        self.flows[id as usize] = Some(block);
+        self.flows[id as usize] = Some((block, false));
         self.schedule_finishes();
     }
 
     fn schedule_finishes(&mut self) {
         for i in 0..self.finishes.len() {
             let f = self.finishes[i];
+            if let Some(threshold) = self.early_announce {
+                // When the bytes still to leave fall to the threshold, at
+                // this rate (pushed first: at a tie it precedes the finish).
+                let at = (f.at - threshold as f64 / f.rate).max(self.now);
+                let (flow, version) = (f.flow, f.version);
+                self.push(at, Event::NearlyDone { flow, version });
+            }
             self.push(
                 f.at,
                 Event::FlowDone {

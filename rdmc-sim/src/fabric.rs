@@ -23,6 +23,8 @@ pub(crate) struct Finish {
     pub(crate) flow: FlowId,
     pub(crate) version: u32,
     pub(crate) at: f64,
+    /// The flow's rate from now on, bytes per second.
+    pub(crate) rate: f64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -223,6 +225,7 @@ impl Fabric {
                 flow: f,
                 version: flow.version,
                 at,
+                rate,
             });
         }
     }
