@@ -7,6 +7,7 @@ use crate::transport::MessageBuffer;
 const CONFIG: LinkConfig = LinkConfig {
     chunk_size: 1000,
     failure_timeout: Duration::from_secs(5),
+    early_announce: None,
 };
 
 /// Node `me`'s link security in `mode`.
