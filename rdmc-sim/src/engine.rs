@@ -124,8 +124,8 @@ struct Host {
     /// The peer of the one send whose completion waits for its
     /// connection's unsent bytes to fit the send buffer.
     pending: Option<Rank>,
-    /// Blocks on the wire to this host now.
-    inbound: usize,
+    /// Blocks on the wire to this host now (their flows).
+    inbound: Vec<FlowId>,
 }
 
 /// One connection's blocks, in order: the first is on the wire.
@@ -193,6 +193,9 @@ pub(crate) struct Engine {
     send_buffer: u64,
     /// Most blocks on the wire to one host at once, so far.
     pub(crate) most_inbound: usize,
+    /// Most bytes a block on the wire to a host still had to send when
+    /// another block to that host started, so far.
+    pub(crate) most_overlap: f64,
 }
 
 impl Engine {
@@ -221,7 +224,7 @@ impl Engine {
                 announced: 0,
                 conns: Vec::new(),
                 pending: None,
-                inbound: 0,
+                inbound: Vec::new(),
             });
         }
         let fabric = Fabric::new(topology.caps.clone());
@@ -244,6 +247,7 @@ impl Engine {
             ready_window,
             send_buffer: network.send_buffer,
             most_inbound: 0,
+            most_overlap: 0.0,
         };
         for rank in 0..nodes {
             engine.drain(rank);
@@ -352,7 +356,10 @@ impl Engine {
                     self.fabric.finish(at, flow, &mut self.finishes);
                     self.schedule_finishes();
                     let (from, to) = (block.from as usize, block.to as usize);
-                    self.hosts[to].inbound -= 1;
+                    let inbound = &mut self.hosts[to].inbound;
+                    if let Some(i) = inbound.iter().position(|&f| f == flow) {
+                        inbound.swap_remove(i);
+                    }
                     let host = &mut self.hosts[from];
                     let index = host
                         .conns
@@ -440,13 +447,29 @@ impl Engine {
     }
 
     fn start_flow(&mut self, block: Block) {
-        let host = &mut self.hosts[block.to as usize];
-        host.inbound += 1;
-        self.most_inbound = self.most_inbound.max(host.inbound);
+        let host = &self.hosts[block.to as usize];
+        for &other in &host.inbound {
+            let left = self.fabric.remaining(other, self.now);
+            self.most_overlap = self.most_overlap.max(left);
+        }
         let path = self.topology.path(block.from as usize, block.to as usize);
         let id = self
             .fabric
             .start(self.now, path, block.len as f64, &mut self.finishes);
+        if self
+            .early_announce
+            .is_some_and(|threshold| block.len as u64 > threshold)
+        {
+            // The core must ignore a report of more than the threshold (a
+            // transport may report progress at any point): one as the block
+            // starts arriving.
+            let remaining = block.len as u64;
+            let at = self.now + self.topology.latency;
+            self.push(at, Event::Progress { block, remaining });
+        }
+        let host = &mut self.hosts[block.to as usize];
+        host.inbound.push(id);
+        self.most_inbound = self.most_inbound.max(host.inbound.len());
         if self.flows.len() <= id as usize {
             self.flows.resize(id as usize + 1, None);
         }

@@ -85,6 +85,12 @@ impl Fabric {
         }
     }
 
+    /// Bytes of live flow `flow` still to leave at `now`.
+    pub(crate) fn remaining(&self, flow: FlowId, now: f64) -> f64 {
+        let f = &self.flows[flow as usize];
+        (f.remaining - f.rate * (now - f.updated)).max(0.0)
+    }
+
     /// Whether `version` is the flow's current one (its finish not stale).
     pub(crate) fn is_current(&self, flow: FlowId, version: u32) -> bool {
         let f = &self.flows[flow as usize];

@@ -193,6 +193,7 @@ pub fn simulate(multicast: &Multicast, network: &Network) -> Result<Outcome, Sim
     engine.multicast(multicast.size)?;
     let events = engine.events;
     let most_inbound = engine.most_inbound;
+    let most_overlap = engine.most_overlap;
     let (completed, last_block) = engine
         .times()
         .map(|(c, l)| (c - start, (l - start).max(0.0)))
@@ -208,5 +209,6 @@ pub fn simulate(multicast: &Multicast, network: &Network) -> Result<Outcome, Sim
         unicast: network.unicast_seconds(multicast.size),
         events,
         most_inbound,
+        most_overlap,
     })
 }

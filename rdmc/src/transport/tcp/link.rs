@@ -42,6 +42,10 @@ pub(crate) struct LinkConfig {
     /// Report a block's [`Completion::Progress`] once at most this many of
     /// its bytes are still to arrive (early announcement); `None`: never.
     pub(crate) early_announce: Option<u32>,
+    /// The socket holds at most about this many bytes unsent
+    /// (`TCP_NOTSENT_LOWAT`); data frames are then at most this long, so
+    /// a signal waits for no more than one such frame to be written.
+    pub(crate) unsent_limit: Option<u32>,
 }
 
 impl LinkConfig {
@@ -544,6 +548,7 @@ async fn write_loop<W: AsyncWrite>(
             } else {
                 config.chunk_size
             };
+            let frame = config.unsent_limit.map_or(frame, |u| frame.min(u.max(1)));
             let block = blocks.front_mut().expect("groups in the ring have blocks");
             let total = block.block.len();
             let len = (total - block.sent).min(frame as usize);

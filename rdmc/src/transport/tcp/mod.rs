@@ -68,6 +68,7 @@ impl TcpEndpoint {
             chunk_size,
             failure_timeout: cluster.failure_timeout,
             early_announce: early.map(|e| e.threshold),
+            unsent_limit: early.map(|e| e.unsent_limit),
         };
         let security = LinkSecurity {
             mode: security,
