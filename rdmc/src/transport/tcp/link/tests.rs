@@ -421,8 +421,8 @@ async fn progress_is_reported_once_per_block_at_the_threshold_before_its_arrival
                 6000
             )));
         }
-        let mut events = Vec::new();
-        while events.iter().filter(|e| e == &&None).count() < 2 {
+        let mut events: Vec<Option<u64>> = Vec::new();
+        while events.iter().filter(|e| e.is_none()).count() < 2 {
             match b_events.recv().await.unwrap() {
                 Completion::Progress {
                     group: GroupId(1),
