@@ -541,6 +541,7 @@ struct Closing {
 /// Drive it by calling one of the input methods ([`submit`](Self::submit),
 /// [`close`](Self::close), [`message_consumed`](Self::message_consumed),
 /// [`handle_block`](Self::handle_block),
+/// [`handle_block_progress`](Self::handle_block_progress),
 /// [`handle_send_complete`](Self::handle_send_complete),
 /// [`handle_control`](Self::handle_control),
 /// [`handle_peer_failure`](Self::handle_peer_failure),
