@@ -32,6 +32,8 @@ pub(crate) struct ClusterSetup {
     /// With `Transport::Ofi`: the libfabric provider.
     #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     pub(crate) ofi_provider: String,
+    /// With `Transport::Tcp`: early announcement, if on.
+    pub(crate) early_announce: Option<rdmc::EarlyAnnounce>,
 }
 
 impl ClusterSetup {
@@ -70,6 +72,7 @@ impl ClusterSetup {
             failure_timeout,
             transport,
             ofi_provider: ofi_provider.to_owned(),
+            early_announce: None,
         })
     }
 
@@ -94,7 +97,8 @@ impl ClusterSetup {
             Transport::Tcp => {
                 let config = TcpConfig::new(members, me, key)
                     .with_connect_timeout(self.connect_timeout)
-                    .with_failure_timeout(self.failure_timeout);
+                    .with_failure_timeout(self.failure_timeout)
+                    .with_early_announce(self.early_announce);
                 Node::tcp(config, node_config).await
             }
             Transport::Ofi => self.start_ofi(node_config).await?,

@@ -93,6 +93,17 @@ pub(crate) struct MemberArgs {
     /// With `--transport ofi`: the libfabric provider (`tcp`, `verbs`, ...).
     #[arg(long, default_value = "tcp", value_name = "NAME")]
     ofi_provider: String,
+    /// With `--transport tcp`: early announcement (`16KiB`, or `off`): a
+    /// receiver takes blocks from one sender at a time and announces the
+    /// next sender once the current block has at most this many bytes
+    /// left to arrive; senders keep at most `--unsent-limit` bytes unsent.
+    /// `off`: sends complete once buffered, receivers announce to any
+    /// sender. Every member should choose the same.
+    #[arg(long, default_value = DEFAULT_EARLY_ANNOUNCE, value_parser = parse_early, value_name = "BYTES|off")]
+    early_announce: Early,
+    /// With `--early-announce`: most bytes a socket holds unsent.
+    #[arg(long, default_value = "64KiB", value_parser = crate::size::parse_size, value_name = "BYTES")]
+    unsent_limit: u64,
     /// Benchmark mode, driven by `rdmc bench`: the root reads `send SIZE
     /// COUNT` and `close` commands from stdin and sends prefixes of a
     /// pseudo-random payload every member generates alike; receivers check
@@ -174,7 +185,7 @@ struct Input {
 /// Check the command line, the members file, the key, every input (root)
 /// and the output directory (receivers), and say what is wrong in one line.
 fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
-    let cluster = ClusterSetup::prepare(
+    let mut cluster = ClusterSetup::prepare(
         &args.members,
         args.rank,
         args.key_file.as_deref(),
@@ -182,6 +193,7 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
         args.transport,
         &args.ofi_provider,
     )?;
+    cluster.early_announce = early_announce(args)?;
     if args.rank != 0 && !args.files.is_empty() {
         return Err("only the root (rank 0) sends files".into());
     }
@@ -474,4 +486,32 @@ mod tests {
             )
         );
     }
+}
+
+/// `rdmc member --early-announce`'s default.
+const DEFAULT_EARLY_ANNOUNCE: &str = "off";
+
+/// An `--early-announce` value: a threshold in bytes, or off.
+#[derive(Clone, Copy, Debug)]
+struct Early(Option<u64>);
+
+fn parse_early(text: &str) -> Result<Early, String> {
+    if text == "off" {
+        return Ok(Early(None));
+    }
+    crate::size::parse_size(text).map(|b| Early(Some(b)))
+}
+
+/// The library's early-announce setting from the command line.
+fn early_announce(args: &MemberArgs) -> Result<Option<rdmc::EarlyAnnounce>, String> {
+    let Early(Some(threshold)) = args.early_announce else {
+        return Ok(None);
+    };
+    let bytes = |value: u64, what: &str| {
+        u32::try_from(value).map_err(|_| format!("{what} must be below 4 GiB, not {value}"))
+    };
+    Ok(Some(rdmc::EarlyAnnounce {
+        threshold: bytes(threshold, "--early-announce")?,
+        unsent_limit: bytes(args.unsent_limit, "--unsent-limit")?,
+    }))
 }

@@ -84,6 +84,12 @@ pub(crate) struct SimulateArgs {
     /// RDMC's one receive at a time; default: the library's).
     #[arg(long, default_value_t = READY_WINDOW)]
     ready_window: usize,
+    /// Early announcement (`64KiB`): a receiver announces the next
+    /// sender's receive once the current block has at most this many bytes
+    /// left to arrive, and otherwise takes blocks from one sender at a
+    /// time, as the library's `tcp` transport does with it on.
+    #[arg(long, value_parser = parse_size)]
+    early_announce: Option<u64>,
     /// Simulations run at once, on threads (default: the machine's cores).
     /// Each is deterministic, so the results are the same for any number.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
@@ -281,8 +287,9 @@ pub(crate) fn run(args: &SimulateArgs) -> Result<(), String> {
     let mut jobs = Vec::new();
     for &algorithm in &args.algorithm.0 {
         for &nodes in &args.nodes.0 {
-            let mut multicast =
-                Multicast::new(algorithm, nodes, args.size).with_ready_window(args.ready_window);
+            let mut multicast = Multicast::new(algorithm, nodes, args.size)
+                .with_ready_window(args.ready_window)
+                .with_early_announce(args.early_announce);
             if let Some(block) = args.block_size.0 {
                 multicast = multicast.with_block_size(block);
             }
@@ -402,6 +409,7 @@ fn record(o: &Outcome, args: &SimulateArgs, network: &Network) -> Value {
         "jitter_s": network.jitter.as_secs_f64(),
         "seed": network.seed,
         "send_buffer": network.send_buffer,
+        "early_announce": args.early_announce,
         "seconds": o.max(),
         "min": o.min(),
         "median": o.median(),

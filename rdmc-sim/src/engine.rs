@@ -41,6 +41,12 @@ enum Event {
     SendComplete { from: u32, to: u32 },
     /// A flow may have finished (if `version` is still current).
     FlowDone { flow: FlowId, version: u32 },
+    /// A flow's bytes still to leave its sender fell to the early-announce
+    /// threshold (if `version` is still current).
+    NearlyDone { flow: FlowId, version: u32 },
+    /// A block's receiver learns that at most the threshold of its bytes
+    /// are still to arrive.
+    Progress { block: Block, remaining: u64 },
     /// A block reaches its receiver.
     Arrive(Block),
 }
@@ -118,8 +124,8 @@ struct Host {
     /// The peer of the one send whose completion waits for its
     /// connection's unsent bytes to fit the send buffer.
     pending: Option<Rank>,
-    /// Blocks on the wire to this host now.
-    inbound: usize,
+    /// Blocks on the wire to this host now (their flows).
+    inbound: Vec<FlowId>,
 }
 
 /// One connection's blocks, in order: the first is on the wire.
@@ -165,8 +171,11 @@ pub(crate) struct Engine {
     hosts: Vec<Host>,
     topology: Topology,
     fabric: Fabric,
-    /// The block each live flow carries, by flow id.
-    flows: Vec<Option<Block>>,
+    /// The block each live flow carries, by flow id, and whether its
+    /// receiver was told it is nearly done.
+    flows: Vec<Option<(Block, bool)>>,
+    /// The early-announce threshold the receivers are told of (bytes).
+    early_announce: Option<u64>,
     queue: BinaryHeap<Queued>,
     next_seq: u64,
     now: f64,
@@ -184,6 +193,9 @@ pub(crate) struct Engine {
     send_buffer: u64,
     /// Most blocks on the wire to one host at once, so far.
     pub(crate) most_inbound: usize,
+    /// Most bytes a block on the wire to a host still had to send when
+    /// another block to that host started, so far.
+    pub(crate) most_overlap: f64,
 }
 
 impl Engine {
@@ -191,6 +203,7 @@ impl Engine {
     pub(crate) fn new(
         nodes: usize,
         ready_window: usize,
+        early_announce: Option<u64>,
         network: &Network,
         config: impl Fn(Rank) -> MemberConfig,
     ) -> Result<Self, SimError> {
@@ -211,7 +224,7 @@ impl Engine {
                 announced: 0,
                 conns: Vec::new(),
                 pending: None,
-                inbound: 0,
+                inbound: Vec::new(),
             });
         }
         let fabric = Fabric::new(topology.caps.clone());
@@ -220,6 +233,7 @@ impl Engine {
             topology,
             fabric,
             flows: Vec::new(),
+            early_announce,
             queue: BinaryHeap::new(),
             next_seq: 0,
             now: 0.0,
@@ -233,6 +247,7 @@ impl Engine {
             ready_window,
             send_buffer: network.send_buffer,
             most_inbound: 0,
+            most_overlap: 0.0,
         };
         for rank in 0..nodes {
             engine.drain(rank);
@@ -337,11 +352,14 @@ impl Engine {
                     if !self.fabric.is_current(flow, version) {
                         continue;
                     }
-                    let block = self.flows[flow as usize].take().expect("a live flow");
+                    let (block, _) = self.flows[flow as usize].take().expect("a live flow");
                     self.fabric.finish(at, flow, &mut self.finishes);
                     self.schedule_finishes();
                     let (from, to) = (block.from as usize, block.to as usize);
-                    self.hosts[to].inbound -= 1;
+                    let inbound = &mut self.hosts[to].inbound;
+                    if let Some(i) = inbound.iter().position(|&f| f == flow) {
+                        inbound.swap_remove(i);
+                    }
                     let host = &mut self.hosts[from];
                     let index = host
                         .conns
@@ -366,6 +384,31 @@ impl Engine {
                         self.drain(from);
                     }
                     self.push(at + self.topology.latency, Event::Arrive(block));
+                }
+                Event::NearlyDone { flow, version } => {
+                    if !self.fabric.is_current(flow, version) {
+                        continue;
+                    }
+                    let Some((block, told)) = self.flows[flow as usize].as_mut() else {
+                        continue;
+                    };
+                    if std::mem::replace(told, true) {
+                        continue;
+                    }
+                    let block = *block;
+                    let remaining = self.early_announce.unwrap_or(0).min(block.len as u64);
+                    // The receiver sees the bytes one latency after they left.
+                    self.push(
+                        at + self.topology.latency,
+                        Event::Progress { block, remaining },
+                    );
+                }
+                Event::Progress { block, remaining } => {
+                    let to = block.to as usize;
+                    self.hosts[to]
+                        .member
+                        .handle_block_progress(block.from as usize, remaining);
+                    self.drain(to);
                 }
                 Event::Arrive(block) => {
                     let to = block.to as usize;
@@ -404,23 +447,46 @@ impl Engine {
     }
 
     fn start_flow(&mut self, block: Block) {
-        let host = &mut self.hosts[block.to as usize];
-        host.inbound += 1;
-        self.most_inbound = self.most_inbound.max(host.inbound);
+        let host = &self.hosts[block.to as usize];
+        for &other in &host.inbound {
+            let left = self.fabric.remaining(other, self.now);
+            self.most_overlap = self.most_overlap.max(left);
+        }
         let path = self.topology.path(block.from as usize, block.to as usize);
         let id = self
             .fabric
             .start(self.now, path, block.len as f64, &mut self.finishes);
+        if self
+            .early_announce
+            .is_some_and(|threshold| block.len as u64 > threshold)
+        {
+            // The core must ignore a report of more than the threshold (a
+            // transport may report progress at any point): one as the block
+            // starts arriving.
+            let remaining = block.len as u64;
+            let at = self.now + self.topology.latency;
+            self.push(at, Event::Progress { block, remaining });
+        }
+        let host = &mut self.hosts[block.to as usize];
+        host.inbound.push(id);
+        self.most_inbound = self.most_inbound.max(host.inbound.len());
         if self.flows.len() <= id as usize {
             self.flows.resize(id as usize + 1, None);
         }
-        self.flows[id as usize] = Some(block);
+        self.flows[id as usize] = Some((block, false));
         self.schedule_finishes();
     }
 
     fn schedule_finishes(&mut self) {
         for i in 0..self.finishes.len() {
             let f = self.finishes[i];
+            if let Some(threshold) = self.early_announce {
+                // When the bytes still to leave fall to the threshold, at
+                // this rate (pushed first: at a tie it precedes the finish).
+                let at = (f.at - threshold as f64 / f.rate).max(self.now);
+                let (flow, version) = (f.flow, f.version);
+                self.push(at, Event::NearlyDone { flow, version });
+            }
             self.push(
                 f.at,
                 Event::FlowDone {

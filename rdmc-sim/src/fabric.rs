@@ -23,6 +23,8 @@ pub(crate) struct Finish {
     pub(crate) flow: FlowId,
     pub(crate) version: u32,
     pub(crate) at: f64,
+    /// The flow's rate from now on, bytes per second.
+    pub(crate) rate: f64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -81,6 +83,12 @@ impl Fabric {
             new_rate: Vec::new(),
             to_fix: Vec::new(),
         }
+    }
+
+    /// Bytes of live flow `flow` still to leave at `now`.
+    pub(crate) fn remaining(&self, flow: FlowId, now: f64) -> f64 {
+        let f = &self.flows[flow as usize];
+        (f.remaining - f.rate * (now - f.updated)).max(0.0)
     }
 
     /// Whether `version` is the flow's current one (its finish not stale).
@@ -223,6 +231,7 @@ impl Fabric {
                 flow: f,
                 version: flow.version,
                 at,
+                rate,
             });
         }
     }

@@ -74,6 +74,13 @@ pub struct Multicast {
     /// configured with `GroupConfig::with_racks` / `with_slow_members`: what
     /// the hybrid schedule places blocks by. `None`: one rack.
     pub topology: Option<Topology>,
+    /// Announce the next sender's receive once the current block has at
+    /// most this many bytes left to arrive (the library's early
+    /// announcement over TCP, `MemberConfig::early_announce`): receivers
+    /// then take blocks from one sender at a time, except for those last
+    /// bytes. `None`: as the library's transports do without it (one
+    /// sender at a time without a send buffer, any sender with one).
+    pub early_announce: Option<u64>,
 }
 
 impl Multicast {
@@ -87,6 +94,7 @@ impl Multicast {
             block_size: BlockSize::AUTOMATIC,
             ready_window: READY_WINDOW,
             topology: None,
+            early_announce: None,
         }
     }
 
@@ -116,6 +124,15 @@ impl Multicast {
         }
     }
 
+    /// The same with early announcement at `bytes` (see
+    /// [`Multicast::early_announce`]).
+    pub fn with_early_announce(self, bytes: Option<u64>) -> Self {
+        Multicast {
+            early_announce: bytes,
+            ..self
+        }
+    }
+
     /// The block size the message is cut into, in bytes.
     pub fn block_bytes(&self) -> Result<usize, SimError> {
         let schedule = match &self.topology {
@@ -133,11 +150,14 @@ impl Multicast {
     fn member_config(&self, rank: usize, network: &Network) -> MemberConfig {
         MemberConfig::new(self.algorithm, self.nodes, rank, self.block_size)
             .with_topology(self.topology.clone())
-            .with_announce(if network.send_buffer == 0 {
-                Announce::OneSender
-            } else {
-                Announce::AnySender
-            })
+            .with_early_announce(self.early_announce)
+            .with_announce(
+                if network.send_buffer == 0 || self.early_announce.is_some() {
+                    Announce::OneSender
+                } else {
+                    Announce::AnySender
+                },
+            )
     }
 }
 
@@ -162,13 +182,18 @@ pub fn simulate(multicast: &Multicast, network: &Network) -> Result<Outcome, Sim
     }
     let block_size = multicast.block_bytes()?;
     let window = multicast.ready_window;
-    let mut engine = engine::Engine::new(multicast.nodes, window, network, |rank| {
-        multicast.member_config(rank, network)
-    })?;
+    let mut engine = engine::Engine::new(
+        multicast.nodes,
+        window,
+        multicast.early_announce,
+        network,
+        |rank| multicast.member_config(rank, network),
+    )?;
     let start = engine.now();
     engine.multicast(multicast.size)?;
     let events = engine.events;
     let most_inbound = engine.most_inbound;
+    let most_overlap = engine.most_overlap;
     let (completed, last_block) = engine
         .times()
         .map(|(c, l)| (c - start, (l - start).max(0.0)))
@@ -184,5 +209,6 @@ pub fn simulate(multicast: &Multicast, network: &Network) -> Result<Outcome, Sim
         unicast: network.unicast_seconds(multicast.size),
         events,
         most_inbound,
+        most_overlap,
     })
 }

@@ -30,6 +30,11 @@ pub struct Outcome {
     /// message (not the close): 1 when no member ever received two blocks
     /// at once (shared its port between two senders), 0 without blocks.
     pub most_inbound: usize,
+    /// Most bytes a block on the wire to a member still had to leave its
+    /// sender when another block to that member started (0 when no member
+    /// ever received two blocks at once): with early announcement and no
+    /// send buffer, at most the threshold.
+    pub most_overlap: f64,
 }
 
 impl Outcome {

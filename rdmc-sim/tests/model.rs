@@ -127,6 +127,50 @@ proptest! {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Early announcement (one sender at a time, the next announced once
+    /// the current block has at most `threshold` bytes left to arrive):
+    /// every member completes and closes, never receives from more than
+    /// two senders at once, and a second sender's block starts only once
+    /// the first one's has at most the threshold still to send.
+    #[test]
+    fn early_announcement_overlaps_two_senders_by_at_most_the_threshold(
+        algorithm in algorithm(),
+        nodes in 1usize..40,
+        size in prop_oneof![Just(0u64), 1u64..5000, 5000u64..300_000],
+        block in 1usize..70_000,
+        threshold in prop_oneof![Just(0u64), 1u64..2000, 2000u64..100_000],
+        latency_us in 0u64..100,
+        jitter_us in 0u64..200,
+        slow in proptest::option::of((0usize..40, 1u32..5)),
+        seed in any::<u64>(),
+    ) {
+        let multicast = Multicast::new(algorithm, nodes, size)
+            .with_block_size(block)
+            .with_early_announce(Some(threshold));
+        let network = Network {
+            slow_hosts: slow
+                .filter(|&(host, _)| host < nodes)
+                .map(|(host, factor)| SlowHost { host, factor: f64::from(factor) })
+                .into_iter()
+                .collect(),
+            jitter: Duration::from_micros(jitter_us),
+            seed,
+            ..Network::uniform(RATE_BPS, Duration::from_micros(latency_us))
+        };
+        let outcome = simulate(&multicast, &network).unwrap();
+        prop_assert_eq!(outcome.completed.len(), nodes);
+        prop_assert!(outcome.most_inbound <= 2, "{} blocks at once", outcome.most_inbound);
+        prop_assert!(
+            outcome.most_overlap <= threshold as f64 * (1.0 + 1e-9) + 1e-6,
+            "{} bytes left of a block when another started (threshold {threshold})",
+            outcome.most_overlap
+        );
+    }
+}
+
+proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     /// The schedules told of racks and slow members (the hybrid, and the

@@ -528,6 +528,25 @@ macro_rules! cluster_builders {
     };
 }
 
+/// Early announcement over TCP ([`TcpConfig::with_early_announce`]).
+///
+/// A TCP send completes once the socket buffered it, so without a limit a
+/// sender runs ahead to its next partner while its previous block still
+/// leaves, and two of its blocks share its port; a receiver that takes one
+/// sender at a time then waits a ready-for-block round trip at each change
+/// of sender. With both settings, every socket holds at most about
+/// `unsent_limit` unsent bytes (`TCP_NOTSENT_LOWAT`: a send completes
+/// once all but that much has left), and a receiver announces the next
+/// sender's receive once the current block has `threshold` bytes or fewer
+/// still to come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EarlyAnnounce {
+    /// Bytes left of an arriving block at which the next sender is announced.
+    pub threshold: u32,
+    /// Most unsent bytes a socket holds (`TCP_NOTSENT_LOWAT`).
+    pub unsent_limit: u32,
+}
+
 /// Configuration of a node on the `tcp` transport: the cluster's members
 /// (one address per node id, in id order), this node's id, and the cluster
 /// key every member holds.
@@ -538,6 +557,7 @@ pub struct TcpConfig {
     pub(crate) cluster: ClusterConfig,
     pub(crate) chunk_size: u32,
     pub(crate) wire_security: WireSecurity,
+    pub(crate) early_announce: Option<EarlyAnnounce>,
 }
 
 impl TcpConfig {
@@ -548,6 +568,7 @@ impl TcpConfig {
             cluster: ClusterConfig::new(members, id, key),
             chunk_size: DEFAULT_CHUNK_SIZE,
             wire_security: WireSecurity::default(),
+            early_announce: None,
         }
     }
 
@@ -569,6 +590,17 @@ impl TcpConfig {
     /// size, if larger); every member should use the same chunk size.
     pub fn with_chunk_size(mut self, bytes: u32) -> Self {
         self.chunk_size = bytes.max(1);
+        self
+    }
+
+    /// Early announcement ([`EarlyAnnounce`]; default off): each socket
+    /// keeps at most about `unsent_limit` bytes unsent, and receivers take
+    /// blocks from one sender at a time, announcing the next sender once
+    /// the current block has `threshold` bytes or fewer still to arrive.
+    /// `None`: sends complete once buffered and receivers announce to any
+    /// sender. Every member should choose the same.
+    pub fn with_early_announce(mut self, early: Option<EarlyAnnounce>) -> Self {
+        self.early_announce = early;
         self
     }
 }

@@ -67,8 +67,8 @@ pub use config::OfiConfig;
 pub use config::RdmaConfig;
 pub use config::{
     ClusterConfigError, ClusterKey, ClusterKeyError, CompletionMode, DEFAULT_BLOCK_SIZE,
-    DEFAULT_CREATE_TIMEOUT, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_RECEIVE_WINDOW, GroupConfig,
-    MAX_BLOCK_SIZE, MAX_TIMEOUT, NodeConfig, TcpConfig, WireSecurity,
+    DEFAULT_CREATE_TIMEOUT, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_RECEIVE_WINDOW, EarlyAnnounce,
+    GroupConfig, MAX_BLOCK_SIZE, MAX_TIMEOUT, NodeConfig, TcpConfig, WireSecurity,
 };
 pub use error::{Error, FailureKind, MembershipError};
 pub use group::{Group, SendFuture};

@@ -115,6 +115,7 @@ impl Node {
             config.chunk_size,
             config.wire_security,
             budget,
+            config.early_announce,
         )
         .await
         .map_err(|e| Error::Transport(e.to_string()))?;

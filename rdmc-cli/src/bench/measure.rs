@@ -506,6 +506,7 @@ impl Run<'_> {
             "rdmc bench: [{:>5.0} s] {label}",
             self.started.elapsed().as_secs_f64()
         );
+        let member_options = &self.args.member_option;
         let args = |rank: usize| -> Vec<String> {
             let mut args = [command, "--members", &members, "--rank", &rank.to_string()]
                 .map(str::to_owned)
@@ -513,6 +514,7 @@ impl Run<'_> {
             args.extend(["--max-size".to_owned(), max.clone()]);
             if command == "member" {
                 args.extend(["--key-file".to_owned(), key.clone()]);
+                args.extend(member_options.iter().cloned());
             }
             args.extend_from_slice(options);
             args

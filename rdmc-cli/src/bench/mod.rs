@@ -83,6 +83,11 @@ pub(crate) struct BenchArgs {
     /// Leave MPI_Bcast out.
     #[arg(long)]
     no_mpi: bool,
+    /// An extra argument for every `rdmc member` the run starts
+    /// (repeatable, in order: `--member-option=--early-announce
+    /// --member-option=off`), to compare a member setting in one run.
+    #[arg(long, allow_hyphen_values = true, value_name = "ARG")]
+    member_option: Vec<String>,
     /// Slow-host experiment: the rank (and lab host) whose link runs at
     /// half the rate both ways (not 0, the root).
     #[arg(long, default_value_t = 5, value_name = "RANK")]

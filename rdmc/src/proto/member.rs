@@ -10,6 +10,7 @@ use crate::schedule::{
 
 mod close;
 mod delivery;
+mod early;
 mod progress;
 
 use delivery::Unread;
@@ -126,6 +127,15 @@ pub struct MemberConfig {
     pub receive_window: Option<u64>,
     /// Which receives posted ahead are announced at once.
     pub announce: Announce,
+    /// With [`Announce::OneSender`]: announce the receive from the next
+    /// sender once the last block announced to the current one has at most
+    /// this many bytes still to arrive, as the transport reports it
+    /// ([`GroupMember::handle_block_progress`]), so the next sender's
+    /// ready-for-block crosses the network while those last bytes do. Two
+    /// senders' blocks then share the member's port for at most this many
+    /// bytes. `None` (or a transport that reports no progress): the next
+    /// sender waits for the block's arrival, as [`Announce::OneSender`] says.
+    pub early_announce: Option<u64>,
     /// How long the member waits on a peer without any progress of the
     /// group before it fails the group naming that peer (see
     /// [`GroupMember::handle_timeout`]); `None`: forever.
@@ -151,6 +161,7 @@ impl MemberConfig {
             max_message_size: u64::MAX,
             receive_window: None,
             announce: Announce::OneSender,
+            early_announce: None,
             progress_timeout: None,
             slow_reader_timeout: None,
         }
@@ -177,6 +188,13 @@ impl MemberConfig {
     /// Which receives are announced at once ([`announce`](Self::announce)).
     pub fn with_announce(mut self, announce: Announce) -> Self {
         self.announce = announce;
+        self
+    }
+
+    /// Announce the next sender's receive when the current block has at
+    /// most `bytes` left to arrive ([`early_announce`](Self::early_announce)).
+    pub fn with_early_announce(mut self, bytes: Option<u64>) -> Self {
+        self.early_announce = bytes;
         self
     }
 
@@ -494,6 +512,10 @@ struct MessageProgress {
     expected: VecDeque<(usize, Transfer)>,
     /// The first step not yet considered for posting a receive.
     post_cursor: usize,
+    /// The one block in `expected` has at most the early-announce threshold
+    /// of bytes left (its transport said so): the next sender's receive
+    /// may be announced ([`MemberConfig::early_announce`]).
+    nearly_done: bool,
     /// Which blocks have arrived (empty on the root).
     received: Vec<bool>,
     num_received: usize,
@@ -519,6 +541,7 @@ struct Closing {
 /// Drive it by calling one of the input methods ([`submit`](Self::submit),
 /// [`close`](Self::close), [`message_consumed`](Self::message_consumed),
 /// [`handle_block`](Self::handle_block),
+/// [`handle_block_progress`](Self::handle_block_progress),
 /// [`handle_send_complete`](Self::handle_send_complete),
 /// [`handle_control`](Self::handle_control),
 /// [`handle_peer_failure`](Self::handle_peer_failure),
@@ -735,6 +758,7 @@ impl GroupMember {
         }
         cur.num_received += 1;
         cur.expected.remove(index);
+        cur.nearly_done = false;
         tracing::trace!(
             seq = cur.seq,
             block = expected.block,
@@ -929,6 +953,7 @@ impl GroupMember {
             sends_left,
             expected: VecDeque::new(),
             post_cursor: first_step.map_or(steps, |s| s + 1),
+            nearly_done: false,
             received,
             num_received: 1,
         });
@@ -955,8 +980,13 @@ impl GroupMember {
             };
             if one_sender && cur.expected.back().is_some_and(|(_, e)| e.peer != t.peer) {
                 // Another sender: it may send only once the current one's
-                // blocks are here (no two blocks ever share our port).
-                return;
+                // blocks are here (no two blocks ever share our port), or
+                // its one block has little enough left to arrive.
+                let early = cur.nearly_done && cur.expected.len() == 1;
+                if !early {
+                    return;
+                }
+                cur.nearly_done = false;
             }
             cur.post_cursor = step + 1;
             cur.expected.push_back((step, t));
@@ -995,6 +1025,7 @@ impl GroupMember {
             sends_left,
             expected: VecDeque::new(),
             post_cursor: 0,
+            nearly_done: false,
             received: Vec::new(),
             num_received: 0,
         });

@@ -417,6 +417,24 @@ impl<T: Transport> Actor<T> {
                 }
                 return;
             }
+            Completion::Progress {
+                group,
+                from,
+                remaining,
+            } => {
+                // A hint about a block still arriving: no lap of the
+                // accounting ends here.
+                let Some(g) = self.groups.get_mut(group) else {
+                    return;
+                };
+                let Some(&rank) = g.rank_of.get(from) else {
+                    return;
+                };
+                let _enter = g.span.clone().entered();
+                g.member.handle_block_progress(rank, *remaining);
+                let group = *group;
+                return self.drive(group);
+            }
             Completion::Received { group, from, .. } => (*group, *from),
             Completion::Sent { group, to } => (*group, *to),
             Completion::Signal { group, from, .. } => (*group, *from),
@@ -490,7 +508,9 @@ impl<T: Transport> Actor<T> {
                 tracing::warn!(peer = peer.0, error, "transfer failed");
                 return self.peer_unreachable(group, rank);
             }
-            Completion::PeerDown { .. } => unreachable!("handled above"),
+            Completion::PeerDown { .. } | Completion::Progress { .. } => {
+                unreachable!("handled above")
+            }
         }
         self.drive(group);
     }

@@ -68,6 +68,16 @@ pub(crate) enum Completion {
         immediate: u64,
         len: usize,
     },
+    /// The block arriving from `from` into the receive posted for
+    /// (`group`, `from`) has `remaining` bytes still to come (at most the
+    /// transport's [`Transport::early_announce`] threshold): reported once
+    /// per block, before its `Received`, by transports that see a block's
+    /// progress.
+    Progress {
+        group: GroupId,
+        from: NodeId,
+        remaining: u64,
+    },
     /// The block send to `to` completed.
     Sent { group: GroupId, to: NodeId },
     /// A control-plane message arrived.
@@ -132,6 +142,15 @@ pub(crate) trait Transport: Send + 'static {
     /// ahead ([`Announce`](crate::proto::Announce)).
     fn sends_complete_when_delivered(&self) -> bool {
         true
+    }
+    /// The bytes left of an arriving block at which this transport reports
+    /// its [`Completion::Progress`], if it does: receivers then take blocks
+    /// from one sender at a time and announce the next sender's receive at
+    /// that point ([`MemberConfig::early_announce`](crate::proto::MemberConfig::early_announce)).
+    /// `None` (the default): no progress reports; the announce rule
+    /// follows [`sends_complete_when_delivered`](Self::sends_complete_when_delivered).
+    fn early_announce(&self) -> Option<u64> {
+        None
     }
     /// The node is shutting down: stop taking new work and resolve once
     /// everything already queued has been handed to the network (or the

@@ -176,12 +176,19 @@ impl<T: Transport> Actor<T> {
             .with_max_message_size(config.max_message_size().saturating_add(digest_len(config)))
             .with_receive_window(config.receive_window())
             // A send over TCP completes once the socket buffered it: its
-            // senders overlap anyway, so a receiver takes from any of them.
-            .with_announce(if self.transport.sends_complete_when_delivered() {
-                Announce::OneSender
-            } else {
-                Announce::AnySender
-            })
+            // senders overlap anyway, so a receiver takes from any of them
+            // — unless the transport reports a block's last bytes, and the
+            // next sender is announced then (early announcement).
+            .with_early_announce(self.transport.early_announce())
+            .with_announce(
+                if self.transport.sends_complete_when_delivered()
+                    || self.transport.early_announce().is_some()
+                {
+                    Announce::OneSender
+                } else {
+                    Announce::AnySender
+                },
+            )
             .with_progress_timeout(config.progress_timeout())
             .with_slow_reader_timeout(config.slow_reader_timeout()),
         )

@@ -39,6 +39,13 @@ pub(crate) struct LinkConfig {
     pub(crate) chunk_size: u32,
     /// A peer silent this long is considered failed.
     pub(crate) failure_timeout: Duration,
+    /// Report a block's [`Completion::Progress`] once at most this many of
+    /// its bytes are still to arrive (early announcement); `None`: never.
+    pub(crate) early_announce: Option<u32>,
+    /// The socket holds at most about this many bytes unsent
+    /// (`TCP_NOTSENT_LOWAT`); data frames are then at most this long, so
+    /// a signal waits for no more than one such frame to be written.
+    pub(crate) unsent_limit: Option<u32>,
 }
 
 impl LinkConfig {
@@ -310,6 +317,32 @@ impl RecvLowat {
     }
 }
 
+/// Let `socket` hold at most about `bytes` unsent (`TCP_NOTSENT_LOWAT`):
+/// writes wait until the unsent bytes fall below it, so a send completes
+/// once all but about that much of it has left. Not a socket, or not
+/// supported: nothing changes (sends complete once buffered, as before).
+#[allow(unsafe_code)]
+pub(crate) fn limit_unsent(socket: &impl AsRawFd, bytes: u32) {
+    let value = bytes.min(i32::MAX as u32) as libc::c_int;
+    // SAFETY: the caller holds `socket`, so its fd is open; `value` is a
+    // live c_int whose size is passed along.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            (&raw const value).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::debug!(
+            error = %std::io::Error::last_os_error(),
+            "TCP_NOTSENT_LOWAT not set"
+        );
+    }
+}
+
 /// Bytes read ahead of what the reader asked for: a frame's tag and the
 /// next frame's header usually come in one read, with some of the next
 /// payload (copied out of here, a small share of a chunk).
@@ -515,6 +548,7 @@ async fn write_loop<W: AsyncWrite>(
             } else {
                 config.chunk_size
             };
+            let frame = config.unsent_limit.map_or(frame, |u| frame.min(u.max(1)));
             let block = blocks.front_mut().expect("groups in the ring have blocks");
             let total = block.block.len();
             let len = (total - block.sent).min(frame as usize);
@@ -578,6 +612,8 @@ struct PartialBlock {
     immediate: u64,
     block_len: u64,
     received: u64,
+    /// Its [`Completion::Progress`] was reported.
+    progress_told: bool,
 }
 
 /// Why the reader stops, for the log.
@@ -697,9 +733,23 @@ async fn read_loop<R: AsyncRead>(
                     immediate,
                     block_len,
                     received: 0,
+                    progress_told: false,
                 })
             }
         };
+        // Early announcement: the bytes before the threshold first, then
+        // the report, then the rest of the chunk (its tag still checks the
+        // whole frame; the report is only a hint, no byte is delivered).
+        let left_after = block.block_len - block.received - chunk_len;
+        let split = match config.early_announce {
+            Some(t) if block.region.is_some() && left_after <= u64::from(t) => {
+                // Bytes of this chunk to read before fewer than `t` remain.
+                let before = (block.block_len - block.received).saturating_sub(u64::from(t));
+                Some(before.min(chunk_len) as usize)
+            }
+            _ => None,
+        };
+        let tell = !block.progress_told;
         let start = block.received as usize;
         let end = start + chunk_len as usize;
         let target: &mut [u8] = match block.region.as_mut() {
@@ -709,13 +759,29 @@ async fn read_loop<R: AsyncRead>(
                 &mut scratch[..]
             }
         };
-        read_or_break!(&mut *target, " mid-block");
+        let received = block.received;
+        let block_len = block.block_len;
+        if let Some(split) = split.filter(|_| tell) {
+            read_or_break!(&mut target[..split], " mid-block");
+            let remaining = block_len - received - split as u64;
+            let _ = completions.send(Completion::Progress {
+                group,
+                from: peer,
+                remaining,
+            });
+            read_or_break!(&mut target[split..], " mid-block");
+        } else {
+            read_or_break!(&mut *target, " mid-block");
+        }
         read_or_break!(&mut tag[..tag_len], " mid-frame");
         if let Err(e) = opener.open(&bytes, target, &tag[..tag_len]) {
             break e.to_string();
         }
         if let Some(error) = refusal {
             failed(group, error);
+        }
+        if split.is_some() {
+            block.progress_told = true;
         }
         block.received += chunk_len;
         if block.received == block.block_len {

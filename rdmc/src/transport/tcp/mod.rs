@@ -33,6 +33,7 @@ use super::{
     BlockRef, Completion, CompletionSender, Completions, MessageBuffer, RecvRegion, Signal,
     Transport,
 };
+use crate::config::EarlyAnnounce;
 use crate::ids::{GroupId, NodeId};
 
 /// One node's connections to all the others.
@@ -42,6 +43,8 @@ pub(crate) struct TcpEndpoint {
     completions: CompletionSender,
     /// How long a shutdown waits for queued frames to be written.
     flush_timeout: Duration,
+    /// The early-announce threshold its links report blocks' progress at.
+    early_announce: Option<u32>,
     pool: BufferPool,
     _acceptor: DropGuard,
 }
@@ -50,16 +53,22 @@ impl TcpEndpoint {
     /// Bring node `cluster.id` into the mesh and start a link on every
     /// connection, cutting blocks into chunks of `chunk_size` bytes and
     /// protecting frames as `security` says, with a pool keeping at most
-    /// `pool_budget` bytes of spare message buffers.
+    /// `pool_budget` bytes of spare message buffers; with `early`, every
+    /// socket keeps at most about `unsent_limit` bytes unsent and the links
+    /// report a block's progress at `threshold` bytes left
+    /// ([`EarlyAnnounce`]).
     pub(crate) async fn connect(
         cluster: ClusterConfig,
         chunk_size: u32,
         security: WireSecurity,
         pool_budget: usize,
+        early: Option<EarlyAnnounce>,
     ) -> Result<(Self, Completions), MeshError> {
         let link = LinkConfig {
             chunk_size,
             failure_timeout: cluster.failure_timeout,
+            early_announce: early.map(|e| e.threshold),
+            unsent_limit: early.map(|e| e.unsent_limit),
         };
         let security = LinkSecurity {
             mode: security,
@@ -82,6 +91,9 @@ impl TcpEndpoint {
             .into_iter()
             .map(|(peer, stream)| {
                 let lowat = RecvLowat::of(&stream);
+                if let Some(early) = early {
+                    link::limit_unsent(&stream, early.unsent_limit);
+                }
                 (
                     peer,
                     Link::spawn(
@@ -100,6 +112,7 @@ impl TcpEndpoint {
                 links,
                 completions,
                 flush_timeout: link.failure_timeout,
+                early_announce: link.early_announce,
                 pool: BufferPool::new(pool_budget),
                 _acceptor,
             },
@@ -120,6 +133,10 @@ impl Transport for TcpEndpoint {
     /// A block's send completes once the socket took its last byte.
     fn sends_complete_when_delivered(&self) -> bool {
         false
+    }
+
+    fn early_announce(&self) -> Option<u64> {
+        self.early_announce.map(u64::from)
     }
 
     fn alloc_buffer(

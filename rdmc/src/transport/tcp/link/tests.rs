@@ -7,6 +7,8 @@ use crate::transport::MessageBuffer;
 const CONFIG: LinkConfig = LinkConfig {
     chunk_size: 1000,
     failure_timeout: Duration::from_secs(5),
+    early_announce: None,
+    unsent_limit: None,
 };
 
 /// Node `me`'s link security in `mode`.
@@ -376,4 +378,75 @@ async fn heartbeats_keep_an_idle_link_up() {
     tokio::time::sleep(CONFIG.failure_timeout * 4).await;
     assert!(ra.try_recv().is_err());
     assert!(rb.try_recv().is_err());
+}
+
+/// A link pair whose reader reports a block's progress at `threshold`
+/// bytes left (early announcement).
+fn early_pair(
+    threshold: u32,
+) -> (
+    Link,
+    mpsc::UnboundedReceiver<Completion>,
+    Link,
+    mpsc::UnboundedReceiver<Completion>,
+) {
+    let config = LinkConfig {
+        early_announce: Some(threshold),
+        ..CONFIG
+    };
+    let (a, b) = tokio::io::duplex(64 * 1024);
+    let (ca, ra) = mpsc::unbounded_channel();
+    let (cb, rb) = mpsc::unbounded_channel();
+    (
+        Link::spawn(NodeId(1), a, RecvLowat::none(), ca, config, security(0)),
+        ra,
+        Link::spawn(NodeId(0), b, RecvLowat::none(), cb, config, security(1)),
+        rb,
+    )
+}
+
+#[tokio::test]
+async fn progress_is_reported_once_per_block_at_the_threshold_before_its_arrival() {
+    // Thresholds inside a chunk, at a chunk boundary, and above the block.
+    for threshold in [0u32, 1, 250, 1000, 2999, 3000, 10_000] {
+        let (a, _a_events, b, mut b_events) = early_pair(threshold);
+        let data: Vec<u8> = (0..3000u32).map(|i| (i * 13) as u8).collect();
+        let buf = MessageBuffer::new(6000);
+        b.post_recv(GroupId(1), buf.region(0, 3000));
+        b.post_recv(GroupId(1), buf.region(3000, 3000));
+        for _ in 0..2 {
+            assert!(a.send(Outgoing::Data(
+                GroupId(1),
+                BlockRef::from_bytes(data.clone().into()),
+                6000
+            )));
+        }
+        let mut events: Vec<Option<u64>> = Vec::new();
+        while events.iter().filter(|e| e.is_none()).count() < 2 {
+            match b_events.recv().await.unwrap() {
+                Completion::Progress {
+                    group: GroupId(1),
+                    from: NodeId(0),
+                    remaining,
+                } => events.push(Some(remaining)),
+                Completion::Received {
+                    group: GroupId(1),
+                    len: 3000,
+                    ..
+                } => events.push(None),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        // Each block: one report of at most the threshold (exactly it when
+        // the block is longer), then its arrival.
+        let report = Some(u64::from(threshold).min(3000));
+        assert_eq!(
+            events,
+            [report, None, report, None],
+            "threshold {threshold}"
+        );
+        let bytes = buf.into_bytes();
+        assert_eq!(&bytes[..3000], &data[..]);
+        assert_eq!(&bytes[3000..], &data[..]);
+    }
 }
