@@ -2,3 +2,11 @@
 //! ([`Allreduce`]) and the latency [`model`] that picks its degree.
 
 pub mod model;
+
+mod allreduce;
+mod op;
+
+pub use allreduce::{
+    Allreduce, AllreduceConfig, AllreduceError, DEFAULT_CHUNK_SIZE, tree_children, tree_parent,
+};
+pub use op::{CustomReduce, DType, ReduceOp};
