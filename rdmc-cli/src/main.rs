@@ -31,6 +31,7 @@ mod keygen;
 mod member;
 mod member_bench;
 mod member_workload;
+mod model;
 mod plan;
 mod push;
 mod simulate;
@@ -82,6 +83,9 @@ enum Command {
     /// core over a modelled network (NIC rates, latency, slow hosts and
     /// links, racks behind uplinks, jitter).
     Simulate(simulate::SimulateArgs),
+    /// The collectives' latency model: the Degree-k paper's broadcast and
+    /// allreduce curves, and the pipelined tree against the ring.
+    Model(model::ModelArgs),
     /// The unicast baseline of `rdmc bench`: a plain TCP copy between two
     /// processes, driven like `rdmc member --bench`.
     #[command(hide = true)]
@@ -103,6 +107,7 @@ fn main() -> ExitCode {
         Command::TcpCopy(args) => tcp_copy::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Simulate(args) => exit_status(simulate::run(&args)),
+        Command::Model(args) => exit_status(model::run(&args)),
     }
 }
 
