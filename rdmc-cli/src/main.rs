@@ -24,6 +24,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod allreduce_member;
 mod bench;
 mod cluster;
 mod demo;
@@ -90,6 +91,10 @@ enum Command {
     /// processes, driven like `rdmc member --bench`.
     #[command(hide = true)]
     TcpCopy(tcp_copy::TcpCopyArgs),
+    /// One member of the allreduce benchmark on the lab
+    /// (`benches/allreduce_netlab.sh`).
+    #[command(hide = true)]
+    AllreduceMember(allreduce_member::AllreduceMemberArgs),
 }
 
 fn main() -> ExitCode {
@@ -105,6 +110,7 @@ fn main() -> ExitCode {
         Command::Receive(args) => push::run_receive(args),
         Command::Keygen(args) => exit_status(keygen::run(&args)),
         Command::TcpCopy(args) => tcp_copy::run(args),
+        Command::AllreduceMember(args) => allreduce_member::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Simulate(args) => exit_status(simulate::run(&args)),
         Command::Model(args) => exit_status(model::run(&args)),
