@@ -57,7 +57,8 @@ pids=()
 load=$(cut -d' ' -f1 /proc/loadavg)
 echo "${line%\}},\"rate\":\"$RATE\",\"load\":$load}" | tee -a "$OUT"
 
-for alg in 0 1 2 3 4 5 6; do
+# MPI_ALGORITHMS="" skips MPI (a quick rdmc-only run).
+for alg in ${MPI_ALGORITHMS-0 1 2 3 4 5 6}; do
     forced=()
     [ "$alg" = 0 ] || forced=(--algorithm "$alg")
     if line=$("$HERE/mpi_netlab.sh" --existing --allreduce "${forced[@]}" "$N" "$RATE" "$SIZE" "$RUNS" "$WARMUP"); then

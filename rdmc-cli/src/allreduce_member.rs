@@ -75,7 +75,7 @@ fn value(rank: usize, i: usize) -> f32 {
 }
 
 async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
-    if args.size % 4 != 0 {
+    if !args.size.is_multiple_of(4) {
         return Err(format!("--size {} is not a whole number of f32", args.size));
     }
     let cluster = ClusterSetup::prepare(

@@ -279,7 +279,7 @@ impl Allreduce {
     pub async fn allreduce(&mut self, buf: &mut [u8], op: &ReduceOp) -> Result<(), AllreduceError> {
         let element = op.element_size();
         let len = buf.len() as u64;
-        let mut status = if buf.len() % element == 0 {
+        let mut status = if buf.len().is_multiple_of(element) {
             Status::Ok
         } else {
             Status::PartialElement {

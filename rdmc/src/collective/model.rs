@@ -1,6 +1,6 @@
 //! Latency models of broadcast, reduce and allreduce, after "Efficient
 //! Collective Operations using Remote Memory Operations on VIA-Based
-//! Clusters" (Sivaram, Buntinas, Panda, Sadayappan) and its Degree-k tree,
+//! Clusters" (Gupta, Balaji, Panda, Nieplocha) and its Degree-k tree,
 //! plus the pipelined tree and the ring this crate can run.
 //!
 //! Pure arithmetic: every function maps a group size `n`, a message size in
