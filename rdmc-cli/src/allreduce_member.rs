@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use rdmc::collective::{Allreduce, AllreduceConfig, DType, ReduceOp};
+use rdmc::collective::{Allreduce, AllreduceAlgorithm, AllreduceConfig, DType, ReduceOp, model};
 use rdmc::{GroupId, NodeConfig};
 use serde_json::json;
 
@@ -42,6 +42,9 @@ pub(crate) struct AllreduceMemberArgs {
     /// The tree's degree (default: the model's choice for `--size`).
     #[arg(long)]
     degree: Option<usize>,
+    /// `auto` (the model picks tree or ring per call), `tree` or `ring`.
+    #[arg(long, default_value = "auto", value_parser = ["auto", "tree", "ring"])]
+    algorithm: String,
     /// Pipelining chunk in bytes.
     #[arg(long, default_value_t = rdmc::collective::DEFAULT_CHUNK_SIZE as u64, value_parser = parse_size)]
     chunk: u64,
@@ -90,7 +93,13 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
     let members = cluster.ids();
     let n = members.len();
     let rank = args.rank as usize;
+    let algorithm = match args.algorithm.as_str() {
+        "tree" => AllreduceAlgorithm::Tree,
+        "ring" => AllreduceAlgorithm::Ring,
+        _ => AllreduceAlgorithm::Auto,
+    };
     let mut config = AllreduceConfig::new()
+        .with_algorithm(algorithm)
         .with_expected_size(args.size)
         .with_chunk_size(args.chunk as usize);
     if let Some(k) = args.degree {
@@ -144,6 +153,20 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
         }
     }
     let degree = allreduce.degree();
+    // What ran: the model's choice under `auto`.
+    let ran = match algorithm {
+        AllreduceAlgorithm::Tree => "tree",
+        AllreduceAlgorithm::Ring => "ring",
+        _ => {
+            let link = model::LinkParams::lab();
+            let tree = model::tree_allreduce(n, args.size, degree, args.chunk, &link);
+            if n > 1 && model::ring_allreduce(n, args.size, &link) < tree {
+                "ring"
+            } else {
+                "tree"
+            }
+        }
+    };
     allreduce.close().await.map_err(|e| e.to_string())?;
     node.shutdown().await;
     if rank == 0 {
@@ -154,7 +177,7 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
             "{}",
             json!({
                 "system": "rdmc", "experiment": "allreduce", "nodes": n, "size": args.size,
-                "dtype": "f32", "op": "sum", "degree": degree, "chunk": args.chunk,
+                "dtype": "f32", "op": "sum", "algorithm": ran, "degree": degree, "chunk": args.chunk,
                 "runs": times.len(), "seconds": median, "all": times, "exact": exact,
             })
         );

@@ -68,6 +68,7 @@ pub enum AllreduceError {
 /// How an [`Allreduce`] is built.
 #[derive(Clone, Debug)]
 pub struct AllreduceConfig {
+    algorithm: AllreduceAlgorithm,
     degree: Option<usize>,
     expected_size: u64,
     chunk: usize,
@@ -78,6 +79,7 @@ pub struct AllreduceConfig {
 impl Default for AllreduceConfig {
     fn default() -> Self {
         AllreduceConfig {
+            algorithm: AllreduceAlgorithm::Auto,
             degree: None,
             expected_size: 1 << 20,
             chunk: DEFAULT_CHUNK_SIZE,
@@ -92,6 +94,13 @@ impl AllreduceConfig {
     /// 250 Mbit/s link ([`LinkParams::lab`]), 64 KiB chunks.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Which algorithm runs each call (default
+    /// [`AllreduceAlgorithm::Auto`]).
+    pub fn with_algorithm(mut self, algorithm: AllreduceAlgorithm) -> Self {
+        self.algorithm = algorithm;
+        self
     }
 
     /// Fix the tree's degree (at least 1) instead of asking the model.
@@ -135,6 +144,22 @@ impl AllreduceConfig {
     }
 }
 
+/// The algorithm of an [`Allreduce`]'s calls.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AllreduceAlgorithm {
+    /// Per call, whichever of the tree and the ring the model
+    /// ([`model::tree_allreduce`], [`model::ring_allreduce`]) says is
+    /// faster for the buffer's size.
+    #[default]
+    Auto,
+    /// Always the pipelined k-ary tree (no ring groups are made).
+    Tree,
+    /// Always the ring: reduce-scatter then allgather, each member sending
+    /// to the next rank over a two-member group.
+    Ring,
+}
+
 /// The parent of rank `r > 0` in the k-ary tree.
 pub fn tree_parent(r: usize, k: usize) -> usize {
     (r - 1) / k
@@ -153,7 +178,9 @@ pub fn tree_children(r: usize, k: usize, n: usize) -> std::ops::Range<usize> {
 /// Built once per membership ([`new`](Self::new)): it creates the groups it
 /// runs over — one two-member group per tree edge, with the child as root,
 /// and one group of all members with rank 0 as root for the result — and
-/// uses them for every call. It takes the `n` group ids from `base`.
+/// uses them for every call; unless the algorithm is
+/// [`AllreduceAlgorithm::Tree`], also a two-member group from each rank to
+/// the next for the ring. It takes the group ids `base` to `base + 2n`.
 ///
 /// Calls must be made in the same order on every member. A call costs a
 /// message per chunk on each edge; the first carries a small header, so
@@ -172,6 +199,12 @@ pub struct Allreduce {
     children: Vec<(usize, Group)>,
     /// The result's multicast from rank 0 (absent for one member).
     result: Option<Group>,
+    algorithm: AllreduceAlgorithm,
+    /// The model's link, to choose between tree and ring per call.
+    link: LinkParams,
+    /// The ring's edges: to the next rank (this member the root), from the
+    /// previous one. Absent with `AllreduceAlgorithm::Tree` or one member.
+    ring: Option<(Group, Group)>,
 }
 
 fn failed(member: NodeId, error: Error) -> AllreduceError {
@@ -241,8 +274,19 @@ impl Allreduce {
                 .await
                 .map(Some)
         };
-        let (up, children, result) =
-            tokio::try_join!(up, children, result).map_err(AllreduceError::Setup)?;
+        let ring_edge = |from: usize| GroupId(base.0 + 1 + (n + from) as u64);
+        let ring = async {
+            if n <= 1 || config.algorithm == AllreduceAlgorithm::Tree {
+                return Ok(None);
+            }
+            let (next, prev) = ((rank + 1) % n, (rank + n - 1) % n);
+            let (out_pair, in_pair) = ([me, members[next]], [members[prev], me]);
+            let to_next = node.create_group(ring_edge(rank), &out_pair, group_config.clone());
+            let from_prev = node.create_group(ring_edge(prev), &in_pair, group_config.clone());
+            tokio::try_join!(to_next, from_prev).map(Some)
+        };
+        let (up, children, result, ring) =
+            tokio::try_join!(up, children, result, ring).map_err(AllreduceError::Setup)?;
         tracing::debug!(rank, n, k, "allreduce ready");
         Ok(Allreduce {
             me,
@@ -253,6 +297,9 @@ impl Allreduce {
             up,
             children,
             result,
+            algorithm: config.algorithm,
+            link: config.link,
+            ring,
         })
     }
 
@@ -277,6 +324,141 @@ impl Allreduce {
     /// member fails (`buf` may then hold a partial reduction). After a
     /// member failure the allreduce cannot be used again.
     pub async fn allreduce(&mut self, buf: &mut [u8], op: &ReduceOp) -> Result<(), AllreduceError> {
+        let n = self.members.len();
+        let ring = self.ring.is_some()
+            && match self.algorithm {
+                AllreduceAlgorithm::Ring => true,
+                AllreduceAlgorithm::Tree => false,
+                _ => {
+                    let size = buf.len() as u64;
+                    model::ring_allreduce(n, size, &self.link)
+                        < model::tree_allreduce(n, size, self.k, self.chunk as u64, &self.link)
+                }
+            };
+        if ring {
+            self.ring_allreduce(buf, op).await
+        } else {
+            self.tree_allreduce(buf, op).await
+        }
+    }
+
+    /// Every member learns the same verdict on the buffers: the shortest and
+    /// longest length with their ranks, and the first member with a partial
+    /// element, through a small allreduce on the tree.
+    async fn agree(&mut self, len: u64, element: usize) -> Result<(), AllreduceError> {
+        let rank = self.rank as u64;
+        let bad = if (len as usize).is_multiple_of(element) {
+            u64::MAX
+        } else {
+            rank
+        };
+        let mut verdict: Vec<u8> = [len, rank, len, rank, bad, len]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let combine = ReduceOp::custom(48, |acc, inc| {
+            let get =
+                |b: &[u8], i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8"));
+            let (a, b): (Vec<u64>, Vec<u64>) = (
+                (0..6).map(|i| get(acc, i)).collect(),
+                (0..6).map(|i| get(inc, i)).collect(),
+            );
+            let mut out = a.clone();
+            if (b[0], b[1]) < (a[0], a[1]) {
+                (out[0], out[1]) = (b[0], b[1]);
+            }
+            if (b[2], u64::MAX - b[3]) > (a[2], u64::MAX - a[3]) {
+                (out[2], out[3]) = (b[2], b[3]);
+            }
+            if b[4] < a[4] {
+                (out[4], out[5]) = (b[4], b[5]);
+            }
+            for (i, v) in out.iter().enumerate() {
+                acc[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+            }
+        });
+        self.tree_allreduce(&mut verdict, &combine).await?;
+        let get = |i: usize| u64::from_le_bytes(verdict[i * 8..i * 8 + 8].try_into().expect("8"));
+        let node = |r: u64| {
+            self.members
+                .get(r as usize)
+                .copied()
+                .unwrap_or(NodeId(u32::MAX))
+        };
+        if get(4) != u64::MAX {
+            return Err(AllreduceError::PartialElement {
+                member: node(get(4)),
+                len: get(5),
+                element: element as u64,
+            });
+        }
+        if get(0) != get(2) {
+            // The ring has no parent to compare with: the shortest buffer
+            // (lowest rank among equals) against the longest.
+            return Err(AllreduceError::LengthMismatch {
+                member: node(get(1)),
+                len: get(0),
+                other: node(get(3)),
+                expected: get(2),
+            });
+        }
+        Ok(())
+    }
+
+    /// Reduce-scatter then allgather around the ring of ranks.
+    async fn ring_allreduce(
+        &mut self,
+        buf: &mut [u8],
+        op: &ReduceOp,
+    ) -> Result<(), AllreduceError> {
+        let element = op.element_size();
+        self.agree(buf.len() as u64, element).await?;
+        let n = self.members.len();
+        let (rank, elems) = (self.rank, buf.len() / element);
+        let seg = |i: usize| (elems * i / n * element)..(elems * (i + 1) / n * element);
+        let prev = self.members[(rank + n - 1) % n];
+        let next = self.members[(rank + 1) % n];
+        let (to_next, from_prev) = self.ring.as_mut().expect("ring groups");
+        let mut acc = buf.to_vec();
+        let mut sends = Vec::with_capacity(2 * n);
+        for step in 0..n - 1 {
+            let out = seg((rank + n - step) % n);
+            sends.push(to_next.send(Bytes::copy_from_slice(&acc[out])));
+            let inc = seg((rank + 2 * n - step - 1) % n);
+            let msg = next_message(from_prev, prev).await?;
+            if msg.data.len() != inc.len() {
+                return Err(AllreduceError::Protocol {
+                    member: prev,
+                    detail: "a ring segment of another length".into(),
+                });
+            }
+            op.apply(&mut acc[inc], &msg.data);
+        }
+        for step in 0..n - 1 {
+            let out = seg((rank + 1 + n - step) % n);
+            sends.push(to_next.send(Bytes::copy_from_slice(&acc[out])));
+            let inc = seg((rank + n - step) % n);
+            let msg = next_message(from_prev, prev).await?;
+            if msg.data.len() != inc.len() {
+                return Err(AllreduceError::Protocol {
+                    member: prev,
+                    detail: "a ring segment of another length".into(),
+                });
+            }
+            acc[inc].copy_from_slice(&msg.data);
+        }
+        for send in sends {
+            send.await.map_err(|e| failed(next, e))?;
+        }
+        buf.copy_from_slice(&acc);
+        Ok(())
+    }
+
+    async fn tree_allreduce(
+        &mut self,
+        buf: &mut [u8],
+        op: &ReduceOp,
+    ) -> Result<(), AllreduceError> {
         let element = op.element_size();
         let len = buf.len() as u64;
         let mut status = if buf.len().is_multiple_of(element) {
@@ -297,7 +479,7 @@ impl Allreduce {
         let mut firsts = Vec::with_capacity(self.children.len());
         for (c, group) in &mut self.children {
             let peer = self.members[*c];
-            let msg = next(group, peer).await?;
+            let msg = next_message(group, peer).await?;
             let (child_status, payload) = decode(&msg.data, peer)?;
             if status == Status::Ok {
                 match child_status {
@@ -336,7 +518,7 @@ impl Allreduce {
                         op.apply(&mut acc[r.clone()], &firsts[j].2);
                     } else {
                         let peer = self.members[*c];
-                        let msg = next(group, peer).await?;
+                        let msg = next_message(group, peer).await?;
                         if msg.data.len() != r.len() {
                             return Err(AllreduceError::Protocol {
                                 member: peer,
@@ -368,7 +550,7 @@ impl Allreduce {
             for (j, (c, group)) in self.children.iter_mut().enumerate() {
                 if firsts[j].0 == Status::Ok {
                     for _ in 1..chunks_of(firsts[j].1) {
-                        next(group, self.members[*c]).await?;
+                        next_message(group, self.members[*c]).await?;
                     }
                 }
             }
@@ -386,7 +568,7 @@ impl Allreduce {
                 .result
                 .as_mut()
                 .expect("a non-root has the result group");
-            let msg = next(group, root).await?;
+            let msg = next_message(group, root).await?;
             let (root_status, payload) = decode(&msg.data, root)?;
             outcome = root_status;
             if outcome == Status::Ok {
@@ -399,7 +581,7 @@ impl Allreduce {
                 let r = range(0);
                 buf[r].copy_from_slice(&payload);
                 for i in 1..chunks_of(len) as usize {
-                    let msg = next(group, root).await?;
+                    let msg = next_message(group, root).await?;
                     let r = range(i);
                     if msg.data.len() != r.len() {
                         return Err(AllreduceError::Protocol {
@@ -465,6 +647,11 @@ impl Allreduce {
         for (c, g) in self.children {
             groups.push((self.members[c], g));
         }
+        if let Some((to_next, from_prev)) = self.ring {
+            let n = self.members.len();
+            groups.push((self.members[(self.rank + 1) % n], to_next));
+            groups.push((self.members[(self.rank + n - 1) % n], from_prev));
+        }
         if let Some(g) = self.result {
             groups.push((self.members[0], g));
         }
@@ -476,7 +663,7 @@ impl Allreduce {
     }
 }
 
-async fn next(group: &mut Group, peer: NodeId) -> Result<Message, AllreduceError> {
+async fn next_message(group: &mut Group, peer: NodeId) -> Result<Message, AllreduceError> {
     match group.next().await {
         Some(Ok(m)) => Ok(m),
         Some(Err(e)) => Err(failed(peer, e)),

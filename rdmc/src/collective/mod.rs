@@ -7,6 +7,7 @@ mod allreduce;
 mod op;
 
 pub use allreduce::{
-    Allreduce, AllreduceConfig, AllreduceError, DEFAULT_CHUNK_SIZE, tree_children, tree_parent,
+    Allreduce, AllreduceAlgorithm, AllreduceConfig, AllreduceError, DEFAULT_CHUNK_SIZE,
+    tree_children, tree_parent,
 };
 pub use op::{CustomReduce, DType, ReduceOp};
