@@ -42,20 +42,25 @@ read -r -a addrs <<<"$("$NETLAB" addrs)"
 for ((i = 0; i < N; i++)); do echo "${addrs[$i]}:7710" >>"$WORK/members"; done
 "$RDMC" keygen "$WORK/key" >/dev/null
 
-note "rdmc allreduce: $N members, $SIZE bytes of f32, $RUNS runs (+$WARMUP warm-up), load: $(cut -d' ' -f1-3 /proc/loadavg)"
-for ((i = 1; i < N; i++)); do
-    ip netns exec "rdmc-h$i" timeout 600 "$RDMC" allreduce-member --members "$WORK/members" \
-        --rank "$i" --key-file "$WORK/key" --size "$SIZE" --runs "$RUNS" --warmup "$WARMUP" "$@" \
-        2>"$WORK/member$i.log" &
-    pids+=($!)
+# RDMC_ALGORITHMS: rdmc's algorithms to run (default: the tree and the ring).
+for algo in ${RDMC_ALGORITHMS-tree ring}; do
+    note "rdmc allreduce ($algo): $N members, $SIZE bytes of f32, $RUNS runs (+$WARMUP warm-up), load: $(cut -d' ' -f1-3 /proc/loadavg)"
+    pids=()
+    for ((i = 1; i < N; i++)); do
+        ip netns exec "rdmc-h$i" timeout 600 "$RDMC" allreduce-member --members "$WORK/members" \
+            --rank "$i" --key-file "$WORK/key" --size "$SIZE" --runs "$RUNS" --warmup "$WARMUP" \
+            --algorithm "$algo" "$@" 2>"$WORK/member$i.log" &
+        pids+=($!)
+    done
+    line=$(ip netns exec rdmc-h0 timeout 600 "$RDMC" allreduce-member --members "$WORK/members" \
+        --rank 0 --key-file "$WORK/key" --size "$SIZE" --runs "$RUNS" --warmup "$WARMUP" \
+        --algorithm "$algo" "$@") \
+        || { tail -n 5 "$WORK"/member*.log >&2 || true; die "rdmc allreduce failed"; }
+    for p in "${pids[@]}"; do wait "$p" || die "a member failed"; done
+    pids=()
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    echo "${line%\}},\"rate\":\"$RATE\",\"load\":$load}" | tee -a "$OUT"
 done
-line=$(ip netns exec rdmc-h0 timeout 600 "$RDMC" allreduce-member --members "$WORK/members" \
-    --rank 0 --key-file "$WORK/key" --size "$SIZE" --runs "$RUNS" --warmup "$WARMUP" "$@") \
-    || { tail -n 5 "$WORK"/member*.log >&2 || true; die "rdmc allreduce failed"; }
-for p in "${pids[@]}"; do wait "$p" || die "a member failed"; done
-pids=()
-load=$(cut -d' ' -f1 /proc/loadavg)
-echo "${line%\}},\"rate\":\"$RATE\",\"load\":$load}" | tee -a "$OUT"
 
 # MPI_ALGORITHMS="" skips MPI (a quick rdmc-only run).
 for alg in ${MPI_ALGORITHMS-0 1 2 3 4 5 6}; do
