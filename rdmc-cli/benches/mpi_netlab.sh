@@ -20,6 +20,11 @@
 #   --order "H..."    the lab hosts of ranks 0, 1, ... (space or comma separated,
 #                     default 0 1 .. N-1): mpirun's rank order follows the
 #                     hostfile, so e.g. "0 8 1 9 ..." lists two racks interleaved
+#   --allreduce       time MPI_Allreduce of SIZE bytes of f32 (benches/mpi_allreduce.c)
+#                     instead of MPI_Bcast; --algorithm then forces OpenMPI's
+#                     allreduce algorithm K (0 default rules, 1 basic_linear,
+#                     2 nonoverlapping, 3 recursive_doubling, 4 ring,
+#                     5 segmented_ring, 6 rabenseifner)
 #   --existing        use the lab that is already up (N must match it) instead
 #                     of 'netlab.sh run N RATE -- ...'; implied when NETLAB_HOSTS
 #                     is set, i.e. when running under 'netlab.sh run'
@@ -43,7 +48,7 @@ die() { echo "mpi_netlab: $*" >&2; exit 1; }
 note() { echo "mpi_netlab: $*" >&2; }
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
-algorithm="" segsize="" overlap="" burst="" cosmos="" existing=0 timeout_s=600 order=""
+algorithm="" segsize="" overlap="" burst="" cosmos="" existing=0 collective=bcast timeout_s=600 order=""
 slow=()
 args=()
 orig=("$@")
@@ -57,6 +62,7 @@ while [ $# -gt 0 ]; do
         --burst) [ $# -ge 2 ] || usage; burst=$2; shift 2 ;;
         --order) [ $# -ge 2 ] || usage; order=${2//,/ }; shift 2 ;;
         --existing) existing=1; shift ;;
+        --allreduce) collective=allreduce; shift ;;
         --timeout) [ $# -ge 2 ] || usage; timeout_s=$2; shift 2 ;;
         -h|--help) usage ;;
         -*) die "unknown option '$1'" ;;
@@ -83,10 +89,10 @@ if ! command -v mpicc >/dev/null 2>&1 || ! command -v mpirun >/dev/null 2>&1; th
     apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null
 fi
 BUILD_DIR=${MPI_BCAST_DIR:-${CARGO_TARGET_DIR:-$HERE/../../target}/netlab}
-BIN=$BUILD_DIR/mpi_bcast
-if [ ! -x "$BIN" ] || [ "$HERE/mpi_bcast.c" -nt "$BIN" ]; then
+BIN=$BUILD_DIR/mpi_$collective
+if [ ! -x "$BIN" ] || [ "$HERE/mpi_$collective.c" -nt "$BIN" ]; then
     mkdir -p "$BUILD_DIR"
-    mpicc -O2 -Wall -o "$BIN" "$HERE/mpi_bcast.c"
+    mpicc -O2 -Wall -o "$BIN" "$HERE/mpi_$collective.c"
     note "built $BIN"
 fi
 
@@ -157,8 +163,8 @@ mca=(--mca pml ob1 --mca btl tcp,self
      --mca mpi_yield_when_idle 1
      --mca rtc_hwloc_vmhole none --mca plm_rsh_agent "$agent")
 if [ -n "$algorithm" ]; then
-    mca+=(--mca coll_tuned_use_dynamic_rules 1 --mca coll_tuned_bcast_algorithm "$algorithm")
-    [ -z "$segsize" ] || mca+=(--mca coll_tuned_bcast_algorithm_segmentsize "$segsize")
+    mca+=(--mca coll_tuned_use_dynamic_rules 1 --mca "coll_tuned_${collective}_algorithm" "$algorithm")
+    [ -z "$segsize" ] || mca+=(--mca "coll_tuned_${collective}_algorithm_segmentsize" "$segsize")
 fi
 
 overlap_args=()
@@ -167,6 +173,8 @@ overlap_args=()
 [ -z "$cosmos" ] || overlap_args=(--cosmos "$(realpath "$cosmos")")
 if [ -n "$cosmos" ]; then
     note "MPI_Ibcast per write of the Cosmos-like trace $cosmos: $N ranks, one per host, one run"
+elif [ "$collective" = allreduce ]; then
+    note "MPI_Allreduce of $SIZE bytes of f32: $N ranks, one per host, $RUNS runs (+$WARMUP warm-up), algorithm ${algorithm:-default rules}"
 else
     note "MPI_${overlap:+I}Bcast${overlap:+ (every rank a root, $overlap rounds)}${burst:+ (bursts of $burst)}: $N ranks, one per host, $SIZE bytes, $RUNS runs (+$WARMUP warm-up), algorithm ${algorithm:-default rules}${segsize:+, segments $segsize B}"
 fi

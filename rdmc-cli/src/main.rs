@@ -24,6 +24,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod allreduce_member;
 mod bench;
 mod cluster;
 mod demo;
@@ -31,6 +32,7 @@ mod keygen;
 mod member;
 mod member_bench;
 mod member_workload;
+mod model;
 mod plan;
 mod push;
 mod simulate;
@@ -82,10 +84,17 @@ enum Command {
     /// core over a modelled network (NIC rates, latency, slow hosts and
     /// links, racks behind uplinks, jitter).
     Simulate(simulate::SimulateArgs),
+    /// The collectives' latency model: the Degree-k paper's broadcast and
+    /// allreduce curves, and the pipelined tree against the ring.
+    Model(model::ModelArgs),
     /// The unicast baseline of `rdmc bench`: a plain TCP copy between two
     /// processes, driven like `rdmc member --bench`.
     #[command(hide = true)]
     TcpCopy(tcp_copy::TcpCopyArgs),
+    /// One member of the allreduce benchmark on the lab
+    /// (`benches/allreduce_netlab.sh`).
+    #[command(hide = true)]
+    AllreduceMember(allreduce_member::AllreduceMemberArgs),
 }
 
 fn main() -> ExitCode {
@@ -101,8 +110,10 @@ fn main() -> ExitCode {
         Command::Receive(args) => push::run_receive(args),
         Command::Keygen(args) => exit_status(keygen::run(&args)),
         Command::TcpCopy(args) => tcp_copy::run(args),
+        Command::AllreduceMember(args) => allreduce_member::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Simulate(args) => exit_status(simulate::run(&args)),
+        Command::Model(args) => exit_status(model::run(&args)),
     }
 }
 

@@ -48,6 +48,7 @@
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![deny(unsafe_code)]
 
+pub mod collective;
 mod config;
 mod error;
 mod group;

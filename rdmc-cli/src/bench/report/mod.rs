@@ -24,6 +24,7 @@ mod charts;
 mod csv;
 mod datasets;
 mod format;
+pub(crate) mod model_plots;
 mod plots;
 mod records;
 mod storage;

@@ -1,0 +1,762 @@
+//! Allreduce on a pipelined k-ary tree: the members' buffers are reduced up
+//! the tree to rank 0 in chunks, and rank 0 multicasts each reduced chunk
+//! to every member as soon as it has it.
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures::StreamExt;
+use futures::future::{join_all, try_join_all};
+
+use super::model::{self, LinkParams};
+use super::op::ReduceOp;
+use crate::{Error, Group, GroupConfig, GroupId, Message, Node, NodeId, SendFuture};
+
+/// The default chunk: the unit the tree pipelines.
+pub const DEFAULT_CHUNK_SIZE: usize = 64 * 1024;
+
+/// Size of the header on each call's first message on every edge.
+const HEADER: usize = 32;
+
+/// Why an allreduce failed. Every surviving member returns the same error
+/// for a bad buffer (the root decides and multicasts it).
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum AllreduceError {
+    /// Members passed buffers of different lengths.
+    #[error("member {member} passed {len} bytes where member {other} passed {expected}")]
+    LengthMismatch {
+        /// The member whose length differed from its parent's.
+        member: NodeId,
+        /// Its length.
+        len: u64,
+        /// The parent in the tree that noticed.
+        other: NodeId,
+        /// The parent's length.
+        expected: u64,
+    },
+    /// A member's buffer is not a whole number of elements.
+    #[error("member {member} passed {len} bytes, not a multiple of the {element}-byte element")]
+    PartialElement {
+        /// The member.
+        member: NodeId,
+        /// Its length.
+        len: u64,
+        /// The operator's element size.
+        element: u64,
+    },
+    /// A member failed (or left) during the allreduce or its setup.
+    #[error("member {member} failed: {source}")]
+    MemberFailed {
+        /// The member believed to have failed.
+        member: NodeId,
+        /// The group failure that showed it.
+        #[source]
+        source: Error,
+    },
+    /// A member sent something that is not this protocol.
+    #[error("member {member} broke the allreduce protocol: {detail}")]
+    Protocol {
+        /// The member.
+        member: NodeId,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The groups could not be created, or a setting is out of range.
+    #[error("allreduce setup failed: {0}")]
+    Setup(#[source] Error),
+}
+
+/// How an [`Allreduce`] is built.
+#[derive(Clone, Debug)]
+pub struct AllreduceConfig {
+    algorithm: AllreduceAlgorithm,
+    degree: Option<usize>,
+    expected_size: u64,
+    chunk: usize,
+    link: LinkParams,
+    group: Option<GroupConfig>,
+}
+
+impl Default for AllreduceConfig {
+    fn default() -> Self {
+        AllreduceConfig {
+            algorithm: AllreduceAlgorithm::Auto,
+            degree: None,
+            expected_size: 1 << 20,
+            chunk: DEFAULT_CHUNK_SIZE,
+            link: LinkParams::lab(),
+            group: None,
+        }
+    }
+}
+
+impl AllreduceConfig {
+    /// The defaults: the degree the model picks for 1 MiB buffers on a
+    /// 250 Mbit/s link ([`LinkParams::lab`]), 64 KiB chunks.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Which algorithm runs each call (default
+    /// [`AllreduceAlgorithm::Auto`]).
+    pub fn with_algorithm(mut self, algorithm: AllreduceAlgorithm) -> Self {
+        self.algorithm = algorithm;
+        self
+    }
+
+    /// Fix the tree's degree (at least 1) instead of asking the model.
+    pub fn with_degree(mut self, k: usize) -> Self {
+        self.degree = Some(k.max(1));
+        self
+    }
+
+    /// The buffer size the model picks the degree for.
+    pub fn with_expected_size(mut self, bytes: u64) -> Self {
+        self.expected_size = bytes;
+        self
+    }
+
+    /// The link the model picks the degree for.
+    pub fn with_link_params(mut self, link: LinkParams) -> Self {
+        self.link = link;
+        self
+    }
+
+    /// The pipelining unit in bytes (at least 1; rounded down to whole
+    /// elements at each call).
+    pub fn with_chunk_size(mut self, bytes: usize) -> Self {
+        self.chunk = bytes.max(1);
+        self
+    }
+
+    /// The configuration of the groups the allreduce runs over (default:
+    /// [`GroupConfig::new`] with blocks of a quarter chunk).
+    pub fn with_group_config(mut self, config: GroupConfig) -> Self {
+        self.group = Some(config);
+        self
+    }
+
+    /// The degree used for `n` members: the fixed one, or the model's.
+    pub fn degree(&self, n: usize) -> usize {
+        let k = self.degree.unwrap_or_else(|| {
+            model::best_degree(n, self.expected_size, self.chunk as u64, &self.link)
+        });
+        k.clamp(1, n.saturating_sub(1).max(1))
+    }
+}
+
+/// The algorithm of an [`Allreduce`]'s calls.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum AllreduceAlgorithm {
+    /// Per call, whichever of the tree and the ring the model
+    /// ([`model::tree_allreduce`], [`model::ring_allreduce`]) says is
+    /// faster for the buffer's size.
+    #[default]
+    Auto,
+    /// Always the pipelined k-ary tree (no ring groups are made).
+    Tree,
+    /// Always the ring: reduce-scatter then allgather, each member sending
+    /// to the next rank over a two-member group.
+    Ring,
+}
+
+/// The parent of rank `r > 0` in the k-ary tree.
+pub fn tree_parent(r: usize, k: usize) -> usize {
+    (r - 1) / k
+}
+
+/// The children of rank `r` among `n` members, in rank order.
+pub fn tree_children(r: usize, k: usize, n: usize) -> std::ops::Range<usize> {
+    let first = (r * k + 1).min(n);
+    first..(r * k + k + 1).min(n)
+}
+
+/// Allreduce among a fixed set of members: every member calls
+/// [`allreduce`](Self::allreduce) with a buffer of the same length, and
+/// each gets the element-wise reduction of all of them.
+///
+/// Built once per membership ([`new`](Self::new)): it creates the groups it
+/// runs over — one two-member group per tree edge, with the child as root,
+/// and one group of all members with rank 0 as root for the result — and
+/// uses them for every call; unless the algorithm is
+/// [`AllreduceAlgorithm::Tree`], also a two-member group from each rank to
+/// the next for the ring. It takes the group ids `base` to `base + 2n`.
+///
+/// Calls must be made in the same order on every member. A call costs a
+/// message per chunk on each edge; the first carries a small header, so
+/// that a buffer of the wrong length fails every member with the same
+/// error instead of leaving them waiting.
+#[derive(Debug)]
+pub struct Allreduce {
+    me: NodeId,
+    rank: usize,
+    members: Vec<NodeId>,
+    k: usize,
+    chunk: usize,
+    /// This member's edge to its parent (it is the root of it).
+    up: Option<Group>,
+    /// Each child's edge, in rank order.
+    children: Vec<(usize, Group)>,
+    /// The result's multicast from rank 0 (absent for one member).
+    result: Option<Group>,
+    algorithm: AllreduceAlgorithm,
+    /// The model's link, to choose between tree and ring per call.
+    link: LinkParams,
+    /// The ring's edges: to the next rank (this member the root), from the
+    /// previous one. Absent with `AllreduceAlgorithm::Tree` or one member.
+    ring: Option<(Group, Group)>,
+}
+
+fn failed(member: NodeId, error: Error) -> AllreduceError {
+    let member = match &error {
+        Error::GroupFailed {
+            suspect: Some(s), ..
+        } => *s,
+        _ => member,
+    };
+    AllreduceError::MemberFailed {
+        member,
+        source: error,
+    }
+}
+
+impl Allreduce {
+    /// Join the allreduce over `members` (this node among them; rank 0 is
+    /// `members[0]`). Every member calls this with the same arguments; it
+    /// resolves once every group is up.
+    ///
+    /// # Errors
+    /// [`AllreduceError::Setup`] if this node is not a member or a group
+    /// cannot be created (a used id, a member that does not answer).
+    pub async fn new(
+        node: &Node,
+        base: GroupId,
+        members: &[NodeId],
+        config: AllreduceConfig,
+    ) -> Result<Self, AllreduceError> {
+        let me = node.id();
+        let n = members.len();
+        let rank = members
+            .iter()
+            .position(|m| *m == me)
+            .ok_or(AllreduceError::Setup(Error::InvalidConfig(
+                "this node is not among the allreduce's members",
+            )))?;
+        let k = config.degree(n);
+        let group_config = config
+            .group
+            .clone()
+            .unwrap_or_else(|| GroupConfig::new().with_block_size((config.chunk / 4).max(1)));
+        let edge = |child: usize| GroupId(base.0 + 1 + child as u64);
+        let up = async {
+            if rank == 0 {
+                return Ok(None);
+            }
+            let pair = [me, members[tree_parent(rank, k)]];
+            node.create_group(edge(rank), &pair, group_config.clone())
+                .await
+                .map(Some)
+        };
+        let children = try_join_all(tree_children(rank, k, n).map(|c| {
+            let pair = [members[c], me];
+            let config = group_config.clone();
+            async move {
+                node.create_group(edge(c), &pair, config)
+                    .await
+                    .map(|g| (c, g))
+            }
+        }));
+        let result = async {
+            if n <= 1 {
+                return Ok(None);
+            }
+            node.create_group(base, members, group_config.clone())
+                .await
+                .map(Some)
+        };
+        let ring_edge = |from: usize| GroupId(base.0 + 1 + (n + from) as u64);
+        let ring = async {
+            if n <= 1 || config.algorithm == AllreduceAlgorithm::Tree {
+                return Ok(None);
+            }
+            let (next, prev) = ((rank + 1) % n, (rank + n - 1) % n);
+            let (out_pair, in_pair) = ([me, members[next]], [members[prev], me]);
+            let to_next = node.create_group(ring_edge(rank), &out_pair, group_config.clone());
+            let from_prev = node.create_group(ring_edge(prev), &in_pair, group_config.clone());
+            tokio::try_join!(to_next, from_prev).map(Some)
+        };
+        let (up, children, result, ring) =
+            tokio::try_join!(up, children, result, ring).map_err(AllreduceError::Setup)?;
+        tracing::debug!(rank, n, k, "allreduce ready");
+        Ok(Allreduce {
+            me,
+            rank,
+            members: members.to_vec(),
+            k,
+            chunk: config.chunk,
+            up,
+            children,
+            result,
+            algorithm: config.algorithm,
+            link: config.link,
+            ring,
+        })
+    }
+
+    /// The tree's degree.
+    pub fn degree(&self) -> usize {
+        self.k
+    }
+
+    /// This member's rank (its index in the member list).
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Replace `buf` with the element-wise reduction by `op` of every
+    /// member's `buf`. Every member must call it with the same length and
+    /// the same operator.
+    ///
+    /// # Errors
+    /// [`AllreduceError::LengthMismatch`] or
+    /// [`AllreduceError::PartialElement`] on every member if a buffer is
+    /// bad (`buf` is then unchanged); [`AllreduceError::MemberFailed`] if a
+    /// member fails (`buf` may then hold a partial reduction). After a
+    /// member failure the allreduce cannot be used again.
+    pub async fn allreduce(&mut self, buf: &mut [u8], op: &ReduceOp) -> Result<(), AllreduceError> {
+        let n = self.members.len();
+        let ring = self.ring.is_some()
+            && match self.algorithm {
+                AllreduceAlgorithm::Ring => true,
+                AllreduceAlgorithm::Tree => false,
+                _ => {
+                    let size = buf.len() as u64;
+                    model::ring_allreduce(n, size, &self.link)
+                        < model::tree_allreduce(n, size, self.k, self.chunk as u64, &self.link)
+                }
+            };
+        if ring {
+            self.ring_allreduce(buf, op).await
+        } else {
+            self.tree_allreduce(buf, op).await
+        }
+    }
+
+    /// Every member learns the same verdict on the buffers: the shortest and
+    /// longest length with their ranks, and the first member with a partial
+    /// element, through a small allreduce on the tree.
+    async fn agree(&mut self, len: u64, element: usize) -> Result<(), AllreduceError> {
+        let rank = self.rank as u64;
+        let bad = if (len as usize).is_multiple_of(element) {
+            u64::MAX
+        } else {
+            rank
+        };
+        let mut verdict: Vec<u8> = [len, rank, len, rank, bad, len]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let combine = ReduceOp::custom(48, |acc, inc| {
+            let get =
+                |b: &[u8], i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8"));
+            let (a, b): (Vec<u64>, Vec<u64>) = (
+                (0..6).map(|i| get(acc, i)).collect(),
+                (0..6).map(|i| get(inc, i)).collect(),
+            );
+            let mut out = a.clone();
+            if (b[0], b[1]) < (a[0], a[1]) {
+                (out[0], out[1]) = (b[0], b[1]);
+            }
+            if (b[2], u64::MAX - b[3]) > (a[2], u64::MAX - a[3]) {
+                (out[2], out[3]) = (b[2], b[3]);
+            }
+            if b[4] < a[4] {
+                (out[4], out[5]) = (b[4], b[5]);
+            }
+            for (i, v) in out.iter().enumerate() {
+                acc[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
+            }
+        });
+        self.tree_allreduce(&mut verdict, &combine).await?;
+        let get = |i: usize| u64::from_le_bytes(verdict[i * 8..i * 8 + 8].try_into().expect("8"));
+        let node = |r: u64| {
+            self.members
+                .get(r as usize)
+                .copied()
+                .unwrap_or(NodeId(u32::MAX))
+        };
+        if get(4) != u64::MAX {
+            return Err(AllreduceError::PartialElement {
+                member: node(get(4)),
+                len: get(5),
+                element: element as u64,
+            });
+        }
+        if get(0) != get(2) {
+            // The ring has no parent to compare with: the shortest buffer
+            // (lowest rank among equals) against the longest.
+            return Err(AllreduceError::LengthMismatch {
+                member: node(get(1)),
+                len: get(0),
+                other: node(get(3)),
+                expected: get(2),
+            });
+        }
+        Ok(())
+    }
+
+    /// Reduce-scatter then allgather around the ring of ranks.
+    async fn ring_allreduce(
+        &mut self,
+        buf: &mut [u8],
+        op: &ReduceOp,
+    ) -> Result<(), AllreduceError> {
+        let element = op.element_size();
+        self.agree(buf.len() as u64, element).await?;
+        let n = self.members.len();
+        let (rank, elems) = (self.rank, buf.len() / element);
+        let seg = |i: usize| (elems * i / n * element)..(elems * (i + 1) / n * element);
+        let prev = self.members[(rank + n - 1) % n];
+        let next = self.members[(rank + 1) % n];
+        let (to_next, from_prev) = self.ring.as_mut().expect("ring groups");
+        let mut acc = buf.to_vec();
+        let mut sends = Vec::with_capacity(2 * n);
+        for step in 0..n - 1 {
+            let out = seg((rank + n - step) % n);
+            sends.push(to_next.send(Bytes::copy_from_slice(&acc[out])));
+            let inc = seg((rank + 2 * n - step - 1) % n);
+            let msg = next_message(from_prev, prev).await?;
+            if msg.data.len() != inc.len() {
+                return Err(AllreduceError::Protocol {
+                    member: prev,
+                    detail: "a ring segment of another length".into(),
+                });
+            }
+            op.apply(&mut acc[inc], &msg.data);
+        }
+        for step in 0..n - 1 {
+            let out = seg((rank + 1 + n - step) % n);
+            sends.push(to_next.send(Bytes::copy_from_slice(&acc[out])));
+            let inc = seg((rank + n - step) % n);
+            let msg = next_message(from_prev, prev).await?;
+            if msg.data.len() != inc.len() {
+                return Err(AllreduceError::Protocol {
+                    member: prev,
+                    detail: "a ring segment of another length".into(),
+                });
+            }
+            acc[inc].copy_from_slice(&msg.data);
+        }
+        for send in sends {
+            send.await.map_err(|e| failed(next, e))?;
+        }
+        buf.copy_from_slice(&acc);
+        Ok(())
+    }
+
+    async fn tree_allreduce(
+        &mut self,
+        buf: &mut [u8],
+        op: &ReduceOp,
+    ) -> Result<(), AllreduceError> {
+        let element = op.element_size();
+        let len = buf.len() as u64;
+        let mut status = if buf.len().is_multiple_of(element) {
+            Status::Ok
+        } else {
+            Status::PartialElement {
+                member: self.me,
+                len,
+                element: element as u64,
+            }
+        };
+        let chunk = (self.chunk / element).max(1) * element;
+        let chunks_of = |len: u64| len.div_ceil(chunk as u64).max(1);
+        let n_bytes = buf.len();
+        let range = move |i: usize| (i * chunk).min(n_bytes)..((i + 1) * chunk).min(n_bytes);
+
+        // Every child's first message: its subtree's status and chunk 0.
+        let mut firsts = Vec::with_capacity(self.children.len());
+        for (c, group) in &mut self.children {
+            let peer = self.members[*c];
+            let msg = next_message(group, peer).await?;
+            let (child_status, payload) = decode(&msg.data, peer)?;
+            if status == Status::Ok {
+                match child_status {
+                    Status::Ok if len_of(&msg) != len => {
+                        status = Status::LengthMismatch {
+                            member: peer,
+                            len: len_of(&msg),
+                            other: self.me,
+                            expected: len,
+                        };
+                    }
+                    Status::Ok => {}
+                    ref bad => status = bad.clone(),
+                }
+            }
+            firsts.push((child_status, len_of(&msg), payload));
+        }
+
+        let mut sends: Vec<SendFuture> = Vec::new();
+        let mut root_result = None;
+        if status == Status::Ok {
+            // The partial reductions go into a copy: the caller's buffer
+            // changes only when the whole call succeeds.
+            let mut acc = buf.to_vec();
+            let total = chunks_of(len) as usize;
+            for i in 0..total {
+                let r = range(i);
+                for (j, (c, group)) in self.children.iter_mut().enumerate() {
+                    if i == 0 {
+                        if firsts[j].2.len() != r.len() {
+                            return Err(AllreduceError::Protocol {
+                                member: self.members[*c],
+                                detail: "a first chunk of another length".into(),
+                            });
+                        }
+                        op.apply(&mut acc[r.clone()], &firsts[j].2);
+                    } else {
+                        let peer = self.members[*c];
+                        let msg = next_message(group, peer).await?;
+                        if msg.data.len() != r.len() {
+                            return Err(AllreduceError::Protocol {
+                                member: peer,
+                                detail: format!(
+                                    "chunk of {} bytes, expected {}",
+                                    msg.data.len(),
+                                    r.len()
+                                ),
+                            });
+                        }
+                        op.apply(&mut acc[r.clone()], &msg.data);
+                    }
+                }
+                let out = if i == 0 {
+                    encode(&status, len, &acc[r])
+                } else {
+                    Bytes::copy_from_slice(&acc[r])
+                };
+                let target = self.up.as_ref().or(self.result.as_ref());
+                if let Some(group) = target {
+                    sends.push(group.send(out));
+                }
+            }
+            if self.rank == 0 {
+                root_result = Some(acc);
+            }
+        } else {
+            // Drain what the children that were fine will still send.
+            for (j, (c, group)) in self.children.iter_mut().enumerate() {
+                if firsts[j].0 == Status::Ok {
+                    for _ in 1..chunks_of(firsts[j].1) {
+                        next_message(group, self.members[*c]).await?;
+                    }
+                }
+            }
+            let target = self.up.as_ref().or(self.result.as_ref());
+            if let Some(group) = target {
+                sends.push(group.send(encode(&status, len, &[])));
+            }
+        }
+
+        // The result, from rank 0.
+        let mut outcome = status.clone();
+        if self.rank != 0 {
+            let root = self.members[0];
+            let group = self
+                .result
+                .as_mut()
+                .expect("a non-root has the result group");
+            let msg = next_message(group, root).await?;
+            let (root_status, payload) = decode(&msg.data, root)?;
+            outcome = root_status;
+            if outcome == Status::Ok {
+                if len_of(&msg) != len {
+                    return Err(AllreduceError::Protocol {
+                        member: root,
+                        detail: "result of another length".into(),
+                    });
+                }
+                let r = range(0);
+                buf[r].copy_from_slice(&payload);
+                for i in 1..chunks_of(len) as usize {
+                    let msg = next_message(group, root).await?;
+                    let r = range(i);
+                    if msg.data.len() != r.len() {
+                        return Err(AllreduceError::Protocol {
+                            member: root,
+                            detail: "result chunk of another length".into(),
+                        });
+                    }
+                    buf[r].copy_from_slice(&msg.data);
+                }
+            }
+        }
+        for (send, peer) in sends.into_iter().map(|s| (s, self.up_peer())) {
+            send.await.map_err(|e| failed(peer, e))?;
+        }
+        match outcome {
+            Status::Ok => {
+                if let Some(acc) = root_result {
+                    buf.copy_from_slice(&acc);
+                }
+                Ok(())
+            }
+            Status::LengthMismatch {
+                member,
+                len,
+                other,
+                expected,
+            } => Err(AllreduceError::LengthMismatch {
+                member,
+                len,
+                other,
+                expected,
+            }),
+            Status::PartialElement {
+                member,
+                len,
+                element,
+            } => Err(AllreduceError::PartialElement {
+                member,
+                len,
+                element,
+            }),
+        }
+    }
+
+    fn up_peer(&self) -> NodeId {
+        if self.rank == 0 {
+            self.members.get(1).copied().unwrap_or(self.me)
+        } else {
+            self.members[tree_parent(self.rank, self.k)]
+        }
+    }
+
+    /// Close every group: resolves once every member closed too.
+    ///
+    /// # Errors
+    /// The first member failure seen.
+    pub async fn close(self) -> Result<(), AllreduceError> {
+        let mut groups: Vec<(NodeId, Group)> = Vec::new();
+        let up_peer = self.up_peer();
+        if let Some(g) = self.up {
+            groups.push((up_peer, g));
+        }
+        for (c, g) in self.children {
+            groups.push((self.members[c], g));
+        }
+        if let Some((to_next, from_prev)) = self.ring {
+            let n = self.members.len();
+            groups.push((self.members[(self.rank + 1) % n], to_next));
+            groups.push((self.members[(self.rank + n - 1) % n], from_prev));
+        }
+        if let Some(g) = self.result {
+            groups.push((self.members[0], g));
+        }
+        let results = join_all(groups.iter().map(|(_, g)| g.close())).await;
+        for ((peer, _), r) in groups.iter().zip(results) {
+            r.map_err(|e| failed(*peer, e))?;
+        }
+        Ok(())
+    }
+}
+
+async fn next_message(group: &mut Group, peer: NodeId) -> Result<Message, AllreduceError> {
+    match group.next().await {
+        Some(Ok(m)) => Ok(m),
+        Some(Err(e)) => Err(failed(peer, e)),
+        None => Err(AllreduceError::MemberFailed {
+            member: peer,
+            source: Error::Closed(group.id()),
+        }),
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Status {
+    Ok,
+    LengthMismatch {
+        member: NodeId,
+        len: u64,
+        other: NodeId,
+        expected: u64,
+    },
+    PartialElement {
+        member: NodeId,
+        len: u64,
+        element: u64,
+    },
+}
+
+/// The header: a status tag, two node ids, the sender's length and one
+/// more number (the other length or the element size of an error).
+fn encode(status: &Status, len: u64, payload: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(HEADER + payload.len());
+    let (tag, a, b, x, y) = match *status {
+        Status::Ok => (0u32, 0, 0, len, 0),
+        Status::LengthMismatch {
+            member,
+            len,
+            other,
+            expected,
+        } => (1, member.0, other.0, len, expected),
+        Status::PartialElement {
+            member,
+            len,
+            element,
+        } => (2, member.0, 0, len, element),
+    };
+    out.put_u32_le(tag);
+    out.put_u32_le(a);
+    out.put_u32_le(b);
+    out.put_u32_le(0);
+    out.put_u64_le(x);
+    out.put_u64_le(y);
+    out.extend_from_slice(payload);
+    out.freeze()
+}
+
+fn len_of(msg: &Message) -> u64 {
+    msg.data
+        .get(16..24)
+        .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+}
+
+fn decode(data: &Bytes, peer: NodeId) -> Result<(Status, Bytes), AllreduceError> {
+    if data.len() < HEADER {
+        return Err(AllreduceError::Protocol {
+            member: peer,
+            detail: format!(
+                "a first message of {} bytes, shorter than the header",
+                data.len()
+            ),
+        });
+    }
+    let u32_at = |i: usize| u32::from_le_bytes(data[i..i + 4].try_into().expect("4 bytes"));
+    let u64_at = |i: usize| u64::from_le_bytes(data[i..i + 8].try_into().expect("8 bytes"));
+    let (tag, a, b) = (u32_at(0), NodeId(u32_at(4)), NodeId(u32_at(8)));
+    let (x, y) = (u64_at(16), u64_at(24));
+    let status = match tag {
+        0 => Status::Ok,
+        1 => Status::LengthMismatch {
+            member: a,
+            len: x,
+            other: b,
+            expected: y,
+        },
+        2 => Status::PartialElement {
+            member: a,
+            len: x,
+            element: y,
+        },
+        t => {
+            return Err(AllreduceError::Protocol {
+                member: peer,
+                detail: format!("unknown status {t}"),
+            });
+        }
+    };
+    Ok((status, data.slice(HEADER..)))
+}
