@@ -342,79 +342,21 @@ impl Allreduce {
         }
     }
 
-    /// Every member learns the same verdict on the buffers: the shortest and
-    /// longest length with their ranks, and the first member with a partial
-    /// element, through a small allreduce on the tree.
-    async fn agree(&mut self, len: u64, element: usize) -> Result<(), AllreduceError> {
-        let rank = self.rank as u64;
-        let bad = if (len as usize).is_multiple_of(element) {
-            u64::MAX
-        } else {
-            rank
-        };
-        let mut verdict: Vec<u8> = [len, rank, len, rank, bad, len]
-            .iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect();
-        let combine = ReduceOp::custom(48, |acc, inc| {
-            let get =
-                |b: &[u8], i: usize| u64::from_le_bytes(b[i * 8..i * 8 + 8].try_into().expect("8"));
-            let (a, b): (Vec<u64>, Vec<u64>) = (
-                (0..6).map(|i| get(acc, i)).collect(),
-                (0..6).map(|i| get(inc, i)).collect(),
-            );
-            let mut out = a.clone();
-            if (b[0], b[1]) < (a[0], a[1]) {
-                (out[0], out[1]) = (b[0], b[1]);
-            }
-            if (b[2], u64::MAX - b[3]) > (a[2], u64::MAX - a[3]) {
-                (out[2], out[3]) = (b[2], b[3]);
-            }
-            if b[4] < a[4] {
-                (out[4], out[5]) = (b[4], b[5]);
-            }
-            for (i, v) in out.iter().enumerate() {
-                acc[i * 8..i * 8 + 8].copy_from_slice(&v.to_le_bytes());
-            }
-        });
-        self.tree_allreduce(&mut verdict, &combine).await?;
-        let get = |i: usize| u64::from_le_bytes(verdict[i * 8..i * 8 + 8].try_into().expect("8"));
-        let node = |r: u64| {
-            self.members
-                .get(r as usize)
-                .copied()
-                .unwrap_or(NodeId(u32::MAX))
-        };
-        if get(4) != u64::MAX {
-            return Err(AllreduceError::PartialElement {
-                member: node(get(4)),
-                len: get(5),
-                element: element as u64,
-            });
-        }
-        if get(0) != get(2) {
-            // The ring has no parent to compare with: the shortest buffer
-            // (lowest rank among equals) against the longest.
-            return Err(AllreduceError::LengthMismatch {
-                member: node(get(1)),
-                len: get(0),
-                other: node(get(3)),
-                expected: get(2),
-            });
-        }
-        Ok(())
-    }
-
     /// Reduce-scatter then allgather around the ring of ranks.
+    ///
+    /// Every reduce-scatter message starts with the sender's [`Verdict`] on
+    /// the buffers seen so far; after the n − 1 steps each member's verdict
+    /// covers all n buffers, so a bad buffer fails every member with the
+    /// same error before the allgather, without a separate round.
     async fn ring_allreduce(
         &mut self,
         buf: &mut [u8],
         op: &ReduceOp,
     ) -> Result<(), AllreduceError> {
         let element = op.element_size();
-        self.agree(buf.len() as u64, element).await?;
         let n = self.members.len();
         let (rank, elems) = (self.rank, buf.len() / element);
+        let mut verdict = Verdict::of(buf.len() as u64, rank as u64, element);
         let seg = |i: usize| (elems * i / n * element)..(elems * (i + 1) / n * element);
         let prev = self.members[(rank + n - 1) % n];
         let next = self.members[(rank + 1) % n];
@@ -423,16 +365,34 @@ impl Allreduce {
         let mut sends = Vec::with_capacity(2 * n);
         for step in 0..n - 1 {
             let out = seg((rank + n - step) % n);
-            sends.push(to_next.send(Bytes::copy_from_slice(&acc[out])));
+            let mut msg = BytesMut::with_capacity(VERDICT + out.len());
+            verdict.put(&mut msg);
+            msg.extend_from_slice(&acc[out]);
+            sends.push(to_next.send(msg.freeze()));
             let inc = seg((rank + 2 * n - step - 1) % n);
             let msg = next_message(from_prev, prev).await?;
-            if msg.data.len() != inc.len() {
+            let theirs = Verdict::get(&msg.data).ok_or_else(|| AllreduceError::Protocol {
+                member: prev,
+                detail: "a ring message shorter than its header".into(),
+            })?;
+            verdict.combine(&theirs);
+            let data = &msg.data[VERDICT..];
+            if data.len() == inc.len() {
+                op.apply(&mut acc[inc], data);
+            } else if verdict.is_ok() {
+                // Equal lengths so far, yet a segment of another length.
                 return Err(AllreduceError::Protocol {
                     member: prev,
                     detail: "a ring segment of another length".into(),
                 });
             }
-            op.apply(&mut acc[inc], &msg.data);
+            // Otherwise the buffers differ: every member learns it below.
+        }
+        if let Some(error) = verdict.error(&self.members, element) {
+            for send in sends {
+                send.await.map_err(|e| failed(next, e))?;
+            }
+            return Err(error);
         }
         for step in 0..n - 1 {
             let out = seg((rank + 1 + n - step) % n);
@@ -759,4 +719,93 @@ fn decode(data: &Bytes, peer: NodeId) -> Result<(Status, Bytes), AllreduceError>
         }
     };
     Ok((status, data.slice(HEADER..)))
+}
+
+/// The bytes of a [`Verdict`] on the wire.
+const VERDICT: usize = 48;
+
+/// What the members seen so far say about their buffers: the shortest and
+/// the longest length with their ranks (the lowest rank among equals), and
+/// the lowest rank whose length is not a whole number of elements, with
+/// that length. Combining is associative and commutative, so every member
+/// that has seen every buffer holds the same verdict.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Verdict {
+    shortest: (u64, u64),
+    longest: (u64, u64),
+    partial: (u64, u64),
+}
+
+impl Verdict {
+    fn of(len: u64, rank: u64, element: usize) -> Self {
+        let partial = if (len as usize).is_multiple_of(element) {
+            (u64::MAX, 0)
+        } else {
+            (rank, len)
+        };
+        Verdict {
+            shortest: (len, rank),
+            longest: (len, rank),
+            partial,
+        }
+    }
+
+    fn combine(&mut self, other: &Verdict) {
+        self.shortest = self.shortest.min(other.shortest);
+        let key = |(len, rank): (u64, u64)| (len, u64::MAX - rank);
+        if key(other.longest) > key(self.longest) {
+            self.longest = other.longest;
+        }
+        self.partial = self.partial.min(other.partial);
+    }
+
+    fn is_ok(&self) -> bool {
+        self.partial.0 == u64::MAX && self.shortest.0 == self.longest.0
+    }
+
+    fn put(&self, out: &mut BytesMut) {
+        for v in [
+            self.shortest.0,
+            self.shortest.1,
+            self.longest.0,
+            self.longest.1,
+            self.partial.0,
+            self.partial.1,
+        ] {
+            out.put_u64_le(v);
+        }
+    }
+
+    fn get(data: &[u8]) -> Option<Self> {
+        let head = data.get(..VERDICT)?;
+        let v = |i: usize| u64::from_le_bytes(head[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
+        Some(Verdict {
+            shortest: (v(0), v(1)),
+            longest: (v(2), v(3)),
+            partial: (v(4), v(5)),
+        })
+    }
+
+    /// The error every member reports for this verdict, if any.
+    fn error(&self, members: &[NodeId], element: usize) -> Option<AllreduceError> {
+        let node = |r: u64| members.get(r as usize).copied().unwrap_or(NodeId(u32::MAX));
+        if self.partial.0 != u64::MAX {
+            return Some(AllreduceError::PartialElement {
+                member: node(self.partial.0),
+                len: self.partial.1,
+                element: element as u64,
+            });
+        }
+        if self.shortest.0 != self.longest.0 {
+            // The ring has no parent to compare with: the shortest buffer
+            // (lowest rank among equals) against the longest.
+            return Some(AllreduceError::LengthMismatch {
+                member: node(self.shortest.1),
+                len: self.shortest.0,
+                other: node(self.longest.1),
+                expected: self.longest.0,
+            });
+        }
+        None
+    }
 }
