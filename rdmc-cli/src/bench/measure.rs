@@ -24,6 +24,7 @@ fn numbers(v: &Value) -> Vec<f64> {
         .unwrap_or_default()
 }
 
+mod allreduce;
 mod storage;
 mod topologies;
 mod validation;

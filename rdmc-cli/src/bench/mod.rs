@@ -59,8 +59,8 @@ pub(crate) struct BenchArgs {
     /// spinning members (hybrid, polling) take the CPU the others need.
     #[arg(long, default_value = "interrupt", value_parser = ["interrupt", "adaptive", "hybrid", "polling"])]
     completion: String,
-    /// Latency, small-message and overlap experiments only at these group
-    /// sizes (e.g. `4,8`).
+    /// Latency, small-message, overlap and allreduce experiments only at
+    /// these group sizes (e.g. `4,8`).
     #[arg(long, value_delimiter = ',')]
     nodes: Vec<usize>,
     /// Block size of the latency, small-message and CPU experiments, or
@@ -73,11 +73,12 @@ pub(crate) struct BenchArgs {
     /// algorithms.
     #[arg(long, value_delimiter = ',', value_parser = ALGORITHMS)]
     algorithms: Vec<String>,
-    /// Latency experiment: measured runs per point (overrides the plan's).
+    /// Latency (and allreduce) experiment: measured runs per point
+    /// (overrides the plan's; allreduce: 5).
     #[arg(long)]
     runs: Option<usize>,
-    /// Latency experiment: unmeasured warm-up runs per point (overrides the
-    /// plan's).
+    /// Latency (and allreduce) experiment: unmeasured warm-up runs per
+    /// point (overrides the plan's; allreduce: 1).
     #[arg(long)]
     warmup: Option<usize>,
     /// Leave MPI_Bcast out.
@@ -145,13 +146,19 @@ pub(crate) enum Experiment {
     /// chain and binomial pipeline, predicted with the lab's measured
     /// latency in both send-completion models (only with `--only`).
     Validate,
+    /// Allreduce of 1 MiB of f32 at 8 and 16 members (`--nodes`), rdmc's
+    /// pipelined tree and ring against every Open MPI MPI_Allreduce
+    /// algorithm forced in turn and its default rules, each group size on
+    /// a lab of its own (only with `--only`; `--runs`, `--warmup`).
+    Allreduce,
 }
 
 /// The experiments a run makes only when `--only` names them.
-const OPT_IN: [Experiment; 3] = [
+const OPT_IN: [Experiment; 4] = [
     Experiment::SlowHost,
     Experiment::Racks,
     Experiment::Validate,
+    Experiment::Allreduce,
 ];
 
 /// The rdmc algorithms, in the order every experiment runs them.

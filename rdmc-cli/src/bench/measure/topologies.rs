@@ -86,6 +86,9 @@ impl Run<'_> {
         if self.plan.has(Experiment::Validate) {
             self.validation_predictions()?;
         }
+        if self.plan.has(Experiment::Allreduce) {
+            self.allreduce()?;
+        }
         Ok(())
     }
 

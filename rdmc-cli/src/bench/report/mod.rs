@@ -14,13 +14,14 @@
 //! [`datasets`] (the records each table and plot is drawn from), [`csv`],
 //! [`tables`] (`summary.md`), [`charts`] (line and bar charts as SVG) and
 //! [`plots`] (the figures), [`storage`] (the storage workloads' tables and
-//! figures), with [`mod@format`] for numbers and sizes.
+//! figures), [`collectives`] (allreduce), with [`mod@format`] for numbers and sizes.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 mod charts;
+mod collectives;
 mod csv;
 mod datasets;
 mod format;

@@ -301,6 +301,7 @@ pub(super) fn summary_text(
     any |= push_cpu(&mut out, recs);
     any |= super::storage::push_storage(&mut out, recs, push_table);
     any |= super::topologies::push_topologies(&mut out, recs);
+    any |= super::collectives::push_allreduce(&mut out, recs);
     if !any {
         out.push_str("No measurements.\n\n");
     }
