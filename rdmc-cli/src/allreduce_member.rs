@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use clap::Args;
 use rdmc::collective::{Allreduce, AllreduceAlgorithm, AllreduceConfig, DType, ReduceOp, model};
-use rdmc::{GroupId, NodeConfig};
+use rdmc::{GroupConfig, GroupId, NodeConfig};
 use serde_json::json;
 
 use crate::cluster::{ClusterSetup, Transport};
@@ -48,6 +48,12 @@ pub(crate) struct AllreduceMemberArgs {
     /// Pipelining chunk in bytes.
     #[arg(long, default_value_t = rdmc::collective::DEFAULT_CHUNK_SIZE as u64, value_parser = parse_size)]
     chunk: u64,
+    /// Groups per ring edge, taken in turn by the ring's steps.
+    #[arg(long, default_value_t = rdmc::collective::DEFAULT_RING_LANES)]
+    ring_lanes: usize,
+    /// Block size of every group (default: the allreduce's choice).
+    #[arg(long, value_parser = parse_size)]
+    block: Option<u64>,
 }
 
 pub(crate) fn run(args: AllreduceMemberArgs) -> ExitCode {
@@ -101,7 +107,11 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
     let mut config = AllreduceConfig::new()
         .with_algorithm(algorithm)
         .with_expected_size(args.size)
-        .with_chunk_size(args.chunk as usize);
+        .with_chunk_size(args.chunk as usize)
+        .with_ring_lanes(args.ring_lanes);
+    if let Some(block) = args.block {
+        config = config.with_group_config(GroupConfig::new().with_block_size(block as usize));
+    }
     if let Some(k) = args.degree {
         config = config.with_degree(k);
     }
@@ -178,6 +188,7 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
             json!({
                 "system": "rdmc", "experiment": "allreduce", "nodes": n, "size": args.size,
                 "dtype": "f32", "op": "sum", "algorithm": ran, "degree": degree, "chunk": args.chunk,
+                "ring_lanes": args.ring_lanes, "block": args.block,
                 "runs": times.len(), "seconds": median, "all": times, "exact": exact,
             })
         );
