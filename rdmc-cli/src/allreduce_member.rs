@@ -16,6 +16,7 @@ use rdmc::{GroupConfig, GroupId, NodeConfig};
 use serde_json::json;
 
 use crate::cluster::{ClusterSetup, Transport};
+use crate::demo::{ModeChoice, SecurityChoice, security_name};
 use crate::size::parse_size;
 
 /// Arguments of `rdmc allreduce-member`.
@@ -54,6 +55,13 @@ pub(crate) struct AllreduceMemberArgs {
     /// Block size of every group (default: the allreduce's choice).
     #[arg(long, value_parser = parse_size)]
     block: Option<u64>,
+    /// How each node waits for completions.
+    #[arg(long, value_enum, default_value_t = ModeChoice::Adaptive)]
+    completion: ModeChoice,
+    /// How frames are protected on the wire (`none`, as MPI's tcp
+    /// transport, is for trusted fabrics only).
+    #[arg(long, value_enum, default_value_t = SecurityChoice::Authenticated)]
+    wire_security: SecurityChoice,
 }
 
 pub(crate) fn run(args: AllreduceMemberArgs) -> ExitCode {
@@ -87,7 +95,7 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
     if !args.size.is_multiple_of(4) {
         return Err(format!("--size {} is not a whole number of f32", args.size));
     }
-    let cluster = ClusterSetup::prepare(
+    let mut cluster = ClusterSetup::prepare(
         &args.members,
         args.rank,
         Some(&args.key_file),
@@ -95,7 +103,10 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
         Transport::Tcp,
         "tcp",
     )?;
-    let node = cluster.start(NodeConfig::new()).await?;
+    cluster.wire_security = args.wire_security.into();
+    let node = cluster
+        .start(NodeConfig::new().with_completion_mode(args.completion.into()))
+        .await?;
     let members = cluster.ids();
     let n = members.len();
     let rank = args.rank as usize;
@@ -189,6 +200,8 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
                 "system": "rdmc", "experiment": "allreduce", "nodes": n, "size": args.size,
                 "dtype": "f32", "op": "sum", "algorithm": ran, "degree": degree, "chunk": args.chunk,
                 "ring_lanes": args.ring_lanes, "block": args.block,
+                "completion": format!("{:?}", args.completion).to_lowercase(),
+                "wire_security": security_name(args.wire_security),
                 "runs": times.len(), "seconds": median, "all": times, "exact": exact,
             })
         );

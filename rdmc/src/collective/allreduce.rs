@@ -319,9 +319,10 @@ impl Allreduce {
             |lane: usize, from: usize| GroupId(base.0 + 1 + (n * (1 + lane) + from) as u64);
         // One block per ring message at the expected size: a message of
         // several blocks waits a round trip after its first block, the
-        // receiver learning its size only then.
+        // receiver learning its size only then. Segments are whole
+        // elements, up to one element over size / n: 64 bytes of slack.
         let ring_config = config.group.clone().unwrap_or_else(|| {
-            let step = config.expected_size.div_ceil(n.max(1) as u64) + VERDICT as u64;
+            let step = config.expected_size.div_ceil(n.max(1) as u64) + VERDICT as u64 + 64;
             let block = usize::try_from(step)
                 .unwrap_or(usize::MAX)
                 .clamp((config.chunk / 4).max(1), crate::MAX_BLOCK_SIZE);
