@@ -428,15 +428,26 @@ impl Allreduce {
         let ring = self.ring.as_mut().expect("ring groups");
         let mut acc = buf.to_vec();
         let mut sends = Vec::with_capacity(2 * n);
+        // Per-step timings for `debug` events: when the call started, and
+        // when the step's message was handed over.
+        let started = std::time::Instant::now();
+        let since = |t: std::time::Instant| t.duration_since(started).as_micros() as u64;
         for step in 0..n - 1 {
             let out = seg((rank + n - step) % n);
             let mut msg = BytesMut::with_capacity(VERDICT + out.len());
             verdict.put(&mut msg);
             msg.extend_from_slice(&acc[out]);
             let lane = ring.lane();
+            let sent = std::time::Instant::now();
             sends.push(ring.to_next[lane].send(msg.freeze()));
             let inc = seg((rank + 2 * n - step - 1) % n);
             let msg = next_message(&mut ring.from_prev[lane], prev).await?;
+            tracing::debug!(
+                step,
+                sent_us = since(sent),
+                arrived_us = since(std::time::Instant::now()),
+                "ring reduce-scatter step"
+            );
             let theirs = Verdict::get(&msg.data).ok_or_else(|| AllreduceError::Protocol {
                 member: prev,
                 detail: "a ring message shorter than its header".into(),
@@ -463,9 +474,16 @@ impl Allreduce {
         for step in 0..n - 1 {
             let out = seg((rank + 1 + n - step) % n);
             let lane = ring.lane();
+            let sent = std::time::Instant::now();
             sends.push(ring.to_next[lane].send(Bytes::copy_from_slice(&acc[out])));
             let inc = seg((rank + n - step) % n);
             let msg = next_message(&mut ring.from_prev[lane], prev).await?;
+            tracing::debug!(
+                step,
+                sent_us = since(sent),
+                arrived_us = since(std::time::Instant::now()),
+                "ring allgather step"
+            );
             if msg.data.len() != inc.len() {
                 return Err(AllreduceError::Protocol {
                     member: prev,
