@@ -340,3 +340,29 @@ async fn allreduce_over_tcp_between_tasks() {
         assert_eq!(got, want3, "rank {rank}");
     }
 }
+
+/// A huge expected size (the ring's blocks at their 4 MiB cap) and steps
+/// of several blocks each still reduce right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ring_with_a_huge_expected_size_and_multi_block_steps() {
+    let n = 3;
+    let config = AllreduceConfig::new()
+        .with_algorithm(AllreduceAlgorithm::Ring)
+        .with_expected_size(1 << 40);
+    let (nodes, mut all) = setup(n, config).await;
+    // 3 * 4 MiB + a little: each step's segment is more than one 4 MiB block.
+    let op = ReduceOp::sum(DType::U32);
+    let bufs = values(n, (3 << 22) + 4 * 301, 11);
+    let k = all[0].degree();
+    check(&mut all, k, bufs, &op).await;
+    for (rank, r) in join_all(all.into_iter().map(Allreduce::close))
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        r.unwrap_or_else(|e| panic!("close rank {rank}: {e}"));
+    }
+    for node in nodes {
+        node.shutdown().await;
+    }
+}

@@ -77,6 +77,11 @@ pub struct AllreduceConfig {
     ring_lanes: usize,
 }
 
+/// Largest block of the ring's groups by default: each member holds one
+/// such buffer per incoming lane for the first block of a message, and
+/// beyond this size a round trip per message costs little against its bytes.
+const MAX_RING_BLOCK: usize = 4 << 20;
+
 /// The default number of groups per ring edge ([`AllreduceConfig::with_ring_lanes`]).
 pub const DEFAULT_RING_LANES: usize = 2;
 
@@ -325,7 +330,8 @@ impl Allreduce {
             let step = config.expected_size.div_ceil(n.max(1) as u64) + VERDICT as u64 + 64;
             let block = usize::try_from(step)
                 .unwrap_or(usize::MAX)
-                .clamp((config.chunk / 4).max(1), crate::MAX_BLOCK_SIZE);
+                .min(MAX_RING_BLOCK)
+                .max((config.chunk / 4).max(1));
             GroupConfig::new().with_block_size(block)
         });
         let lanes = config.ring_lanes.max(1);
