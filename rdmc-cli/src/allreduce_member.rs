@@ -12,10 +12,11 @@ use std::time::Instant;
 
 use clap::Args;
 use rdmc::collective::{Allreduce, AllreduceAlgorithm, AllreduceConfig, DType, ReduceOp, model};
-use rdmc::{GroupId, NodeConfig};
+use rdmc::{GroupConfig, GroupId, NodeConfig};
 use serde_json::json;
 
 use crate::cluster::{ClusterSetup, Transport};
+use crate::demo::{ModeChoice, SecurityChoice, security_name};
 use crate::size::parse_size;
 
 /// Arguments of `rdmc allreduce-member`.
@@ -48,6 +49,19 @@ pub(crate) struct AllreduceMemberArgs {
     /// Pipelining chunk in bytes.
     #[arg(long, default_value_t = rdmc::collective::DEFAULT_CHUNK_SIZE as u64, value_parser = parse_size)]
     chunk: u64,
+    /// Groups per ring edge, taken in turn by the ring's steps.
+    #[arg(long, default_value_t = rdmc::collective::DEFAULT_RING_LANES)]
+    ring_lanes: usize,
+    /// Block size of every group (default: the allreduce's choice).
+    #[arg(long, value_parser = parse_size)]
+    block: Option<u64>,
+    /// How each node waits for completions.
+    #[arg(long, value_enum, default_value_t = ModeChoice::Adaptive)]
+    completion: ModeChoice,
+    /// How frames are protected on the wire (`none`, as MPI's tcp
+    /// transport, is for trusted fabrics only).
+    #[arg(long, value_enum, default_value_t = SecurityChoice::Authenticated)]
+    wire_security: SecurityChoice,
 }
 
 pub(crate) fn run(args: AllreduceMemberArgs) -> ExitCode {
@@ -81,7 +95,7 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
     if !args.size.is_multiple_of(4) {
         return Err(format!("--size {} is not a whole number of f32", args.size));
     }
-    let cluster = ClusterSetup::prepare(
+    let mut cluster = ClusterSetup::prepare(
         &args.members,
         args.rank,
         Some(&args.key_file),
@@ -89,7 +103,10 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
         Transport::Tcp,
         "tcp",
     )?;
-    let node = cluster.start(NodeConfig::new()).await?;
+    cluster.wire_security = args.wire_security.into();
+    let node = cluster
+        .start(NodeConfig::new().with_completion_mode(args.completion.into()))
+        .await?;
     let members = cluster.ids();
     let n = members.len();
     let rank = args.rank as usize;
@@ -101,7 +118,11 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
     let mut config = AllreduceConfig::new()
         .with_algorithm(algorithm)
         .with_expected_size(args.size)
-        .with_chunk_size(args.chunk as usize);
+        .with_chunk_size(args.chunk as usize)
+        .with_ring_lanes(args.ring_lanes);
+    if let Some(block) = args.block {
+        config = config.with_group_config(GroupConfig::new().with_block_size(block as usize));
+    }
     if let Some(k) = args.degree {
         config = config.with_degree(k);
     }
@@ -178,6 +199,9 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
             json!({
                 "system": "rdmc", "experiment": "allreduce", "nodes": n, "size": args.size,
                 "dtype": "f32", "op": "sum", "algorithm": ran, "degree": degree, "chunk": args.chunk,
+                "ring_lanes": args.ring_lanes, "block": args.block,
+                "completion": format!("{:?}", args.completion).to_lowercase(),
+                "wire_security": security_name(args.wire_security),
                 "runs": times.len(), "seconds": median, "all": times, "exact": exact,
             })
         );

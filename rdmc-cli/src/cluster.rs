@@ -34,6 +34,9 @@ pub(crate) struct ClusterSetup {
     pub(crate) ofi_provider: String,
     /// With `Transport::Tcp`: early announcement, if on.
     pub(crate) early_announce: Option<rdmc::EarlyAnnounce>,
+    /// With `Transport::Tcp`: how frames are protected (default:
+    /// authenticated).
+    pub(crate) wire_security: rdmc::WireSecurity,
 }
 
 impl ClusterSetup {
@@ -73,6 +76,7 @@ impl ClusterSetup {
             transport,
             ofi_provider: ofi_provider.to_owned(),
             early_announce: None,
+            wire_security: rdmc::WireSecurity::default(),
         })
     }
 
@@ -98,7 +102,8 @@ impl ClusterSetup {
                 let config = TcpConfig::new(members, me, key)
                     .with_connect_timeout(self.connect_timeout)
                     .with_failure_timeout(self.failure_timeout)
-                    .with_early_announce(self.early_announce);
+                    .with_early_announce(self.early_announce)
+                    .with_wire_security(self.wire_security);
                 Node::tcp(config, node_config).await
             }
             Transport::Ofi => self.start_ofi(node_config).await?,

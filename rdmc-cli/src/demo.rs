@@ -796,7 +796,7 @@ fn print_report(report: &Report, json: bool) {
     println!("{line}");
 }
 
-fn security_name(s: SecurityChoice) -> &'static str {
+pub(crate) fn security_name(s: SecurityChoice) -> &'static str {
     match s {
         SecurityChoice::Authenticated => "authenticated",
         SecurityChoice::Encrypted => "encrypted",

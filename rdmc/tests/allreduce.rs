@@ -10,7 +10,7 @@ use proptest::prelude::*;
 use rdmc::collective::{
     Allreduce, AllreduceAlgorithm, AllreduceConfig, AllreduceError, DType, ReduceOp, tree_children,
 };
-use rdmc::{GroupId, MemCluster, Node, NodeConfig, NodeId};
+use rdmc::{GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId};
 
 /// The reduction in the tree's own order: each member's buffer, then its
 /// children's subtrees in rank order.
@@ -250,8 +250,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn random_groups_degrees_chunks_floats_and_rings_match_the_reference(
+    fn random_groups_degrees_chunks_floats_rings_lanes_and_blocks_match_the_reference(
         n in 1usize..=33, k in 1usize..8, chunk in 1usize..300, elems in 0usize..700, seed: u64, ring: bool,
+        lanes in 1usize..4, block in proptest::option::of(1usize..200),
     ) {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         rt.block_on(async {
@@ -259,7 +260,14 @@ proptest! {
             let config = AllreduceConfig::new()
                 .with_degree(k)
                 .with_chunk_size(chunk)
-                .with_algorithm(algorithm);
+                .with_algorithm(algorithm)
+                .with_ring_lanes(lanes);
+            // Small blocks: ring messages of many blocks (by default each
+            // is one block).
+            let config = match block {
+                Some(b) => config.with_group_config(GroupConfig::new().with_block_size(b)),
+                None => config,
+            };
             let (nodes, mut all) = setup(n, config).await;
             let k = all[0].degree();
             // Arbitrary f64 bits: the sum must equal the reference's bits,
@@ -269,11 +277,17 @@ proptest! {
             // an operator whose result does not depend on the order.
             let op = ReduceOp::sum(if ring { DType::U64 } else { DType::F64 });
             let want = reference(&bufs, k, &op);
-            for (rank, (got, r)) in call(&mut all, bufs, &op).await.into_iter().enumerate() {
-                r.unwrap();
-                assert!(got == want, "rank {rank}: not the reference");
+            // Twice: the second call starts at another lane when the
+            // first's 2 (n - 1) messages are not a multiple of the lanes.
+            for _ in 0..2 {
+                for (rank, (got, r)) in call(&mut all, bufs.clone(), &op).await.into_iter().enumerate() {
+                    r.unwrap();
+                    assert!(got == want, "rank {rank}: not the reference");
+                }
             }
-            join_all(all.into_iter().map(Allreduce::close)).await;
+            for (rank, r) in join_all(all.into_iter().map(Allreduce::close)).await.into_iter().enumerate() {
+                r.unwrap_or_else(|e| panic!("close rank {rank}: {e}"));
+            }
             for node in nodes {
                 node.shutdown().await;
             }
@@ -324,5 +338,31 @@ async fn allreduce_over_tcp_between_tasks() {
             .expect("task")
             .unwrap_or_else(|e| panic!("rank {rank}: {e}"));
         assert_eq!(got, want3, "rank {rank}");
+    }
+}
+
+/// A huge expected size (the ring's blocks at their 4 MiB cap) and steps
+/// of several blocks each still reduce right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ring_with_a_huge_expected_size_and_multi_block_steps() {
+    let n = 3;
+    let config = AllreduceConfig::new()
+        .with_algorithm(AllreduceAlgorithm::Ring)
+        .with_expected_size(1 << 40);
+    let (nodes, mut all) = setup(n, config).await;
+    // 3 * 4 MiB + a little: each step's segment is more than one 4 MiB block.
+    let op = ReduceOp::sum(DType::U32);
+    let bufs = values(n, (3 << 22) + 4 * 301, 11);
+    let k = all[0].degree();
+    check(&mut all, k, bufs, &op).await;
+    for (rank, r) in join_all(all.into_iter().map(Allreduce::close))
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        r.unwrap_or_else(|e| panic!("close rank {rank}: {e}"));
+    }
+    for node in nodes {
+        node.shutdown().await;
     }
 }

@@ -74,7 +74,16 @@ pub struct AllreduceConfig {
     chunk: usize,
     link: LinkParams,
     group: Option<GroupConfig>,
+    ring_lanes: usize,
 }
+
+/// Largest block of the ring's groups by default: each member holds one
+/// such buffer per incoming lane for the first block of a message, and
+/// beyond this size a round trip per message costs little against its bytes.
+const MAX_RING_BLOCK: usize = 4 << 20;
+
+/// The default number of groups per ring edge ([`AllreduceConfig::with_ring_lanes`]).
+pub const DEFAULT_RING_LANES: usize = 2;
 
 impl Default for AllreduceConfig {
     fn default() -> Self {
@@ -85,6 +94,7 @@ impl Default for AllreduceConfig {
             chunk: DEFAULT_CHUNK_SIZE,
             link: LinkParams::lab(),
             group: None,
+            ring_lanes: DEFAULT_RING_LANES,
         }
     }
 }
@@ -129,9 +139,22 @@ impl AllreduceConfig {
     }
 
     /// The configuration of the groups the allreduce runs over (default:
-    /// [`GroupConfig::new`] with blocks of a quarter chunk).
+    /// [`GroupConfig::new`] with blocks of a quarter chunk for the tree,
+    /// and for the ring blocks that hold a whole step's message for the
+    /// expected size, see [`with_expected_size`](Self::with_expected_size)).
     pub fn with_group_config(mut self, config: GroupConfig) -> Self {
         self.group = Some(config);
+        self
+    }
+
+    /// How many two-member groups carry each edge of the ring (at least 1;
+    /// default [`DEFAULT_RING_LANES`]): the ring's steps take them in turn.
+    /// A receiver asks for a group's next message only once the one before
+    /// it arrived, so with one group every step waits for that request to
+    /// cross the link behind the step's data; with two, each group's
+    /// request goes out a whole step ahead of its message.
+    pub fn with_ring_lanes(mut self, lanes: usize) -> Self {
+        self.ring_lanes = lanes.max(1);
         self
     }
 
@@ -179,8 +202,10 @@ pub fn tree_children(r: usize, k: usize, n: usize) -> std::ops::Range<usize> {
 /// runs over — one two-member group per tree edge, with the child as root,
 /// and one group of all members with rank 0 as root for the result — and
 /// uses them for every call; unless the algorithm is
-/// [`AllreduceAlgorithm::Tree`], also a two-member group from each rank to
-/// the next for the ring. It takes the group ids `base` to `base + 2n`.
+/// [`AllreduceAlgorithm::Tree`], also `lanes` two-member groups from each
+/// rank to the next for the ring
+/// ([`AllreduceConfig::with_ring_lanes`]). It takes the group ids `base`
+/// to `base + (1 + lanes) n`.
 ///
 /// Calls must be made in the same order on every member. A call costs a
 /// message per chunk on each edge; the first carries a small header, so
@@ -202,9 +227,29 @@ pub struct Allreduce {
     algorithm: AllreduceAlgorithm,
     /// The model's link, to choose between tree and ring per call.
     link: LinkParams,
-    /// The ring's edges: to the next rank (this member the root), from the
-    /// previous one. Absent with `AllreduceAlgorithm::Tree` or one member.
-    ring: Option<(Group, Group)>,
+    /// The ring's edges. Absent with `AllreduceAlgorithm::Tree` or one
+    /// member.
+    ring: Option<Ring>,
+}
+
+/// The ring's edges of one member: `lanes` groups to the next rank (this
+/// member the root of each) and as many from the previous one. The ring's
+/// messages take the lanes in turn, the same turn on every member.
+#[derive(Debug)]
+struct Ring {
+    to_next: Vec<Group>,
+    from_prev: Vec<Group>,
+    /// The lane of the next message, sent and received.
+    turn: usize,
+}
+
+impl Ring {
+    /// The lane of the next message; advances the turn.
+    fn lane(&mut self) -> usize {
+        let lane = self.turn;
+        self.turn = (self.turn + 1) % self.to_next.len();
+        lane
+    }
 }
 
 fn failed(member: NodeId, error: Error) -> AllreduceError {
@@ -274,16 +319,42 @@ impl Allreduce {
                 .await
                 .map(Some)
         };
-        let ring_edge = |from: usize| GroupId(base.0 + 1 + (n + from) as u64);
+        // Lane l of the ring's edge from rank `from`.
+        let ring_edge =
+            |lane: usize, from: usize| GroupId(base.0 + 1 + (n * (1 + lane) + from) as u64);
+        // One block per ring message at the expected size: a message of
+        // several blocks waits a round trip after its first block, the
+        // receiver learning its size only then. Segments are whole
+        // elements, up to one element over size / n: 64 bytes of slack.
+        let ring_config = config.group.clone().unwrap_or_else(|| {
+            let step = config.expected_size.div_ceil(n.max(1) as u64) + VERDICT as u64 + 64;
+            let block = usize::try_from(step)
+                .unwrap_or(usize::MAX)
+                .min(MAX_RING_BLOCK)
+                .max((config.chunk / 4).max(1));
+            GroupConfig::new().with_block_size(block)
+        });
+        let lanes = config.ring_lanes.max(1);
         let ring = async {
             if n <= 1 || config.algorithm == AllreduceAlgorithm::Tree {
                 return Ok(None);
             }
             let (next, prev) = ((rank + 1) % n, (rank + n - 1) % n);
             let (out_pair, in_pair) = ([me, members[next]], [members[prev], me]);
-            let to_next = node.create_group(ring_edge(rank), &out_pair, group_config.clone());
-            let from_prev = node.create_group(ring_edge(prev), &in_pair, group_config.clone());
-            tokio::try_join!(to_next, from_prev).map(Some)
+            let to_next =
+                try_join_all((0..lanes).map(|l| {
+                    node.create_group(ring_edge(l, rank), &out_pair, ring_config.clone())
+                }));
+            let from_prev = try_join_all(
+                (0..lanes)
+                    .map(|l| node.create_group(ring_edge(l, prev), &in_pair, ring_config.clone())),
+            );
+            let (to_next, from_prev) = tokio::try_join!(to_next, from_prev)?;
+            Ok(Some(Ring {
+                to_next,
+                from_prev,
+                turn: 0,
+            }))
         };
         let (up, children, result, ring) =
             tokio::try_join!(up, children, result, ring).map_err(AllreduceError::Setup)?;
@@ -360,17 +431,29 @@ impl Allreduce {
         let seg = |i: usize| (elems * i / n * element)..(elems * (i + 1) / n * element);
         let prev = self.members[(rank + n - 1) % n];
         let next = self.members[(rank + 1) % n];
-        let (to_next, from_prev) = self.ring.as_mut().expect("ring groups");
+        let ring = self.ring.as_mut().expect("ring groups");
         let mut acc = buf.to_vec();
         let mut sends = Vec::with_capacity(2 * n);
+        // Per-step timings for `debug` events: when the call started, and
+        // when the step's message was handed over.
+        let started = std::time::Instant::now();
+        let since = |t: std::time::Instant| t.duration_since(started).as_micros() as u64;
         for step in 0..n - 1 {
             let out = seg((rank + n - step) % n);
             let mut msg = BytesMut::with_capacity(VERDICT + out.len());
             verdict.put(&mut msg);
             msg.extend_from_slice(&acc[out]);
-            sends.push(to_next.send(msg.freeze()));
+            let lane = ring.lane();
+            let sent = std::time::Instant::now();
+            sends.push(ring.to_next[lane].send(msg.freeze()));
             let inc = seg((rank + 2 * n - step - 1) % n);
-            let msg = next_message(from_prev, prev).await?;
+            let msg = next_message(&mut ring.from_prev[lane], prev).await?;
+            tracing::debug!(
+                step,
+                sent_us = since(sent),
+                arrived_us = since(std::time::Instant::now()),
+                "ring reduce-scatter step"
+            );
             let theirs = Verdict::get(&msg.data).ok_or_else(|| AllreduceError::Protocol {
                 member: prev,
                 detail: "a ring message shorter than its header".into(),
@@ -396,9 +479,17 @@ impl Allreduce {
         }
         for step in 0..n - 1 {
             let out = seg((rank + 1 + n - step) % n);
-            sends.push(to_next.send(Bytes::copy_from_slice(&acc[out])));
+            let lane = ring.lane();
+            let sent = std::time::Instant::now();
+            sends.push(ring.to_next[lane].send(Bytes::copy_from_slice(&acc[out])));
             let inc = seg((rank + n - step) % n);
-            let msg = next_message(from_prev, prev).await?;
+            let msg = next_message(&mut ring.from_prev[lane], prev).await?;
+            tracing::debug!(
+                step,
+                sent_us = since(sent),
+                arrived_us = since(std::time::Instant::now()),
+                "ring allgather step"
+            );
             if msg.data.len() != inc.len() {
                 return Err(AllreduceError::Protocol {
                     member: prev,
@@ -607,10 +698,14 @@ impl Allreduce {
         for (c, g) in self.children {
             groups.push((self.members[c], g));
         }
-        if let Some((to_next, from_prev)) = self.ring {
+        if let Some(ring) = self.ring {
             let n = self.members.len();
-            groups.push((self.members[(self.rank + 1) % n], to_next));
-            groups.push((self.members[(self.rank + n - 1) % n], from_prev));
+            let (next, prev) = (
+                self.members[(self.rank + 1) % n],
+                self.members[(self.rank + n - 1) % n],
+            );
+            groups.extend(ring.to_next.into_iter().map(|g| (next, g)));
+            groups.extend(ring.from_prev.into_iter().map(|g| (prev, g)));
         }
         if let Some(g) = self.result {
             groups.push((self.members[0], g));
