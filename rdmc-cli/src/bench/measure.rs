@@ -288,11 +288,26 @@ impl Run<'_> {
                         record,
                     ));
                 }
-                let (record, _) = self.series(&mut cluster, size, 1, SMALL_LATENCY_RUNS, 3)?;
+                let (record, samples) =
+                    self.series(&mut cluster, size, 1, SMALL_LATENCY_RUNS, 3)?;
+                // Each receiver's median delivery time (µs after the root's
+                // send; null for the root): where the hops' time goes.
+                let per_rank: Vec<Vec<f64>> = samples.iter().map(Sample::per_receiver).collect();
+                let receivers_us: Vec<Option<f64>> = (0..n)
+                    .map(|rank| {
+                        let times: Vec<f64> = per_rank
+                            .iter()
+                            .filter_map(|t| t.get(rank).copied())
+                            .filter(|t| t.is_finite())
+                            .collect();
+                        (!times.is_empty()).then(|| (median(&times) * 1e7).round() / 10.0)
+                    })
+                    .collect();
                 self.emit(merge(
                     json!({"experiment": "small_latency", "system": "rdmc",
                            "algorithm": algorithm, "nodes": n, "size": size,
-                           "block_size": block, "mode": mode}),
+                           "block_size": block, "mode": mode,
+                           "receivers_us": receivers_us}),
                     record,
                 ));
             }
