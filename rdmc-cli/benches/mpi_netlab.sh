@@ -157,10 +157,11 @@ chmod +x "$agent"
 # but each hostfile line says one slot, so OpenMPI thinks no host is
 # oversubscribed and its ranks busy-poll, starving each other (16 ranks on 2
 # cores: the forced pipeline 2.42x unicast instead of ~1.01x). mpi_yield_when_idle
-# makes a rank with nothing to do yield its core.
+# makes a rank with nothing to do yield its core (MPI_YIELD_WHEN_IDLE=0 in the
+# environment turns it off, to compare).
 mca=(--mca pml ob1 --mca btl tcp,self
      --mca btl_tcp_if_include "$SUBNET_CIDR" --mca oob_tcp_if_include "$SUBNET_CIDR"
-     --mca mpi_yield_when_idle 1
+     --mca mpi_yield_when_idle "${MPI_YIELD_WHEN_IDLE:-1}"
      --mca rtc_hwloc_vmhole none --mca plm_rsh_agent "$agent")
 if [ -n "$algorithm" ]; then
     mca+=(--mca coll_tuned_use_dynamic_rules 1 --mca "coll_tuned_${collective}_algorithm" "$algorithm")

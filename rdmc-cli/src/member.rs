@@ -68,6 +68,13 @@ pub(crate) struct MemberArgs {
     /// (`rdmc keygen FILE` makes one). Required: there is no default key.
     #[arg(long, value_name = "F")]
     key_file: Option<PathBuf>,
+    /// Worker threads of the member's tokio runtime, or 0 (the default):
+    /// one thread runs everything (reading, the protocol, writing and the
+    /// application), so a block is read, handled and forwarded without
+    /// waking another thread: the lowest latency, above all on a machine
+    /// that many members share (see BENCHMARKS.md).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    worker_threads: usize,
     /// Seconds to wait for every member to be connected.
     #[arg(long, default_value_t = 30.0)]
     connect_timeout: f64,
@@ -138,10 +145,14 @@ pub(crate) fn run(args: MemberArgs) -> ExitCode {
         Ok(p) => p,
         Err(e) => return fail(&args, e),
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = if args.worker_threads == 0 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(args.worker_threads);
+        builder
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => return fail(&args, format!("cannot start the runtime: {e}")),
     };

@@ -25,7 +25,11 @@ pub enum CompletionMode {
     Interrupt,
     /// Never sleep: poll for completions continuously. Burns a core per
     /// node (two with the `ofi` transport) even while idle; worth it only
-    /// with a core to spare for every node of the machine.
+    /// with a core to spare for every node of the machine. Between empty
+    /// polls the thread yields its core to any other runnable thread (as
+    /// MPI's ranks do with `mpi_yield_when_idle`), so nodes sharing few
+    /// cores take turns instead of starving each other for whole time
+    /// slices.
     Polling,
     /// After any completion keep polling for `window`, then sleep until the
     /// next one — the papers' default with a 50 ms window. Burns a core for

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::lab::{Cluster, CpuTimes, Lab, Sample, median, mpi_bcast, mpi_burst};
-use super::plan::{MPI_SMALL, Plan, SMALL_SIZES, Workload};
+use super::plan::{MPI_SMALL, Plan, Workload};
 use super::{ALGORITHMS, BenchArgs, Experiment};
 
 /// Measured runs of one small message's latency (medians of these).
@@ -162,13 +162,18 @@ impl Run<'_> {
     }
 
     /// MPI_Bcast of the small messages with `n` nodes, as rdmc's: for each
-    /// size of [`SMALL_SIZES`] and each variant of [`MPI_SMALL`], a burst's
-    /// rate (`mpi_bcast --burst`) and one message's latency (a burst of one).
+    /// small size of the plan and each variant of [`MPI_SMALL`], a burst's
+    /// rate (`mpi_bcast --burst`, unless the burst is 0) and one message's
+    /// latency (a burst of one).
     fn small_mpi(&mut self, n: usize) -> Result<(), String> {
         let (_, burst, runs) = self.plan.small;
         let script = self.args.scripts.join("mpi_netlab.sh");
-        for size in SMALL_SIZES {
+        for size in self.plan.small_sizes.clone() {
             for (name, forced) in MPI_SMALL {
+                if burst == 0 {
+                    self.small_mpi_latency(n, size, name, forced)?;
+                    continue;
+                }
                 let result = mpi_burst(&script, n, &self.args.rate, size, burst, runs, forced)?;
                 let all = numbers(&result["all"]);
                 let rates: Vec<f64> = all.iter().map(|s| burst as f64 / s).collect();
@@ -180,28 +185,40 @@ impl Run<'_> {
                     "max": all.iter().copied().fold(0.0, f64::max),
                     "rate": self.args.rate,
                 }));
-                // A burst of one: timed as rdmc's, first send call to last
-                // delivery on one clock.
-                let result = mpi_burst(
-                    &script,
-                    n,
-                    &self.args.rate,
-                    size,
-                    1,
-                    SMALL_LATENCY_RUNS,
-                    forced,
-                )?;
-                let all = numbers(&result["all"]);
-                self.emit(json!({
-                    "experiment": "small_latency", "system": "mpi", "algorithm": name,
-                    "nodes": n, "size": size, "seconds": median(&all), "runs": all.len(),
-                    "all": all,
-                    "min": all.iter().copied().fold(f64::INFINITY, f64::min),
-                    "max": all.iter().copied().fold(0.0, f64::max),
-                    "rate": self.args.rate,
-                }));
+                self.small_mpi_latency(n, size, name, forced)?;
             }
         }
+        Ok(())
+    }
+
+    /// One MPI_Bcast message's latency with `n` nodes: a burst of one, timed
+    /// as rdmc's, first send call to last delivery on one clock.
+    fn small_mpi_latency(
+        &mut self,
+        n: usize,
+        size: u64,
+        name: &str,
+        forced: Option<(u32, u64)>,
+    ) -> Result<(), String> {
+        let script = self.args.scripts.join("mpi_netlab.sh");
+        let result = mpi_burst(
+            &script,
+            n,
+            &self.args.rate,
+            size,
+            1,
+            SMALL_LATENCY_RUNS,
+            forced,
+        )?;
+        let all = numbers(&result["all"]);
+        self.emit(json!({
+            "experiment": "small_latency", "system": "mpi", "algorithm": name,
+            "nodes": n, "size": size, "seconds": median(&all), "runs": all.len(),
+            "all": all,
+            "min": all.iter().copied().fold(f64::INFINITY, f64::min),
+            "max": all.iter().copied().fold(0.0, f64::max),
+            "rate": self.args.rate,
+        }));
         Ok(())
     }
 
@@ -259,21 +276,39 @@ impl Run<'_> {
         }
         if small {
             let (_, burst, runs) = self.plan.small;
-            for size in SMALL_SIZES {
-                let (record, samples) = self.series(&mut cluster, size, burst, runs, 1)?;
-                let rates: Vec<f64> = samples.iter().map(|s| burst as f64 / s.seconds).collect();
-                self.emit(merge(
-                    json!({"experiment": "small_messages", "system": "rdmc",
-                           "algorithm": algorithm, "nodes": n, "size": size,
-                           "block_size": block, "mode": mode, "burst": burst,
-                           "messages_per_second": median(&rates)}),
-                    record,
-                ));
-                let (record, _) = self.series(&mut cluster, size, 1, SMALL_LATENCY_RUNS, 3)?;
+            for size in self.plan.small_sizes.clone() {
+                if burst > 0 {
+                    let (record, samples) = self.series(&mut cluster, size, burst, runs, 1)?;
+                    let rates: Vec<f64> =
+                        samples.iter().map(|s| burst as f64 / s.seconds).collect();
+                    self.emit(merge(
+                        json!({"experiment": "small_messages", "system": "rdmc",
+                               "algorithm": algorithm, "nodes": n, "size": size,
+                               "block_size": block, "mode": mode, "burst": burst,
+                               "messages_per_second": median(&rates)}),
+                        record,
+                    ));
+                }
+                let (record, samples) =
+                    self.series(&mut cluster, size, 1, SMALL_LATENCY_RUNS, 3)?;
+                // Each receiver's median delivery time (µs after the root's
+                // send; null for the root): where the hops' time goes.
+                let per_rank: Vec<Vec<f64>> = samples.iter().map(Sample::per_receiver).collect();
+                let receivers_us: Vec<Option<f64>> = (0..n)
+                    .map(|rank| {
+                        let times: Vec<f64> = per_rank
+                            .iter()
+                            .filter_map(|t| t.get(rank).copied())
+                            .filter(|t| t.is_finite())
+                            .collect();
+                        (!times.is_empty()).then(|| (median(&times) * 1e7).round() / 10.0)
+                    })
+                    .collect();
                 self.emit(merge(
                     json!({"experiment": "small_latency", "system": "rdmc",
                            "algorithm": algorithm, "nodes": n, "size": size,
-                           "block_size": block, "mode": mode}),
+                           "block_size": block, "mode": mode,
+                           "receivers_us": receivers_us}),
                     record,
                 ));
             }

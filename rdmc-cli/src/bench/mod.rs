@@ -63,6 +63,14 @@ pub(crate) struct BenchArgs {
     /// these group sizes (e.g. `4,8`).
     #[arg(long, value_delimiter = ',')]
     nodes: Vec<usize>,
+    /// Small-message experiment: only these message sizes (e.g. `1KiB`;
+    /// default 1 B, 1 KiB, 16 KiB and 64 KiB).
+    #[arg(long, value_delimiter = ',', value_parser = crate::size::parse_size)]
+    small_sizes: Vec<u64>,
+    /// Small-message experiment: messages per burst of the rate measure
+    /// (default 1000; 0 measures one message's latency only).
+    #[arg(long, value_name = "MESSAGES")]
+    small_burst: Option<u64>,
     /// Block size of the latency, small-message and CPU experiments, or
     /// `auto` (the default, the library's): each message's block size
     /// chosen from its size and the group's (128–256 KiB; the papers used

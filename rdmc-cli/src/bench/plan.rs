@@ -39,6 +39,8 @@ pub(super) struct Plan {
     /// Group sizes, burst length and runs of the small messages
     /// ([`SMALL_SIZES`]: a burst's rate, and one message's latency).
     pub(super) small: (Vec<usize>, u64, usize),
+    /// Message sizes of the small messages (default [`SMALL_SIZES`]).
+    pub(super) small_sizes: Vec<u64>,
     /// Block sizes and (message size, runs, warm-up) for Fig. 6.
     pub(super) block_sizes: Vec<u64>,
     pub(super) block_messages: Vec<Workload>,
@@ -95,6 +97,7 @@ impl Plan {
                 mpi: vec![("default", None), mpi_pipeline],
                 breakdown_size: 64 * MIB,
                 small: (vec![], 0, 0),
+                small_sizes: SMALL_SIZES.to_vec(),
                 block_sizes: vec![],
                 block_messages: vec![],
                 cpu: vec![],
@@ -143,6 +146,7 @@ impl Plan {
                 ],
                 breakdown_size: 256 * MIB,
                 small: (vec![2, 4, 8, 16], 1000, 5),
+                small_sizes: SMALL_SIZES.to_vec(),
                 block_sizes: (14..=24).map(|p| 1u64 << p).collect(),
                 block_messages: vec![
                     (16 * KIB, 5, 1),
@@ -209,6 +213,12 @@ impl Plan {
             plan.small.0.retain(|n| args.nodes.contains(n));
             plan.overlap.nodes.retain(|n| args.nodes.contains(n));
         }
+        if !args.small_sizes.is_empty() {
+            plan.small_sizes = args.small_sizes.clone();
+        }
+        if let Some(burst) = args.small_burst {
+            plan.small.1 = burst;
+        }
         if args.no_mpi {
             plan.mpi.clear();
         }
@@ -248,6 +258,10 @@ impl Plan {
 
     /// The largest message any experiment sends (what the members allocate).
     pub(super) fn largest_message(&self) -> u64 {
+        if self.experiments == [Experiment::SmallMessages] {
+            // Small messages only: no member needs the large payloads.
+            return self.small_sizes.iter().copied().max().unwrap_or(MIB);
+        }
         let latency = self.latency.iter().map(|l| l.size);
         let block = self.block_messages.iter().map(|m| m.0);
         let cpu = self.cpu.iter().map(|m| m.0);
@@ -258,5 +272,54 @@ impl Plan {
             .chain(own)
             .max()
             .unwrap_or(MIB)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn plan(argv: &[&str]) -> Plan {
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            bench: BenchArgs,
+        }
+        let argv = std::iter::once("bench").chain(argv.iter().copied());
+        Plan::new(&Cli::try_parse_from(argv).unwrap().bench)
+    }
+
+    /// `--small-sizes` and `--small-burst` narrow the small messages, and a
+    /// run of small messages only gives its members no larger payload than
+    /// its largest small message.
+    #[test]
+    fn small_messages_narrowed_by_the_command_line() {
+        let full = plan(&["--only", "small-messages"]);
+        assert_eq!(full.small_sizes, SMALL_SIZES);
+        assert_eq!(full.small.1, 1000);
+        assert_eq!(full.largest_message(), 64 * KIB);
+
+        let one = plan(&[
+            "--only",
+            "small-messages",
+            "--nodes",
+            "8",
+            "--small-sizes",
+            "1KiB",
+            "--small-burst",
+            "0",
+        ]);
+        assert_eq!(one.small_sizes, [KIB]);
+        assert_eq!(one.small.0, [8]);
+        assert_eq!(one.small.1, 0);
+        assert_eq!(one.lab_sizes(), [8]);
+        assert_eq!(one.largest_message(), KIB);
+
+        // With the latency experiment too, the members keep the largest
+        // latency message.
+        let both = plan(&["--only", "latency,small-messages", "--small-sizes", "1KiB"]);
+        assert_eq!(both.largest_message(), 256 * MIB);
     }
 }

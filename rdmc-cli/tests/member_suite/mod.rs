@@ -264,7 +264,21 @@ pub fn six_processes_deliver_three_odd_files(transport: &'static Transport) {
         .map(|(i, (&len, path))| write_file(path, len, i as u8))
         .collect();
     let extra = ["--block-size", "64KiB", "--algorithm", "binomial-pipeline"];
-    let mut children = scratch.spawn_all(6, &extra, &files);
+    // Odd ranks on a multi-thread runtime of two workers, even ranks on the
+    // default single thread: both runtimes in one group; ranks 2 and 5
+    // poll for completions (spinning, yielding the core between polls).
+    let mut children: Vec<Child> = (0..6)
+        .map(|r| {
+            let mut extra = extra.to_vec();
+            if r % 2 == 1 {
+                extra.extend(["--worker-threads", "2"]);
+            }
+            if r == 2 || r == 5 {
+                extra.extend(["--completion", "polling"]);
+            }
+            scratch.spawn_member(r, &extra, if r == 0 { &files } else { &[] })
+        })
+        .collect();
     for (rank, child) in children.iter_mut().enumerate() {
         let (status, err) = wait(child, Duration::from_secs(60));
         assert!(status.success(), "rank {rank} failed: {err}");

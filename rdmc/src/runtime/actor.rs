@@ -253,7 +253,18 @@ impl<T: Transport> Actor<T> {
                     handled += 1;
                 }
                 match wait.after_pass(handled) {
-                    Next::Again | Next::Spin => {
+                    Next::Again => {
+                        tokio::task::yield_now().await;
+                        continue;
+                    }
+                    Next::Spin => {
+                        // Nothing came: let the other threads of the
+                        // machine have the core for a moment (as the
+                        // fabric drivers do, and MPI's ranks with
+                        // `mpi_yield_when_idle`) — members sharing a few
+                        // cores would otherwise starve each other for a
+                        // whole time slice — then poll again.
+                        std::thread::yield_now();
                         tokio::task::yield_now().await;
                         continue;
                     }
