@@ -52,6 +52,9 @@ pub(crate) struct AllreduceMemberArgs {
     /// Groups per ring edge, taken in turn by the ring's steps.
     #[arg(long, default_value_t = rdmc::collective::DEFAULT_RING_LANES)]
     ring_lanes: usize,
+    /// Messages each ring step is split into (pipelined across steps).
+    #[arg(long, default_value_t = rdmc::collective::DEFAULT_RING_PIECES)]
+    ring_pieces: usize,
     /// Block size of every group (default: the allreduce's choice).
     #[arg(long, value_parser = parse_size)]
     block: Option<u64>,
@@ -119,7 +122,8 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
         .with_algorithm(algorithm)
         .with_expected_size(args.size)
         .with_chunk_size(args.chunk as usize)
-        .with_ring_lanes(args.ring_lanes);
+        .with_ring_lanes(args.ring_lanes)
+        .with_ring_pieces(args.ring_pieces);
     if let Some(block) = args.block {
         config = config.with_group_config(GroupConfig::new().with_block_size(block as usize));
     }
@@ -199,7 +203,7 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
             json!({
                 "system": "rdmc", "experiment": "allreduce", "nodes": n, "size": args.size,
                 "dtype": "f32", "op": "sum", "algorithm": ran, "degree": degree, "chunk": args.chunk,
-                "ring_lanes": args.ring_lanes, "block": args.block,
+                "ring_lanes": args.ring_lanes, "ring_pieces": args.ring_pieces, "block": args.block,
                 "completion": format!("{:?}", args.completion).to_lowercase(),
                 "wire_security": security_name(args.wire_security),
                 "runs": times.len(), "seconds": median, "all": times, "exact": exact,

@@ -129,9 +129,12 @@ async fn every_size_and_degree(n: usize) {
     degrees.retain(|&k| k < n.max(2));
     degrees.push(0); // the model's choice
     degrees.push(usize::MAX); // the ring
+    degrees.push(usize::MAX - 1); // the ring, each step in 3 pieces
     for k in degrees {
-        let ring = k == usize::MAX;
+        let ring = k >= usize::MAX - 1;
+        let pieces = if k == usize::MAX - 1 { 3 } else { 1 };
         let mut config = AllreduceConfig::new()
+            .with_ring_pieces(pieces)
             .with_chunk_size(1000)
             .with_algorithm(if ring {
                 AllreduceAlgorithm::Ring
@@ -250,9 +253,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
     #[test]
-    fn random_groups_degrees_chunks_floats_rings_lanes_and_blocks_match_the_reference(
+    fn random_groups_degrees_chunks_floats_rings_lanes_pieces_and_blocks_match_the_reference(
         n in 1usize..=33, k in 1usize..8, chunk in 1usize..300, elems in 0usize..700, seed: u64, ring: bool,
-        lanes in 1usize..4, block in proptest::option::of(1usize..200),
+        lanes in 1usize..4, pieces in 1usize..5, block in proptest::option::of(1usize..200),
     ) {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         rt.block_on(async {
@@ -261,7 +264,8 @@ proptest! {
                 .with_degree(k)
                 .with_chunk_size(chunk)
                 .with_algorithm(algorithm)
-                .with_ring_lanes(lanes);
+                .with_ring_lanes(lanes)
+                .with_ring_pieces(pieces);
             // Small blocks: ring messages of many blocks (by default each
             // is one block).
             let config = match block {

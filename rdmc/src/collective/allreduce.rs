@@ -75,6 +75,7 @@ pub struct AllreduceConfig {
     link: LinkParams,
     group: Option<GroupConfig>,
     ring_lanes: usize,
+    ring_pieces: usize,
 }
 
 /// Largest block of the ring's groups by default: each member holds one
@@ -84,6 +85,10 @@ const MAX_RING_BLOCK: usize = 4 << 20;
 
 /// The default number of groups per ring edge ([`AllreduceConfig::with_ring_lanes`]).
 pub const DEFAULT_RING_LANES: usize = 2;
+
+/// The default number of messages each ring step is split into
+/// ([`AllreduceConfig::with_ring_pieces`]).
+pub const DEFAULT_RING_PIECES: usize = 1;
 
 impl Default for AllreduceConfig {
     fn default() -> Self {
@@ -95,6 +100,7 @@ impl Default for AllreduceConfig {
             link: LinkParams::lab(),
             group: None,
             ring_lanes: DEFAULT_RING_LANES,
+            ring_pieces: DEFAULT_RING_PIECES,
         }
     }
 }
@@ -158,6 +164,17 @@ impl AllreduceConfig {
         self
     }
 
+    /// Into how many messages each ring step's segment is split (at least
+    /// 1; default [`DEFAULT_RING_PIECES`]). Piece i of a step is sent on
+    /// as soon as piece i of the step before arrived and was reduced, so
+    /// consecutive steps overlap instead of each waiting for the whole of
+    /// the one before. Each edge then has `lanes × pieces` groups, so
+    /// that every piece's receive is still asked for ahead of it.
+    pub fn with_ring_pieces(mut self, pieces: usize) -> Self {
+        self.ring_pieces = pieces.max(1);
+        self
+    }
+
     /// The degree used for `n` members: the fixed one, or the model's.
     pub fn degree(&self, n: usize) -> usize {
         let k = self.degree.unwrap_or_else(|| {
@@ -203,9 +220,10 @@ pub fn tree_children(r: usize, k: usize, n: usize) -> std::ops::Range<usize> {
 /// and one group of all members with rank 0 as root for the result — and
 /// uses them for every call; unless the algorithm is
 /// [`AllreduceAlgorithm::Tree`], also `lanes` two-member groups from each
-/// rank to the next for the ring
-/// ([`AllreduceConfig::with_ring_lanes`]). It takes the group ids `base`
-/// to `base + (1 + lanes) n`.
+/// rank to the next for the ring, times its pieces
+/// ([`AllreduceConfig::with_ring_lanes`],
+/// [`AllreduceConfig::with_ring_pieces`]). It takes the group ids `base`
+/// to `base + (1 + lanes × pieces) n`.
 ///
 /// Calls must be made in the same order on every member. A call costs a
 /// message per chunk on each edge; the first carries a small header, so
@@ -230,26 +248,20 @@ pub struct Allreduce {
     /// The ring's edges. Absent with `AllreduceAlgorithm::Tree` or one
     /// member.
     ring: Option<Ring>,
+    /// Messages per ring step.
+    ring_pieces: usize,
 }
 
-/// The ring's edges of one member: `lanes` groups to the next rank (this
-/// member the root of each) and as many from the previous one. The ring's
-/// messages take the lanes in turn, the same turn on every member.
+/// The ring's edges of one member: `lanes × pieces` groups to the next
+/// rank (this member the root of each) and as many from the previous one.
+/// The ring's messages take the lanes in turn, the same turn on every
+/// member.
 #[derive(Debug)]
 struct Ring {
     to_next: Vec<Group>,
     from_prev: Vec<Group>,
     /// The lane of the next message, sent and received.
     turn: usize,
-}
-
-impl Ring {
-    /// The lane of the next message; advances the turn.
-    fn lane(&mut self) -> usize {
-        let lane = self.turn;
-        self.turn = (self.turn + 1) % self.to_next.len();
-        lane
-    }
 }
 
 fn failed(member: NodeId, error: Error) -> AllreduceError {
@@ -334,7 +346,7 @@ impl Allreduce {
                 .max((config.chunk / 4).max(1));
             GroupConfig::new().with_block_size(block)
         });
-        let lanes = config.ring_lanes.max(1);
+        let lanes = config.ring_lanes.max(1) * config.ring_pieces.max(1);
         let ring = async {
             if n <= 1 || config.algorithm == AllreduceAlgorithm::Tree {
                 return Ok(None);
@@ -371,6 +383,7 @@ impl Allreduce {
             algorithm: config.algorithm,
             link: config.link,
             ring,
+            ring_pieces: config.ring_pieces.max(1),
         })
     }
 
@@ -415,10 +428,15 @@ impl Allreduce {
 
     /// Reduce-scatter then allgather around the ring of ranks.
     ///
-    /// Every reduce-scatter message starts with the sender's [`Verdict`] on
-    /// the buffers seen so far; after the n − 1 steps each member's verdict
-    /// covers all n buffers, so a bad buffer fails every member with the
-    /// same error before the allgather, without a separate round.
+    /// Each of the 2 (n − 1) steps sends one segment, split into
+    /// `pieces` messages ([`AllreduceConfig::with_ring_pieces`]); piece i
+    /// of a step leaves as soon as piece i of the step before arrived (and
+    /// was reduced), so pieces of consecutive steps overlap on the links.
+    /// The first piece of every reduce-scatter step starts with the
+    /// sender's [`Verdict`] on the buffers seen so far; after the n − 1
+    /// steps each member's verdict covers all n buffers, so a bad buffer
+    /// fails every member with the same error before the allgather,
+    /// without a separate round.
     async fn ring_allreduce(
         &mut self,
         buf: &mut [u8],
@@ -428,76 +446,110 @@ impl Allreduce {
         let n = self.members.len();
         let (rank, elems) = (self.rank, buf.len() / element);
         let mut verdict = Verdict::of(buf.len() as u64, rank as u64, element);
-        let seg = |i: usize| (elems * i / n * element)..(elems * (i + 1) / n * element);
+        let p = self.ring_pieces.max(1);
+        // Piece `i` of segment `s`, in bytes.
+        let piece = |s: usize, i: usize| {
+            let (a, b) = (elems * s / n, elems * (s + 1) / n);
+            let (from, to) = (a + (b - a) * i / p, a + (b - a) * (i + 1) / p);
+            from * element..to * element
+        };
+        // Step `s` sends segment `out(s)` and receives `inc(s)`, which
+        // step s + 1 sends on: reduce-scatter for s < n − 1, then allgather.
+        let inc = |s: usize| (rank + 2 * n - s - 1) % n;
+        let out = |s: usize| (rank + 2 * n - s) % n;
+        let (rs, total) = ((n - 1) * p, 2 * (n - 1) * p);
         let prev = self.members[(rank + n - 1) % n];
         let next = self.members[(rank + 1) % n];
         let ring = self.ring.as_mut().expect("ring groups");
+        let lanes = ring.to_next.len();
+        // Message k (step k / p, piece k % p) on every member takes lane
+        // (base + k) mod lanes, sent and received.
+        let base = ring.turn;
+        let lane = |k: usize| (base + k) % lanes;
         let mut acc = buf.to_vec();
-        let mut sends = Vec::with_capacity(2 * n);
-        // Per-step timings for `debug` events: when the call started, and
-        // when the step's message was handed over.
+        let mut sends = Vec::with_capacity(total);
+        // Per-message timings for `debug` events.
         let started = std::time::Instant::now();
         let since = |t: std::time::Instant| t.duration_since(started).as_micros() as u64;
-        for step in 0..n - 1 {
-            let out = seg((rank + n - step) % n);
-            let mut msg = BytesMut::with_capacity(VERDICT + out.len());
-            verdict.put(&mut msg);
-            msg.extend_from_slice(&acc[out]);
-            let lane = ring.lane();
-            let sent = std::time::Instant::now();
-            sends.push(ring.to_next[lane].send(msg.freeze()));
-            let inc = seg((rank + 2 * n - step - 1) % n);
-            let msg = next_message(&mut ring.from_prev[lane], prev).await?;
+        let send = |k: usize, acc: &[u8], verdict: &Verdict, ring: &Ring| {
+            let (s, i) = (k / p, k % p);
+            let r = piece(out(s), i);
+            let msg = if s < n - 1 && i == 0 {
+                let mut msg = BytesMut::with_capacity(VERDICT + r.len());
+                verdict.put(&mut msg);
+                msg.extend_from_slice(&acc[r]);
+                msg.freeze()
+            } else {
+                Bytes::copy_from_slice(&acc[r])
+            };
+            ring.to_next[lane(k)].send(msg)
+        };
+        for k in 0..p {
+            sends.push(send(k, &acc, &verdict, ring));
+        }
+        let mut k = 0;
+        while k < total {
+            let (s, i) = (k / p, k % p);
+            let msg = next_message(&mut ring.from_prev[lane(k)], prev).await?;
             tracing::debug!(
-                step,
-                sent_us = since(sent),
+                step = s,
+                piece = i,
                 arrived_us = since(std::time::Instant::now()),
-                "ring reduce-scatter step"
+                "ring message arrived"
             );
-            let theirs = Verdict::get(&msg.data).ok_or_else(|| AllreduceError::Protocol {
-                member: prev,
-                detail: "a ring message shorter than its header".into(),
-            })?;
-            verdict.combine(&theirs);
-            let data = &msg.data[VERDICT..];
-            if data.len() == inc.len() {
-                op.apply(&mut acc[inc], data);
-            } else if verdict.is_ok() {
-                // Equal lengths so far, yet a segment of another length.
-                return Err(AllreduceError::Protocol {
-                    member: prev,
-                    detail: "a ring segment of another length".into(),
-                });
+            let r = piece(inc(s), i);
+            if s < n - 1 {
+                let data = if i == 0 {
+                    let theirs =
+                        Verdict::get(&msg.data).ok_or_else(|| AllreduceError::Protocol {
+                            member: prev,
+                            detail: "a ring message shorter than its header".into(),
+                        })?;
+                    verdict.combine(&theirs);
+                    &msg.data[VERDICT..]
+                } else {
+                    &msg.data[..]
+                };
+                if data.len() == r.len() {
+                    op.apply(&mut acc[r], data);
+                } else if verdict.is_ok() {
+                    // Equal lengths so far, yet a piece of another length.
+                    return Err(AllreduceError::Protocol {
+                        member: prev,
+                        detail: "a ring segment of another length".into(),
+                    });
+                }
+                // Otherwise the buffers differ: every member learns it below.
+                if s == n - 2
+                    && i == 0
+                    && let Some(error) = verdict.error(&self.members, element)
+                {
+                    // The last step's other pieces are still coming: take
+                    // them, so the lanes stay in turn for the next call.
+                    for k in k + 1..rs {
+                        next_message(&mut ring.from_prev[lane(k)], prev).await?;
+                    }
+                    ring.turn = (base + rs) % lanes;
+                    for send in sends {
+                        send.await.map_err(|e| failed(next, e))?;
+                    }
+                    return Err(error);
+                }
+            } else {
+                if msg.data.len() != r.len() {
+                    return Err(AllreduceError::Protocol {
+                        member: prev,
+                        detail: "a ring segment of another length".into(),
+                    });
+                }
+                acc[r].copy_from_slice(&msg.data);
             }
-            // Otherwise the buffers differ: every member learns it below.
-        }
-        if let Some(error) = verdict.error(&self.members, element) {
-            for send in sends {
-                send.await.map_err(|e| failed(next, e))?;
+            if k + p < total {
+                sends.push(send(k + p, &acc, &verdict, ring));
             }
-            return Err(error);
+            k += 1;
         }
-        for step in 0..n - 1 {
-            let out = seg((rank + 1 + n - step) % n);
-            let lane = ring.lane();
-            let sent = std::time::Instant::now();
-            sends.push(ring.to_next[lane].send(Bytes::copy_from_slice(&acc[out])));
-            let inc = seg((rank + n - step) % n);
-            let msg = next_message(&mut ring.from_prev[lane], prev).await?;
-            tracing::debug!(
-                step,
-                sent_us = since(sent),
-                arrived_us = since(std::time::Instant::now()),
-                "ring allgather step"
-            );
-            if msg.data.len() != inc.len() {
-                return Err(AllreduceError::Protocol {
-                    member: prev,
-                    detail: "a ring segment of another length".into(),
-                });
-            }
-            acc[inc].copy_from_slice(&msg.data);
-        }
+        ring.turn = (base + total) % lanes;
         for send in sends {
             send.await.map_err(|e| failed(next, e))?;
         }

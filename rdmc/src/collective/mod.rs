@@ -38,6 +38,6 @@ mod op;
 
 pub use allreduce::{
     Allreduce, AllreduceAlgorithm, AllreduceConfig, AllreduceError, DEFAULT_CHUNK_SIZE,
-    DEFAULT_RING_LANES, tree_children, tree_parent,
+    DEFAULT_RING_LANES, DEFAULT_RING_PIECES, tree_children, tree_parent,
 };
 pub use op::{CustomReduce, DType, ReduceOp};
