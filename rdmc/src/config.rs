@@ -91,6 +91,13 @@ pub const DEFAULT_CREATE_TIMEOUT: Duration = Duration::from_secs(30);
 /// [`GroupConfig::with_progress_timeout`]).
 pub const DEFAULT_PROGRESS_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Default largest batch of small messages (see
+/// [`GroupConfig::with_small_message_batching`]): 16 KiB.
+pub const DEFAULT_MAX_BATCH_BYTES: usize = 16 << 10;
+
+/// Bytes a message takes in a batch besides its own: its length.
+pub const BATCH_HEADER_BYTES: usize = 4;
+
 /// Configuration of a group.
 ///
 /// Every member must use the same algorithm, block size, largest message
@@ -111,6 +118,7 @@ pub struct GroupConfig {
     receive_targets: Option<ReceiveTargets>,
     racks: Option<Vec<u32>>,
     slow_members: Vec<usize>,
+    small_message_batching: Option<usize>,
 }
 
 impl Default for GroupConfig {
@@ -128,6 +136,7 @@ impl Default for GroupConfig {
             receive_targets: None,
             racks: None,
             slow_members: Vec::new(),
+            small_message_batching: Some(DEFAULT_MAX_BATCH_BYTES),
         }
     }
 }
@@ -241,6 +250,47 @@ impl GroupConfig {
     pub fn with_message_digest(mut self, on: bool) -> Self {
         self.message_digest = Some(on);
         self
+    }
+
+    /// Carry small messages that the root's application sends while
+    /// another message is in flight as one transfer, a batch of at most
+    /// `max_batch_bytes` bytes (each message takes its length plus
+    /// [`BATCH_HEADER_BYTES`]); every receiver splits it back into the
+    /// separate messages, delivered in order, each its own
+    /// [`Message`](crate::Message) with its own sequence number, and each
+    /// [`SendFuture`](crate::SendFuture) resolves as it would have. Only
+    /// messages already queued when the next transfer starts are batched:
+    /// a lone message goes out at once, alone, as without batching, and no
+    /// timer holds any message back. A message too large to join a batch
+    /// (over `max_batch_bytes - BATCH_HEADER_BYTES` bytes) travels alone
+    /// and is never copied; order is total, so a small message never
+    /// overtakes a large one. `None`: every message is its own transfer.
+    ///
+    /// A batch is one transfer: its messages are sent, delivered and
+    /// taken together or, if the group fails while it is on the way,
+    /// lost together (no receiver gets part of one). The receive window
+    /// ([`with_receive_window`](Self::with_receive_window)) counts a batch
+    /// as one message. A receiver with a receive-target hook
+    /// ([`with_receive_targets`](Self::with_receive_targets)) gets a
+    /// batch's messages in memory: the hook is not asked for them (turn
+    /// batching off for a group whose every message must go where the
+    /// hook says).
+    ///
+    /// On by default with [`DEFAULT_MAX_BATCH_BYTES`] (16 KiB, the size
+    /// from which a message's transfer time is the link's on the
+    /// benchmark's emulated lab): measured on that lab with 8 members, a
+    /// burst of 1-byte messages goes out many times faster (the project's
+    /// benchmark report has the numbers). Every member must use the same
+    /// setting (creating the group checks this). A value below
+    /// `BATCH_HEADER_BYTES + 1` is treated as `None`.
+    pub fn with_small_message_batching(mut self, max_batch_bytes: Option<usize>) -> Self {
+        self.small_message_batching = max_batch_bytes.filter(|&b| b > BATCH_HEADER_BYTES);
+        self
+    }
+
+    /// The largest batch of small messages, if the group batches them.
+    pub fn small_message_batching(&self) -> Option<usize> {
+        self.small_message_batching
     }
 
     /// Fail the group when this receiver's application leaves a delivered

@@ -67,9 +67,10 @@ pub use config::OfiConfig;
 #[cfg(feature = "rdma")]
 pub use config::RdmaConfig;
 pub use config::{
-    ClusterConfigError, ClusterKey, ClusterKeyError, CompletionMode, DEFAULT_BLOCK_SIZE,
-    DEFAULT_CREATE_TIMEOUT, DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_RECEIVE_WINDOW, EarlyAnnounce,
-    GroupConfig, MAX_BLOCK_SIZE, MAX_TIMEOUT, NodeConfig, TcpConfig, WireSecurity,
+    BATCH_HEADER_BYTES, ClusterConfigError, ClusterKey, ClusterKeyError, CompletionMode,
+    DEFAULT_BLOCK_SIZE, DEFAULT_CREATE_TIMEOUT, DEFAULT_MAX_BATCH_BYTES, DEFAULT_MAX_MESSAGE_SIZE,
+    DEFAULT_RECEIVE_WINDOW, EarlyAnnounce, GroupConfig, MAX_BLOCK_SIZE, MAX_TIMEOUT, NodeConfig,
+    TcpConfig, WireSecurity,
 };
 pub use error::{Error, FailureKind, MembershipError};
 pub use group::{Group, SendFuture};

@@ -209,7 +209,10 @@ async fn a_full_receive_window_holds_the_root_back_until_the_reader_catches_up()
     let config = GroupConfig::new()
         .with_algorithm(Algorithm::BinomialPipeline)
         .with_block_size(8)
-        .with_receive_window(Some(2));
+        .with_receive_window(Some(2))
+        // The window counts transfers, and a batch is one: each message
+        // its own transfer here.
+        .with_small_message_batching(None);
     let (root, mut fast, mut slow) = tokio::try_join!(
         nodes[0].create_group(GroupId(1), &members, config.clone()),
         nodes[1].create_group(GroupId(1), &members, config.clone()),

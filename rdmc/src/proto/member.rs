@@ -12,7 +12,7 @@ mod events;
 mod progress;
 
 pub use config::{
-    Announce, MAX_MESSAGES, MemberConfig, READY_WINDOW, Rank, block_count, block_len,
+    Announce, BATCH_FLAG, MAX_MESSAGES, MemberConfig, READY_WINDOW, Rank, block_count, block_len,
 };
 pub use events::{Action, Control, Failure, FailureReason, MemberError};
 
@@ -24,6 +24,8 @@ use progress::Stall;
 struct MessageProgress {
     seq: u64,
     size: u64,
+    /// Whether the transfer is a batch of small messages.
+    batch: bool,
     /// This message's block size.
     block_size: usize,
     blocks: usize,
@@ -50,6 +52,18 @@ struct MessageProgress {
     /// Which blocks have arrived (empty on the root).
     received: Vec<bool>,
     num_received: usize,
+}
+
+impl MessageProgress {
+    /// The immediate value of this transfer's blocks: its size, with
+    /// [`BATCH_FLAG`] for a batch.
+    fn immediate(&self) -> u64 {
+        if self.batch {
+            self.size | BATCH_FLAG
+        } else {
+            self.size
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -99,8 +113,9 @@ pub struct GroupMember {
     first: Option<Transfer>,
     /// Whether the first-block receive of the next message is posted.
     armed: bool,
-    /// The root's queue of submitted messages not yet started: (seq, size).
-    queued: VecDeque<(u64, u64)>,
+    /// The root's queue of submitted messages not yet started: (seq, size,
+    /// whether it is a batch).
+    queued: VecDeque<(u64, u64, bool)>,
     /// Root: sequence number of the next submitted message.
     next_seq: u64,
     /// Messages completed locally.
@@ -233,6 +248,25 @@ impl GroupMember {
     /// Root: queue a `size`-byte message; returns its sequence number.
     /// Messages are transferred one after another in submission order.
     pub fn submit(&mut self, size: u64) -> Result<u64, MemberError> {
+        self.enqueue(size, false)
+    }
+
+    /// Root: queue a `size`-byte batch of small messages that the driver
+    /// packed into one transfer (its blocks carry [`BATCH_FLAG`], so that
+    /// every receiver's driver splits it again); returns its sequence
+    /// number. Like [`submit`](Self::submit) otherwise: the core counts the
+    /// batch as one message. At most [`MemberConfig::max_batch`] bytes.
+    pub fn submit_batch(&mut self, size: u64) -> Result<u64, MemberError> {
+        match self.config.max_batch {
+            None => Err(MemberError::NoBatches),
+            Some(max) if size > max => Err(MemberError::TooLarge { size, max }),
+            Some(_) => self.enqueue(size, true),
+        }
+    }
+
+    /// Root: whether a message of `size` bytes would be accepted now
+    /// (the checks of [`submit`](Self::submit), without queueing it).
+    pub fn check_submit(&self, size: u64) -> Result<(), MemberError> {
         if !self.is_root() {
             return Err(MemberError::NotRoot);
         }
@@ -240,19 +274,22 @@ impl GroupMember {
         if self.closing.is_some() {
             return Err(MemberError::Closed);
         }
-        if size > self.config.max_message_size {
-            return Err(MemberError::TooLarge {
-                size,
-                max: self.config.max_message_size,
-            });
+        let max = self.config.max_message_size.min(BATCH_FLAG - 1);
+        if size > max {
+            return Err(MemberError::TooLarge { size, max });
         }
         if self.next_seq >= MAX_MESSAGES {
             return Err(MemberError::TooManyMessages);
         }
+        Ok(())
+    }
+
+    fn enqueue(&mut self, size: u64, batch: bool) -> Result<u64, MemberError> {
+        self.check_submit(size)?;
         self.progress += 1;
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.queued.push_back((seq, size));
+        self.queued.push_back((seq, size, batch));
         if self.current.is_none() {
             self.start_next();
         }
@@ -278,7 +315,7 @@ impl GroupMember {
             return self.violation(from, "a block arrived from the wrong member");
         };
         let (_, expected) = cur.expected[index];
-        if immediate != cur.size {
+        if immediate != cur.immediate() {
             return self.violation(from, "the message size changed between blocks");
         }
         if len != block_len(cur.size, cur.block_size, expected.block) {
@@ -422,8 +459,9 @@ impl GroupMember {
         }
     }
 
-    /// Non-root: the first block of a new message arrived in the bounce buffer.
-    fn first_block(&mut self, from: Rank, size: u64, len: usize) {
+    /// Non-root: the first block of a new message arrived in the bounce
+    /// buffer, carrying `immediate` (its size, and whether it is a batch).
+    fn first_block(&mut self, from: Rank, immediate: u64, len: usize) {
         let first = match self.first {
             Some(first) if self.armed && from == first.peer => first,
             _ => return self.violation(from, "a first block arrived that was not asked for"),
@@ -439,8 +477,13 @@ impl GroupMember {
         {
             return self.violation(from, "a message arrived after the close count");
         }
+        let batch = immediate & BATCH_FLAG != 0;
+        let size = immediate & !BATCH_FLAG;
         if size > self.config.max_message_size {
             return self.violation(from, "announced message size exceeds the limit");
+        }
+        if batch && self.config.max_batch.is_none_or(|max| size > max) {
+            return self.violation(from, "a batch the group does not allow");
         }
         let bs = self.config.block_size.for_message(&self.schedule, size);
         let blocks = block_count(size, bs);
@@ -470,11 +513,13 @@ impl GroupMember {
             first_block: block,
             first_block_len: len,
             block_size: bs,
+            batch,
         });
         let sends_left = self.sends_per_block(blocks, steps);
         self.current = Some(MessageProgress {
             seq,
             size,
+            batch,
             block_size: bs,
             blocks,
             steps,
@@ -536,7 +581,7 @@ impl GroupMember {
 
     /// Root: begin the next queued message, if any.
     fn start_next(&mut self) {
-        let Some((seq, size)) = self.queued.pop_front() else {
+        let Some((seq, size, batch)) = self.queued.pop_front() else {
             return;
         };
         let block_size = self.config.block_size.for_message(&self.schedule, size);
@@ -547,6 +592,7 @@ impl GroupMember {
         self.current = Some(MessageProgress {
             seq,
             size,
+            batch,
             block_size,
             blocks,
             steps,
@@ -603,7 +649,7 @@ impl GroupMember {
             seq: cur.seq,
             offset: t.block * bs,
             len: block_len(cur.size, bs, t.block),
-            immediate: cur.size,
+            immediate: cur.immediate(),
         });
     }
 

@@ -676,8 +676,8 @@ fn algorithm_code(algorithm: Algorithm) -> u8 {
 /// The digest of group `id` as every member must create it: a hash of the
 /// id, the member list in rank order, the algorithm, the block size, the
 /// largest message size, whether messages carry a digest (as resolved
-/// by the node: `Some(true)` counts) and the racks and slow members when
-/// given, stable across processes, platforms and builds.
+/// by the node: `Some(true)` counts), the racks and slow members when
+/// given and the largest batch of small messages when they are batched, stable across processes, platforms and builds.
 /// Settings local to a member (the receive window, the create timeout) are
 /// left out.
 pub fn group_digest(id: GroupId, members: &[NodeId], config: &GroupConfig) -> u128 {
@@ -713,6 +713,12 @@ pub fn group_digest(id: GroupId, members: &[NodeId], config: &GroupConfig) -> u1
             h.u64(rank as u64);
         }
     }
+    // Also only when set: a group without batches is the same as before
+    // them (and a build without them cannot join a group with them).
+    if let Some(bytes) = config.small_message_batching() {
+        h.write(b"batch");
+        h.u64(bytes as u64);
+    }
     h.0
 }
 
@@ -742,10 +748,11 @@ mod tests {
     fn the_digest_is_stable() {
         // Pinned: a change here breaks groups between builds. (The
         // largest message size and the block size are the ones the defaults
-        // had when the value was pinned.)
+        // had when the value was pinned, and no batches.)
         let config = GroupConfig::new()
             .with_max_message_size(1 << 40)
-            .with_block_size(1 << 20);
+            .with_block_size(1 << 20)
+            .with_small_message_batching(None);
         let d = group_digest(GroupId(5), &nodes(&[0, 1, 2]), &config);
         assert_eq!(d, group_digest(GroupId(5), &nodes(&[0, 1, 2]), &config));
         assert_eq!(format!("{d:032x}"), PINNED);
@@ -797,6 +804,16 @@ mod tests {
             ),
             group_digest(GroupId(5), &members, &base.clone().with_slow_members([2])),
             group_digest(GroupId(5), &members, &base.clone().with_slow_members([1])),
+            group_digest(
+                GroupId(5),
+                &members,
+                &base.clone().with_small_message_batching(None),
+            ),
+            group_digest(
+                GroupId(5),
+                &members,
+                &base.clone().with_small_message_batching(Some(4096)),
+            ),
         ];
         for (i, other) in different.iter().enumerate() {
             assert_ne!(d, *other, "case {i}");

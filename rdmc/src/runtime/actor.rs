@@ -15,12 +15,12 @@ use tracing::Instrument;
 mod creation;
 
 use super::group_state::{
-    CreateReply, DeliveredReply, GroupState, SendReply, Sending, execute, member_error,
+    CreateReply, DeliveredReply, GroupState, OpenBatch, SendReply, Sending, execute, member_error,
 };
 use super::target::TargetReady;
 use super::timing::{Lap, Stopwatch};
 
-use crate::config::GroupConfig;
+use crate::config::{BATCH_HEADER_BYTES, GroupConfig};
 use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
 use crate::proto::{FailureReason, GroupMember, MemberError, Rank, Rendezvous};
@@ -309,7 +309,13 @@ impl<T: Transport> Actor<T> {
             } => self.send(group, data, source, reply, delivered),
             Command::Close { group, reply } => self.close(group, reply),
             Command::Consumed { group } => {
-                self.with_member(group, GroupMember::message_consumed);
+                // The member counts transfers: a batch is taken once each
+                // of its messages is.
+                if let Some(g) = self.groups.get_mut(&group)
+                    && g.took_message()
+                {
+                    self.with_member(group, GroupMember::message_consumed);
+                }
             }
             Command::Leave { group } => self.leave(group),
             #[cfg(test)]
@@ -339,6 +345,53 @@ impl<T: Transport> Actor<T> {
             return;
         };
         let extra = if g.digest { DIGEST_LEN } else { 0 };
+        let too_large = |g: &GroupState, e| match e {
+            MemberError::TooLarge { size, max } => Error::MessageTooLarge {
+                size: size - extra,
+                max: max - extra,
+            },
+            e => member_error(g, e),
+        };
+        if source.is_none() && g.batchable(data.len()) {
+            // Behind a transfer in flight (or a batch gathering), a small
+            // message waits to go out in a batch with the others sent
+            // meanwhile; alone, it goes at once.
+            if !g.sending.is_empty() || g.open_batch.is_some() {
+                if let Err(e) = g.member.check_submit(data.len() as u64 + extra) {
+                    let e = too_large(g, e);
+                    g.in_flight.remove();
+                    let _ = reply.send(Err(e.clone()));
+                    let _ = delivered.send(Err(e));
+                    return;
+                }
+                let framed = data.len() + BATCH_HEADER_BYTES;
+                let max = g.batching.unwrap_or(0);
+                if g.open_batch
+                    .as_ref()
+                    .is_some_and(|b| b.bytes + framed > max)
+                {
+                    // Full: it queues behind the transfers in flight.
+                    g.seal_batch();
+                }
+                let batch = g.open_batch.get_or_insert_with(|| OpenBatch {
+                    messages: Vec::new(),
+                    bytes: 0,
+                    replies: Vec::new(),
+                    started,
+                });
+                batch.messages.push(data);
+                batch.bytes += framed;
+                batch.replies.push((reply, delivered));
+                if g.sending.is_empty() {
+                    // Its transfer completed meanwhile (sealed just now).
+                    g.seal_batch();
+                }
+                return self.drive(group);
+            }
+        } else {
+            // A larger message goes after the batch gathering before it.
+            g.seal_batch();
+        }
         match g.member.submit(data.len() as u64 + extra) {
             Ok(seq) => {
                 // Computed here, on the actor (see BENCHMARKS.md for what
@@ -349,7 +402,7 @@ impl<T: Transport> Actor<T> {
                     data,
                     digest,
                     source,
-                    reply,
+                    replies: vec![reply],
                     watch: Stopwatch::start(started),
                 });
                 g.durable.push_back((seq, delivered));
@@ -359,13 +412,7 @@ impl<T: Transport> Actor<T> {
                 self.drive(group);
             }
             Err(e) => {
-                let e = match e {
-                    MemberError::TooLarge { size, max } => Error::MessageTooLarge {
-                        size: size - extra,
-                        max: max - extra,
-                    },
-                    e => member_error(g, e),
-                };
+                let e = too_large(g, e);
                 g.in_flight.remove();
                 let _ = reply.send(Err(e.clone()));
                 let _ = delivered.send(Err(e));
@@ -391,6 +438,10 @@ impl<T: Transport> Actor<T> {
             return;
         }
         g.close_waiters.push(reply);
+        // The messages gathering for a batch were sent before the close.
+        if g.member.is_root() {
+            g.seal_batch();
+        }
         if let Err(e) = g.member.close() {
             let e = member_error(g, e);
             for w in g.close_waiters.drain(..) {

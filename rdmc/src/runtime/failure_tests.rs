@@ -26,7 +26,7 @@ use crate::transport::{
 };
 use crate::wait::CompletionMode;
 
-const GROUP: GroupId = GroupId(7);
+pub(super) const GROUP: GroupId = GroupId(7);
 
 /// Signals the node sent, in order.
 type Sent = Arc<Mutex<Vec<(NodeId, Signal)>>>;
@@ -34,11 +34,16 @@ type Sent = Arc<Mutex<Vec<(NodeId, Signal)>>>;
 /// Receives the node posted, in order.
 type Posted = Arc<Mutex<Vec<RecvRegion>>>;
 
-/// A transport that carries nothing: it records the signals it is given
-/// and the receives posted, and refuses buffers larger than `max_alloc`.
+/// Blocks the node sent, in order: (to, immediate, bytes).
+type Blocks = Arc<Mutex<Vec<(NodeId, u64, Vec<u8>)>>>;
+
+/// A transport that carries nothing: it records the signals and blocks it
+/// is given and the receives posted, and refuses buffers larger than
+/// `max_alloc`.
 struct Scripted {
     sent: Sent,
     posted: Posted,
+    blocks: Blocks,
     max_alloc: usize,
 }
 
@@ -46,7 +51,10 @@ impl Transport for Scripted {
     fn post_recv(&mut self, _: GroupId, _: NodeId, region: RecvRegion) {
         self.posted.lock().unwrap().push(region);
     }
-    fn post_send(&mut self, _: GroupId, _: NodeId, _: BlockRef, _: u64) {}
+    fn post_send(&mut self, _: GroupId, to: NodeId, block: BlockRef, immediate: u64) {
+        let bytes = block.as_slice().to_vec();
+        self.blocks.lock().unwrap().push((to, immediate, bytes));
+    }
     fn send_signal(&mut self, _: GroupId, to: NodeId, signal: Signal) {
         self.sent.lock().unwrap().push((to, signal));
     }
@@ -65,15 +73,16 @@ impl Transport for Scripted {
 /// Node 1 of the group {0, 1, 2} (sequential: the root sends every block
 /// to every member), created: its group handle, the completions the test
 /// injects, and the signals it sends.
-struct Member {
-    group: Group,
-    inject: CompletionSender,
-    sent: Sent,
-    posted: Posted,
+pub(super) struct Member {
+    pub(super) group: Group,
+    pub(super) inject: CompletionSender,
+    pub(super) sent: Sent,
+    pub(super) posted: Posted,
+    pub(super) blocks: Blocks,
     _commands: mpsc::UnboundedSender<Command>,
 }
 
-fn config() -> GroupConfig {
+pub(super) fn config() -> GroupConfig {
     GroupConfig::new()
         .with_algorithm(Algorithm::Sequential)
         .with_block_size(1024)
@@ -84,13 +93,20 @@ async fn member(max_alloc: usize) -> Member {
 }
 
 async fn member_with(max_alloc: usize, config: GroupConfig) -> Member {
-    let me = NodeId(1);
+    node_with(1, max_alloc, config).await
+}
+
+/// Node `me` of the group {0, 1, 2}, as [`member_with`].
+pub(super) async fn node_with(me: u32, max_alloc: usize, config: GroupConfig) -> Member {
+    let me = NodeId(me);
     let members = vec![NodeId(0), NodeId(1), NodeId(2)];
     let sent = Sent::default();
     let posted = Posted::default();
+    let blocks = Blocks::default();
     let transport = Scripted {
         sent: Arc::clone(&sent),
         posted: Arc::clone(&posted),
+        blocks: Arc::clone(&blocks),
         max_alloc,
     };
     let (inject, completions) = mpsc::unbounded_channel();
@@ -107,7 +123,7 @@ async fn member_with(max_alloc: usize, config: GroupConfig) -> Member {
         })
         .unwrap();
     let digest = group_digest(GROUP, &members, &config);
-    for from in [NodeId(0), NodeId(2)] {
+    for from in members.iter().copied().filter(|&n| n != me) {
         inject
             .send(Completion::Signal {
                 group: GROUP,
@@ -122,6 +138,7 @@ async fn member_with(max_alloc: usize, config: GroupConfig) -> Member {
         inject,
         sent,
         posted,
+        blocks,
         _commands: commands,
     }
 }
@@ -145,7 +162,7 @@ impl Member {
     }
 
     /// The group's failure, as its message stream reports it.
-    async fn failure(&mut self) -> Error {
+    pub(super) async fn failure(&mut self) -> Error {
         match self.group.next().await {
             Some(Err(e)) => e,
             other => panic!("expected the group's failure, got {other:?}"),
@@ -166,7 +183,7 @@ impl Member {
     }
 }
 
-fn failed(suspect: u32, kind: FailureKind) -> Error {
+pub(super) fn failed(suspect: u32, kind: FailureKind) -> Error {
     Error::GroupFailed {
         group: GROUP,
         suspect: Some(NodeId(suspect)),

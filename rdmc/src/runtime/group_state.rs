@@ -8,9 +8,11 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
+use super::actor::DIGEST_LEN;
 use super::message::Message;
 use super::target::{PendingBegin, TargetReady};
 use super::timing::{MessageTimings, Stopwatch};
+use crate::config::BATCH_HEADER_BYTES;
 use crate::error::{Error, FailureKind};
 use crate::ids::{GroupId, NodeId};
 use crate::in_flight::InFlight;
@@ -45,17 +47,30 @@ pub(super) struct Creating {
     pub(super) joined: Joined,
 }
 
-/// Root: a message submitted and not yet complete.
+/// Root: a message (or a batch of them) submitted and not yet complete.
 pub(super) struct Sending {
     pub(super) seq: u64,
+    /// The transfer's bytes: the message, or the batch's frame.
     pub(super) data: Bytes,
     /// The message's digest, sent after its bytes (when the group's
     /// messages carry one).
     pub(super) digest: Option<blake3::Hash>,
     /// The mapped file the bytes are, for a message sent from a file.
     pub(super) source: Option<Arc<MessageBuffer>>,
-    pub(super) reply: SendReply,
+    /// The send future of each message in the transfer, in order.
+    pub(super) replies: Vec<SendReply>,
     pub(super) watch: Stopwatch,
+}
+
+/// Root: small messages sent while another transfer is in flight, waiting
+/// to go out as one batch when the transfers before them are done.
+pub(super) struct OpenBatch {
+    pub(super) messages: Vec<Bytes>,
+    /// Bytes of the batch's frame so far.
+    pub(super) bytes: usize,
+    pub(super) replies: Vec<(SendReply, DeliveredReply)>,
+    /// When its first message was sent.
+    pub(super) started: Instant,
 }
 
 pub(super) struct GroupState {
@@ -113,6 +128,125 @@ pub(super) struct GroupState {
     pub(super) durable: VecDeque<(u64, DeliveredReply)>,
     /// Root: the count of messages in flight, shared with the handle.
     pub(super) in_flight: Arc<InFlight>,
+    /// The largest batch of small messages, if the group batches them
+    /// ([`GroupConfig::with_small_message_batching`](crate::GroupConfig::with_small_message_batching)).
+    pub(super) batching: Option<usize>,
+    /// Root: the batch gathering behind the transfers in flight.
+    pub(super) open_batch: Option<OpenBatch>,
+    /// Receiver: whether the transfer being received is a batch.
+    pub(super) receiving_batch: bool,
+    /// Receiver: the sequence number of the next message delivered (the
+    /// application's count, batches split).
+    pub(super) next_seq: u64,
+    /// Receiver: for each transfer delivered whose messages the
+    /// application has not all taken, how many it has not taken yet.
+    pub(super) untaken: VecDeque<usize>,
+}
+
+impl GroupState {
+    /// Receiver: the application took a message; whether that completes
+    /// its transfer (the member counts transfers).
+    pub(super) fn took_message(&mut self) -> bool {
+        match self.untaken.front_mut() {
+            Some(left) if *left > 1 => {
+                *left -= 1;
+                false
+            }
+            Some(_) => {
+                self.untaken.pop_front();
+                true
+            }
+            None => true,
+        }
+    }
+
+    /// Root: a message of `len` bytes may join a batch.
+    pub(super) fn batchable(&self, len: usize) -> bool {
+        self.batching
+            .is_some_and(|max| len.saturating_add(BATCH_HEADER_BYTES) <= max)
+    }
+
+    /// Root: send the open batch, if any (a batch of one as a plain
+    /// message); its messages fail together if the member refuses it.
+    pub(super) fn seal_batch(&mut self) {
+        let Some(batch) = self.open_batch.take() else {
+            return;
+        };
+        let OpenBatch {
+            mut messages,
+            bytes,
+            replies,
+            started,
+        } = batch;
+        let (data, batch) = if messages.len() == 1 {
+            (messages.pop().expect("one message"), false)
+        } else {
+            let mut frame = Vec::with_capacity(bytes);
+            for m in &messages {
+                let len = u32::try_from(m.len()).expect("batched messages are small");
+                frame.extend_from_slice(&len.to_le_bytes());
+                frame.extend_from_slice(m);
+            }
+            (Bytes::from(frame), true)
+        };
+        let extra = if self.digest { DIGEST_LEN } else { 0 };
+        let size = data.len() as u64 + extra;
+        let submitted = if batch {
+            self.member.submit_batch(size)
+        } else {
+            self.member.submit(size)
+        };
+        match submitted {
+            Ok(seq) => {
+                tracing::trace!(seq, messages = replies.len(), bytes = size, "batch sealed");
+                let digest = self.digest.then(|| blake3::hash(&data));
+                let mut sends = Vec::with_capacity(replies.len());
+                for (reply, delivered) in replies {
+                    sends.push(reply);
+                    self.durable.push_back((seq, delivered));
+                }
+                self.sending.push_back(Sending {
+                    seq,
+                    data,
+                    digest,
+                    source: None,
+                    replies: sends,
+                    watch: Stopwatch::start(started),
+                });
+            }
+            Err(e) => {
+                let e = member_error(self, e);
+                for (reply, delivered) in replies {
+                    self.in_flight.remove();
+                    let _ = reply.send(Err(e.clone()));
+                    let _ = delivered.send(Err(e.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// The messages of a batch's frame (each a 4-byte little-endian length and
+/// that many bytes, to the frame's end), or what is wrong with it.
+pub(super) fn split_batch(frame: &Bytes) -> Result<Vec<Bytes>, &'static str> {
+    let mut messages = Vec::new();
+    let mut at = 0;
+    while at < frame.len() {
+        let Some(header) = frame.get(at..at + BATCH_HEADER_BYTES) else {
+            return Err("a batch ends inside a message's length");
+        };
+        let len = u32::from_le_bytes(header.try_into().expect("4 bytes")) as usize;
+        at += BATCH_HEADER_BYTES;
+        if len > frame.len() - at {
+            return Err("a batched message runs past the batch's end");
+        }
+        messages.push(frame.slice(at..at + len));
+        at += len;
+    }
+    if messages.len() < 2 {
+        return Err("a batch of fewer than two messages");
+    }
+    Ok(messages)
 }
 
 pub(super) fn member_error(g: &GroupState, e: MemberError) -> Error {
@@ -121,6 +255,9 @@ pub(super) fn member_error(g: &GroupState, e: MemberError) -> Error {
         MemberError::Closed => Error::Closed(g.id),
         MemberError::Failed(f) => failure_error(g, &f),
         MemberError::TooLarge { size, max } => Error::MessageTooLarge { size, max },
+        MemberError::NoBatches => {
+            Error::InvalidConfig("the group does not carry batches of small messages")
+        }
         MemberError::TooManyMessages => Error::TooManyMessages {
             group: g.id,
             max: crate::proto::MAX_MESSAGES,
@@ -167,7 +304,9 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             first_block,
             first_block_len,
             block_size,
+            batch,
         } => {
+            g.receiving_batch = batch;
             let pending = PendingBegin {
                 seq,
                 size,
@@ -177,7 +316,9 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                 watch: Stopwatch::start(g.event_at),
                 task: None,
             };
-            if g.targets.is_some() {
+            // A batch's messages go to memory: the hook chooses for one
+            // message at a time.
+            if g.targets.is_some() && !batch {
                 super::target::choose(g, pending);
             } else {
                 let buf = transport
@@ -236,7 +377,14 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             if g.member.is_root() {
                 let sending = g.sending.pop_front().expect("a message was in flight");
                 debug_assert_eq!(sending.seq, seq);
-                let _ = sending.reply.send(Ok(sending.watch.finish(now)));
+                let timings = sending.watch.finish(now);
+                for reply in sending.replies {
+                    let _ = reply.send(Ok(timings));
+                }
+                if g.sending.is_empty() {
+                    // Nothing in flight: what gathered meanwhile goes now.
+                    g.seal_batch();
+                }
             } else {
                 let Some((s, buf)) = g.receiving.take() else {
                     // Its buffer could not be had: the group failed, and
@@ -250,6 +398,7 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                     .take()
                     .unwrap_or_else(|| Stopwatch::start(g.event_at));
                 if buf.file().is_some() {
+                    g.untaken.push_back(1);
                     return super::target::deliver_file(g, seq, buf, watch.finish(now));
                 }
                 let mut data = buf.into_bytes();
@@ -268,15 +417,38 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                         }
                     }
                 }
-                let message = Message {
-                    group: id,
-                    seq,
-                    data,
-                    file: None,
-                    timings: watch.finish(now),
+                let timings = watch.finish(now);
+                let messages = if std::mem::take(&mut g.receiving_batch) {
+                    match split_batch(&data) {
+                        Ok(messages) => messages,
+                        Err(detail) => {
+                            // Only the root packs batches (relays copy bytes).
+                            tracing::warn!(seq, detail, "a batch that lies");
+                            g.member.handle_local_failure(
+                                Some(0),
+                                FailureReason::ProtocolViolation {
+                                    detail: detail.to_owned(),
+                                },
+                            );
+                            return g.digest;
+                        }
+                    }
+                } else {
+                    vec![data]
                 };
-                if let Some(tx) = &g.deliveries {
-                    let _ = tx.send(Ok(message));
+                g.untaken.push_back(messages.len());
+                for data in messages {
+                    let message = Message {
+                        group: id,
+                        seq: g.next_seq,
+                        data,
+                        file: None,
+                        timings,
+                    };
+                    g.next_seq += 1;
+                    if let Some(tx) = &g.deliveries {
+                        let _ = tx.send(Ok(message));
+                    }
                 }
                 tracing::debug!(seq, "message complete");
                 return g.digest;
@@ -296,11 +468,12 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             }
         }
         Action::MessageDelivered { seq } => {
-            if let Some((s, reply)) = g.durable.pop_front() {
-                debug_assert_eq!(s, seq);
+            // Every message of the transfer (more than one for a batch).
+            while g.durable.front().is_some_and(|(s, _)| *s == seq) {
+                let (_, reply) = g.durable.pop_front().expect("checked");
                 let _ = reply.send(Ok(()));
+                g.in_flight.remove();
             }
-            g.in_flight.remove();
         }
         Action::AllDelivered => {
             // Every message is in the stream: it ends once they are read.
@@ -321,7 +494,16 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             tracing::warn!(%failure, "group failed");
             let error = failure_error(g, &failure);
             for sending in g.sending.drain(..) {
-                let _ = sending.reply.send(Err(error.clone()));
+                for reply in sending.replies {
+                    let _ = reply.send(Err(error.clone()));
+                }
+            }
+            if let Some(batch) = g.open_batch.take() {
+                for (reply, delivered) in batch.replies {
+                    let _ = reply.send(Err(error.clone()));
+                    let _ = delivered.send(Err(error.clone()));
+                    g.in_flight.remove();
+                }
             }
             for (_, reply) in g.durable.drain(..) {
                 let _ = reply.send(Err(error.clone()));

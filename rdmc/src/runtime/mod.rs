@@ -11,6 +11,8 @@ mod timing;
 #[cfg(all(test, target_os = "linux"))]
 mod announce_tests;
 #[cfg(test)]
+mod batch_tests;
+#[cfg(test)]
 mod failure_tests;
 #[cfg(test)]
 mod tests;

@@ -60,7 +60,8 @@ pub(super) fn choose(g: &mut GroupState, mut pending: PendingBegin) {
     let extra = if g.digest { DIGEST_LEN } else { 0 };
     let incoming = Incoming {
         group: g.id,
-        seq: pending.seq,
+        // The application's count (batches split), not the transfer's.
+        seq: g.next_seq,
         size: pending.size - extra,
     };
     let chosen = targets.choose(incoming);
@@ -165,11 +166,12 @@ pub(super) fn deliver_file(
     drop(buf);
     let message = Message {
         group: g.id,
-        seq,
+        seq: g.next_seq,
         data: Bytes::new(),
         file: Some(ReceivedFile::new(file, len)),
         timings,
     };
+    g.next_seq += 1;
     if let Some(tx) = &g.deliveries {
         let _ = tx.send(Ok(message));
     }

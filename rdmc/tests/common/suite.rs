@@ -1,7 +1,8 @@
 //! The whole-group scenarios, each written once for any [`Fixture`], and
 //! [`whole_group_suite!`], which expands them as tests for one transport:
 //! byte-exact delivery for every algorithm, odd group and message sizes,
-//! many messages in a row, overlapping groups with different roots, a
+//! many messages in a row, a burst of small messages (batched) among
+//! large ones, overlapping groups with different roots, a
 //! membership mismatch, a member dropped, crashed or hung mid-transfer
 //! (exactly one failure per survivor, naming it; unaffected groups close
 //! `Ok`), and — where the transport can be tested for it — strangers and
@@ -54,6 +55,7 @@ macro_rules! whole_group_suite {
                 automatic_block_sizes_follow_each_message,
                 many_messages_in_a_row,
                 mixed_traffic_of_random_sizes_arrives_in_order_byte_identical,
+                a_burst_of_small_and_large_messages_arrives_in_order,
                 overlapping_groups_with_different_roots_deliver_concurrently,
                 a_membership_mismatch_fails_every_creator_promptly,
                 a_member_dropped_mid_transfer_fails_its_groups_once_and_only_its_groups,
@@ -304,6 +306,74 @@ pub async fn mixed_traffic_of_random_sizes_arrives_in_order_byte_identical<F: Fi
     bounded(
         Duration::from_secs(120),
         "10,000 messages of mixed sizes",
+        futures::future::join_all(runs),
+    )
+    .await;
+    shutdown(nodes).await;
+}
+
+/// Messages of the burst scenario.
+const BURST: u64 = 3000;
+
+/// The size of burst message `i`: mostly a few bytes (batched behind the
+/// transfer in flight), every 7th up to 20 KiB (some just over the batch
+/// limit, some under), every 300th 300 KiB (several blocks, never batched).
+fn burst_size(i: u64) -> usize {
+    let x = (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+    if i % 300 == 299 {
+        300 << 10
+    } else if i % 7 == 6 {
+        (x % (20 << 10)) as usize
+    } else {
+        (x % 40) as usize
+    }
+}
+
+/// The root sends 3,000 messages of mixed sizes ([`burst_size`]) at once,
+/// without waiting for any, to a group of 4 (small messages behind a
+/// transfer in flight travel in batches): every receiver gets each one in
+/// order and byte-exact with its sequence number, every send and every
+/// delivery resolves `Ok`, and all close `Ok`.
+pub async fn a_burst_of_small_and_large_messages_arrives_in_order<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(4, Tuning::default()).await;
+    let members = ids(&[1, 3, 0, 2]);
+    let groups = create_all(&nodes, GroupId(17), &members, GroupConfig::new()).await;
+    let seed = |i: u64| 0x17_0000 + i;
+    let runs = groups.into_iter().map(|mut g| async move {
+        if g.is_root() {
+            let sends: Vec<_> = (0..BURST)
+                .map(|i| g.send(payload(seed(i), burst_size(i))).delivered())
+                .collect();
+            for (i, delivered) in sends.into_iter().enumerate() {
+                delivered
+                    .await
+                    .unwrap_or_else(|e| panic!("burst: message {i}: {e}"));
+            }
+        } else {
+            let rank = g.rank();
+            for i in 0..BURST {
+                let got = g
+                    .next()
+                    .await
+                    .unwrap_or_else(|| panic!("rank {rank}: stream ended at message {i}"))
+                    .unwrap_or_else(|e| panic!("rank {rank}: message {i}: {e}"));
+                assert_eq!(got.seq, i, "rank {rank}: out of order");
+                assert!(
+                    got.data == payload(seed(i), burst_size(i)),
+                    "rank {rank}: message {i} differs ({} bytes, {} expected)",
+                    got.data.len(),
+                    burst_size(i),
+                );
+            }
+        }
+        g.close()
+            .await
+            .unwrap_or_else(|e| panic!("burst: close: {e}"));
+        assert!(g.next().await.is_none(), "burst: stream after close");
+    });
+    bounded(
+        Duration::from_secs(120),
+        "a burst of 3,000 messages",
         futures::future::join_all(runs),
     )
     .await;

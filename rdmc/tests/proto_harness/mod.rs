@@ -919,6 +919,7 @@ impl Cluster {
                 first_block,
                 first_block_len,
                 block_size,
+                ..
             } => {
                 let bs = self.message_block_size(size);
                 if block_size != bs {

@@ -63,6 +63,11 @@ pub enum Announce {
 /// would otherwise hold the group open forever).
 pub const MAX_MESSAGES: u64 = 1 << 48;
 
+/// The bit of a block's immediate value that marks its transfer as a batch
+/// of small messages ([`GroupMember::submit_batch`]); the other bits are
+/// the transfer's size, so a transfer is smaller than this bit.
+pub const BATCH_FLAG: u64 = 1 << 63;
+
 /// Number of blocks of a `size`-byte message. An empty message is one empty block.
 pub fn block_count(size: u64, block_size: usize) -> usize {
     if size == 0 {
@@ -136,13 +141,18 @@ pub struct MemberConfig {
     /// untaken before this member fails the group naming itself
     /// ([`FailureReason::SlowReader`]); `None`: forever. Ignored on the root.
     pub slow_reader_timeout: Option<Duration>,
+    /// Largest batch of small messages, in bytes on the wire, that the
+    /// root may send as one transfer ([`GroupMember::submit_batch`]); a
+    /// receiver takes a larger batch, or any batch when `None`, for a
+    /// protocol violation. The same on every member.
+    pub max_batch: Option<u64>,
 }
 
 impl MemberConfig {
     /// Member `rank` of a group of `group_size` running `algorithm` with
     /// `block_size`; by default one rack and no slow members, messages of
     /// any size, no receive window, [`Announce::OneSender`], and no progress
-    /// or slow-reader timeout.
+    /// or slow-reader timeout, and no batches.
     pub fn new(algorithm: Algorithm, group_size: usize, rank: Rank, block_size: BlockSize) -> Self {
         MemberConfig {
             algorithm,
@@ -156,6 +166,7 @@ impl MemberConfig {
             early_announce: None,
             progress_timeout: None,
             slow_reader_timeout: None,
+            max_batch: None,
         }
     }
 
@@ -193,6 +204,12 @@ impl MemberConfig {
     /// How long to wait on a silent peer ([`progress_timeout`](Self::progress_timeout)).
     pub fn with_progress_timeout(mut self, timeout: Option<Duration>) -> Self {
         self.progress_timeout = timeout;
+        self
+    }
+
+    /// Allow batches of up to `bytes` ([`max_batch`](Self::max_batch)).
+    pub fn with_max_batch(mut self, bytes: Option<u64>) -> Self {
+        self.max_batch = bytes;
         self
     }
 

@@ -7,7 +7,7 @@ use std::fmt;
 use super::{MAX_MESSAGES, Rank};
 
 #[cfg(doc)]
-use super::{GroupMember, MemberConfig, READY_WINDOW};
+use super::{BATCH_FLAG, GroupMember, MemberConfig, READY_WINDOW};
 #[cfg(doc)]
 use crate::schedule::BlockSize;
 
@@ -180,6 +180,9 @@ pub enum MemberError {
     /// The group carried [`MAX_MESSAGES`] messages already.
     #[error("a group carries at most {MAX_MESSAGES} messages")]
     TooManyMessages,
+    /// A batch ([`GroupMember::submit_batch`]) in a group without batches.
+    #[error("the group does not carry batches of small messages")]
+    NoBatches,
     /// The message is larger than the group accepts.
     #[error("message of {size} bytes exceeds the limit of {max}")]
     TooLarge {
@@ -214,6 +217,10 @@ pub enum Action {
         first_block_len: usize,
         /// The message's block size (see [`MemberConfig::block_size`]).
         block_size: usize,
+        /// Whether the transfer is a batch of small messages that the
+        /// root packed ([`GroupMember::submit_batch`]): the driver splits
+        /// it once it is complete.
+        batch: bool,
     },
     /// Post a receive from `from` into message `seq`'s buffer at `offset..offset+len`.
     PostRecv {
@@ -236,7 +243,8 @@ pub enum Action {
         offset: usize,
         /// Block length.
         len: usize,
-        /// The immediate value: the message's total size in bytes.
+        /// The immediate value: the message's total size in bytes, with
+        /// [`BATCH_FLAG`] set for a batch.
         immediate: u64,
     },
     /// Send a control message to `to`.

@@ -124,6 +124,11 @@ impl<T: Transport> Actor<T> {
                 pending_begin: None,
                 durable: VecDeque::new(),
                 in_flight,
+                batching: config.small_message_batching(),
+                open_batch: None,
+                receiving_batch: false,
+                next_seq: 0,
+                untaken: VecDeque::new(),
             },
         );
         self.rendezvous.create(id, members, digest, deadline);
@@ -190,7 +195,13 @@ impl<T: Transport> Actor<T> {
                 },
             )
             .with_progress_timeout(config.progress_timeout())
-            .with_slow_reader_timeout(config.slow_reader_timeout()),
+            .with_slow_reader_timeout(config.slow_reader_timeout())
+            // A batch's digest travels after its bytes too.
+            .with_max_batch(
+                config
+                    .small_message_batching()
+                    .map(|bytes| bytes as u64 + digest_len(config)),
+            ),
         )
         .map_err(|_| Error::InvalidConfig("the group's schedule cannot be built"))?;
         Ok((member, rank_of, rank))
