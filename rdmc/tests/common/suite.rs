@@ -232,6 +232,26 @@ const MIXED_MESSAGES: u64 = 10_000;
 /// How many sends the root keeps in flight at once.
 const MIXED_IN_FLIGHT: usize = 32;
 
+/// Take `count` messages from a receiver's stream and check that message
+/// `i` is the `i`-th: `payload(seed(i), size(i))`.
+async fn take_in_order(g: &mut Group, count: u64, seed: fn(u64) -> u64, size: fn(u64) -> usize) {
+    let rank = g.rank();
+    for i in 0..count {
+        let got = g
+            .next()
+            .await
+            .unwrap_or_else(|| panic!("rank {rank}: stream ended at message {i}"))
+            .unwrap_or_else(|e| panic!("rank {rank}: message {i}: {e}"));
+        assert_eq!(got.seq, i, "rank {rank}: out of order");
+        assert!(
+            got.data == payload(seed(i), size(i)),
+            "rank {rank}: message {i} differs ({} bytes, {} expected)",
+            got.data.len(),
+            size(i),
+        );
+    }
+}
+
 /// The size of mixed-traffic message `i`: 0 B for 1 in 64 messages; else
 /// log-uniform (a uniform exponent of two, then a uniform size below the
 /// next power) over 1 B–64 KiB for 99 in 100, and over 64 KiB–4 MiB for 1 in
@@ -279,21 +299,7 @@ pub async fn mixed_traffic_of_random_sizes_arrives_in_order_byte_identical<F: Fi
                 sent.unwrap_or_else(|e| panic!("mixed traffic: send: {e}"));
             }
         } else {
-            let rank = g.rank();
-            for i in 0..MIXED_MESSAGES {
-                let got = g
-                    .next()
-                    .await
-                    .unwrap_or_else(|| panic!("rank {rank}: stream ended at message {i}"))
-                    .unwrap_or_else(|e| panic!("rank {rank}: message {i}: {e}"));
-                assert_eq!(got.seq, i, "rank {rank}: out of order");
-                assert!(
-                    got.data == payload(seed(i), mixed_size(i)),
-                    "rank {rank}: message {i} differs ({} bytes, {} expected)",
-                    got.data.len(),
-                    mixed_size(i),
-                );
-            }
+            take_in_order(&mut g, MIXED_MESSAGES, seed, mixed_size).await;
         }
         g.close()
             .await
@@ -350,21 +356,7 @@ pub async fn a_burst_of_small_and_large_messages_arrives_in_order<F: Fixture>() 
                     .unwrap_or_else(|e| panic!("burst: message {i}: {e}"));
             }
         } else {
-            let rank = g.rank();
-            for i in 0..BURST {
-                let got = g
-                    .next()
-                    .await
-                    .unwrap_or_else(|| panic!("rank {rank}: stream ended at message {i}"))
-                    .unwrap_or_else(|e| panic!("rank {rank}: message {i}: {e}"));
-                assert_eq!(got.seq, i, "rank {rank}: out of order");
-                assert!(
-                    got.data == payload(seed(i), burst_size(i)),
-                    "rank {rank}: message {i} differs ({} bytes, {} expected)",
-                    got.data.len(),
-                    burst_size(i),
-                );
-            }
+            take_in_order(&mut g, BURST, seed, burst_size).await;
         }
         g.close()
             .await
