@@ -227,8 +227,23 @@ pub async fn many_messages_in_a_row<F: Fixture>() {
 // ---------------------------------------------------------------------------
 // Mixed traffic: many messages of random sizes, several in flight.
 
-/// The messages of the mixed-traffic scenario.
-const MIXED_MESSAGES: u64 = 10_000;
+/// The messages of the mixed-traffic scenario: 10,000, or
+/// `RDMC_TEST_MIXED_MESSAGES` (the Soft-RoCE VM tier, where TCG runs the
+/// suite many times slower, takes fewer).
+fn mixed_messages() -> u64 {
+    messages_from_env("RDMC_TEST_MIXED_MESSAGES", 10_000)
+}
+
+/// `default`, or the positive count in environment variable `name`.
+fn messages_from_env(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(text) => match text.parse::<u64>() {
+            Ok(n) if n > 0 => n,
+            _ => panic!("{name}={text:?} is not a positive count"),
+        },
+        Err(_) => default,
+    }
+}
 /// How many sends the root keeps in flight at once.
 const MIXED_IN_FLIGHT: usize = 32;
 
@@ -288,7 +303,7 @@ pub async fn mixed_traffic_of_random_sizes_arrives_in_order_byte_identical<F: Fi
     let runs = groups.into_iter().map(|mut g| async move {
         if g.is_root() {
             let mut sends = futures::stream::FuturesOrdered::new();
-            for i in 0..MIXED_MESSAGES {
+            for i in 0..mixed_messages() {
                 if sends.len() == MIXED_IN_FLIGHT {
                     let sent: Result<_, Error> = sends.next().await.expect("a send in flight");
                     sent.unwrap_or_else(|e| panic!("mixed traffic: send: {e}"));
@@ -299,7 +314,7 @@ pub async fn mixed_traffic_of_random_sizes_arrives_in_order_byte_identical<F: Fi
                 sent.unwrap_or_else(|e| panic!("mixed traffic: send: {e}"));
             }
         } else {
-            take_in_order(&mut g, MIXED_MESSAGES, seed, mixed_size).await;
+            take_in_order(&mut g, mixed_messages(), seed, mixed_size).await;
         }
         g.close()
             .await
@@ -318,8 +333,11 @@ pub async fn mixed_traffic_of_random_sizes_arrives_in_order_byte_identical<F: Fi
     shutdown(nodes).await;
 }
 
-/// Messages of the burst scenario.
-const BURST: u64 = 3000;
+/// Messages of the burst scenario: 3,000, or `RDMC_TEST_BURST_MESSAGES`
+/// (as for [`mixed_messages`]).
+fn burst_messages() -> u64 {
+    messages_from_env("RDMC_TEST_BURST_MESSAGES", 3000)
+}
 
 /// The size of burst message `i`: mostly a few bytes (batched behind the
 /// transfer in flight), every 7th up to 20 KiB (some just over the batch
@@ -347,7 +365,7 @@ pub async fn a_burst_of_small_and_large_messages_arrives_in_order<F: Fixture>() 
     let seed = |i: u64| 0x17_0000 + i;
     let runs = groups.into_iter().map(|mut g| async move {
         if g.is_root() {
-            let sends: Vec<_> = (0..BURST)
+            let sends: Vec<_> = (0..burst_messages())
                 .map(|i| g.send(payload(seed(i), burst_size(i))).delivered())
                 .collect();
             for (i, delivered) in sends.into_iter().enumerate() {
@@ -356,7 +374,7 @@ pub async fn a_burst_of_small_and_large_messages_arrives_in_order<F: Fixture>() 
                     .unwrap_or_else(|e| panic!("burst: message {i}: {e}"));
             }
         } else {
-            take_in_order(&mut g, BURST, seed, burst_size).await;
+            take_in_order(&mut g, burst_messages(), seed, burst_size).await;
         }
         g.close()
             .await
