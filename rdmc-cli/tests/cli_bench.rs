@@ -283,3 +283,30 @@ fn a_bad_workload_is_refused_before_anyone_is_contacted() {
         "{text}"
     );
 }
+
+/// `rdmc bench --algorithms` naming an algorithm none of the run's
+/// experiments runs fails with that error before it needs root or a lab
+/// (`--scripts` points nowhere, so a regression fails instead of starting
+/// one).
+#[test]
+fn bench_refuses_an_algorithm_its_experiments_do_not_run() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli_bench_algorithms");
+    let _ = std::fs::remove_dir_all(&dir);
+    let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
+        .args(["bench", "--only", "latency", "--algorithms", "hybrid"])
+        .arg("--scripts")
+        .arg(dir.join("no-scripts"))
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .expect("rdmc runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(
+            "error: --algorithms hybrid: no experiment of this run runs it \
+             (only slow-host, racks do)"
+        ),
+        "{stderr}"
+    );
+}

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::lab::{Cluster, CpuTimes, Lab, Sample, median, mpi_bcast, mpi_burst};
 use super::plan::{MPI_SMALL, Plan, Workload};
-use super::{ALGORITHMS, BenchArgs, Experiment};
+use super::{BenchArgs, Experiment};
 
 /// Measured runs of one small message's latency (medians of these).
 const SMALL_LATENCY_RUNS: usize = 21;
@@ -58,17 +58,18 @@ struct Run<'a> {
     started: Instant,
 }
 
-/// Measure everything the run's plan asks for, one lab size after another,
+/// Measure everything `plan` (the run's) asks for, one lab size after another,
 /// writing each record to `jsonl` as it comes; the records.
 pub(super) fn measure(
     args: &BenchArgs,
+    plan: Plan,
     netlab: &Path,
     jsonl: &Path,
     logs: &Path,
 ) -> Result<Vec<Value>, String> {
     let mut run = Run {
         args,
-        plan: Plan::new(args),
+        plan,
         out: File::create(jsonl).map_err(|e| format!("creating {}: {e}", jsonl.display()))?,
         members_file: args.out.join("members.txt"),
         key_file: new_key(&args.out.join("cluster.key"))?,
@@ -129,7 +130,7 @@ impl Run<'_> {
     }
 
     /// The latency workloads with `n` nodes, unicast first, then every
-    /// algorithm (with the 1-byte bursts on the same processes), then MPI.
+    /// algorithm of the plan (with the 1-byte bursts on the same processes), then MPI.
     fn latency_and_small(&mut self, n: usize) -> Result<(), String> {
         let latency: Vec<Workload> = if self.plan.has(Experiment::Latency) {
             self.plan
@@ -143,14 +144,9 @@ impl Run<'_> {
         };
         let small = self.plan.has(Experiment::SmallMessages) && self.plan.small.0.contains(&n);
         let unicast = self.latency_unicast(n, &latency)?;
-        for algorithm in ALGORITHMS {
+        for algorithm in self.plan.algorithms.clone() {
             if latency.is_empty() && !small {
                 break;
-            }
-            if !self.args.algorithms.is_empty()
-                && !self.args.algorithms.iter().any(|a| a == algorithm)
-            {
-                continue;
             }
             self.latency_and_small_rdmc(n, algorithm, &latency, small, &unicast)?;
         }

@@ -77,8 +77,13 @@ pub(crate) struct BenchArgs {
     /// 1 MiB on RDMA).
     #[arg(long, default_value = "auto", value_parser = parse_block_size)]
     block_size: BlockSizeArg,
-    /// Latency, small-message and Cosmos experiments: only these rdmc
-    /// algorithms.
+    /// Only these rdmc algorithms, in every experiment that runs several:
+    /// latency and small messages (sequential, chain, tree,
+    /// binomial-pipeline), Cosmos (binomial-pipeline, tree, sequential),
+    /// slow-host (chain, binomial-pipeline, hybrid) and racks (hybrid,
+    /// binomial-pipeline, chain). `hybrid` runs only in slow-host and
+    /// racks: on a lab of one rack it is the binomial pipeline. An
+    /// algorithm none of the run's experiments runs is an error.
     #[arg(long, value_delimiter = ',', value_parser = ALGORITHMS)]
     algorithms: Vec<String>,
     /// Latency (and allreduce) experiment: measured runs per point
@@ -169,8 +174,9 @@ const OPT_IN: [Experiment; 4] = [
     Experiment::Allreduce,
 ];
 
-/// The rdmc algorithms, in the order every experiment runs them.
-const ALGORITHMS: [&str; 4] = ["sequential", "chain", "tree", "binomial-pipeline"];
+/// The rdmc algorithms `--algorithms` accepts, in the order the
+/// experiments run them.
+const ALGORITHMS: [&str; 5] = ["sequential", "chain", "tree", "binomial-pipeline", "hybrid"];
 
 /// Run `rdmc bench`: measure and report, or with `--replot` only report.
 pub(crate) fn run(args: BenchArgs) -> ExitCode {
@@ -196,6 +202,8 @@ fn bench(args: &BenchArgs) -> Result<(), String> {
             .unwrap_or(Value::Null);
         return report(args, &records, &machine);
     }
+    // The command line checked before anything needs root or a lab.
+    let plan = plan::Plan::new(args)?;
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err("must run as root (it creates network namespaces)".into());
@@ -221,7 +229,7 @@ fn bench(args: &BenchArgs) -> Result<(), String> {
         serde_json::to_string_pretty(&machine).unwrap_or_default(),
     )
     .map_err(|e| format!("writing machine.json: {e}"))?;
-    let records = measure::measure(args, &netlab, &jsonl, &logs)?;
+    let records = measure::measure(args, plan, &netlab, &jsonl, &logs)?;
     report(args, &records, &machine)
 }
 

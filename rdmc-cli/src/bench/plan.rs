@@ -1,6 +1,8 @@
 //! What one `rdmc bench` run measures: the full run or `--quick`, narrowed
-//! by the command line (`--only`, `--nodes`, `--runs`, `--warmup`,
-//! `--no-mpi`).
+//! by the command line (`--only`, `--nodes`, `--algorithms`, `--runs`,
+//! `--warmup`, `--no-mpi`).
+
+use clap::ValueEnum;
 
 use super::trace::ObjectSizes;
 use super::{BenchArgs, Experiment, OPT_IN};
@@ -18,6 +20,19 @@ pub(super) const SMALL_SIZES: [u64; 4] = [1, KIB, 16 * KIB, 64 * KIB];
 pub(super) const MPI_SMALL: [(&str, Option<(u32, u64)>); 2] =
     [("default", None), ("binomial", Some((6, 0)))];
 
+/// The rdmc algorithms of the latency and small-message experiments, in
+/// the order they run (the hybrid is left out: on a lab of one rack it is
+/// the binomial pipeline).
+const FLAT_ALGORITHMS: [&str; 4] = ["sequential", "chain", "tree", "binomial-pipeline"];
+
+/// The rdmc algorithms of the slow-host experiment, in the order it runs
+/// them.
+const SLOW_HOST_ALGORITHMS: [&str; 3] = ["chain", "binomial-pipeline", "hybrid"];
+
+/// The rdmc algorithms of the racks experiment, in the order it runs them
+/// (the hybrid told the racks).
+const RACKS_ALGORITHMS: [&str; 3] = ["hybrid", "binomial-pipeline", "chain"];
+
 /// One workload of a series: message size, measured runs, warm-up runs.
 pub(super) type Workload = (u64, usize, usize);
 
@@ -32,6 +47,12 @@ pub(super) struct LatencySpec {
 /// Everything one run measures.
 pub(super) struct Plan {
     pub(super) latency: Vec<LatencySpec>,
+    /// The rdmc algorithms of the latency and small-message experiments.
+    pub(super) algorithms: Vec<&'static str>,
+    /// The rdmc algorithms of the slow-host experiment.
+    pub(super) slow_host_algorithms: Vec<&'static str>,
+    /// The rdmc algorithms of the racks experiment.
+    pub(super) racks_algorithms: Vec<&'static str>,
     /// MPI_Bcast variants: name, and the forced (algorithm, segment size).
     pub(super) mpi: Vec<(&'static str, Option<(u32, u64)>)>,
     /// Size whose N = 4 runs give the breakdown records.
@@ -79,8 +100,10 @@ pub(super) struct OverlapSpec {
 const COSMOS_SEED: u64 = 0x00C0_5305;
 
 impl Plan {
-    /// The full run or the quick one, narrowed by the command line.
-    pub(super) fn new(args: &BenchArgs) -> Plan {
+    /// The full run or the quick one, narrowed by the command line; an
+    /// error if `--algorithms` names an algorithm none of the run's
+    /// experiments runs.
+    pub(super) fn new(args: &BenchArgs) -> Result<Plan, String> {
         let mpi_pipeline = ("pipeline", Some((3, 32 * KIB)));
         let mut plan = if args.quick {
             Plan {
@@ -94,6 +117,9 @@ impl Plan {
                     runs: 1,
                     warmup: 1,
                 }],
+                algorithms: FLAT_ALGORITHMS.to_vec(),
+                slow_host_algorithms: SLOW_HOST_ALGORITHMS.to_vec(),
+                racks_algorithms: RACKS_ALGORITHMS.to_vec(),
                 mpi: vec![("default", None), mpi_pipeline],
                 breakdown_size: 64 * MIB,
                 small: (vec![], 0, 0),
@@ -139,6 +165,9 @@ impl Plan {
                         warmup: 1,
                     },
                 ],
+                algorithms: FLAT_ALGORITHMS.to_vec(),
+                slow_host_algorithms: SLOW_HOST_ALGORITHMS.to_vec(),
+                racks_algorithms: RACKS_ALGORITHMS.to_vec(),
                 mpi: vec![
                     ("default", None),
                     mpi_pipeline,
@@ -198,9 +227,7 @@ impl Plan {
             plan.experiments.extend(opted);
         }
         if !args.algorithms.is_empty() {
-            plan.cosmos
-                .algorithms
-                .retain(|a| args.algorithms.iter().any(|b| b == a));
+            plan.narrow_algorithms(&args.algorithms)?;
         }
         for l in &mut plan.latency {
             l.runs = args.runs.unwrap_or(l.runs).max(1);
@@ -222,7 +249,50 @@ impl Plan {
         if args.no_mpi {
             plan.mpi.clear();
         }
-        plan
+        Ok(plan)
+    }
+
+    /// `--algorithms`: every experiment's rdmc algorithms narrowed to
+    /// `names`; an error if one of them is run by none of the run's
+    /// experiments.
+    fn narrow_algorithms(&mut self, names: &[String]) -> Result<(), String> {
+        let lists: [(&[Experiment], &[&str]); 4] = [
+            (
+                &[Experiment::Latency, Experiment::SmallMessages],
+                &self.algorithms,
+            ),
+            (&[Experiment::Cosmos], &self.cosmos.algorithms),
+            (&[Experiment::SlowHost], &self.slow_host_algorithms),
+            (&[Experiment::Racks], &self.racks_algorithms),
+        ];
+        for name in names {
+            let running: Vec<Experiment> = lists
+                .iter()
+                .filter(|(_, list)| list.contains(&name.as_str()))
+                .flat_map(|(experiments, _)| experiments.iter().copied())
+                .collect();
+            if running.iter().any(|&e| self.has(e)) {
+                continue;
+            }
+            let names: Vec<String> = running
+                .iter()
+                .filter_map(|e| e.to_possible_value())
+                .map(|v| v.get_name().to_owned())
+                .collect();
+            return Err(format!(
+                "--algorithms {name}: no experiment of this run runs it (only {} do)",
+                names.join(", ")
+            ));
+        }
+        for list in [
+            &mut self.algorithms,
+            &mut self.cosmos.algorithms,
+            &mut self.slow_host_algorithms,
+            &mut self.racks_algorithms,
+        ] {
+            list.retain(|a| names.iter().any(|b| b == a));
+        }
+        Ok(())
     }
 
     /// Whether the run includes experiment `e`.
@@ -281,14 +351,71 @@ mod tests {
 
     use super::*;
 
-    fn plan(argv: &[&str]) -> Plan {
+    /// The plan of `rdmc bench ARGV`, or its error.
+    fn try_plan(argv: &[&str]) -> Result<Plan, String> {
         #[derive(Parser)]
         struct Cli {
             #[command(flatten)]
             bench: BenchArgs,
         }
         let argv = std::iter::once("bench").chain(argv.iter().copied());
-        Plan::new(&Cli::try_parse_from(argv).unwrap().bench)
+        let cli = Cli::try_parse_from(argv).map_err(|e| e.to_string())?;
+        Plan::new(&cli.bench)
+    }
+
+    fn plan(argv: &[&str]) -> Plan {
+        try_plan(argv).unwrap()
+    }
+
+    /// `--algorithms` narrows the slow-host and racks experiments as it
+    /// does the latency, small-message and Cosmos ones, each keeping its
+    /// own order, and takes `hybrid`.
+    #[test]
+    fn algorithms_narrow_every_experiment_that_runs_several() {
+        let all = plan(&["--only", "slow-host,racks"]);
+        assert_eq!(all.slow_host_algorithms, SLOW_HOST_ALGORITHMS);
+        assert_eq!(all.racks_algorithms, RACKS_ALGORITHMS);
+
+        let hybrid = plan(&["--only", "slow-host,racks", "--algorithms", "hybrid"]);
+        assert_eq!(hybrid.slow_host_algorithms, ["hybrid"]);
+        assert_eq!(hybrid.racks_algorithms, ["hybrid"]);
+
+        let two = plan(&["--only", "racks", "--algorithms", "chain,hybrid"]);
+        assert_eq!(two.racks_algorithms, ["hybrid", "chain"]);
+        assert_eq!(two.slow_host_algorithms, ["chain", "hybrid"]);
+
+        // Every list of the run, the latency and Cosmos ones too.
+        let full = plan(&["--algorithms", "binomial-pipeline,sequential"]);
+        assert_eq!(full.algorithms, ["sequential", "binomial-pipeline"]);
+        assert_eq!(full.cosmos.algorithms, ["binomial-pipeline", "sequential"]);
+        assert_eq!(full.slow_host_algorithms, ["binomial-pipeline"]);
+        assert_eq!(full.racks_algorithms, ["binomial-pipeline"]);
+
+        // An algorithm one experiment of the run runs is not an error for
+        // the others, which run none of theirs.
+        let mixed = plan(&["--only", "latency,slow-host", "--algorithms", "hybrid"]);
+        assert!(mixed.algorithms.is_empty());
+        assert_eq!(mixed.slow_host_algorithms, ["hybrid"]);
+    }
+
+    /// An algorithm that no experiment of the run runs is an error naming
+    /// the experiments that do; a name that is no algorithm is refused.
+    #[test]
+    fn algorithms_no_experiment_runs_are_errors() {
+        let err = try_plan(&["--only", "latency", "--algorithms", "hybrid"])
+            .err()
+            .expect("hybrid is not a latency algorithm");
+        assert!(err.contains("--algorithms hybrid"), "{err}");
+        assert!(err.contains("slow-host, racks"), "{err}");
+
+        let err = try_plan(&["--only", "racks", "--algorithms", "tree"])
+            .err()
+            .expect("the racks experiment runs no tree");
+        assert!(err.contains("latency, small-messages, cosmos"), "{err}");
+
+        // The quick run's Cosmos trace is the binomial pipeline's only.
+        assert!(try_plan(&["--quick", "--only", "cosmos", "--algorithms", "tree"]).is_err());
+        assert!(try_plan(&["--algorithms", "binomial"]).is_err());
     }
 
     /// `--small-sizes` and `--small-burst` narrow the small messages, and a

@@ -15,8 +15,6 @@ use crate::bench::lab::{CpuTimes, Lab, Sample, median, mpi_bcast_on};
 const HOSTS: usize = 16;
 /// Message size of both experiments.
 pub(super) const SIZE: u64 = 64 << 20;
-/// The rdmc algorithms of the slow-host experiment.
-const SLOW_HOST_ALGORITHMS: [&str; 3] = ["chain", "binomial-pipeline", "hybrid"];
 /// MPI_Bcast variants of both experiments: name, forced (algorithm, segment).
 const MPI_VARIANTS: [(&str, Option<(u32, u64)>); 5] = [
     ("default", None),
@@ -199,7 +197,7 @@ impl Run<'_> {
         let unicast = self.own_unicast("slow_host", [0, fast_peer])?;
         let facts = json!({"experiment": "slow_host", "nodes": HOSTS, "size": SIZE,
                            "slow_host": slow, "slow_rate": slow_rate});
-        for algorithm in SLOW_HOST_ALGORITHMS {
+        for algorithm in self.plan.slow_host_algorithms.clone() {
             for named in [false, true] {
                 let extra = if named {
                     vec!["--slow".to_owned(), slow.to_string()]
@@ -248,7 +246,8 @@ impl Run<'_> {
 
     /// Two racks of 8 behind an uplink at a quarter of a host link, members
     /// listed interleaved: the hybrid (told the racks), the flat binomial
-    /// pipeline and chain, MPI_Bcast with the same rank order.
+    /// pipeline and chain (those of the plan), MPI_Bcast with the same rank
+    /// order.
     fn racks(&mut self, netlab: &Path) -> Result<(), String> {
         let uplink = scaled_rate(&self.args.rate, 1, 4);
         let options = [
@@ -271,15 +270,12 @@ impl Run<'_> {
         // order sit in different racks) are measured once without a
         // warm-up, to keep the lab's turn under 15 minutes.
         let long = (1, 0);
-        for (algorithm, extra, runs) in [
-            (
-                "hybrid",
-                vec!["--racks".to_owned(), "2".to_owned()],
-                self.own_runs(),
-            ),
-            ("binomial-pipeline", Vec::new(), self.own_runs()),
-            ("chain", Vec::new(), long),
-        ] {
+        for algorithm in self.plan.racks_algorithms.clone() {
+            let (extra, runs) = match algorithm {
+                "hybrid" => (vec!["--racks".to_owned(), "2".to_owned()], self.own_runs()),
+                "chain" => (Vec::new(), long),
+                _ => (Vec::new(), self.own_runs()),
+            };
             let what = "racks2-interleaved";
             let (record, _) = self.own_rdmc(&hosts, algorithm, &extra, what, runs)?;
             let seconds = record["seconds"].as_f64().unwrap_or(f64::NAN);
