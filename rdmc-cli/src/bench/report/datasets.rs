@@ -242,6 +242,15 @@ pub(super) fn small_message_records<'r, 'a>(recs: &'r [Rec<'a>]) -> Vec<&'r Rec<
     .collect()
 }
 
+/// One small message's latency records that have a group size and
+/// seconds (with or without the rate records of bursts beside them).
+pub(super) fn small_latency_records<'r, 'a>(recs: &'r [Rec<'a>]) -> Vec<&'r Rec<'a>> {
+    of_experiment(recs, "small_latency", |r| {
+        r.nodes.is_some() && r.seconds.is_some()
+    })
+    .collect()
+}
+
 /// The records of `experiment` that `keep` accepts, in their order.
 fn of_experiment<'r, 'a>(
     recs: &'r [Rec<'a>],

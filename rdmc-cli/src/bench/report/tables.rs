@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::datasets::{
     BREAKDOWN_ROWS, LatencyTable, breakdown_label, breakdown_records, cpu_records, group_title,
-    grouped, messages_per_second, small_message_records, sorted_distinct,
+    grouped, messages_per_second, small_latency_records, small_message_records, sorted_distinct,
 };
 use super::format::{percent, ratio, sig, size_label};
 use super::records::{Rec, Variant, int, text, variant_labels};
@@ -143,38 +143,62 @@ fn push_block_size(out: &mut String, recs: &[Rec<'_>]) -> bool {
     true
 }
 
-/// Small messages per second: rows group size, columns algorithm; one table
-/// per message size.
+/// Small messages: rows group size, for each variant the rate of a burst
+/// (messages per second) and one message's latency (µs); one table per
+/// message size. A value not measured (no bursts with `--small-burst 0`)
+/// is "—".
 fn push_small_messages(out: &mut String, recs: &[Rec<'_>]) -> bool {
-    let mut by_size: BTreeMap<u64, Vec<&Rec<'_>>> = BTreeMap::new();
-    for rec in small_message_records(recs) {
-        by_size.entry(rec.size.unwrap_or(1)).or_default().push(rec);
+    /// A size's records: the rates, then the latencies.
+    type BySize<'r, 'a> = BTreeMap<u64, [Vec<&'r Rec<'a>>; 2]>;
+    let mut by_size: BySize<'_, '_> = BTreeMap::new();
+    let kinds = [small_message_records(recs), small_latency_records(recs)];
+    for (kind, records) in kinds.into_iter().enumerate() {
+        for rec in records {
+            by_size.entry(rec.size.unwrap_or(1)).or_default()[kind].push(rec);
+        }
     }
     if by_size.is_empty() {
         return false;
     }
-    out.push_str("## Small messages (messages per second)\n\n");
-    for (size, recs) in &by_size {
+    out.push_str("## Small messages (messages per second, and one message's latency)\n\n");
+    for (size, [rates, latencies]) in &by_size {
         let _ = writeln!(out, "### {} messages\n", size_label(*size));
-        let variants: Vec<Variant> = sorted_distinct(recs.iter().map(|r| Variant::of(r)));
+        let both = rates.iter().chain(latencies);
+        let variants: Vec<Variant> = sorted_distinct(both.clone().map(|r| Variant::of(r)));
         let labels = variant_labels(&variants);
-        let nodes: BTreeSet<u64> = recs.iter().filter_map(|r| r.nodes).collect();
-        let mut cells = BTreeMap::new();
-        for rec in recs {
-            if let (Some(v), Some(n), Some(rate)) = (
-                variants.iter().position(|v| *v == Variant::of(rec)),
-                rec.nodes,
-                messages_per_second(rec),
-            ) {
-                cells.insert((v, n), rate);
+        let nodes: BTreeSet<u64> = both.filter_map(|r| r.nodes).collect();
+        let cells = |records: &[&Rec<'_>], value: &dyn Fn(&Rec<'_>) -> Option<f64>| {
+            let mut cells = BTreeMap::new();
+            for rec in records {
+                if let (Some(v), Some(n), Some(x)) = (
+                    variants.iter().position(|v| *v == Variant::of(rec)),
+                    rec.nodes,
+                    value(rec),
+                ) {
+                    cells.insert((v, n), x);
+                }
             }
-        }
-        let header = row("nodes", labels.iter().cloned());
+            cells
+        };
+        let rate = cells(rates, &messages_per_second);
+        let latency = cells(latencies, &|r| Some(r.seconds? * 1e6));
+        let header = row(
+            "nodes",
+            labels
+                .iter()
+                .flat_map(|l| [format!("{l} msg/s"), format!("{l} latency µs")]),
+        );
+        let missing = |x: Option<String>| x.unwrap_or_else(|| "—".to_owned());
         let rows: Vec<Vec<String>> = nodes
             .iter()
             .map(|&n| {
-                let rates = (0..variants.len()).map(|v| cells.get(&(v, n)).copied());
-                row(n.to_string(), rates.map(|r| cell(r, |r| format!("{r:.0}"))))
+                let values = (0..variants.len()).flat_map(|v| {
+                    [
+                        missing(rate.get(&(v, n)).map(|r| format!("{r:.0}"))),
+                        missing(latency.get(&(v, n)).map(|us| sig(*us, 3))),
+                    ]
+                });
+                row(n.to_string(), values)
             })
             .collect();
         push_table(out, &header, &rows);

@@ -78,6 +78,10 @@ fn records() -> Vec<Value> {
                 "algorithm": algorithm, "nodes": nodes, "size": 1, "burst": 1000,
                 "messages_per_second": rate, "seconds": 0.25, "runs": 3}));
         }
+        // One message's latency, measured for the chain only.
+        records.push(json!({"experiment": "small_latency", "system": "rdmc",
+            "algorithm": "chain", "nodes": nodes, "size": 1, "block_size": null,
+            "seconds": 0.000_412, "runs": 21}));
     }
     records.push(json!({"experiment": "breakdown", "system": "rdmc",
         "algorithm": "binomial-pipeline", "nodes": 4, "size": 256 << 20,
@@ -195,10 +199,16 @@ fn report_summary_has_the_machine_and_every_table() {
     assert!(blocks.contains(&"| 1MiB | 0.240 | 0.240 |"), "{blocks:#?}");
     let small = section(&summary, "### 1B messages");
     assert!(
-        small.contains(&"| nodes | chain | binomial-pipeline |"),
+        small.contains(
+            &"| nodes | chain msg/s | chain latency µs | binomial-pipeline msg/s \
+              | binomial-pipeline latency µs |"
+        ),
         "{small:#?}"
     );
-    assert!(small.contains(&"| 4 | 4000 | 4000 |"), "{small:#?}");
+    assert!(
+        small.contains(&"| 4 | 4000 | 412 | 4000 | — |"),
+        "{small:#?}"
+    );
     let breakdown = section(
         &summary,
         "## Time breakdown on the member farthest from the root (µs)",
@@ -299,6 +309,38 @@ fn recorded_ratio_used_without_unicast_and_missing_fields_skipped() {
     assert_eq!(csv.matches("\nlatency,").count(), 3);
     let names: Vec<_> = files.plots.iter().map(|p| p.file_name().unwrap()).collect();
     assert_eq!(names, ["latency_1MiB.svg", "ratio_1MiB.svg"]);
+}
+
+/// `--small-burst 0`: one message's latency measured, no burst's rate;
+/// the summary has the latencies, the rates "—".
+#[test]
+fn latency_only_small_messages_get_their_table() {
+    let dir = TempDir::new("small-latency-only");
+    let records = vec![
+        json!({"experiment": "small_latency", "system": "rdmc",
+               "algorithm": "binomial-pipeline", "nodes": 8, "size": 1024,
+               "block_size": null, "mode": "interrupt", "seconds": 0.000_523,
+               "runs": 21, "all": [0.000_523], "min": 0.0005, "max": 0.0006,
+               "receivers_us": [null, 301.5, 523.0]}),
+        json!({"experiment": "small_latency", "system": "mpi", "algorithm": "default",
+               "nodes": 8, "size": 1024, "seconds": 0.000_987, "runs": 21}),
+        json!({"experiment": "small_latency", "system": "mpi", "algorithm": "binomial",
+               "nodes": 8, "size": 1024, "seconds": 0.0, "runs": 0}),
+    ];
+    let files = write_report(&dir.0, &records, &Value::Null).unwrap();
+    let summary = &files.summary_markdown;
+    assert!(!summary.contains("No measurements."), "{summary}");
+    let small = section(summary, "### 1KiB messages");
+    assert!(
+        small.contains(
+            &"| nodes | binomial-pipeline msg/s | binomial-pipeline latency µs \
+              | MPI default msg/s | MPI default latency µs |"
+        ),
+        "{small:#?}"
+    );
+    assert!(small.contains(&"| 8 | — | 523 | — | 987 |"), "{small:#?}");
+    // No rates, so no rate plot.
+    assert!(files.plots.is_empty());
 }
 
 #[test]
