@@ -358,10 +358,7 @@ impl<T: Transport> Actor<T> {
             // meanwhile; alone, it goes at once.
             if !g.sending.is_empty() || g.open_batch.is_some() {
                 if let Err(e) = g.member.check_submit(data.len() as u64 + extra) {
-                    let e = too_large(g, e);
-                    g.in_flight.remove();
-                    let _ = reply.send(Err(e.clone()));
-                    let _ = delivered.send(Err(e));
+                    g.fail_send(reply, delivered, &too_large(g, e));
                     return;
                 }
                 let framed = data.len() + BATCH_HEADER_BYTES;
@@ -411,12 +408,7 @@ impl<T: Transport> Actor<T> {
                 }
                 self.drive(group);
             }
-            Err(e) => {
-                let e = too_large(g, e);
-                g.in_flight.remove();
-                let _ = reply.send(Err(e.clone()));
-                let _ = delivered.send(Err(e));
-            }
+            Err(e) => g.fail_send(reply, delivered, &too_large(g, e)),
         }
     }
 

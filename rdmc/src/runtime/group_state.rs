@@ -160,6 +160,14 @@ impl GroupState {
         }
     }
 
+    /// Root: answer a message's send and delivered futures with `error`
+    /// and count it out of the messages in flight (it never went out).
+    pub(super) fn fail_send(&self, reply: SendReply, delivered: DeliveredReply, error: &Error) {
+        self.in_flight.remove();
+        let _ = reply.send(Err(error.clone()));
+        let _ = delivered.send(Err(error.clone()));
+    }
+
     /// Root: a message of `len` bytes may join a batch.
     pub(super) fn batchable(&self, len: usize) -> bool {
         self.batching
@@ -217,9 +225,7 @@ impl GroupState {
             Err(e) => {
                 let e = member_error(self, e);
                 for (reply, delivered) in replies {
-                    self.in_flight.remove();
-                    let _ = reply.send(Err(e.clone()));
-                    let _ = delivered.send(Err(e.clone()));
+                    self.fail_send(reply, delivered, &e);
                 }
             }
         }
@@ -500,9 +506,7 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             }
             if let Some(batch) = g.open_batch.take() {
                 for (reply, delivered) in batch.replies {
-                    let _ = reply.send(Err(error.clone()));
-                    let _ = delivered.send(Err(error.clone()));
-                    g.in_flight.remove();
+                    g.fail_send(reply, delivered, &error);
                 }
             }
             for (_, reply) in g.durable.drain(..) {
