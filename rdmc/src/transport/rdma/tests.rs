@@ -202,14 +202,23 @@ async fn a_qp_in_the_error_state_fails_the_group_once_per_member() {
             "{e:?}"
         );
     }
-    // Node 1 and node 2 blame each other; node 0 blames one of them.
-    match &outcome[1] {
-        Error::GroupFailed { suspect, .. } => assert_eq!(*suspect, Some(NodeId(2))),
-        e => panic!("{e:?}"),
-    }
-    match &outcome[2] {
-        Error::GroupFailed { suspect, .. } => assert_eq!(*suspect, Some(NodeId(1))),
-        e => panic!("{e:?}"),
+    // Nodes 1 and 2 each name an end of the broken QP (node 0 names
+    // whoever was reported to it). Which end is a race each of them
+    // decides for itself: a member that finds its own QP
+    // broken names the peer at its other end, and a member that hears
+    // the group's failure reported first names whom the report names,
+    // itself included (node 1 sees its QP fail at once but waits a short
+    // grace for a report; node 2 finds out when its retries to node 1 run
+    // out, or from the root's relay of node 1's report, whichever is
+    // first).
+    for (rank, e) in outcome.iter().enumerate().skip(1) {
+        match e {
+            Error::GroupFailed { suspect, .. } => assert!(
+                matches!(suspect, Some(NodeId(1 | 2))),
+                "rank {rank} names {suspect:?}, not an end of the broken QP"
+            ),
+            e => panic!("rank {rank}: {e:?}"),
+        }
     }
     for n in nodes {
         n.shutdown().await;
