@@ -25,7 +25,8 @@
 #   RDMC_VM_DEVICE=rxe0       the RDMA device
 #   RDMC_OFI_PROVIDER=verbs, RDMC_OFI_FABRIC_ADDR=198.51.100.1 (the `ofi`
 #                             test fixtures' settings)
-#   RDMC_TEST_TIME_SCALE=4    the tests' bounds on whole transfers stretch
+#   RDMC_TEST_TIME_SCALE=4    the tests' bounds on whole transfers and on
+#                             failure detection stretch
 #   and every --env NAME=VALUE.
 #
 # Options:

@@ -315,7 +315,7 @@ pub fn a_member_killed_mid_transfer_makes_every_survivor_fail_naming_it(
     let killed = Instant::now();
     let _ = children[2].wait();
     for rank in [0, 1, 3, 4, 5] {
-        let (status, err) = wait(&mut children[rank], Duration::from_secs(20));
+        let (status, err) = wait(&mut children[rank], Duration::from_secs(20 * time_scale()));
         assert!(!status.success(), "rank {rank} should fail");
         assert!(
             err.contains("node 2"),
@@ -332,8 +332,11 @@ pub fn a_member_killed_mid_transfer_makes_every_survivor_fail_naming_it(
             );
         }
     }
+    // Natively, well under the 3 s failure timeout; where processes run
+    // slowly (the emulated Soft-RoCE VM) the bound stretches with the
+    // time scale, and only the native runs show how fast the kill is found.
     assert!(
-        killed.elapsed() < Duration::from_secs(5),
+        killed.elapsed() < Duration::from_secs(5 * time_scale()),
         "survivors took {:?}",
         killed.elapsed()
     );
@@ -361,7 +364,7 @@ pub fn a_member_that_hangs_is_detected_within_the_failure_timeout(transport: &'s
     assert_eq!(unsafe { libc::kill(pid, libc::SIGSTOP) }, 0);
     let frozen = Instant::now();
     for rank in [0, 1, 3] {
-        let (status, err) = wait(&mut children[rank], Duration::from_secs(20));
+        let (status, err) = wait(&mut children[rank], Duration::from_secs(20 * time_scale()));
         assert!(!status.success(), "rank {rank} should fail");
         assert!(
             err.contains("node 2"),
@@ -371,8 +374,9 @@ pub fn a_member_that_hangs_is_detected_within_the_failure_timeout(transport: &'s
     let took = frozen.elapsed();
     children[2].kill().unwrap();
     let _ = children[2].wait();
+    // Stretched where processes run slowly, as above.
     assert!(
-        took < Duration::from_secs(4),
+        took < Duration::from_secs(4 * time_scale()),
         "survivors took {took:?} with a 1 s failure timeout"
     );
 }
