@@ -461,3 +461,47 @@ async fn auto_takes_turns_between_the_tree_and_halving() {
         node.shutdown().await;
     }
 }
+
+/// Recursive halving and doubling with every member closing as soon as
+/// its own calls are done, each member a task of its own: a member still
+/// in its last call sees the others' groups (the common one among them)
+/// close, and must still finish its call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn halving_members_closing_as_soon_as_they_are_done() {
+    for n in [2, 3, 5, 8, 13, 16] {
+        let cluster = MemCluster::new(n);
+        let nodes = Node::in_memory_all(&cluster, NodeConfig::new()).expect("nodes");
+        let members = ids(n);
+        let op = ReduceOp::sum(DType::U64);
+        let bufs = values(n, 8 * 3000, n as u64);
+        let want = reference(&bufs, 1, &op);
+        let config = AllreduceConfig::new().with_algorithm(AllreduceAlgorithm::HalvingDoubling);
+        let tasks: Vec<_> = nodes
+            .into_iter()
+            .zip(bufs)
+            .map(|(node, buf)| {
+                let (members, op, config) = (members.clone(), op.clone(), config.clone());
+                tokio::spawn(async move {
+                    let mut a = Allreduce::new(&node, GroupId(50), &members, config).await?;
+                    let mut outs = Vec::new();
+                    for _ in 0..3 {
+                        let mut copy = buf.clone();
+                        a.allreduce(&mut copy, &op).await?;
+                        outs.push(copy);
+                    }
+                    a.close().await?;
+                    node.shutdown().await;
+                    Ok::<_, AllreduceError>(outs)
+                })
+            })
+            .collect();
+        for (rank, t) in tasks.into_iter().enumerate() {
+            let outs = tokio::time::timeout(common::LONG, t)
+                .await
+                .expect("timed out")
+                .expect("task")
+                .unwrap_or_else(|e| panic!("n = {n}, rank {rank}: {e}"));
+            assert!(outs.iter().all(|o| *o == want), "n = {n}, rank {rank}");
+        }
+    }
+}

@@ -201,7 +201,9 @@ impl Halving {
     /// One allreduce of `buf` by `op`. `watch` is a group of every member
     /// that carries nothing during the call: its failure (a member down
     /// anywhere) ends the call with [`AllreduceError::MemberFailed`] even
-    /// where no partner of this member failed.
+    /// where no partner of this member failed. (Its root may close it once
+    /// its own call is over, ending it for the others: it is then no
+    /// longer watched.)
     ///
     /// The first message of the fold and every reduce-scatter message
     /// start with the sender's [`Verdict`]; after the reduce-scatter every
@@ -350,19 +352,26 @@ impl Halving {
     }
 }
 
-/// The next message of `group`, or the failure `watch` reports first.
+/// The next message of `group`, or the failure `watch` reports first. A
+/// watched group that ends (its root, done with the call, closed it) is
+/// watched no more.
 async fn recv(
     group: &mut Group,
     peer: NodeId,
     watch: &mut Option<&mut Group>,
 ) -> Result<Message, AllreduceError> {
-    let Some(watch) = watch.as_deref_mut() else {
-        return next_message(group, peer).await;
+    let mine = next_message(group, peer);
+    let Some(w) = watch.as_deref_mut() else {
+        return mine.await;
     };
-    let mine = std::pin::pin!(next_message(group, peer));
-    match select(mine, watch.next()).await {
+    let id = w.id();
+    match select(std::pin::pin!(mine), w.next()).await {
         Either::Left((msg, _)) => msg,
-        Either::Right((event, _)) => Err(watched(watch.id(), event, peer)),
+        Either::Right((None, mine)) => {
+            *watch = None;
+            mine.await
+        }
+        Either::Right((event, _)) => Err(watched(id, event, peer)),
     }
 }
 
@@ -379,30 +388,28 @@ async fn finish(
         }
         Ok(())
     };
-    let Some(watch) = watch.as_deref_mut() else {
+    let Some(w) = watch.as_deref_mut() else {
         return all.await;
     };
-    let all = std::pin::pin!(all);
-    match select(all, watch.next()).await {
+    let (id, root) = (w.id(), w.members().first().copied());
+    match select(std::pin::pin!(all), w.next()).await {
         Either::Left((r, _)) => r,
-        Either::Right((event, _)) => {
-            let member = watch.members().first().copied().unwrap_or(NodeId(u32::MAX));
-            Err(watched(watch.id(), event, member))
+        Either::Right((None, all)) => {
+            *watch = None;
+            all.await
         }
+        Either::Right((event, _)) => Err(watched(id, event, root.unwrap_or(NodeId(u32::MAX)))),
     }
 }
 
-/// The error for an event of the watched group during a call.
+/// The error for an event of the watched group during a call: its
+/// failure, or a message it should not carry.
 fn watched(id: GroupId, event: Option<Result<Message, Error>>, peer: NodeId) -> AllreduceError {
     match event {
         Some(Err(e)) => failed(peer, e),
-        Some(Ok(_)) => AllreduceError::Protocol {
+        _ => AllreduceError::Protocol {
             member: peer,
-            detail: "a message on the result group during a halving call".into(),
-        },
-        None => AllreduceError::MemberFailed {
-            member: peer,
-            source: Error::Closed(id),
+            detail: format!("a message on group {} during a halving call", id.0),
         },
     }
 }
