@@ -89,6 +89,9 @@ pub(super) struct Halving {
     /// empty for a member set aside.
     steps: Vec<Step>,
     fold: Option<Fold>,
+    /// The last call's accumulator, kept for its pages: a fresh buffer
+    /// per call is zeroed page by page as it is first written.
+    scratch: Vec<u8>,
 }
 
 impl Halving {
@@ -179,6 +182,7 @@ impl Halving {
             index,
             steps,
             fold,
+            scratch: Vec::new(),
         })
     }
 
@@ -260,7 +264,9 @@ impl Halving {
             return outcome;
         }
 
-        let mut acc = buf.to_vec();
+        let mut acc = std::mem::take(&mut self.scratch);
+        acc.clear();
+        acc.extend_from_slice(buf);
         if let Some(fold) = self.fold.as_mut() {
             // The partner set aside: its buffer first.
             let peer = members[fold.peer];
@@ -348,6 +354,7 @@ impl Halving {
         }
         finish(sends, &mut watch).await?;
         buf.copy_from_slice(&acc);
+        self.scratch = acc;
         Ok(())
     }
 }
