@@ -228,6 +228,9 @@ impl Halving {
         let bytes = |(lo, hi): (usize, usize)| lo * element..hi * element;
         let mut verdict = Verdict::of(buf.len() as u64, rank as u64, element);
         let mut sends: Vec<(NodeId, SendFuture)> = Vec::new();
+        // Per-step timings for `debug` events.
+        let started = std::time::Instant::now();
+        let since = || started.elapsed().as_micros() as u64;
         let with_verdict = |verdict: &Verdict, payload: &[u8]| {
             let mut msg = BytesMut::with_capacity(VERDICT + payload.len());
             verdict.put(&mut msg);
@@ -302,6 +305,12 @@ impl Halving {
                 step.out.send(with_verdict(&verdict, &acc[bytes(give)])),
             ));
             let msg = recv(&mut step.inc, peer, &mut watch).await?;
+            tracing::debug!(
+                mask = step.mask,
+                bytes = msg.data.len(),
+                arrived_us = since(),
+                "halving message arrived"
+            );
             verdict.combine(&header(&msg, peer)?);
             let data = &msg.data[VERDICT..];
             let r = bytes(keep);
@@ -337,6 +346,12 @@ impl Halving {
                 step.out.send(Bytes::copy_from_slice(&acc[bytes(keep)])),
             ));
             let msg = recv(&mut step.inc, peer, &mut watch).await?;
+            tracing::debug!(
+                mask = step.mask,
+                bytes = msg.data.len(),
+                arrived_us = since(),
+                "doubling message arrived"
+            );
             let r = bytes(give);
             if msg.data.len() != r.len() {
                 return Err(AllreduceError::Protocol {
