@@ -43,8 +43,8 @@ pub(crate) struct AllreduceMemberArgs {
     /// The tree's degree (default: the model's choice for `--size`).
     #[arg(long)]
     degree: Option<usize>,
-    /// `auto` (the model picks per call), `tree`, `ring` or `halving`
-    /// (recursive halving and doubling).
+    /// `auto` (the model picks the tree or the ring per call), `tree`,
+    /// `ring` or `halving` (recursive halving and doubling).
     #[arg(long, default_value = "auto", value_parser = ["auto", "tree", "ring", "halving"])]
     algorithm: String,
     /// Pipelining chunk in bytes.

@@ -191,7 +191,12 @@ impl AllreduceConfig {
 pub enum AllreduceAlgorithm {
     /// Per call, whichever of the tree and the ring the model
     /// ([`model::tree_allreduce`], [`model::ring_allreduce`]) says is
-    /// faster for the buffer's size.
+    /// faster for the buffer's size. Never
+    /// [`HalvingDoubling`](Self::HalvingDoubling): its model beats the
+    /// ring's wherever the group size is a power of two, but on the
+    /// emulated lab (tcp, 250 Mbit/s links) it measured slower than the
+    /// ring at 8 members and level at 16 (BENCHMARKS.md, "Recursive
+    /// halving and doubling").
     #[default]
     Auto,
     /// Always the pipelined k-ary tree (no ring groups are made).
@@ -233,11 +238,10 @@ pub fn tree_children(r: usize, k: usize, n: usize) -> std::ops::Range<usize> {
 /// rank to the next for the ring, times its pieces
 /// ([`AllreduceConfig::with_ring_lanes`],
 /// [`AllreduceConfig::with_ring_pieces`]); and with
-/// [`AllreduceAlgorithm::Auto`] or [`AllreduceAlgorithm::HalvingDoubling`]
-/// two two-member groups (one each way) per pair of partners of the
-/// recursive halving. It takes the group ids `base` to
-/// `base + (1 + lanes × pieces) n`, and with the halving's groups up to
-/// `base + (3 + lanes × pieces + ⌊log2 n⌋) n`.
+/// [`AllreduceAlgorithm::HalvingDoubling`] two two-member groups (one each
+/// way) per pair of partners of the recursive halving. It takes the group
+/// ids `base` to `base + (1 + lanes × pieces) n`, and with the halving's
+/// groups up to `base + (3 + lanes × pieces + ⌊log2 n⌋) n`.
 ///
 /// Calls must be made in the same order on every member. A call costs a
 /// message per chunk on each edge; the first carries a small header, so
@@ -265,7 +269,7 @@ pub struct Allreduce {
     /// Messages per ring step.
     ring_pieces: usize,
     /// The recursive halving's groups. Absent unless the algorithm is
-    /// `Auto` or `HalvingDoubling`, or with one member.
+    /// `HalvingDoubling`, and with one member.
     halving: Option<Halving>,
 }
 
@@ -386,11 +390,7 @@ impl Allreduce {
             }))
         };
         let halving = async {
-            let wanted = matches!(
-                config.algorithm,
-                AllreduceAlgorithm::Auto | AllreduceAlgorithm::HalvingDoubling
-            );
-            if n <= 1 || !wanted {
+            if n <= 1 || config.algorithm != AllreduceAlgorithm::HalvingDoubling {
                 return Ok(None);
             }
             Halving::new(
@@ -457,11 +457,10 @@ impl Allreduce {
     }
 
     /// The algorithm a call with a buffer of `len` bytes runs: the
-    /// configured one, or under [`AllreduceAlgorithm::Auto`] the one the
-    /// model says is fastest for `len` ([`model::tree_allreduce`],
-    /// [`model::ring_allreduce`],
-    /// [`model::halving_doubling_allreduce`]). One member always runs the
-    /// tree (which sends nothing). Never `Auto`.
+    /// configured one, or under [`AllreduceAlgorithm::Auto`] the tree or
+    /// the ring, whichever the model says is faster for `len`
+    /// ([`model::tree_allreduce`], [`model::ring_allreduce`]). One member
+    /// always runs the tree (which sends nothing). Never `Auto`.
     pub fn algorithm_for(&self, len: u64) -> AllreduceAlgorithm {
         let n = self.members.len();
         match self.algorithm {
@@ -472,17 +471,8 @@ impl Allreduce {
             AllreduceAlgorithm::Auto if n > 1 => {
                 let tree = model::tree_allreduce(n, len, self.k, self.chunk as u64, &self.link);
                 let mut best = (AllreduceAlgorithm::Tree, tree);
-                if self.ring.is_some() {
-                    let ring = model::ring_allreduce(n, len, &self.link);
-                    if ring < best.1 {
-                        best = (AllreduceAlgorithm::Ring, ring);
-                    }
-                }
-                if self.halving.is_some() {
-                    let halving = model::halving_doubling_allreduce(n, len, &self.link);
-                    if halving < best.1 {
-                        best = (AllreduceAlgorithm::HalvingDoubling, halving);
-                    }
+                if self.ring.is_some() && model::ring_allreduce(n, len, &self.link) < best.1 {
+                    best = (AllreduceAlgorithm::Ring, 0.0);
                 }
                 best.0
             }
