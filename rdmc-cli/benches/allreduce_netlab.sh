@@ -42,8 +42,9 @@ read -r -a addrs <<<"$("$NETLAB" addrs)"
 for ((i = 0; i < N; i++)); do echo "${addrs[$i]}:7710" >>"$WORK/members"; done
 "$RDMC" keygen "$WORK/key" >/dev/null
 
-# RDMC_ALGORITHMS: rdmc's algorithms to run (default: the tree and the ring).
-for algo in ${RDMC_ALGORITHMS-tree ring}; do
+# RDMC_ALGORITHMS: rdmc's algorithms to run (default: the tree, the ring and
+# recursive halving and doubling, `halving`).
+for algo in ${RDMC_ALGORITHMS-tree ring halving}; do
     note "rdmc allreduce ($algo): $N members, $SIZE bytes of f32, $RUNS runs (+$WARMUP warm-up), load: $(cut -d' ' -f1-3 /proc/loadavg)"
     pids=()
     for ((i = 1; i < N; i++)); do

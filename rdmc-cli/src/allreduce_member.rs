@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use rdmc::collective::{Allreduce, AllreduceAlgorithm, AllreduceConfig, DType, ReduceOp, model};
+use rdmc::collective::{Allreduce, AllreduceAlgorithm, AllreduceConfig, DType, ReduceOp};
 use rdmc::{GroupConfig, GroupId, NodeConfig};
 use serde_json::json;
 
@@ -43,8 +43,9 @@ pub(crate) struct AllreduceMemberArgs {
     /// The tree's degree (default: the model's choice for `--size`).
     #[arg(long)]
     degree: Option<usize>,
-    /// `auto` (the model picks tree or ring per call), `tree` or `ring`.
-    #[arg(long, default_value = "auto", value_parser = ["auto", "tree", "ring"])]
+    /// `auto` (the model picks the tree or the ring per call), `tree`,
+    /// `ring` or `halving` (recursive halving and doubling).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "tree", "ring", "halving"])]
     algorithm: String,
     /// Pipelining chunk in bytes.
     #[arg(long, default_value_t = rdmc::collective::DEFAULT_CHUNK_SIZE as u64, value_parser = parse_size)]
@@ -116,6 +117,7 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
     let algorithm = match args.algorithm.as_str() {
         "tree" => AllreduceAlgorithm::Tree,
         "ring" => AllreduceAlgorithm::Ring,
+        "halving" => AllreduceAlgorithm::HalvingDoubling,
         _ => AllreduceAlgorithm::Auto,
     };
     let mut config = AllreduceConfig::new()
@@ -179,18 +181,10 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
     }
     let degree = allreduce.degree();
     // What ran: the model's choice under `auto`.
-    let ran = match algorithm {
-        AllreduceAlgorithm::Tree => "tree",
+    let ran = match allreduce.algorithm_for(args.size) {
         AllreduceAlgorithm::Ring => "ring",
-        _ => {
-            let link = model::LinkParams::lab();
-            let tree = model::tree_allreduce(n, args.size, degree, args.chunk, &link);
-            if n > 1 && model::ring_allreduce(n, args.size, &link) < tree {
-                "ring"
-            } else {
-                "tree"
-            }
-        }
+        AllreduceAlgorithm::HalvingDoubling => "halving",
+        _ => "tree",
     };
     allreduce.close().await.map_err(|e| e.to_string())?;
     node.shutdown().await;

@@ -1,7 +1,8 @@
 //! `rdmc model`: the collectives' latency model
 //! ([`rdmc::collective::model`]) as tables, JSON lines and SVG plots — the
 //! Degree-k paper's broadcast and allreduce curves for large clusters, and
-//! the pipelined tree against the ring for the crate's own allreduce.
+//! the pipelined tree against the ring and recursive halving and doubling
+//! for the crate's own allreduce.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -63,8 +64,8 @@ pub(crate) fn run(args: &ModelArgs) -> Result<(), String> {
         }
         let _ = write!(
             header,
-            " {:>6} {:>10} {:>10} {:>6}",
-            "best", "tree-pipe", "ring", "k-pipe"
+            " {:>6} {:>10} {:>10} {:>10} {:>6}",
+            "best", "tree-pipe", "ring", "halving", "k-pipe"
         );
         let _ = writeln!(text, "{header}");
         let mut curves: Vec<Curve> = degrees
@@ -74,6 +75,7 @@ pub(crate) fn run(args: &ModelArgs) -> Result<(), String> {
         curves.push(("binomial broadcast".into(), Vec::new()));
         curves.push(("pipelined tree".into(), Vec::new()));
         curves.push(("ring".into(), Vec::new()));
+        curves.push(("recursive halving".into(), Vec::new()));
         for &size in &sizes {
             let bcast = model::paper_broadcast(n, size, PAPER_BLOCK, &p);
             let mut line = format!("{size:>9} {bcast:>10.1}");
@@ -86,18 +88,23 @@ pub(crate) fn run(args: &ModelArgs) -> Result<(), String> {
             let kp = model::best_degree(n, size, args.chunk, &p);
             let tree = model::tree_allreduce(n, size, kp, args.chunk, &p);
             let ring = model::ring_allreduce(n, size, &p);
+            let halving = model::halving_doubling_allreduce(n, size, &p);
             let d = degrees.len();
             curves[d].1.push((size as f64, bcast));
             curves[d + 1].1.push((size as f64, tree));
             curves[d + 2].1.push((size as f64, ring));
-            let _ = writeln!(line, " {best:>6} {tree:>10.1} {ring:>10.1} {kp:>6}");
+            curves[d + 3].1.push((size as f64, halving));
+            let _ = writeln!(
+                line,
+                " {best:>6} {tree:>10.1} {ring:>10.1} {halving:>10.1} {kp:>6}"
+            );
             text.push_str(&line);
             records.push(json!({
                 "experiment": "model", "link": format!("{:?}", args.link).to_lowercase(),
                 "nodes": n, "size": size, "broadcast_us": bcast,
                 "allreduce_us": degrees.iter().map(|&k| json!({"degree": k, "us": model::paper_allreduce(n, size, k, &p)})).collect::<Vec<_>>(),
                 "paper_best_degree": best, "pipelined_degree": kp,
-                "pipelined_tree_us": tree, "ring_us": ring,
+                "pipelined_tree_us": tree, "ring_us": ring, "halving_us": halving,
             }));
         }
         match model::ring_crossover(n, args.chunk, &p) {

@@ -130,16 +130,18 @@ async fn every_size_and_degree(n: usize) {
     degrees.push(0); // the model's choice
     degrees.push(usize::MAX); // the ring
     degrees.push(usize::MAX - 1); // the ring, each step in 3 pieces
+    degrees.push(usize::MAX - 2); // recursive halving and doubling
     for k in degrees {
-        let ring = k >= usize::MAX - 1;
+        // Not the tree: reduced in an order of its own.
+        let ring = k >= usize::MAX - 2;
         let pieces = if k == usize::MAX - 1 { 3 } else { 1 };
         let mut config = AllreduceConfig::new()
             .with_ring_pieces(pieces)
             .with_chunk_size(1000)
-            .with_algorithm(if ring {
-                AllreduceAlgorithm::Ring
-            } else {
-                AllreduceAlgorithm::Tree
+            .with_algorithm(match k {
+                k if k == usize::MAX - 2 => AllreduceAlgorithm::HalvingDoubling,
+                _ if ring => AllreduceAlgorithm::Ring,
+                _ => AllreduceAlgorithm::Tree,
             });
         if k > 0 && !ring {
             config = config.with_degree(k);
@@ -147,8 +149,9 @@ async fn every_size_and_degree(n: usize) {
         let (nodes, mut all) = setup(n, config).await;
         let k = all[0].degree();
         for (i, op) in ops().into_iter().enumerate() {
-            // The ring reduces each segment in its own order: only the
-            // operators whose result does not depend on the order.
+            // The ring and the halving reduce each segment in an order of
+            // their own: only the operators whose result does not depend
+            // on the order.
             if ring && i < 6 {
                 continue;
             }
@@ -254,20 +257,21 @@ proptest! {
 
     #[test]
     fn random_groups_degrees_chunks_floats_rings_lanes_pieces_and_blocks_match_the_reference(
-        n in 1usize..=33, k in 1usize..8, chunk in 1usize..300, elems in 0usize..700, seed: u64, ring: bool,
+        n in 1usize..=33, k in 1usize..8, chunk in 1usize..300, elems in 0usize..700, seed: u64, algo in 0usize..3,
         lanes in 1usize..4, pieces in 1usize..5, block in proptest::option::of(1usize..200),
     ) {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         rt.block_on(async {
-            let algorithm = if ring { AllreduceAlgorithm::Ring } else { AllreduceAlgorithm::Tree };
+            let algorithm = [AllreduceAlgorithm::Tree, AllreduceAlgorithm::Ring, AllreduceAlgorithm::HalvingDoubling][algo];
+            let ring = algo > 0;
             let config = AllreduceConfig::new()
                 .with_degree(k)
                 .with_chunk_size(chunk)
                 .with_algorithm(algorithm)
                 .with_ring_lanes(lanes)
                 .with_ring_pieces(pieces);
-            // Small blocks: ring messages of many blocks (by default each
-            // is one block).
+            // Small blocks: ring and halving messages of many blocks (by
+            // default each is one block).
             let config = match block {
                 Some(b) => config.with_group_config(GroupConfig::new().with_block_size(b)),
                 None => config,
@@ -277,8 +281,9 @@ proptest! {
             // Arbitrary f64 bits: the sum must equal the reference's bits,
             // since both add in the same order.
             let bufs = values(n, elems * 8, seed);
-            // The ring's segments are reduced in orders of their own: there,
-            // an operator whose result does not depend on the order.
+            // The ring's and the halving's segments are reduced in orders of
+            // their own: there, an operator whose result does not depend on
+            // the order.
             let op = ReduceOp::sum(if ring { DType::U64 } else { DType::F64 });
             let want = reference(&bufs, k, &op);
             // Twice: the second call starts at another lane when the
@@ -368,5 +373,131 @@ async fn ring_with_a_huge_expected_size_and_multi_block_steps() {
     }
     for node in nodes {
         node.shutdown().await;
+    }
+}
+
+/// Recursive halving and doubling: a member that dies between calls fails
+/// the next call of every other member with `MemberFailed` naming it, also
+/// where it is no partner (the members' common group reports it); with and
+/// without the fold, the dead one set aside by it or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn halving_a_dead_member_fails_every_survivor_naming_it() {
+    for (n, dead) in [(8, 5), (6, 3), (6, 4), (5, 0)] {
+        let cluster = MemCluster::new(n);
+        let nodes = Node::in_memory_all(&cluster, NodeConfig::new()).expect("nodes");
+        let members = ids(n);
+        let config = AllreduceConfig::new().with_algorithm(AllreduceAlgorithm::HalvingDoubling);
+        let mut all = join_all(
+            nodes
+                .iter()
+                .map(|node| Allreduce::new(node, GroupId(1000), &members, config.clone())),
+        )
+        .await
+        .into_iter()
+        .collect::<Result<Vec<_>, _>>()
+        .expect("allreduce setup");
+        let op = ReduceOp::sum(DType::U64);
+        let bufs = values(n, 8 * 1000, n as u64);
+        check(&mut all, 1, bufs.clone(), &ReduceOp::max(DType::U32)).await;
+        cluster.kill(NodeId(dead as u32));
+        let runs = all
+            .iter_mut()
+            .zip(bufs)
+            .enumerate()
+            .filter(|(rank, _)| *rank != dead)
+            .map(|(rank, (a, mut buf))| {
+                let op = op.clone();
+                async move {
+                    let r = tokio::time::timeout(common::LONG, a.allreduce(&mut buf, &op))
+                        .await
+                        .unwrap_or_else(|_| panic!("n = {n}, rank {rank}: timed out"));
+                    (rank, r)
+                }
+            });
+        for (rank, r) in join_all(runs).await {
+            match r {
+                Err(AllreduceError::MemberFailed { member, .. }) => {
+                    assert_eq!(member, NodeId(dead as u32), "n = {n}, rank {rank}")
+                }
+                other => panic!("n = {n}, rank {rank}: {other:?}"),
+            }
+        }
+        drop(all);
+        for (rank, node) in nodes.into_iter().enumerate() {
+            if rank != dead {
+                node.shutdown().await;
+            }
+        }
+    }
+}
+
+/// `Auto` at 8 members on the lab's link with a flat tree (degree 7):
+/// the tree for a few bytes, the ring for a mebibyte (never the halving);
+/// calls of both kinds taken in turn on the same allreduce stay right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_takes_turns_between_the_tree_and_the_ring() {
+    let n = 8;
+    let (nodes, mut all) = setup(n, AllreduceConfig::new().with_degree(7)).await;
+    assert_eq!(all[0].algorithm_for(8), AllreduceAlgorithm::Tree);
+    assert_eq!(all[0].algorithm_for(1 << 20), AllreduceAlgorithm::Ring);
+    let k = all[0].degree();
+    let op = ReduceOp::sum(DType::U64);
+    for round in 0..2u64 {
+        check(&mut all, k, values(n, 8, round), &op).await;
+        check(&mut all, k, values(n, 1 << 20, round + 10), &op).await;
+    }
+    for (rank, r) in join_all(all.into_iter().map(Allreduce::close))
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        r.unwrap_or_else(|e| panic!("close rank {rank}: {e}"));
+    }
+    for node in nodes {
+        node.shutdown().await;
+    }
+}
+
+/// Recursive halving and doubling with every member closing as soon as
+/// its own calls are done, each member a task of its own: a member still
+/// in its last call sees the others' groups (the common one among them)
+/// close, and must still finish its call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn halving_members_closing_as_soon_as_they_are_done() {
+    for n in [2, 3, 5, 8, 13, 16] {
+        let cluster = MemCluster::new(n);
+        let nodes = Node::in_memory_all(&cluster, NodeConfig::new()).expect("nodes");
+        let members = ids(n);
+        let op = ReduceOp::sum(DType::U64);
+        let bufs = values(n, 8 * 3000, n as u64);
+        let want = reference(&bufs, 1, &op);
+        let config = AllreduceConfig::new().with_algorithm(AllreduceAlgorithm::HalvingDoubling);
+        let tasks: Vec<_> = nodes
+            .into_iter()
+            .zip(bufs)
+            .map(|(node, buf)| {
+                let (members, op, config) = (members.clone(), op.clone(), config.clone());
+                tokio::spawn(async move {
+                    let mut a = Allreduce::new(&node, GroupId(50), &members, config).await?;
+                    let mut outs = Vec::new();
+                    for _ in 0..3 {
+                        let mut copy = buf.clone();
+                        a.allreduce(&mut copy, &op).await?;
+                        outs.push(copy);
+                    }
+                    a.close().await?;
+                    node.shutdown().await;
+                    Ok::<_, AllreduceError>(outs)
+                })
+            })
+            .collect();
+        for (rank, t) in tasks.into_iter().enumerate() {
+            let outs = tokio::time::timeout(common::LONG, t)
+                .await
+                .expect("timed out")
+                .expect("task")
+                .unwrap_or_else(|e| panic!("n = {n}, rank {rank}: {e}"));
+            assert!(outs.iter().all(|o| *o == want), "n = {n}, rank {rank}");
+        }
     }
 }

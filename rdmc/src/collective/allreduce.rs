@@ -6,6 +6,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures::StreamExt;
 use futures::future::{join_all, try_join_all};
 
+use super::halving::Halving;
 use super::model::{self, LinkParams};
 use super::op::ReduceOp;
 use crate::{Error, Group, GroupConfig, GroupId, Message, Node, NodeId, SendFuture};
@@ -81,7 +82,7 @@ pub struct AllreduceConfig {
 /// Largest block of the ring's groups by default: each member holds one
 /// such buffer per incoming lane for the first block of a message, and
 /// beyond this size a round trip per message costs little against its bytes.
-const MAX_RING_BLOCK: usize = 4 << 20;
+pub(super) const MAX_RING_BLOCK: usize = 4 << 20;
 
 /// The default number of groups per ring edge ([`AllreduceConfig::with_ring_lanes`]).
 pub const DEFAULT_RING_LANES: usize = 2;
@@ -190,7 +191,12 @@ impl AllreduceConfig {
 pub enum AllreduceAlgorithm {
     /// Per call, whichever of the tree and the ring the model
     /// ([`model::tree_allreduce`], [`model::ring_allreduce`]) says is
-    /// faster for the buffer's size.
+    /// faster for the buffer's size. Never
+    /// [`HalvingDoubling`](Self::HalvingDoubling): its model beats the
+    /// ring's wherever the group size is a power of two, but on the
+    /// emulated lab (tcp, 250 Mbit/s links) it measured slower than the
+    /// ring at 8 members and level at 16 (BENCHMARKS.md, "Recursive
+    /// halving and doubling").
     #[default]
     Auto,
     /// Always the pipelined k-ary tree (no ring groups are made).
@@ -198,6 +204,15 @@ pub enum AllreduceAlgorithm {
     /// Always the ring: reduce-scatter then allgather, each member sending
     /// to the next rank over a two-member group.
     Ring,
+    /// Always recursive halving and doubling (Thakur, Rabenseifner and
+    /// Gropp, "Optimization of Collective Communication Operations in
+    /// MPICH"): a reduce-scatter by recursive halving then an allgather by
+    /// recursive doubling, `2 log2 p` steps of one message each way
+    /// between partners (`p` the largest power of two not above the
+    /// group size); the other `n − p` members first hand their buffer to
+    /// a partner and get the result from it at the end
+    /// ([`model::halving_doubling_allreduce`]).
+    HalvingDoubling,
 }
 
 /// The parent of rank `r > 0` in the k-ary tree.
@@ -222,8 +237,11 @@ pub fn tree_children(r: usize, k: usize, n: usize) -> std::ops::Range<usize> {
 /// [`AllreduceAlgorithm::Tree`], also `lanes` two-member groups from each
 /// rank to the next for the ring, times its pieces
 /// ([`AllreduceConfig::with_ring_lanes`],
-/// [`AllreduceConfig::with_ring_pieces`]). It takes the group ids `base`
-/// to `base + (1 + lanes × pieces) n`.
+/// [`AllreduceConfig::with_ring_pieces`]); and with
+/// [`AllreduceAlgorithm::HalvingDoubling`] two two-member groups (one each
+/// way) per pair of partners of the recursive halving. It takes the group
+/// ids `base` to `base + (1 + lanes × pieces) n`, and with the halving's
+/// groups up to `base + (3 + lanes × pieces + ⌊log2 n⌋) n`.
 ///
 /// Calls must be made in the same order on every member. A call costs a
 /// message per chunk on each edge; the first carries a small header, so
@@ -250,6 +268,9 @@ pub struct Allreduce {
     ring: Option<Ring>,
     /// Messages per ring step.
     ring_pieces: usize,
+    /// The recursive halving's groups. Absent unless the algorithm is
+    /// `HalvingDoubling`, and with one member.
+    halving: Option<Halving>,
 }
 
 /// The ring's edges of one member: `lanes × pieces` groups to the next
@@ -264,7 +285,7 @@ struct Ring {
     turn: usize,
 }
 
-fn failed(member: NodeId, error: Error) -> AllreduceError {
+pub(super) fn failed(member: NodeId, error: Error) -> AllreduceError {
     let member = match &error {
         Error::GroupFailed {
             suspect: Some(s), ..
@@ -368,8 +389,24 @@ impl Allreduce {
                 turn: 0,
             }))
         };
-        let (up, children, result, ring) =
-            tokio::try_join!(up, children, result, ring).map_err(AllreduceError::Setup)?;
+        let halving = async {
+            if n <= 1 || config.algorithm != AllreduceAlgorithm::HalvingDoubling {
+                return Ok(None);
+            }
+            Halving::new(
+                node,
+                base.0 + 1 + (n * (1 + lanes)) as u64,
+                members,
+                rank,
+                config.expected_size,
+                (config.chunk / 4).max(1),
+                config.group.clone(),
+            )
+            .await
+            .map(Some)
+        };
+        let (up, children, result, ring, halving) =
+            tokio::try_join!(up, children, result, ring, halving).map_err(AllreduceError::Setup)?;
         tracing::debug!(rank, n, k, "allreduce ready");
         Ok(Allreduce {
             me,
@@ -384,6 +421,7 @@ impl Allreduce {
             link: config.link,
             ring,
             ring_pieces: config.ring_pieces.max(1),
+            halving,
         })
     }
 
@@ -408,21 +446,37 @@ impl Allreduce {
     /// member fails (`buf` may then hold a partial reduction). After a
     /// member failure the allreduce cannot be used again.
     pub async fn allreduce(&mut self, buf: &mut [u8], op: &ReduceOp) -> Result<(), AllreduceError> {
+        match self.algorithm_for(buf.len() as u64) {
+            AllreduceAlgorithm::Ring => self.ring_allreduce(buf, op).await,
+            AllreduceAlgorithm::HalvingDoubling => {
+                let halving = self.halving.as_mut().expect("halving groups");
+                halving.allreduce(buf, op, self.result.as_mut()).await
+            }
+            _ => self.tree_allreduce(buf, op).await,
+        }
+    }
+
+    /// The algorithm a call with a buffer of `len` bytes runs: the
+    /// configured one, or under [`AllreduceAlgorithm::Auto`] the tree or
+    /// the ring, whichever the model says is faster for `len`
+    /// ([`model::tree_allreduce`], [`model::ring_allreduce`]). One member
+    /// always runs the tree (which sends nothing). Never `Auto`.
+    pub fn algorithm_for(&self, len: u64) -> AllreduceAlgorithm {
         let n = self.members.len();
-        let ring = self.ring.is_some()
-            && match self.algorithm {
-                AllreduceAlgorithm::Ring => true,
-                AllreduceAlgorithm::Tree => false,
-                _ => {
-                    let size = buf.len() as u64;
-                    model::ring_allreduce(n, size, &self.link)
-                        < model::tree_allreduce(n, size, self.k, self.chunk as u64, &self.link)
+        match self.algorithm {
+            AllreduceAlgorithm::Ring if self.ring.is_some() => AllreduceAlgorithm::Ring,
+            AllreduceAlgorithm::HalvingDoubling if self.halving.is_some() => {
+                AllreduceAlgorithm::HalvingDoubling
+            }
+            AllreduceAlgorithm::Auto if n > 1 => {
+                let tree = model::tree_allreduce(n, len, self.k, self.chunk as u64, &self.link);
+                let mut best = (AllreduceAlgorithm::Tree, tree);
+                if self.ring.is_some() && model::ring_allreduce(n, len, &self.link) < best.1 {
+                    best = (AllreduceAlgorithm::Ring, 0.0);
                 }
-            };
-        if ring {
-            self.ring_allreduce(buf, op).await
-        } else {
-            self.tree_allreduce(buf, op).await
+                best.0
+            }
+            _ => AllreduceAlgorithm::Tree,
         }
     }
 
@@ -759,6 +813,9 @@ impl Allreduce {
             groups.extend(ring.to_next.into_iter().map(|g| (next, g)));
             groups.extend(ring.from_prev.into_iter().map(|g| (prev, g)));
         }
+        if let Some(halving) = self.halving {
+            groups.extend(halving.into_groups());
+        }
         if let Some(g) = self.result {
             groups.push((self.members[0], g));
         }
@@ -770,7 +827,10 @@ impl Allreduce {
     }
 }
 
-async fn next_message(group: &mut Group, peer: NodeId) -> Result<Message, AllreduceError> {
+pub(super) async fn next_message(
+    group: &mut Group,
+    peer: NodeId,
+) -> Result<Message, AllreduceError> {
     match group.next().await {
         Some(Ok(m)) => Ok(m),
         Some(Err(e)) => Err(failed(peer, e)),
@@ -869,7 +929,7 @@ fn decode(data: &Bytes, peer: NodeId) -> Result<(Status, Bytes), AllreduceError>
 }
 
 /// The bytes of a [`Verdict`] on the wire.
-const VERDICT: usize = 48;
+pub(super) const VERDICT: usize = 48;
 
 /// What the members seen so far say about their buffers: the shortest and
 /// the longest length with their ranks (the lowest rank among equals), and
@@ -877,14 +937,14 @@ const VERDICT: usize = 48;
 /// that length. Combining is associative and commutative, so every member
 /// that has seen every buffer holds the same verdict.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Verdict {
+pub(super) struct Verdict {
     shortest: (u64, u64),
     longest: (u64, u64),
     partial: (u64, u64),
 }
 
 impl Verdict {
-    fn of(len: u64, rank: u64, element: usize) -> Self {
+    pub(super) fn of(len: u64, rank: u64, element: usize) -> Self {
         let partial = if (len as usize).is_multiple_of(element) {
             (u64::MAX, 0)
         } else {
@@ -897,7 +957,7 @@ impl Verdict {
         }
     }
 
-    fn combine(&mut self, other: &Verdict) {
+    pub(super) fn combine(&mut self, other: &Verdict) {
         self.shortest = self.shortest.min(other.shortest);
         let key = |(len, rank): (u64, u64)| (len, u64::MAX - rank);
         if key(other.longest) > key(self.longest) {
@@ -906,11 +966,11 @@ impl Verdict {
         self.partial = self.partial.min(other.partial);
     }
 
-    fn is_ok(&self) -> bool {
+    pub(super) fn is_ok(&self) -> bool {
         self.partial.0 == u64::MAX && self.shortest.0 == self.longest.0
     }
 
-    fn put(&self, out: &mut BytesMut) {
+    pub(super) fn put(&self, out: &mut BytesMut) {
         for v in [
             self.shortest.0,
             self.shortest.1,
@@ -923,7 +983,7 @@ impl Verdict {
         }
     }
 
-    fn get(data: &[u8]) -> Option<Self> {
+    pub(super) fn get(data: &[u8]) -> Option<Self> {
         let head = data.get(..VERDICT)?;
         let v = |i: usize| u64::from_le_bytes(head[i * 8..i * 8 + 8].try_into().expect("8 bytes"));
         Some(Verdict {
@@ -934,7 +994,7 @@ impl Verdict {
     }
 
     /// The error every member reports for this verdict, if any.
-    fn error(&self, members: &[NodeId], element: usize) -> Option<AllreduceError> {
+    pub(super) fn error(&self, members: &[NodeId], element: usize) -> Option<AllreduceError> {
         let node = |r: u64| members.get(r as usize).copied().unwrap_or(NodeId(u32::MAX));
         if self.partial.0 != u64::MAX {
             return Some(AllreduceError::PartialElement {

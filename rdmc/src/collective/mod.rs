@@ -1,7 +1,8 @@
 //! Collective operations over groups: [`Allreduce`] — a pipelined k-ary
 //! tree reduce followed by a multicast of the result, or a ring
-//! (reduce-scatter then allgather) for large buffers — and the latency
-//! [`model`] that picks the tree's degree and chooses between the two.
+//! (reduce-scatter then allgather) for large buffers, or on request
+//! recursive halving and doubling — and the latency [`model`] that picks
+//! the tree's degree and chooses between the tree and the ring.
 //!
 //! ```
 //! use futures::future::try_join_all;
@@ -34,6 +35,7 @@
 pub mod model;
 
 mod allreduce;
+mod halving;
 mod op;
 
 pub use allreduce::{

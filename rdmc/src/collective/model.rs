@@ -21,7 +21,9 @@
 //!   moves in chunks, a chunk is reduced and sent up while the next one
 //!   arrives, and the root multicasts each reduced chunk at once.
 //!
-//! [`ring_allreduce`] is reduce-scatter plus allgather around a ring.
+//! [`ring_allreduce`] is reduce-scatter plus allgather around a ring;
+//! [`halving_doubling_allreduce`] the same by recursive halving and
+//! doubling.
 
 /// The cost parameters of one link and one host, in microseconds.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -212,6 +214,37 @@ pub fn ring_allreduce(n: usize, size: u64, p: &LinkParams) -> f64 {
         + steps * piece * p.reduce_per_byte
 }
 
+/// Recursive halving and doubling (Thakur, Rabenseifner and Gropp,
+/// "Optimization of Collective Communication Operations in MPICH"): with
+/// `p` the largest power of two not above `n`, a reduce-scatter of
+/// `log2 p` steps in which step `j` (from 1) moves and reduces
+/// `size / 2^j` bytes each way, then an allgather of the same steps
+/// backwards; `size (p − 1) / p` bytes each way in all, as the ring's
+/// `size (n − 1) / n` when `n = p`, but in `2 log2 p` steps instead of
+/// `2 (n − 1)`. For `n > p` the `n − p` members set aside first send their
+/// whole buffer to a partner (reduced there) and get the whole result back
+/// at the end: two more steps of `size` bytes.
+pub fn halving_doubling_allreduce(n: usize, size: u64, p: &LinkParams) -> f64 {
+    if n <= 1 {
+        return 0.0;
+    }
+    let s = size as f64;
+    let step = p.message_overhead + p.per_sender;
+    let pow = 1usize << (usize::BITS - 1 - n.leading_zeros());
+    let log = f64::from(pow.trailing_zeros());
+    let moved = s * (pow - 1) as f64 / pow as f64;
+    let fold = if n > pow {
+        2.0 * (step + s * p.per_byte) + s * p.reduce_per_byte
+    } else {
+        0.0
+    };
+    2.0 * p.copy_per_byte * s
+        + 2.0 * log * step
+        + 2.0 * moved * p.per_byte
+        + moved * p.reduce_per_byte
+        + fold
+}
+
 /// The degree `k` in `1..n` that minimises [`tree_allreduce`] (the
 /// smallest on ties; 1 for `n <= 2`).
 pub fn best_degree(n: usize, size: u64, chunk: u64, p: &LinkParams) -> usize {
@@ -285,6 +318,7 @@ mod tests {
             prop_assert!(paper_allreduce(n, size, k, &p) <= paper_allreduce(n, bigger, k, &p));
             prop_assert!(paper_broadcast(n, size, 3073, &p) <= paper_broadcast(n, bigger, 3073, &p));
             prop_assert!(ring_allreduce(n, size, &p) <= ring_allreduce(n, bigger, &p));
+            prop_assert!(halving_doubling_allreduce(n, size, &p) <= halving_doubling_allreduce(n, bigger, &p));
             prop_assert!(tree_allreduce(n, size, k, chunk, &p) <= tree_allreduce(n, bigger, k, chunk, &p));
         }
 
@@ -348,6 +382,47 @@ mod tests {
                 }
             }
         }
+    }
+
+    proptest! {
+        #[test]
+        fn halving_at_a_power_of_two_is_the_ring_with_fewer_steps(e in 0u32..11, size in 0u64..1 << 30, p in params()) {
+            // Same bytes each way as the ring, in 2 log2 n steps instead of
+            // 2 (n - 1): the difference is exactly the steps saved.
+            let n = 1usize << e;
+            let saved = 2.0 * ((n - 1) as f64 - f64::from(e)) * (p.message_overhead + p.per_sender);
+            let (ring, halving) = (ring_allreduce(n, size, &p), halving_doubling_allreduce(n, size, &p));
+            prop_assert!(close(ring, halving + saved), "ring {ring}, halving {halving}, saved {saved}");
+            prop_assert!(halving <= ring + 1e-9 * ring.abs().max(1.0));
+        }
+
+        #[test]
+        fn halving_with_a_fold_is_the_power_of_two_plus_two_whole_buffers(n in 2usize..5000, size in 0u64..1 << 30, p in params()) {
+            let pow = 1usize << (usize::BITS - 1 - n.leading_zeros());
+            let s = size as f64;
+            let fold = if n > pow {
+                2.0 * (p.message_overhead + p.per_sender + s * p.per_byte) + s * p.reduce_per_byte
+            } else {
+                0.0
+            };
+            prop_assert!(close(
+                halving_doubling_allreduce(n, size, &p),
+                halving_doubling_allreduce(pow, size, &p) + fold
+            ));
+        }
+    }
+
+    #[test]
+    fn on_the_lab_halving_beats_the_ring_for_a_mebibyte_at_8_and_16_but_not_at_12() {
+        let p = LinkParams::lab();
+        for n in [8, 16] {
+            assert!(
+                halving_doubling_allreduce(n, 1 << 20, &p) < ring_allreduce(n, 1 << 20, &p),
+                "n = {n}"
+            );
+        }
+        // The fold's two whole buffers cost more than the steps saved.
+        assert!(halving_doubling_allreduce(12, 1 << 20, &p) > ring_allreduce(12, 1 << 20, &p));
     }
 
     /// `ceil(log_base n)` by repeated multiplication.

@@ -1,4 +1,5 @@
-//! `--only allreduce`: rdmc's allreduce (its pipelined tree and its ring)
+//! `--only allreduce`: rdmc's allreduce (its pipelined tree, its ring and
+//! its recursive halving and doubling)
 //! against every one of Open MPI's MPI_Allreduce algorithms, forced in
 //! turn, and its default rules, in the same lab, at each group size. Each
 //! group size runs `benches/allreduce_netlab.sh` (which brings up a lab of
@@ -80,8 +81,8 @@ pub(super) fn normalize(lines: &str) -> Vec<Value> {
 }
 
 impl Run<'_> {
-    /// Allreduce of [`SIZE`] bytes of f32 at each group size, rdmc's tree
-    /// and ring, then MPI's algorithms, each group size on a lab of its own.
+    /// Allreduce of [`SIZE`] bytes of f32 at each group size, rdmc's tree,
+    /// ring and halving, then MPI's algorithms, each group size on a lab of its own.
     pub(super) fn allreduce(&mut self) -> Result<(), String> {
         let script = self.args.scripts.join("allreduce_netlab.sh");
         let exe = std::env::current_exe().map_err(|e| format!("finding rdmc's binary: {e}"))?;

@@ -1,0 +1,460 @@
+//! Allreduce by recursive halving and doubling, after Thakur, Rabenseifner
+//! and Gropp, "Optimization of Collective Communication Operations in
+//! MPICH" (2005): a reduce-scatter by recursive halving, then an allgather
+//! by recursive doubling, each step one message each way between two
+//! partners.
+//!
+//! Among `p` members (`p` a power of two) member `v`'s partner in the step
+//! of mask `m` is `v ^ m`. The reduce-scatter takes the masks from `p / 2`
+//! down to 1: both partners split the range they share in two, each sends
+//! the half the other keeps and reduces the half it keeps, so after
+//! `log2 p` steps member `v` holds the reduced `v`-th of `p` slices. The
+//! allgather takes the masks back up, each partner sending what it holds.
+//!
+//! Any other `n` is folded first: with `p` the largest power of two not
+//! above `n` and `r = n − p`, ranks `2i + 1` (for `i < r`) send their whole
+//! buffer to rank `2i` before the halving, sit it out and get the result
+//! from rank `2i` at the end.
+//!
+//! Every directed pair that exchanges has a two-member group of its own,
+//! the sender its root, used once in each half of a call.
+
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use futures::future::{Either, join_all, select, try_join_all};
+
+use super::allreduce::{AllreduceError, MAX_RING_BLOCK, VERDICT, Verdict, failed, next_message};
+use super::op::ReduceOp;
+use crate::{Error, Group, GroupConfig, GroupId, Message, Node, NodeId, SendFuture};
+
+/// The largest power of two not above `n` (1 for `n <= 1`) and how many
+/// members the fold sets aside, `n − p`.
+pub(super) fn fold_sizes(n: usize) -> (usize, usize) {
+    if n <= 1 {
+        return (1, 0);
+    }
+    let p = 1usize << (usize::BITS - 1 - n.leading_zeros());
+    (p, n - p)
+}
+
+/// Rank `rank`'s index among the `p` members that do the halving, or
+/// `None` if the fold sets it aside (`r` members are set aside).
+pub(super) fn active_index(rank: usize, r: usize) -> Option<usize> {
+    if rank < 2 * r {
+        rank.is_multiple_of(2).then_some(rank / 2)
+    } else {
+        Some(rank - r)
+    }
+}
+
+/// The rank of the `v`-th active member.
+pub(super) fn rank_of(v: usize, r: usize) -> usize {
+    if v < r { 2 * v } else { v + r }
+}
+
+/// One step's pair of groups.
+#[derive(Debug)]
+struct Step {
+    /// The partner's bit: the step's mask.
+    mask: usize,
+    /// The partner's rank.
+    peer: usize,
+    /// This member to the partner (this member the root).
+    out: Group,
+    /// The partner to this member.
+    inc: Group,
+}
+
+/// The fold's pair of groups between rank `2i` and rank `2i + 1`.
+#[derive(Debug)]
+struct Fold {
+    /// The other rank of the pair.
+    peer: usize,
+    /// Whether this member is the one set aside (the odd rank).
+    aside: bool,
+    /// This member to the other (this member the root).
+    out: Group,
+    /// The other to this member.
+    inc: Group,
+}
+
+/// One member's groups of the recursive halving and doubling.
+#[derive(Debug)]
+pub(super) struct Halving {
+    members: Vec<NodeId>,
+    rank: usize,
+    /// This member's index among the active ones (absent if set aside).
+    index: Option<usize>,
+    /// The steps in reduce-scatter order (masks from `p / 2` down to 1);
+    /// empty for a member set aside.
+    steps: Vec<Step>,
+    fold: Option<Fold>,
+    /// The last call's accumulator, kept for its pages: a fresh buffer
+    /// per call is zeroed page by page as it is first written.
+    scratch: Vec<u8>,
+}
+
+impl Halving {
+    /// Create this member's groups: ids from `base`, `n` per slot, a slot
+    /// per step and two for the fold. `expected` is the buffer size each group's block is sized for
+    /// (unless `config` fixes the groups' configuration), so that every
+    /// message is one block; `min_block` is the smallest block.
+    pub(super) async fn new(
+        node: &Node,
+        base: u64,
+        members: &[NodeId],
+        rank: usize,
+        expected: u64,
+        min_block: usize,
+        config: Option<GroupConfig>,
+    ) -> Result<Self, Error> {
+        let n = members.len();
+        let (p, r) = fold_sizes(n);
+        let log = p.trailing_zeros() as usize;
+        let id = |slot: usize, from: usize| GroupId(base + (slot * n + from) as u64);
+        // The biggest message at mask m is a slice of 2 m / p of the
+        // buffer (before it is halved), plus the verdict; whole elements
+        // may put a few bytes over, hence the slack.
+        let config_for = |bytes: u64| {
+            config.clone().unwrap_or_else(|| {
+                let block = usize::try_from(bytes + VERDICT as u64 + 64)
+                    .unwrap_or(usize::MAX)
+                    .min(MAX_RING_BLOCK)
+                    .max(min_block);
+                GroupConfig::new().with_block_size(block)
+            })
+        };
+        let pair = |root: usize, other: usize| [members[root], members[other]];
+        let index = active_index(rank, r);
+        let steps = async {
+            let Some(v) = index else {
+                return Ok(Vec::new());
+            };
+            try_join_all((0..log).rev().map(|bit| {
+                let mask = 1usize << bit;
+                let peer = rank_of(v ^ mask, r);
+                let config = config_for(expected.saturating_mul(mask as u64) / p as u64);
+                async move {
+                    let (to, from) = (pair(rank, peer), pair(peer, rank));
+                    let (out, inc) = tokio::try_join!(
+                        node.create_group(id(bit, rank), &to, config.clone()),
+                        node.create_group(id(bit, peer), &from, config.clone()),
+                    )?;
+                    Ok::<_, Error>(Step {
+                        mask,
+                        peer,
+                        out,
+                        inc,
+                    })
+                }
+            }))
+            .await
+        };
+        let fold = async {
+            if rank >= 2 * r {
+                return Ok(None);
+            }
+            let aside = rank % 2 == 1;
+            let peer = rank ^ 1;
+            // Slot `log` carries the buffers in, slot `log + 1` the results out.
+            let (out_slot, in_slot) = if aside {
+                (log, log + 1)
+            } else {
+                (log + 1, log)
+            };
+            let config = config_for(expected);
+            let (to, from) = (pair(rank, peer), pair(peer, rank));
+            let (out, inc) = tokio::try_join!(
+                node.create_group(id(out_slot, rank), &to, config.clone()),
+                node.create_group(id(in_slot, peer), &from, config.clone()),
+            )?;
+            Ok(Some(Fold {
+                peer,
+                aside,
+                out,
+                inc,
+            }))
+        };
+        let (steps, fold) = tokio::try_join!(steps, fold)?;
+        Ok(Halving {
+            members: members.to_vec(),
+            rank,
+            index,
+            steps,
+            fold,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Every group with the peer at its other end, for closing.
+    pub(super) fn into_groups(self) -> Vec<(NodeId, Group)> {
+        let mut out = Vec::new();
+        for s in self.steps {
+            let peer = self.members[s.peer];
+            out.push((peer, s.out));
+            out.push((peer, s.inc));
+        }
+        if let Some(f) = self.fold {
+            let peer = self.members[f.peer];
+            out.push((peer, f.out));
+            out.push((peer, f.inc));
+        }
+        out
+    }
+
+    /// One allreduce of `buf` by `op`. `watch` is a group of every member
+    /// that carries nothing during the call: its failure (a member down
+    /// anywhere) ends the call with [`AllreduceError::MemberFailed`] even
+    /// where no partner of this member failed. (Its root may close it once
+    /// its own call is over, ending it for the others: it is then no
+    /// longer watched.)
+    ///
+    /// The first message of the fold and every reduce-scatter message
+    /// start with the sender's [`Verdict`]; after the reduce-scatter every
+    /// active member's verdict covers all `n` buffers, so a bad buffer
+    /// fails them all alike before the allgather, and the members set
+    /// aside learn it in place of the result.
+    pub(super) async fn allreduce(
+        &mut self,
+        buf: &mut [u8],
+        op: &ReduceOp,
+        mut watch: Option<&mut Group>,
+    ) -> Result<(), AllreduceError> {
+        let element = op.element_size();
+        let rank = self.rank;
+        let members = &self.members;
+        let elems = buf.len() / element;
+        let whole = elems * element;
+        let bytes = |(lo, hi): (usize, usize)| lo * element..hi * element;
+        let mut verdict = Verdict::of(buf.len() as u64, rank as u64, element);
+        let mut sends: Vec<(NodeId, SendFuture)> = Vec::new();
+        // Per-step timings for `debug` events.
+        let started = std::time::Instant::now();
+        let since = || started.elapsed().as_micros() as u64;
+        let with_verdict = |verdict: &Verdict, payload: &[u8]| {
+            let mut msg = BytesMut::with_capacity(VERDICT + payload.len());
+            verdict.put(&mut msg);
+            msg.extend_from_slice(payload);
+            msg.freeze()
+        };
+        let header = |msg: &Message, peer: NodeId| {
+            Verdict::get(&msg.data).ok_or_else(|| AllreduceError::Protocol {
+                member: peer,
+                detail: "a halving message shorter than its header".into(),
+            })
+        };
+
+        if let Some(fold) = self.fold.as_mut().filter(|f| f.aside) {
+            // Set aside: the whole buffer to the partner, the result back.
+            let peer = members[fold.peer];
+            sends.push((peer, fold.out.send(with_verdict(&verdict, buf))));
+            let msg = recv(&mut fold.inc, peer, &mut watch).await?;
+            let theirs = header(&msg, peer)?;
+            let outcome = match theirs.error(members, element) {
+                Some(error) => Err(error),
+                None if msg.data.len() - VERDICT != buf.len() => {
+                    return Err(AllreduceError::Protocol {
+                        member: peer,
+                        detail: "a result of another length".into(),
+                    });
+                }
+                None => {
+                    buf.copy_from_slice(&msg.data[VERDICT..]);
+                    Ok(())
+                }
+            };
+            finish(sends, &mut watch).await?;
+            return outcome;
+        }
+
+        let mut acc = std::mem::take(&mut self.scratch);
+        acc.clear();
+        acc.extend_from_slice(buf);
+        if let Some(fold) = self.fold.as_mut() {
+            // The partner set aside: its buffer first.
+            let peer = members[fold.peer];
+            let msg = recv(&mut fold.inc, peer, &mut watch).await?;
+            verdict.combine(&header(&msg, peer)?);
+            let data = &msg.data[VERDICT..];
+            if data.len() == acc.len() && whole == acc.len() {
+                op.apply(&mut acc, data);
+            } else if verdict.is_ok() {
+                return Err(AllreduceError::Protocol {
+                    member: peer,
+                    detail: "a folded buffer of another length".into(),
+                });
+            }
+        }
+
+        // Reduce-scatter: halve the range held at each step.
+        let index = self.index.expect("an active member");
+        let mut window = (0, elems);
+        // Per step: the part kept and the part given away.
+        let mut parts = Vec::with_capacity(self.steps.len());
+        for step in &mut self.steps {
+            let peer = members[step.peer];
+            let (lo, hi) = window;
+            let mid = lo + (hi - lo) / 2;
+            let (keep, give) = if index & step.mask == 0 {
+                ((lo, mid), (mid, hi))
+            } else {
+                ((mid, hi), (lo, mid))
+            };
+            sends.push((
+                peer,
+                step.out.send(with_verdict(&verdict, &acc[bytes(give)])),
+            ));
+            let msg = recv(&mut step.inc, peer, &mut watch).await?;
+            tracing::debug!(
+                mask = step.mask,
+                bytes = msg.data.len(),
+                arrived_us = since(),
+                "halving message arrived"
+            );
+            verdict.combine(&header(&msg, peer)?);
+            let data = &msg.data[VERDICT..];
+            let r = bytes(keep);
+            if data.len() == r.len() {
+                op.apply(&mut acc[r], data);
+            } else if verdict.is_ok() {
+                return Err(AllreduceError::Protocol {
+                    member: peer,
+                    detail: "a halving slice of another length".into(),
+                });
+            }
+            parts.push((keep, give));
+            window = keep;
+        }
+
+        if let Some(error) = verdict.error(members, element) {
+            // Every active member has the same verdict: none goes on.
+            if let Some(fold) = &self.fold {
+                sends.push((
+                    members[fold.peer],
+                    fold.out.send(with_verdict(&verdict, &[])),
+                ));
+            }
+            finish(sends, &mut watch).await?;
+            return Err(error);
+        }
+
+        // Allgather: the steps backwards, each side sending what it holds.
+        for (step, (keep, give)) in self.steps.iter_mut().zip(parts).rev() {
+            let peer = members[step.peer];
+            sends.push((
+                peer,
+                step.out.send(Bytes::copy_from_slice(&acc[bytes(keep)])),
+            ));
+            let msg = recv(&mut step.inc, peer, &mut watch).await?;
+            tracing::debug!(
+                mask = step.mask,
+                bytes = msg.data.len(),
+                arrived_us = since(),
+                "doubling message arrived"
+            );
+            let r = bytes(give);
+            if msg.data.len() != r.len() {
+                return Err(AllreduceError::Protocol {
+                    member: peer,
+                    detail: "a gathered slice of another length".into(),
+                });
+            }
+            acc[r].copy_from_slice(&msg.data);
+        }
+        if let Some(fold) = &self.fold {
+            sends.push((
+                members[fold.peer],
+                fold.out.send(with_verdict(&verdict, &acc)),
+            ));
+        }
+        finish(sends, &mut watch).await?;
+        buf.copy_from_slice(&acc);
+        self.scratch = acc;
+        Ok(())
+    }
+}
+
+/// The next message of `group`, or the failure `watch` reports first. A
+/// watched group that ends (its root, done with the call, closed it) is
+/// watched no more.
+async fn recv(
+    group: &mut Group,
+    peer: NodeId,
+    watch: &mut Option<&mut Group>,
+) -> Result<Message, AllreduceError> {
+    let mine = next_message(group, peer);
+    let Some(w) = watch.as_deref_mut() else {
+        return mine.await;
+    };
+    let id = w.id();
+    match select(std::pin::pin!(mine), w.next()).await {
+        Either::Left((msg, _)) => msg,
+        Either::Right((None, mine)) => {
+            *watch = None;
+            mine.await
+        }
+        Either::Right((event, _)) => Err(watched(id, event, peer)),
+    }
+}
+
+/// Await the sends (each answered by its peer), or the failure `watch`
+/// reports first.
+async fn finish(
+    sends: Vec<(NodeId, SendFuture)>,
+    watch: &mut Option<&mut Group>,
+) -> Result<(), AllreduceError> {
+    let (peers, futures): (Vec<NodeId>, Vec<SendFuture>) = sends.into_iter().unzip();
+    let all = async move {
+        for (peer, r) in peers.into_iter().zip(join_all(futures).await) {
+            r.map_err(|e| failed(peer, e))?;
+        }
+        Ok(())
+    };
+    let Some(w) = watch.as_deref_mut() else {
+        return all.await;
+    };
+    let (id, root) = (w.id(), w.members().first().copied());
+    match select(std::pin::pin!(all), w.next()).await {
+        Either::Left((r, _)) => r,
+        Either::Right((None, all)) => {
+            *watch = None;
+            all.await
+        }
+        Either::Right((event, _)) => Err(watched(id, event, root.unwrap_or(NodeId(u32::MAX)))),
+    }
+}
+
+/// The error for an event of the watched group during a call: its
+/// failure, or a message it should not carry.
+fn watched(id: GroupId, event: Option<Result<Message, Error>>, peer: NodeId) -> AllreduceError {
+    match event {
+        Some(Err(e)) => failed(peer, e),
+        _ => AllreduceError::Protocol {
+            member: peer,
+            detail: format!("a message on group {} during a halving call", id.0),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fold_keeps_a_power_of_two_and_pairs_the_rest() {
+        for n in 1usize..=200 {
+            let (p, r) = fold_sizes(n);
+            assert!(p.is_power_of_two() && p <= n && n < 2 * p, "n = {n}");
+            assert_eq!(p + r, n);
+            // Each active index is one rank, and back.
+            let active: Vec<usize> = (0..n).filter_map(|rank| active_index(rank, r)).collect();
+            assert_eq!(active, (0..p).collect::<Vec<_>>(), "n = {n}");
+            for v in 0..p {
+                assert_eq!(active_index(rank_of(v, r), r), Some(v), "n = {n}");
+            }
+            // The ones set aside are the odd ranks below 2 r.
+            let aside: Vec<usize> = (0..n).filter(|&k| active_index(k, r).is_none()).collect();
+            assert_eq!(aside, (0..r).map(|i| 2 * i + 1).collect::<Vec<_>>());
+        }
+    }
+}
