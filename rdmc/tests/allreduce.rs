@@ -46,6 +46,18 @@ async fn setup(n: usize, config: AllreduceConfig) -> (Vec<Node>, Vec<Allreduce>)
     (nodes, all)
 }
 
+/// Close every member's allreduce (each must close `Ok`), then shut the
+/// nodes down.
+async fn close_all(all: Vec<Allreduce>, nodes: Vec<Node>) {
+    let closes = join_all(all.into_iter().map(Allreduce::close)).await;
+    for (rank, r) in closes.into_iter().enumerate() {
+        r.unwrap_or_else(|e| panic!("close rank {rank}: {e}"));
+    }
+    for node in nodes {
+        node.shutdown().await;
+    }
+}
+
 /// One call on every member with its own buffer; each member's outcome.
 async fn call(
     all: &mut [Allreduce],
@@ -235,13 +247,7 @@ async fn every_size_and_degree(n: usize) {
         )
         .await;
 
-        let closes = join_all(all.into_iter().map(Allreduce::close)).await;
-        for (rank, r) in closes.into_iter().enumerate() {
-            r.unwrap_or_else(|e| panic!("close rank {rank}: {e}"));
-        }
-        for node in nodes {
-            node.shutdown().await;
-        }
+        close_all(all, nodes).await;
     }
 }
 
@@ -294,12 +300,7 @@ proptest! {
                     assert!(got == want, "rank {rank}: not the reference");
                 }
             }
-            for (rank, r) in join_all(all.into_iter().map(Allreduce::close)).await.into_iter().enumerate() {
-                r.unwrap_or_else(|e| panic!("close rank {rank}: {e}"));
-            }
-            for node in nodes {
-                node.shutdown().await;
-            }
+            close_all(all, nodes).await;
         });
     }
 }
@@ -364,16 +365,7 @@ async fn ring_with_a_huge_expected_size_and_multi_block_steps() {
     let bufs = values(n, (3 << 22) + 4 * 301, 11);
     let k = all[0].degree();
     check(&mut all, k, bufs, &op).await;
-    for (rank, r) in join_all(all.into_iter().map(Allreduce::close))
-        .await
-        .into_iter()
-        .enumerate()
-    {
-        r.unwrap_or_else(|e| panic!("close rank {rank}: {e}"));
-    }
-    for node in nodes {
-        node.shutdown().await;
-    }
+    close_all(all, nodes).await;
 }
 
 /// Recursive halving and doubling: a member that dies between calls fails
@@ -446,16 +438,7 @@ async fn auto_takes_turns_between_the_tree_and_the_ring() {
         check(&mut all, k, values(n, 8, round), &op).await;
         check(&mut all, k, values(n, 1 << 20, round + 10), &op).await;
     }
-    for (rank, r) in join_all(all.into_iter().map(Allreduce::close))
-        .await
-        .into_iter()
-        .enumerate()
-    {
-        r.unwrap_or_else(|e| panic!("close rank {rank}: {e}"));
-    }
-    for node in nodes {
-        node.shutdown().await;
-    }
+    close_all(all, nodes).await;
 }
 
 /// Recursive halving and doubling with every member closing as soon as
