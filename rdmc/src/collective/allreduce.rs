@@ -590,13 +590,7 @@ impl Allreduce {
                     return Err(error);
                 }
             } else {
-                if msg.data.len() != r.len() {
-                    return Err(AllreduceError::Protocol {
-                        member: prev,
-                        detail: "a ring segment of another length".into(),
-                    });
-                }
-                acc[r].copy_from_slice(&msg.data);
+                copy_exact(&mut acc[r], &msg.data, prev, "a ring segment")?;
             }
             if k + p < total {
                 sends.push(send(k + p, &acc, &verdict, ring));
@@ -739,14 +733,7 @@ impl Allreduce {
                 buf[r].copy_from_slice(&payload);
                 for i in 1..chunks_of(len) as usize {
                     let msg = next_message(group, root).await?;
-                    let r = range(i);
-                    if msg.data.len() != r.len() {
-                        return Err(AllreduceError::Protocol {
-                            member: root,
-                            detail: "result chunk of another length".into(),
-                        });
-                    }
-                    buf[r].copy_from_slice(&msg.data);
+                    copy_exact(&mut buf[range(i)], &msg.data, root, "result chunk")?;
                 }
             }
         }
@@ -825,6 +812,24 @@ impl Allreduce {
         }
         Ok(())
     }
+}
+
+/// Copy `data`, which `member` sent for `dst`, into `dst`; data of another
+/// length is a protocol violation by `member` (`what` names the piece).
+pub(super) fn copy_exact(
+    dst: &mut [u8],
+    data: &[u8],
+    member: NodeId,
+    what: &str,
+) -> Result<(), AllreduceError> {
+    if data.len() != dst.len() {
+        return Err(AllreduceError::Protocol {
+            member,
+            detail: format!("{what} of another length"),
+        });
+    }
+    dst.copy_from_slice(data);
+    Ok(())
 }
 
 pub(super) async fn next_message(

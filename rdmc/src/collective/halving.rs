@@ -23,7 +23,9 @@ use bytes::{Bytes, BytesMut};
 use futures::StreamExt;
 use futures::future::{Either, join_all, select, try_join_all};
 
-use super::allreduce::{AllreduceError, MAX_RING_BLOCK, VERDICT, Verdict, failed, next_message};
+use super::allreduce::{
+    AllreduceError, MAX_RING_BLOCK, VERDICT, Verdict, copy_exact, failed, next_message,
+};
 use super::op::ReduceOp;
 use crate::{Error, Group, GroupConfig, GroupId, Message, Node, NodeId, SendFuture};
 
@@ -352,14 +354,7 @@ impl Halving {
                 arrived_us = since(),
                 "doubling message arrived"
             );
-            let r = bytes(give);
-            if msg.data.len() != r.len() {
-                return Err(AllreduceError::Protocol {
-                    member: peer,
-                    detail: "a gathered slice of another length".into(),
-                });
-            }
-            acc[r].copy_from_slice(&msg.data);
+            copy_exact(&mut acc[bytes(give)], &msg.data, peer, "a gathered slice")?;
         }
         if let Some(fold) = &self.fold {
             sends.push((
