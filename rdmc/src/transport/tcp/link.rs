@@ -373,13 +373,20 @@ impl<R: AsyncRead> FrameReader<R> {
     /// Read until `need` (at most [`READ_AHEAD`]) bytes are buffered.
     async fn fill(&mut self, need: usize) -> std::io::Result<()> {
         debug_assert!(need <= READ_AHEAD);
-        if READ_AHEAD - self.start < need {
+        if self.end - self.start >= need {
+            return Ok(());
+        }
+        if READ_AHEAD - self.end < READ_AHEAD / 2 || READ_AHEAD - self.start < need {
+            // Room for a whole small frame (header, payload, tag) in one
+            // read, rather than its first part and then the rest.
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
         }
+        // What fits here comes in one or two packets: a low-water mark
+        // would save no wake-up, and changing it costs a system call.
+        self.lowat.set(1);
         while self.end - self.start < need {
-            self.lowat.set(need - (self.end - self.start));
             let n = self.inner.as_mut().read(&mut self.buf[self.end..]).await?;
             if n == 0 {
                 return Err(std::io::ErrorKind::UnexpectedEof.into());
@@ -389,11 +396,12 @@ impl<R: AsyncRead> FrameReader<R> {
         Ok(())
     }
 
-    /// Take up to `dst.len()` buffered bytes into `dst`; how many.
+    /// Whether no byte is buffered.
     fn is_empty(&self) -> bool {
         self.start == self.end
     }
 
+    /// Take up to `dst.len()` buffered bytes into `dst`; how many.
     fn take(&mut self, dst: &mut [u8]) -> usize {
         let n = dst.len().min(self.end - self.start);
         dst[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
