@@ -69,8 +69,10 @@ pub(crate) struct AllreduceMemberArgs {
 }
 
 pub(crate) fn run(args: AllreduceMemberArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+    // One thread runs the node and the allreduce, as `rdmc member` does: a
+    // step's message then reaches the allreduce without waking another
+    // thread (see `member::run`).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
@@ -80,7 +82,16 @@ pub(crate) fn run(args: AllreduceMemberArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(bench(&args)) {
+    let (args, outcome) = runtime
+        .block_on(async move {
+            tokio::spawn(async move {
+                let outcome = bench(&args).await;
+                (args, outcome)
+            })
+            .await
+        })
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("rdmc allreduce-member (rank {}): {e}", args.rank);

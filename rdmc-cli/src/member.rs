@@ -156,7 +156,21 @@ pub(crate) fn run(args: MemberArgs) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(&args, format!("cannot start the runtime: {e}")),
     };
-    match runtime.block_on(member(&args, prepared)) {
+    // The member runs as a task, not as `block_on`'s own future: with one
+    // thread, a task the node wakes (a message delivered, a send complete)
+    // runs in the same pass of the scheduler, where `block_on`'s future is
+    // polled only once every queued task has run, after a wake-up through
+    // the I/O driver (an eventfd write and an epoll round).
+    let (args, outcome) = runtime
+        .block_on(async move {
+            let task = tokio::spawn(async move {
+                let outcome = member(&args, prepared).await;
+                (args, outcome)
+            });
+            task.await
+        })
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(&args, e),
     }

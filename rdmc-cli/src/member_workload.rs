@@ -19,7 +19,8 @@
 
 use std::time::Instant;
 
-use futures::{StreamExt, TryStreamExt, future::try_join_all};
+use futures::stream::FuturesUnordered;
+use futures::{StreamExt, future::try_join_all};
 use rdmc::{Group, GroupConfig, GroupId, Node, NodeId};
 use serde_json::json;
 
@@ -89,24 +90,30 @@ async fn send(
     payload: &bytes::Bytes,
 ) -> Result<(), String> {
     let mut next_seq = vec![0u64; workload.groups.len()];
-    let writes = workload
+    // The writes this member is the root of, in trace order.
+    let mut mine = workload
         .writes
         .iter()
         .enumerate()
         .filter(|(_, w)| workload.root_of(w) == rank)
-        .map(|(i, w)| {
-            // The send is queued here, as buffer_unordered takes the next
-            // write, so each group's messages are numbered in trace order.
+        .map(|(i, w)| (i, w.group, w.size));
+    let mut in_flight = FuturesUnordered::new();
+    loop {
+        // Each send is queued as a slot of the window frees, so each group's
+        // messages are numbered in trace order.
+        while in_flight.len() < workload.window {
+            let Some((i, g, size)) = mine.next() else {
+                break;
+            };
             let (_, group) = roots
                 .iter()
-                .find(|(g, _)| *g == w.group)
+                .find(|(id, _)| *id == g)
                 .expect("a root has every group it is root of");
-            let seq = next_seq[w.group];
-            next_seq[w.group] += 1;
+            let seq = next_seq[g];
+            next_seq[g] += 1;
             let t = Instant::now();
-            let delivered = group.send(payload.slice(..w.size as usize)).delivered();
-            let (g, size) = (w.group, w.size);
-            async move {
+            let delivered = group.send(payload.slice(..size as usize)).delivered();
+            in_flight.push(async move {
                 delivered
                     .await
                     .map_err(|e| format!("write {i} (group {g}, message {seq}): {e}"))?;
@@ -117,12 +124,13 @@ async fn send(
                            "acked_t": mono_ns(Instant::now()), "cpu": cpu_seconds()})
                 );
                 Ok::<(), String>(())
-            }
-        });
-    futures::stream::iter(writes)
-        .buffer_unordered(workload.window)
-        .try_collect::<Vec<()>>()
-        .await?;
+            });
+        }
+        match in_flight.next().await {
+            Some(outcome) => outcome?,
+            None => break,
+        }
+    }
     Ok(())
 }
 
