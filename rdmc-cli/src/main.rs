@@ -28,6 +28,7 @@ mod allreduce_member;
 mod bench;
 mod cluster;
 mod demo;
+mod event_timeline;
 mod keygen;
 mod member;
 mod member_bench;
@@ -98,11 +99,39 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::{EnvFilter, Layer};
+    let timeline_path = std::env::var_os("RDMC_EVENT_TIMELINE").map(std::path::PathBuf::from);
+    let timeline = timeline_path
+        .as_ref()
+        .map(|_| std::sync::Arc::new(event_timeline::Timeline::new()));
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_filter(EnvFilter::from_default_env()),
+        )
+        .with(
+            timeline.clone().map(|t| {
+                event_timeline::TimelineLayer(t).with_filter(EnvFilter::new("rdmc=trace"))
+            }),
+        )
         .init();
-    match Cli::parse().command {
+    let status = run(Cli::parse().command);
+    if let (Some(timeline), Some(path)) = (timeline, timeline_path)
+        && let Err(e) = timeline.write(&path)
+    {
+        eprintln!(
+            "rdmc: writing the event timeline to {}: {e}",
+            path.display()
+        );
+    }
+    status
+}
+
+fn run(command: Command) -> ExitCode {
+    match command {
         Command::Plan(args) => exit_status(plan::run(&args)),
         Command::Demo(args) => demo::run(args),
         Command::Member(args) => member::run(args),

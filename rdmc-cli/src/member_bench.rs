@@ -167,7 +167,7 @@ pub(crate) fn mono_ns(instant: Instant) -> u64 {
     (mono + ahead).saturating_sub(ago)
 }
 
-fn clock_monotonic_ns() -> u64 {
+pub(crate) fn clock_monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
