@@ -1,6 +1,7 @@
 //! `RDMC_EVENT_TIMELINE=FILE`: every `tracing` event and span entry of the
 //! library at trace level, with its `CLOCK_MONOTONIC` time and thread,
-//! written to FILE as JSON lines when the process ends.
+//! written to FILE as JSON lines when the process ends. If FILE is a
+//! directory, to `FILE/PID.jsonl` (one file per process of a cluster).
 //!
 //! For finding where a message's microseconds go: the usual log
 //! (`RUST_LOG=rdmc=trace`) formats and writes a line per event, which costs
@@ -78,6 +79,16 @@ impl Timeline {
             writeln!(out, "{}", serde_json::json!({"dropped": dropped}))?;
         }
         out.flush()
+    }
+}
+
+/// Where this process writes its timeline, given `RDMC_EVENT_TIMELINE`.
+pub(crate) fn file_for(value: std::ffi::OsString) -> std::path::PathBuf {
+    let path = std::path::PathBuf::from(value);
+    if path.is_dir() {
+        path.join(format!("{}.jsonl", std::process::id()))
+    } else {
+        path
     }
 }
 

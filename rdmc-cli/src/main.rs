@@ -102,7 +102,7 @@ fn main() -> ExitCode {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::{EnvFilter, Layer};
-    let timeline_path = std::env::var_os("RDMC_EVENT_TIMELINE").map(std::path::PathBuf::from);
+    let timeline_path = std::env::var_os("RDMC_EVENT_TIMELINE").map(event_timeline::file_for);
     let timeline = timeline_path
         .as_ref()
         .map(|_| std::sync::Arc::new(event_timeline::Timeline::new()));
