@@ -326,6 +326,8 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             // message at a time.
             if g.targets.is_some() && !batch {
                 super::target::choose(g, pending);
+            } else if let Some(buf) = take_bounce_as_message(g, transport, &pending) {
+                super::target::begin_in_place(g, pending, buf);
             } else {
                 let buf = transport
                     .alloc_buffer(pending.len())
@@ -525,6 +527,33 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
         }
     }
     false
+}
+
+/// A message that arrived whole in the group's first-block buffer and
+/// fills at least half of it becomes its own buffer: the group takes a
+/// fresh first-block buffer from the node's pool instead of copying the
+/// message out (a smaller message is copied, so a message the application
+/// holds never pins a much larger buffer). `None`: copy it.
+fn take_bounce_as_message<T: Transport>(
+    g: &mut GroupState,
+    transport: &mut T,
+    pending: &PendingBegin,
+) -> Option<Arc<MessageBuffer>> {
+    let bounce = g.bounce.as_mut()?;
+    let len = pending.len();
+    if pending.first_block_len != len || len < bounce.len() / 2 {
+        return None;
+    }
+    let fresh = transport.alloc_buffer(bounce.len()).ok()?;
+    let old = std::mem::replace(bounce, fresh);
+    match old.into_prefix(len) {
+        Ok(message) => Some(message),
+        Err(old) => {
+            // Still held elsewhere (a transport's receive): keep it.
+            *bounce = old;
+            None
+        }
+    }
 }
 
 /// Bytes `offset..offset + len` of `data` followed by `digest`: a block of

@@ -132,6 +132,18 @@ pub(super) fn begin_message(
     g.receive_watch = Some(watch);
 }
 
+/// Begin `pending` in `buf`, which already holds its first (and only)
+/// block: the group's first-block buffer it arrived in.
+pub(super) fn begin_in_place(g: &mut GroupState, pending: PendingBegin, buf: Arc<MessageBuffer>) {
+    tracing::debug!(
+        seq = pending.seq,
+        size = pending.size,
+        "message begins in place"
+    );
+    g.receiving = Some((pending.seq, buf));
+    g.receive_watch = Some(pending.watch);
+}
+
 /// Deliver message `seq`, received into a file's mapping `buf`: check its
 /// digest (if the group's messages carry one) and cut it off the file,
 /// unmap, and hand the application the file. Whether it hashed.

@@ -232,6 +232,20 @@ impl MessageBuffer {
         self.len
     }
 
+    /// This buffer as one of its first `len` bytes, if nothing else holds
+    /// it: the bytes stay where they are (a message received whole into a
+    /// group's first-block buffer becomes the message without a copy), and
+    /// the memory goes back to the pool whole. Else the buffer, unchanged.
+    pub(crate) fn into_prefix(self: Arc<Self>, len: usize) -> Result<Arc<Self>, Arc<Self>> {
+        if len > self.len {
+            return Err(self);
+        }
+        let mut buf = Arc::try_unwrap(self)?;
+        // Dropping frees (or pools) `capacity` bytes, whatever `len` says.
+        buf.len = len;
+        Ok(Arc::new(buf))
+    }
+
     /// Length of the allocation in bytes (what a registration covers).
     #[cfg_attr(not(any(feature = "ofi", feature = "rdma", test)), allow(dead_code))]
     pub(crate) fn capacity(&self) -> usize {

@@ -54,6 +54,7 @@ macro_rules! whole_group_suite {
                 every_algorithm_delivers_odd_sizes_to_odd_groups,
                 automatic_block_sizes_follow_each_message,
                 many_messages_in_a_row,
+                messages_the_application_holds_keep_their_bytes,
                 mixed_traffic_of_random_sizes_arrives_in_order_byte_identical,
                 a_burst_of_small_and_large_messages_arrives_in_order,
                 overlapping_groups_with_different_roots_deliver_concurrently,
@@ -220,6 +221,68 @@ pub async fn many_messages_in_a_row<F: Fixture>() {
             .collect();
         let groups = create_all(&nodes, GroupId(a as u64), &members, config).await;
         run_group(groups, &messages).await;
+    }
+    shutdown(nodes).await;
+}
+
+/// A message that arrives whole in a group's first-block buffer becomes
+/// the message itself, and the group takes a fresh first-block buffer:
+/// messages of one block (of exactly a block, and of just over half of
+/// one, the smallest taken this way), held by the application while more
+/// arrive and relays forward them, keep their bytes. Every member keeps
+/// every message until the group is closed, then checks them all.
+pub async fn messages_the_application_holds_keep_their_bytes<F: Fixture>() {
+    const BLOCK: usize = 8192;
+    let (nodes, _) = cluster::<F>(5, Tuning::default()).await;
+    for (a, &algorithm) in Algorithm::ALL.iter().enumerate() {
+        let members: Vec<NodeId> = (0..5).map(|i| NodeId((i + a as u32) % 5)).collect();
+        let config = with_racks_and_slow(
+            GroupConfig::new()
+                .with_algorithm(algorithm)
+                .with_block_size(BLOCK)
+                // Each message its own transfer (no batch of several).
+                .with_small_message_batching(None),
+            5,
+        );
+        let sizes = [BLOCK, BLOCK / 2 + 1, BLOCK, BLOCK - 1, BLOCK / 2, 3 * BLOCK];
+        let messages: Vec<Bytes> = (0..40u64)
+            .map(|i| payload(7000 + 100 * a as u64 + i, sizes[i as usize % sizes.len()]))
+            .collect();
+        let groups = create_all(&nodes, GroupId(500 + a as u64), &members, config).await;
+        let runs = groups.into_iter().map(|mut g| {
+            let messages = &messages;
+            async move {
+                let id = g.id();
+                if g.is_root() {
+                    let sends: Vec<_> = messages.iter().map(|m| g.send(m.clone())).collect();
+                    for s in sends {
+                        s.await.unwrap_or_else(|e| panic!("group {id}: send: {e}"));
+                    }
+                    g.close()
+                        .await
+                        .unwrap_or_else(|e| panic!("group {id}: close: {e}"));
+                    return;
+                }
+                let mut held = Vec::new();
+                for _ in messages {
+                    let got = g.next().await.expect("a message").expect("no failure");
+                    held.push(got);
+                }
+                g.close()
+                    .await
+                    .unwrap_or_else(|e| panic!("group {id}: close: {e}"));
+                for (i, (got, want)) in held.iter().zip(messages).enumerate() {
+                    assert_eq!(got.seq, i as u64);
+                    assert!(
+                        got.data == want,
+                        "group {id} rank {}: held message {i} changed ({} bytes)",
+                        g.rank(),
+                        want.len()
+                    );
+                }
+            }
+        });
+        bounded(LONG, "holding messages", futures::future::join_all(runs)).await;
     }
     shutdown(nodes).await;
 }

@@ -794,7 +794,12 @@ async fn read_loop<R: AsyncRead>(
         block.received += chunk_len;
         if block.received == block.block_len {
             let done = partial.remove(&group).expect("present");
-            if done.region.is_some() {
+            let landed = done.region.is_some();
+            // Let go of the receive's memory before reporting it: the
+            // receiver may hand the buffer on whole (a message received in
+            // its group's first-block buffer becomes the message).
+            drop(done);
+            if landed {
                 let _ = completions.send(Completion::Received {
                     group,
                     from: peer,
