@@ -4,6 +4,8 @@
 //! member that held every connection until its handshake timed out fails
 //! here with "Too many open files".)
 
+mod scratch_dir;
+
 #[allow(dead_code, unused_macros)]
 mod member_suite;
 

@@ -2,6 +2,8 @@
 //! `rdmc tcp-copy` baseline — across real processes on loopback (the driver
 //! itself needs root and network namespaces, so it is not run here).
 
+mod scratch_dir;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -9,10 +11,25 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-fn members_file(name: &str, n: usize) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli_bench_{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+use scratch_dir::ScratchDir;
+
+/// A members file for `n` members in the test's own scratch directory (a
+/// key file beside it); dereferences to the members file's path.
+struct Members {
+    path: PathBuf,
+    _dir: ScratchDir,
+}
+
+impl std::ops::Deref for Members {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+fn members_file(name: &str, n: usize) -> Members {
+    let dir = ScratchDir::new(&format!("cli_bench_{name}"));
     let listeners: Vec<_> = (0..n)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
         .collect();
@@ -23,7 +40,7 @@ fn members_file(name: &str, n: usize) -> PathBuf {
     let path = dir.join("members");
     std::fs::write(&path, text).unwrap();
     std::fs::write(dir.join("key"), "the bench tests' cluster key").unwrap();
-    path
+    Members { path, _dir: dir }
 }
 
 fn spawn(args: &[&str], members: &Path, rank: usize) -> Child {
@@ -290,14 +307,13 @@ fn a_bad_workload_is_refused_before_anyone_is_contacted() {
 /// one).
 #[test]
 fn bench_refuses_an_algorithm_its_experiments_do_not_run() {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli_bench_algorithms");
-    let _ = std::fs::remove_dir_all(&dir);
+    let dir = ScratchDir::new("cli_bench_algorithms");
     let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
         .args(["bench", "--only", "latency", "--algorithms", "hybrid"])
         .arg("--scripts")
         .arg(dir.join("no-scripts"))
         .arg("--out")
-        .arg(&dir)
+        .arg(dir.as_os_str())
         .output()
         .expect("rdmc runs");
     assert!(!output.status.success());

@@ -1,8 +1,12 @@
 //! `rdmc demo` end to end: every receiver's copy, written with `--out`, is
 //! byte-identical to what the root sent.
 
+mod scratch_dir;
+
 use std::path::Path;
 use std::process::Command;
+
+use scratch_dir::ScratchDir;
 
 fn demo(out: &Path, args: &[&str]) -> String {
     demo_over("mem", out, args)
@@ -351,12 +355,10 @@ fn bad_arguments_fail_with_a_message() {
     }
 }
 
-/// A fresh directory under the target directory, removed first if present.
-fn tempdir(name: &str) -> std::path::PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli_demo_{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+/// A fresh directory under the target directory, removed first if present,
+/// and again when the test passes.
+fn tempdir(name: &str) -> ScratchDir {
+    ScratchDir::new(&format!("cli_demo_{name}"))
 }
 
 /// `--baseline` first warms rdmc up with an untimed round of the messages:

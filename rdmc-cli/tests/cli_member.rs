@@ -4,6 +4,8 @@
 //! and `RDMC_OFI_FABRIC_ADDR` say otherwise (`verbs` on Soft-RoCE in
 //! `ci/softroce-vm.sh`).
 
+mod scratch_dir;
+
 #[macro_use]
 mod member_suite;
 

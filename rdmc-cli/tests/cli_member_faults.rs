@@ -3,6 +3,8 @@
 //! address-space limit set in the child), and a member stopped for a little
 //! less, or a little more, than the failure timeout.
 
+mod scratch_dir;
+
 #[macro_use]
 #[allow(dead_code, unused_macros)]
 mod member_suite;

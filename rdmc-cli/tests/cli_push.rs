@@ -5,6 +5,8 @@
 //! input that cannot be read, or a missing key, is refused before anyone is
 //! contacted; an existing output is never overwritten.
 
+mod scratch_dir;
+
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -13,19 +15,19 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use scratch_dir::ScratchDir;
+
 /// One test's scratch directory: a members file for `n` members (rank 0
 /// pushes) and a key file.
 struct Scratch {
-    dir: PathBuf,
+    dir: ScratchDir,
     /// Every member's `--max-message-size`.
     max_message: &'static str,
 }
 
 impl Scratch {
     fn new(test: &str, n: usize) -> Self {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli_push_{test}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = ScratchDir::new(&format!("cli_push_{test}"));
         let listeners: Vec<_> = (0..n)
             .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
             .collect();

@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::scratch_dir::ScratchDir;
+
 /// Every scenario as a `#[test]` in a module `$name`, running the members
 /// with the arguments `$args` (which pick the transport):
 ///
@@ -132,17 +134,14 @@ fn free_ports(host: std::net::IpAddr, n: usize) -> Vec<u16> {
 /// One test's scratch directory, with a members file for `n` members and a
 /// key file holding `key`.
 pub struct Scratch {
-    dir: PathBuf,
+    dir: ScratchDir,
     members: PathBuf,
     transport: &'static Transport,
 }
 
 impl Scratch {
     pub fn new(transport: &'static Transport, test: &str, n: usize, key: &str) -> Self {
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("cli_member_{}_{test}", transport.name));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
+        let dir = ScratchDir::new(&format!("cli_member_{}_{test}", transport.name));
         std::fs::write(dir.join("key"), key).unwrap();
         let members = dir.join("members");
         let host = transport.host();
