@@ -271,6 +271,9 @@ pub struct Allreduce {
     /// The recursive halving's groups. Absent unless the algorithm is
     /// `HalvingDoubling`, and with one member.
     halving: Option<Halving>,
+    /// The ring's accumulator, kept from call to call: its memory is
+    /// faulted in and zeroed once, not on every call.
+    ring_acc: Vec<u8>,
 }
 
 /// The ring's edges of one member: `lanes × pieces` groups to the next
@@ -422,6 +425,7 @@ impl Allreduce {
             ring,
             ring_pieces: config.ring_pieces.max(1),
             halving,
+            ring_acc: Vec::new(),
         })
     }
 
@@ -514,13 +518,15 @@ impl Allreduce {
         let (rs, total) = ((n - 1) * p, 2 * (n - 1) * p);
         let prev = self.members[(rank + n - 1) % n];
         let next = self.members[(rank + 1) % n];
+        let mut acc = std::mem::take(&mut self.ring_acc);
+        acc.clear();
+        acc.extend_from_slice(buf);
         let ring = self.ring.as_mut().expect("ring groups");
         let lanes = ring.to_next.len();
         // Message k (step k / p, piece k % p) on every member takes lane
         // (base + k) mod lanes, sent and received.
         let base = ring.turn;
         let lane = |k: usize| (base + k) % lanes;
-        let mut acc = buf.to_vec();
         let mut sends = Vec::with_capacity(total);
         // Per-message timings for `debug` events.
         let started = std::time::Instant::now();
@@ -593,7 +599,13 @@ impl Allreduce {
                 copy_exact(&mut acc[r], &msg.data, prev, "a ring segment")?;
             }
             if k + p < total {
-                sends.push(send(k + p, &acc, &verdict, ring));
+                if s >= n - 1 {
+                    // Allgather: the next step sends on the piece that just
+                    // came, as it came (no copy of it out of `acc`).
+                    sends.push(ring.to_next[lane(k + p)].send(msg.data.clone()));
+                } else {
+                    sends.push(send(k + p, &acc, &verdict, ring));
+                }
             }
             k += 1;
         }
@@ -602,6 +614,7 @@ impl Allreduce {
             send.await.map_err(|e| failed(next, e))?;
         }
         buf.copy_from_slice(&acc);
+        self.ring_acc = acc;
         Ok(())
     }
 
