@@ -110,6 +110,9 @@ impl Run<'_> {
                     warmup.to_string(),
                 ])
                 .arg(&out)
+                // rdmc's members wait for completions as the run's other
+                // members do (`--completion`; MPI's ranks poll, yielding).
+                .args(["--completion", self.args.completion.as_str()])
                 .env("RDMC", &exe)
                 .stdout(std::process::Stdio::null())
                 .stderr(stderr)
