@@ -2,6 +2,9 @@
 //! library at trace level, with its `CLOCK_MONOTONIC` time and thread,
 //! written to FILE as JSON lines when the process ends. If FILE is a
 //! directory, to `FILE/PID.jsonl` (one file per process of a cluster).
+//! Span entries (every poll of an instrumented task: many per second for
+//! a node that spins) are recorded only with
+//! `RDMC_EVENT_TIMELINE_SPANS=1`.
 //!
 //! For finding where a message's microseconds go: the usual log
 //! (`RUST_LOG=rdmc=trace`) formats and writes a line per event, which costs
@@ -31,6 +34,8 @@ struct Record {
 /// The layer: records into memory; [`Timeline::write`] writes them out.
 pub(crate) struct Timeline {
     records: Mutex<Vec<Record>>,
+    /// Whether span entries are recorded too.
+    spans: bool,
     dropped: std::sync::atomic::AtomicU64,
 }
 
@@ -38,6 +43,7 @@ impl Timeline {
     pub(crate) fn new() -> Self {
         Timeline {
             records: Mutex::new(Vec::with_capacity(1 << 16)),
+            spans: std::env::var_os("RDMC_EVENT_TIMELINE_SPANS").is_some_and(|v| v == "1"),
             dropped: std::sync::atomic::AtomicU64::new(0),
         }
     }
@@ -114,6 +120,9 @@ where
     }
 
     fn on_enter(&self, id: &span::Id, ctx: Context<'_, S>) {
+        if !self.0.spans {
+            return;
+        }
         if let Some(meta) = ctx.metadata(id) {
             self.0.record("enter", meta);
         }
