@@ -205,16 +205,22 @@ pub async fn automatic_block_sizes_follow_each_message<F: Fixture>() {
     shutdown(nodes).await;
 }
 
+/// Five members whose root is member `a` (the `a`-th algorithm's group
+/// starts elsewhere), and `config` with `algorithm` (racks and slow
+/// members as [`with_racks_and_slow`] gives them).
+fn five_rotated(a: usize, algorithm: Algorithm, config: GroupConfig) -> (Vec<NodeId>, GroupConfig) {
+    let members = (0..5).map(|i| NodeId((i + a as u32) % 5)).collect();
+    (
+        members,
+        with_racks_and_slow(config.with_algorithm(algorithm), 5),
+    )
+}
+
 pub async fn many_messages_in_a_row<F: Fixture>() {
     let (nodes, _) = cluster::<F>(5, Tuning::default()).await;
     for (a, &algorithm) in Algorithm::ALL.iter().enumerate() {
-        let members: Vec<NodeId> = (0..5).map(|i| NodeId((i + a as u32) % 5)).collect();
-        let config = with_racks_and_slow(
-            GroupConfig::new()
-                .with_algorithm(algorithm)
-                .with_block_size(4099),
-            5,
-        );
+        let (members, config) =
+            five_rotated(a, algorithm, GroupConfig::new().with_block_size(4099));
         // More messages than the default receive window of 64.
         let messages: Vec<Bytes> = (0..150u64)
             .map(|i| payload(1000 * a as u64 + i, ((i * 7919) % 30_011) as usize))
@@ -235,15 +241,11 @@ pub async fn messages_the_application_holds_keep_their_bytes<F: Fixture>() {
     const BLOCK: usize = 8192;
     let (nodes, _) = cluster::<F>(5, Tuning::default()).await;
     for (a, &algorithm) in Algorithm::ALL.iter().enumerate() {
-        let members: Vec<NodeId> = (0..5).map(|i| NodeId((i + a as u32) % 5)).collect();
-        let config = with_racks_and_slow(
-            GroupConfig::new()
-                .with_algorithm(algorithm)
-                .with_block_size(BLOCK)
-                // Each message its own transfer (no batch of several).
-                .with_small_message_batching(None),
-            5,
-        );
+        let config = GroupConfig::new()
+            .with_block_size(BLOCK)
+            // Each message its own transfer (no batch of several).
+            .with_small_message_batching(None);
+        let (members, config) = five_rotated(a, algorithm, config);
         let sizes = [BLOCK, BLOCK / 2 + 1, BLOCK, BLOCK - 1, BLOCK / 2, 3 * BLOCK];
         let messages: Vec<Bytes> = (0..40u64)
             .map(|i| payload(7000 + 100 * a as u64 + i, sizes[i as usize % sizes.len()]))
