@@ -17,7 +17,7 @@ use rdmc::{
 use serde_json::json;
 
 use crate::cluster::{ClusterSetup, Transport, kind_of, without_path};
-use crate::demo::ModeChoice;
+use crate::demo::{ModeChoice, SecurityChoice};
 use crate::member_bench;
 use crate::member_workload;
 use crate::size::{human, parse_size};
@@ -85,6 +85,12 @@ pub(crate) struct MemberArgs {
     /// How this member waits for completions.
     #[arg(long, value_enum, default_value_t = ModeChoice::Adaptive)]
     completion: ModeChoice,
+    /// How frames are protected on the wire with `--transport tcp`:
+    /// authenticated (the default), encrypted too, or `none`, for trusted
+    /// fabrics only (as MPI's TCP transport). Every member must give the
+    /// same.
+    #[arg(long, value_enum, default_value_t = SecurityChoice::Authenticated)]
+    wire_security: SecurityChoice,
     /// One JSON object per line instead of text.
     #[arg(long)]
     json: bool,
@@ -219,6 +225,7 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
         &args.ofi_provider,
     )?;
     cluster.early_announce = early_announce(args)?;
+    cluster.wire_security = args.wire_security.into();
     if args.rank != 0 && !args.files.is_empty() {
         return Err("only the root (rank 0) sends files".into());
     }

@@ -492,6 +492,8 @@ impl Run<'_> {
             &block_arg,
             "--completion",
             mode,
+            "--wire-security",
+            &self.args.wire_security,
             "--failure-timeout",
             "10",
         ]

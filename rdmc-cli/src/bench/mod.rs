@@ -59,6 +59,12 @@ pub(crate) struct BenchArgs {
     /// spinning members (hybrid, polling) take the CPU the others need.
     #[arg(long, default_value = "interrupt", value_parser = ["interrupt", "adaptive", "hybrid", "polling"])]
     completion: String,
+    /// How rdmc's members protect their frames on the wire: authenticated
+    /// (the default), encrypted too, or `none`, the mode for trusted
+    /// fabrics, as MPI's TCP transport (which protects nothing). The
+    /// summary's machine table says which.
+    #[arg(long, default_value = "authenticated", value_parser = ["authenticated", "encrypted", "none"])]
+    wire_security: String,
     /// Latency, small-message, overlap and allreduce experiments only at
     /// these group sizes (e.g. `4,8`).
     #[arg(long, value_delimiter = ',')]
@@ -284,5 +290,6 @@ fn machine_facts(args: &BenchArgs) -> Value {
         "rdmc_version": env!("CARGO_PKG_VERSION"),
         "mpi": first_line("mpirun", "--version"),
         "quick": args.quick,
+        "wire_security": args.wire_security,
     })
 }

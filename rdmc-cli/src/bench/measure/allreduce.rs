@@ -113,6 +113,7 @@ impl Run<'_> {
                 // rdmc's members wait for completions as the run's other
                 // members do (`--completion`; MPI's ranks poll, yielding).
                 .args(["--completion", self.args.completion.as_str()])
+                .args(["--wire-security", self.args.wire_security.as_str()])
                 .env("RDMC", &exe)
                 .stdout(std::process::Stdio::null())
                 .stderr(stderr)

@@ -23,6 +23,7 @@ const MACHINE_KEYS: &[(&str, &str)] = &[
     ("memory_gib", "Memory (GiB)"),
     ("kernel", "Kernel"),
     ("rate", "Link rate"),
+    ("wire_security", "rdmc wire security"),
     ("mpi", "MPI"),
 ];
 
