@@ -18,11 +18,7 @@ use std::time::{Duration, Instant};
 
 use member_suite::{Scratch, Transport, wait, write_file};
 
-const TCP: Transport = Transport {
-    name: "tcp",
-    args: &["--transport", "tcp"],
-    ofi_env: false,
-};
+const TCP: Transport = Transport::tcp("tcp");
 
 /// The silent connections kept open against the member.
 const SILENT: usize = 1500;

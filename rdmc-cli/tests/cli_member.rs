@@ -21,11 +21,7 @@ mod wire_security {
 
     use super::member_suite::{Scratch, Transport, time_scale, wait, write_file};
 
-    const TCP: Transport = Transport {
-        name: "tcp",
-        args: &["--transport", "tcp"],
-        ofi_env: false,
-    };
+    const TCP: Transport = Transport::tcp("tcp");
 
     #[test]
     fn members_without_protection_deliver_and_a_mismatch_is_named() {

@@ -13,11 +13,7 @@ use std::time::Duration;
 
 use member_suite::{Scratch, Transport, wait, write_file};
 
-const TCP: Transport = Transport {
-    name: "tcp",
-    args: &["--transport", "tcp"],
-    ofi_env: false,
-};
+const TCP: Transport = Transport::tcp("tcp");
 
 /// Run rank `rank` alone with `extra` arguments and `files`; it must exit
 /// with status 1 at once (within the bound, far below the connect timeout

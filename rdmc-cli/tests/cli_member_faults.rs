@@ -15,11 +15,7 @@ use std::time::Duration;
 
 use member_suite::{Scratch, Transport, wait, write_file};
 
-const TCP: Transport = Transport {
-    name: "tcp_faults",
-    args: &["--transport", "tcp"],
-    ofi_env: false,
-};
+const TCP: Transport = Transport::tcp("tcp_faults");
 
 /// A receiver limited to 768 MiB of address space is sent a 1 GiB file
 /// (within the default 16 GiB message limit): it cannot allocate the

@@ -95,6 +95,15 @@ pub struct Transport {
 }
 
 impl Transport {
+    /// TCP, its scratch directories named after `name`.
+    pub const fn tcp(name: &'static str) -> Self {
+        Transport {
+            name,
+            args: &["--transport", "tcp"],
+            ofi_env: false,
+        }
+    }
+
     /// An environment variable's value, if set and not empty.
     fn env(name: &str) -> Option<String> {
         std::env::var(name).ok().filter(|v| !v.is_empty())

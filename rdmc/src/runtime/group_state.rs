@@ -541,7 +541,8 @@ fn take_bounce_as_message<T: Transport>(
 ) -> Option<Arc<MessageBuffer>> {
     let bounce = g.bounce.as_mut()?;
     let len = pending.len();
-    if pending.first_block_len != len || len < bounce.len() / 2 {
+    // Held elsewhere too (a transport's receive not yet let go): copy.
+    if pending.first_block_len != len || len < bounce.len() / 2 || Arc::strong_count(bounce) > 1 {
         return None;
     }
     let fresh = transport.alloc_buffer(bounce.len()).ok()?;
@@ -549,7 +550,7 @@ fn take_bounce_as_message<T: Transport>(
     match old.into_prefix(len) {
         Ok(message) => Some(message),
         Err(old) => {
-            // Still held elsewhere (a transport's receive): keep it.
+            // Taken meanwhile (it cannot be: the actor holds the group).
             *bounce = old;
             None
         }

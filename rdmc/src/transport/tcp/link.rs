@@ -539,19 +539,21 @@ async fn write_loop<W: AsyncWrite>(
                     }
                 }
             }
-            while let Ok(item) = queue.try_recv() {
-                enqueue(item, &mut sealer, &mut signals, &mut ring)?;
-            }
-            if !signals.is_empty() && ring.is_empty() {
-                // Only signals to write: let the tasks already woken run
-                // first. A receiver's ready-for-block (queued as a message
-                // completes) and its taken count (queued once its
-                // application takes the message, a moment later) then go
-                // in one write, and wake the peer once.
-                tokio::task::yield_now().await;
+            let mut yielded = false;
+            loop {
                 while let Ok(item) = queue.try_recv() {
                     enqueue(item, &mut sealer, &mut signals, &mut ring)?;
                 }
+                if yielded || signals.is_empty() || !ring.is_empty() {
+                    break;
+                }
+                // Only signals to write: let the tasks already woken run
+                // first, once. A receiver's ready-for-block (queued as a
+                // message completes) and its taken count (queued once its
+                // application takes the message, a moment later) then go
+                // in one write, and wake the peer once.
+                yielded = true;
+                tokio::task::yield_now().await;
             }
             if !signals.is_empty() {
                 bounded(limit, writer.write_all(&signals)).await?;
