@@ -103,6 +103,8 @@ impl Node {
     /// bound, or not every member connected within the connect timeout
     /// (naming those missing, and why their connections were refused when
     /// known: another cluster key, another member list).
+    /// [`Error::WireSecurityMismatch`] if a member protects its frames
+    /// otherwise ([`TcpConfig::with_wire_security`]).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the connections made so far.
@@ -117,8 +119,7 @@ impl Node {
             budget,
             config.early_announce,
         )
-        .await
-        .map_err(|e| Error::Transport(e.to_string()))?;
+        .await?;
         Ok(Self::start(id, transport, completions, node))
     }
 
