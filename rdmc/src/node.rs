@@ -60,7 +60,8 @@ impl Node {
 
     /// Start a node on the `tcp` transport: connect to every other member
     /// of the cluster (authenticating with the cluster key) and start the
-    /// node's actor. Resolves once every member is connected.
+    /// node's actor. Resolves once every member is connected and every
+    /// connection's frame keys are agreed ([`TcpConfig::with_wire_security`]).
     ///
     /// Must be called within a tokio runtime.
     ///
