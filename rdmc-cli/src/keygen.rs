@@ -65,7 +65,7 @@ mod tests {
 
     #[test]
     fn keys_are_new_private_random_and_loadable() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = crate::scratch::ScratchDir::new("keygen");
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
         write_key(&a).unwrap();
         write_key(&b).unwrap();

@@ -36,6 +36,8 @@ mod member_workload;
 mod model;
 mod plan;
 mod push;
+#[cfg(test)]
+mod scratch;
 mod simulate;
 mod size;
 mod tcp_copy;

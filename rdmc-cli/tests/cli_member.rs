@@ -15,7 +15,8 @@ member_suite!(ofi, &["--transport", "ofi"], ofi_env);
 
 /// `--wire-security` (tcp): members that agree on `none` deliver a file
 /// byte-exact; a member that protects its frames and one that does not
-/// cannot talk, and each fails naming the other.
+/// cannot talk, and each fails naming the mismatch, the other and both
+/// modes.
 mod wire_security {
     use std::time::Duration;
 
@@ -71,15 +72,30 @@ mod wire_security {
             std::slice::from_ref(&file),
         );
         let mut one = mixed.spawn_member(1, &["--connect-timeout", &connect], &[]);
-        // Each fails, naming the other (the mismatch itself is in the
-        // log, at warn: the error line says the peer is unreachable).
-        for (rank, child, other) in [(0, &mut zero, "node 1"), (1, &mut one, "node 0")] {
+        // Each fails in one line that names the mismatch, the other and
+        // both modes, its own first.
+        for (rank, child, other, modes) in [
+            (
+                0,
+                &mut zero,
+                "node 1",
+                "this node uses none, node 1 uses authenticated",
+            ),
+            (
+                1,
+                &mut one,
+                "node 0",
+                "this node uses authenticated, node 0 uses none",
+            ),
+        ] {
             let (status, err) = wait(child, Duration::from_secs(30 * time_scale()));
             assert!(!status.success(), "rank {rank} should fail");
             assert!(
-                err.contains(other),
-                "rank {rank} should name {other}: {err}"
+                err.contains(&format!("wire security mismatch with {other}"))
+                    && err.contains(modes),
+                "rank {rank} should name the mismatch with {other}: {err}"
             );
+            assert_eq!(err.lines().count(), 1, "rank {rank}: one line: {err}");
         }
     }
 }

@@ -180,6 +180,27 @@ pub enum Error {
     /// The node could not join its transport.
     #[error("transport: {0}")]
     Transport(String),
+    /// This node and `peer` protect the frames of the `tcp` transport
+    /// differently ([`TcpConfig::with_wire_security`](crate::TcpConfig::with_wire_security)):
+    /// every member of a cluster must use the same mode, so the two can
+    /// never talk. Found when their connection's frame keys are agreed,
+    /// right after every member connected; the node does not start. Both
+    /// ends of such a pair fail so, each naming the other (a member that
+    /// agrees with both only loses them as peers). With several such peers,
+    /// `peer` is the one with the lowest id.
+    #[error(
+        "wire security mismatch with node {peer}: this node uses {local}, node {peer} uses {}",
+        PeerMode(*remote)
+    )]
+    WireSecurityMismatch {
+        /// The member that uses another mode.
+        peer: NodeId,
+        /// This node's mode.
+        local: crate::WireSecurity,
+        /// The peer's mode; `None` if this version of rdmc does not know
+        /// the mode the peer named.
+        remote: Option<crate::WireSecurity>,
+    },
     /// The `rdma` transport cannot run here: no RDMA device, or not the
     /// configured one, or its port or GID index is unusable (feature `rdma`).
     #[cfg(feature = "rdma")]
@@ -233,6 +254,17 @@ impl fmt::Display for Nodes<'_> {
     }
 }
 
+struct PeerMode(Option<crate::WireSecurity>);
+
+impl fmt::Display for PeerMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(mode) => mode.fmt(f),
+            None => f.write_str("a mode this version does not know"),
+        }
+    }
+}
+
 struct Suspect<'a>(Option<NodeId>, &'a FailureKind);
 
 impl fmt::Display for Suspect<'_> {
@@ -259,7 +291,9 @@ impl From<Error> for std::io::Error {
             | Error::TooManyMessages { .. } => ErrorKind::InvalidInput,
             Error::TooManyInFlight { .. } => ErrorKind::WouldBlock,
             Error::GroupIdInUse(_) => ErrorKind::AlreadyExists,
-            Error::MembershipMismatch { .. } => ErrorKind::InvalidData,
+            Error::MembershipMismatch { .. } | Error::WireSecurityMismatch { .. } => {
+                ErrorKind::InvalidData
+            }
             Error::CreateTimedOut { .. } => ErrorKind::TimedOut,
             Error::Transport(_) => ErrorKind::Other,
             #[cfg(feature = "rdma")]

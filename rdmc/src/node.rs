@@ -60,7 +60,8 @@ impl Node {
 
     /// Start a node on the `tcp` transport: connect to every other member
     /// of the cluster (authenticating with the cluster key) and start the
-    /// node's actor. Resolves once every member is connected.
+    /// node's actor. Resolves once every member is connected and every
+    /// connection's frame keys are agreed ([`TcpConfig::with_wire_security`]).
     ///
     /// Must be called within a tokio runtime.
     ///
@@ -103,6 +104,8 @@ impl Node {
     /// bound, or not every member connected within the connect timeout
     /// (naming those missing, and why their connections were refused when
     /// known: another cluster key, another member list).
+    /// [`Error::WireSecurityMismatch`] if a member protects its frames
+    /// otherwise ([`TcpConfig::with_wire_security`]).
     ///
     /// # Cancel safety
     /// Cancel safe: dropping the future drops the connections made so far.
@@ -117,8 +120,7 @@ impl Node {
             budget,
             config.early_announce,
         )
-        .await
-        .map_err(|e| Error::Transport(e.to_string()))?;
+        .await?;
         Ok(Self::start(id, transport, completions, node))
     }
 

@@ -11,16 +11,18 @@
 //! - closing the store: the groups without the killed node close `Ok`, the
 //!   others report the failure, naming it.
 
+#[path = "common/scratch.rs"]
+mod scratch;
 #[path = "../examples/blob_store/store.rs"]
 mod store;
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
 use rdmc::{Error, NodeId};
+use scratch::ScratchDir;
 use store::{BlobRef, BlobStore, StoreError, Transport};
 
 const NODES: usize = 6;
@@ -38,27 +40,6 @@ fn object(id: u64) -> Bytes {
     let len = 1 + (id as usize * 104_729) % (256 * 1024);
     let bytes = (0..len).map(|i| ((i as u64).wrapping_mul(31) ^ id) as u8);
     Bytes::from(bytes.collect::<Vec<_>>())
-}
-
-/// A fresh directory, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(what: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "rdmc-blob-store-test-{what}-{}-{:x}",
-            std::process::id(),
-            rand::random::<u64>()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Whether `error` blames `node`.
@@ -80,8 +61,8 @@ struct Put {
 async fn killed_mid_way_every_surviving_replica_holds_every_acknowledged_write(
     transport: Transport,
 ) {
-    let scratch = Scratch::new(&format!("{transport:?}"));
-    let store = BlobStore::start(transport, NODES, &scratch.0)
+    let scratch = ScratchDir::new(&format!("blob-store-test-{transport:?}"));
+    let store = BlobStore::start(transport, NODES, &scratch)
         .await
         .expect("the store starts");
     let killed = AtomicBool::new(false);
@@ -167,7 +148,7 @@ async fn killed_mid_way_every_surviving_replica_holds_every_acknowledged_write(
     for blob in &acknowledged {
         let expected = object(blob.id);
         for &node in blob.replicas.iter().filter(|&&n| n != KILLED) {
-            let path = store::replica_file(&scratch.0, node, blob.group, blob.seq);
+            let path = store::replica_file(&scratch, node, blob.group, blob.seq);
             let held = std::fs::read(&path)
                 .unwrap_or_else(|e| panic!("object {} on node {node}: {e}", blob.id));
             assert!(

@@ -2,7 +2,9 @@
 //! one byte flipped anywhere in the data the root sends is never
 //! delivered; the group fails on both ends, each naming the other end of
 //! the link, in every one of 100 tries (with the default, authenticated
-//! frames, and with encrypted ones).
+//! frames, and with encrypted ones). And members configured with
+//! different wire security do not start: each says so, naming the peer and
+//! both modes.
 
 mod common;
 
@@ -148,5 +150,64 @@ async fn a_flipped_byte_fails_the_group_naming_the_link_100_of_100() {
 async fn a_flipped_byte_fails_an_encrypted_group_too() {
     for try_no in 0..20 {
         one_try(1000 + try_no, WireSecurity::Encrypted).await;
+    }
+}
+
+/// Members with the wire security of `modes` (member `i` uses `modes[i]`):
+/// what each `Node::tcp` returned.
+async fn start_with(modes: &[WireSecurity]) -> Vec<Result<Node, Error>> {
+    let mut layout = Layout::new(modes.len());
+    let starts = modes.iter().enumerate().map(|(id, &mode)| {
+        let config = TcpConfig::new(layout.addrs.clone(), NodeId(id as u32), key())
+            .with_listener(layout.take_listener(id))
+            .with_wire_security(mode);
+        Node::tcp(config, node_config())
+    });
+    let starts: Vec<_> = starts.collect();
+    bounded(LONG, "starting", futures::future::join_all(starts)).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_with_different_wire_security_do_not_start_and_say_so() {
+    use WireSecurity::{Authenticated, Encrypted, None as Clear};
+    // Member i's mode, and the peer it names: the lowest of those whose
+    // mode differs from its own.
+    let cases: [(&[WireSecurity], &[u32]); 3] = [
+        (&[Clear, Authenticated], &[1, 0]),
+        (&[Clear, Authenticated, Authenticated], &[1, 0, 0]),
+        (&[Encrypted, Authenticated, Encrypted], &[1, 0, 1]),
+    ];
+    for (modes, named) in cases {
+        for (id, started) in start_with(modes).await.into_iter().enumerate() {
+            let peer = NodeId(named[id]);
+            match started {
+                Err(
+                    ref e @ Error::WireSecurityMismatch {
+                        peer: p,
+                        local,
+                        remote,
+                    },
+                ) => {
+                    assert_eq!(
+                        (p, local, remote),
+                        (peer, modes[id], Some(modes[peer.index()])),
+                        "{modes:?}: member {id}: {e}"
+                    );
+                    let line = e.to_string();
+                    assert!(
+                        line.contains("wire security mismatch")
+                            && line.contains(&format!("node {peer}"))
+                            && line.contains(&modes[id].to_string())
+                            && line.contains(&modes[peer.index()].to_string()),
+                        "{modes:?}: member {id}: {line}"
+                    );
+                }
+                Err(e) => panic!("{modes:?}: member {id} failed otherwise: {e}"),
+                Ok(node) => {
+                    node.shutdown().await;
+                    panic!("{modes:?}: member {id} started");
+                }
+            }
+        }
     }
 }

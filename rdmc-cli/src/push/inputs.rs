@@ -274,10 +274,11 @@ impl<'a> PieceReader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::scratch::ScratchDir;
 
     #[test]
     fn directories_are_walked_in_name_order_under_their_own_name() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = ScratchDir::new("push-inputs");
         let root = dir.path().join("tree");
         std::fs::create_dir_all(root.join("b/c")).unwrap();
         std::fs::write(root.join("b/c/z"), b"zz").unwrap();
@@ -302,7 +303,7 @@ mod tests {
 
     #[test]
     fn what_cannot_be_pushed_is_refused_by_name() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = ScratchDir::new("push-inputs");
         let tree = dir.path().join("tree");
         std::fs::create_dir_all(tree.join("sub")).unwrap();
         std::os::unix::fs::symlink(tree.join("sub"), tree.join("dirlink")).unwrap();
@@ -324,7 +325,7 @@ mod tests {
 
     #[test]
     fn hashes_are_of_the_contents_and_changes_are_caught_while_reading() {
-        let dir = tempfile::tempdir().unwrap();
+        let dir = ScratchDir::new("push-inputs");
         let path = dir.path().join("f");
         std::fs::write(&path, b"abc").unwrap();
         let sources = collect(std::slice::from_ref(&path)).unwrap();

@@ -233,10 +233,11 @@ fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
 mod tests {
     use super::super::inputs::{Source, hash_all};
     use super::*;
+    use crate::scratch::ScratchDir;
 
     /// A manifest of files with these contents, cut in `chunk`-byte pieces.
-    fn manifest_of(files: &[(&str, &[u8])], chunk: u64) -> (Manifest, tempfile::TempDir) {
-        let src = tempfile::tempdir().unwrap();
+    fn manifest_of(files: &[(&str, &[u8])], chunk: u64) -> (Manifest, ScratchDir) {
+        let src = ScratchDir::new("push-sources");
         let sources: Vec<Source> = files
             .iter()
             .enumerate()
@@ -288,7 +289,7 @@ mod tests {
 
     #[test]
     fn a_complete_push_lands_whole_and_checked() {
-        let out = tempfile::tempdir().unwrap();
+        let out = ScratchDir::new("push-output");
         std::fs::write(out.path().join("unrelated"), b"kept").unwrap();
         let (manifest, _src) = manifest_of(FILES, 8);
         let mut staging = Staging::begin(out.path(), manifest.clone()).unwrap();
@@ -313,7 +314,7 @@ mod tests {
 
     #[test]
     fn staging_left_by_a_killed_receiver_is_found() {
-        let out = tempfile::tempdir().unwrap();
+        let out = ScratchDir::new("push-output");
         let (manifest, _src) = manifest_of(FILES, 8);
         let staging = Staging::begin(out.path(), manifest).unwrap();
         let found = leftover_staging(out.path());
@@ -326,7 +327,7 @@ mod tests {
 
     #[test]
     fn a_corrupt_or_failed_push_leaves_nothing_behind() {
-        let out = tempfile::tempdir().unwrap();
+        let out = ScratchDir::new("push-output");
         let (manifest, _src) = manifest_of(FILES, 8);
         let pieces = pieces_of(&manifest, FILES);
         let mut staging = Staging::begin(out.path(), manifest.clone()).unwrap();
@@ -353,7 +354,7 @@ mod tests {
 
     #[test]
     fn existing_outputs_are_never_overwritten() {
-        let out = tempfile::tempdir().unwrap();
+        let out = ScratchDir::new("push-output");
         std::fs::write(out.path().join("top"), b"an earlier run").unwrap();
         let (manifest, _src) = manifest_of(FILES, 8);
         let err = Staging::begin(out.path(), manifest).err().unwrap();

@@ -9,6 +9,7 @@
 
 pub mod fixture;
 pub mod relay;
+pub mod scratch;
 #[macro_use]
 pub mod storage_suite;
 #[macro_use]

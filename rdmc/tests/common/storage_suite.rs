@@ -15,6 +15,7 @@ use rdmc::{
     Algorithm, Error, FailureKind, GroupConfig, GroupId, NodeId, ReceiveTarget, ReceiveTargets,
 };
 
+use super::scratch::ScratchDir;
 use super::{Fixture, LONG, Tuning, bounded, cluster, create_all, ids, payload, shutdown};
 
 /// Every storage scenario as `#[tokio::test]`s in a module `$name` for the
@@ -50,32 +51,6 @@ macro_rules! storage_suite {
 
 pub(crate) use storage_suite;
 
-/// A fresh directory for one scenario's files, removed when dropped.
-pub struct Scratch(pub PathBuf);
-
-impl Scratch {
-    pub fn new(what: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "rdmc-{what}-{}-{:x}",
-            std::process::id(),
-            rand_suffix()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn rand_suffix() -> u64 {
-    use std::hash::{BuildHasher, RandomState};
-    RandomState::new().hash_one(std::time::SystemTime::now())
-}
-
 /// A hook receiving message `seq` of group `g` into `dir/g-seq`.
 pub fn files_in(dir: &Path) -> ReceiveTargets {
     let dir = dir.to_path_buf();
@@ -102,7 +77,7 @@ pub fn files_in(dir: &Path) -> ReceiveTargets {
 /// size, byte-exact.
 pub async fn receive_targets_files_buffers_and_memory_in_one_group_byte_exact<F: Fixture>() {
     let (nodes, _) = cluster::<F>(5, Tuning::default()).await;
-    let scratch = Scratch::new("targets");
+    let scratch = ScratchDir::new("targets");
     let buffers = ReceiveTargets::new(|incoming| async move {
         Ok(ReceiveTarget::Buffer(Vec::with_capacity(
             incoming.size as usize,
@@ -111,7 +86,7 @@ pub async fn receive_targets_files_buffers_and_memory_in_one_group_byte_exact<F:
     let memory = ReceiveTargets::new(|_| async { Ok(ReceiveTarget::Memory) });
     let members = ids(&[0, 1, 2, 3, 4]);
     // Each member its own directory: one file must not be two targets.
-    let dirs = [scratch.0.join("node-1"), scratch.0.join("node-4")];
+    let dirs = [scratch.join("node-1"), scratch.join("node-4")];
     for dir in &dirs {
         std::fs::create_dir_all(dir).unwrap();
     }
@@ -393,8 +368,8 @@ pub async fn a_failing_receive_target_fails_the_group_naming_its_member<F: Fixtu
 /// an odd size: byte-exact everywhere.
 pub async fn files_sent_by_the_root_arrive_byte_exact<F: Fixture>() {
     let (nodes, _) = cluster::<F>(4, Tuning::default()).await;
-    let scratch = Scratch::new("send-file");
-    let received = scratch.0.join("received");
+    let scratch = ScratchDir::new("send-file");
+    let received = scratch.join("received");
     std::fs::create_dir_all(&received).unwrap();
     let members = ids(&[0, 1, 2, 3]);
     for (id, block) in [(1u64, 4096usize), (2, 10_007)] {
@@ -407,7 +382,7 @@ pub async fn files_sent_by_the_root_arrive_byte_exact<F: Fixture>() {
             .iter()
             .enumerate()
             .map(|(i, m)| {
-                let path = scratch.0.join(format!("source-{id}-{i}"));
+                let path = scratch.join(format!("source-{id}-{i}"));
                 std::fs::write(&path, m).unwrap();
                 path
             })

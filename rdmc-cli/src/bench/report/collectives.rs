@@ -127,6 +127,7 @@ pub(super) fn allreduce_plot(dir: &Path, recs: &[Rec<'_>]) -> Result<Option<Path
 mod tests {
     use serde_json::json;
 
+    use super::super::tests::report_dir;
     use super::super::write_report;
 
     #[test]
@@ -139,17 +140,15 @@ mod tests {
                    "nodes": 8, "size": 1048576, "seconds": 0.068, "min": 0.0665,
                    "max": 0.0692, "exact": true, "ratio_to_best_mpi": 1.1148}),
         ];
-        let dir =
-            std::env::temp_dir().join(format!("rdmc-allreduce-report-{}", std::process::id()));
-        let files = write_report(&dir, &records, &json!({})).unwrap();
+        let dir = report_dir("allreduce");
+        let files = write_report(dir.path(), &records, &json!({})).unwrap();
         let names: Vec<String> = files
             .plots
             .iter()
             .filter_map(|p| p.file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .collect();
-        let svg = std::fs::read_to_string(dir.join("allreduce.svg")).unwrap();
-        let _ = std::fs::remove_dir_all(&dir);
+        let svg = std::fs::read_to_string(dir.path().join("allreduce.svg")).unwrap();
         let summary = files.summary_markdown;
         assert!(summary.contains("## Allreduce"), "{summary}");
         assert!(summary.contains("Sum of 1MiB of f32"), "{summary}");

@@ -2,39 +2,23 @@
 //! set touching every section, sparse and empty record sets, reading
 //! `results.jsonl`, and the number and label formatting.
 
-use std::path::PathBuf;
-
 use serde_json::{Value, json};
 
 use super::csv::{CSV_COLUMNS, csv_value};
 use super::format::{percent, sig, size_label, tick};
 use super::tables::md_cell;
 use super::{ReportFiles, read_records, write_report};
-/// when the test fails) unless `RDMC_KEEP_TEST_REPORT` is set, to look
-/// at the report a test wrote.
-struct TempDir(PathBuf);
+use crate::scratch::ScratchDir;
 
-impl TempDir {
-    fn new(name: &str) -> Self {
-        let path = std::env::temp_dir().join(format!(
-            "rdmc-bench-report-{}-{name}-{:?}",
-            std::process::id(),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0)
-        ));
-        std::fs::create_dir_all(&path).unwrap();
-        TempDir(path)
+/// A fresh directory for one test's report: removed when the test passes,
+/// unless `RDMC_KEEP_TEST_REPORT` is set, to look at the report a test
+/// wrote; kept when it fails.
+pub(super) fn report_dir(name: &str) -> ScratchDir {
+    let mut dir = ScratchDir::new(&format!("bench-report-{name}"));
+    if std::env::var_os("RDMC_KEEP_TEST_REPORT").is_some() {
+        dir.keep();
     }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        if std::env::var_os("RDMC_KEEP_TEST_REPORT").is_none() {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
+    dir
 }
 
 /// A latency record.
@@ -123,11 +107,11 @@ fn section<'t>(text: &'t str, heading: &str) -> Vec<&'t str> {
 }
 
 /// The report of [`records`] and [`machine`], written into a fresh directory
-/// (kept alive by the returned [`TempDir`]).
-fn full_report(name: &str) -> (TempDir, Vec<Value>, ReportFiles) {
-    let dir = TempDir::new(name);
+/// (kept alive by the returned [`ScratchDir`]).
+fn full_report(name: &str) -> (ScratchDir, Vec<Value>, ReportFiles) {
+    let dir = report_dir(name);
     let records = records();
-    let files = write_report(&dir.0, &records, &machine()).unwrap();
+    let files = write_report(dir.path(), &records, &machine()).unwrap();
     (dir, records, files)
 }
 
@@ -283,7 +267,7 @@ fn report_plots_have_their_names_and_legends() {
 
 #[test]
 fn recorded_ratio_used_without_unicast_and_missing_fields_skipped() {
-    let dir = TempDir::new("sparse");
+    let dir = report_dir("sparse");
     let records = vec![
         json!({"experiment": "latency", "system": "rdmc", "algorithm": "chain",
                "nodes": 4, "size": 1 << 20, "seconds": 2.0, "ratio_to_unicast": 1.25}),
@@ -296,7 +280,7 @@ fn recorded_ratio_used_without_unicast_and_missing_fields_skipped() {
         json!({}),
         json!({"note": "a, \"quoted\"\nvalue"}),
     ];
-    let files = write_report(&dir.0, &records, &Value::Null).unwrap();
+    let files = write_report(dir.path(), &records, &Value::Null).unwrap();
     let summary = &files.summary_markdown;
     assert!(summary.contains("| 4 | 2.000 | 1.25 |"), "{summary}");
     assert!(!summary.contains("## Machine"));
@@ -315,7 +299,7 @@ fn recorded_ratio_used_without_unicast_and_missing_fields_skipped() {
 /// the summary has the latencies, the rates "—".
 #[test]
 fn latency_only_small_messages_get_their_table() {
-    let dir = TempDir::new("small-latency-only");
+    let dir = report_dir("small-latency-only");
     let records = vec![
         json!({"experiment": "small_latency", "system": "rdmc",
                "algorithm": "binomial-pipeline", "nodes": 8, "size": 1024,
@@ -327,7 +311,7 @@ fn latency_only_small_messages_get_their_table() {
         json!({"experiment": "small_latency", "system": "mpi", "algorithm": "binomial",
                "nodes": 8, "size": 1024, "seconds": 0.0, "runs": 0}),
     ];
-    let files = write_report(&dir.0, &records, &Value::Null).unwrap();
+    let files = write_report(dir.path(), &records, &Value::Null).unwrap();
     let summary = &files.summary_markdown;
     assert!(!summary.contains("No measurements."), "{summary}");
     let small = section(summary, "### 1KiB messages");
@@ -345,8 +329,8 @@ fn latency_only_small_messages_get_their_table() {
 
 #[test]
 fn no_records_give_a_summary_without_tables() {
-    let dir = TempDir::new("empty");
-    let files = write_report(&dir.0.join("sub"), &[], &machine()).unwrap();
+    let dir = report_dir("empty");
+    let files = write_report(&dir.path().join("sub"), &[], &machine()).unwrap();
     assert!(files.summary_markdown.contains("No measurements."));
     assert!(files.plots.is_empty());
     let csv = std::fs::read_to_string(&files.csv).unwrap();
@@ -355,13 +339,13 @@ fn no_records_give_a_summary_without_tables() {
 
 #[test]
 fn jsonl_is_read_and_bad_lines_are_named() {
-    let dir = TempDir::new("jsonl");
-    let good = dir.0.join("good.jsonl");
+    let dir = report_dir("jsonl");
+    let good = dir.path().join("good.jsonl");
     std::fs::write(&good, "{\"a\": 1}\n\n  \n{\"b\": [2]}\n").unwrap();
     let records = read_records(&good).unwrap();
     assert_eq!(records, [json!({"a": 1}), json!({"b": [2]})]);
 
-    let bad = dir.0.join("bad.jsonl");
+    let bad = dir.path().join("bad.jsonl");
     std::fs::write(&bad, "{\"a\": 1}\n\n{\"b\": oops}\n{}\n").unwrap();
     let error = read_records(&bad).unwrap_err();
     assert!(error.contains("bad.jsonl line 3, column 7: "), "{error}");
@@ -374,7 +358,7 @@ fn jsonl_is_read_and_bad_lines_are_named() {
         "{error}"
     );
 
-    assert!(read_records(&dir.0.join("missing.jsonl")).is_err());
+    assert!(read_records(&dir.path().join("missing.jsonl")).is_err());
 }
 
 #[test]
@@ -402,7 +386,7 @@ fn labels_and_numbers() {
 
 #[test]
 fn storage_records_get_their_tables_and_plots() {
-    let dir = TempDir::new("storage");
+    let dir = report_dir("storage");
     let latencies: Vec<f64> = (1..=100).map(|i| f64::from(i) / 10.0).collect();
     let records = vec![
         json!({"experiment": "cosmos", "system": "rdmc", "algorithm": "binomial-pipeline",
@@ -425,7 +409,7 @@ fn storage_records_get_their_tables_and_plots() {
                "nodes": 8, "size": 1 << 20, "messages": 2, "seconds": 3.0, "runs": 3,
                "gbps": 1.5, "bound_gbps": 2.0}),
     ];
-    let files = write_report(&dir.0, &records, &Value::Null).unwrap();
+    let files = write_report(dir.path(), &records, &Value::Null).unwrap();
     let names: Vec<String> = files
         .plots
         .iter()

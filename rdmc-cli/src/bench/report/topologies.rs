@@ -316,20 +316,23 @@ pub(super) fn validation_plots(dir: &Path, recs: &[Rec<'_>]) -> Result<Vec<PathB
 mod tests {
     use serde_json::json;
 
+    use super::super::tests::report_dir;
     use super::super::write_report;
+    use crate::scratch::ScratchDir;
 
-    fn report(records: &[serde_json::Value], name: &str) -> (String, Vec<String>) {
-        let dir =
-            std::env::temp_dir().join(format!("rdmc-topologies-{name}-{}", std::process::id()));
-        let files = write_report(&dir, records, &json!({})).unwrap();
+    /// The summary and plot names of the report of `records`, written
+    /// into a fresh directory (kept alive by the returned guard, so that
+    /// a failing test keeps it).
+    fn report(records: &[serde_json::Value], name: &str) -> (ScratchDir, String, Vec<String>) {
+        let dir = report_dir(&format!("topologies-{name}"));
+        let files = write_report(dir.path(), records, &json!({})).unwrap();
         let plots = files
             .plots
             .iter()
             .filter_map(|p| p.file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .collect();
-        let _ = std::fs::remove_dir_all(&dir);
-        (files.summary_markdown, plots)
+        (dir, files.summary_markdown, plots)
     }
 
     #[test]
@@ -348,7 +351,7 @@ mod tests {
                    "seconds": 17.0, "min": 16.0, "max": 18.0, "ratio_to_unicast": 8.5,
                    "ratio_to_bound": 2.125, "runs": 3}),
         ];
-        let (summary, plots) = report(&records, "tables");
+        let (_dir, summary, plots) = report(&records, "tables");
         assert!(summary.contains("## One slow host"), "{summary}");
         assert!(summary.contains("host 5 at 125000kbit"), "{summary}");
         assert!(
@@ -376,7 +379,7 @@ mod tests {
                    "model": "sent", "nodes": 2, "size": 8388608, "seconds": 0.27,
                    "error": -0.1, "predicted_ratio": 1.0, "latency_us": 40}),
         ];
-        let (summary, plots) = report(&records, "validation");
+        let (_dir, summary, plots) = report(&records, "validation");
         assert!(
             summary.contains("## The lab against the simulator"),
             "{summary}"

@@ -29,8 +29,9 @@ use super::HEADER_LEN;
 ///
 /// Chosen per node with
 /// [`TcpConfig::with_wire_security`](crate::TcpConfig::with_wire_security);
-/// both ends of a link must choose the same (a link between nodes that do
-/// not fails at once, naming the mismatch).
+/// every member must choose the same (a node with a peer that does not
+/// fails to start, with
+/// [`Error::WireSecurityMismatch`](crate::Error::WireSecurityMismatch)).
 ///
 /// What an attacker on the network path can and cannot do:
 ///
@@ -63,6 +64,14 @@ pub enum WireSecurity {
     Authenticated,
     /// Every frame authenticated and its payload encrypted (AES-256-GCM).
     Encrypted,
+}
+
+/// The mode's name, as `rdmc member --wire-security` spells it: `none`,
+/// `authenticated`, `encrypted`.
+impl std::fmt::Display for WireSecurity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 impl WireSecurity {

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use rand::Rng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -81,6 +81,28 @@ pub(crate) enum Outgoing {
     Data(GroupId, BlockRef, u64),
 }
 
+/// Why the key agreement with a peer failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum AgreeError {
+    /// The two ends protect their frames differently: a configuration
+    /// error, not a failure of the peer.
+    #[error(
+        "wire security mismatch: this node uses {}, the peer {}",
+        local.name(),
+        remote.map_or("an unknown mode", WireSecurity::name)
+    )]
+    Mismatch {
+        /// This node's mode.
+        local: WireSecurity,
+        /// The peer's, if this build knows it.
+        remote: Option<WireSecurity>,
+    },
+    /// Anything else: the connection failed or went silent, or the peer
+    /// speaks another frame protocol.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// Receives posted for blocks from one peer, per group, in posting order.
 type Posted = Mutex<HashMap<GroupId, VecDeque<RecvRegion>>>;
 
@@ -91,13 +113,15 @@ pub(crate) struct Link {
     posted: Arc<Posted>,
     down: Arc<AtomicBool>,
     writer: tokio::task::JoinHandle<()>,
+    /// The key agreement's outcome, until [`Link::agreement`] takes it.
+    agreed: Option<oneshot::Receiver<Result<(), AgreeError>>>,
 }
 
 impl Link {
     /// Run a link over `stream` (already authenticated by the mesh
     /// handshake) to `peer`; `lowat` tunes the stream's socket, if it is
     /// one. The frame keys are agreed first; a failed agreement is a peer
-    /// failure.
+    /// failure, and its reason is told to [`Link::agreement`].
     pub(crate) fn spawn<S>(
         peer: NodeId,
         stream: S,
@@ -116,6 +140,7 @@ impl Link {
         let _enter = span.enter();
         let reader_posted = Arc::clone(&posted);
         let link_down = Arc::clone(&down);
+        let (agreed_tx, agreed) = oneshot::channel();
         let writer = tokio::spawn(tracing::Instrument::in_current_span(async move {
             let (mut reader, mut writer) = tokio::io::split(stream);
             let agreed = tokio::time::timeout(
@@ -123,12 +148,21 @@ impl Link {
                 agree(&mut reader, &mut writer, &security, peer),
             )
             .await
-            .unwrap_or_else(|_| Err(format!("no key agreement within {:?}", security.timeout)));
+            .unwrap_or_else(|_| {
+                Err(AgreeError::Failed(format!(
+                    "no key agreement within {:?}",
+                    security.timeout
+                )))
+            });
             let (sealer, opener) = match agreed {
-                Ok(halves) => halves,
+                Ok(halves) => {
+                    let _ = agreed_tx.send(Ok(()));
+                    halves
+                }
                 Err(reason) => {
                     link_down.store(true, Ordering::Release);
                     tracing::warn!(peer = peer.0, %reason, "peer down");
+                    let _ = agreed_tx.send(Err(reason));
                     let _ = completions.send(Completion::PeerDown { node: peer });
                     return;
                 }
@@ -157,6 +191,20 @@ impl Link {
             posted,
             down,
             writer,
+            agreed: Some(agreed),
+        }
+    }
+
+    /// How the key agreement ended (within the agreement timeout): `Ok`
+    /// once the frame keys are agreed, or why not. Asked again, `Ok`.
+    pub(crate) async fn agreement(&mut self) -> Result<(), AgreeError> {
+        match self.agreed.take() {
+            Some(outcome) => outcome.await.unwrap_or_else(|_| {
+                Err(AgreeError::Failed(
+                    "the link ended before agreeing".to_owned(),
+                ))
+            }),
+            None => Ok(()),
         }
     }
 
@@ -210,7 +258,7 @@ async fn agree<R, W>(
     writer: &mut W,
     security: &LinkSecurity,
     peer: NodeId,
-) -> Result<(Sealer, Opener), String>
+) -> Result<(Sealer, Opener), AgreeError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -226,19 +274,20 @@ where
     };
     let (sent, received) = tokio::join!(send, reader.read_exact(&mut theirs));
     sent.and(received.map(drop))
-        .map_err(|e| format!("key agreement: {e}"))?;
+        .map_err(|e| AgreeError::Failed(format!("key agreement: {e}")))?;
     if theirs[..8] != AGREE_MAGIC {
-        return Err("key agreement: the peer speaks another frame protocol".to_owned());
+        return Err(AgreeError::Failed(
+            "key agreement: the peer speaks another frame protocol".to_owned(),
+        ));
     }
     let mode = security.mode;
     match WireSecurity::from_code(theirs[8]) {
         Some(m) if m == mode => {}
-        other => {
-            return Err(format!(
-                "wire security mismatch: this node uses {}, the peer {}",
-                mode.name(),
-                other.map_or("an unknown mode", WireSecurity::name)
-            ));
+        remote => {
+            return Err(AgreeError::Mismatch {
+                local: mode,
+                remote,
+            });
         }
     }
     let nonce = |m: &[u8; AGREE_LEN]| -> [u8; 32] { m[9..].try_into().expect("32 bytes") };

@@ -25,15 +25,16 @@ use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 use tokio_util::sync::DropGuard;
 
-use self::link::{Link, LinkConfig, LinkSecurity, Outgoing, RecvLowat};
+use self::link::{AgreeError, Link, LinkConfig, LinkSecurity, Outgoing, RecvLowat};
 use super::frame::protect::WireSecurity;
-use super::mesh::{self, ClusterConfig, Mesh, MeshError, MeshPurpose};
+use super::mesh::{self, ClusterConfig, Mesh, MeshPurpose};
 use super::pool::BufferPool;
 use super::{
     BlockRef, Completion, CompletionSender, Completions, MessageBuffer, RecvRegion, Signal,
     Transport,
 };
 use crate::config::EarlyAnnounce;
+use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
 
 /// One node's connections to all the others.
@@ -57,13 +58,21 @@ impl TcpEndpoint {
     /// socket keeps at most about `unsent_limit` bytes unsent and the links
     /// report a block's progress at `threshold` bytes left
     /// ([`EarlyAnnounce`]).
+    ///
+    /// Resolves once every link's frame keys are agreed, or its agreement
+    /// failed (at most the agreement timeout after the mesh formed). A
+    /// link that failed so is a peer failure the node learns of as
+    /// [`Completion::PeerDown`], like any later one — except a peer with
+    /// another wire security: a configuration error, so the node does not
+    /// start ([`Error::WireSecurityMismatch`], naming the lowest such
+    /// peer). A mesh that does not form is [`Error::Transport`].
     pub(crate) async fn connect(
         cluster: ClusterConfig,
         chunk_size: u32,
         security: WireSecurity,
         pool_budget: usize,
         early: Option<EarlyAnnounce>,
-    ) -> Result<(Self, Completions), MeshError> {
+    ) -> Result<(Self, Completions), Error> {
         let link = LinkConfig {
             chunk_size,
             failure_timeout: cluster.failure_timeout,
@@ -85,9 +94,11 @@ impl TcpEndpoint {
         };
         let Mesh {
             peers, _acceptor, ..
-        } = mesh::bring_up(cluster, MeshPurpose::Tcp).await?;
+        } = mesh::bring_up(cluster, MeshPurpose::Tcp)
+            .await
+            .map_err(|e| Error::Transport(e.to_string()))?;
         let (completions, queue) = mpsc::unbounded_channel();
-        let links = peers
+        let mut links: HashMap<NodeId, Link> = peers
             .into_iter()
             .map(|(peer, stream)| {
                 let lowat = RecvLowat::of(&stream);
@@ -107,6 +118,25 @@ impl TcpEndpoint {
                 )
             })
             .collect();
+        let agreements = links
+            .iter_mut()
+            .map(|(&peer, link)| async move { (peer, link.agreement().await) });
+        let mismatch = futures::future::join_all(agreements)
+            .await
+            .into_iter()
+            .filter_map(|(peer, agreed)| match agreed {
+                Err(AgreeError::Mismatch { local, remote }) => Some((peer, local, remote)),
+                _ => None,
+            })
+            .min_by_key(|&(peer, ..)| peer);
+        if let Some((peer, local, remote)) = mismatch {
+            // Dropping the links closes every connection.
+            return Err(Error::WireSecurityMismatch {
+                peer,
+                local,
+                remote,
+            });
+        }
         Ok((
             TcpEndpoint {
                 links,

@@ -259,7 +259,7 @@ async fn ends_with_different_wire_security_fail_the_link() {
     let (x, y) = tokio::io::duplex(1024);
     let (ca, mut ra) = mpsc::unbounded_channel();
     let (cb, mut rb) = mpsc::unbounded_channel();
-    let _a = Link::spawn(
+    let mut a = Link::spawn(
         NodeId(1),
         x,
         RecvLowat::none(),
@@ -267,7 +267,7 @@ async fn ends_with_different_wire_security_fail_the_link() {
         CONFIG,
         security_in(0, WireSecurity::None),
     );
-    let _b = Link::spawn(NodeId(0), y, RecvLowat::none(), cb, CONFIG, security(1));
+    let mut b = Link::spawn(NodeId(0), y, RecvLowat::none(), cb, CONFIG, security(1));
     assert!(matches!(
         ra.recv().await.unwrap(),
         Completion::PeerDown { node: NodeId(1) }
@@ -276,6 +276,49 @@ async fn ends_with_different_wire_security_fail_the_link() {
         rb.recv().await.unwrap(),
         Completion::PeerDown { node: NodeId(0) }
     ));
+    // Each end knows why: both modes, its own first.
+    assert_eq!(
+        a.agreement().await,
+        Err(AgreeError::Mismatch {
+            local: WireSecurity::None,
+            remote: Some(WireSecurity::Authenticated)
+        })
+    );
+    assert_eq!(
+        b.agreement().await,
+        Err(AgreeError::Mismatch {
+            local: WireSecurity::Authenticated,
+            remote: Some(WireSecurity::None)
+        })
+    );
+}
+
+#[tokio::test]
+async fn a_mode_this_build_does_not_know_is_a_mismatch_and_other_failures_are_not() {
+    let (a, mut b) = tokio::io::duplex(1024);
+    let (ca, _ra) = mpsc::unbounded_channel();
+    let mut link = Link::spawn(NodeId(4), a, RecvLowat::none(), ca, CONFIG, security(0));
+    let mut hello = [0u8; AGREE_LEN];
+    hello[..8].copy_from_slice(&AGREE_MAGIC);
+    hello[8] = 0xEE;
+    b.write_all(&hello).await.unwrap();
+    assert_eq!(
+        link.agreement().await,
+        Err(AgreeError::Mismatch {
+            local: WireSecurity::Authenticated,
+            remote: None
+        })
+    );
+    // Another protocol altogether is a failure, not a mismatch.
+    let (a, mut b) = tokio::io::duplex(1024);
+    let (ca, _ra) = mpsc::unbounded_channel();
+    let mut link = Link::spawn(NodeId(4), a, RecvLowat::none(), ca, CONFIG, security(0));
+    b.write_all(&[0xAB; AGREE_LEN]).await.unwrap();
+    assert!(matches!(link.agreement().await, Err(AgreeError::Failed(_))));
+    // A genuine agreement is Ok.
+    let (mut a, _a_events, mut b, _b_events) = pair();
+    assert_eq!(a.agreement().await, Ok(()));
+    assert_eq!(b.agreement().await, Ok(()));
 }
 
 /// Links `a` (node 0) and `b` (node 1) through a relay that flips one
