@@ -373,12 +373,14 @@ impl GroupConfig {
     /// they delay no other member (see [`Hybrid`](crate::schedule::Hybrid));
     /// a slow root still sends. The other algorithms ignore it. Every member
     /// must name the same ones (creating the group checks this); a rank
-    /// outside the group fails creation. In simulation (one host of 16 at
-    /// half rate) the fast members then finish within 1.02× of a unicast and
-    /// the slow one within 2.03×; over TCP on an emulated cluster the gain
-    /// is smaller and varies (the project's benchmark report), and naming a
-    /// host slow that is not slow costs the others time, so name only hosts
-    /// known to be much slower.
+    /// outside the group fails creation. Without racks, the other fast
+    /// members form a chain of binomial pipelines whose sizes are powers of
+    /// two (see [`Hybrid`](crate::schedule::Hybrid)). In simulation (one
+    /// host of 16 at half rate, 64 MiB) the fast members then finish within
+    /// 1.06× of a unicast and the slow one within 2.06×, whether a send
+    /// completes when its bytes left (RDMA) or once buffered (TCP); naming
+    /// a host slow that is not slow costs the others time, so name only
+    /// hosts known to be much slower.
     pub fn with_slow_members(mut self, ranks: impl IntoIterator<Item = usize>) -> Self {
         let mut ranks: Vec<usize> = ranks.into_iter().collect();
         ranks.sort_unstable();
