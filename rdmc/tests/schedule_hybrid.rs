@@ -167,13 +167,14 @@ fn one_rack_is_the_binomial_pipeline() {
     }
 }
 
-fn any_case() -> impl Strategy<Value = (usize, Vec<u32>, Vec<usize>, usize)> {
+fn any_case() -> impl Strategy<Value = (usize, Vec<u32>, Vec<usize>, usize, bool)> {
     (1usize..=48, 1u32..=6, 1usize..=24).prop_flat_map(|(n, racks, k)| {
         (
             Just(n),
             prop::collection::vec(0..racks, n),
             prop::collection::vec(0..n, 0..=3),
             Just(k),
+            any::<bool>(),
         )
     })
 }
@@ -184,18 +185,20 @@ proptest! {
     /// Random group sizes up to 48, random rack splits (interleaved), random
     /// slow members, random block counts.
     #[test]
-    fn random_splits_verify((n, racks, slow, k) in any_case()) {
-        let topo = topology(n, &racks, &slow);
+    fn random_splits_verify((n, racks, slow, k, buffered) in any_case()) {
+        let topo = topology(n, &racks, &slow).with_buffered_sends(buffered);
         prop_assert_eq!(check(Algorithm::Hybrid, &topo, k), Ok(()));
-        let flat = topology(n, &vec![0; n], &slow);
+        let flat = topology(n, &vec![0; n], &slow).with_buffered_sends(buffered);
         prop_assert_eq!(check(Algorithm::BinomialPipeline, &flat, k), Ok(()));
     }
 
     /// The fast members of a binomial pipeline with slow leaves are done by
     /// the step the pipeline among them alone would finish.
     #[test]
-    fn slow_leaves_delay_no_fast_member((n, _racks, slow, k) in any_case()) {
-        let topo = topology(n, &vec![0; n], &slow);
+    fn slow_leaves_delay_no_fast_member((n, _racks, slow, k, buffered) in any_case()) {
+        let topo = topology(n, &vec![0; n], &slow).with_buffered_sends(buffered);
+        // The power-of-two runs are for buffered sends only.
+        let split = buffered;
         let fast = (0..n).filter(|&r| r == 0 || !topo.is_slow(r)).count();
         let plan = Plan::with_topology(Algorithm::BinomialPipeline, &topo, k).unwrap();
         let done = plan
@@ -205,7 +208,7 @@ proptest! {
             .map(|t| t.step + 1)
             .max()
             .unwrap_or(0);
-        prop_assert!(done <= fast_bound(fast, leaves_of(&topo), k), "{} steps", done);
+        prop_assert!(done <= fast_bound(fast, leaves_of(&topo), k, split), "{} steps", done);
         // A member's message completes once its own sends are done too: no
         // fast member but the root sends after the pipeline among the fast
         // members ends (or, in a short message, after the leaves' first
@@ -219,8 +222,8 @@ proptest! {
             .map(|t| t.step + 1)
             .max()
             .unwrap_or(0);
-        let first_feeds = if leaves > 0 && fast >= 2 { chain_lags(fast - 1) } else { l + 1 };
-        let bound = fast_bound(fast, leaves, k).max(first_feeds + 3 + leaves);
+        let first_feeds = if split && leaves > 0 && fast >= 2 { chain_lags(fast - 1) } else { l + 1 };
+        let bound = fast_bound(fast, leaves, k, split).max(first_feeds + 3 + leaves);
         prop_assert!(sends_done <= bound, "{} > {}", sends_done, bound);
     }
 }
@@ -248,11 +251,12 @@ fn runs(topo: &Topology) -> (Vec<Vec<usize>>, usize) {
 }
 
 /// The step by which every fast member has every block: the pipeline among
-/// them alone without leaves; with leaves, the chain of power-of-two runs
-/// (each `l_i + 1` steps after the one before) and the relay after them.
-fn fast_bound(fast: usize, leaves: usize, k: usize) -> usize {
+/// them alone without leaves (or without the runs, `split` false); with
+/// leaves and runs, the chain of power-of-two runs (each `l_i + 1` steps
+/// after the one before) and the relay after them.
+fn fast_bound(fast: usize, leaves: usize, k: usize, split: bool) -> usize {
     let plain = step_bound(Algorithm::BinomialPipeline, fast, k);
-    if leaves == 0 || fast < 2 {
+    if !split || leaves == 0 || fast < 2 {
         return plain;
     }
     plain.max(k + chain_lags(fast - 1) + 1)
@@ -276,8 +280,8 @@ proptest! {
     /// between runs only from a run to the next run's first member (or, from
     /// the last run, to the relay), every block exactly once.
     #[test]
-    fn slow_members_leave_power_of_two_runs((n, _racks, slow, k) in any_case()) {
-        let topo = topology(n, &vec![0; n], &slow);
+    fn slow_members_leave_power_of_two_runs((n, _racks, slow, k, _) in any_case()) {
+        let topo = topology(n, &vec![0; n], &slow).with_buffered_sends(true);
         let fast = (0..n).filter(|&r| r == 0 || !topo.is_slow(r)).count();
         prop_assume!(leaves_of(&topo) > 0 && fast >= 2);
         let (runs, relay) = runs(&topo);

@@ -49,9 +49,12 @@
 //! With one rack and no slow member the schedule is the binomial pipeline
 //! itself (the connection order aside).
 //!
-//! Slow members in one rack: the fast members other than the relay are cut
-//! into runs whose lengths are powers of two, longest first, in rank order
-//! (15 fast members: 8, 4, 2 and the relay), chained as racks are. A
+//! Slow members in one rack, over a transport whose sends complete once
+//! buffered ([`Topology::with_buffered_sends`], set for TCP): the fast
+//! members other than the relay are cut into runs whose lengths are powers
+//! of two, longest first, in rank order (15 fast members: 8, 4, 2 and the
+//! relay), chained as racks are. Where sends complete once delivered (RDMA)
+//! they stay one pipeline, which is shorter there. A
 //! binomial pipeline of a size that is not a power of two pairs members on
 //! its vertices, and over TCP, where a send completes once the socket
 //! buffered it and a receiver takes blocks from any sender, the twins'
@@ -248,7 +251,7 @@ impl Layout {
             && last.len() >= 2
         {
             let relay = last.pop().expect("two members");
-            if members.len() == 1 {
+            if members.len() == 1 && topology.buffered_sends() {
                 members = split_power_of_two(members.pop().expect("the root's rack"));
             }
             members.push(vec![relay]);
