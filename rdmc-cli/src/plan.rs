@@ -28,6 +28,11 @@ pub(crate) struct PlanArgs {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// The plan of a transport whose sends complete once buffered (`tcp`):
+    /// with slow members, the fast ones then form pipelines of power-of-two
+    /// sizes. Without it, the plan of RDMA's send completion.
+    #[arg(long)]
+    buffered_sends: bool,
     #[command(flatten)]
     topology: TopologyArgs,
 }
@@ -67,7 +72,10 @@ fn render(args: &PlanArgs) -> Result<String, String> {
     if work.is_none() {
         return Err(too_large());
     }
-    let topology = args.topology.topology(args.nodes)?;
+    let topology = args
+        .topology
+        .topology(args.nodes)?
+        .with_buffered_sends(args.buffered_sends);
     let work = step_bound_in(args.algorithm, &topology, args.blocks).checked_mul(args.nodes);
     if work.is_none_or(|w| w > MAX_PLAN_WORK) {
         return Err(too_large());
@@ -138,6 +146,7 @@ mod tests {
             nodes: n,
             blocks: k,
             json: true,
+            buffered_sends: false,
             topology: TopologyArgs::default(),
         };
         let out = render(&args).unwrap_or_else(|e| panic!("{algorithm} n={n} k={k}: {e}"));
@@ -193,6 +202,7 @@ mod tests {
             nodes: 100_000_000,
             blocks: 100_000_000,
             json: false,
+            buffered_sends: false,
             topology: TopologyArgs::default(),
         };
         let err = render(&args).unwrap_err();
@@ -243,5 +253,31 @@ mod tests {
         assert!(table.contains("slow members: 3"), "{table}");
         let err = render(&hybrid_args(4, 2, "0,1", None, false)).unwrap_err();
         assert!(err.contains("2 racks given for a group of 4"), "{err}");
+    }
+
+    /// `--buffered-sends` gives TCP's layout of slow members (power-of-two
+    /// runs of the fast ones): the JSON says so, the plan verifies as such,
+    /// and it differs from RDMA's.
+    #[test]
+    fn buffered_sends_reach_the_plan() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            plan: PlanArgs,
+        }
+        let args = |buffered: bool| {
+            let mut argv = vec!["plan", "-a", "binomial-pipeline", "-n", "16", "-b", "8"];
+            argv.extend(["--slow", "5", "--json"]);
+            if buffered {
+                argv.push("--buffered-sends");
+            }
+            Cli::try_parse_from(argv).unwrap().plan
+        };
+        let rdma: Plan = serde_json::from_str(&render(&args(false)).unwrap()).unwrap();
+        let tcp: Plan = serde_json::from_str(&render(&args(true)).unwrap()).unwrap();
+        assert!(!rdma.buffered_sends && tcp.buffered_sends);
+        tcp.verify().unwrap();
+        assert_ne!(rdma.transfers, tcp.transfers);
     }
 }

@@ -311,7 +311,10 @@ pub(crate) fn run(args: &SimulateArgs) -> Result<(), String> {
                 if let Some(list) = racks {
                     topology = topology.with_racks(list).map_err(|e| e.to_string())?;
                 }
-                multicast = multicast.with_topology(topology);
+                // A send buffer models TCP's sends, which complete once
+                // buffered: the runtime lays out slow members for them so.
+                multicast =
+                    multicast.with_topology(topology.with_buffered_sends(args.send_buffer > 0));
             }
             jobs.push(multicast);
         }

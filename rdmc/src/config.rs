@@ -373,12 +373,17 @@ impl GroupConfig {
     /// they delay no other member (see [`Hybrid`](crate::schedule::Hybrid));
     /// a slow root still sends. The other algorithms ignore it. Every member
     /// must name the same ones (creating the group checks this); a rank
-    /// outside the group fails creation. In simulation (one host of 16 at
-    /// half rate) the fast members then finish within 1.02× of a unicast and
-    /// the slow one within 2.03×; over TCP on an emulated cluster the gain
-    /// is smaller and varies (the project's benchmark report), and naming a
-    /// host slow that is not slow costs the others time, so name only hosts
-    /// known to be much slower.
+    /// outside the group fails creation. Without racks, over a transport
+    /// whose sends complete once buffered (`tcp`), the other fast members
+    /// form a chain of binomial pipelines whose sizes are powers of two (see
+    /// [`Hybrid`](crate::schedule::Hybrid)); where sends complete once their
+    /// bytes have left (RDMA, the in-memory transport) they stay one
+    /// pipeline. In simulation (one host of 16 at half rate, 64 MiB) the
+    /// fast members then finish within about 1.02× of a unicast (RDMA) or
+    /// 1.05× (TCP's buffered sends) and the slow one within 2.03–2.05×; on
+    /// an emulated TCP cluster within 1.22× and 2.16× (the project's
+    /// benchmark report). Naming a host slow that is not slow costs the
+    /// others time, so name only hosts known to be much slower.
     pub fn with_slow_members(mut self, ranks: impl IntoIterator<Item = usize>) -> Self {
         let mut ranks: Vec<usize> = ranks.into_iter().collect();
         ranks.sort_unstable();

@@ -167,13 +167,14 @@ fn one_rack_is_the_binomial_pipeline() {
     }
 }
 
-fn any_case() -> impl Strategy<Value = (usize, Vec<u32>, Vec<usize>, usize)> {
+fn any_case() -> impl Strategy<Value = (usize, Vec<u32>, Vec<usize>, usize, bool)> {
     (1usize..=48, 1u32..=6, 1usize..=24).prop_flat_map(|(n, racks, k)| {
         (
             Just(n),
             prop::collection::vec(0..racks, n),
             prop::collection::vec(0..n, 0..=3),
             Just(k),
+            any::<bool>(),
         )
     })
 }
@@ -184,18 +185,20 @@ proptest! {
     /// Random group sizes up to 48, random rack splits (interleaved), random
     /// slow members, random block counts.
     #[test]
-    fn random_splits_verify((n, racks, slow, k) in any_case()) {
-        let topo = topology(n, &racks, &slow);
+    fn random_splits_verify((n, racks, slow, k, buffered) in any_case()) {
+        let topo = topology(n, &racks, &slow).with_buffered_sends(buffered);
         prop_assert_eq!(check(Algorithm::Hybrid, &topo, k), Ok(()));
-        let flat = topology(n, &vec![0; n], &slow);
+        let flat = topology(n, &vec![0; n], &slow).with_buffered_sends(buffered);
         prop_assert_eq!(check(Algorithm::BinomialPipeline, &flat, k), Ok(()));
     }
 
     /// The fast members of a binomial pipeline with slow leaves are done by
     /// the step the pipeline among them alone would finish.
     #[test]
-    fn slow_leaves_delay_no_fast_member((n, _racks, slow, k) in any_case()) {
-        let topo = topology(n, &vec![0; n], &slow);
+    fn slow_leaves_delay_no_fast_member((n, _racks, slow, k, buffered) in any_case()) {
+        let topo = topology(n, &vec![0; n], &slow).with_buffered_sends(buffered);
+        // The power-of-two runs are for buffered sends only.
+        let split = buffered;
         let fast = (0..n).filter(|&r| r == 0 || !topo.is_slow(r)).count();
         let plan = Plan::with_topology(Algorithm::BinomialPipeline, &topo, k).unwrap();
         let done = plan
@@ -205,7 +208,7 @@ proptest! {
             .map(|t| t.step + 1)
             .max()
             .unwrap_or(0);
-        prop_assert!(done <= step_bound(Algorithm::BinomialPipeline, fast, k));
+        prop_assert!(done <= fast_bound(fast, leaves_of(&topo), k, split), "{} steps", done);
         // A member's message completes once its own sends are done too: no
         // fast member but the root sends after the pipeline among the fast
         // members ends (or, in a short message, after the leaves' first
@@ -219,8 +222,90 @@ proptest! {
             .map(|t| t.step + 1)
             .max()
             .unwrap_or(0);
-        let bound = step_bound(Algorithm::BinomialPipeline, fast, k).max(l + 4 + leaves);
+        let first_feeds = if split && leaves > 0 && fast >= 2 { chain_lags(fast - 1) } else { l + 1 };
+        let bound = fast_bound(fast, leaves, k, split).max(first_feeds + 3 + leaves);
         prop_assert!(sends_done <= bound, "{} > {}", sends_done, bound);
+    }
+}
+
+/// Slow members of a group without racks.
+fn leaves_of(topo: &Topology) -> usize {
+    (1..topo.group_size()).filter(|&r| topo.is_slow(r)).count()
+}
+
+/// The runs of a binomial pipeline with slow leaves and no racks: the fast
+/// members but the relay (the highest fast rank), in rank order, cut into
+/// runs whose lengths are powers of two, longest first.
+fn runs(topo: &Topology) -> (Vec<Vec<usize>>, usize) {
+    let mut fast: Vec<usize> = (0..topo.group_size())
+        .filter(|&r| r == 0 || !topo.is_slow(r))
+        .collect();
+    let relay = fast.pop().expect("the root");
+    let mut runs = Vec::new();
+    while !fast.is_empty() {
+        let len = 1usize << (usize::BITS - 1 - fast.len().leading_zeros());
+        let rest = fast.split_off(len);
+        runs.push(std::mem::replace(&mut fast, rest));
+    }
+    (runs, relay)
+}
+
+/// The step by which every fast member has every block: the pipeline among
+/// them alone without leaves (or without the runs, `split` false); with
+/// leaves and runs, the chain of power-of-two runs (each `l_i + 1` steps
+/// after the one before) and the relay after them.
+fn fast_bound(fast: usize, leaves: usize, k: usize, split: bool) -> usize {
+    let plain = step_bound(Algorithm::BinomialPipeline, fast, k);
+    if !split || leaves == 0 || fast < 2 {
+        return plain;
+    }
+    plain.max(k + chain_lags(fast - 1) + 1)
+}
+
+/// The steps between the first run's start and the relay's: `l_i + 1` for
+/// each power-of-two run of `members`.
+fn chain_lags(members: usize) -> usize {
+    (0..usize::BITS as usize)
+        .filter(|&b| members & (1 << b) != 0)
+        .map(|b| b + 1)
+        .sum()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    /// Slow members in one rack: the other fast members form runs whose
+    /// lengths are powers of two (each a binomial pipeline without twins,
+    /// which over TCP's buffered sends keeps its pace); blocks pass
+    /// between runs only from a run to the next run's first member (or, from
+    /// the last run, to the relay), every block exactly once.
+    #[test]
+    fn slow_members_leave_power_of_two_runs((n, _racks, slow, k, _) in any_case()) {
+        let topo = topology(n, &vec![0; n], &slow).with_buffered_sends(true);
+        let fast = (0..n).filter(|&r| r == 0 || !topo.is_slow(r)).count();
+        prop_assume!(leaves_of(&topo) > 0 && fast >= 2);
+        let (runs, relay) = runs(&topo);
+        let run_of = |r: usize| runs.iter().position(|run| run.contains(&r));
+        let plan = Plan::with_topology(Algorithm::BinomialPipeline, &topo, k).unwrap();
+        let mut into = vec![0usize; runs.len() + 1];
+        for t in &plan.transfers {
+            if topo.is_slow(t.to) || (t.from != 0 && topo.is_slow(t.from)) || t.from == relay {
+                continue;
+            }
+            let from = run_of(t.from).expect("a sender in a run");
+            match run_of(t.to) {
+                Some(to) if to == from => {}
+                Some(to) => {
+                    prop_assert!(to == from + 1 && t.to == runs[to][0], "{:?} crosses runs", t);
+                    into[to] += 1;
+                }
+                None => {
+                    prop_assert!(t.to == relay && from + 1 == runs.len(), "{:?}", t);
+                    into[runs.len()] += 1;
+                }
+            }
+        }
+        prop_assert!(into[1..].iter().all(|&c| c == k), "{:?} feeds, k = {}", into, k);
     }
 }
 

@@ -56,6 +56,11 @@ pub struct Plan {
         serde(default, skip_serializing_if = "Vec::is_empty")
     )]
     pub slow: Vec<usize>,
+    /// Whether the plan is for a transport whose sends complete once
+    /// buffered ([`Topology::buffered_sends`]; it changes the layout of slow
+    /// members).
+    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "is_false"))]
+    pub buffered_sends: bool,
     /// The transfers, sorted by (step, from).
     pub transfers: Vec<PlanTransfer>,
 }
@@ -347,6 +352,7 @@ impl Plan {
             steps,
             racks: topology.racks().to_vec(),
             slow: topology.slow_members().to_vec(),
+            buffered_sends: topology.buffered_sends(),
             transfers,
         })
     }
@@ -379,7 +385,9 @@ impl Plan {
         if !self.racks.is_empty() {
             topology = topology.with_racks(self.racks.clone())?;
         }
-        let topology = topology.with_slow_members(self.slow.iter().copied())?;
+        let topology = topology
+            .with_slow_members(self.slow.iter().copied())?
+            .with_buffered_sends(self.buffered_sends);
         let bound = step_bound_in(algorithm, &topology, k);
         if steps > bound {
             return Err(PlanError::TooManySteps { steps, bound });
@@ -469,4 +477,9 @@ impl Plan {
         }
         Ok(())
     }
+}
+
+#[cfg(feature = "serde")]
+fn is_false(b: &bool) -> bool {
+    !b
 }

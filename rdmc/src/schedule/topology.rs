@@ -27,6 +27,8 @@ struct Inner {
     racks: Vec<u32>,
     /// Slow ranks, sorted, without duplicates.
     slow: Vec<usize>,
+    /// Whether the transport completes a send once it buffered it.
+    buffered_sends: bool,
     /// The layout of the binomial pipeline: one rack.
     flat_layout: OnceLock<Arc<Layout>>,
     /// The layout of the hybrid: the racks.
@@ -63,7 +65,7 @@ pub enum TopologyError {
 impl Topology {
     /// One rack, no slow member.
     pub fn flat(group_size: usize) -> Result<Self, TopologyError> {
-        Self::build(group_size, Vec::new(), Vec::new())
+        Self::build(group_size, Vec::new(), Vec::new(), false)
     }
 
     /// Member `r` sits in rack `racks[r]`; one entry per member.
@@ -74,7 +76,12 @@ impl Topology {
                 group_size: self.inner.group_size,
             });
         }
-        Self::build(self.inner.group_size, racks, self.inner.slow.clone())
+        Self::build(
+            self.inner.group_size,
+            racks,
+            self.inner.slow.clone(),
+            self.inner.buffered_sends,
+        )
     }
 
     /// The members (ranks) known to be slow. The root always sends; a slow
@@ -90,10 +97,45 @@ impl Topology {
         }
         slow.sort_unstable();
         slow.dedup();
-        Self::build(group_size, self.inner.racks.clone(), slow)
+        Self::build(
+            group_size,
+            self.inner.racks.clone(),
+            slow,
+            self.inner.buffered_sends,
+        )
     }
 
-    fn build(group_size: usize, racks: Vec<u32>, slow: Vec<usize>) -> Result<Self, TopologyError> {
+    /// Whether the group's transport completes a send once it has buffered
+    /// the bytes (TCP's socket buffer) rather than once they have left (RDMA,
+    /// the in-memory transport); `false` by default. With slow members and
+    /// one rack it changes the schedule: buffered sends let a sender run
+    /// ahead into its next transfer, which a binomial pipeline whose size is
+    /// not a power of two cannot absorb, so the fast members then form
+    /// pipelines of power-of-two sizes, chained (see
+    /// [`Hybrid`](super::Hybrid)). A group's runtime sets it from its
+    /// transport, so every member of a group agrees.
+    pub fn with_buffered_sends(self, buffered: bool) -> Self {
+        Self::build(
+            self.inner.group_size,
+            self.inner.racks.clone(),
+            self.inner.slow.clone(),
+            buffered,
+        )
+        .expect("the same group as before")
+    }
+
+    /// Whether the transport completes a send once it buffered it
+    /// ([`with_buffered_sends`](Self::with_buffered_sends)).
+    pub fn buffered_sends(&self) -> bool {
+        self.inner.buffered_sends
+    }
+
+    fn build(
+        group_size: usize,
+        racks: Vec<u32>,
+        slow: Vec<usize>,
+        buffered_sends: bool,
+    ) -> Result<Self, TopologyError> {
         if group_size == 0 {
             return Err(TopologyError::EmptyGroup);
         }
@@ -108,6 +150,7 @@ impl Topology {
                 group_size,
                 racks,
                 slow,
+                buffered_sends,
                 flat_layout: OnceLock::new(),
                 rack_layout: OnceLock::new(),
             }),
@@ -161,6 +204,7 @@ impl PartialEq for Topology {
         self.inner.group_size == other.inner.group_size
             && self.inner.racks == other.inner.racks
             && self.inner.slow == other.inner.slow
+            && self.inner.buffered_sends == other.inner.buffered_sends
     }
 }
 
@@ -172,6 +216,7 @@ impl std::fmt::Debug for Topology {
             .field("group_size", &self.inner.group_size)
             .field("racks", &self.inner.racks)
             .field("slow", &self.inner.slow)
+            .field("buffered_sends", &self.inner.buffered_sends)
             .finish()
     }
 }

@@ -168,7 +168,11 @@ impl<T: Transport> Actor<T> {
         if self.rendezvous.is_used(id) {
             return Err(Error::GroupIdInUse(id));
         }
-        let topology = config.topology(members.len())?;
+        // Every member of a group runs the same transport, so they agree
+        // on how its sends complete, which the slow members' layout follows.
+        let topology = config
+            .topology(members.len())?
+            .with_buffered_sends(!self.transport.sends_complete_when_delivered());
         let member = GroupMember::new(
             MemberConfig::new(
                 config.algorithm(),
