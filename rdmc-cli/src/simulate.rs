@@ -295,7 +295,9 @@ pub(crate) fn run(args: &SimulateArgs) -> Result<(), String> {
             }
             // The schedule knows the racks, as a group configured with
             // them would: the hybrid places its blocks by them; and, with
-            // `--name-slow`, the slow hosts.
+            // `--name-slow`, the slow hosts; and, with a send buffer (TCP's
+            // sends, which complete once buffered), how sends complete,
+            // which the runtime lays the binomial pipeline out by.
             let racks = network.racks.map(|racks| {
                 racks
                     .rack_of(nodes)
@@ -303,16 +305,16 @@ pub(crate) fn run(args: &SimulateArgs) -> Result<(), String> {
                     .map(|r| r as u32)
                     .collect::<Vec<_>>()
             });
-            if racks.is_some() || args.name_slow {
+            if racks.is_some() || args.name_slow || args.send_buffer > 0 {
                 let slow = args.slow.iter().map(|s| s.host).filter(|&h| h < nodes);
+                // (The slow hosts as before: named with racks or `--name-slow`.)
+                let slow = slow.filter(|_| racks.is_some() || args.name_slow);
                 let mut topology = rdmc::schedule::Topology::flat(nodes)
                     .and_then(|t| t.with_slow_members(slow))
                     .map_err(|e| e.to_string())?;
                 if let Some(list) = racks {
                     topology = topology.with_racks(list).map_err(|e| e.to_string())?;
                 }
-                // A send buffer models TCP's sends, which complete once
-                // buffered: the runtime lays out slow members for them so.
                 multicast =
                     multicast.with_topology(topology.with_buffered_sends(args.send_buffer > 0));
             }

@@ -256,6 +256,11 @@ fn runs(topo: &Topology) -> (Vec<Vec<usize>>, usize) {
 /// after the one before) and the relay after them.
 fn fast_bound(fast: usize, leaves: usize, k: usize, split: bool) -> usize {
     let plain = step_bound(Algorithm::BinomialPipeline, fast, k);
+    if split && leaves == 0 && !fast.is_power_of_two() {
+        // Runs of all the members, no relay: the last run's pipeline ends
+        // `l_last + k − 1` steps after it starts.
+        return plain.max(k + chain_lags(fast) - 2);
+    }
     if !split || leaves == 0 || fast < 2 {
         return plain;
     }
@@ -303,6 +308,40 @@ proptest! {
                     prop_assert!(t.to == relay && from + 1 == runs.len(), "{:?}", t);
                     into[runs.len()] += 1;
                 }
+            }
+        }
+        prop_assert!(into[1..].iter().all(|&c| c == k), "{:?} feeds, k = {}", into, k);
+    }
+
+    /// No slow member, sends that complete once buffered, a group whose
+    /// size is not a power of two: the members form runs of powers of two
+    /// too (12: 8 then 4), a block passing from a run only to the next
+    /// run's first member, every block exactly once; with RDMA's send
+    /// completion, or a power-of-two size, the plain binomial pipeline.
+    #[test]
+    fn buffered_sends_make_runs_of_any_group((n, k, buffered) in (1usize..=48, 1usize..=24, any::<bool>())) {
+        let topo = topology(n, &vec![0; n], &[]).with_buffered_sends(buffered);
+        let plan = Plan::with_topology(Algorithm::BinomialPipeline, &topo, k).unwrap();
+        plan.verify().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        if !buffered || n.is_power_of_two() {
+            let plain = Plan::new(Algorithm::BinomialPipeline, n, k).unwrap();
+            prop_assert_eq!((plan.steps, &plan.transfers), (plain.steps, &plain.transfers));
+            return Ok(());
+        }
+        let mut members: Vec<usize> = (0..n).collect();
+        let mut runs = Vec::new();
+        while !members.is_empty() {
+            let len = 1usize << (usize::BITS - 1 - members.len().leading_zeros());
+            let rest = members.split_off(len);
+            runs.push(std::mem::replace(&mut members, rest));
+        }
+        let run_of = |r: usize| runs.iter().position(|run| run.contains(&r)).unwrap();
+        let mut into = vec![0usize; runs.len()];
+        for t in &plan.transfers {
+            let (from, to) = (run_of(t.from), run_of(t.to));
+            if from != to {
+                prop_assert!(to == from + 1 && t.to == runs[to][0], "{:?} crosses runs", t);
+                into[to] += 1;
             }
         }
         prop_assert!(into[1..].iter().all(|&c| c == k), "{:?} feeds, k = {}", into, k);

@@ -53,8 +53,10 @@
 //! buffered ([`Topology::with_buffered_sends`], set for TCP): the fast
 //! members other than the relay are cut into runs whose lengths are powers
 //! of two, longest first, in rank order (15 fast members: 8, 4, 2 and the
-//! relay), chained as racks are. Where sends complete once delivered (RDMA)
-//! they stay one pipeline, which is shorter there. A
+//! relay), chained as racks are; and so are the members of a group without
+//! slow members whose size is not a power of two (12: 8 and 4; the
+//! binomial pipeline then runs as this layout too). Where sends complete
+//! once delivered (RDMA) they stay one pipeline, which is shorter there. A
 //! binomial pipeline of a size that is not a power of two pairs members on
 //! its vertices, and over TCP, where a send completes once the socket
 //! buffered it and a receiver takes blocks from any sender, the twins'
@@ -255,6 +257,15 @@ impl Layout {
                 members = split_power_of_two(members.pop().expect("the root's rack"));
             }
             members.push(vec![relay]);
+        } else if leaves.is_empty()
+            && members.len() == 1
+            && topology.buffered_sends()
+            && !members[0].len().is_power_of_two()
+        {
+            // No slow member, one rack whose size is not a power of two,
+            // sends that complete once buffered: runs of powers of two too
+            // (module documentation).
+            members = split_power_of_two(members.pop().expect("the root's rack"));
         }
         let mut racks = Vec::with_capacity(members.len());
         let mut offset = 0;

@@ -249,10 +249,9 @@ impl NodeSchedule {
         if rank >= group_size {
             return Err(ScheduleError::RankOutOfRange { rank, group_size });
         }
-        let plain_pipeline = topology.slow_members().iter().all(|&r| r == 0);
         match algorithm {
             Algorithm::Hybrid => Ok(NodeSchedule::Hybrid(Hybrid::new(algorithm, topology, rank))),
-            Algorithm::BinomialPipeline if !plain_pipeline => {
+            Algorithm::BinomialPipeline if topology.lays_out_pipeline() => {
                 Ok(NodeSchedule::Hybrid(Hybrid::new(algorithm, topology, rank)))
             }
             _ => Self::new(algorithm, group_size, rank),

@@ -296,7 +296,7 @@ pub fn step_bound(algorithm: Algorithm, group_size: usize, blocks: usize) -> usi
 pub fn step_bound_in(algorithm: Algorithm, topology: &Topology, blocks: usize) -> usize {
     let layered = match algorithm {
         Algorithm::Hybrid => true,
-        Algorithm::BinomialPipeline => topology.slow_members().iter().any(|&r| r != 0),
+        Algorithm::BinomialPipeline => topology.lays_out_pipeline(),
         _ => false,
     };
     if layered {

@@ -107,10 +107,11 @@ impl Topology {
 
     /// Whether the group's transport completes a send once it has buffered
     /// the bytes (TCP's socket buffer) rather than once they have left (RDMA,
-    /// the in-memory transport); `false` by default. With slow members and
-    /// one rack it changes the schedule: buffered sends let a sender run
+    /// the in-memory transport); `false` by default. In one rack it changes
+    /// the binomial pipeline (and the hybrid) of a group with slow members
+    /// or whose size is not a power of two: buffered sends let a sender run
     /// ahead into its next transfer, which a binomial pipeline whose size is
-    /// not a power of two cannot absorb, so the fast members then form
+    /// not a power of two cannot absorb, so the (fast) members then form
     /// pipelines of power-of-two sizes, chained (see
     /// [`Hybrid`](super::Hybrid)). A group's runtime sets it from its
     /// transport, so every member of a group agrees.
@@ -185,6 +186,16 @@ impl Topology {
     /// True for one rack and no slow member.
     pub fn is_flat(&self) -> bool {
         self.inner.racks.is_empty() && self.inner.slow.is_empty()
+    }
+
+    /// Whether the binomial pipeline of this group is laid out as the
+    /// hybrid's chain ([`Hybrid`](super::Hybrid)) rather than being the plain
+    /// one: with a slow member other than the root, or, where sends complete
+    /// once buffered, in a group whose size is not a power of two (its
+    /// fast members then form pipelines of power-of-two sizes).
+    pub(crate) fn lays_out_pipeline(&self) -> bool {
+        self.inner.slow.iter().any(|&r| r != 0)
+            || (self.inner.buffered_sends && !self.inner.group_size.is_power_of_two())
     }
 
     /// The shared layout: racks in chain order if `by_rack`, else one rack.

@@ -180,7 +180,7 @@ impl<T: Transport> Actor<T> {
                 rank,
                 config.block_size_policy(),
             )
-            .with_topology((!topology.is_flat()).then_some(topology))
+            .with_topology((!topology.is_flat() || topology.buffered_sends()).then_some(topology))
             // A message's digest travels after its bytes.
             .with_max_message_size(config.max_message_size().saturating_add(digest_len(config)))
             .with_receive_window(config.receive_window())
