@@ -34,6 +34,8 @@
 pub(crate) mod buffer;
 #[cfg(any(feature = "ofi", feature = "rdma"))]
 pub(crate) mod driven;
+#[cfg(any(feature = "ofi", feature = "rdma"))]
+pub(crate) mod driver_core;
 pub(crate) mod frame;
 pub(crate) mod liveness;
 pub mod mem;

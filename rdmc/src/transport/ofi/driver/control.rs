@@ -1,7 +1,8 @@
 //! Control messages: the registered slots they are sent from and received
-//! into, queueing them in order per peer, and acting on what arrives.
+//! into, and posting them (queueing them in order per peer, and acting on
+//! what arrives, are [`FabricDriver`]'s).
 
-use super::{CTRL_RECVS, CTRL_SENDS, Driver, Op, OpCtx, post_ctrl_recv};
+use super::{CTRL_RECVS, CTRL_SENDS, Driver, Op, OpCtx, Posted, post_ctrl_recv};
 use crate::transport::ofi::fabric::Domain;
 use std::ffi::c_void;
 use std::ptr;
@@ -9,11 +10,10 @@ use std::sync::Arc;
 
 use crate::transport::ofi::fabric::{Access, Mr, OfiError, check};
 use crate::transport::ofi::ffi;
-use crate::transport::ofi::wire::{ControlMessage, MSG_LEN};
+use crate::transport::ofi::wire::MSG_LEN;
 
 use crate::ids::NodeId;
-use crate::transport::Completion;
-use crate::transport::slots::NoSlot;
+use crate::transport::driver_core::FabricDriver;
 use tokio::time::Instant;
 
 /// Registered memory for control messages: per peer, `CTRL_RECVS` receive
@@ -99,43 +99,26 @@ impl Drop for ControlPool {
     }
 }
 
-/// What a post call said.
-pub(super) enum Posted {
-    Yes,
-    /// No room now: retry after reading completions.
-    Again,
-}
-
 impl Driver {
-    /// Queue a control message to `to`, in order.
-    pub(super) fn send_ctrl(&mut self, to: NodeId, msg: ControlMessage) {
-        let bytes = msg.encode();
-        let peer = self.peer_mut(to);
-        if !peer.ctrl_backlog.is_empty() {
-            peer.ctrl_backlog.push_back(bytes);
-            return;
-        }
-        match self.try_send_ctrl(to, &bytes) {
-            Ok(Posted::Yes) => {}
-            Ok(Posted::Again) => self.peer_mut(to).ctrl_backlog.push_back(bytes),
-            Err(e) => self.peer_failed(to, &e.to_string()),
-        }
-    }
-
-    pub(super) fn try_send_ctrl(
+    /// Post `bytes` to `to` from a free control send slot.
+    pub(super) fn post_ctrl_send(
         &mut self,
         to: NodeId,
         bytes: &[u8; MSG_LEN],
     ) -> Result<Posted, OfiError> {
         let pool = self.control_slots.as_ref().expect("open");
-        let peer = self.peers.get_mut(&to).expect("a known peer");
+        let peer = self.core.peer_mut(to);
         let Some(i) = peer.free_sends.pop() else {
             return Ok(Posted::Again);
         };
         let (slot, at) = pool.send_slot(to, i);
         pool.write(slot, bytes);
         let ctx = OpCtx::boxed(Op::CtrlSend { peer: to, slot: i });
-        let ep = peer.ctrl.as_ref().expect("usable peers have endpoints");
+        let ep = peer
+            .link
+            .ctrl
+            .as_ref()
+            .expect("usable peers have endpoints");
         // SAFETY: the endpoint is open; the slot is registered pool memory,
         // not reused until this send's completion returns it; the context
         // lives until then.
@@ -154,41 +137,18 @@ impl Driver {
     }
 
     pub(super) fn repost_ctrl_recv(&mut self, peer: NodeId, index: usize) {
-        let Some(p) = self.peers.get(&peer).filter(|p| !p.down) else {
+        let Some(p) = self.core.peers.get(&peer).filter(|p| !p.down) else {
             return;
         };
         let i = index - peer.index() * ControlPool::PER_PEER;
-        let result = post_ctrl_recv(p.ctrl.as_ref().expect("up"), self.control_slots(), peer, i);
+        let result = post_ctrl_recv(
+            p.link.ctrl.as_ref().expect("up"),
+            self.control_slots(),
+            peer,
+            i,
+        );
         if let Err(e) = result {
             self.peer_failed(peer, &e.to_string());
-        }
-    }
-
-    pub(super) fn on_control(&mut self, from: NodeId, c: ControlMessage) {
-        match c {
-            ControlMessage::Signal { group, signal } => self.emit(Completion::Signal {
-                group,
-                from,
-                signal,
-            }),
-            ControlMessage::Credit(credit) => self.slots.add_credit(from, credit),
-            ControlMessage::BlockHeader {
-                group,
-                slot,
-                len,
-                immediate,
-            } => match self.slots.header(from, group, slot, len, immediate) {
-                Ok(done) => done.into_iter().for_each(|c| self.emit(c)),
-                Err(NoSlot) => {
-                    tracing::warn!(peer = from.0, slot, "a block header for no posted receive");
-                    self.emit(Completion::TransferFailed {
-                        group,
-                        peer: from,
-                        error: "block without a posted receive",
-                    });
-                }
-            },
-            ControlMessage::Heartbeat => {}
         }
     }
 }

@@ -1,5 +1,6 @@
 //! Control messages: the registered slots they are sent from and received
-//! into, queueing them in order per peer, and acting on what arrives.
+//! into, posting them and reading them (queueing them in order per peer,
+//! and acting on what arrives, are [`FabricDriver`]'s).
 
 use std::ptr;
 
@@ -9,11 +10,11 @@ use sideway::ibverbs::queue_pair::{
 };
 use tokio::time::Instant;
 
-use super::{CTRL_RECVS, CTRL_SENDS, Driver, WrKind, wr_id};
+use super::{CTRL_RECVS, CTRL_SENDS, Driver, Posted, WrKind, wr_id};
 use crate::ids::NodeId;
-use crate::transport::Completion;
+use crate::transport::driver_core::FabricDriver;
 use crate::transport::rdma::verbs::{Device, Mr, Qp, RdmaError, error_chain, verbs_err};
-use crate::transport::rdma::wire::{ControlMessage, MSG_LEN};
+use crate::transport::rdma::wire::MSG_LEN;
 
 /// Registered memory for control messages: per peer, `CTRL_RECVS` receive
 /// slots then `CTRL_SENDS` send slots, `MSG_LEN` bytes each.
@@ -34,13 +35,6 @@ impl std::fmt::Debug for ControlPool {
             .field("len", &self.len)
             .finish()
     }
-}
-
-/// What a post call said.
-pub(super) enum Posted {
-    Yes,
-    /// No room now: retry after reading completions.
-    Again,
 }
 
 impl ControlPool {
@@ -118,28 +112,14 @@ impl Drop for ControlPool {
 }
 
 impl Driver {
-    /// Queue a control message to `to`, in order.
-    pub(super) fn send_ctrl(&mut self, to: NodeId, msg: ControlMessage) {
-        let bytes = msg.encode();
-        let peer = self.peer_mut(to);
-        if !peer.ctrl_backlog.is_empty() {
-            peer.ctrl_backlog.push_back(bytes);
-            return;
-        }
-        match self.try_send_ctrl(to, &bytes) {
-            Ok(Posted::Yes) => {}
-            Ok(Posted::Again) => self.peer_mut(to).ctrl_backlog.push_back(bytes),
-            Err(e) => self.peer_failed(to, &e.to_string()),
-        }
-    }
-
-    pub(super) fn try_send_ctrl(
+    /// Post `bytes` to `to` from a free control send slot.
+    pub(super) fn post_ctrl_send(
         &mut self,
         to: NodeId,
         bytes: &[u8; MSG_LEN],
     ) -> Result<Posted, RdmaError> {
         let pool = self.control_slots.as_ref().expect("open");
-        let peer = self.peers.get_mut(&to).expect("a known peer");
+        let peer = self.core.peer_mut(to);
         let Some(i) = peer.free_sends.pop() else {
             return Ok(Posted::Again);
         };
@@ -147,7 +127,7 @@ impl Driver {
         // SAFETY: in bounds; the slot is free (no send from it in flight),
         // so the device does not read it.
         unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), at, MSG_LEN) };
-        let qp = peer.qp.as_mut().expect("usable peers have a QP");
+        let qp = peer.link.qp.as_mut().expect("usable peers have a QP");
         let mut guard = qp.0.start_post_send();
         let wr = guard
             .construct_wr(
@@ -171,46 +151,23 @@ impl Driver {
     pub(super) fn on_ctrl_recv(&mut self, peer: NodeId, i: usize) {
         let bytes = self.control_slots().read(peer, i);
         self.repost_recv(peer, i);
-        match ControlMessage::decode(&bytes) {
-            Ok(c) => self.on_control(peer, c),
-            Err(err) => {
-                tracing::warn!(peer = peer.0, error = %err, "malformed control message");
-                self.peer_failed(peer, "malformed control message");
-            }
-        }
+        self.on_ctrl_message(peer, &bytes);
     }
 
     /// Post receive `i` of `peer` again (a message or a write consumed it).
     pub(super) fn repost_recv(&mut self, peer: NodeId, i: usize) {
         let pool = self.control_slots.as_ref().expect("open");
         let Some(qp) = self
+            .core
             .peers
             .get_mut(&peer)
             .filter(|p| !p.down)
-            .and_then(|p| p.qp.as_mut())
+            .and_then(|p| p.link.qp.as_mut())
         else {
             return;
         };
         if let Err(e) = pool.post_recv(qp, peer, i) {
             self.peer_failed(peer, &e.to_string());
-        }
-    }
-
-    fn on_control(&mut self, from: NodeId, c: ControlMessage) {
-        match c {
-            ControlMessage::Signal { group, signal } => self.emit(Completion::Signal {
-                group,
-                from,
-                signal,
-            }),
-            ControlMessage::Credit(credit) => self.slots.add_credit(from, credit),
-            ControlMessage::BlockHeader {
-                group,
-                slot,
-                len,
-                immediate,
-            } => self.on_block_header(from, group, slot, len, immediate),
-            ControlMessage::Heartbeat => {}
         }
     }
 }
