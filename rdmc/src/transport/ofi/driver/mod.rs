@@ -49,7 +49,7 @@ use super::wire::MSG_LEN;
 use crate::ids::{GroupId, NodeId};
 use crate::transport::driver_core::{self, Core, FabricDriver, PeerLink, Posted, WriteOp};
 use crate::transport::{CompletionSender, RecvRegion};
-use crate::wait::{CompletionMode, Next, WaitPolicy};
+use crate::wait::{CompletionMode, WaitPolicy};
 
 pub(crate) use self::control::ControlPool;
 pub(crate) use self::ops::{Fid, WaitFd, ep_token, post_ctrl_recv, post_data_recv, token_peer};
@@ -179,22 +179,8 @@ impl Driver {
             if self.upkeep() {
                 return;
             }
-            match wait.after_pass(work) {
-                Next::Again => {
-                    tokio::task::yield_now().await;
-                    continue;
-                }
-                Next::Spin => {
-                    // Nothing came: let other threads have the core for a
-                    // moment (the provider's progress thread, the peers) — on
-                    // a machine with few cores, a poller that never yields
-                    // starves the very threads that produce its completions —
-                    // then poll again.
-                    std::thread::yield_now();
-                    tokio::task::yield_now().await;
-                    continue;
-                }
-                Next::Sleep => {}
+            if !wait.should_sleep_after(work).await {
+                continue;
             }
             if fd_wait_works {
                 // SAFETY: the fabric, CQ and EQ are open for the driver's life.

@@ -40,7 +40,7 @@ use super::wire::MSG_LEN;
 use crate::ids::{GroupId, NodeId};
 use crate::transport::driver_core::{self, Core, FabricDriver, PeerLink, Posted, WriteOp};
 use crate::transport::{CompletionSender, RecvRegion};
-use crate::wait::{CompletionMode, Next, WaitPolicy};
+use crate::wait::{CompletionMode, WaitPolicy};
 
 pub(crate) use self::control::ControlPool;
 use self::data::{PostedWrite, RootRegistration};
@@ -225,17 +225,8 @@ impl Driver {
             if self.upkeep() {
                 return;
             }
-            match wait.after_pass(work) {
-                Next::Again => {
-                    tokio::task::yield_now().await;
-                    continue;
-                }
-                Next::Spin => {
-                    std::thread::yield_now();
-                    tokio::task::yield_now().await;
-                    continue;
-                }
-                Next::Sleep => {}
+            if !wait.should_sleep_after(work).await {
+                continue;
             }
             // Arm, then poll once more: a completion that arrived between
             // the last poll and the arming raised no event.
