@@ -33,6 +33,9 @@
 
 pub(crate) mod buffer;
 #[cfg(any(feature = "ofi", feature = "rdma"))]
+#[allow(unsafe_code)]
+pub(crate) mod control_slots;
+#[cfg(any(feature = "ofi", feature = "rdma"))]
 pub(crate) mod driven;
 #[cfg(any(feature = "ofi", feature = "rdma"))]
 pub(crate) mod driver_core;
