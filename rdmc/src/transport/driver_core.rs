@@ -18,7 +18,10 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::fmt::Display;
+use std::sync::Arc;
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
@@ -46,6 +49,57 @@ pub(crate) struct WriteOp {
     pub(crate) block: BlockRef,
     /// Where the receiver said the block goes.
     pub(crate) credit: Credit,
+}
+
+/// A root's whole message, registered once for all its block writes (`M`
+/// is the fabric's registration). Holds the bytes, so they outlive the
+/// registration (dropped first: fields drop in order).
+#[derive(Debug)]
+pub(crate) struct RootRegistration<M> {
+    pub(crate) mr: M,
+    message: Bytes,
+}
+
+/// Per group, the registration of the message its root sends now, so a
+/// message is registered once, not per block (the root sends a group's
+/// messages one after another).
+#[derive(Debug)]
+pub(crate) struct RootRegistrations<M>(HashMap<GroupId, Arc<RootRegistration<M>>>);
+
+impl<M> Default for RootRegistrations<M> {
+    fn default() -> Self {
+        RootRegistrations(HashMap::new())
+    }
+}
+
+impl<M> RootRegistrations<M> {
+    /// The registration of the root's message `block` is part of: the
+    /// group's, if it is of that message, or else one `register` makes of
+    /// the message (whose bytes the registration then holds), kept as the
+    /// group's.
+    pub(crate) fn get_or_register<E>(
+        &mut self,
+        group: GroupId,
+        block: &BlockRef,
+        register: impl FnOnce(&Bytes) -> Result<M, E>,
+    ) -> Result<Arc<RootRegistration<M>>, E> {
+        let message = block.message().expect("a root's block").clone();
+        if let Some(reg) = self.0.get(&group)
+            && reg.message.as_ptr() == message.as_ptr()
+            && reg.message.len() == message.len()
+        {
+            return Ok(Arc::clone(reg));
+        }
+        let mr = register(&message)?;
+        let reg = Arc::new(RootRegistration { mr, message });
+        self.0.insert(group, Arc::clone(&reg));
+        Ok(reg)
+    }
+
+    /// The group is over here: drop its registration.
+    pub(crate) fn remove(&mut self, group: GroupId) {
+        self.0.remove(&group);
+    }
 }
 
 /// What a post call said.

@@ -43,11 +43,13 @@ use tokio::time::Instant;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
 
-use super::fabric::{Domain, Modes, OfiError, strerror};
+use super::fabric::{Domain, Modes, Mr, OfiError, strerror};
 use super::ffi;
 use super::wire::MSG_LEN;
 use crate::ids::{GroupId, NodeId};
-use crate::transport::driver_core::{self, Core, FabricDriver, PeerLink, Posted, WriteOp};
+use crate::transport::driver_core::{
+    self, Core, FabricDriver, PeerLink, Posted, RootRegistrations, WriteOp,
+};
 use crate::transport::{CompletionSender, RecvRegion};
 use crate::wait::{CompletionMode, WaitPolicy};
 
@@ -114,7 +116,7 @@ pub(crate) struct Driver {
     /// CQ data too (8-byte CQ data; verbs has 4), checked against the header.
     pub(crate) len_in_cq_data: bool,
     /// Per group, the registration of the message its root sends now.
-    root_registrations: HashMap<GroupId, Arc<RootRegistration>>,
+    root_registrations: RootRegistrations<Mr>,
     /// Last: the domain closes after every queue and endpoint.
     pub(crate) domain: Arc<Domain>,
 }
@@ -156,7 +158,7 @@ impl Driver {
             mode,
             next_key,
             len_in_cq_data: false,
-            root_registrations: HashMap::new(),
+            root_registrations: RootRegistrations::default(),
         }
     }
 
@@ -258,7 +260,7 @@ impl FabricDriver for Driver {
     }
 
     fn release_registrations(&mut self, group: GroupId) {
-        self.root_registrations.remove(&group);
+        self.root_registrations.remove(group);
     }
 
     fn close_link(&mut self, peer: NodeId) {

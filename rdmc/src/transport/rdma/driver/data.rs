@@ -13,7 +13,7 @@ use sideway::ibverbs::queue_pair::{
 
 use super::{Driver, WrKind, wr_id};
 use crate::ids::{GroupId, NodeId};
-use crate::transport::driver_core::{FabricDriver, WriteOp};
+use crate::transport::driver_core::{self, FabricDriver, WriteOp};
 use crate::transport::rdma::verbs::{Mr, RdmaError, error_chain, verbs_err};
 use crate::transport::slots::NoSlot;
 use crate::transport::{BlockRef, MessageBuffer};
@@ -27,12 +27,7 @@ pub(crate) struct PostedWrite {
 }
 
 /// A root's whole message, registered once for all its block writes.
-/// Holds the bytes, so they outlive the registration.
-#[derive(Debug)]
-pub(crate) struct RootRegistration {
-    pub(super) mr: Mr,
-    pub(super) message: bytes::Bytes,
-}
+pub(crate) type RootRegistration = driver_core::RootRegistration<Mr>;
 
 impl Driver {
     /// Register (once) the buffer a region belongs to; its (lkey, rkey).
@@ -70,24 +65,16 @@ impl Driver {
         group: GroupId,
         block: &BlockRef,
     ) -> Result<Arc<RootRegistration>, RdmaError> {
-        let message = block.message().expect("a root's block").clone();
-        if let Some(reg) = self.root_registrations.get(&group)
-            && reg.message.as_ptr() == message.as_ptr()
-            && reg.message.len() == message.len()
-        {
-            return Ok(Arc::clone(reg));
-        }
-        // SAFETY: the registration holds a clone of the bytes, so they stay
-        // allocated (and unchanged: `Bytes` are immutable) until it is
-        // dropped; it is only read (no access flags: local read), as the
-        // source of writes, so read-only memory can be registered too.
-        let mr = unsafe {
-            self.device
-                .register(message.as_ptr(), message.len(), AccessFlags::none())
-        }?;
-        let reg = Arc::new(RootRegistration { mr, message });
-        self.root_registrations.insert(group, Arc::clone(&reg));
-        Ok(reg)
+        let device = &self.device;
+        self.root_registrations
+            .get_or_register(group, block, |message| {
+                // SAFETY: the registration holds a clone of the bytes, so
+                // they stay allocated (and unchanged: `Bytes` are immutable)
+                // until it is dropped; it is only read (no access flags:
+                // local read), as the source of writes, so read-only memory
+                // can be registered too.
+                unsafe { device.register(message.as_ptr(), message.len(), AccessFlags::none()) }
+            })
     }
 
     /// Post one block write; `Ok(Some(op))` if there is no room now.

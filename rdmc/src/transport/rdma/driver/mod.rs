@@ -35,15 +35,17 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::ffi::Notifier;
-use super::verbs::{Device, Qp, RdmaError};
+use super::verbs::{Device, Mr, Qp, RdmaError};
 use super::wire::MSG_LEN;
 use crate::ids::{GroupId, NodeId};
-use crate::transport::driver_core::{self, Core, FabricDriver, PeerLink, Posted, WriteOp};
+use crate::transport::driver_core::{
+    self, Core, FabricDriver, PeerLink, Posted, RootRegistrations, WriteOp,
+};
 use crate::transport::{CompletionSender, RecvRegion};
 use crate::wait::{CompletionMode, WaitPolicy};
 
 pub(crate) use self::control::ControlPool;
-use self::data::{PostedWrite, RootRegistration};
+use self::data::PostedWrite;
 
 /// Receives kept posted per QP (control messages and block writes each
 /// consume one). More than a peer can have in flight
@@ -133,7 +135,7 @@ pub(crate) struct Driver {
     control_slots: Option<ControlPool>,
     mode: CompletionMode,
     /// Per group, the registration of the message its root sends now.
-    root_registrations: HashMap<GroupId, Arc<RootRegistration>>,
+    root_registrations: RootRegistrations<Mr>,
     next_write: u32,
     /// Peers whose rendezvous connection closed (their process is gone),
     /// and the tasks watching those connections (aborted — closing the
@@ -168,7 +170,7 @@ impl Driver {
             core: Core::new(peers, commands, completions, failure_timeout),
             control_slots: Some(control_slots),
             mode,
-            root_registrations: HashMap::new(),
+            root_registrations: RootRegistrations::default(),
             next_write: 0,
             link_closed: None,
             watchers: HashMap::new(),
@@ -314,7 +316,7 @@ impl FabricDriver for Driver {
     }
 
     fn release_registrations(&mut self, group: GroupId) {
-        self.root_registrations.remove(&group);
+        self.root_registrations.remove(group);
     }
 
     fn close_link(&mut self, peer: NodeId) {
