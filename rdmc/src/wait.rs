@@ -205,6 +205,31 @@ impl WaitPolicy {
         self.after_pass_at(work, Instant::now())
     }
 
+    /// After a pass that handled `work` events: yield as the policy says,
+    /// and say whether the loop should now sleep until woken (`false`:
+    /// pass again).
+    ///
+    /// A pass that found nothing while the mode keeps polling first lets
+    /// the other threads of the machine have the core for a moment (as
+    /// MPI's ranks do with `mpi_yield_when_idle`): on a machine with few
+    /// cores, a poller that never yields starves, for a whole time slice,
+    /// the very threads that produce its completions — a provider's
+    /// progress thread, the peers, members sharing the cores.
+    pub(crate) async fn should_sleep_after(&mut self, work: usize) -> bool {
+        match self.after_pass(work) {
+            Next::Again => {
+                tokio::task::yield_now().await;
+                false
+            }
+            Next::Spin => {
+                std::thread::yield_now();
+                tokio::task::yield_now().await;
+                false
+            }
+            Next::Sleep => true,
+        }
+    }
+
     fn after_pass_at(&mut self, work: usize, now: Instant) -> Next {
         if work > 0 {
             match self.mode {

@@ -25,7 +25,7 @@ use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
 use crate::proto::{FailureReason, GroupMember, MemberError, Rank, Rendezvous};
 use crate::transport::{Completion, Completions, MessageBuffer, Signal, Transport};
-use crate::wait::{CompletionMode, Next, WaitPolicy};
+use crate::wait::{CompletionMode, WaitPolicy};
 
 /// What a node's handles ask of its actor.
 #[derive(Debug)]
@@ -252,23 +252,8 @@ impl<T: Transport> Actor<T> {
                     }
                     handled += 1;
                 }
-                match wait.after_pass(handled) {
-                    Next::Again => {
-                        tokio::task::yield_now().await;
-                        continue;
-                    }
-                    Next::Spin => {
-                        // Nothing came: let the other threads of the
-                        // machine have the core for a moment (as the
-                        // fabric drivers do, and MPI's ranks with
-                        // `mpi_yield_when_idle`) — members sharing a few
-                        // cores would otherwise starve each other for a
-                        // whole time slice — then poll again.
-                        std::thread::yield_now();
-                        tokio::task::yield_now().await;
-                        continue;
-                    }
-                    Next::Sleep => {}
+                if !wait.should_sleep_after(handled).await {
+                    continue;
                 }
                 let deadline = self.next_deadline();
                 tokio::select! {

@@ -3,14 +3,14 @@
 //! have been silent past the failure timeout.
 //!
 //! Pure: every question takes the current time, so a transport's own loop
-//! (the `tcp` link's reader and writer, the `ofi` driver) decides when to
-//! ask. Times are tokio's, so tests with a paused clock see them advance.
-//! (The `tcp` link has one peer per reader and writer and waits for its
-//! deadlines; the `ofi` driver checks all its peers at once, with
-//! [`Liveness::check`].)
+//! (the `tcp` link's reader and writer, the `ofi` and `rdma` drivers)
+//! decides when to ask. Times are tokio's, so tests with a paused clock see
+//! them advance. (The `tcp` link has one peer per reader and writer and
+//! waits for its deadlines; the `ofi` and `rdma` drivers check all their
+//! peers at once, with [`Liveness::check`].)
 
-// Without `ofi`, nothing checks all its peers at once.
-#![cfg_attr(not(any(feature = "ofi", test)), allow(dead_code))]
+// Without `ofi` or `rdma`, nothing checks all its peers at once.
+#![cfg_attr(not(any(feature = "ofi", feature = "rdma", test)), allow(dead_code))]
 
 use std::time::Duration;
 

@@ -33,7 +33,12 @@
 
 pub(crate) mod buffer;
 #[cfg(any(feature = "ofi", feature = "rdma"))]
+#[allow(unsafe_code)]
+pub(crate) mod control_slots;
+#[cfg(any(feature = "ofi", feature = "rdma"))]
 pub(crate) mod driven;
+#[cfg(any(feature = "ofi", feature = "rdma"))]
+pub(crate) mod driver_core;
 pub(crate) mod frame;
 pub(crate) mod liveness;
 pub mod mem;

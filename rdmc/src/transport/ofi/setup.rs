@@ -28,8 +28,8 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
 use super::driver::{
-    CTRL_RECVS, CTRL_SENDS, ControlPool, DATA_RECVS, Driver, Fid, Peer, WaitFd, ep_token,
-    post_ctrl_recv, post_data_recv, token_peer,
+    CTRL_RECVS, CTRL_SENDS, ControlPool, DATA_RECVS, Driver, Endpoints, Fid, Peer, WaitFd,
+    ep_token, post_ctrl_recv, post_data_recv, token_peer,
 };
 use super::fabric::{Domain, Info, OfiError, check};
 use super::{FabricOptions, OfiEndpoint, ffi};
@@ -634,7 +634,7 @@ fn start_driver(
     for p in startup.peers() {
         let data = endpoints.remove(&(p, false)).expect("connected");
         let ctrl = endpoints.remove(&(p, true)).expect("connected");
-        peers.insert(p, Peer::new(data, ctrl));
+        peers.insert(p, Peer::new(Endpoints::new(data, ctrl)));
     }
     let interest = tokio::io::Interest::READABLE;
     // SAFETY: the fds are the CQ's and EQ's wait objects, open until those

@@ -23,7 +23,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::driver::{CTRL_RECVS, CTRL_SENDS, ControlPool, Driver, Peer, WRITES_IN_FLIGHT};
+use super::driver::{CTRL_RECVS, CTRL_SENDS, ControlPool, Driver, Peer, QpLink, WRITES_IN_FLIGHT};
 use super::ffi::Notifier;
 use super::verbs::{Device, QpAddress, RdmaError};
 use super::{DeviceOptions, RdmaEndpoint};
@@ -189,7 +189,7 @@ pub(crate) async fn establish(
     drop(mesh);
     let peers = connected
         .into_iter()
-        .map(|(p, qp)| (p, Peer::new(qp)))
+        .map(|(p, qp)| (p, Peer::new(QpLink::new(qp))))
         .collect();
     let device = Arc::new(device);
     let notifier = Notifier::new(Arc::clone(&device.cq), Arc::clone(&device.channel));

@@ -1,13 +1,13 @@
 //! Reading the completion queue: each completion (or error completion)
 //! is matched to its operation by the context handed back.
 
-use super::{BATCH, Driver, Op, OpCtx};
+use super::{Driver, Op, OpCtx};
 
 use crate::transport::ofi::fabric::strerror;
 use crate::transport::ofi::ffi;
-use crate::transport::ofi::wire::ControlMessage;
 
 use crate::transport::Completion;
+use crate::transport::driver_core::{BATCH, FabricDriver};
 use tokio::time::Instant;
 
 impl Driver {
@@ -63,27 +63,21 @@ impl Driver {
                 }
             }
             Op::CtrlRecv { peer, index } => {
-                if let Some(p) = self.peers.get_mut(&peer) {
+                if let Some(p) = self.core.peers.get_mut(&peer) {
                     p.clock.heard(Instant::now());
                 }
                 let bytes = self.control_slots().read(index);
                 self.repost_ctrl_recv(peer, index);
-                match ControlMessage::decode(&bytes) {
-                    Ok(c) => self.on_control(peer, c),
-                    Err(err) => {
-                        tracing::warn!(peer = peer.0, error = %err, "malformed control message");
-                        self.peer_failed(peer, "malformed control message");
-                    }
-                }
+                self.on_ctrl_message(peer, &bytes);
             }
             Op::CtrlSend { peer, slot } => {
-                if let Some(p) = self.peers.get_mut(&peer) {
+                if let Some(p) = self.core.peers.get_mut(&peer) {
                     p.free_sends.push(slot);
                 }
             }
             Op::Write { peer, group, .. } => {
-                if let Some(p) = self.peers.get_mut(&peer) {
-                    p.writes_in_flight -= 1;
+                if let Some(p) = self.core.peers.get_mut(&peer) {
+                    p.link.writes_in_flight -= 1;
                 }
                 tracing::trace!(group = group.0, to = peer.0, "block write complete");
                 self.emit(Completion::Sent { group, to: peer });
@@ -115,14 +109,14 @@ impl Driver {
         let peer = match op {
             Op::CtrlRecv { peer, .. } | Op::DataRecv { peer } => peer,
             Op::CtrlSend { peer, slot } => {
-                if let Some(p) = self.peers.get_mut(&peer) {
+                if let Some(p) = self.core.peers.get_mut(&peer) {
                     p.free_sends.push(slot);
                 }
                 peer
             }
             Op::Write { peer, group, .. } => {
-                if let Some(p) = self.peers.get_mut(&peer) {
-                    p.writes_in_flight -= 1;
+                if let Some(p) = self.core.peers.get_mut(&peer) {
+                    p.link.writes_in_flight -= 1;
                 }
                 if !cancelled {
                     self.emit(Completion::TransferFailed {

@@ -1,37 +1,15 @@
-//! Peers going down: silence past the failure timeout, endpoint events
-//! (shutdown, error), and what is dropped when a peer is down.
-
-use tokio::time::Instant;
+//! Peers going down: endpoint events (shutdown, error), and the endpoints
+//! of a peer that is down closed. (Silence past the failure timeout, and
+//! what else is dropped when a peer is down, are [`FabricDriver`]'s.)
 
 use super::{Driver, token_peer};
 use crate::transport::ofi::fabric::strerror;
 use crate::transport::ofi::ffi;
-use crate::transport::ofi::wire::ControlMessage;
 
 use crate::ids::NodeId;
-use crate::transport::Completion;
+use crate::transport::driver_core::FabricDriver;
 
 impl Driver {
-    /// Send heartbeats to peers not written to lately; declare peers silent
-    /// for the failure timeout down.
-    pub(super) fn check_liveness(&mut self) {
-        let now = Instant::now();
-        self.next_liveness_check = now + self.liveness.check_interval();
-        let live = self.peers.iter().filter(|(_, p)| !p.down);
-        let check = self
-            .liveness
-            .check(now, live.map(|(&id, p)| (id, &p.clock)));
-        if self.flushing.is_none() {
-            for id in check.heartbeats {
-                self.send_ctrl(id, ControlMessage::Heartbeat);
-            }
-        }
-        for id in check.silent {
-            let why = self.liveness.silence_reason();
-            self.peer_failed(id, &why);
-        }
-    }
-
     /// Read every EQ event there is: a peer whose endpoint shut down or
     /// failed is down.
     pub(super) fn poll_eq(&mut self) -> usize {
@@ -71,28 +49,17 @@ impl Driver {
         handled
     }
 
-    /// `peer` is gone: close its endpoints (so the provider touches none of
-    /// the memory posted for it any more), drop what was posted for it, and
-    /// tell the runtime — once.
-    pub(super) fn peer_failed(&mut self, peer: NodeId, why: &str) {
-        let Some(p) = self.peers.get_mut(&peer) else {
-            return;
-        };
-        if p.down {
-            return;
-        }
-        if self.flushing.is_none() {
-            tracing::warn!(peer = peer.0, reason = why, "peer down");
-        }
-        p.down = true;
-        p.ctrl_backlog.clear();
-        p.write_backlog.clear();
-        for ep in [p.data.take(), p.ctrl.take()].into_iter().flatten() {
+    /// `peer` is down: shut down and close its endpoints, so the provider
+    /// touches none of the memory posted for it any more.
+    pub(super) fn close_endpoints(&mut self, peer: NodeId) {
+        let p = self.core.peer_mut(peer);
+        for ep in [p.link.data.take(), p.link.ctrl.take()]
+            .into_iter()
+            .flatten()
+        {
             // SAFETY: an open endpoint; shutting it down before closing it.
             unsafe { ffi::rdmc_shutdown(ep.0) };
             drop(ep);
         }
-        self.slots.drop_peer(peer);
-        self.emit(Completion::PeerDown { node: peer });
     }
 }

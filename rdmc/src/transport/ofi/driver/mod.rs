@@ -13,12 +13,16 @@
 //! safe with edge-triggered epoll — by spinning on `fi_cq_read`, or by
 //! spinning for a window after each burst of activity and sleeping after.
 //!
-//! This module holds the driver's state and its run loop; its parts live in
-//! submodules by job: [`ops`] (libfabric handles and operation contexts),
-//! [`control`] (control-message slots and messages), [`send`] (credits and
-//! block writes), [`root`] (registrations of a root's messages), [`recv`]
-//! (receive slots and delivery), [`completions`] (reading the CQ),
-//! [`failure`] (peers going down) and [`teardown`] (flush and close).
+//! This module holds the driver's state, its run loop and its libfabric
+//! primitives for the logic the RDMA-style drivers share
+//! ([`FabricDriver`]: commands, credits, backlogs, control messages,
+//! liveness, peers going down, the flush); its parts live in submodules by
+//! job: [`ops`] (libfabric handles and operation contexts), [`control`]
+//! (control-message slots, control sends), [`send`] (block writes),
+//! [`root`] (registrations of a root's messages), [`recv`] (receive
+//! buffers and landed writes), [`completions`] (reading the CQ),
+//! [`failure`] (endpoint events, closing a failed peer's endpoints) and
+//! [`teardown`] (closing everything).
 
 mod completions;
 mod control;
@@ -29,80 +33,65 @@ mod root;
 mod send;
 mod teardown;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use tokio::io::unix::AsyncFd;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-use super::fabric::{Domain, Modes, strerror};
+use super::fabric::{Domain, Modes, Mr, OfiError, strerror};
 use super::ffi;
-use super::wire::{ControlMessage, MSG_LEN};
+use super::wire::MSG_LEN;
 use crate::ids::{GroupId, NodeId};
-use crate::transport::liveness::{Liveness, PeerClock};
-use crate::transport::slots::SlotTable;
-use crate::transport::{Completion, CompletionSender};
-use crate::wait::{CompletionMode, Next, WaitPolicy};
+use crate::transport::driver_core::{
+    self, Core, FabricDriver, PeerLink, Posted, RootRegistrations, WriteOp,
+};
+use crate::transport::{CompletionSender, RecvRegion};
+use crate::wait::{CompletionMode, WaitPolicy};
 
 pub(crate) use self::control::ControlPool;
-use self::control::Posted;
 pub(crate) use self::ops::{Fid, WaitFd, ep_token, post_ctrl_recv, post_data_recv, token_peer};
 use self::ops::{Op, OpCtx};
 use self::root::RootRegistration;
-use self::send::WriteOp;
 
 /// Control receives kept posted per peer.
 pub(crate) const CTRL_RECVS: usize = 64;
-/// Control sends in flight per peer (each holds a registered 64-byte slot).
-pub(crate) const CTRL_SENDS: usize = 64;
+pub(crate) use crate::transport::driver_core::CTRL_SENDS;
 /// Zero-length receives kept posted per peer's data endpoint when writes
 /// with remote CQ data consume receives (`FI_RX_CQ_DATA`).
 pub(crate) const DATA_RECVS: usize = 64;
-/// Block writes in flight per peer.
-const WRITES_IN_FLIGHT: usize = 16;
-/// Most commands and completions handled before yielding.
-const BATCH: usize = 256;
 
 pub(crate) use crate::transport::driven::Cmd;
 
 /// One connected peer.
+pub(crate) type Peer = driver_core::Peer<Endpoints>;
+
+/// The endpoints to one peer.
 #[derive(Debug)]
-pub(crate) struct Peer {
+pub(crate) struct Endpoints {
     pub(crate) data: Option<Fid>,
     pub(crate) ctrl: Option<Fid>,
-    pub(crate) down: bool,
-    ctrl_backlog: VecDeque<[u8; MSG_LEN]>,
-    free_sends: Vec<usize>,
-    write_backlog: VecDeque<WriteOp>,
     writes_in_flight: usize,
-    /// When anything last came from the peer, and when a control message
-    /// last went to it.
-    clock: PeerClock,
 }
 
-impl Peer {
+impl Endpoints {
+    /// A peer's `data` and `ctrl` endpoints, connected.
     pub(crate) fn new(data: Fid, ctrl: Fid) -> Self {
-        Peer {
-            clock: PeerClock::new(Instant::now()),
+        Endpoints {
             data: Some(data),
             ctrl: Some(ctrl),
-            down: false,
-            ctrl_backlog: VecDeque::new(),
-            free_sends: (0..CTRL_SENDS).rev().collect(),
-            write_backlog: VecDeque::new(),
             writes_in_flight: 0,
         }
     }
+}
 
-    fn idle(&self) -> bool {
-        self.down
-            || (self.ctrl_backlog.is_empty()
-                && self.free_sends.len() == CTRL_SENDS
-                && self.write_backlog.is_empty()
-                && self.writes_in_flight == 0)
+impl PeerLink for Endpoints {
+    fn writes_in_flight(&self) -> usize {
+        self.writes_in_flight
     }
 }
 
@@ -114,27 +103,20 @@ pub(crate) struct Driver {
     // with the reactor go before the queues that own the fds.
     pub(crate) cq_fd: Option<AsyncFd<WaitFd>>,
     pub(crate) eq_fd: Option<AsyncFd<WaitFd>>,
-    pub(crate) peers: HashMap<NodeId, Peer>,
+    /// The peers, receive slots and credits, commands, liveness, flush.
+    core: Core<Endpoints, Infallible>,
     /// The registered control-message slots (taken on drop, after the
     /// endpoints close).
     control_slots: Option<ControlPool>,
     pub(crate) cq: Fid,
     pub(crate) eq: Fid,
-    pub(crate) commands: mpsc::UnboundedReceiver<Cmd>,
-    pub(crate) completions: CompletionSender,
     pub(crate) mode: CompletionMode,
     pub(crate) next_key: u64,
     /// Whether writes carry the block length in the upper 32 bits of their
     /// CQ data too (8-byte CQ data; verbs has 4), checked against the header.
     pub(crate) len_in_cq_data: bool,
-    /// When peers are down, and when they are due a heartbeat.
-    liveness: Liveness,
-    next_liveness_check: Instant,
-    /// Receive slots, and the credits peers gave.
-    slots: SlotTable,
     /// Per group, the registration of the message its root sends now.
-    root_registrations: HashMap<GroupId, Arc<RootRegistration>>,
-    flushing: Option<(oneshot::Sender<()>, Instant)>,
+    root_registrations: RootRegistrations<Mr>,
     /// Last: the domain closes after every queue and endpoint.
     pub(crate) domain: Arc<Domain>,
 }
@@ -169,20 +151,14 @@ impl Driver {
             domain,
             cq_fd: Some(cq_fd),
             eq_fd: Some(eq_fd),
-            peers,
+            core: Core::new(peers, commands, completions, failure_timeout),
             control_slots: Some(control_slots),
             cq,
             eq,
-            commands,
-            completions,
             mode,
             next_key,
-            liveness: Liveness::new(failure_timeout),
             len_in_cq_data: false,
-            next_liveness_check: Instant::now(),
-            slots: SlotTable::default(),
-            root_registrations: HashMap::new(),
-            flushing: None,
+            root_registrations: RootRegistrations::default(),
         }
     }
 
@@ -197,40 +173,16 @@ impl Driver {
         let mut wait = WaitPolicy::new(self.mode);
         let mut fd_wait_works = true;
         loop {
-            let mut work = 0;
-            while work < BATCH {
-                match self.commands.try_recv() {
-                    Ok(cmd) => self.on_command(cmd),
-                    Err(mpsc::error::TryRecvError::Empty) => break,
-                    Err(mpsc::error::TryRecvError::Disconnected) => return,
-                }
-                work += 1;
-            }
+            let Some(mut work) = self.take_commands() else {
+                return;
+            };
             work += self.poll_cq();
             work += self.poll_eq();
-            self.retry_backlogs();
-            if Instant::now() >= self.next_liveness_check {
-                self.check_liveness();
-            }
-            if self.flush_done() {
+            if self.upkeep() {
                 return;
             }
-            match wait.after_pass(work) {
-                Next::Again => {
-                    tokio::task::yield_now().await;
-                    continue;
-                }
-                Next::Spin => {
-                    // Nothing came: let other threads have the core for a
-                    // moment (the provider's progress thread, the peers) — on
-                    // a machine with few cores, a poller that never yields
-                    // starves the very threads that produce its completions —
-                    // then poll again.
-                    std::thread::yield_now();
-                    tokio::task::yield_now().await;
-                    continue;
-                }
-                Next::Sleep => {}
+            if !wait.should_sleep_after(work).await {
+                continue;
             }
             if fd_wait_works {
                 // SAFETY: the fabric, CQ and EQ are open for the driver's life.
@@ -246,14 +198,14 @@ impl Driver {
                     fd_wait_works = false;
                 }
             }
-            let deadline = self.flushing.as_ref().map(|(_, at)| *at);
-            let liveness = self.next_liveness_check;
+            let deadline = self.core.flush_deadline();
+            let liveness = self.core.next_liveness_check;
             let (cq_fd, eq_fd) = (
                 self.cq_fd.as_ref().expect("open"),
                 self.eq_fd.as_ref().expect("open"),
             );
             tokio::select! {
-                cmd = self.commands.recv() => match cmd {
+                cmd = self.core.commands.recv() => match cmd {
                     Some(cmd) => self.on_command(cmd),
                     None => return,
                 },
@@ -274,52 +226,48 @@ impl Driver {
             }
         }
     }
+}
 
-    fn on_command(&mut self, cmd: Cmd) {
-        match cmd {
-            Cmd::PostRecv {
-                group,
-                from,
-                region,
-            } => self.post_recv(group, from, region),
-            Cmd::PostSend {
-                group,
-                to,
-                block,
-                immediate,
-            } => self.post_send(group, to, block, immediate),
-            Cmd::Signal { group, to, signal } => {
-                if self.usable(to) {
-                    self.send_ctrl(to, ControlMessage::Signal { group, signal });
-                } else {
-                    self.unreachable(group, to);
-                }
-            }
-            Cmd::Release { group } => self.release(group),
-            Cmd::Flush { done, limit } => {
-                self.flushing = Some((done, Instant::now() + limit));
-            }
-            Cmd::Extra(never) => match never {},
-        }
+/// The libfabric primitives; the logic both drivers share is
+/// [`FabricDriver`]'s.
+impl FabricDriver for Driver {
+    type Link = Endpoints;
+    type Extra = Infallible;
+    type Error = OfiError;
+    const QUEUES: &'static str = "fabric endpoints";
+    const MAX_WRITE: u64 = u64::MAX;
+
+    fn core(&self) -> &Core<Endpoints, Infallible> {
+        &self.core
     }
 
-    fn emit(&self, c: Completion) {
-        let _ = self.completions.send(c);
+    fn core_mut(&mut self) -> &mut Core<Endpoints, Infallible> {
+        &mut self.core
     }
 
-    fn unreachable(&self, group: GroupId, peer: NodeId) {
-        self.emit(Completion::TransferFailed {
-            group,
-            peer,
-            error: "peer unreachable",
-        });
+    fn try_send_ctrl(&mut self, to: NodeId, bytes: &[u8; MSG_LEN]) -> Result<Posted, OfiError> {
+        self.post_ctrl_send(to, bytes)
     }
 
-    fn usable(&self, peer: NodeId) -> bool {
-        self.peers.get(&peer).is_some_and(|p| !p.down) && self.flushing.is_none()
+    fn try_write(&mut self, to: NodeId, op: WriteOp) -> Result<Option<WriteOp>, OfiError> {
+        self.post_write(to, op)
     }
 
-    fn peer_mut(&mut self, peer: NodeId) -> &mut Peer {
-        self.peers.get_mut(&peer).expect("a known peer")
+    fn register_recv(&mut self, region: &RecvRegion) -> Result<(u64, u64), String> {
+        let buf = Arc::clone(region.buffer());
+        let (_, key) = self.buffer_mr(&buf)?;
+        Ok((self.modes.remote_addr(buf.as_ptr(), region.offset()), key))
+    }
+
+    fn release_registrations(&mut self, group: GroupId) {
+        self.root_registrations.remove(group);
+    }
+
+    fn close_link(&mut self, peer: NodeId) {
+        self.close_endpoints(peer);
+    }
+
+    fn on_extra(&mut self, never: Infallible) {
+        match never {}
     }
 }

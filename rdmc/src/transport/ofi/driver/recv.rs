@@ -1,16 +1,17 @@
-//! The receiver's half of a block transfer: buffers registered, slots
-//! credited to the sender, and a block delivered once both its write and
-//! its header are in.
+//! The receiver's half of a block transfer: buffers registered, data
+//! receives reposted, and landed writes matched to their slots. (Slots
+//! credited to the sender are [`FabricDriver`]'s; a block is delivered once
+//! both its write and its header are in.)
 
 use super::{Driver, post_data_recv};
 use std::ffi::c_void;
 use std::sync::Arc;
 
 use crate::transport::ofi::fabric::{Access, Mr};
-use crate::transport::ofi::wire::{ControlMessage, Credit};
 
-use crate::ids::{GroupId, NodeId};
-use crate::transport::{Completion, MessageBuffer, RecvRegion};
+use crate::ids::NodeId;
+use crate::transport::MessageBuffer;
+use crate::transport::driver_core::FabricDriver;
 use tokio::time::Instant;
 
 impl Driver {
@@ -46,51 +47,11 @@ impl Driver {
         Ok((desc, key))
     }
 
-    /// The receiver's half of a block transfer: register the memory, keep
-    /// the region in a slot, and give the peer a credit for it.
-    pub(super) fn post_recv(&mut self, group: GroupId, from: NodeId, region: RecvRegion) {
-        if !self.usable(from) {
-            return self.unreachable(group, from);
-        }
-        let (addr, key) = if region.len() == 0 {
-            (0, 0)
-        } else {
-            let buf = Arc::clone(region.buffer());
-            match self.buffer_mr(&buf) {
-                Ok((_, key)) => (self.modes.remote_addr(buf.as_ptr(), region.offset()), key),
-                Err(e) => {
-                    tracing::warn!(error = %e, "cannot register a receive buffer");
-                    return self.emit(Completion::TransferFailed {
-                        group,
-                        peer: from,
-                        error: "memory registration failed",
-                    });
-                }
-            }
-        };
-        let len = region.len() as u64;
-        let slot = self.slots.insert(group, from, region);
-        let credit = Credit {
-            group,
-            slot,
-            len,
-            addr,
-            key,
-        };
-        tracing::trace!(group = group.0, from = from.0, slot, len, "receive posted");
-        self.send_ctrl(from, ControlMessage::Credit(credit));
-    }
-
-    pub(super) fn release(&mut self, group: GroupId) {
-        self.slots.release(group);
-        self.root_registrations.remove(&group);
-    }
-
     pub(super) fn repost_data_recv(&mut self, peer: NodeId) {
-        let Some(p) = self.peers.get(&peer).filter(|p| !p.down) else {
+        let Some(p) = self.core.peers.get(&peer).filter(|p| !p.down) else {
             return;
         };
-        if let Err(e) = post_data_recv(p.data.as_ref().expect("up"), peer) {
+        if let Err(e) = post_data_recv(p.link.data.as_ref().expect("up"), peer) {
             self.peer_failed(peer, &e.to_string());
         }
     }
@@ -102,11 +63,12 @@ impl Driver {
         let slot = (data & 0xFFFF_FFFF) as u32;
         let data_len = data >> 32;
         match self
+            .core
             .slots
             .written(slot, None, (data_len != 0).then_some(data_len))
         {
             Ok((from, done)) => {
-                if let Some(p) = self.peers.get_mut(&from) {
+                if let Some(p) = self.core.peers.get_mut(&from) {
                     p.clock.heard(Instant::now());
                 }
                 done.into_iter().for_each(|c| self.emit(c));

@@ -8,13 +8,11 @@ use crate::transport::ofi::fabric::{Access, Mr, OfiError};
 
 use crate::ids::GroupId;
 use crate::transport::BlockRef;
+use crate::transport::driver_core;
 
 /// A root's whole message, registered once for all its block writes (with
-/// `FI_MR_LOCAL`). Holds the bytes, so they outlive the registration.
-pub(super) struct RootRegistration {
-    pub(super) mr: Mr,
-    pub(super) message: bytes::Bytes,
-}
+/// `FI_MR_LOCAL`).
+pub(super) type RootRegistration = driver_core::RootRegistration<Mr>;
 
 impl Driver {
     /// The registration of the root's message `block` is part of: cached per
@@ -25,29 +23,24 @@ impl Driver {
         group: GroupId,
         block: &BlockRef,
     ) -> Result<Arc<RootRegistration>, OfiError> {
-        let message = block.message().expect("a root's block").clone();
-        if let Some(reg) = self.root_registrations.get(&group)
-            && reg.message.as_ptr() == message.as_ptr()
-            && reg.message.len() == message.len()
-        {
-            return Ok(Arc::clone(reg));
-        }
-        let key = self.next_key;
-        self.next_key += 1;
-        // SAFETY: the registration holds a clone of the bytes, so they stay
-        // allocated (and unchanged: `Bytes` are immutable) until it is
-        // dropped; it is only read, as the source of writes.
-        let mr = unsafe {
-            Mr::register(
-                &self.domain,
-                message.as_ptr().cast_mut(),
-                message.len(),
-                Access::Source,
-                key,
-            )
-        }?;
-        let reg = Arc::new(RootRegistration { mr, message });
-        self.root_registrations.insert(group, Arc::clone(&reg));
-        Ok(reg)
+        let (domain, next_key) = (&self.domain, &mut self.next_key);
+        self.root_registrations
+            .get_or_register(group, block, |message| {
+                let key = *next_key;
+                *next_key += 1;
+                // SAFETY: the registration holds a clone of the bytes, so
+                // they stay allocated (and unchanged: `Bytes` are immutable)
+                // until it is dropped; it is only read, as the source of
+                // writes.
+                unsafe {
+                    Mr::register(
+                        domain,
+                        message.as_ptr().cast_mut(),
+                        message.len(),
+                        Access::Source,
+                        key,
+                    )
+                }
+            })
     }
 }

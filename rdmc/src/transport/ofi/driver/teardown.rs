@@ -1,35 +1,21 @@
-//! The end of the driver: a flush that waits for queued work, and the
-//! order in which the fabric objects are closed.
+//! The end of the driver: the order in which the fabric objects are
+//! closed. (The flush that waits for queued work first is
+//! [`FabricDriver`]'s.)
 
-use super::{Driver, OpCtx, Peer};
+use super::{Driver, OpCtx};
+#[cfg(doc)]
+use crate::transport::driver_core::FabricDriver;
 use crate::transport::ofi::ffi;
-
-impl Driver {
-    /// Whether a flush is complete (or timed out); answers it if so.
-    pub(super) fn flush_done(&mut self) -> bool {
-        let Some((_, deadline)) = &self.flushing else {
-            return false;
-        };
-        let idle = self.peers.values().all(Peer::idle);
-        if !idle && tokio::time::Instant::now() < *deadline {
-            return false;
-        }
-        if !idle {
-            tracing::warn!("gave up flushing the fabric endpoints");
-        }
-        if let Some((done, _)) = self.flushing.take() {
-            let _ = done.send(());
-        }
-        true
-    }
-}
 
 impl Drop for Driver {
     fn drop(&mut self) {
         // Close the endpoints first: peers see them shut down, and the
         // provider is done with every buffer posted on them.
-        for p in self.peers.values_mut() {
-            for ep in [p.data.take(), p.ctrl.take()].into_iter().flatten() {
+        for p in self.core.peers.values_mut() {
+            for ep in [p.link.data.take(), p.link.ctrl.take()]
+                .into_iter()
+                .flatten()
+            {
                 // SAFETY: an open endpoint; shut down before it is closed.
                 unsafe { ffi::rdmc_shutdown(ep.0) };
                 drop(ep);
@@ -64,7 +50,7 @@ impl Drop for Driver {
                 }
             }
         }
-        self.slots.clear();
+        self.core.slots.clear();
         // Deregister the fds from the reactor before the queues close them.
         drop(self.cq_fd.take());
         drop(self.eq_fd.take());

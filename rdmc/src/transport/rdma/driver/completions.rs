@@ -1,14 +1,15 @@
 //! Reading the completion queue — each completion matched to its work
-//! request by the id it carries — peers going down (error completions,
-//! silence), and the end of the driver.
+//! request by the id it carries — a failed peer's QP destroyed, and the end
+//! of the driver. (Silence, what else goes with a failed peer, and the
+//! flush are [`FabricDriver`]'s.)
 
 use sideway::ibverbs::completion::{WorkCompletionOperationType, WorkCompletionStatus};
 use tokio::time::Instant;
 
-use super::{BATCH, Driver, Peer, WrKind, parse_wr_id};
+use super::{Driver, WrKind, parse_wr_id};
 use crate::ids::NodeId;
 use crate::transport::Completion;
-use crate::transport::rdma::wire::ControlMessage;
+use crate::transport::driver_core::{BATCH, FabricDriver};
 
 /// The parts of a work completion the driver reads.
 #[derive(Clone, Copy, Debug)]
@@ -48,23 +49,23 @@ impl Driver {
             tracing::warn!(wr_id = wc.wr_id, "a completion of no work request of ours");
             return;
         };
-        let Some(p) = self.peers.get_mut(&peer) else {
+        let Some(p) = self.core.peers.get_mut(&peer) else {
             return;
         };
         if p.down {
             // Flushed from a QP already torn down: nothing to do but let go
             // of what the request held.
             if kind == WrKind::Write {
-                p.writes.remove(&wc.wr_id);
+                p.link.writes.remove(&wc.wr_id);
             }
             return;
         }
         if wc.status != WorkCompletionStatus::Success as u32 {
             if kind == WrKind::Write
-                && let Some(op) = p.writes.remove(&wc.wr_id)
+                && let Some(write) = p.link.writes.remove(&wc.wr_id)
             {
                 self.emit(Completion::TransferFailed {
-                    group: op.group,
+                    group: write.op.group,
                     peer,
                     error: "block write failed",
                 });
@@ -86,86 +87,33 @@ impl Driver {
             }
             WrKind::Send => p.free_sends.push(index as usize),
             WrKind::Write => {
-                let Some(op) = p.writes.remove(&wc.wr_id) else {
+                let Some(write) = p.link.writes.remove(&wc.wr_id) else {
                     return;
                 };
-                tracing::trace!(group = op.group.0, to = peer.0, "block write complete");
-                self.emit(Completion::Sent {
-                    group: op.group,
-                    to: peer,
-                });
+                let group = write.op.group;
+                tracing::trace!(group = group.0, to = peer.0, "block write complete");
+                self.emit(Completion::Sent { group, to: peer });
             }
         }
     }
 
-    /// Send heartbeats to peers not written to lately; declare peers silent
-    /// for the failure timeout down.
-    pub(super) fn check_liveness(&mut self) {
-        let now = Instant::now();
-        self.next_liveness_check = now + self.liveness.check_interval();
-        let live = self.peers.iter().filter(|(_, p)| !p.down);
-        let check = self
-            .liveness
-            .check(now, live.map(|(&id, p)| (id, &p.clock)));
-        if self.flushing.is_none() {
-            for id in check.heartbeats {
-                self.send_ctrl(id, ControlMessage::Heartbeat);
-            }
-        }
-        for id in check.silent {
-            let why = self.liveness.silence_reason();
-            self.peer_failed(id, &why);
-        }
-    }
-
-    /// `peer` is gone: move its QP to the error state and destroy it (so
-    /// the device touches none of the memory posted for it any more), drop
-    /// what was posted for it, and tell the runtime — once.
-    pub(super) fn peer_failed(&mut self, peer: NodeId, why: &str) {
-        let Some(p) = self.peers.get_mut(&peer) else {
-            return;
-        };
-        if p.down {
-            return;
-        }
-        if self.flushing.is_none() {
-            tracing::warn!(peer = peer.0, reason = why, "peer down");
-        }
-        p.down = true;
-        p.ctrl_backlog.clear();
-        p.write_backlog.clear();
-        if let Some(mut qp) = p.qp.take() {
+    /// `peer` is down: move its QP to the error state and destroy it (so
+    /// the device touches none of the memory posted for it any more), let
+    /// go of what its requests held, and close its rendezvous connection.
+    pub(super) fn destroy_qp(&mut self, peer: NodeId) {
+        let p = self.core.peer_mut(peer);
+        if let Some(mut qp) = p.link.qp.take() {
             if let Err(e) = qp.move_to_error() {
                 tracing::debug!(peer = peer.0, error = %e, "moving a failed QP to ERR");
             }
             drop(qp); // ibv_destroy_qp: no request of it is touched after this
         }
         // Every request of the QP is gone with it: what they held can go.
-        p.writes.clear();
+        p.link.writes.clear();
         // Close the rendezvous connection: the peer learns at once.
         if let Some(watcher) = self.watchers.remove(&peer) {
             watcher.abort();
         }
-        self.slots.drop_peer(peer);
-        self.emit(Completion::PeerDown { node: peer });
-    }
-
-    /// Whether a flush is complete (or timed out); answers it if so.
-    pub(super) fn flush_done(&mut self) -> bool {
-        let Some((_, deadline)) = &self.flushing else {
-            return false;
-        };
-        let idle = self.peers.values().all(Peer::idle);
-        if !idle && Instant::now() < *deadline {
-            return false;
-        }
-        if !idle {
-            tracing::warn!("gave up flushing the queue pairs");
-        }
-        if let Some((done, _)) = self.flushing.take() {
-            let _ = done.send(());
-        }
-        true
     }
 }
 
@@ -173,15 +121,15 @@ impl Drop for Driver {
     fn drop(&mut self) {
         // Destroy the QPs first: peers' requests to them fail, and the
         // device is done with every buffer posted on them.
-        for p in self.peers.values_mut() {
-            drop(p.qp.take());
-            p.writes.clear();
+        for p in self.core.peers.values_mut() {
+            drop(p.link.qp.take());
+            p.link.writes.clear();
         }
         // Close the rendezvous connections: peers learn at once.
         for (_, watcher) in self.watchers.drain() {
             watcher.abort();
         }
-        self.slots.clear();
+        self.core.slots.clear();
         // Read (and acknowledge) any pending channel event, then drop the
         // reactor's registration of the fd before the channel closes it.
         if let Some(notifier) = self.notifier.take() {

@@ -13,45 +13,46 @@
 //! spinning on `ibv_poll_cq`, or by spinning for a window after each burst
 //! of activity and sleeping after.
 //!
-//! Submodules by job: [`control`] (the registered control slots and control
-//! messages), [`data`] (credits, block writes, receive slots, delivery),
-//! [`completions`] (reading the CQ, peers going down, the end).
+//! The logic the RDMA-style drivers share (commands, credits, backlogs,
+//! control messages, liveness, peers going down, the flush) is
+//! [`FabricDriver`]'s; this module holds the driver's state, its run loop
+//! and its verbs primitives. Submodules by job: [`control`] (the registered
+//! control slots, control sends and receives), [`data`] (block writes,
+//! registrations of receive buffers and of a root's messages, landed
+//! writes), [`completions`] (reading the CQ, a failed peer's QP destroyed,
+//! the end).
 
 mod completions;
 mod control;
 mod data;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::ffi::Notifier;
-use super::verbs::{Device, Qp};
-use super::wire::{ControlMessage, MSG_LEN};
+use super::verbs::{Device, Mr, Qp, RdmaError};
+use super::wire::MSG_LEN;
 use crate::ids::{GroupId, NodeId};
-use crate::transport::liveness::{Liveness, PeerClock};
-use crate::transport::slots::SlotTable;
-use crate::transport::{Completion, CompletionSender};
-use crate::wait::{CompletionMode, Next, WaitPolicy};
+use crate::transport::driver_core::{
+    self, Core, FabricDriver, PeerLink, Posted, RootRegistrations, WriteOp,
+};
+use crate::transport::{CompletionSender, RecvRegion};
+use crate::wait::{CompletionMode, WaitPolicy};
 
 pub(crate) use self::control::ControlPool;
-use self::data::{RootRegistration, WriteOp};
+use self::data::PostedWrite;
 
 /// Receives kept posted per QP (control messages and block writes each
 /// consume one). More than a peer can have in flight
 /// ([`CTRL_SENDS`] + [`WRITES_IN_FLIGHT`]), so a peer rarely meets an
 /// empty receive queue; when it does, it retries (`rnr_retry` 7).
 pub(crate) const CTRL_RECVS: usize = 256;
-/// Control sends in flight per peer (each holds a registered 64-byte slot).
-pub(crate) const CTRL_SENDS: usize = 64;
-/// Block writes in flight per peer.
-pub(crate) const WRITES_IN_FLIGHT: usize = 16;
-/// Most commands and completions handled before yielding.
-const BATCH: usize = 256;
+pub(crate) use crate::transport::driver_core::{CTRL_SENDS, WRITES_IN_FLIGHT};
 
 /// What the runtime (and, in tests, a test) asks of the driver.
 pub(crate) type Cmd = crate::transport::driven::Cmd<Extra>;
@@ -96,40 +97,30 @@ pub(crate) fn parse_wr_id(id: u64) -> Option<(WrKind, NodeId, u32)> {
 }
 
 /// One connected peer.
+pub(crate) type Peer = driver_core::Peer<QpLink>;
+
+/// The queue pair to one peer.
 #[derive(Debug)]
-pub(crate) struct Peer {
+pub(crate) struct QpLink {
     /// The QP; `None` once the peer is down (destroyed).
     pub(crate) qp: Option<Qp>,
-    pub(crate) down: bool,
-    ctrl_backlog: VecDeque<[u8; MSG_LEN]>,
-    free_sends: Vec<usize>,
-    write_backlog: VecDeque<WriteOp>,
     /// Block writes posted and not completed, by work request id.
-    writes: HashMap<u64, WriteOp>,
-    /// When anything last came from the peer, and when a control message
-    /// last went to it.
-    clock: PeerClock,
+    writes: HashMap<u64, PostedWrite>,
 }
 
-impl Peer {
+impl QpLink {
+    /// A peer's connected QP.
     pub(crate) fn new(qp: Qp) -> Self {
-        Peer {
-            clock: PeerClock::new(Instant::now()),
+        QpLink {
             qp: Some(qp),
-            down: false,
-            ctrl_backlog: VecDeque::new(),
-            free_sends: (0..CTRL_SENDS).rev().collect(),
-            write_backlog: VecDeque::new(),
             writes: HashMap::new(),
         }
     }
+}
 
-    fn idle(&self) -> bool {
-        self.down
-            || (self.ctrl_backlog.is_empty()
-                && self.free_sends.len() == CTRL_SENDS
-                && self.write_backlog.is_empty()
-                && self.writes.is_empty())
+impl PeerLink for QpLink {
+    fn writes_in_flight(&self) -> usize {
+        self.writes.len()
     }
 }
 
@@ -139,20 +130,13 @@ impl Peer {
 pub(crate) struct Driver {
     pub(crate) me: NodeId,
     notifier: Option<AsyncFd<Notifier>>,
-    pub(crate) peers: HashMap<NodeId, Peer>,
+    /// The peers, receive slots and credits, commands, liveness, flush.
+    core: Core<QpLink, Extra>,
     control_slots: Option<ControlPool>,
-    commands: mpsc::UnboundedReceiver<Cmd>,
-    completions: CompletionSender,
     mode: CompletionMode,
-    /// When peers are down, and when they are due a heartbeat.
-    liveness: Liveness,
-    next_liveness_check: Instant,
-    /// Receive slots, and the credits peers gave.
-    slots: SlotTable,
     /// Per group, the registration of the message its root sends now.
-    root_registrations: HashMap<GroupId, Arc<RootRegistration>>,
+    root_registrations: RootRegistrations<Mr>,
     next_write: u32,
-    flushing: Option<(oneshot::Sender<()>, Instant)>,
     /// Peers whose rendezvous connection closed (their process is gone),
     /// and the tasks watching those connections (aborted — closing the
     /// connection — when the peer is down or the driver ends).
@@ -183,17 +167,11 @@ impl Driver {
         Driver {
             me,
             notifier: Some(notifier),
-            peers,
+            core: Core::new(peers, commands, completions, failure_timeout),
             control_slots: Some(control_slots),
-            commands,
-            completions,
             mode,
-            liveness: Liveness::new(failure_timeout),
-            next_liveness_check: Instant::now(),
-            slots: SlotTable::default(),
-            root_registrations: HashMap::new(),
+            root_registrations: RootRegistrations::default(),
             next_write: 0,
-            flushing: None,
             link_closed: None,
             watchers: HashMap::new(),
             device,
@@ -241,35 +219,16 @@ impl Driver {
     pub(crate) async fn run(mut self) {
         let mut wait = WaitPolicy::new(self.mode);
         loop {
-            let mut work = 0;
-            while work < BATCH {
-                match self.commands.try_recv() {
-                    Ok(cmd) => self.on_command(cmd),
-                    Err(mpsc::error::TryRecvError::Empty) => break,
-                    Err(mpsc::error::TryRecvError::Disconnected) => return,
-                }
-                work += 1;
-            }
+            let Some(mut work) = self.take_commands() else {
+                return;
+            };
             work += self.poll_cq();
             self.check_links();
-            self.retry_backlogs();
-            if Instant::now() >= self.next_liveness_check {
-                self.check_liveness();
-            }
-            if self.flush_done() {
+            if self.upkeep() {
                 return;
             }
-            match wait.after_pass(work) {
-                Next::Again => {
-                    tokio::task::yield_now().await;
-                    continue;
-                }
-                Next::Spin => {
-                    std::thread::yield_now();
-                    tokio::task::yield_now().await;
-                    continue;
-                }
-                Next::Sleep => {}
+            if !wait.should_sleep_after(work).await {
+                continue;
             }
             // Arm, then poll once more: a completion that arrived between
             // the last poll and the arming raised no event.
@@ -282,8 +241,8 @@ impl Driver {
             if self.poll_cq() > 0 {
                 continue;
             }
-            let deadline = self.flushing.as_ref().map(|(_, at)| *at);
-            let liveness = self.next_liveness_check;
+            let deadline = self.core.flush_deadline();
+            let liveness = self.core.next_liveness_check;
             let notifier = self.notifier.as_ref().expect("open");
             let links = self.link_closed.as_mut();
             let has_links = links.is_some();
@@ -294,7 +253,7 @@ impl Driver {
                 }
             };
             tokio::select! {
-                cmd = self.commands.recv() => match cmd {
+                cmd = self.core.commands.recv() => match cmd {
                     Some(cmd) => self.on_command(cmd),
                     None => return,
                 },
@@ -319,33 +278,49 @@ impl Driver {
             }
         }
     }
+}
 
-    fn on_command(&mut self, cmd: Cmd) {
-        match cmd {
-            Cmd::PostRecv {
-                group,
-                from,
-                region,
-            } => self.post_recv(group, from, region),
-            Cmd::PostSend {
-                group,
-                to,
-                block,
-                immediate,
-            } => self.post_send(group, to, block, immediate),
-            Cmd::Signal { group, to, signal } => {
-                if self.usable(to) {
-                    self.send_ctrl(to, ControlMessage::Signal { group, signal });
-                } else {
-                    self.unreachable(group, to);
-                }
-            }
-            Cmd::Release { group } => self.release(group),
-            Cmd::Flush { done, limit } => {
-                self.flushing = Some((done, Instant::now() + limit));
-            }
-            Cmd::Extra(extra) => self.on_extra(extra),
-        }
+/// The verbs primitives; the logic both drivers share is
+/// [`FabricDriver`]'s.
+impl FabricDriver for Driver {
+    type Link = QpLink;
+    type Extra = Extra;
+    type Error = RdmaError;
+    const QUEUES: &'static str = "queue pairs";
+    /// A write's length is a work request's 32-bit length.
+    const MAX_WRITE: u64 = u32::MAX as u64;
+
+    fn core(&self) -> &Core<QpLink, Extra> {
+        &self.core
+    }
+
+    fn core_mut(&mut self) -> &mut Core<QpLink, Extra> {
+        &mut self.core
+    }
+
+    fn try_send_ctrl(&mut self, to: NodeId, bytes: &[u8; MSG_LEN]) -> Result<Posted, RdmaError> {
+        self.post_ctrl_send(to, bytes)
+    }
+
+    fn try_write(&mut self, to: NodeId, op: WriteOp) -> Result<Option<WriteOp>, RdmaError> {
+        self.post_write(to, op)
+    }
+
+    fn register_recv(&mut self, region: &RecvRegion) -> Result<(u64, u64), String> {
+        let buf = Arc::clone(region.buffer());
+        let (_, rkey) = self.buffer_mr(&buf).map_err(|e| e.to_string())?;
+        Ok((
+            buf.as_ptr() as u64 + region.offset() as u64,
+            u64::from(rkey),
+        ))
+    }
+
+    fn release_registrations(&mut self, group: GroupId) {
+        self.root_registrations.remove(group);
+    }
+
+    fn close_link(&mut self, peer: NodeId) {
+        self.destroy_qp(peer);
     }
 
     #[cfg(not(test))]
@@ -357,30 +332,15 @@ impl Driver {
     fn on_extra(&mut self, extra: Extra) {
         match extra {
             Extra::BreakQp { peer } => {
-                if let Some(qp) = self.peers.get_mut(&peer).and_then(|p| p.qp.as_mut()) {
+                if let Some(qp) = self
+                    .core
+                    .peers
+                    .get_mut(&peer)
+                    .and_then(|p| p.link.qp.as_mut())
+                {
                     qp.move_to_error().expect("ibv_modify_qp(ERR)");
                 }
             }
         }
-    }
-
-    fn emit(&self, c: Completion) {
-        let _ = self.completions.send(c);
-    }
-
-    fn unreachable(&self, group: GroupId, peer: NodeId) {
-        self.emit(Completion::TransferFailed {
-            group,
-            peer,
-            error: "peer unreachable",
-        });
-    }
-
-    fn usable(&self, peer: NodeId) -> bool {
-        self.peers.get(&peer).is_some_and(|p| !p.down) && self.flushing.is_none()
-    }
-
-    fn peer_mut(&mut self, peer: NodeId) -> &mut Peer {
-        self.peers.get_mut(&peer).expect("a known peer")
     }
 }
