@@ -195,7 +195,7 @@ impl Topology {
     /// fast members then form pipelines of power-of-two sizes).
     pub(crate) fn lays_out_pipeline(&self) -> bool {
         self.inner.slow.iter().any(|&r| r != 0)
-            || (self.inner.buffered_sends && !self.inner.group_size.is_power_of_two())
+            || (self.inner.buffered_sends && super::hybrid::runs_pay(self.inner.group_size))
     }
 
     /// The shared layout: racks in chain order if `by_rack`, else one rack.
