@@ -57,8 +57,9 @@ pub struct Plan {
     )]
     pub slow: Vec<usize>,
     /// Whether the plan is for a transport whose sends complete once
-    /// buffered ([`Topology::buffered_sends`]; it changes the layout of slow
-    /// members).
+    /// buffered ([`Topology::buffered_sends`]; it changes the binomial
+    /// pipeline's layout with slow members or a size that is not a power of
+    /// two).
     #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "is_false"))]
     pub buffered_sends: bool,
     /// The transfers, sorted by (step, from).

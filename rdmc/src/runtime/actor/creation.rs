@@ -169,7 +169,8 @@ impl<T: Transport> Actor<T> {
             return Err(Error::GroupIdInUse(id));
         }
         // Every member of a group runs the same transport, so they agree
-        // on how its sends complete, which the slow members' layout follows.
+        // on how its sends complete, which the binomial pipeline's layout
+        // follows (slow members, sizes that are not a power of two).
         let topology = config
             .topology(members.len())?
             .with_buffered_sends(!self.transport.sends_complete_when_delivered());
