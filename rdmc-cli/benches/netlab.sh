@@ -15,7 +15,7 @@
 # directions, so all traffic between two racks shares it. One subnet for all.
 #
 # Usage (root; needs iproute2 only, installed through apt-get when missing):
-#   netlab.sh up N RATE [--slow HOST RATE2]... [--delay D] [--racks R [--uplink RATE3]]
+#   netlab.sh up N RATE [--slow HOST RATE2]... [--delay D] [--racks R [--uplink RATE3]] [--cc NAME]
 #   netlab.sh racks                (the rack of each host, in host order)
 #   netlab.sh down
 #   netlab.sh status
@@ -26,6 +26,10 @@
 #   netlab.sh selftest
 #   netlab.sh selftest racks       (two racks of two hosts, the uplink cap)
 # RATE is a tc rate: 250mbit, 1gbit, 500kbit, ... See benches/README.md.
+#
+# Every host uses the TCP congestion control --cc NAME, else $NETLAB_CC, else
+# cubic (Linux's default): a new namespace would otherwise take the machine's
+# default, which differs between machines, and results depend on it.
 set -eEuo pipefail
 
 NS_PREFIX=rdmc-h        # namespaces rdmc-h0, rdmc-h1, ...
@@ -37,6 +41,7 @@ CORE_PREFIX=rdmc-uc     # core-side uplink ends (more than two racks)
 CORE=rdmc-core          # the core bridge (more than two racks)
 SUBNET=10.77.0          # host i has SUBNET.(i+1)/24
 TBF_LATENCY=20ms        # tbf queue limit, expressed as time
+DEFAULT_CC=cubic        # every host's TCP congestion control unless told
 MAX_HOSTS=250
 
 SELF=$(readlink -f "${BASH_SOURCE[0]}")
@@ -163,6 +168,17 @@ tbf_burst() {
     echo "$b"
 }
 
+# Is TCP congestion control $1 available? Loads its module (tcp_$1) if not yet.
+require_cc() {
+    local cc=$1 avail=/proc/sys/net/ipv4/tcp_available_congestion_control
+    [[ "$cc" =~ ^[a-z0-9_]+$ ]] || die "--cc: '$cc' is not a congestion control name"
+    if ! grep -qw "$cc" "$avail"; then
+        modprobe "tcp_$cc" 2>/dev/null || true
+    fi
+    grep -qw "$cc" "$avail" ||
+        die "TCP congestion control '$cc' is not available (this kernel has: $(cat "$avail")); give --cc or NETLAB_CC one of those"
+}
+
 # Does this kernel have netem? Probe on a throwaway dummy-free target: a veth
 # pair in a scratch namespace, so nothing else is touched.
 netem_supported() {
@@ -225,9 +241,13 @@ cmd_up() {
         die "N must be 1..$MAX_HOSTS, got '$n'"
     rate_bits "$rate" >/dev/null
     local -A slow=()
-    local delay="" racks=1 uplink=""
+    local delay="" racks=1 uplink="" cc=${NETLAB_CC:-$DEFAULT_CC}
     while [ $# -gt 0 ]; do
         case "$1" in
+            --cc)
+                [ $# -ge 2 ] || die "--cc needs a congestion control, e.g. cubic"
+                cc=$2
+                shift 2 ;;
             --racks)
                 [ $# -ge 2 ] || die "--racks needs a number of racks"
                 [[ "$2" =~ ^[0-9]+$ ]] && [ "$2" -ge 1 ] && [ "$2" -le "$n" ] ||
@@ -256,6 +276,7 @@ cmd_up() {
     uplink=${uplink:-$rate}
     require_root
     require_tools
+    require_cc "$cc"
     if lab_exists; then
         die "a lab already exists ($(lab_namespaces | wc -l) namespaces, links: $(lab_links | tr '\n' ' ')); run 'netlab.sh down' first"
     fi
@@ -284,6 +305,8 @@ cmd_up() {
         veth=${VETH_PREFIX}$i
         ip netns add "$ns"
         ip netns exec "$ns" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 || true
+        ip netns exec "$ns" sysctl -qw net.ipv4.tcp_congestion_control="$cc" ||
+            die "up: cannot set TCP congestion control '$cc' in $ns"
         ip link add "$veth" type veth peer name eth0 netns "$ns"
         echo 1 >"/proc/sys/net/ipv6/conf/$veth/disable_ipv6" 2>/dev/null || true
         ip link set "$veth" master "${BRIDGE_PREFIX}$(rack_of "$i" "$n" "$racks")"
@@ -298,7 +321,7 @@ cmd_up() {
     local extra=""
     for i in "${!slow[@]}"; do extra+=" host $i at ${slow[$i]};"; done
     [ "$racks" -lt 2 ] || extra+=" $racks racks of consecutive hosts, uplinks at $uplink both directions;"
-    note "up: $n hosts at $rate per link, both directions;${extra} delay ${delay:-none}"
+    note "up: $n hosts at $rate per link, both directions;${extra} delay ${delay:-none}; TCP congestion control $cc"
 }
 
 # The rack of each host of the running lab, in host order (0 without racks):
@@ -345,6 +368,7 @@ cmd_status() {
         tc -n "$(ns_name "$i")" qdisc show dev eth0 | head -1
     done
     echo "racks by host: $(cmd_racks)"
+    echo "TCP congestion control: $(ip netns exec "$(ns_name 0)" sysctl -n net.ipv4.tcp_congestion_control)"
     local up
     for up in $(lab_links | grep -E "^${UPLINK_PREFIX}[0-9]+$"); do
         printf 'uplink %s ' "$up"
@@ -447,6 +471,13 @@ cmd_selftest() {
     if lab_exists; then die "a lab already exists; run 'netlab.sh down' first"; fi
     ALWAYS_DOWN=1
     cmd_up 3 "$rate"
+
+    local want=${NETLAB_CC:-$DEFAULT_CC} h got
+    for h in 0 1 2; do
+        got=$(ip netns exec "$(ns_name "$h")" sysctl -n net.ipv4.tcp_congestion_control)
+        if [ "$got" = "$want" ]; then echo "selftest: host $h TCP congestion control $got: ok"
+        else echo "selftest: host $h TCP congestion control $got, expected $want: FAIL"; fail=1; fi
+    done
 
     echo "selftest: reachability (TCP probe, refused counts as reachable)"
     local a b

@@ -37,6 +37,9 @@ pub(crate) struct ClusterSetup {
     /// With `Transport::Tcp`: how frames are protected (default:
     /// authenticated).
     pub(crate) wire_security: rdmc::WireSecurity,
+    /// With `Transport::Tcp`: the connections' TCP congestion control
+    /// (default: the machine's).
+    pub(crate) congestion_control: Option<String>,
 }
 
 impl ClusterSetup {
@@ -77,6 +80,7 @@ impl ClusterSetup {
             ofi_provider: ofi_provider.to_owned(),
             early_announce: None,
             wire_security: rdmc::WireSecurity::default(),
+            congestion_control: None,
         })
     }
 
@@ -104,6 +108,10 @@ impl ClusterSetup {
                     .with_failure_timeout(self.failure_timeout)
                     .with_early_announce(self.early_announce)
                     .with_wire_security(self.wire_security);
+                let config = match &self.congestion_control {
+                    Some(name) => config.with_congestion_control(name.clone()),
+                    None => config,
+                };
                 Node::tcp(config, node_config).await
             }
             Transport::Ofi => self.start_ofi(node_config).await?,

@@ -50,7 +50,7 @@ pub(crate) struct MemberArgs {
     #[arg(long, default_value = "binomial-pipeline", value_parser = parse_algorithm)]
     algorithm: Algorithm,
     /// Block size, e.g. 64KiB, 1MiB (at most 1GiB), or `auto`: each
-    /// message's block size chosen from its size and the group's (128 KiB
+    /// message's block size chosen from its size and the group's (32 KiB
     /// to 256 KiB; the library's default).
     #[arg(long, default_value = "auto", value_parser = parse_block_size)]
     block_size: BlockSizeArg,
@@ -117,6 +117,11 @@ pub(crate) struct MemberArgs {
     /// With `--early-announce`: most bytes a socket holds unsent.
     #[arg(long, default_value = "64KiB", value_parser = crate::size::parse_size, value_name = "BYTES")]
     unsent_limit: u64,
+    /// With `--transport tcp`: the connections' TCP congestion control
+    /// (`cubic`, `bbr`, `reno`, ...: one the kernel has; default: the
+    /// machine's). Every member should choose the same.
+    #[arg(long, value_name = "NAME")]
+    tcp_congestion_control: Option<String>,
     /// Benchmark mode, driven by `rdmc bench`: the root reads `send SIZE
     /// COUNT` and `close` commands from stdin and sends prefixes of a
     /// pseudo-random payload every member generates alike; receivers check
@@ -226,6 +231,10 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
     )?;
     cluster.early_announce = early_announce(args)?;
     cluster.wire_security = args.wire_security.into();
+    if args.tcp_congestion_control.is_some() && !matches!(args.transport, Transport::Tcp) {
+        return Err("--tcp-congestion-control needs --transport tcp".into());
+    }
+    cluster.congestion_control = args.tcp_congestion_control.clone();
     if args.rank != 0 && !args.files.is_empty() {
         return Err("only the root (rank 0) sends files".into());
     }

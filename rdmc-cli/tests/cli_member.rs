@@ -99,3 +99,73 @@ mod wire_security {
         }
     }
 }
+
+/// `--tcp-congestion-control` (tcp): members on `reno` deliver a file
+/// byte-exact; a name the kernel lacks stops the member at once, in one
+/// line naming it and what the kernel has.
+mod congestion_control {
+    use std::time::Duration;
+
+    use super::member_suite::{Scratch, Transport, time_scale, wait, write_file};
+
+    const TCP: Transport = Transport::tcp("tcp");
+
+    #[test]
+    fn members_on_reno_deliver_and_an_unknown_name_is_refused() {
+        let scratch = Scratch::new(
+            &TCP,
+            "cc_reno",
+            3,
+            "a cluster key of more than sixteen bytes\n",
+        );
+        let file = scratch.path("f");
+        let content = write_file(&file, 300_001, 9);
+        let reno = ["--tcp-congestion-control", "reno"];
+        let mut children: Vec<_> = (0..3)
+            .map(|r| {
+                scratch.spawn_member(
+                    r,
+                    &reno,
+                    if r == 0 {
+                        std::slice::from_ref(&file)
+                    } else {
+                        &[]
+                    },
+                )
+            })
+            .collect();
+        for (rank, child) in children.iter_mut().enumerate() {
+            let (status, err) = wait(child, Duration::from_secs(60 * time_scale()));
+            assert!(status.success(), "rank {rank} failed: {err}");
+        }
+        for rank in 1..3 {
+            let got = std::fs::read(scratch.path(&format!("out{rank}/0.bin"))).expect("delivered");
+            assert!(got == content, "rank {rank}: the file differs");
+        }
+
+        let lone = Scratch::new(
+            &TCP,
+            "cc_unknown",
+            2,
+            "a cluster key of more than sixteen bytes\n",
+        );
+        // Rank 1 never starts: the refusal must come before any connecting.
+        let mut zero = lone.spawn_member(
+            0,
+            &[
+                "--tcp-congestion-control",
+                "no_such_cc",
+                "--connect-timeout",
+                "3600",
+            ],
+            &[],
+        );
+        let (status, err) = wait(&mut zero, Duration::from_secs(20 * time_scale()));
+        assert!(!status.success(), "rank 0 should fail");
+        assert!(
+            err.contains("no_such_cc") && err.contains("this kernel has"),
+            "rank 0 should name the refused congestion control: {err}"
+        );
+        assert_eq!(err.lines().count(), 1, "one line: {err}");
+    }
+}

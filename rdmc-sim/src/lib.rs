@@ -139,7 +139,10 @@ impl Multicast {
             Some(topology) => NodeSchedule::with_topology(self.algorithm, topology, 0)?,
             None => NodeSchedule::new(self.algorithm, self.nodes, 0)?,
         };
-        Ok(self.block_size.for_message(&schedule, self.size))
+        let buffered = self.topology.as_ref().is_some_and(|t| t.buffered_sends());
+        Ok(self
+            .block_size
+            .for_message_over(&schedule, self.size, buffered))
     }
 
     /// The protocol configuration of member `rank`: no message size limit,

@@ -180,6 +180,17 @@ pub enum Error {
     /// The node could not join its transport.
     #[error("transport: {0}")]
     Transport(String),
+    /// The kernel refused the TCP congestion control
+    /// [`TcpConfig::with_congestion_control`](crate::TcpConfig::with_congestion_control)
+    /// names: not built in, or not allowed to this process. The node does
+    /// not start.
+    #[error("TCP congestion control {name:?} refused: {reason}")]
+    CongestionControl {
+        /// The name asked for.
+        name: String,
+        /// Why, with the congestion controls the kernel has.
+        reason: String,
+    },
     /// This node and `peer` protect the frames of the `tcp` transport
     /// differently ([`TcpConfig::with_wire_security`](crate::TcpConfig::with_wire_security)):
     /// every member of a cluster must use the same mode, so the two can
@@ -288,6 +299,7 @@ impl From<Error> for std::io::Error {
             | Error::InvalidConfig(_)
             | Error::InvalidTopology(_)
             | Error::ClusterConfig(_)
+            | Error::CongestionControl { .. }
             | Error::TooManyMessages { .. } => ErrorKind::InvalidInput,
             Error::TooManyInFlight { .. } => ErrorKind::WouldBlock,
             Error::GroupIdInUse(_) => ErrorKind::AlreadyExists,

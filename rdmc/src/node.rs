@@ -119,6 +119,7 @@ impl Node {
             config.wire_security,
             budget,
             config.early_announce,
+            config.congestion_control.as_deref(),
         )
         .await?;
         Ok(Self::start(id, transport, completions, node))

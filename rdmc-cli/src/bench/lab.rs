@@ -16,6 +16,25 @@ use serde_json::Value;
 static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 /// The netlab script, once a lab may exist (for the interrupt handler).
 static NETLAB: OnceLock<PathBuf> = OnceLock::new();
+/// The lab hosts' TCP congestion control (`rdmc bench --congestion-control`).
+static CONGESTION_CONTROL: OnceLock<String> = OnceLock::new();
+
+/// Every lab of this run gives its hosts TCP congestion control `name`
+/// (`netlab.sh` through `NETLAB_CC`; its default otherwise). The first call wins.
+pub(crate) fn set_congestion_control(name: &str) {
+    let _ = CONGESTION_CONTROL.set(name.to_owned());
+}
+
+/// `bash SCRIPT`, told the run's congestion control: the way to start
+/// `netlab.sh` or a script that brings a lab up itself.
+pub(crate) fn lab_script(script: &Path) -> Command {
+    let mut cmd = Command::new("bash");
+    cmd.arg(script);
+    if let Some(cc) = CONGESTION_CONTROL.get() {
+        cmd.env("NETLAB_CC", cc);
+    }
+    cmd
+}
 
 /// Tear the lab down and kill our processes on SIGINT or SIGTERM, then exit.
 pub(crate) fn install_interrupt_handler(netlab: &Path) {
@@ -94,8 +113,7 @@ impl Lab {
             .arg("down")
             .stderr(Stdio::null())
             .status();
-        let status = Command::new("bash")
-            .arg(netlab)
+        let status = lab_script(netlab)
             .args(["up", &hosts.to_string(), rate])
             .args(options)
             .status()

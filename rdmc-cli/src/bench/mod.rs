@@ -65,6 +65,13 @@ pub(crate) struct BenchArgs {
     /// summary's machine table says which.
     #[arg(long, default_value = "authenticated", value_parser = ["authenticated", "encrypted", "none"])]
     wire_security: String,
+    /// The lab hosts' TCP congestion control (rdmc's, MPI's and the
+    /// unicast's sockets alike): Linux's default, `cubic`, unless told
+    /// (`bbr`, `reno`, ...: one the kernel has). Without it a lab would take
+    /// the machine's default, and the binomial pipeline over TCP is
+    /// sensitive to it (BENCHMARKS.md, "The lab's congestion control").
+    #[arg(long, default_value = "cubic", value_name = "NAME")]
+    congestion_control: String,
     /// Latency, small-message, overlap and allreduce experiments only at
     /// these group sizes (e.g. `4,8`).
     #[arg(long, value_delimiter = ',')]
@@ -79,7 +86,7 @@ pub(crate) struct BenchArgs {
     small_burst: Option<u64>,
     /// Block size of the latency, small-message and CPU experiments, or
     /// `auto` (the default, the library's): each message's block size
-    /// chosen from its size and the group's (128–256 KiB; the papers used
+    /// chosen from its size and the group's (64–256 KiB; the papers used
     /// 1 MiB on RDMA).
     #[arg(long, default_value = "auto", value_parser = parse_block_size)]
     block_size: BlockSizeArg,
@@ -210,6 +217,7 @@ fn bench(args: &BenchArgs) -> Result<(), String> {
     }
     // The command line checked before anything needs root or a lab.
     let plan = plan::Plan::new(args)?;
+    lab::set_congestion_control(&args.congestion_control);
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Err("must run as root (it creates network namespaces)".into());
@@ -291,5 +299,6 @@ fn machine_facts(args: &BenchArgs) -> Value {
         "mpi": first_line("mpirun", "--version"),
         "quick": args.quick,
         "wire_security": args.wire_security,
+        "congestion_control": args.congestion_control,
     })
 }

@@ -485,7 +485,7 @@ impl GroupMember {
         if batch && self.config.max_batch.is_none_or(|max| size > max) {
             return self.violation(from, "a batch the group does not allow");
         }
-        let bs = self.config.block_size.for_message(&self.schedule, size);
+        let bs = self.block_size_of(size);
         let blocks = block_count(size, bs);
         let block = first.block.min(blocks - 1);
         if len != block_len(size, bs, block) {
@@ -579,12 +579,26 @@ impl GroupMember {
         }
     }
 
+    /// The block size of a `size`-byte message: the group's policy, for
+    /// this schedule and the transport's send completion (its topology's
+    /// buffered sends), the same at every member.
+    fn block_size_of(&self, size: u64) -> usize {
+        let buffered = self
+            .config
+            .topology
+            .as_ref()
+            .is_some_and(|t| t.buffered_sends());
+        self.config
+            .block_size
+            .for_message_over(&self.schedule, size, buffered)
+    }
+
     /// Root: begin the next queued message, if any.
     fn start_next(&mut self) {
         let Some((seq, size, batch)) = self.queued.pop_front() else {
             return;
         };
-        let block_size = self.config.block_size.for_message(&self.schedule, size);
+        let block_size = self.block_size_of(size);
         let blocks = block_count(size, block_size);
         tracing::trace!(seq, size, blocks, "message started");
         let steps = self.schedule.total_steps(blocks);

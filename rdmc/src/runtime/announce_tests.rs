@@ -58,7 +58,14 @@ async fn announce_a_tebibyte(group: GroupId, config: GroupConfig) -> Error {
     let real =
         timeouts(TcpConfig::new(addrs, NodeId(1), key).with_listener(listeners.next().unwrap()));
     let (fake, node) = tokio::join!(
-        TcpEndpoint::connect(fake.cluster, fake.chunk_size, fake.wire_security, 0, None),
+        TcpEndpoint::connect(
+            fake.cluster,
+            fake.chunk_size,
+            fake.wire_security,
+            0,
+            None,
+            None
+        ),
         Node::tcp(real, NodeConfig::new()),
     );
     let (mut root, mut completions) = fake.unwrap();

@@ -310,13 +310,16 @@ impl Schedule for NodeSchedule {
     }
 }
 
-/// Smallest block the automatic block size picks: 128 KiB. Every block
+/// Smallest block the automatic block size picks: 32 KiB. Every block
 /// costs every member a few wake-ups (its arrival, its ready-for-block, its
 /// send and that send's completion) and a block must stay well above a
-/// link's bandwidth-delay product; measured over TCP on 16 emulated hosts
-/// sharing two cores, 64 KiB blocks took 1.3–1.6× as long as 256 KiB ones
-/// (the project's benchmark report has the runs).
-pub const AUTO_BLOCK_SIZE_MIN: usize = 128 << 10;
+/// link's bandwidth-delay product. Over TCP on 16 emulated hosts sharing
+/// two cores (250 Mbit/s links, `cubic`), a binomial pipeline in 32 KiB
+/// blocks took 1.04–1.05× unicast at 8 MiB and 1.01× at 256 MiB, in 64 KiB
+/// blocks 1.08–1.13× and 1.02×, in 128 and 256 KiB blocks 1.20× and 1.06×
+/// (the project's benchmark report has the runs); with sends completed on
+/// delivery the choice rarely goes below 64 KiB.
+pub const AUTO_BLOCK_SIZE_MIN: usize = 32 << 10;
 
 /// Largest block the automatic block size picks: 256 KiB, and the bounce
 /// buffer every receiver holds per group. Larger blocks cut per-block costs
@@ -334,6 +337,13 @@ pub const AUTO_BLOCK_SIZE_MAX: usize = 256 << 10;
 /// `n − 2` for the chain) at about this fraction, 1/64 (≈ 1.6 %), of its
 /// blocks.
 const AUTO_EXTRA_STEP_SHARE: u64 = 64;
+
+/// Where sends complete once buffered (TCP), blocks at about this many per
+/// extra step (≈ 0.02 %): there a member runs ahead to its next partner
+/// while its last block still leaves, the two share its link, and what a
+/// step loses so grows with the block, so smaller blocks pay well beyond
+/// the extra steps they save.
+const AUTO_EXTRA_STEP_SHARE_BUFFERED: u64 = 4096;
 
 /// How a group cuts its messages into blocks.
 #[non_exhaustive]
@@ -380,15 +390,38 @@ impl BlockSize {
     /// The choice is the smallest power of two that gives the message at
     /// least 64 blocks per extra step (extra steps ≈ 1.6 % of the transfer),
     /// kept within `min..=max` (by default [`AUTO_BLOCK_SIZE_MIN`] and
-    /// [`AUTO_BLOCK_SIZE_MAX`], 128 KiB and 256 KiB: on TCP, per-block costs
-    /// rule out smaller blocks and pipeline steps' lock-step larger ones). Schedules that are not pipelined
+    /// [`AUTO_BLOCK_SIZE_MAX`], 32 KiB and 256 KiB: per-block costs rule
+    /// out smaller blocks and pipeline steps' lock-step larger ones). Schedules that are not pipelined
     /// (sequential, binomial tree: every block costs the same number of
     /// steps) and groups without extra steps (two members) get `max`, which
     /// has the least per-block overhead.
     ///
     /// The answer depends only on the algorithm, the group size and the
     /// message size, never on the rank, so every member computes the same.
+    ///
+    /// This is the choice for a transport whose sends complete when
+    /// delivered (RDMA); [`for_message_over`](Self::for_message_over) also
+    /// serves transports whose sends complete once buffered (TCP).
     pub fn for_message(self, schedule: &impl Schedule, size: u64) -> usize {
+        self.for_message_over(schedule, size, false)
+    }
+
+    /// [`for_message`](Self::for_message), on a transport whose sends
+    /// complete once buffered if `buffered_sends` (TCP: see
+    /// [`Topology::with_buffered_sends`]). There the automatic choice aims
+    /// at 4096 blocks per extra step instead of 64, so pipelined schedules
+    /// take `min` (32 KiB by default) up to messages of 128 MiB per extra
+    /// step: a member's blocks to two partners then share its link, and
+    /// the time that costs a step grows with the block (simulated with
+    /// TCP's send buffers, 16 members, 8 MiB: 1.50× unicast in 256 KiB
+    /// blocks, 1.25× in 128 KiB, 1.13× in 64 KiB, 1.07× in 32 KiB). Every
+    /// member of a group must pass the same `buffered_sends`.
+    pub fn for_message_over(
+        self,
+        schedule: &impl Schedule,
+        size: u64,
+        buffered_sends: bool,
+    ) -> usize {
         let (min, max) = match self {
             BlockSize::Fixed(size) => return size,
             BlockSize::Automatic { min, max } => (min.min(max), max),
@@ -400,7 +433,12 @@ impl BlockSize {
         if !pipelined || extra == 0 {
             return max;
         }
-        let blocks = extra.saturating_mul(AUTO_EXTRA_STEP_SHARE);
+        let share = if buffered_sends {
+            AUTO_EXTRA_STEP_SHARE_BUFFERED
+        } else {
+            AUTO_EXTRA_STEP_SHARE
+        };
+        let blocks = extra.saturating_mul(share);
         let block = size
             .div_ceil(blocks)
             .checked_next_power_of_two()
@@ -434,11 +472,19 @@ mod tests {
         BlockSize::AUTOMATIC.for_message(&schedule, size)
     }
 
+    /// The choice where sends complete once buffered (TCP).
+    fn buffered(algorithm: Algorithm, n: usize, rank: usize, size: u64) -> usize {
+        let schedule = NodeSchedule::new(algorithm, n, rank).unwrap();
+        BlockSize::AUTOMATIC.for_message_over(&schedule, size, true)
+    }
+
     #[test]
     fn automatic_block_size_follows_message_and_group_size() {
         use Algorithm::*;
         // 16 members: 3 extra steps, so at least 192 blocks when possible.
-        assert_eq!(choice(BinomialPipeline, 16, 0, 8 * MIB), 128 * KIB);
+        assert_eq!(choice(BinomialPipeline, 16, 0, 8 * MIB), 64 * KIB);
+        assert_eq!(choice(BinomialPipeline, 16, 0, 12 * MIB), 64 * KIB);
+        assert_eq!(choice(BinomialPipeline, 16, 0, 12 * MIB + 1), 128 * KIB);
         assert_eq!(choice(BinomialPipeline, 16, 0, 24 * MIB), 128 * KIB);
         assert_eq!(choice(BinomialPipeline, 16, 0, 24 * MIB + 1), 256 * KIB);
         assert_eq!(choice(BinomialPipeline, 16, 0, 256 * MIB), 256 * KIB);
@@ -454,13 +500,52 @@ mod tests {
         assert_eq!(choice(Chain, 16, 0, 64 * MIB), 128 * KIB);
         assert_eq!(choice(Chain, 16, 0, 256 * MIB), 256 * KIB);
         // Tiny and empty messages: the smallest block (one short block).
-        assert_eq!(choice(BinomialPipeline, 16, 0, 0), 128 * KIB);
-        assert_eq!(choice(BinomialPipeline, 16, 0, 1), 128 * KIB);
+        assert_eq!(choice(BinomialPipeline, 16, 0, 0), 32 * KIB);
+        assert_eq!(choice(BinomialPipeline, 16, 0, 1), 32 * KIB);
+        assert_eq!(choice(BinomialPipeline, 16, 0, 6 * MIB), 32 * KIB);
+        assert_eq!(choice(BinomialPipeline, 16, 0, 6 * MIB + 1), 64 * KIB);
         // Fixed sizes are fixed.
         let s = NodeSchedule::new(BinomialPipeline, 16, 3).unwrap();
         assert_eq!(BlockSize::Fixed(3).for_message(&s, 8 * MIB), 3);
+        assert_eq!(BlockSize::Fixed(3).for_message_over(&s, 8 * MIB, true), 3);
         assert_eq!(BlockSize::Fixed(3).largest(), 3);
         assert_eq!(BlockSize::AUTOMATIC.largest(), AUTO_BLOCK_SIZE_MAX);
+    }
+
+    #[test]
+    fn buffered_sends_keep_pipelines_in_small_blocks_longer() {
+        use Algorithm::*;
+        // 4096 blocks per extra step: 16 members (3 extra steps) stay at
+        // 32 KiB up to 384 MiB, 8 members (2) up to 256 MiB.
+        assert_eq!(buffered(BinomialPipeline, 16, 0, 8 * MIB), 32 * KIB);
+        assert_eq!(buffered(BinomialPipeline, 16, 0, 256 * MIB), 32 * KIB);
+        assert_eq!(buffered(BinomialPipeline, 16, 0, 384 * MIB), 32 * KIB);
+        assert_eq!(buffered(BinomialPipeline, 16, 0, 384 * MIB + 1), 64 * KIB);
+        assert_eq!(buffered(BinomialPipeline, 8, 0, 64 * MIB), 32 * KIB);
+        assert_eq!(buffered(BinomialPipeline, 8, 0, 256 * MIB + 1), 64 * KIB);
+        assert_eq!(buffered(BinomialPipeline, 4, 0, 64 * MIB), 32 * KIB);
+        assert_eq!(buffered(Chain, 16, 0, 256 * MIB), 32 * KIB);
+        assert_eq!(buffered(BinomialPipeline, 16, 0, 1 << 40), 256 * KIB);
+        // Nothing to gain without extra steps: the largest, as before.
+        assert_eq!(buffered(BinomialPipeline, 2, 0, 8 * MIB), 256 * KIB);
+        assert_eq!(buffered(Sequential, 16, 0, 8 * MIB), 256 * KIB);
+        assert_eq!(buffered(BinomialTree, 16, 0, 8 * MIB), 256 * KIB);
+        // Never larger than with sends completed on delivery.
+        for algorithm in Algorithm::ALL {
+            for n in 1..=40 {
+                for size in [0, 1, 5 << 20, 8 << 20, 100 << 20, 1 << 40, u64::MAX] {
+                    let (b, d) = (
+                        buffered(algorithm, n, 0, size),
+                        choice(algorithm, n, 0, size),
+                    );
+                    assert!(b <= d, "{algorithm} n={n} size={size}: {b} > {d}");
+                    assert!((AUTO_BLOCK_SIZE_MIN..=AUTO_BLOCK_SIZE_MAX).contains(&b));
+                    for rank in 1..n {
+                        assert_eq!(buffered(algorithm, n, rank, size), b, "{algorithm} n={n}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -7,12 +7,11 @@
 //! `mpi_allreduce` through `mpi_netlab.sh`) and takes its JSON lines.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::{Value, json};
 
 use super::Run;
-use crate::bench::lab::median;
+use crate::bench::lab::{lab_script, median};
 
 /// Group sizes measured unless `--nodes` says otherwise.
 pub(super) const NODES: [usize; 2] = [8, 16];
@@ -100,8 +99,7 @@ impl Run<'_> {
             let stderr = std::fs::File::create(&log)
                 .map_err(|e| format!("creating {}: {e}", log.display()))?;
             eprintln!("rdmc bench: allreduce, {n} members, {SIZE} bytes of f32");
-            let status = Command::new("bash")
-                .arg(&script)
+            let status = lab_script(&script)
                 .args([
                     n.to_string(),
                     self.args.rate.clone(),

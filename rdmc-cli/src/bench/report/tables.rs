@@ -24,6 +24,7 @@ const MACHINE_KEYS: &[(&str, &str)] = &[
     ("kernel", "Kernel"),
     ("rate", "Link rate"),
     ("wire_security", "rdmc wire security"),
+    ("congestion_control", "TCP congestion control (lab hosts)"),
     ("mpi", "MPI"),
 ];
 

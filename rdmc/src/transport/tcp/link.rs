@@ -392,6 +392,61 @@ pub(crate) fn limit_unsent(socket: &impl AsRawFd, bytes: u32) {
     }
 }
 
+/// Make `socket` use TCP congestion control `name` (`TCP_CONGESTION`).
+/// The error says why the kernel refused it, with the controls it has.
+#[allow(unsafe_code)]
+pub(crate) fn set_congestion_control(socket: &impl AsRawFd, name: &str) -> Result<(), String> {
+    // The kernel's names are at most TCP_CA_NAME_MAX (16) bytes with the NUL.
+    if name.is_empty() || name.len() >= 16 || name.contains('\0') {
+        return Err("not a congestion control name (1 to 15 bytes)".into());
+    }
+    // SAFETY: the caller holds `socket`, so its fd is open; `name` is a
+    // live buffer of the length passed along (the kernel copies it and
+    // needs no NUL).
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let error = std::io::Error::last_os_error();
+    let available = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .map(|list| list.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".into());
+    Err(format!("{error} (this kernel has: {available})"))
+}
+
+/// The TCP congestion control `socket` uses (`TCP_CONGESTION`).
+#[cfg(test)]
+#[allow(unsafe_code)]
+pub(crate) fn congestion_control(socket: &impl AsRawFd) -> std::io::Result<String> {
+    let mut name = [0u8; 16];
+    let mut len = name.len() as libc::socklen_t;
+    // SAFETY: the caller holds `socket`, so its fd is open; `name` and
+    // `len` are live and `len` is `name`'s size.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_mut_ptr().cast(),
+            &raw mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let name = &name[..(len as usize).min(name.len())];
+    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    Ok(String::from_utf8_lossy(&name[..end]).into_owned())
+}
+
 /// Bytes read ahead of what the reader asked for: a frame's tag and the
 /// next frame's header usually come in one read, with some of the next
 /// payload (copied out of here, a small share of a chunk).

@@ -65,14 +65,27 @@ impl TcpEndpoint {
     /// [`Completion::PeerDown`], like any later one — except a peer with
     /// another wire security: a configuration error, so the node does not
     /// start ([`Error::WireSecurityMismatch`], naming the lowest such
-    /// peer). A mesh that does not form is [`Error::Transport`].
+    /// peer). A mesh that does not form is [`Error::Transport`]. With
+    /// `congestion`, every connection uses that TCP congestion control; a
+    /// name the kernel refuses is [`Error::CongestionControl`], found on a
+    /// throwaway socket before anything connects.
     pub(crate) async fn connect(
         cluster: ClusterConfig,
         chunk_size: u32,
         security: WireSecurity,
         pool_budget: usize,
         early: Option<EarlyAnnounce>,
+        congestion: Option<&str>,
     ) -> Result<(Self, Completions), Error> {
+        let refused = |name: &str, reason: String| Error::CongestionControl {
+            name: name.to_owned(),
+            reason,
+        };
+        if let Some(name) = congestion {
+            let probe = tokio::net::TcpSocket::new_v4()
+                .map_err(|e| refused(name, format!("no socket to try it on: {e}")))?;
+            link::set_congestion_control(&probe, name).map_err(|reason| refused(name, reason))?;
+        }
         let link = LinkConfig {
             chunk_size,
             failure_timeout: cluster.failure_timeout,
@@ -98,6 +111,12 @@ impl TcpEndpoint {
             .await
             .map_err(|e| Error::Transport(e.to_string()))?;
         let (completions, queue) = mpsc::unbounded_channel();
+        if let Some(name) = congestion {
+            for stream in peers.values() {
+                link::set_congestion_control(stream, name)
+                    .map_err(|reason| refused(name, reason))?;
+            }
+        }
         let mut links: HashMap<NodeId, Link> = peers
             .into_iter()
             .map(|(peer, stream)| {

@@ -493,3 +493,29 @@ async fn progress_is_reported_once_per_block_at_the_threshold_before_its_arrival
         assert_eq!(&bytes[3000..], &data[..]);
     }
 }
+
+#[tokio::test]
+async fn a_socket_takes_the_congestion_control_it_is_given_or_says_why_not() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (dialled, accepted) = tokio::join!(tokio::net::TcpStream::connect(addr), listener.accept());
+    let (dialled, (accepted, _)) = (dialled.unwrap(), accepted.unwrap());
+    for socket in [&dialled, &accepted] {
+        set_congestion_control(socket, "reno").unwrap();
+        assert_eq!(congestion_control(socket).unwrap(), "reno");
+        let before = congestion_control(socket).unwrap();
+        let refused = set_congestion_control(socket, "no_such_cc").unwrap_err();
+        assert!(refused.contains("this kernel has"), "{refused}");
+        assert_eq!(
+            congestion_control(socket).unwrap(),
+            before,
+            "a refusal changed it"
+        );
+        for bad in ["", "sixteen_bytes_xx", "nul\0inside"] {
+            assert!(
+                set_congestion_control(socket, bad).is_err(),
+                "{bad:?} accepted"
+            );
+        }
+    }
+}
