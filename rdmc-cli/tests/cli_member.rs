@@ -13,6 +13,37 @@ member_suite!(tcp, &["--transport", "tcp"]);
 #[cfg(feature = "ofi")]
 member_suite!(ofi, &["--transport", "ofi"], ofi_env);
 
+/// Three tcp members, each given `options`, deliver a file byte-exact
+/// (test `test`'s scratch directory).
+fn three_members_deliver_a_file(test: &str, options: &[&str], seed: u8) {
+    use std::time::Duration;
+
+    use member_suite::{Scratch, Transport, time_scale, wait, write_file};
+
+    const TCP: Transport = Transport::tcp("tcp");
+    let scratch = Scratch::new(&TCP, test, 3, "a cluster key of more than sixteen bytes\n");
+    let file = scratch.path("f");
+    let content = write_file(&file, 300_001, seed);
+    let mut children: Vec<_> = (0..3)
+        .map(|r| {
+            let files = if r == 0 {
+                std::slice::from_ref(&file)
+            } else {
+                &[]
+            };
+            scratch.spawn_member(r, options, files)
+        })
+        .collect();
+    for (rank, child) in children.iter_mut().enumerate() {
+        let (status, err) = wait(child, Duration::from_secs(60 * time_scale()));
+        assert!(status.success(), "{test}: rank {rank} failed: {err}");
+    }
+    for rank in 1..3 {
+        let got = std::fs::read(scratch.path(&format!("out{rank}/0.bin"))).unwrap();
+        assert!(got == content, "{test}: rank {rank}: the file differs");
+    }
+}
+
 /// `--wire-security` (tcp): members that agree on `none` deliver a file
 /// byte-exact; a member that protects its frames and one that does not
 /// cannot talk, and each fails naming the mismatch, the other and both
@@ -26,36 +57,7 @@ mod wire_security {
 
     #[test]
     fn members_without_protection_deliver_and_a_mismatch_is_named() {
-        let scratch = Scratch::new(
-            &TCP,
-            "wire_none",
-            3,
-            "a cluster key of more than sixteen bytes\n",
-        );
-        let file = scratch.path("f");
-        let content = write_file(&file, 300_001, 7);
-        let none = ["--wire-security", "none"];
-        let mut children: Vec<_> = (0..3)
-            .map(|r| {
-                scratch.spawn_member(
-                    r,
-                    &none,
-                    if r == 0 {
-                        std::slice::from_ref(&file)
-                    } else {
-                        &[]
-                    },
-                )
-            })
-            .collect();
-        for (rank, child) in children.iter_mut().enumerate() {
-            let (status, err) = wait(child, Duration::from_secs(60 * time_scale()));
-            assert!(status.success(), "rank {rank} failed: {err}");
-        }
-        for rank in 1..3 {
-            let got = std::fs::read(scratch.path(&format!("out{rank}/0.bin"))).unwrap();
-            assert!(got == content, "rank {rank}: the file differs");
-        }
+        super::three_members_deliver_a_file("wire_none", &["--wire-security", "none"], 7);
 
         let mixed = Scratch::new(
             &TCP,
@@ -106,42 +108,13 @@ mod wire_security {
 mod congestion_control {
     use std::time::Duration;
 
-    use super::member_suite::{Scratch, Transport, time_scale, wait, write_file};
+    use super::member_suite::{Scratch, Transport, time_scale, wait};
 
     const TCP: Transport = Transport::tcp("tcp");
 
     #[test]
     fn members_on_reno_deliver_and_an_unknown_name_is_refused() {
-        let scratch = Scratch::new(
-            &TCP,
-            "cc_reno",
-            3,
-            "a cluster key of more than sixteen bytes\n",
-        );
-        let file = scratch.path("f");
-        let content = write_file(&file, 300_001, 9);
-        let reno = ["--tcp-congestion-control", "reno"];
-        let mut children: Vec<_> = (0..3)
-            .map(|r| {
-                scratch.spawn_member(
-                    r,
-                    &reno,
-                    if r == 0 {
-                        std::slice::from_ref(&file)
-                    } else {
-                        &[]
-                    },
-                )
-            })
-            .collect();
-        for (rank, child) in children.iter_mut().enumerate() {
-            let (status, err) = wait(child, Duration::from_secs(60 * time_scale()));
-            assert!(status.success(), "rank {rank} failed: {err}");
-        }
-        for rank in 1..3 {
-            let got = std::fs::read(scratch.path(&format!("out{rank}/0.bin"))).expect("delivered");
-            assert!(got == content, "rank {rank}: the file differs");
-        }
+        super::three_members_deliver_a_file("cc_reno", &["--tcp-congestion-control", "reno"], 9);
 
         let lone = Scratch::new(
             &TCP,
