@@ -672,10 +672,11 @@ impl TcpConfig {
     /// same. The binomial pipeline is sensitive to it: each member sends
     /// to a different partner at every step, so each connection carries a
     /// block, then idles. On an emulated 16-host cluster (250 Mbit/s links)
-    /// it finished 8 MiB and 256 MiB messages 10–20 % sooner over `cubic`
-    /// than over `bbr`, which paces every connection it restarts at the
-    /// link's whole rate, so connections that overlap overfill the link;
-    /// the chain, one steady connection per member, did not care.
+    /// it finished 8 MiB and 256 MiB messages 5–16 % sooner over `cubic`
+    /// than over `bbr` (a reading of the runs: BBR paces each connection
+    /// at the link's whole rate, so a member's connections that overlap
+    /// overfill its link); the chain, one steady connection per member,
+    /// hardly cared.
     ///
     /// [`Node::tcp`](crate::Node::tcp) checks the name before it connects:
     /// [`Error::CongestionControl`](crate::Error::CongestionControl) if

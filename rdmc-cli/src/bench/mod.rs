@@ -69,7 +69,7 @@ pub(crate) struct BenchArgs {
     /// unicast's sockets alike): Linux's default, `cubic`, unless told
     /// (`bbr`, `reno`, ...: one the kernel has). Without it a lab would take
     /// the machine's default, and the binomial pipeline over TCP is
-    /// sensitive to it (BENCHMARKS.md, "The lab's congestion control").
+    /// sensitive to it (BENCHMARKS.md, "TCP congestion control and block size").
     #[arg(long, default_value = "cubic", value_name = "NAME")]
     congestion_control: String,
     /// Latency, small-message, overlap and allreduce experiments only at
@@ -86,7 +86,7 @@ pub(crate) struct BenchArgs {
     small_burst: Option<u64>,
     /// Block size of the latency, small-message and CPU experiments, or
     /// `auto` (the default, the library's): each message's block size
-    /// chosen from its size and the group's (64–256 KiB; the papers used
+    /// chosen from its size and the group's (32–256 KiB; the papers used
     /// 1 MiB on RDMA).
     #[arg(long, default_value = "auto", value_parser = parse_block_size)]
     block_size: BlockSizeArg,
