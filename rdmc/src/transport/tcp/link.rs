@@ -659,12 +659,10 @@ async fn write_loop<W: AsyncWrite>(
                 yielded = true;
                 tokio::task::yield_now().await;
             }
-            if !signals.is_empty() {
+            let Some((group, mut blocks)) = ring.pop_front() else {
                 bounded(limit, writer.write_all(&signals)).await?;
                 signals.clear();
                 clock.sent(Instant::now());
-            }
-            let Some((group, mut blocks)) = ring.pop_front() else {
                 continue;
             };
             // Alone on the link: larger frames; else fair shares.
@@ -689,12 +687,17 @@ async fn write_loop<W: AsyncWrite>(
                 .seal_into(&header, chunk, &mut scratch)
                 .map_err(other)?;
             let body = if encrypted { &scratch[..] } else { chunk };
+            // The signals sealed before this frame go ahead of it in the
+            // same write: a ready-for-block to the peer a block goes to
+            // rides in the block's first segment instead of one of its own.
             let mut frame = [
+                IoSlice::new(&signals),
                 IoSlice::new(&header),
                 IoSlice::new(body),
                 IoSlice::new(tag.as_slice()),
             ];
             bounded(limit, write_all_vectored(&mut writer, &mut frame)).await?;
+            signals.clear();
             block.sent += len;
             if block.sent == total {
                 blocks.pop_front();
