@@ -7,8 +7,8 @@ mod proto_harness;
 use proptest::prelude::*;
 use proto_harness::{App, Cluster, Crash, Creation, MISBEHAVING_APPS, Notify, Scenario};
 use rdmc::proto::{
-    Action, Control, FailureReason, GroupMember, MemberConfig, MemberError, READY_WINDOW, Rank,
-    block_count, block_len,
+    ANNOUNCE_BATCH, Action, Announce, Control, FailureReason, GroupMember, MemberConfig,
+    MemberError, READY_WINDOW, Rank, block_count, block_len,
 };
 use rdmc::schedule::{Algorithm, BlockSize};
 use std::time::Duration;
@@ -513,6 +513,88 @@ fn chain_member(n: usize, rank: Rank) -> GroupMember {
     let mut m = GroupMember::new(config(Algorithm::Chain, n, rank)).unwrap();
     actions(&mut m);
     m
+}
+
+/// Ready-for-blocks in `actions` (each must follow its receive's post).
+fn announced(actions: &[Action]) -> usize {
+    let (mut posted, mut ready) = (0, 0);
+    for a in actions {
+        match a {
+            Action::PostRecv { .. } => posted += 1,
+            Action::SendControl {
+                control: Control::ReadyForBlock,
+                ..
+            } => {
+                ready += 1;
+                assert!(
+                    ready <= posted,
+                    "a ready-for-block before its receive: {actions:?}"
+                );
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        ready, posted,
+        "every receive posted is announced: {actions:?}"
+    );
+    ready
+}
+
+#[test]
+fn any_sender_announces_in_batches_one_sender_block_by_block() {
+    // Member 1 of a chain of 3 receiving a 40-block message from 0.
+    let (blocks, size) = (40, 40 * 4);
+    for announce in [Announce::OneSender, Announce::AnySender] {
+        let mut m =
+            GroupMember::new(config(Algorithm::Chain, 3, 1).with_announce(announce)).unwrap();
+        actions(&mut m);
+        m.handle_block(0, size, 4);
+        let mut outstanding = announced(&actions(&mut m));
+        assert_eq!(
+            outstanding, READY_WINDOW,
+            "{announce:?}: a full window at first"
+        );
+        let mut total = outstanding;
+        for block in 1..blocks {
+            m.handle_block(0, size, 4);
+            outstanding -= 1;
+            let unannounced = blocks - 1 - total;
+            let now = announced(&actions(&mut m));
+            outstanding += now;
+            total += now;
+            assert!(
+                outstanding <= READY_WINDOW,
+                "{announce:?}: beyond the window"
+            );
+            // Whatever remains of the message is announced once the window
+            // falls to what a batch leaves.
+            let left = blocks - 1 - block;
+            assert!(
+                outstanding >= left.min(READY_WINDOW - ANNOUNCE_BATCH),
+                "{announce:?}: block {block}"
+            );
+            match announce {
+                Announce::OneSender => {
+                    assert_eq!(
+                        now,
+                        usize::from(left >= READY_WINDOW),
+                        "{announce:?}: block {block}"
+                    )
+                }
+                _ => assert!(
+                    now == 0 || now >= ANNOUNCE_BATCH.min(unannounced),
+                    "{announce:?}: {now} at block {block}"
+                ),
+            }
+        }
+        assert_eq!(
+            total,
+            blocks - 1,
+            "{announce:?}: one receive per block after the first"
+        );
+        assert_eq!(outstanding, 0);
+    }
 }
 
 #[test]

@@ -12,7 +12,8 @@ mod events;
 mod progress;
 
 pub use config::{
-    Announce, BATCH_FLAG, MAX_MESSAGES, MemberConfig, READY_WINDOW, Rank, block_count, block_len,
+    ANNOUNCE_BATCH, Announce, BATCH_FLAG, MAX_MESSAGES, MemberConfig, READY_WINDOW, Rank,
+    block_count, block_len,
 };
 pub use events::{Action, Control, Failure, FailureReason, MemberError};
 
@@ -543,11 +544,17 @@ impl GroupMember {
     /// their ready-for-blocks: at most [`READY_WINDOW`] ahead and, with
     /// [`Announce::OneSender`], all from one sender: the next receive from
     /// another sender is announced only once every block announced to the
-    /// current one has arrived.
+    /// current one has arrived. With [`Announce::AnySender`], at least
+    /// [`ANNOUNCE_BATCH`] at a time (or all that are left).
     fn expect_next_block(&mut self) {
         let one_sender = self.config.announce == Announce::OneSender;
         let cur = self.current.as_mut().expect("a message is in progress");
         let bs = cur.block_size;
+        if !one_sender && cur.expected.len() > READY_WINDOW - ANNOUNCE_BATCH {
+            // Whoever sends: top the window up only in batches, so what is
+            // announced to one sender can travel as one signal.
+            return;
+        }
         while cur.expected.len() < READY_WINDOW {
             let next = self.schedule.next_incoming(cur.blocks, cur.post_cursor);
             let Some((step, t)) = next else {

@@ -36,8 +36,8 @@ mod member;
 mod rendezvous;
 
 pub use member::{
-    Action, Announce, BATCH_FLAG, Control, Failure, FailureReason, GroupMember, MAX_MESSAGES,
-    MemberConfig, MemberError, READY_WINDOW, Rank, block_count, block_len,
+    ANNOUNCE_BATCH, Action, Announce, BATCH_FLAG, Control, Failure, FailureReason, GroupMember,
+    MAX_MESSAGES, MemberConfig, MemberError, READY_WINDOW, Rank, block_count, block_len,
 };
 pub use rendezvous::{
     ABANDONED_KEPT, CreateFailure, MAX_EARLY, Rendezvous, RendezvousAction, USED_IDS_KEPT,

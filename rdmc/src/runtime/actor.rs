@@ -15,7 +15,8 @@ use tracing::Instrument;
 mod creation;
 
 use super::group_state::{
-    CreateReply, DeliveredReply, GroupState, OpenBatch, SendReply, Sending, execute, member_error,
+    CreateReply, DeliveredReply, GroupState, OpenBatch, ReadyForBlocks, SendReply, Sending,
+    execute, member_error,
 };
 use super::target::TargetReady;
 use super::timing::{Lap, Stopwatch};
@@ -23,7 +24,7 @@ use super::timing::{Lap, Stopwatch};
 use crate::config::{BATCH_HEADER_BYTES, GroupConfig};
 use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
-use crate::proto::{FailureReason, GroupMember, MemberError, Rank, Rendezvous};
+use crate::proto::{Action, Control, FailureReason, GroupMember, MemberError, Rank, Rendezvous};
 use crate::transport::{Completion, Completions, MessageBuffer, Signal, Transport};
 use crate::wait::{CompletionMode, WaitPolicy};
 
@@ -497,12 +498,12 @@ impl<T: Transport> Actor<T> {
             _ => {}
         }
         let Some(g) = self.groups.get_mut(&group) else {
-            if let Completion::Signal {
-                signal: Signal::Group(control),
-                ..
-            } = c
+            if let Completion::Signal { signal, .. } = c
+                && let Some((control, count)) = signal.group_control()
             {
-                self.rendezvous.handle_early_control(peer, group, control);
+                for _ in 0..count {
+                    self.rendezvous.handle_early_control(peer, group, control);
+                }
             }
             return;
         };
@@ -538,11 +539,14 @@ impl<T: Transport> Actor<T> {
                 g.member.handle_block(rank, immediate, len)
             }
             Completion::Sent { .. } => g.member.handle_send_complete(rank),
-            Completion::Signal {
-                signal: Signal::Group(control),
-                ..
-            } => g.member.handle_control(rank, control),
-            Completion::Signal { .. } => unreachable!("rendezvous signals are handled above"),
+            Completion::Signal { signal, .. } => {
+                let (control, count) = signal
+                    .group_control()
+                    .expect("rendezvous signals are handled above");
+                for _ in 0..count {
+                    g.member.handle_control(rank, control);
+                }
+            }
             Completion::TransferFailed { error, .. } => {
                 tracing::warn!(peer = peer.0, error, "transfer failed");
                 return self.peer_unreachable(group, rank);
@@ -639,12 +643,22 @@ impl<T: Transport> Actor<T> {
             pending.abort();
         }
         let mut hashed = false;
+        // The ready-for-blocks of one pass to one peer travel as one
+        // signal, after the receives they announce are posted.
+        let mut ready = ReadyForBlocks::default();
         // While the hook chooses a message's buffer, its actions wait.
         while g.pending_begin.is_none()
             && let Some(action) = g.member.poll_action()
         {
-            hashed |= execute(g, &mut self.transport, action);
+            match action {
+                Action::SendControl {
+                    to,
+                    control: Control::ReadyForBlock,
+                } => ready.add(to),
+                action => hashed |= execute(g, &mut self.transport, action),
+            }
         }
+        ready.send(g, &mut self.transport);
         if g.deadline.is_none()
             && let Some(at) = g.member.poll_timeout()
         {

@@ -16,7 +16,9 @@ use crate::config::BATCH_HEADER_BYTES;
 use crate::error::{Error, FailureKind};
 use crate::ids::{GroupId, NodeId};
 use crate::in_flight::InFlight;
-use crate::proto::{Action, Failure, FailureReason, GroupMember, MemberError, Rank};
+use crate::proto::{
+    Action, Control, Failure, FailureReason, GroupMember, MemberError, READY_WINDOW, Rank,
+};
 use crate::target::ReceiveTargets;
 use crate::transport::{BlockRef, MessageBuffer, Signal, Transport};
 
@@ -291,6 +293,37 @@ fn failure_error(g: &GroupState, f: &Failure) -> Error {
         group: g.id,
         suspect: f.suspect.map(|r| g.members[r]),
         kind,
+    }
+}
+
+/// The ready-for-blocks one pass over a member's actions sends, counted
+/// per peer: each peer's go as one signal (several at most a window's
+/// worth each), once the receives they announce are posted.
+#[derive(Debug, Default)]
+pub(super) struct ReadyForBlocks(Vec<(Rank, usize)>);
+
+impl ReadyForBlocks {
+    /// One more ready-for-block to `to`.
+    pub(super) fn add(&mut self, to: Rank) {
+        match self.0.iter_mut().find(|(r, _)| *r == to) {
+            Some((_, n)) => *n += 1,
+            None => self.0.push((to, 1)),
+        }
+    }
+
+    /// Send them.
+    pub(super) fn send<T: Transport>(self, g: &GroupState, transport: &mut T) {
+        for (to, mut left) in self.0 {
+            while left > 0 {
+                let count = left.min(READY_WINDOW);
+                let signal = match count {
+                    1 => Signal::Group(Control::ReadyForBlock),
+                    _ => Signal::ReadyForBlocks { count: count as u8 },
+                };
+                transport.send_signal(g.id, g.members[to], signal);
+                left -= count;
+            }
+        }
     }
 }
 

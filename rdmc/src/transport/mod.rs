@@ -111,6 +111,22 @@ pub(crate) enum Signal {
     Join { digest: u128 },
     /// "Your `Join` does not match my group: mine hashes to `digest`."
     JoinRejected { digest: u128 },
+    /// `count` (2 to [`READY_WINDOW`](crate::proto::READY_WINDOW)) of the
+    /// group protocol's ready-for-blocks in one signal: what the
+    /// announcements a member makes to one peer at once travel as.
+    ReadyForBlocks { count: u8 },
+}
+
+impl Signal {
+    /// The group protocol's control message this signal carries, and how
+    /// many times; `None` for the rendezvous's own signals.
+    pub(crate) fn group_control(self) -> Option<(Control, u8)> {
+        match self {
+            Signal::Group(control) => Some((control, 1)),
+            Signal::ReadyForBlocks { count } => Some((Control::ReadyForBlock, count)),
+            Signal::Join { .. } | Signal::JoinRejected { .. } => None,
+        }
+    }
 }
 
 /// The sending side of a node's completion queue.

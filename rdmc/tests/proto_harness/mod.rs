@@ -45,8 +45,8 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use rdmc::proto::{
-    Action, Control, CreateFailure, Failure, FailureReason, GroupMember, MemberConfig, Rank,
-    Rendezvous, RendezvousAction, block_count, block_len, group_digest,
+    Action, Announce, Control, CreateFailure, Failure, FailureReason, GroupMember, MemberConfig,
+    READY_WINDOW, Rank, Rendezvous, RendezvousAction, block_count, block_len, group_digest,
 };
 use rdmc::schedule::{Algorithm, BlockSize, NodeSchedule, Schedule, Topology};
 use rdmc::{GroupConfig, GroupId, NodeId};
@@ -302,6 +302,9 @@ pub struct Cluster {
     /// Automatic block sizes from this many bytes up to `block_size`
     /// ([`BlockSize::Automatic`]); `None`: every block `block_size`.
     pub auto_min: Option<usize>,
+    /// Which receives the members announce at once: the seed's lowest bit
+    /// chooses, so every property holds for both rules.
+    pub announce: Announce,
     nodes: Vec<Node>,
     links: Vec<Link>,
     /// Event sources with something pending: ids `kind * n² + from * n + to`.
@@ -528,6 +531,11 @@ impl Cluster {
         let mut cluster = Cluster {
             algorithm,
             n,
+            announce: if seed & 1 == 0 {
+                Announce::OneSender
+            } else {
+                Announce::AnySender
+            },
             topology,
             block_size,
             auto_min,
@@ -581,7 +589,7 @@ impl Cluster {
             MemberConfig::new(self.algorithm, self.n, rank, block_size)
                 .with_topology(self.topology.clone())
                 .with_max_message_size(MAX_MESSAGE_SIZE)
-                .with_announce(rdmc::proto::Announce::OneSender)
+                .with_announce(self.announce)
                 .with_progress_timeout(PROGRESS_TIMEOUT),
         )
         .expect("valid member");
@@ -1081,13 +1089,27 @@ impl Cluster {
                     // no block announced to another peer is still to come.
                     for other in (0..self.nodes.len()).filter(|&p| p != to && p != me) {
                         let link = &self.links[self.link(other, me)];
-                        if link.ready_sent > link.arrived {
+                        if self.announce == Announce::OneSender && link.ready_sent > link.arrived {
                             self.bug(format_args!(
                                 "member {me} told {to} it is ready while {} block(s) it \
                                  announced to {other} have not arrived",
                                 link.ready_sent - link.arrived
                             ));
                         }
+                    }
+                    // Whoever sends, never more than a window announced.
+                    let outstanding: u64 = (0..self.nodes.len())
+                        .filter(|&p| p != me)
+                        .map(|p| {
+                            let link = &self.links[self.link(p, me)];
+                            link.ready_sent - link.arrived
+                        })
+                        .sum();
+                    if outstanding >= READY_WINDOW as u64 {
+                        self.bug(format_args!(
+                            "member {me} told {to} it is ready with {outstanding} block(s) \
+                             announced that have not arrived"
+                        ));
                     }
                     let link = &mut self.links[inbound];
                     link.ready_sent += 1;

@@ -35,6 +35,16 @@ pub type Rank = usize;
 /// once, and a stream from one sender never waits a round trip per block.
 pub const READY_WINDOW: usize = 8;
 
+/// How many receives a member with [`Announce::AnySender`] announces at
+/// least at once (unless fewer are left in the message): it tops its window
+/// up only once this many of its announced blocks have arrived. Over TCP a
+/// ready-for-block is a frame of its own on the receiver's uplink, the link
+/// that carries its own forwards; announced four at a time, one frame to
+/// each sender says it (the driver sends a peer's ready-for-blocks of one
+/// pass as one signal), and a stream from one sender still has four blocks
+/// announced ahead.
+pub const ANNOUNCE_BATCH: usize = READY_WINDOW / 2;
+
 /// Which of the (up to [`READY_WINDOW`]) receives a member posts ahead it
 /// announces at once: the same rule on every member of a group is not
 /// required (each one only limits what its own senders may send it).
@@ -49,7 +59,8 @@ pub enum Announce {
     /// then holds, and the binomial pipeline stays flat in the group size.
     #[default]
     OneSender,
-    /// The next receives whoever sends them. Right where a send completes
+    /// The next receives whoever sends them, announced [`ANNOUNCE_BATCH`]
+    /// or more at a time. Right where a send completes
     /// once the transport has buffered it (TCP's socket buffer): a sender
     /// then has blocks to several receivers on the wire at once anyway,
     /// and a receiver that takes blocks from one sender at a time would

@@ -16,7 +16,7 @@ use proptest::test_runner::{Config, TestCaseResult, TestRunner};
 
 use super::{HEADER_LEN, Header, signal};
 use crate::ids::GroupId;
-use crate::proto::Control;
+use crate::proto::{Control, READY_WINDOW};
 use crate::transport::Signal;
 
 /// Runs `check` on `cases` values of `strategy` (or `RDMC_FUZZ_CASES` of
@@ -81,6 +81,7 @@ pub(crate) fn any_signal() -> impl Strategy<Value = Signal> {
     let digest = || (word(), word()).prop_map(|(lo, hi)| u128::from(lo) | (u128::from(hi) << 64));
     prop_oneof![
         Just(Signal::Group(Control::ReadyForBlock)),
+        (2..=READY_WINDOW as u8).prop_map(|count| Signal::ReadyForBlocks { count }),
         word().prop_map(|messages| Signal::Group(Control::Close { messages })),
         Just(Signal::Group(Control::CloseAck)),
         Just(Signal::Group(Control::Closed)),

@@ -158,7 +158,7 @@ impl Header {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::Control;
+    use crate::proto::{Control, READY_WINDOW};
     use proptest::prelude::*;
 
     const MAX: u32 = 1 << 20;
@@ -166,6 +166,10 @@ mod tests {
     fn signals() -> Vec<Signal> {
         vec![
             Signal::Group(Control::ReadyForBlock),
+            Signal::ReadyForBlocks { count: 2 },
+            Signal::ReadyForBlocks {
+                count: READY_WINDOW as u8,
+            },
             Signal::Group(Control::Close { messages: 0 }),
             Signal::Group(Control::Close { messages: u64::MAX }),
             Signal::Group(Control::CloseAck),
@@ -260,6 +264,40 @@ mod tests {
         bytes[4] = 0;
         bytes[16] = 1;
         assert_eq!(Header::decode(&bytes, MAX), Err(FrameError::BadArgument));
+    }
+
+    #[test]
+    fn ready_for_blocks_count_within_the_window() {
+        let frame = |count: u64, b: u64| {
+            let mut bytes = Header::Signal {
+                group: GroupId(1),
+                signal: Signal::Group(Control::ReadyForBlock),
+            }
+            .encode();
+            bytes[16..24].copy_from_slice(&count.to_le_bytes());
+            bytes[24..32].copy_from_slice(&b.to_le_bytes());
+            Header::decode(&bytes, MAX)
+        };
+        let signal = |signal| {
+            Ok(Header::Signal {
+                group: GroupId(1),
+                signal,
+            })
+        };
+        // The first argument counts the ready-for-blocks beyond the first.
+        assert_eq!(frame(0, 0), signal(Signal::Group(Control::ReadyForBlock)));
+        assert_eq!(frame(1, 0), signal(Signal::ReadyForBlocks { count: 2 }));
+        let most = READY_WINDOW as u64 - 1;
+        assert_eq!(
+            frame(most, 0),
+            signal(Signal::ReadyForBlocks {
+                count: READY_WINDOW as u8
+            })
+        );
+        // More than a window's worth, or a second argument: refused.
+        assert_eq!(frame(most + 1, 0), Err(FrameError::BadArgument));
+        assert_eq!(frame(u64::MAX, 0), Err(FrameError::BadArgument));
+        assert_eq!(frame(0, 1), Err(FrameError::BadArgument));
     }
 
     proptest! {

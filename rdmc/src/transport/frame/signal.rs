@@ -3,7 +3,7 @@
 //!
 //! | code | signal | first argument | second argument |
 //! |---|---|---|---|
-//! | 0 | ready-for-block | 0 | 0 |
+//! | 0 | ready-for-block(s) | how many beyond the first (0 to the window − 1) | 0 |
 //! | 1 | close | messages | 0 |
 //! | 2 | close-ack | 0 | 0 |
 //! | 3 | closed | 0 | 0 |
@@ -13,7 +13,7 @@
 //! | 7 | taken | messages | 0 |
 
 use super::FrameError;
-use crate::proto::Control;
+use crate::proto::{Control, READY_WINDOW};
 use crate::transport::Signal;
 
 /// A signal's code and two arguments.
@@ -21,6 +21,7 @@ pub(crate) fn encode(signal: Signal) -> (u8, u64, u64) {
     let digest = |d: u128| (d as u64, (d >> 64) as u64);
     match signal {
         Signal::Group(Control::ReadyForBlock) => (0, 0, 0),
+        Signal::ReadyForBlocks { count } => (0, u64::from(count.saturating_sub(1)), 0),
         Signal::Group(Control::Close { messages }) => (1, messages, 0),
         Signal::Group(Control::CloseAck) => (2, 0, 0),
         Signal::Group(Control::Closed) => (3, 0, 0),
@@ -50,7 +51,8 @@ pub(crate) fn decode(code: u8, a: u64, b: u64) -> Result<Signal, FrameError> {
     };
     let digest = u128::from(a) | (u128::from(b) << 64);
     match code {
-        0 => no_args(Signal::Group(Control::ReadyForBlock)),
+        0 if b == 0 && a == 0 => Ok(Signal::Group(Control::ReadyForBlock)),
+        0 if b == 0 && a < READY_WINDOW as u64 => Ok(Signal::ReadyForBlocks { count: a as u8 + 1 }),
         1 if b == 0 => Ok(Signal::Group(Control::Close { messages: a })),
         2 => no_args(Signal::Group(Control::CloseAck)),
         3 => no_args(Signal::Group(Control::Closed)),
@@ -64,7 +66,7 @@ pub(crate) fn decode(code: u8, a: u64, b: u64) -> Result<Signal, FrameError> {
         5 => Ok(Signal::Join { digest }),
         6 => Ok(Signal::JoinRejected { digest }),
         7 if b == 0 => Ok(Signal::Group(Control::Taken { messages: a })),
-        1 | 4 | 7 => Err(FrameError::BadArgument),
+        0 | 1 | 4 | 7 => Err(FrameError::BadArgument),
         other => Err(FrameError::UnknownSignal(other)),
     }
 }
