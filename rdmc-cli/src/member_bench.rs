@@ -18,6 +18,8 @@
 //! namespace of the machine, so the driver can subtract the root's times from
 //! the receivers'), and `cpu`, the process's user + system CPU seconds so far.
 
+use std::os::fd::AsFd;
+use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -25,7 +27,7 @@ use futures::{FutureExt, StreamExt};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rdmc::{Group, MessageTimings};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
 use crate::member::MemberArgs;
 
@@ -50,7 +52,7 @@ pub(crate) async fn run(args: &MemberArgs, group: &mut Group) -> Result<(), Stri
 }
 
 async fn root(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(), String> {
-    let mut lines = BufReader::new(tokio::io::stdin()).lines();
+    let mut lines = BufReader::new(commands()).lines();
     let mut seq = 0u64;
     while let Some(line) = lines
         .next_line()
@@ -94,6 +96,22 @@ async fn root(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(
         }
     }
     Ok(())
+}
+
+/// The root's stdin. A pipe (as `rdmc bench` gives it) is read through
+/// the runtime's own poller: one wake-up per command. Anything else goes
+/// through `tokio::io::stdin`, which reads on a blocking thread — for each
+/// command a wake-up of that thread, its read, then a wake-up of the
+/// runtime's.
+fn commands() -> Pin<Box<dyn AsyncRead + Send>> {
+    let pipe = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .and_then(tokio::net::unix::pipe::Receiver::from_owned_fd);
+    match pipe {
+        Ok(pipe) => Box::pin(pipe),
+        Err(_) => Box::pin(tokio::io::stdin()),
+    }
 }
 
 /// Receive, check every message against the root's payload, and print a
