@@ -11,8 +11,15 @@
 //!   `sent` event;
 //! * `close` (or the end of stdin): close the group.
 //!
-//! Receivers print a `delivered` event for the last message of each run of
+//! Receivers report a `delivered` event for the last message of each run of
 //! messages ready at once (every message of a latency run; a burst's last).
+//! They hold their events until the group has been quiet for
+//! [`REPORT_QUIET`] (or [`REPORT_HELD`] are held) and then print them in one
+//! write, so that while a message is still on its way to other members no
+//! receiver writes to the driver and the driver is not woken. The root's
+//! `sent` event says `acknowledged`: an rdmc send completes only once every
+//! receiver's application holds the message, so the driver can send the next
+//! command on it without waiting for the receivers' events.
 //! Every event carries `t`,
 //! the `CLOCK_MONOTONIC` time in nanoseconds (one clock for every network
 //! namespace of the machine, so the driver can subtract the root's times from
@@ -85,7 +92,7 @@ async fn root(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(
                 let done = Instant::now();
                 let mut event = json!({"event": "sent", "rank": args.rank, "seq": seq,
                     "count": count, "size": size, "t": mono_ns(t0), "done_t": mono_ns(done),
-                    "cpu0": cpu0, "cpu": cpu_seconds()});
+                    "cpu0": cpu0, "cpu": cpu_seconds(), "acknowledged": true});
                 if let Some(t) = first {
                     add_timings(&mut event, &t);
                 }
@@ -114,25 +121,73 @@ fn commands() -> Pin<Box<dyn AsyncRead + Send>> {
     }
 }
 
-/// Receive, check every message against the root's payload, and print a
+/// How long a receiver holds its `delivered` events after the group's last
+/// message: longer than the driver takes to send the next command, so a
+/// series of messages sent one after another is reported after its last.
+pub(crate) const REPORT_QUIET: Duration = Duration::from_millis(5);
+
+/// The most `delivered` events a receiver holds before printing them.
+pub(crate) const REPORT_HELD: usize = 256;
+
+/// Receive, check every message against the root's payload, and report a
 /// `delivered` event for the last message of each run of messages that were
-/// ready at once (the measurements wait for a burst's last message only):
-/// one line per burst rather than per message, so the bench's own printing
-/// and its coordinator's reading stay out of a small-message burst's rate.
+/// ready at once (the measurements wait for a burst's last message only).
+/// The events are held until the group is quiet (see the module docs):
+/// printing and the driver's reading stay out of the time the next members
+/// need the cores for the same message.
 async fn receiver(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(), String> {
-    while let Some(first) = group.next().await {
-        let mut last = checked(first, payload)?;
+    let mut held: Vec<Value> = Vec::new();
+    loop {
+        let next = if held.is_empty() {
+            group.next().await
+        } else {
+            match tokio::time::timeout(REPORT_QUIET, group.next()).await {
+                Ok(next) => next,
+                Err(_quiet) => {
+                    print_all(&mut held);
+                    continue;
+                }
+            }
+        };
+        let Some(first) = next else { break };
+        let mut last = checked(first, payload);
         // Drain what is already delivered, without waiting.
-        while let Some(Some(next)) = group.next().now_or_never() {
-            last = checked(next, payload)?;
+        while last.is_ok()
+            && let Some(Some(next)) = group.next().now_or_never()
+        {
+            last = checked(next, payload);
         }
-        let (message, now) = last;
+        let (message, now) = match last {
+            Ok(last) => last,
+            Err(e) => {
+                // What was delivered intact is still reported.
+                print_all(&mut held);
+                return Err(e);
+            }
+        };
         let mut event = json!({"event": "delivered", "rank": args.rank, "seq": message.seq,
             "size": message.data.len(), "t": mono_ns(now), "cpu": cpu_seconds()});
         add_timings(&mut event, &message.timings);
-        emit(event);
+        held.push(event);
+        if held.len() >= REPORT_HELD {
+            print_all(&mut held);
+        }
     }
+    print_all(&mut held);
     Ok(())
+}
+
+/// Print `events`, one line each, in one write; empties it.
+fn print_all(events: &mut Vec<Value>) {
+    use std::io::Write;
+    let mut text = String::new();
+    for event in events.drain(..) {
+        text.push_str(&event.to_string());
+        text.push('\n');
+    }
+    let mut out = std::io::stdout().lock();
+    // As `println!` would, a closed stdout is the driver gone: nothing to do.
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
 /// A delivered message, with when it was taken, if its bytes are the

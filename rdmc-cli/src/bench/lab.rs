@@ -3,6 +3,7 @@
 //! through their stdin and JSON stdout, the machine's CPU idle time, and
 //! clean-up on every exit path, Ctrl-C included.
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -154,6 +155,9 @@ pub(crate) struct Cluster {
     events: Receiver<Event>,
     /// Each rank's CPU seconds at its latest event.
     cpu: Vec<f64>,
+    /// Each rank's CPU seconds at its event of the latest [`Sample`] (at
+    /// `ready` before the first).
+    sample_cpu: Vec<f64>,
     next_seq: u64,
     exited: Vec<bool>,
     label: String,
@@ -207,6 +211,7 @@ impl Cluster {
             root_stdin: None,
             events,
             cpu: vec![0.0; n],
+            sample_cpu: vec![0.0; n],
             next_seq: 0,
             exited: vec![false; n],
             label: label.to_owned(),
@@ -258,6 +263,7 @@ impl Cluster {
                 cluster.early.push((rank, event));
             }
         }
+        cluster.sample_cpu = cluster.cpu.clone();
         Ok(cluster)
     }
 
@@ -300,62 +306,102 @@ impl Cluster {
         }
     }
 
-    /// Send `count` messages of `size` bytes back to back and wait until
-    /// every receiver has the last one.
-    pub(crate) fn measure(
+    /// `samples` times: send `count` messages of `size` bytes back to back
+    /// and wait until every receiver has the last one; one [`Sample`] each.
+    ///
+    /// When the root's `sent` event says `acknowledged` (an rdmc send
+    /// completes only once every receiver's application holds the message)
+    /// the next command goes out on it, and the receivers' events, which
+    /// they hold until the group is quiet, are collected after the last
+    /// sample: nothing is read from the receivers while a message is on its
+    /// way. Otherwise (the unicast baseline) each sample waits for them.
+    pub(crate) fn measure_series(
         &mut self,
         size: u64,
         count: u64,
+        samples: usize,
         timeout: Duration,
-    ) -> Result<Sample, String> {
+    ) -> Result<Vec<Sample>, String> {
         let n = self.children.len();
-        let first = self.next_seq;
-        let last = first + count - 1;
-        self.next_seq += count;
-        let before = self.cpu.clone();
-        let stdin = self
-            .root_stdin
-            .as_mut()
-            .ok_or("the root's stdin is closed")?;
-        writeln!(stdin, "send {size} {count}")
-            .and_then(|()| stdin.flush())
-            .map_err(|e| format!("{}: commanding the root: {e}", self.label))?;
-        let deadline = Instant::now() + timeout;
-        let mut sent: Option<Value> = None;
-        let mut delivered: Vec<Value> = vec![Value::Null; n];
-        let mut missing = n - 1;
-        while sent.is_none() || missing > 0 {
-            let (rank, event) = self.next_event(deadline)?;
-            match event["event"].as_str() {
-                Some("sent") if rank == 0 && event["seq"] == first => sent = Some(event),
-                Some("delivered") if rank > 0 && event["seq"] == last => {
-                    if delivered[rank].is_null() {
-                        missing -= 1;
-                    }
-                    delivered[rank] = event;
-                }
-                _ => {}
+        // Each sample's root event, and every receiver event by (rank, seq).
+        let mut sent: Vec<Value> = Vec::with_capacity(samples);
+        let mut lasts: Vec<u64> = Vec::with_capacity(samples);
+        let mut delivered: HashMap<(usize, u64), Value> = HashMap::new();
+        fn keep(rank: usize, event: Value, delivered: &mut HashMap<(usize, u64), Value>) {
+            if rank > 0
+                && event["event"] == "delivered"
+                && let Some(seq) = event["seq"].as_u64()
+            {
+                delivered.insert((rank, seq), event);
             }
         }
-        let sent = sent.expect("loop ends with the sent event");
-        let t0 = sent["t"].as_u64().ok_or("a sent event without t")?;
-        let t1 = delivered
-            .iter()
-            .filter_map(|d| d["t"].as_u64())
-            .max()
-            .ok_or("no delivered event")?;
-        let cpu = self
-            .cpu
-            .iter()
-            .zip(&before)
-            .map(|(now, then)| (now - then).max(0.0))
-            .collect();
-        Ok(Sample {
-            seconds: t1.saturating_sub(t0) as f64 / 1e9,
-            cpu,
-            sent,
-            delivered,
-        })
+        let all_in = |delivered: &HashMap<(usize, u64), Value>, last: u64| {
+            (1..n).all(|rank| delivered.contains_key(&(rank, last)))
+        };
+        for _ in 0..samples {
+            let first = self.next_seq;
+            let last = first + count - 1;
+            self.next_seq += count;
+            let stdin = self
+                .root_stdin
+                .as_mut()
+                .ok_or("the root's stdin is closed")?;
+            writeln!(stdin, "send {size} {count}")
+                .and_then(|()| stdin.flush())
+                .map_err(|e| format!("{}: commanding the root: {e}", self.label))?;
+            let deadline = Instant::now() + timeout;
+            let mut root: Option<Value> = None;
+            loop {
+                if let Some(event) = &root
+                    && (event["acknowledged"] == true || all_in(&delivered, last))
+                {
+                    break;
+                }
+                let (rank, event) = self.next_event(deadline)?;
+                if rank == 0 && event["event"] == "sent" && event["seq"] == first {
+                    root = Some(event);
+                } else {
+                    keep(rank, event, &mut delivered);
+                }
+            }
+            sent.push(root.expect("the loop ends with the root's event"));
+            lasts.push(last);
+        }
+        let deadline = Instant::now() + timeout;
+        while !lasts.iter().all(|&last| all_in(&delivered, last)) {
+            let (rank, event) = self.next_event(deadline)?;
+            keep(rank, event, &mut delivered);
+        }
+        let mut out = Vec::with_capacity(samples);
+        for (sent, last) in sent.into_iter().zip(lasts) {
+            let mut events = vec![Value::Null; n];
+            for (rank, slot) in events.iter_mut().enumerate().skip(1) {
+                *slot = delivered.remove(&(rank, last)).expect("all delivered");
+            }
+            let t0 = sent["t"].as_u64().ok_or("a sent event without t")?;
+            let t1 = events
+                .iter()
+                .filter_map(|d| d["t"].as_u64())
+                .max()
+                .ok_or("no delivered event")?;
+            // CPU each rank used from its previous sample's event to this one's.
+            let cpu = (0..n)
+                .map(|rank| {
+                    let event = if rank == 0 { &sent } else { &events[rank] };
+                    let now = event["cpu"].as_f64().unwrap_or(self.sample_cpu[rank]);
+                    let used = (now - self.sample_cpu[rank]).max(0.0);
+                    self.sample_cpu[rank] = now;
+                    used
+                })
+                .collect();
+            out.push(Sample {
+                seconds: t1.saturating_sub(t0) as f64 / 1e9,
+                cpu,
+                sent,
+                delivered: events,
+            });
+        }
+        Ok(out)
     }
 
     /// Every event until each rank has printed `closed` (processes that run

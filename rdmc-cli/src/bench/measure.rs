@@ -300,11 +300,18 @@ impl Run<'_> {
                         (!times.is_empty()).then(|| (median(&times) * 1e7).round() / 10.0)
                     })
                     .collect();
+                // Each rank's median CPU per message, µs (root included).
+                let cpu_us: Vec<f64> = (0..n)
+                    .map(|rank| {
+                        let used: Vec<f64> = samples.iter().map(|s| s.cpu[rank]).collect();
+                        (median(&used) * 1e7).round() / 10.0
+                    })
+                    .collect();
                 self.emit(merge(
                     json!({"experiment": "small_latency", "system": "rdmc",
                            "algorithm": algorithm, "nodes": n, "size": size,
                            "block_size": block, "mode": mode,
-                           "receivers_us": receivers_us}),
+                           "receivers_us": receivers_us, "cpu_us": cpu_us}),
                     record,
                 ));
             }
@@ -444,14 +451,11 @@ impl Run<'_> {
         let rate = rate_bytes_per_second(&self.args.rate);
         // Generous: sequential to 16 nodes moves 15 copies through one link.
         let timeout = Duration::from_secs_f64(60.0 + 40.0 * (size * count) as f64 / rate);
-        for _ in 0..warmup {
-            cluster.measure(size, count, timeout)?;
-        }
+        // Warm-ups and runs in one series: the runs follow the warm-ups
+        // without a pause (the cores stay warm, as MPI's ranks keep theirs).
         let before = CpuTimes::now();
-        let mut samples = Vec::with_capacity(runs);
-        for _ in 0..runs {
-            samples.push(cluster.measure(size, count, timeout)?);
-        }
+        let mut samples = cluster.measure_series(size, count, warmup + runs, timeout)?;
+        samples.drain(..warmup);
         let idle = CpuTimes::now().idle_since(&before);
         let all: Vec<f64> = samples.iter().map(|s| s.seconds).collect();
         // CPU per member per message (from each process's previous event).
