@@ -7,8 +7,10 @@
 //! The root reads commands from stdin, one per line:
 //!
 //! * `send SIZE COUNT`: send COUNT messages of the payload's first SIZE
-//!   bytes back to back, wait until all are locally complete, then print a
-//!   `sent` event;
+//!   bytes back to back, wait until all are locally complete and every
+//!   receiver's application has taken them, then print a `sent` event
+//!   (`done_t` when they were locally complete, `acknowledged_t` when all
+//!   were taken);
 //! * `close` (or the end of stdin): close the group.
 //!
 //! Receivers report a `delivered` event for the last message of each run of
@@ -17,9 +19,9 @@
 //! [`REPORT_QUIET`] (or [`REPORT_HELD`] are held) and then print them in one
 //! write, so that while a message is still on its way to other members no
 //! receiver writes to the driver and the driver is not woken. The root's
-//! `sent` event says `acknowledged`: an rdmc send completes only once every
-//! receiver's application holds the message, so the driver can send the next
-//! command on it without waiting for the receivers' events.
+//! `sent` event says `acknowledged`: it is printed only once every
+//! receiver's application holds the messages, so the driver can send the
+//! next command on it without waiting for the receivers' events.
 //! Every event carries `t`,
 //! the `CLOCK_MONOTONIC` time in nanoseconds (one clock for every network
 //! namespace of the machine, so the driver can subtract the root's times from
@@ -81,8 +83,9 @@ async fn root(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(
                     return Err(format!("size {size} is above --max-size {}", payload.len()));
                 }
                 let data = payload.slice(..size);
-                let t0 = Instant::now();
+                // The CPU count first: its system call stays out of the time.
                 let cpu0 = cpu_seconds();
+                let t0 = Instant::now();
                 let sends: Vec<_> = (0..count).map(|_| group.send(data.clone())).collect();
                 let mut first = None;
                 for send in sends {
@@ -90,9 +93,15 @@ async fn root(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(
                     first.get_or_insert(timings);
                 }
                 let done = Instant::now();
+                // Every member's application has taken every message sent
+                // (the group's in-flight messages are all delivered).
+                futures::SinkExt::<Bytes>::flush(group)
+                    .await
+                    .map_err(|e| e.to_string())?;
                 let mut event = json!({"event": "sent", "rank": args.rank, "seq": seq,
                     "count": count, "size": size, "t": mono_ns(t0), "done_t": mono_ns(done),
-                    "cpu0": cpu0, "cpu": cpu_seconds(), "acknowledged": true});
+                    "acknowledged_t": mono_ns(Instant::now()), "acknowledged": true,
+                    "cpu0": cpu0, "cpu": cpu_seconds()});
                 if let Some(t) = first {
                     add_timings(&mut event, &t);
                 }
@@ -136,7 +145,9 @@ pub(crate) const REPORT_HELD: usize = 256;
 /// printing and the driver's reading stay out of the time the next members
 /// need the cores for the same message.
 async fn receiver(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(), String> {
-    let mut held: Vec<Value> = Vec::new();
+    let rank = args.rank;
+    // What each event says, kept raw: the JSON is built when printed.
+    let mut held: Vec<Delivery> = Vec::new();
     loop {
         let next = if held.is_empty() {
             group.next().await
@@ -144,7 +155,7 @@ async fn receiver(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Resu
             match tokio::time::timeout(REPORT_QUIET, group.next()).await {
                 Ok(next) => next,
                 Err(_quiet) => {
-                    print_all(&mut held);
+                    print_deliveries(rank, &mut held);
                     continue;
                 }
             }
@@ -157,31 +168,48 @@ async fn receiver(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Resu
         {
             last = checked(next, payload);
         }
-        let (message, now) = match last {
+        let (message, at) = match last {
             Ok(last) => last,
             Err(e) => {
                 // What was delivered intact is still reported.
-                print_all(&mut held);
+                print_deliveries(rank, &mut held);
                 return Err(e);
             }
         };
-        let mut event = json!({"event": "delivered", "rank": args.rank, "seq": message.seq,
-            "size": message.data.len(), "t": mono_ns(now), "cpu": cpu_seconds()});
-        add_timings(&mut event, &message.timings);
-        held.push(event);
+        held.push(Delivery {
+            seq: message.seq,
+            size: message.data.len(),
+            at,
+            cpu: cpu_seconds(),
+            timings: message.timings,
+        });
         if held.len() >= REPORT_HELD {
-            print_all(&mut held);
+            print_deliveries(rank, &mut held);
         }
     }
-    print_all(&mut held);
+    print_deliveries(rank, &mut held);
     Ok(())
 }
 
-/// Print `events`, one line each, in one write; empties it.
-fn print_all(events: &mut Vec<Value>) {
+/// A receiver's `delivered` event before it is printed.
+struct Delivery {
+    seq: u64,
+    size: usize,
+    /// When the application took the message.
+    at: Instant,
+    /// The process's CPU seconds then.
+    cpu: f64,
+    timings: MessageTimings,
+}
+
+/// Print `held`'s `delivered` events, one line each, in one write; empties it.
+fn print_deliveries(rank: u32, held: &mut Vec<Delivery>) {
     use std::io::Write;
     let mut text = String::new();
-    for event in events.drain(..) {
+    for d in held.drain(..) {
+        let mut event = json!({"event": "delivered", "rank": rank, "seq": d.seq,
+            "size": d.size, "t": mono_ns(d.at), "cpu": d.cpu});
+        add_timings(&mut event, &d.timings);
         text.push_str(&event.to_string());
         text.push('\n');
     }

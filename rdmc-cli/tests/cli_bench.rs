@@ -131,6 +131,15 @@ fn bench_members_report_checked_deliveries_with_clock_and_timings() {
         (Some(1), Some(3))
     );
     assert!(sent[0]["setup_us"].as_f64().is_some());
+    // Printed once every receiver's application took the messages: after
+    // they were locally complete.
+    for s in &sent {
+        assert_eq!(s["acknowledged"], true, "{s:?}");
+        assert!(
+            s["acknowledged_t"].as_u64() >= s["done_t"].as_u64(),
+            "{s:?}"
+        );
+    }
     assert_eq!(of_kind(&root_events, "closed").len(), 1);
     for receiver in receivers {
         let (ok, ev) = events(receiver, Duration::from_secs(60));
@@ -145,9 +154,13 @@ fn bench_members_report_checked_deliveries_with_clock_and_timings() {
             let expected = if d["seq"] == 0 { 300_000 } else { 1 };
             assert_eq!(d["size"].as_u64(), Some(expected), "{d:?}");
         }
-        // One monotonic clock: a delivery comes after its send started.
+        // One monotonic clock: a delivery comes after its send started,
+        // and before the root heard that every application has it.
         let t = delivered[0]["t"].as_u64().unwrap();
         assert!(t > sent[0]["t"].as_u64().unwrap());
+        assert!(t <= sent[0]["acknowledged_t"].as_u64().unwrap());
+        let last = delivered.last().unwrap()["t"].as_u64().unwrap();
+        assert!(last <= sent[1]["acknowledged_t"].as_u64().unwrap());
         assert!(delivered[0]["started_t"].as_u64().unwrap() <= t);
         let total = delivered[0]["total_us"].as_f64().unwrap();
         let parts: f64 = ["setup_us", "copy_us", "transferring_us", "waiting_us"]

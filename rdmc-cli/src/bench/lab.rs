@@ -167,6 +167,7 @@ pub(crate) struct Cluster {
 }
 
 /// The outcome of one `send SIZE COUNT`.
+#[derive(Debug)]
 pub(crate) struct Sample {
     /// From the root's send to the last receiver's delivery of the last message.
     pub(crate) seconds: f64,
@@ -179,6 +180,47 @@ pub(crate) struct Sample {
 }
 
 impl Sample {
+    /// The sample of the root's `sent` event whose last message is `last`,
+    /// taking each receiver's `delivered` event of `last` out of
+    /// `delivered` (by rank and sequence number). `cpu` holds each rank's
+    /// CPU seconds at its previous sample's event and is moved on to this
+    /// one's.
+    fn of(
+        sent: Value,
+        last: u64,
+        delivered: &mut HashMap<(usize, u64), Value>,
+        cpu: &mut [f64],
+    ) -> Result<Sample, String> {
+        let n = cpu.len();
+        let mut events = vec![Value::Null; n];
+        for (rank, slot) in events.iter_mut().enumerate().skip(1) {
+            *slot = delivered
+                .remove(&(rank, last))
+                .ok_or_else(|| format!("rank {rank} did not report message {last}"))?;
+        }
+        let t0 = sent["t"].as_u64().ok_or("a sent event without t")?;
+        let t1 = events
+            .iter()
+            .filter_map(|d| d["t"].as_u64())
+            .max()
+            .ok_or("no delivered event")?;
+        let used = (0..n)
+            .map(|rank| {
+                let event = if rank == 0 { &sent } else { &events[rank] };
+                let now = event["cpu"].as_f64().unwrap_or(cpu[rank]);
+                let used = (now - cpu[rank]).max(0.0);
+                cpu[rank] = now;
+                used
+            })
+            .collect();
+        Ok(Sample {
+            seconds: t1.saturating_sub(t0) as f64 / 1e9,
+            cpu: used,
+            sent,
+            delivered: events,
+        })
+    }
+
     /// Each receiver's seconds from the root's send to its delivery of the
     /// last message (index = rank; NaN for the root and a missing event).
     pub(crate) fn per_receiver(&self) -> Vec<f64> {
@@ -372,36 +414,10 @@ impl Cluster {
             let (rank, event) = self.next_event(deadline)?;
             keep(rank, event, &mut delivered);
         }
-        let mut out = Vec::with_capacity(samples);
-        for (sent, last) in sent.into_iter().zip(lasts) {
-            let mut events = vec![Value::Null; n];
-            for (rank, slot) in events.iter_mut().enumerate().skip(1) {
-                *slot = delivered.remove(&(rank, last)).expect("all delivered");
-            }
-            let t0 = sent["t"].as_u64().ok_or("a sent event without t")?;
-            let t1 = events
-                .iter()
-                .filter_map(|d| d["t"].as_u64())
-                .max()
-                .ok_or("no delivered event")?;
-            // CPU each rank used from its previous sample's event to this one's.
-            let cpu = (0..n)
-                .map(|rank| {
-                    let event = if rank == 0 { &sent } else { &events[rank] };
-                    let now = event["cpu"].as_f64().unwrap_or(self.sample_cpu[rank]);
-                    let used = (now - self.sample_cpu[rank]).max(0.0);
-                    self.sample_cpu[rank] = now;
-                    used
-                })
-                .collect();
-            out.push(Sample {
-                seconds: t1.saturating_sub(t0) as f64 / 1e9,
-                cpu,
-                sent,
-                delivered: events,
-            });
-        }
-        Ok(out)
+        sent.into_iter()
+            .zip(lasts)
+            .map(|(sent, last)| Sample::of(sent, last, &mut delivered, &mut self.sample_cpu))
+            .collect()
     }
 
     /// Every event until each rank has printed `closed` (processes that run
@@ -671,6 +687,7 @@ pub(crate) fn median(samples: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn medians_of_odd_and_even_counts() {
@@ -695,5 +712,28 @@ mod tests {
         assert_eq!(a.idle_since(&a), None);
         let now = CpuTimes::now();
         assert!(now.total >= now.idle);
+    }
+
+    #[test]
+    fn a_sample_takes_the_latest_receiver_and_each_ranks_cpu_since_its_last_sample() {
+        let sent = |t: u64, cpu: f64| json!({"event": "sent", "t": t, "cpu": cpu});
+        let delivered = |seq: u64, t: u64, cpu: f64| json!({"event": "delivered", "seq": seq, "t": t, "cpu": cpu});
+        let mut events = HashMap::new();
+        for (rank, t, cpu) in [(1, 1_500, 0.25), (2, 1_900, 0.5)] {
+            events.insert((rank, 4), delivered(4, t, cpu));
+        }
+        // An event of another message stays for its own sample.
+        events.insert((1, 5), delivered(5, 9_000, 0.3));
+        let mut cpu = vec![1.0, 0.125, 0.5];
+        let sample = Sample::of(sent(1_000, 1.5), 4, &mut events, &mut cpu).unwrap();
+        assert_eq!(sample.seconds, 900e-9);
+        assert_eq!(sample.cpu, [0.5, 0.125, 0.0]);
+        assert_eq!(cpu, [1.5, 0.25, 0.5]);
+        assert_eq!(sample.per_receiver()[1], 500e-9);
+        assert_eq!(events.len(), 1);
+        // A receiver that did not report the message is an error, not a
+        // sample without it.
+        let missing = Sample::of(sent(8_000, 1.75), 5, &mut events, &mut cpu);
+        assert!(missing.unwrap_err().contains("rank 2"));
     }
 }
