@@ -7,7 +7,12 @@
 //! robin across groups, so overlapping groups share a link fairly and a
 //! large block never holds another group's traffic back; received chunks go
 //! straight into the buffer the protocol core posted for the block
-//! ([`link`]).
+//! ([`link`]). Signals go after the data: a signal queued before a block
+//! rides in the block's write, and a link with only signals to write lets
+//! the runtime's woken tasks run, then yields its core to the other
+//! runnable threads of the machine before writing them, since members
+//! sharing a core may be holding blocks others wait for (with nothing else
+//! runnable the yield returns at once).
 //!
 //! Every frame after the handshake is protected as the node's
 //! [`WireSecurity`] says: by default authenticated with a per-connection,
