@@ -214,7 +214,7 @@ fn print_deliveries(rank: u32, held: &mut Vec<Delivery>) {
         text.push('\n');
     }
     let mut out = std::io::stdout().lock();
-    // As `println!` would, a closed stdout is the driver gone: nothing to do.
+    // A closed stdout means the driver is gone: there is no one to tell.
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 

@@ -351,9 +351,9 @@ impl Cluster {
     /// `samples` times: send `count` messages of `size` bytes back to back
     /// and wait until every receiver has the last one; one [`Sample`] each.
     ///
-    /// When the root's `sent` event says `acknowledged` (an rdmc send
-    /// completes only once every receiver's application holds the message)
-    /// the next command goes out on it, and the receivers' events, which
+    /// When the root's `sent` event says `acknowledged` (the rdmc root
+    /// prints it only once every receiver's application holds the
+    /// messages) the next command goes out on it, and the receivers' events, which
     /// they hold until the group is quiet, are collected after the last
     /// sample: nothing is read from the receivers while a message is on its
     /// way. Otherwise (the unicast baseline) each sample waits for them.
