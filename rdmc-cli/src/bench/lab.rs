@@ -153,11 +153,9 @@ pub(crate) struct Cluster {
     children: Vec<Child>,
     root_stdin: Option<ChildStdin>,
     events: Receiver<Event>,
-    /// Each rank's CPU seconds at its latest event.
-    cpu: Vec<f64>,
     /// Each rank's CPU seconds at its event of the latest [`Sample`] (at
     /// `ready` before the first).
-    sample_cpu: Vec<f64>,
+    cpu: Vec<f64>,
     next_seq: u64,
     exited: Vec<bool>,
     label: String,
@@ -253,7 +251,6 @@ impl Cluster {
             root_stdin: None,
             events,
             cpu: vec![0.0; n],
-            sample_cpu: vec![0.0; n],
             next_seq: 0,
             exited: vec![false; n],
             label: label.to_owned(),
@@ -301,11 +298,11 @@ impl Cluster {
             let (rank, event) = cluster.next_event(deadline)?;
             if event["event"] == "ready" {
                 ready[rank] = true;
+                cluster.cpu[rank] = event["cpu"].as_f64().unwrap_or(0.0);
             } else {
                 cluster.early.push((rank, event));
             }
         }
-        cluster.sample_cpu = cluster.cpu.clone();
         Ok(cluster)
     }
 
@@ -327,9 +324,6 @@ impl Cluster {
         let wait = deadline.saturating_duration_since(Instant::now());
         match self.events.recv_timeout(wait) {
             Ok((rank, Some(event))) => {
-                if let Some(cpu) = event["cpu"].as_f64() {
-                    self.cpu[rank] = cpu;
-                }
                 if event["event"] == "error" {
                     return Err(format!(
                         "{} rank {rank}: {}",
@@ -416,7 +410,7 @@ impl Cluster {
         }
         sent.into_iter()
             .zip(lasts)
-            .map(|(sent, last)| Sample::of(sent, last, &mut delivered, &mut self.sample_cpu))
+            .map(|(sent, last)| Sample::of(sent, last, &mut delivered, &mut self.cpu))
             .collect()
     }
 
