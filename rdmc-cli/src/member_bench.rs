@@ -138,6 +138,12 @@ pub(crate) const REPORT_QUIET: Duration = Duration::from_millis(5);
 /// The most `delivered` events a receiver holds before printing them.
 pub(crate) const REPORT_HELD: usize = 256;
 
+/// Most bytes of delivered messages a receiver holds unchecked before it
+/// waits for the checks ([`Checker`]): two of the largest messages the lab
+/// sends (256 MiB), so that on a machine without a spare moment the
+/// messages wait for their checks instead of filling the memory.
+const MAX_UNCHECKED: usize = 512 << 20;
+
 /// Receive, check every message against the root's payload, and report a
 /// `delivered` event for the last message of each run of messages that were
 /// ready at once (the measurements wait for a burst's last message only).
@@ -146,6 +152,7 @@ pub(crate) const REPORT_HELD: usize = 256;
 /// need the cores for the same message.
 async fn receiver(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(), String> {
     let rank = args.rank;
+    let mut checker = Checker::spawn(payload.clone())?;
     // What each event says, kept raw: the JSON is built when printed.
     let mut held: Vec<Delivery> = Vec::new();
     loop {
@@ -155,40 +162,64 @@ async fn receiver(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Resu
             match tokio::time::timeout(REPORT_QUIET, group.next()).await {
                 Ok(next) => next,
                 Err(_quiet) => {
-                    print_deliveries(rank, &mut held);
+                    report(rank, &mut held, &mut checker).await?;
                     continue;
                 }
             }
         };
         let Some(first) = next else { break };
-        let mut last = checked(first, payload);
-        // Drain what is already delivered, without waiting.
-        while last.is_ok()
-            && let Some(Some(next)) = group.next().now_or_never()
-        {
-            last = checked(next, payload);
+        let mut next = Some(first);
+        // Take what is already delivered too, without waiting.
+        while let Some(message) = next {
+            let at = Instant::now();
+            let message = match message {
+                Ok(message) => message,
+                Err(e) => {
+                    // What was delivered intact is still reported.
+                    report(rank, &mut held, &mut checker).await?;
+                    return Err(e.to_string());
+                }
+            };
+            held.push(Delivery {
+                seq: message.seq,
+                size: message.data.len(),
+                at,
+                cpu: cpu_seconds(),
+                timings: message.timings,
+            });
+            checker.submit(message.seq, message.data);
+            next = group.next().now_or_never().flatten();
         }
-        let (message, at) = match last {
-            Ok(last) => last,
-            Err(e) => {
-                // What was delivered intact is still reported.
-                print_deliveries(rank, &mut held);
-                return Err(e);
-            }
-        };
-        held.push(Delivery {
-            seq: message.seq,
-            size: message.data.len(),
-            at,
-            cpu: cpu_seconds(),
-            timings: message.timings,
-        });
+        if let Err(e) = checker.settle(MAX_UNCHECKED).await {
+            report_intact(rank, &mut held, &e);
+            return Err(e.reason);
+        }
         if held.len() >= REPORT_HELD {
-            print_deliveries(rank, &mut held);
+            report(rank, &mut held, &mut checker).await?;
         }
     }
-    print_deliveries(rank, &mut held);
-    Ok(())
+    report(rank, &mut held, &mut checker).await
+}
+
+/// Print `held`'s `delivered` events once every one of their messages has
+/// passed its check; if one failed, print those before it and say why.
+async fn report(rank: u32, held: &mut Vec<Delivery>, checker: &mut Checker) -> Result<(), String> {
+    match checker.settle(0).await {
+        Ok(()) => {
+            print_deliveries(rank, held);
+            Ok(())
+        }
+        Err(e) => {
+            report_intact(rank, held, &e);
+            Err(e.reason)
+        }
+    }
+}
+
+/// Print the deliveries of `held` before the message that failed its check.
+fn report_intact(rank: u32, held: &mut Vec<Delivery>, failed: &CheckFailed) {
+    held.retain(|d| d.seq < failed.seq);
+    print_deliveries(rank, held);
 }
 
 /// A receiver's `delivered` event before it is printed.
@@ -218,22 +249,123 @@ fn print_deliveries(rank: u32, held: &mut Vec<Delivery>) {
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
-/// A delivered message, with when it was taken, if its bytes are the
-/// root's payload's.
-fn checked(
-    message: Result<rdmc::Message, rdmc::Error>,
-    payload: &Bytes,
-) -> Result<(rdmc::Message, Instant), String> {
-    let now = Instant::now();
-    let message = message.map_err(|e| e.to_string())?;
-    let len = message.data.len();
-    if len > payload.len() || message.data != payload[..len] {
-        return Err(format!(
-            "message {} ({len} bytes) differs from the root's payload",
-            message.seq
-        ));
+/// Compares delivered messages with the payload on a thread of its own,
+/// at the machine's lowest scheduling priority (`SCHED_IDLE`): a receiver
+/// still checks every byte of every message, but only with CPU time no
+/// member needs. Checked on the member's own thread, a 64 MiB message took
+/// a few milliseconds of the cores that the members after it still needed
+/// for the message's last blocks, and at 8 members on 2 cores that was
+/// 0.3–0.6 % of the measured time (BENCHMARKS.md, "The bench's own check
+/// in the way"). Open MPI's harness checks after its timed section.
+struct Checker {
+    jobs: Option<std::sync::mpsc::Sender<(u64, Bytes)>>,
+    verdicts: tokio::sync::mpsc::UnboundedReceiver<Verdict>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// Bytes of the messages submitted and not yet judged.
+    unchecked: usize,
+}
+
+/// What the checker found for one message.
+struct Verdict {
+    seq: u64,
+    len: usize,
+    intact: bool,
+}
+
+/// The first message that differs from the payload.
+#[derive(Debug)]
+struct CheckFailed {
+    seq: u64,
+    reason: String,
+}
+
+impl Checker {
+    /// Start the checking thread.
+    fn spawn(payload: Bytes) -> Result<Self, String> {
+        let (jobs, queue) = std::sync::mpsc::channel::<(u64, Bytes)>();
+        let (verdict, verdicts) = tokio::sync::mpsc::unbounded_channel();
+        let thread = std::thread::Builder::new()
+            .name("rdmc-bench-check".into())
+            .spawn(move || {
+                lowest_priority();
+                for (seq, data) in queue {
+                    let len = data.len();
+                    let intact = len <= payload.len() && data == payload[..len];
+                    drop(data);
+                    if verdict.send(Verdict { seq, len, intact }).is_err() {
+                        return;
+                    }
+                }
+            })
+            .map_err(|e| format!("starting the checking thread: {e}"))?;
+        Ok(Checker {
+            jobs: Some(jobs),
+            verdicts,
+            thread: Some(thread),
+            unchecked: 0,
+        })
     }
-    Ok((message, now))
+
+    /// Check message `seq`.
+    fn submit(&mut self, seq: u64, data: Bytes) {
+        self.unchecked += data.len();
+        if let Some(jobs) = &self.jobs {
+            // The thread ends only when `jobs` is dropped (or it panicked:
+            // then `settle` reports it).
+            let _ = jobs.send((seq, data));
+        }
+    }
+
+    /// Wait until at most `bytes` of the submitted messages are unchecked;
+    /// the first message found to differ, if any.
+    async fn settle(&mut self, bytes: usize) -> Result<(), CheckFailed> {
+        loop {
+            // Verdicts already in, then wait only while too much is unchecked.
+            let verdict = match self.verdicts.try_recv() {
+                Ok(verdict) => verdict,
+                Err(_) if self.unchecked <= bytes => return Ok(()),
+                Err(_) => self.verdicts.recv().await.ok_or_else(|| CheckFailed {
+                    seq: 0,
+                    reason: "the checking thread stopped".into(),
+                })?,
+            };
+            self.unchecked -= verdict.len;
+            if !verdict.intact {
+                return Err(CheckFailed {
+                    seq: verdict.seq,
+                    reason: format!(
+                        "message {} ({} bytes) differs from the root's payload",
+                        verdict.seq, verdict.len
+                    ),
+                });
+            }
+        }
+    }
+}
+
+impl Drop for Checker {
+    fn drop(&mut self) {
+        // Closing the queue ends the thread once it has checked what it holds.
+        self.jobs = None;
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Run the calling thread only when no other thread wants a core
+/// (`SCHED_IDLE`), or failing that at the lowest nice level.
+fn lowest_priority() {
+    // SAFETY: a zeroed sched_param is valid (SCHED_IDLE takes priority 0);
+    // pid 0 is the calling thread.
+    let idle = unsafe {
+        let param: libc::sched_param = std::mem::zeroed();
+        libc::sched_setscheduler(0, libc::SCHED_IDLE, &param)
+    };
+    if idle != 0 {
+        // SAFETY: plain system call on the calling thread (who = 0).
+        unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+    }
 }
 
 /// Add a message's timings to an event: `started_t` in monotonic ns, the
@@ -287,4 +419,47 @@ pub(crate) fn cpu_seconds() -> f64 {
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_checker_passes_intact_messages_and_names_the_first_that_differs() {
+        let payload = payload(1 << 20);
+        let mut checker = Checker::spawn(payload.clone()).unwrap();
+        checker.submit(0, payload.clone());
+        checker.submit(1, payload.slice(..1000));
+        checker.submit(2, Bytes::new());
+        checker.settle(0).await.expect("intact messages pass");
+        assert_eq!(checker.unchecked, 0);
+
+        // A flipped byte, then a message longer than the payload.
+        let mut flipped = payload.to_vec();
+        flipped[777_777] ^= 1;
+        checker.submit(3, payload.slice(..4096));
+        checker.submit(4, Bytes::from(flipped));
+        checker.submit(5, Bytes::from(vec![0u8; (1 << 20) + 1]));
+        let failed = checker.settle(0).await.expect_err("message 4 differs");
+        assert_eq!(failed.seq, 4);
+        assert!(failed.reason.contains("message 4"), "{}", failed.reason);
+        let failed = checker.settle(0).await.expect_err("message 5 differs");
+        assert_eq!(failed.seq, 5);
+        checker.settle(0).await.expect("nothing left");
+    }
+
+    #[tokio::test]
+    async fn settling_waits_only_while_too_much_is_unchecked() {
+        let payload = payload(64 << 10);
+        let mut checker = Checker::spawn(payload.clone()).unwrap();
+        for seq in 0..8 {
+            checker.submit(seq, payload.clone());
+        }
+        // At most one message's bytes may stay unchecked.
+        checker.settle(64 << 10).await.unwrap();
+        assert!(checker.unchecked <= 64 << 10);
+        checker.settle(0).await.unwrap();
+        assert_eq!(checker.unchecked, 0);
+    }
 }
