@@ -144,6 +144,15 @@ pub(crate) const REPORT_HELD: usize = 256;
 /// messages wait for their checks instead of filling the memory.
 const MAX_UNCHECKED: usize = 512 << 20;
 
+/// How much of a message the [`Checker`] compares before it looks again at
+/// whether it is behind (and so at its priority): a few milliseconds of work.
+const CHECK_SLICE: usize = 16 << 20;
+
+/// Messages up to this size a receiver checks at once, on its own thread:
+/// a few microseconds, less than handing them to the [`Checker`]'s thread
+/// (a wake-up per message) would cost.
+const CHECK_INLINE: usize = 64 << 10;
+
 /// Receive, check every message against the root's payload, and report a
 /// `delivered` event for the last message of each run of messages that were
 /// ready at once (the measurements wait for a burst's last message only).
@@ -187,7 +196,7 @@ async fn receiver(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Resu
                 cpu: cpu_seconds(),
                 timings: message.timings,
             });
-            checker.submit(message.seq, message.data);
+            checker.submit(message.seq, message.data, payload);
             next = group.next().now_or_never().flatten();
         }
         if let Err(e) = checker.settle(MAX_UNCHECKED).await {
@@ -250,17 +259,24 @@ fn print_deliveries(rank: u32, held: &mut Vec<Delivery>) {
 }
 
 /// Compares delivered messages with the payload on a thread of its own,
-/// at the machine's lowest scheduling priority (`SCHED_IDLE`): a receiver
-/// still checks every byte of every message, but only with CPU time no
-/// member needs. Checked on the member's own thread, a 64 MiB message took
-/// a few milliseconds of the cores that the members after it still needed
-/// for the message's last blocks, and at 8 members on 2 cores that was
-/// 0.3–0.6 % of the measured time (BENCHMARKS.md, "The bench's own check
-/// in the way"). Open MPI's harness checks after its timed section.
+/// at the machine's lowest scheduling priority (`SCHED_IDLE`) while it
+/// keeps up: a receiver still checks every byte of every message, but
+/// with CPU time no member needs. Checked on the member's own thread, a
+/// 64 MiB message took a few milliseconds of the cores that the members
+/// after it still needed for the message's last blocks, and at 8 members
+/// on 2 cores that was 0.3–0.6 % of the measured time (BENCHMARKS.md,
+/// "The bench's own check in the way"). Open MPI's harness checks after
+/// its timed section. Where the machine has no idle moment (16 members on
+/// 2 cores) the thread falls behind; with more than one message waiting
+/// it checks at normal priority until it has caught up.
 struct Checker {
     jobs: Option<std::sync::mpsc::Sender<(u64, Bytes)>>,
     verdicts: tokio::sync::mpsc::UnboundedReceiver<Verdict>,
+    /// Verdicts on the messages checked at once ([`CHECK_INLINE`]).
+    inline: tokio::sync::mpsc::UnboundedSender<Verdict>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Messages submitted and not yet judged, shared with the thread.
+    waiting: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// Bytes of the messages submitted and not yet judged.
     unchecked: usize,
 }
@@ -282,16 +298,38 @@ struct CheckFailed {
 impl Checker {
     /// Start the checking thread.
     fn spawn(payload: Bytes) -> Result<Self, String> {
+        use std::sync::atomic::Ordering;
         let (jobs, queue) = std::sync::mpsc::channel::<(u64, Bytes)>();
         let (verdict, verdicts) = tokio::sync::mpsc::unbounded_channel();
+        let waiting = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let behind = waiting.clone();
+        let inline = verdict.clone();
         let thread = std::thread::Builder::new()
             .name("rdmc-bench-check".into())
             .spawn(move || {
-                lowest_priority();
+                let mut priority = Priority::Normal;
                 for (seq, data) in queue {
                     let len = data.len();
-                    let intact = len <= payload.len() && data == payload[..len];
+                    let mut intact = len <= payload.len();
+                    let slices = data.chunks(CHECK_SLICE).zip(payload.chunks(CHECK_SLICE));
+                    for (got, want) in slices {
+                        if !intact {
+                            break;
+                        }
+                        // Idle priority unless another message waits too.
+                        let wanted = if behind.load(Ordering::Acquire) > 1 {
+                            Priority::Normal
+                        } else {
+                            Priority::Idle
+                        };
+                        if wanted != priority {
+                            priority = wanted;
+                            priority.apply();
+                        }
+                        intact = got == &want[..got.len()];
+                    }
                     drop(data);
+                    behind.fetch_sub(1, Ordering::AcqRel);
                     if verdict.send(Verdict { seq, len, intact }).is_err() {
                         return;
                     }
@@ -301,14 +339,24 @@ impl Checker {
         Ok(Checker {
             jobs: Some(jobs),
             verdicts,
+            inline,
             thread: Some(thread),
+            waiting,
             unchecked: 0,
         })
     }
 
-    /// Check message `seq`.
-    fn submit(&mut self, seq: u64, data: Bytes) {
-        self.unchecked += data.len();
+    /// Check message `seq`: at once if it is small, else on the thread.
+    fn submit(&mut self, seq: u64, data: Bytes, payload: &Bytes) {
+        let len = data.len();
+        self.unchecked += len;
+        if len <= CHECK_INLINE {
+            let intact = len <= payload.len() && data == payload[..len];
+            let _ = self.inline.send(Verdict { seq, len, intact });
+            return;
+        }
+        self.waiting
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         if let Some(jobs) = &self.jobs {
             // The thread ends only when `jobs` is dropped (or it panicked:
             // then `settle` reports it).
@@ -316,22 +364,29 @@ impl Checker {
         }
     }
 
-    /// Wait until at most `bytes` of the submitted messages are unchecked;
-    /// the first message found to differ, if any.
+    /// Wait until at most `bytes` of the submitted messages are unchecked.
+    /// If a message differs, wait until every one is judged and name the
+    /// first that differs: every message before it is then known intact.
     async fn settle(&mut self, bytes: usize) -> Result<(), CheckFailed> {
+        let mut failed: Option<CheckFailed> = None;
         loop {
-            // Verdicts already in, then wait only while too much is unchecked.
             let verdict = match self.verdicts.try_recv() {
                 Ok(verdict) => verdict,
-                Err(_) if self.unchecked <= bytes => return Ok(()),
-                Err(_) => self.verdicts.recv().await.ok_or_else(|| CheckFailed {
-                    seq: 0,
-                    reason: "the checking thread stopped".into(),
-                })?,
+                Err(_) if failed.is_none() && self.unchecked <= bytes => return Ok(()),
+                Err(_) if self.unchecked == 0 => return Err(failed.expect("a message differs")),
+                Err(_) => match self.verdicts.recv().await {
+                    Some(verdict) => verdict,
+                    None => {
+                        return Err(CheckFailed {
+                            seq: 0,
+                            reason: "the checking thread stopped".into(),
+                        });
+                    }
+                },
             };
             self.unchecked -= verdict.len;
-            if !verdict.intact {
-                return Err(CheckFailed {
+            if !verdict.intact && failed.as_ref().is_none_or(|f| verdict.seq < f.seq) {
+                failed = Some(CheckFailed {
                     seq: verdict.seq,
                     reason: format!(
                         "message {} ({} bytes) differs from the root's payload",
@@ -353,18 +408,29 @@ impl Drop for Checker {
     }
 }
 
-/// Run the calling thread only when no other thread wants a core
-/// (`SCHED_IDLE`), or failing that at the lowest nice level.
-fn lowest_priority() {
-    // SAFETY: a zeroed sched_param is valid (SCHED_IDLE takes priority 0);
-    // pid 0 is the calling thread.
-    let idle = unsafe {
-        let param: libc::sched_param = std::mem::zeroed();
-        libc::sched_setscheduler(0, libc::SCHED_IDLE, &param)
-    };
-    if idle != 0 {
-        // SAFETY: plain system call on the calling thread (who = 0).
-        unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 19) };
+/// A scheduling priority of the checking thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Priority {
+    /// Run only when no other thread wants a core (`SCHED_IDLE`).
+    Idle,
+    /// Like every other thread (`SCHED_OTHER`).
+    Normal,
+}
+
+impl Priority {
+    /// Make it the calling thread's. Best effort: a thread that may not
+    /// change its policy keeps its priority.
+    fn apply(self) {
+        let policy = match self {
+            Priority::Idle => libc::SCHED_IDLE,
+            Priority::Normal => libc::SCHED_OTHER,
+        };
+        // SAFETY: a zeroed sched_param is valid (both policies take
+        // priority 0); pid 0 is the calling thread.
+        unsafe {
+            let param: libc::sched_param = std::mem::zeroed();
+            libc::sched_setscheduler(0, policy, &param);
+        }
     }
 }
 
@@ -429,36 +495,44 @@ mod tests {
     async fn the_checker_passes_intact_messages_and_names_the_first_that_differs() {
         let payload = payload(1 << 20);
         let mut checker = Checker::spawn(payload.clone()).unwrap();
-        checker.submit(0, payload.clone());
-        checker.submit(1, payload.slice(..1000));
-        checker.submit(2, Bytes::new());
+        // Large ones go to the thread, small ones are checked at once.
+        checker.submit(0, payload.clone(), &payload);
+        checker.submit(1, payload.slice(..1000), &payload);
+        checker.submit(2, Bytes::new(), &payload);
         checker.settle(0).await.expect("intact messages pass");
         assert_eq!(checker.unchecked, 0);
 
-        // A flipped byte, then a message longer than the payload.
+        // A flipped byte in a large message, then a small message longer
+        // than the payload allows, then an intact one.
         let mut flipped = payload.to_vec();
         flipped[777_777] ^= 1;
-        checker.submit(3, payload.slice(..4096));
-        checker.submit(4, Bytes::from(flipped));
-        checker.submit(5, Bytes::from(vec![0u8; (1 << 20) + 1]));
+        checker.submit(3, payload.slice(..4096), &payload);
+        checker.submit(4, Bytes::from(flipped), &payload);
+        checker.submit(5, Bytes::from(vec![0u8; 70_000]), &payload);
+        checker.submit(6, payload.slice(..200_000), &payload);
         let failed = checker.settle(0).await.expect_err("message 4 differs");
-        assert_eq!(failed.seq, 4);
+        assert_eq!(failed.seq, 4, "the first that differs");
         assert!(failed.reason.contains("message 4"), "{}", failed.reason);
-        let failed = checker.settle(0).await.expect_err("message 5 differs");
-        assert_eq!(failed.seq, 5);
+        assert_eq!(checker.unchecked, 0, "every message was judged");
         checker.settle(0).await.expect("nothing left");
+
+        // Too long for the payload: refused without comparing.
+        checker.submit(7, Bytes::from(vec![0u8; (1 << 20) + 1]), &payload);
+        checker.submit(8, Bytes::from(vec![0u8; 10]), &payload);
+        let failed = checker.settle(0).await.expect_err("both differ");
+        assert_eq!(failed.seq, 7);
     }
 
     #[tokio::test]
     async fn settling_waits_only_while_too_much_is_unchecked() {
-        let payload = payload(64 << 10);
+        let payload = payload(1 << 20);
         let mut checker = Checker::spawn(payload.clone()).unwrap();
         for seq in 0..8 {
-            checker.submit(seq, payload.clone());
+            checker.submit(seq, payload.clone(), &payload);
         }
         // At most one message's bytes may stay unchecked.
-        checker.settle(64 << 10).await.unwrap();
-        assert!(checker.unchecked <= 64 << 10);
+        checker.settle(1 << 20).await.unwrap();
+        assert!(checker.unchecked <= 1 << 20);
         checker.settle(0).await.unwrap();
         assert_eq!(checker.unchecked, 0);
     }
