@@ -167,6 +167,21 @@ async fn receiver(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Resu
     loop {
         let next = if held.is_empty() {
             group.next().await
+        } else if checker.unchecked > 0 {
+            // Some held messages are still being checked: take the next
+            // message or a verdict, whichever comes first. Waiting for the
+            // checks here would leave the next message untaken while the
+            // checking thread waits for an idle core.
+            tokio::select! {
+                next = group.next() => next,
+                judged = checker.judge_one() => {
+                    if let Err(e) = judged {
+                        report_intact(rank, &mut held, &e);
+                        return Err(e.reason);
+                    }
+                    continue;
+                }
+            }
         } else {
             match tokio::time::timeout(REPORT_QUIET, group.next()).await {
                 Ok(next) => next,
@@ -279,6 +294,8 @@ struct Checker {
     waiting: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     /// Bytes of the messages submitted and not yet judged.
     unchecked: usize,
+    /// The first message (lowest sequence number) judged to differ so far.
+    failed: Option<CheckFailed>,
 }
 
 /// What the checker found for one message.
@@ -343,6 +360,7 @@ impl Checker {
             thread: Some(thread),
             waiting,
             unchecked: 0,
+            failed: None,
         })
     }
 
@@ -368,32 +386,46 @@ impl Checker {
     /// If a message differs, wait until every one is judged and name the
     /// first that differs: every message before it is then known intact.
     async fn settle(&mut self, bytes: usize) -> Result<(), CheckFailed> {
-        let mut failed: Option<CheckFailed> = None;
         loop {
-            let verdict = match self.verdicts.try_recv() {
-                Ok(verdict) => verdict,
-                Err(_) if failed.is_none() && self.unchecked <= bytes => return Ok(()),
-                Err(_) if self.unchecked == 0 => return Err(failed.expect("a message differs")),
-                Err(_) => match self.verdicts.recv().await {
-                    Some(verdict) => verdict,
-                    None => {
-                        return Err(CheckFailed {
-                            seq: 0,
-                            reason: "the checking thread stopped".into(),
-                        });
-                    }
-                },
-            };
-            self.unchecked -= verdict.len;
-            if !verdict.intact && failed.as_ref().is_none_or(|f| verdict.seq < f.seq) {
-                failed = Some(CheckFailed {
-                    seq: verdict.seq,
-                    reason: format!(
-                        "message {} ({} bytes) differs from the root's payload",
-                        verdict.seq, verdict.len
-                    ),
-                });
+            while let Ok(verdict) = self.verdicts.try_recv() {
+                self.record(verdict);
             }
+            if self.failed.is_none() && self.unchecked <= bytes {
+                return Ok(());
+            }
+            if self.unchecked == 0 {
+                return Err(self.failed.take().expect("a message differs"));
+            }
+            self.judge_one().await?;
+        }
+    }
+
+    /// Wait for the next verdict and take it into account (cancel-safe: a
+    /// verdict is never lost). An error only if the checking thread is gone.
+    async fn judge_one(&mut self) -> Result<(), CheckFailed> {
+        match self.verdicts.recv().await {
+            Some(verdict) => {
+                self.record(verdict);
+                Ok(())
+            }
+            None => Err(CheckFailed {
+                seq: 0,
+                reason: "the checking thread stopped".into(),
+            }),
+        }
+    }
+
+    /// Take a verdict into account.
+    fn record(&mut self, verdict: Verdict) {
+        self.unchecked -= verdict.len;
+        if !verdict.intact && self.failed.as_ref().is_none_or(|f| verdict.seq < f.seq) {
+            self.failed = Some(CheckFailed {
+                seq: verdict.seq,
+                reason: format!(
+                    "message {} ({} bytes) differs from the root's payload",
+                    verdict.seq, verdict.len
+                ),
+            });
         }
     }
 }
