@@ -51,7 +51,7 @@ pub(crate) async fn run(args: &MemberArgs, group: &mut Group) -> Result<(), Stri
         .map_err(|e| format!("generating the payload: {e}"))?;
     emit(
         json!({"event": "ready", "rank": args.rank, "t": mono_ns(Instant::now()),
-                "cpu": cpu_seconds()}),
+                "cpu": cpu_seconds(), "checks": "announced"}),
     );
     if args.rank == 0 {
         root(args, group, &payload).await
@@ -151,7 +151,7 @@ const CHECK_SLICE: usize = 16 << 20;
 /// Messages up to this size a receiver checks at once, on its own thread:
 /// a few microseconds, less than handing them to the [`Checker`]'s thread
 /// (a wake-up per message) would cost.
-const CHECK_INLINE: usize = 64 << 10;
+pub(crate) const CHECK_INLINE: usize = 64 << 10;
 
 /// Receive, check every message against the root's payload, and report a
 /// `delivered` event for the last message of each run of messages that were
@@ -179,6 +179,7 @@ async fn receiver(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Resu
                         report_intact(rank, &mut held, &e);
                         return Err(e.reason);
                     }
+                    announce_checked(rank, &mut checker);
                     continue;
                 }
             }
@@ -218,6 +219,7 @@ async fn receiver(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Resu
             report_intact(rank, &mut held, &e);
             return Err(e.reason);
         }
+        announce_checked(rank, &mut checker);
         if held.len() >= REPORT_HELD {
             report(rank, &mut held, &mut checker).await?;
         }
@@ -230,6 +232,7 @@ async fn receiver(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Resu
 async fn report(rank: u32, held: &mut Vec<Delivery>, checker: &mut Checker) -> Result<(), String> {
     match checker.settle(0).await {
         Ok(()) => {
+            announce_checked(rank, checker);
             print_deliveries(rank, held);
             Ok(())
         }
@@ -237,6 +240,18 @@ async fn report(rank: u32, held: &mut Vec<Delivery>, checker: &mut Checker) -> R
             report_intact(rank, held, &e);
             Err(e.reason)
         }
+    }
+}
+
+/// Print a `checked` event for each message the checking thread found
+/// intact since the last call: `rdmc bench` sends a large message's
+/// successor only once every receiver has checked it, as Open MPI's
+/// harness checks between its timed runs, so that no check shares the
+/// cores with a measured transfer and no message's buffer is still held
+/// when the next one needs one.
+fn announce_checked(rank: u32, checker: &mut Checker) {
+    for seq in checker.passed.drain(..) {
+        emit(json!({"event": "checked", "rank": rank, "seq": seq}));
     }
 }
 
@@ -296,6 +311,8 @@ struct Checker {
     unchecked: usize,
     /// The first message (lowest sequence number) judged to differ so far.
     failed: Option<CheckFailed>,
+    /// Messages the thread found intact, not yet announced.
+    passed: Vec<u64>,
 }
 
 /// What the checker found for one message.
@@ -303,6 +320,11 @@ struct Verdict {
     seq: u64,
     len: usize,
     intact: bool,
+    /// The message's bytes, handed back so that the receiver's own thread
+    /// drops them: their buffer goes back to the node's pool under a lock,
+    /// which a thread at idle priority must never hold (preempted there,
+    /// it would stall the member until the machine has an idle moment).
+    _data: Option<Bytes>,
 }
 
 /// The first message that differs from the payload.
@@ -345,9 +367,16 @@ impl Checker {
                         }
                         intact = got == &want[..got.len()];
                     }
-                    drop(data);
                     behind.fetch_sub(1, Ordering::AcqRel);
-                    if verdict.send(Verdict { seq, len, intact }).is_err() {
+                    let judged = Verdict {
+                        seq,
+                        len,
+                        intact,
+                        _data: Some(data),
+                    };
+                    if let Err(unsent) = verdict.send(judged) {
+                        // The receiver is gone: its pool too, or nearly.
+                        drop(unsent);
                         return;
                     }
                 }
@@ -361,6 +390,7 @@ impl Checker {
             waiting,
             unchecked: 0,
             failed: None,
+            passed: Vec::new(),
         })
     }
 
@@ -370,7 +400,12 @@ impl Checker {
         self.unchecked += len;
         if len <= CHECK_INLINE {
             let intact = len <= payload.len() && data == payload[..len];
-            let _ = self.inline.send(Verdict { seq, len, intact });
+            let _ = self.inline.send(Verdict {
+                seq,
+                len,
+                intact,
+                _data: None,
+            });
             return;
         }
         self.waiting
@@ -418,6 +453,9 @@ impl Checker {
     /// Take a verdict into account.
     fn record(&mut self, verdict: Verdict) {
         self.unchecked -= verdict.len;
+        if verdict.intact && verdict._data.is_some() {
+            self.passed.push(verdict.seq);
+        }
         if !verdict.intact && self.failed.as_ref().is_none_or(|f| verdict.seq < f.seq) {
             self.failed = Some(CheckFailed {
                 seq: verdict.seq,

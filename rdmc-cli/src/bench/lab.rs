@@ -3,7 +3,7 @@
 //! through their stdin and JSON stdout, the machine's CPU idle time, and
 //! clean-up on every exit path, Ctrl-C included.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -162,6 +162,9 @@ pub(crate) struct Cluster {
     /// Events other than `ready` that came while waiting for every rank
     /// to be ready (a workload's first writes), for [`Cluster::run_to_close`].
     early: Vec<(usize, Value)>,
+    /// Every receiver said at `ready` that it prints `checked` once a
+    /// large message passed its check (`rdmc member --bench` does).
+    announces_checks: bool,
 }
 
 /// The outcome of one `send SIZE COUNT`.
@@ -255,6 +258,7 @@ impl Cluster {
             exited: vec![false; n],
             label: label.to_owned(),
             early: Vec::new(),
+            announces_checks: n > 1,
         };
         // Receivers first, so they listen by the time the root connects.
         for rank in (0..n).rev() {
@@ -299,6 +303,9 @@ impl Cluster {
             if event["event"] == "ready" {
                 ready[rank] = true;
                 cluster.cpu[rank] = event["cpu"].as_f64().unwrap_or(0.0);
+                if rank > 0 && event["checks"] != "announced" {
+                    cluster.announces_checks = false;
+                }
             } else {
                 cluster.early.push((rank, event));
             }
@@ -374,6 +381,11 @@ impl Cluster {
         let all_in = |delivered: &HashMap<(usize, u64), Value>, last: u64| {
             (1..n).all(|rank| delivered.contains_key(&(rank, last)))
         };
+        // Receivers check a large message on a thread at idle priority and
+        // say `checked` once it passed: the next command waits for that,
+        // so that no check shares the cores with a measured transfer.
+        let large = self.announces_checks && size > crate::member_bench::CHECK_INLINE as u64;
+        let mut checked: HashSet<(usize, u64)> = HashSet::new();
         for _ in 0..samples {
             let first = self.next_seq;
             let last = first + count - 1;
@@ -390,12 +402,17 @@ impl Cluster {
             loop {
                 if let Some(event) = &root
                     && (event["acknowledged"] == true || all_in(&delivered, last))
+                    && (!large || (1..n).all(|rank| checked.contains(&(rank, last))))
                 {
                     break;
                 }
                 let (rank, event) = self.next_event(deadline)?;
                 if rank == 0 && event["event"] == "sent" && event["seq"] == first {
                     root = Some(event);
+                } else if event["event"] == "checked" {
+                    if let Some(seq) = event["seq"].as_u64() {
+                        checked.insert((rank, seq));
+                    }
                 } else {
                     keep(rank, event, &mut delivered);
                 }
