@@ -295,10 +295,11 @@ fn print_deliveries(rank: u32, held: &mut Vec<Delivery>) {
 /// 64 MiB message took a few milliseconds of the cores that the members
 /// after it still needed for the message's last blocks, and at 8 members
 /// on 2 cores that was 0.3–0.6 % of the measured time (BENCHMARKS.md,
-/// "The bench's own check in the way"). Open MPI's harness checks after
-/// its timed section. Where the machine has no idle moment (16 members on
-/// 2 cores) the thread falls behind; with more than one message waiting
-/// it checks at normal priority until it has caught up.
+/// "The bench's own check in the way"). Open MPI's harness checks between
+/// its timed runs; likewise a receiver says `checked` once a message
+/// passed ([`announce_checked`]) and `rdmc bench` sends the next large
+/// message only then. Where more than one message waits all the same, the
+/// thread checks at normal priority until it has caught up.
 struct Checker {
     jobs: Option<std::sync::mpsc::Sender<(u64, Bytes)>>,
     verdicts: tokio::sync::mpsc::UnboundedReceiver<Verdict>,
@@ -324,7 +325,7 @@ struct Verdict {
     /// drops them: their buffer goes back to the node's pool under a lock,
     /// which a thread at idle priority must never hold (preempted there,
     /// it would stall the member until the machine has an idle moment).
-    _data: Option<Bytes>,
+    data: Option<Bytes>,
 }
 
 /// The first message that differs from the payload.
@@ -372,7 +373,7 @@ impl Checker {
                         seq,
                         len,
                         intact,
-                        _data: Some(data),
+                        data: Some(data),
                     };
                     if let Err(unsent) = verdict.send(judged) {
                         // The receiver is gone: its pool too, or nearly.
@@ -404,7 +405,7 @@ impl Checker {
                 seq,
                 len,
                 intact,
-                _data: None,
+                data: None,
             });
             return;
         }
@@ -453,7 +454,7 @@ impl Checker {
     /// Take a verdict into account.
     fn record(&mut self, verdict: Verdict) {
         self.unchecked -= verdict.len;
-        if verdict.intact && verdict._data.is_some() {
+        if verdict.intact && verdict.data.is_some() {
             self.passed.push(verdict.seq);
         }
         if !verdict.intact && self.failed.as_ref().is_none_or(|f| verdict.seq < f.seq) {
