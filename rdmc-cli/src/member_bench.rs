@@ -21,7 +21,11 @@
 //! receiver writes to the driver and the driver is not woken. The root's
 //! `sent` event says `acknowledged`: it is printed only once every
 //! receiver's application holds the messages, so the driver can send the
-//! next command on it without waiting for the receivers' events.
+//! next command on it without waiting for the receivers' events. Messages
+//! over [`CHECK_INLINE`] are checked on a thread at idle priority
+//! ([`Checker`]); for those a receiver prints `checked` once one passed,
+//! at once, and the driver sends the next command only once every
+//! receiver has (the `ready` event says `"checks": "announced"`).
 //! Every event carries `t`,
 //! the `CLOCK_MONOTONIC` time in nanoseconds (one clock for every network
 //! namespace of the machine, so the driver can subtract the root's times from
