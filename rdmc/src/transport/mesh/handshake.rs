@@ -45,7 +45,7 @@
 //! - the cluster digest is sent in the clear (it is a hash of the member
 //!   list, not a secret).
 //!
-//! # Wire format (version 1)
+//! # Wire format (version 2)
 //!
 //! Integers are big-endian. `I` is the initiator (the end that dialled), `A`
 //! the acceptor.
@@ -59,7 +59,7 @@
 //! Hello:
 //!   offset size field
 //!        0    8 magic      b"RDMC-HS\0"
-//!        8    2 version    1
+//!        8    2 version    2
 //!       10    1 role       1 = initiator, 2 = acceptor
 //!       11    4 from       the sender's node id
 //!       15    4 to         the node id the sender believes it talks to
@@ -100,8 +100,11 @@ mod tests;
 
 /// The protocol magic that opens every hello.
 pub(crate) const MAGIC: [u8; 8] = *b"RDMC-HS\0";
-/// The handshake protocol version this build speaks.
-pub(crate) const VERSION: u16 = 1;
+/// The protocol version this build speaks: the handshake's and that of the
+/// frames after it. Version 2 tags authenticated frames with AES-256-GCM
+/// (version 1 used keyed BLAKE3), so a version 1 peer is refused at the
+/// handshake instead of failing its first frame.
+pub(crate) const VERSION: u16 = 2;
 /// Size of a hello message in bytes.
 pub(crate) const HELLO_LEN: usize = 83;
 /// Size of a proof message in bytes (one HMAC-SHA256 tag).
