@@ -177,6 +177,14 @@ require_cc() {
     fi
     grep -qw "$cc" "$avail" ||
         die "TCP congestion control '$cc' is not available (this kernel has: $(cat "$avail")); give --cc or NETLAB_CC one of those"
+    # A namespace other than the host's may choose only an allowed one (else
+    # EPERM): on a host whose default is another (e.g. bbr), cubic is not.
+    local allowed=/proc/sys/net/ipv4/tcp_allowed_congestion_control
+    if ! grep -qw "$cc" "$allowed"; then
+        sysctl -qw net.ipv4.tcp_allowed_congestion_control="$(cat "$allowed") $cc" ||
+            die "cannot allow TCP congestion control '$cc' in namespaces (allowed: $(cat "$allowed"))"
+        note "allowed TCP congestion control $cc in namespaces (host's allowed list: $(cat "$allowed"))"
+    fi
 }
 
 # Does this kernel have netem? Probe on a throwaway dummy-free target: a veth
