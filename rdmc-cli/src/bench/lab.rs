@@ -180,6 +180,75 @@ pub(crate) struct Sample {
     pub(crate) delivered: Vec<Value>,
 }
 
+/// The receivers' events of a series, by (rank, sequence number).
+#[derive(Debug, Default)]
+struct SeriesEvents {
+    /// Each receiver's `delivered` event.
+    delivered: HashMap<(usize, u64), Value>,
+    /// Each receiver's `checked` (the message passed its check).
+    checked: HashSet<(usize, u64)>,
+}
+
+impl SeriesEvents {
+    /// Keep `event` if it is a receiver's `delivered`.
+    fn keep_delivered(rank: usize, event: Value, delivered: &mut HashMap<(usize, u64), Value>) {
+        if rank > 0
+            && event["event"] == "delivered"
+            && let Some(seq) = event["seq"].as_u64()
+        {
+            delivered.insert((rank, seq), event);
+        }
+    }
+}
+
+/// What one sample of [`Cluster::measure_series`] waits for before the
+/// next command: the root's `sent` of the sample's first message, then the
+/// root's acknowledgement or every receiver's delivery of its last message
+/// and, for a large message, every receiver's `checked` of the last one.
+#[derive(Debug)]
+struct SampleWait {
+    first: u64,
+    last: u64,
+    /// Ranks in the group, the root (rank 0) included.
+    ranks: usize,
+    /// Receivers check this size on a thread of their own and say `checked`.
+    large: bool,
+    /// The root's `sent` of `first`, once it came.
+    root: Option<Value>,
+}
+
+impl SampleWait {
+    /// Take one event of rank `rank`.
+    fn take(&mut self, rank: usize, event: Value, events: &mut SeriesEvents) {
+        if rank == 0 && event["event"] == "sent" && event["seq"] == self.first {
+            self.root = Some(event);
+        } else if event["event"] == "checked" {
+            if let Some(seq) = event["seq"].as_u64() {
+                events.checked.insert((rank, seq));
+            }
+        } else {
+            SeriesEvents::keep_delivered(rank, event, &mut events.delivered);
+        }
+    }
+
+    /// Whether the next command may go.
+    fn done(&self, events: &SeriesEvents) -> bool {
+        let receivers = 1..self.ranks;
+        let Some(root) = &self.root else {
+            return false;
+        };
+        let arrived = root["acknowledged"] == true
+            || receivers
+                .clone()
+                .all(|rank| events.delivered.contains_key(&(rank, self.last)));
+        arrived
+            && (!self.large
+                || receivers
+                    .clone()
+                    .all(|rank| events.checked.contains(&(rank, self.last))))
+    }
+}
+
 impl Sample {
     /// The sample of the root's `sent` event whose last message is `last`,
     /// taking each receiver's `delivered` event of `last` out of
@@ -369,23 +438,11 @@ impl Cluster {
         // Each sample's root event, and every receiver event by (rank, seq).
         let mut sent: Vec<Value> = Vec::with_capacity(samples);
         let mut lasts: Vec<u64> = Vec::with_capacity(samples);
-        let mut delivered: HashMap<(usize, u64), Value> = HashMap::new();
-        fn keep(rank: usize, event: Value, delivered: &mut HashMap<(usize, u64), Value>) {
-            if rank > 0
-                && event["event"] == "delivered"
-                && let Some(seq) = event["seq"].as_u64()
-            {
-                delivered.insert((rank, seq), event);
-            }
-        }
-        let all_in = |delivered: &HashMap<(usize, u64), Value>, last: u64| {
-            (1..n).all(|rank| delivered.contains_key(&(rank, last)))
-        };
+        let mut events = SeriesEvents::default();
         // Receivers check a large message on a thread at idle priority and
         // say `checked` once it passed: the next command waits for that,
         // so that no check shares the cores with a measured transfer.
         let large = self.announces_checks && size > crate::member_bench::CHECK_INLINE as u64;
-        let mut checked: HashSet<(usize, u64)> = HashSet::new();
         for _ in 0..samples {
             let first = self.next_seq;
             let last = first + count - 1;
@@ -398,32 +455,31 @@ impl Cluster {
                 .and_then(|()| stdin.flush())
                 .map_err(|e| format!("{}: commanding the root: {e}", self.label))?;
             let deadline = Instant::now() + timeout;
-            let mut root: Option<Value> = None;
-            loop {
-                if let Some(event) = &root
-                    && (event["acknowledged"] == true || all_in(&delivered, last))
-                    && (!large || (1..n).all(|rank| checked.contains(&(rank, last))))
-                {
-                    break;
-                }
+            let mut wait = SampleWait {
+                first,
+                last,
+                ranks: n,
+                large,
+                root: None,
+            };
+            while !wait.done(&events) {
                 let (rank, event) = self.next_event(deadline)?;
-                if rank == 0 && event["event"] == "sent" && event["seq"] == first {
-                    root = Some(event);
-                } else if event["event"] == "checked" {
-                    if let Some(seq) = event["seq"].as_u64() {
-                        checked.insert((rank, seq));
-                    }
-                } else {
-                    keep(rank, event, &mut delivered);
-                }
+                wait.take(rank, event, &mut events);
             }
-            sent.push(root.expect("the loop ends with the root's event"));
+            sent.push(
+                wait.root
+                    .expect("a sample is done only with the root's event"),
+            );
             lasts.push(last);
         }
+        let mut delivered = events.delivered;
+        let all_in = |delivered: &HashMap<(usize, u64), Value>, last: u64| {
+            (1..n).all(|rank| delivered.contains_key(&(rank, last)))
+        };
         let deadline = Instant::now() + timeout;
         while !lasts.iter().all(|&last| all_in(&delivered, last)) {
             let (rank, event) = self.next_event(deadline)?;
-            keep(rank, event, &mut delivered);
+            SeriesEvents::keep_delivered(rank, event, &mut delivered);
         }
         sent.into_iter()
             .zip(lasts)
@@ -746,5 +802,78 @@ mod tests {
         // sample without it.
         let missing = Sample::of(sent(8_000, 1.75), 5, &mut events, &mut cpu);
         assert!(missing.unwrap_err().contains("rank 2"));
+    }
+
+    /// One sample of messages 10..=12 in a group of 3 ranks.
+    fn wait(large: bool) -> SampleWait {
+        SampleWait {
+            first: 10,
+            last: 12,
+            ranks: 3,
+            large,
+            root: None,
+        }
+    }
+
+    fn sent(acknowledged: bool) -> Value {
+        json!({"event": "sent", "seq": 10, "acknowledged": acknowledged})
+    }
+
+    fn delivered(seq: u64) -> Value {
+        json!({"event": "delivered", "seq": seq})
+    }
+
+    fn checked(seq: u64) -> Value {
+        json!({"event": "checked", "seq": seq})
+    }
+
+    #[test]
+    fn a_small_sample_ends_once_every_receiver_has_the_last_message() {
+        let mut events = SeriesEvents::default();
+        let mut w = wait(false);
+        // Deliveries may come before the root's event; earlier messages
+        // do not count.
+        w.take(1, delivered(12), &mut events);
+        w.take(2, delivered(11), &mut events);
+        assert!(!w.done(&events), "no root event yet");
+        w.take(0, sent(false), &mut events);
+        assert!(!w.done(&events), "rank 2 lacks message 12");
+        w.take(2, delivered(12), &mut events);
+        assert!(w.done(&events));
+        assert_eq!(w.root.as_ref().unwrap()["seq"], 10);
+    }
+
+    #[test]
+    fn an_acknowledged_send_ends_a_small_sample_at_once() {
+        let mut events = SeriesEvents::default();
+        let mut w = wait(false);
+        // Another sample's root event is not this one's.
+        w.take(
+            0,
+            json!({"event": "sent", "seq": 7, "acknowledged": true}),
+            &mut events,
+        );
+        assert!(!w.done(&events));
+        w.take(0, sent(true), &mut events);
+        assert!(w.done(&events));
+    }
+
+    #[test]
+    fn a_large_sample_waits_for_every_receivers_check_of_its_last_message() {
+        let mut events = SeriesEvents::default();
+        let mut w = wait(true);
+        w.take(0, sent(true), &mut events);
+        w.take(1, delivered(12), &mut events);
+        w.take(2, delivered(12), &mut events);
+        assert!(!w.done(&events), "nothing checked");
+        w.take(1, checked(12), &mut events);
+        w.take(2, checked(11), &mut events);
+        // The root's own word does not count either.
+        w.take(0, checked(12), &mut events);
+        assert!(!w.done(&events), "rank 2 checked only message 11");
+        w.take(2, checked(12), &mut events);
+        assert!(w.done(&events));
+        // `checked` events are not deliveries.
+        assert_eq!(events.delivered.len(), 2);
     }
 }
