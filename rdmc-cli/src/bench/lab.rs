@@ -191,13 +191,23 @@ struct SeriesEvents {
 
 impl SeriesEvents {
     /// Keep `event` if it is a receiver's `delivered`.
-    fn keep_delivered(rank: usize, event: Value, delivered: &mut HashMap<(usize, u64), Value>) {
+    fn keep_delivered(&mut self, rank: usize, event: Value) {
         if rank > 0
             && event["event"] == "delivered"
             && let Some(seq) = event["seq"].as_u64()
         {
-            delivered.insert((rank, seq), event);
+            self.delivered.insert((rank, seq), event);
         }
+    }
+
+    /// Whether every receiver of a group of `ranks` ranks delivered `seq`.
+    fn all_delivered(&self, ranks: usize, seq: u64) -> bool {
+        (1..ranks).all(|rank| self.delivered.contains_key(&(rank, seq)))
+    }
+
+    /// Whether every receiver of a group of `ranks` ranks checked `seq`.
+    fn all_checked(&self, ranks: usize, seq: u64) -> bool {
+        (1..ranks).all(|rank| self.checked.contains(&(rank, seq)))
     }
 }
 
@@ -227,25 +237,17 @@ impl SampleWait {
                 events.checked.insert((rank, seq));
             }
         } else {
-            SeriesEvents::keep_delivered(rank, event, &mut events.delivered);
+            events.keep_delivered(rank, event);
         }
     }
 
     /// Whether the next command may go.
     fn done(&self, events: &SeriesEvents) -> bool {
-        let receivers = 1..self.ranks;
         let Some(root) = &self.root else {
             return false;
         };
-        let arrived = root["acknowledged"] == true
-            || receivers
-                .clone()
-                .all(|rank| events.delivered.contains_key(&(rank, self.last)));
-        arrived
-            && (!self.large
-                || receivers
-                    .clone()
-                    .all(|rank| events.checked.contains(&(rank, self.last))))
+        (root["acknowledged"] == true || events.all_delivered(self.ranks, self.last))
+            && (!self.large || events.all_checked(self.ranks, self.last))
     }
 }
 
@@ -472,15 +474,12 @@ impl Cluster {
             );
             lasts.push(last);
         }
-        let mut delivered = events.delivered;
-        let all_in = |delivered: &HashMap<(usize, u64), Value>, last: u64| {
-            (1..n).all(|rank| delivered.contains_key(&(rank, last)))
-        };
         let deadline = Instant::now() + timeout;
-        while !lasts.iter().all(|&last| all_in(&delivered, last)) {
+        while !lasts.iter().all(|&last| events.all_delivered(n, last)) {
             let (rank, event) = self.next_event(deadline)?;
-            SeriesEvents::keep_delivered(rank, event, &mut delivered);
+            events.keep_delivered(rank, event);
         }
+        let mut delivered = events.delivered;
         sent.into_iter()
             .zip(lasts)
             .map(|(sent, last)| Sample::of(sent, last, &mut delivered, &mut self.cpu))
