@@ -14,7 +14,7 @@ use std::time::Instant;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseResult, TestRunner};
 
-use super::{HEADER_LEN, Header, signal};
+use super::{Context, HEADER_LEN, Header, signal};
 use crate::ids::GroupId;
 use crate::proto::{Control, READY_WINDOW};
 use crate::transport::Signal;
@@ -134,6 +134,82 @@ fn check_header((bytes, max_chunk): ([u8; HEADER_LEN], u32)) -> TestCaseResult {
     Ok(())
 }
 
+/// A connection's stream of headers as a writer's [`Context`] encodes them
+/// (few groups and values, so that many are short), with 0–8 bytes xor-ed,
+/// and the receiver's chunk limit.
+fn stream_input() -> impl Strategy<Value = (Vec<u8>, u32)> {
+    let small = || prop_oneof![word(), 0..3u64];
+    let header = prop_oneof![
+        (small(), small(), small(), small()).prop_map(|(g, immediate, block_len, chunk)| {
+            Header::Data {
+                group: GroupId(g),
+                immediate,
+                block_len,
+                chunk_len: chunk as u32,
+            }
+        }),
+        (small(), any_signal()).prop_map(|(g, signal)| Header::Signal {
+            group: GroupId(g),
+            signal,
+        }),
+        Just(Header::Heartbeat),
+    ];
+    let stream = proptest::collection::vec(header, 0..24).prop_map(|headers| {
+        let mut context = Context::default();
+        let mut bytes = Vec::new();
+        for h in &headers {
+            bytes.extend_from_slice(context.encode(h).as_slice());
+        }
+        bytes
+    });
+    let edits = proptest::collection::vec((any::<prop::sample::Index>(), 1..=255u8), 0..=8);
+    let max_chunk = prop_oneof![Just(0u32), Just(u32::MAX), 1..(1u32 << 24)];
+    (stream, edits, max_chunk).prop_map(|(mut bytes, edits, max_chunk)| {
+        if !bytes.is_empty() {
+            for (at, mask) in edits {
+                let at = at.index(bytes.len());
+                bytes[at] ^= mask;
+            }
+        }
+        (bytes, max_chunk)
+    })
+}
+
+/// The stream properties: reading header after header as a link's reader
+/// does never panics; every header that decodes is bounded, and means what
+/// a writer in the same context would send for it (encoded there, it
+/// decodes to the same header and leaves the same context).
+fn check_stream((bytes, max_chunk): (Vec<u8>, u32)) -> TestCaseResult {
+    let mut context = Context::default();
+    let mut rest = &bytes[..];
+    while let Some(&kind) = rest.first() {
+        let len = Context::header_len(kind);
+        if rest.len() < len {
+            break;
+        }
+        let before = context;
+        let Ok(header) = context.decode(&rest[..len], max_chunk) else {
+            break;
+        };
+        rest = &rest[len..];
+        if let Header::Data {
+            chunk_len,
+            block_len,
+            ..
+        } = header
+        {
+            prop_assert!(chunk_len <= max_chunk, "chunk above the limit");
+            prop_assert!(u64::from(chunk_len) <= block_len, "chunk beyond its block");
+        }
+        let mut writer = before;
+        let ours = writer.encode(&header);
+        let mut again = before;
+        prop_assert_eq!(again.decode(ours.as_slice(), max_chunk), Ok(header));
+        prop_assert_eq!(again, context, "the same header, another context");
+    }
+    Ok(())
+}
+
 /// A signal code with arguments, valid or not.
 fn signal_input() -> impl Strategy<Value = (u8, u64, u64)> {
     prop_oneof![
@@ -158,6 +234,11 @@ fn frame_headers_from_strangers_never_panic_and_stay_bounded() {
 }
 
 #[test]
+fn header_streams_from_strangers_never_panic_and_stay_bounded() {
+    fuzz("header stream", 2_000, stream_input(), check_stream);
+}
+
+#[test]
 fn signal_codes_from_strangers_never_panic() {
     fuzz("signal codec", 2_000, signal_input(), check_signal);
 }
@@ -166,6 +247,12 @@ fn signal_codes_from_strangers_never_panic() {
 #[ignore = "long: millions of cases (RELIABILITY.md)"]
 fn frame_headers_long_campaign() {
     fuzz("frame header", 4_000_000, header_input(), check_header);
+}
+
+#[test]
+#[ignore = "long: millions of cases (RELIABILITY.md)"]
+fn header_streams_long_campaign() {
+    fuzz("header stream", 1_000_000, stream_input(), check_stream);
 }
 
 #[test]

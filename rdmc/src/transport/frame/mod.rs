@@ -1,15 +1,16 @@
-//! The signal codec both network transports share: the fixed frame header
-//! that carries a [`Signal`] (or, on `tcp`, a chunk of a block or a
-//! heartbeat), and the encoding of each signal into a code and two
+//! The signal codec both network transports share: the frame header that
+//! carries a [`Signal`] (or, on `tcp`, a chunk of a block or a heartbeat),
+//! and the encoding of each signal into a code and two
 //! arguments ([`signal`]). The `tcp` transport sends these frames, each
-//! followed by the tag of its [`protect`]ion mode (none, 16 or 32 bytes);
+//! followed by the tag of its [`protect`]ion mode (none, or 16 bytes);
 //! the `ofi` transport embeds a signal frame in its control messages.
 //!
-//! Every frame starts with a fixed 32-byte header, little-endian:
+//! A frame starts with a long (32-byte) or a short (8-byte) header,
+//! little-endian; its first byte, the kind, says which. Long headers:
 //!
 //! | bytes | field |
 //! |---|---|
-//! | 0 | kind: 1 data chunk, 2 signal, 3 heartbeat |
+//! | 0 | kind: 1 data chunk, 2 signal |
 //! | 1 | signal code (signals only, else 0) |
 //! | 2..4 | reserved, 0 |
 //! | 4..8 | payload length (data chunks only, else 0) |
@@ -17,11 +18,26 @@
 //! | 16..24 | data: the block's immediate value (the message size); signal: first argument |
 //! | 24..32 | data: the block's total length; signal: second argument |
 //!
+//! Short headers, which on `tcp` say only what the frames before them on
+//! the same connection do not ([`Context`]):
+//!
+//! | kind (byte 0) | bytes 1..4 | bytes 4..8 | meaning |
+//! |---|---|---|---|
+//! | 3 heartbeat | 0 | 0 | keeps an idle connection's failure detector quiet |
+//! | 4 data chunk continued | 0 | payload length | a chunk of the group, immediate value and block length of the previous data frame |
+//! | 5 signal, same group | code, 0, 0 | first argument (the second is 0) | a signal to the group the previous frame named |
+//!
+//! A short frame with no previous frame to continue is malformed. On a
+//! connection that carries one message's blocks the data frames after the
+//! first, and the ready-for-block signals back, are short: 24 bytes of
+//! header saved per 32 KiB block, 0.07 % of the wire.
+//!
 //! A block is sent as one or more data chunks in order; chunks of different
 //! groups interleave, so one group's large block never holds another group
 //! back. Payload bytes follow their header directly and are read straight
 //! into the receive posted for the block; on `tcp` the frame's tag follows
 //! the payload and is checked before anything of the frame is acted on.
+//! (The `ofi` transport embeds only long signal headers.)
 
 pub(crate) mod protect;
 pub(crate) mod signal;
@@ -32,12 +48,17 @@ pub(crate) mod fuzz_tests;
 use crate::ids::GroupId;
 use crate::transport::Signal;
 
-/// Size of every frame header.
+/// Size of a long frame header, the largest.
 pub(crate) const HEADER_LEN: usize = 32;
+
+/// Size of a short frame header.
+pub(crate) const SHORT_HEADER_LEN: usize = 8;
 
 const KIND_DATA: u8 = 1;
 const KIND_SIGNAL: u8 = 2;
 const KIND_HEARTBEAT: u8 = 3;
+const KIND_DATA_CONTINUED: u8 = 4;
+const KIND_SIGNAL_SAME_GROUP: u8 = 5;
 
 /// A decoded frame header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -72,6 +93,8 @@ pub(crate) enum FrameError {
     UnexpectedPayload,
     #[error("a signal argument is out of range")]
     BadArgument,
+    #[error("a short frame with no previous frame to continue")]
+    NothingToContinue,
 }
 
 impl Header {
@@ -149,6 +172,161 @@ impl Header {
                     return Err(FrameError::UnexpectedPayload);
                 }
                 Ok(Header::Heartbeat)
+            }
+            other => Err(FrameError::UnknownKind(other)),
+        }
+    }
+}
+
+/// What the frames so far on one direction of a connection imply, so that
+/// the next can say less: the group, immediate value and block length of
+/// the last data frame, and the group the last frame named. The writer and
+/// the reader of a direction each keep one, and both update it frame by
+/// frame in the order of the wire (on `tcp` every frame's tag covers its
+/// header and sequence number, so an attacker can neither forge nor
+/// reorder the frames the context comes from).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Context {
+    data: Option<(GroupId, u64, u64)>,
+    group: Option<GroupId>,
+}
+
+/// A header as encoded for the wire: long or short.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Encoded {
+    bytes: [u8; HEADER_LEN],
+    len: usize,
+}
+
+impl Encoded {
+    /// The header's bytes.
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl Context {
+    /// The length of the header whose first byte is `kind`: the bytes to
+    /// read before [`decode`](Self::decode) (an unknown kind is short and
+    /// refused there).
+    pub(crate) fn header_len(kind: u8) -> usize {
+        match kind {
+            KIND_DATA | KIND_SIGNAL => HEADER_LEN,
+            _ => SHORT_HEADER_LEN,
+        }
+    }
+
+    /// Encode `header` as the next frame, short where the frames before it
+    /// allow.
+    pub(crate) fn encode(&mut self, header: &Header) -> Encoded {
+        let mut bytes = [0u8; HEADER_LEN];
+        let short = |bytes: &mut [u8; HEADER_LEN], kind: u8, code: u8, arg: u32| {
+            bytes[0] = kind;
+            bytes[1] = code;
+            bytes[4..8].copy_from_slice(&arg.to_le_bytes());
+            SHORT_HEADER_LEN
+        };
+        let len = match *header {
+            Header::Heartbeat => short(&mut bytes, KIND_HEARTBEAT, 0, 0),
+            Header::Data {
+                group,
+                immediate,
+                block_len,
+                chunk_len,
+            } => {
+                let this = Some((group, immediate, block_len));
+                let continued = self.data == this;
+                self.data = this;
+                self.group = Some(group);
+                if continued {
+                    short(&mut bytes, KIND_DATA_CONTINUED, 0, chunk_len)
+                } else {
+                    bytes = header.encode();
+                    HEADER_LEN
+                }
+            }
+            Header::Signal { group, signal } => {
+                let (code, a, b) = signal::encode(signal);
+                let same = self.group == Some(group);
+                self.group = Some(group);
+                match u32::try_from(a) {
+                    Ok(a) if same && b == 0 => short(&mut bytes, KIND_SIGNAL_SAME_GROUP, code, a),
+                    _ => {
+                        bytes = header.encode();
+                        HEADER_LEN
+                    }
+                }
+            }
+        };
+        Encoded { bytes, len }
+    }
+
+    /// Decode and validate the next frame's header, `bytes` (as long as
+    /// [`header_len`](Self::header_len) of its first byte says);
+    /// `max_chunk` bounds a data chunk's payload.
+    pub(crate) fn decode(&mut self, bytes: &[u8], max_chunk: u32) -> Result<Header, FrameError> {
+        if let Ok(long) = <&[u8; HEADER_LEN]>::try_from(bytes) {
+            let header = Header::decode(long, max_chunk)?;
+            match header {
+                Header::Data {
+                    group,
+                    immediate,
+                    block_len,
+                    ..
+                } => {
+                    self.data = Some((group, immediate, block_len));
+                    self.group = Some(group);
+                }
+                Header::Signal { group, .. } => self.group = Some(group),
+                // A heartbeat is short on `tcp`.
+                Header::Heartbeat => return Err(FrameError::UnknownKind(KIND_HEARTBEAT)),
+            }
+            return Ok(header);
+        }
+        let bytes: &[u8; SHORT_HEADER_LEN] = bytes
+            .try_into()
+            .map_err(|_| FrameError::UnknownKind(bytes.first().copied().unwrap_or(0)))?;
+        if bytes[2] != 0 || bytes[3] != 0 {
+            return Err(FrameError::Reserved);
+        }
+        let (kind, code) = (bytes[0], bytes[1]);
+        let arg = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
+        match kind {
+            KIND_HEARTBEAT => {
+                if code != 0 || arg != 0 {
+                    return Err(FrameError::UnexpectedPayload);
+                }
+                Ok(Header::Heartbeat)
+            }
+            KIND_DATA_CONTINUED => {
+                if code != 0 {
+                    return Err(FrameError::Reserved);
+                }
+                let (group, immediate, block_len) =
+                    self.data.ok_or(FrameError::NothingToContinue)?;
+                if arg > max_chunk {
+                    return Err(FrameError::ChunkTooLarge {
+                        chunk: arg,
+                        max: max_chunk,
+                    });
+                }
+                if u64::from(arg) > block_len {
+                    return Err(FrameError::ChunkBeyondBlock);
+                }
+                self.group = Some(group);
+                Ok(Header::Data {
+                    group,
+                    immediate,
+                    block_len,
+                    chunk_len: arg,
+                })
+            }
+            KIND_SIGNAL_SAME_GROUP => {
+                let group = self.group.ok_or(FrameError::NothingToContinue)?;
+                Ok(Header::Signal {
+                    group,
+                    signal: signal::decode(code, u64::from(arg), 0)?,
+                })
             }
             other => Err(FrameError::UnknownKind(other)),
         }
@@ -300,6 +478,155 @@ mod tests {
         assert_eq!(frame(0, 1), Err(FrameError::BadArgument));
     }
 
+    /// Encode `headers` in order through a writer's context, decode them
+    /// through a reader's; returns each header's encoded length.
+    fn over_the_wire(headers: &[Header]) -> Vec<usize> {
+        let (mut writer, mut reader) = (Context::default(), Context::default());
+        let mut lens = Vec::new();
+        for h in headers {
+            let encoded = writer.encode(h);
+            let bytes = encoded.as_slice();
+            assert_eq!(Context::header_len(bytes[0]), bytes.len(), "{h:?}");
+            assert_eq!(reader.decode(bytes, MAX), Ok(*h));
+            assert_eq!(reader, writer, "the two ends agree after {h:?}");
+            lens.push(bytes.len());
+        }
+        lens
+    }
+
+    #[test]
+    fn one_message_after_its_first_frame_goes_in_short_headers() {
+        let data = |group: u64, block_len: u64, chunk_len: u32| Header::Data {
+            group: GroupId(group),
+            immediate: 100_000,
+            block_len,
+            chunk_len,
+        };
+        let signal = |group: u64, signal| Header::Signal {
+            group: GroupId(group),
+            signal,
+        };
+        let ready = Signal::ReadyForBlocks { count: 4 };
+        let headers = [
+            Header::Heartbeat,
+            data(1, 32_768, 32_768),
+            data(1, 32_768, 32_768),
+            // Another group's block in between: long, and so is the first
+            // group's next block.
+            data(2, 32_768, 1000),
+            data(1, 32_768, 32_768),
+            data(1, 32_768, 32_768),
+            // The message's last, shorter block: long.
+            data(1, 1_696, 1_696),
+            signal(1, ready),
+            signal(1, Signal::Group(Control::Taken { messages: 3 })),
+            signal(2, ready),
+            signal(2, ready),
+            // Arguments that do not fit a short header.
+            signal(2, Signal::Group(Control::Taken { messages: 1 << 40 })),
+            signal(2, Signal::Join { digest: 1 << 70 }),
+            signal(2, Signal::Join { digest: 5 }),
+            // Group 2's block again after group 1's: long.
+            data(2, 32_768, 31_768),
+            Header::Heartbeat,
+        ];
+        let (long, short) = (HEADER_LEN, SHORT_HEADER_LEN);
+        assert_eq!(
+            over_the_wire(&headers),
+            [
+                short, long, short, long, long, short, long, short, short, long, short, long, long,
+                short, long, short,
+            ]
+        );
+    }
+
+    #[test]
+    fn short_frames_need_a_frame_to_continue() {
+        let mut writer = Context::default();
+        writer.encode(&Header::Data {
+            group: GroupId(3),
+            immediate: 1,
+            block_len: 10,
+            chunk_len: 5,
+        });
+        let short_data = writer.encode(&Header::Data {
+            group: GroupId(3),
+            immediate: 1,
+            block_len: 10,
+            chunk_len: 5,
+        });
+        let short_signal = writer.encode(&Header::Signal {
+            group: GroupId(3),
+            signal: Signal::Group(Control::Closed),
+        });
+        for short in [short_data, short_signal] {
+            assert_eq!(short.as_slice().len(), SHORT_HEADER_LEN);
+            assert_eq!(
+                Context::default().decode(short.as_slice(), MAX),
+                Err(FrameError::NothingToContinue)
+            );
+        }
+        // After a signal only, a data chunk still has nothing to continue.
+        let mut reader = Context::default();
+        let long_signal = Context::default().encode(&Header::Signal {
+            group: GroupId(3),
+            signal: Signal::Group(Control::Closed),
+        });
+        reader.decode(long_signal.as_slice(), MAX).unwrap();
+        assert_eq!(
+            reader.decode(short_data.as_slice(), MAX),
+            Err(FrameError::NothingToContinue)
+        );
+        assert_eq!(
+            reader.decode(short_signal.as_slice(), MAX),
+            Ok(Header::Signal {
+                group: GroupId(3),
+                signal: Signal::Group(Control::Closed),
+            })
+        );
+    }
+
+    #[test]
+    fn short_data_chunks_are_bounded_like_long_ones() {
+        let mut reader = Context::default();
+        let first = Header::Data {
+            group: GroupId(3),
+            immediate: 1,
+            block_len: 10,
+            chunk_len: 4,
+        };
+        reader.decode(first.encode().as_slice(), MAX).unwrap();
+        let short = |chunk: u32| {
+            let mut b = [0u8; SHORT_HEADER_LEN];
+            b[0] = KIND_DATA_CONTINUED;
+            b[4..].copy_from_slice(&chunk.to_le_bytes());
+            b
+        };
+        assert_eq!(
+            reader.decode(&short(11), MAX),
+            Err(FrameError::ChunkBeyondBlock)
+        );
+        assert_eq!(
+            reader.decode(&short(10), 8),
+            Err(FrameError::ChunkTooLarge { chunk: 10, max: 8 })
+        );
+        let mut reserved = short(1);
+        reserved[2] = 1;
+        assert_eq!(reader.decode(&reserved, MAX), Err(FrameError::Reserved));
+        let mut heartbeat = [0u8; SHORT_HEADER_LEN];
+        heartbeat[0] = KIND_HEARTBEAT;
+        heartbeat[7] = 1;
+        assert_eq!(
+            reader.decode(&heartbeat, MAX),
+            Err(FrameError::UnexpectedPayload)
+        );
+        // A long heartbeat is not a frame of a connection.
+        assert_eq!(
+            reader.decode(&Header::Heartbeat.encode(), MAX),
+            Err(FrameError::UnknownKind(KIND_HEARTBEAT))
+        );
+    }
+
     proptest! {
         #[test]
         fn arbitrary_bytes_decode_or_fail_cleanly(bytes in proptest::array::uniform32(any::<u8>())) {
@@ -307,6 +634,32 @@ mod tests {
                 // Whatever decodes re-encodes to a header that decodes the same.
                 prop_assert_eq!(Header::decode(&h.encode(), MAX), Ok(h));
             }
+        }
+
+        #[test]
+        fn any_sequence_of_headers_crosses_the_wire(
+            headers in proptest::collection::vec(
+                prop_oneof![
+                    (0..3u64, 0..2u64, 1..4u64, 0..4u32).prop_map(|(g, i, b, c)| Header::Data {
+                        group: GroupId(g),
+                        immediate: i,
+                        block_len: b,
+                        chunk_len: c.min(b as u32),
+                    }),
+                    (0..3u64, 0..3u8).prop_map(|(g, c)| Header::Signal {
+                        group: GroupId(g),
+                        signal: match c {
+                            0 => Signal::ReadyForBlocks { count: 2 },
+                            1 => Signal::Group(Control::Taken { messages: u64::MAX }),
+                            _ => Signal::Join { digest: 7 },
+                        },
+                    }),
+                    Just(Header::Heartbeat),
+                ],
+                0..40,
+            )
+        ) {
+            over_the_wire(&headers);
         }
     }
 }

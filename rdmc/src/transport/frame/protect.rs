@@ -253,9 +253,11 @@ impl Cipher {
     /// through GHASH only (three times as fast as keyed BLAKE3 on a core
     /// with VPCLMULQDQ, BENCHMARKS.md): it is the associated data, not the
     /// plaintext, so that it needs no copy and no encryption.
-    fn mac(key: &LessSafeKey, seq: u64, header: &[u8; HEADER_LEN], payload: &[u8]) -> AeadTag {
-        let mut header = *header;
-        key.seal_in_place_separate_tag(nonce(seq), Aad::from(payload), &mut header)
+    fn mac(key: &LessSafeKey, seq: u64, header: &[u8], payload: &[u8]) -> AeadTag {
+        let mut copy = [0u8; HEADER_LEN];
+        let copy = &mut copy[..header.len()];
+        copy.copy_from_slice(header);
+        key.seal_in_place_separate_tag(nonce(seq), Aad::from(payload), copy)
             .expect("a frame is far below GCM's length limits")
     }
 }
@@ -309,17 +311,14 @@ impl Sealer {
         Sealer(Direction::new(mode, key))
     }
 
-    /// The tag of the next frame, whose payload is `payload`, sent as it
-    /// is (modes `None` and `Authenticated`).
+    /// The tag of the next frame, whose header (at most
+    /// [`HEADER_LEN`] bytes, long or short) is `header` and whose payload is
+    /// `payload`, sent as it is (modes `None` and `Authenticated`).
     ///
     /// # Panics
     ///
     /// In mode `Encrypted` (use [`Sealer::seal_into`]).
-    pub(crate) fn tag(
-        &mut self,
-        header: &[u8; HEADER_LEN],
-        payload: &[u8],
-    ) -> Result<Tag, ProtectError> {
+    pub(crate) fn tag(&mut self, header: &[u8], payload: &[u8]) -> Result<Tag, ProtectError> {
         let seq = self.0.next_seq()?;
         match &self.0.cipher {
             Cipher::None => Ok(Tag::new(&[])),
@@ -334,7 +333,7 @@ impl Sealer {
     /// whether the bytes to send are in `scratch`.
     pub(crate) fn seal_into(
         &mut self,
-        header: &[u8; HEADER_LEN],
+        header: &[u8],
         payload: &[u8],
         scratch: &mut Vec<u8>,
     ) -> Result<(Tag, bool), ProtectError> {
@@ -348,7 +347,7 @@ impl Sealer {
         scratch.clear();
         scratch.extend_from_slice(payload);
         let tag = key
-            .seal_in_place_separate_tag(nonce(seq), Aad::from(&header[..]), scratch)
+            .seal_in_place_separate_tag(nonce(seq), Aad::from(header), scratch)
             .map_err(|_| ProtectError::Exhausted)?;
         Ok((Tag::new(tag.as_ref()), true))
     }
@@ -375,7 +374,7 @@ impl Opener {
     /// not either: the sequence is lost).
     pub(crate) fn open(
         &mut self,
-        header: &[u8; HEADER_LEN],
+        header: &[u8],
         payload: &mut [u8],
         tag: &[u8],
     ) -> Result<(), ProtectError> {
@@ -387,7 +386,7 @@ impl Opener {
                 verify_slices_are_equal(expected.as_ref(), tag).is_ok()
             }
             Cipher::Aead(key) => key
-                .open_in_place_separate_tag(nonce(seq), Aad::from(&header[..]), tag, payload)
+                .open_in_place_separate_tag(nonce(seq), Aad::from(header), tag, payload)
                 .is_ok(),
         };
         if ok {

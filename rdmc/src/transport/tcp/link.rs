@@ -21,7 +21,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 use crate::ids::{GroupId, NodeId};
 use crate::transport::frame::protect::{MAX_TAG_LEN, Opener, Sealer, WireKeys, WireSecurity};
-use crate::transport::frame::{HEADER_LEN, Header};
+use crate::transport::frame::{Context, HEADER_LEN, Header, SHORT_HEADER_LEN};
 use crate::transport::liveness::{Liveness, PeerClock};
 use crate::transport::mesh::ClusterKey;
 use crate::transport::{BlockRef, Completion, CompletionSender, RecvRegion, Signal};
@@ -554,17 +554,18 @@ type Ring = VecDeque<(GroupId, VecDeque<PendingBlock>)>;
 fn enqueue(
     item: Outgoing,
     sealer: &mut Sealer,
+    context: &mut Context,
     signals: &mut Vec<u8>,
     ring: &mut Ring,
 ) -> std::io::Result<()> {
     match item {
         Outgoing::Signal(group, signal) => {
-            let header = Header::Signal { group, signal }.encode();
+            let header = context.encode(&Header::Signal { group, signal });
             let tag = sealer
-                .seal_into(&header, &[], &mut Vec::new())
+                .seal_into(header.as_slice(), &[], &mut Vec::new())
                 .map_err(other)?
                 .0;
-            signals.extend_from_slice(&header);
+            signals.extend_from_slice(header.as_slice());
             signals.extend_from_slice(tag.as_slice());
         }
         Outgoing::Data(group, block, immediate) => {
@@ -621,6 +622,8 @@ async fn write_loop<W: AsyncWrite>(
     let mut clock = PeerClock::new(Instant::now());
     let mut signals: Vec<u8> = Vec::new();
     let mut ring: Ring = VecDeque::new();
+    // What the frames written so far let the next leave out.
+    let mut context = Context::default();
     // Encrypted payloads, on their way to the wire.
     let mut scratch: Vec<u8> = Vec::new();
     let result: std::io::Result<()> = async {
@@ -628,15 +631,20 @@ async fn write_loop<W: AsyncWrite>(
             if signals.is_empty() && ring.is_empty() {
                 let due = liveness.heartbeat_due_at(&clock);
                 match tokio::time::timeout_at(due, queue.recv()).await {
-                    Ok(Some(item)) => enqueue(item, &mut sealer, &mut signals, &mut ring)?,
+                    Ok(Some(item)) => {
+                        enqueue(item, &mut sealer, &mut context, &mut signals, &mut ring)?
+                    }
                     Ok(None) => return bounded(limit, writer.shutdown()).await,
                     Err(_) => {
-                        let header = Header::Heartbeat.encode();
+                        let header = context.encode(&Header::Heartbeat);
                         let tag = sealer
-                            .seal_into(&header, &[], &mut scratch)
+                            .seal_into(header.as_slice(), &[], &mut scratch)
                             .map_err(other)?
                             .0;
-                        let mut frame = [IoSlice::new(&header), IoSlice::new(tag.as_slice())];
+                        let mut frame = [
+                            IoSlice::new(header.as_slice()),
+                            IoSlice::new(tag.as_slice()),
+                        ];
                         bounded(limit, write_all_vectored(&mut writer, &mut frame)).await?;
                         clock.sent(Instant::now());
                         continue;
@@ -646,7 +654,7 @@ async fn write_loop<W: AsyncWrite>(
             let mut yielded = false;
             loop {
                 while let Ok(item) = queue.try_recv() {
-                    enqueue(item, &mut sealer, &mut signals, &mut ring)?;
+                    enqueue(item, &mut sealer, &mut context, &mut signals, &mut ring)?;
                 }
                 if yielded || signals.is_empty() || !ring.is_empty() {
                     break;
@@ -684,16 +692,15 @@ async fn write_loop<W: AsyncWrite>(
             let block = blocks.front_mut().expect("groups in the ring have blocks");
             let total = block.block.len();
             let len = (total - block.sent).min(frame as usize);
-            let header = Header::Data {
+            let header = context.encode(&Header::Data {
                 group,
                 immediate: block.immediate,
                 block_len: total as u64,
                 chunk_len: len as u32,
-            }
-            .encode();
+            });
             let chunk = &block.block.as_slice()[block.sent..block.sent + len];
             let (tag, encrypted) = sealer
-                .seal_into(&header, chunk, &mut scratch)
+                .seal_into(header.as_slice(), chunk, &mut scratch)
                 .map_err(other)?;
             let body = if encrypted { &scratch[..] } else { chunk };
             // The signals sealed before this frame go ahead of it in the
@@ -701,7 +708,7 @@ async fn write_loop<W: AsyncWrite>(
             // rides in the block's first segment instead of one of its own.
             let mut frame = [
                 IoSlice::new(&signals),
-                IoSlice::new(&header),
+                IoSlice::new(header.as_slice()),
                 IoSlice::new(body),
                 IoSlice::new(tag.as_slice()),
             ];
@@ -794,12 +801,14 @@ async fn read_loop<R: AsyncRead>(
     }
     // Whether the peer closed its side in order, at a frame boundary.
     let mut orderly = false;
+    // What the frames read so far let the next leave out.
+    let mut context = Context::default();
     let reason: Reason = loop {
         let mut bytes = [0u8; HEADER_LEN];
         let empty = reader.is_empty();
         match tokio::time::timeout_at(
             liveness.silence_deadline(&clock),
-            reader.read_exact(&mut bytes),
+            reader.read_exact(&mut bytes[..SHORT_HEADER_LEN]),
         )
         .await
         {
@@ -812,14 +821,19 @@ async fn read_loop<R: AsyncRead>(
             }
             Ok(Ok(())) => clock.heard(Instant::now()),
         }
-        let header = match Header::decode(&bytes, config.max_frame()) {
+        let header_len = Context::header_len(bytes[0]);
+        if header_len > SHORT_HEADER_LEN {
+            read_or_break!(&mut bytes[SHORT_HEADER_LEN..header_len], " mid-header");
+        }
+        let bytes = &bytes[..header_len];
+        let header = match context.decode(bytes, config.max_frame()) {
             Ok(h) => h,
             Err(e) => break format!("malformed frame: {e}"),
         };
         let (group, immediate, block_len, chunk_len) = match header {
             Header::Heartbeat | Header::Signal { .. } => {
                 read_or_break!(&mut tag[..tag_len], " mid-frame");
-                if let Err(e) = opener.open(&bytes, &mut [], &tag[..tag_len]) {
+                if let Err(e) = opener.open(bytes, &mut [], &tag[..tag_len]) {
                     break e.to_string();
                 }
                 if let Header::Signal { group, signal } = header {
@@ -911,7 +925,7 @@ async fn read_loop<R: AsyncRead>(
             read_or_break!(&mut *target, " mid-block");
         }
         read_or_break!(&mut tag[..tag_len], " mid-frame");
-        if let Err(e) = opener.open(&bytes, target, &tag[..tag_len]) {
+        if let Err(e) = opener.open(bytes, target, &tag[..tag_len]) {
             break e.to_string();
         }
         if let Some(error) = refusal {

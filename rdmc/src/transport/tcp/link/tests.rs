@@ -182,7 +182,8 @@ async fn garbage_after_a_genuine_key_agreement_is_a_peer_failure() {
     hello[8] = WireSecurity::Authenticated.code();
     b.write_all(&hello).await.unwrap();
     // A well-formed heartbeat without a valid tag.
-    b.write_all(&Header::Heartbeat.encode()).await.unwrap();
+    let heartbeat = Context::default().encode(&Header::Heartbeat);
+    b.write_all(heartbeat.as_slice()).await.unwrap();
     b.write_all(&[0u8; 32]).await.unwrap();
     assert!(matches!(
         ra.recv().await.unwrap(),
@@ -394,6 +395,72 @@ async fn a_byte_flipped_anywhere_after_the_agreement_fails_the_link() {
                     other => panic!("unexpected {other:?}"),
                 }
             }
+        }
+    }
+}
+
+/// Two signals and two blocks of one group: the second of each goes with
+/// a short header, and a flipped byte anywhere fails the link before the
+/// frame it is in is acted on; with the flip just past the stream's end
+/// (so the stream is exactly as long as short headers make it), both
+/// blocks arrive.
+#[tokio::test]
+async fn short_frames_are_as_protected_as_long_ones() {
+    for mode in [WireSecurity::Authenticated, WireSecurity::Encrypted] {
+        let data: Vec<u8> = (0..2500u32).map(|i| (i % 251) as u8).collect();
+        let tag = mode.tag_len();
+        // Signals are sealed as they are queued, so both go first: a long
+        // and a short signal frame, then a long and a short data frame.
+        let first_signal_end = AGREE_LEN + HEADER_LEN + tag;
+        let signals_end = first_signal_end + SHORT_HEADER_LEN + tag;
+        let first_block_end = signals_end + HEADER_LEN + data.len() + tag;
+        let stream_len = first_block_end + SHORT_HEADER_LEN + data.len() + tag;
+        for offset in (AGREE_LEN..stream_len).step_by(7).chain([stream_len]) {
+            let (a, b, mut events) = tampered_pair(mode, offset);
+            let buf = MessageBuffer::new(2 * data.len());
+            b.post_recv(GroupId(1), buf.region(0, data.len()));
+            b.post_recv(GroupId(1), buf.region(data.len(), data.len()));
+            for _ in 0..2 {
+                let ready = Signal::ReadyForBlocks { count: 2 };
+                assert!(a.send(Outgoing::Signal(GroupId(1), ready)));
+            }
+            for _ in 0..2 {
+                let block = BlockRef::from_bytes(data.clone().into());
+                assert!(a.send(Outgoing::Data(GroupId(1), block, 9)));
+            }
+            let (mut signals, mut blocks) = (0, 0);
+            while blocks < 2 {
+                match events.recv().await.unwrap() {
+                    Completion::PeerDown { node: NodeId(0) } => break,
+                    Completion::Received {
+                        group: GroupId(1),
+                        from: NodeId(0),
+                        immediate: 9,
+                        len: 2500,
+                    } => blocks += 1,
+                    Completion::Signal {
+                        group: GroupId(1),
+                        from: NodeId(0),
+                        signal: Signal::ReadyForBlocks { count: 2 },
+                    } => signals += 1,
+                    other => panic!("{mode:?}, byte {offset} flipped: unexpected {other:?}"),
+                }
+            }
+            if offset == stream_len {
+                assert_eq!((signals, blocks), (2, 2), "{mode:?}: nothing flipped");
+                let bytes = buf.into_bytes();
+                assert_eq!(&bytes[..2500], &data[..]);
+                assert_eq!(&bytes[2500..], &data[..]);
+                continue;
+            }
+            let intact_blocks = usize::from(offset >= first_block_end);
+            assert!(
+                blocks <= intact_blocks,
+                "{mode:?}: byte {offset} flipped, {blocks} blocks delivered"
+            );
+            let intact_signals =
+                usize::from(offset >= first_signal_end) + usize::from(offset >= signals_end);
+            assert!(signals <= intact_signals, "{mode:?}: byte {offset} flipped");
         }
     }
 }
