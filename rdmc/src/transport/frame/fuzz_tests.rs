@@ -94,8 +94,16 @@ pub(crate) fn any_signal() -> impl Strategy<Value = Signal> {
 
 /// Every kind of header, with interesting fields.
 fn any_header() -> impl Strategy<Value = Header> {
+    any_header_of(word)
+}
+
+/// Every kind of header, its numeric fields drawn from `field()`.
+fn any_header_of<S>(field: impl Fn() -> S) -> impl Strategy<Value = Header>
+where
+    S: Strategy<Value = u64> + 'static,
+{
     prop_oneof![
-        (word(), word(), word(), word()).prop_map(|(g, immediate, block_len, chunk)| {
+        (field(), field(), field(), field()).prop_map(|(g, immediate, block_len, chunk)| {
             Header::Data {
                 group: GroupId(g),
                 immediate,
@@ -103,7 +111,7 @@ fn any_header() -> impl Strategy<Value = Header> {
                 chunk_len: chunk as u32,
             }
         }),
-        (word(), any_signal()).prop_map(|(g, signal)| Header::Signal {
+        (field(), any_signal()).prop_map(|(g, signal)| Header::Signal {
             group: GroupId(g),
             signal,
         }),
@@ -138,22 +146,7 @@ fn check_header((bytes, max_chunk): ([u8; HEADER_LEN], u32)) -> TestCaseResult {
 /// (few groups and values, so that many are short), with 0–8 bytes xor-ed,
 /// and the receiver's chunk limit.
 fn stream_input() -> impl Strategy<Value = (Vec<u8>, u32)> {
-    let small = || prop_oneof![word(), 0..3u64];
-    let header = prop_oneof![
-        (small(), small(), small(), small()).prop_map(|(g, immediate, block_len, chunk)| {
-            Header::Data {
-                group: GroupId(g),
-                immediate,
-                block_len,
-                chunk_len: chunk as u32,
-            }
-        }),
-        (small(), any_signal()).prop_map(|(g, signal)| Header::Signal {
-            group: GroupId(g),
-            signal,
-        }),
-        Just(Header::Heartbeat),
-    ];
+    let header = any_header_of(|| prop_oneof![word(), 0..3u64]);
     let stream = proptest::collection::vec(header, 0..24).prop_map(|headers| {
         let mut context = Context::default();
         let mut bytes = Vec::new();

@@ -97,6 +97,21 @@ pub(crate) enum FrameError {
     NothingToContinue,
 }
 
+/// A data chunk of `chunk` bytes is within the receiver's limit and its
+/// block.
+fn check_chunk(chunk: u32, block_len: u64, max_chunk: u32) -> Result<(), FrameError> {
+    if chunk > max_chunk {
+        return Err(FrameError::ChunkTooLarge {
+            chunk,
+            max: max_chunk,
+        });
+    }
+    if u64::from(chunk) > block_len {
+        return Err(FrameError::ChunkBeyondBlock);
+    }
+    Ok(())
+}
+
 impl Header {
     /// Encode into the fixed header layout.
     pub(crate) fn encode(&self) -> [u8; HEADER_LEN] {
@@ -142,15 +157,7 @@ impl Header {
                 if code != 0 {
                     return Err(FrameError::Reserved);
                 }
-                if chunk_len > max_chunk {
-                    return Err(FrameError::ChunkTooLarge {
-                        chunk: chunk_len,
-                        max: max_chunk,
-                    });
-                }
-                if u64::from(chunk_len) > b {
-                    return Err(FrameError::ChunkBeyondBlock);
-                }
+                check_chunk(chunk_len, b, max_chunk)?;
                 Ok(Header::Data {
                     group,
                     immediate: a,
@@ -304,15 +311,7 @@ impl Context {
                 }
                 let (group, immediate, block_len) =
                     self.data.ok_or(FrameError::NothingToContinue)?;
-                if arg > max_chunk {
-                    return Err(FrameError::ChunkTooLarge {
-                        chunk: arg,
-                        max: max_chunk,
-                    });
-                }
-                if u64::from(arg) > block_len {
-                    return Err(FrameError::ChunkBeyondBlock);
-                }
+                check_chunk(arg, block_len, max_chunk)?;
                 self.group = Some(group);
                 Ok(Header::Data {
                     group,
