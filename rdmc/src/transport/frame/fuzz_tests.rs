@@ -125,19 +125,25 @@ fn header_input() -> impl Strategy<Value = ([u8; HEADER_LEN], u32)> {
     (mutated(any_header().prop_map(|h| h.encode())), max_chunk)
 }
 
+/// A data header's chunk is within the receiver's limit and its block.
+fn check_bounded(header: &Header, max_chunk: u32) -> TestCaseResult {
+    if let Header::Data {
+        chunk_len,
+        block_len,
+        ..
+    } = *header
+    {
+        prop_assert!(chunk_len <= max_chunk, "chunk above the limit");
+        prop_assert!(u64::from(chunk_len) <= block_len, "chunk beyond its block");
+    }
+    Ok(())
+}
+
 /// The header properties: no panic, canonical, bounded.
 fn check_header((bytes, max_chunk): ([u8; HEADER_LEN], u32)) -> TestCaseResult {
     if let Ok(header) = Header::decode(&bytes, max_chunk) {
         prop_assert_eq!(header.encode(), bytes, "not the canonical encoding");
-        if let Header::Data {
-            chunk_len,
-            block_len,
-            ..
-        } = header
-        {
-            prop_assert!(chunk_len <= max_chunk, "chunk above the limit");
-            prop_assert!(u64::from(chunk_len) <= block_len, "chunk beyond its block");
-        }
+        check_bounded(&header, max_chunk)?;
     }
     Ok(())
 }
@@ -185,15 +191,7 @@ fn check_stream((bytes, max_chunk): (Vec<u8>, u32)) -> TestCaseResult {
             break;
         };
         rest = &rest[len..];
-        if let Header::Data {
-            chunk_len,
-            block_len,
-            ..
-        } = header
-        {
-            prop_assert!(chunk_len <= max_chunk, "chunk above the limit");
-            prop_assert!(u64::from(chunk_len) <= block_len, "chunk beyond its block");
-        }
+        check_bounded(&header, max_chunk)?;
         let mut writer = before;
         let ours = writer.encode(&header);
         let mut again = before;
