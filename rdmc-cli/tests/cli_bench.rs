@@ -7,6 +7,7 @@ mod scratch_dir;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -14,11 +15,19 @@ use serde_json::Value;
 use scratch_dir::ScratchDir;
 
 /// A members file for `n` members in the test's own scratch directory (a
-/// key file beside it); dereferences to the members file's path.
+/// key file beside it); dereferences to the members file's path. While it
+/// lives, no other test of this file holds one: the ports in it were free
+/// when it was written, and a member of a test running beside it could
+/// otherwise take one of them first (a sender then reaches the wrong
+/// process, which hangs up: "Broken pipe").
 struct Members {
     path: PathBuf,
     _dir: ScratchDir,
+    _serial: MutexGuard<'static, ()>,
 }
+
+/// Held by each test's [`Members`].
+static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 impl std::ops::Deref for Members {
     type Target = Path;
@@ -29,6 +38,10 @@ impl std::ops::Deref for Members {
 }
 
 fn members_file(name: &str, n: usize) -> Members {
+    // A test that failed while holding it poisoned it; the others go on.
+    let serial = ONE_CLUSTER_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let dir = ScratchDir::new(&format!("cli_bench_{name}"));
     let listeners: Vec<_> = (0..n)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
@@ -40,7 +53,11 @@ fn members_file(name: &str, n: usize) -> Members {
     let path = dir.join("members");
     std::fs::write(&path, text).unwrap();
     std::fs::write(dir.join("key"), "the bench tests' cluster key").unwrap();
-    Members { path, _dir: dir }
+    Members {
+        path,
+        _dir: dir,
+        _serial: serial,
+    }
 }
 
 fn spawn(args: &[&str], members: &Path, rank: usize) -> Child {
