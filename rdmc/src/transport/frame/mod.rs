@@ -240,32 +240,45 @@ impl Context {
                 immediate,
                 block_len,
                 chunk_len,
-            } => {
-                let this = Some((group, immediate, block_len));
-                let continued = self.data == this;
-                self.data = this;
-                self.group = Some(group);
-                if continued {
-                    short(&mut bytes, KIND_DATA_CONTINUED, 0, chunk_len)
-                } else {
-                    bytes = header.encode();
-                    HEADER_LEN
-                }
+            } if self.data == Some((group, immediate, block_len)) => {
+                short(&mut bytes, KIND_DATA_CONTINUED, 0, chunk_len)
             }
-            Header::Signal { group, signal } => {
-                let (code, a, b) = signal::encode(signal);
-                let same = self.group == Some(group);
-                self.group = Some(group);
-                match u32::try_from(a) {
-                    Ok(a) if same && b == 0 => short(&mut bytes, KIND_SIGNAL_SAME_GROUP, code, a),
+            Header::Signal { group, signal } if self.group == Some(group) => {
+                match signal::encode(signal) {
+                    (code, a, 0) if a <= u64::from(u32::MAX) => {
+                        short(&mut bytes, KIND_SIGNAL_SAME_GROUP, code, a as u32)
+                    }
                     _ => {
                         bytes = header.encode();
                         HEADER_LEN
                     }
                 }
             }
+            Header::Data { .. } | Header::Signal { .. } => {
+                bytes = header.encode();
+                HEADER_LEN
+            }
         };
+        self.advance(header);
         Encoded { bytes, len }
+    }
+
+    /// Take in `header`, just written or read: what the next frame may
+    /// leave out. The writer and the reader run the same rule.
+    fn advance(&mut self, header: &Header) {
+        match *header {
+            Header::Data {
+                group,
+                immediate,
+                block_len,
+                ..
+            } => {
+                self.data = Some((group, immediate, block_len));
+                self.group = Some(group);
+            }
+            Header::Signal { group, .. } => self.group = Some(group),
+            Header::Heartbeat => {}
+        }
     }
 
     /// Decode and validate the next frame's header, `bytes` (as long as
@@ -274,20 +287,11 @@ impl Context {
     pub(crate) fn decode(&mut self, bytes: &[u8], max_chunk: u32) -> Result<Header, FrameError> {
         if let Ok(long) = <&[u8; HEADER_LEN]>::try_from(bytes) {
             let header = Header::decode(long, max_chunk)?;
-            match header {
-                Header::Data {
-                    group,
-                    immediate,
-                    block_len,
-                    ..
-                } => {
-                    self.data = Some((group, immediate, block_len));
-                    self.group = Some(group);
-                }
-                Header::Signal { group, .. } => self.group = Some(group),
+            if header == Header::Heartbeat {
                 // A heartbeat is short on `tcp`.
-                Header::Heartbeat => return Err(FrameError::UnknownKind(KIND_HEARTBEAT)),
+                return Err(FrameError::UnknownKind(KIND_HEARTBEAT));
             }
+            self.advance(&header);
             return Ok(header);
         }
         let bytes: &[u8; SHORT_HEADER_LEN] = bytes
@@ -298,12 +302,12 @@ impl Context {
         }
         let (kind, code) = (bytes[0], bytes[1]);
         let arg = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
-        match kind {
+        let header = match kind {
             KIND_HEARTBEAT => {
                 if code != 0 || arg != 0 {
                     return Err(FrameError::UnexpectedPayload);
                 }
-                Ok(Header::Heartbeat)
+                Header::Heartbeat
             }
             KIND_DATA_CONTINUED => {
                 if code != 0 {
@@ -312,23 +316,24 @@ impl Context {
                 let (group, immediate, block_len) =
                     self.data.ok_or(FrameError::NothingToContinue)?;
                 check_chunk(arg, block_len, max_chunk)?;
-                self.group = Some(group);
-                Ok(Header::Data {
+                Header::Data {
                     group,
                     immediate,
                     block_len,
                     chunk_len: arg,
-                })
+                }
             }
             KIND_SIGNAL_SAME_GROUP => {
                 let group = self.group.ok_or(FrameError::NothingToContinue)?;
-                Ok(Header::Signal {
+                Header::Signal {
                     group,
                     signal: signal::decode(code, u64::from(arg), 0)?,
-                })
+                }
             }
-            other => Err(FrameError::UnknownKind(other)),
-        }
+            other => return Err(FrameError::UnknownKind(other)),
+        };
+        self.advance(&header);
+        Ok(header)
     }
 }
 
