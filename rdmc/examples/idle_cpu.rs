@@ -79,9 +79,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         after - before,
         share * 100.0
     );
-    for group in groups {
-        group.close().await?;
-    }
+    // Every member closes at once: the root's close waits for the others'.
+    futures::future::try_join_all(groups.iter().map(|group| group.close())).await?;
     Ok(())
 }
 
