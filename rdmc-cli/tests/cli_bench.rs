@@ -2,32 +2,27 @@
 //! `rdmc tcp-copy` baseline — across real processes on loopback (the driver
 //! itself needs root and network namespaces, so it is not run here).
 
+mod cluster_ports;
 mod scratch_dir;
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use cluster_ports::ClusterPorts;
 use scratch_dir::ScratchDir;
 
 /// A members file for `n` members in the test's own scratch directory (a
-/// key file beside it); dereferences to the members file's path. While it
-/// lives, no other test of this file holds one: the ports in it were free
-/// when it was written, and a member of a test running beside it could
-/// otherwise take one of them first (a sender then reaches the wrong
-/// process, which hangs up: "Broken pipe").
+/// key file beside it), with the members' ports held (see
+/// [`ClusterPorts`]); dereferences to the members file's path.
 struct Members {
     path: PathBuf,
     _dir: ScratchDir,
-    _serial: MutexGuard<'static, ()>,
+    _ports: ClusterPorts,
 }
-
-/// Held by each test's [`Members`].
-static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 impl std::ops::Deref for Members {
     type Target = Path;
@@ -38,25 +33,15 @@ impl std::ops::Deref for Members {
 }
 
 fn members_file(name: &str, n: usize) -> Members {
-    // A test that failed while holding it poisoned it; the others go on.
-    let serial = ONE_CLUSTER_AT_A_TIME
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let ports = ClusterPorts::new(n);
     let dir = ScratchDir::new(&format!("cli_bench_{name}"));
-    let listeners: Vec<_> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-        .collect();
-    let text: String = listeners
-        .iter()
-        .map(|l| format!("127.0.0.1:{}\n", l.local_addr().unwrap().port()))
-        .collect();
     let path = dir.join("members");
-    std::fs::write(&path, text).unwrap();
+    ports.write_members_file(&path);
     std::fs::write(dir.join("key"), "the bench tests' cluster key").unwrap();
     Members {
         path,
         _dir: dir,
-        _serial: serial,
+        _ports: ports,
     }
 }
 

@@ -5,49 +5,35 @@
 //! input that cannot be read, or a missing key, is refused before anyone is
 //! contacted; an existing output is never overwritten.
 
+mod cluster_ports;
 mod scratch_dir;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use cluster_ports::ClusterPorts;
 use scratch_dir::ScratchDir;
 
 /// One test's scratch directory: a members file for `n` members (rank 0
-/// pushes) and a key file. While it lives, no other test of this file holds
-/// one: the ports in the members file were free when it was written, and a
-/// member of a test running beside it could otherwise take one of them
-/// first.
+/// pushes) and a key file, with the members' ports held (see
+/// [`ClusterPorts`]).
 struct Scratch {
     dir: ScratchDir,
     /// Every member's `--max-message-size`.
     max_message: &'static str,
-    _serial: MutexGuard<'static, ()>,
+    _ports: ClusterPorts,
 }
-
-/// Held by each test's [`Scratch`].
-static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 impl Scratch {
     fn new(test: &str, n: usize) -> Self {
-        // A test that failed while holding it poisoned it; the others go on.
-        let serial = ONE_CLUSTER_AT_A_TIME
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let ports = ClusterPorts::new(n);
         let dir = ScratchDir::new(&format!("cli_push_{test}"));
-        let listeners: Vec<_> = (0..n)
-            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-            .collect();
-        let text: String = listeners
-            .iter()
-            .map(|l| format!("{}\n", l.local_addr().unwrap()))
-            .collect();
-        std::fs::write(dir.join("members"), text).unwrap();
+        ports.write_members_file(&dir.join("members"));
         let keygen = Command::new(env!("CARGO_BIN_EXE_rdmc"))
             .arg("keygen")
             .arg(dir.join("key"))
@@ -57,7 +43,7 @@ impl Scratch {
         Scratch {
             dir,
             max_message: "1MiB",
-            _serial: serial,
+            _ports: ports,
         }
     }
 

@@ -1,0 +1,41 @@
+//! Loopback ports for one test's cluster of member processes, one test at a
+//! time. The ports were free when they were chosen and are released before
+//! the members bind them; a member of a test running beside this one could
+//! otherwise take one of them first (a sender then reaches the wrong
+//! process, which hangs up: "Broken pipe"). So while a test holds its
+//! [`ClusterPorts`], no other test of the same binary gets any.
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
+
+/// Held by each test's [`ClusterPorts`].
+static ONE_CLUSTER_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// `n` loopback addresses, free when chosen, this test's until dropped.
+pub struct ClusterPorts {
+    addrs: Vec<std::net::SocketAddr>,
+    _serial: MutexGuard<'static, ()>,
+}
+
+impl ClusterPorts {
+    /// Wait for the tests before this one to drop theirs, then choose `n`.
+    pub fn new(n: usize) -> Self {
+        // A test that failed while holding it poisoned it; the others go on.
+        let serial = ONE_CLUSTER_AT_A_TIME
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let listeners: Vec<_> = (0..n)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        ClusterPorts {
+            addrs: listeners.iter().map(|l| l.local_addr().unwrap()).collect(),
+            _serial: serial,
+        }
+    }
+
+    /// Write them to `path` as a members file, one address per line.
+    pub fn write_members_file(&self, path: &Path) {
+        let text: String = self.addrs.iter().map(|a| format!("{a}\n")).collect();
+        std::fs::write(path, text).unwrap();
+    }
+}
