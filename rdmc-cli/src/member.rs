@@ -50,7 +50,7 @@ pub(crate) struct MemberArgs {
     #[arg(long, default_value = "binomial-pipeline", value_parser = parse_algorithm)]
     algorithm: Algorithm,
     /// Block size, e.g. 64KiB, 1MiB (at most 1GiB), or `auto`: each
-    /// message's block size chosen from its size and the group's (32 KiB
+    /// message's block size chosen from its size and the group's (48 KiB
     /// to 256 KiB; the library's default).
     #[arg(long, default_value = "auto", value_parser = parse_block_size)]
     block_size: BlockSizeArg,

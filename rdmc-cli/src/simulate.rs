@@ -30,7 +30,7 @@ pub(crate) struct SimulateArgs {
     #[arg(long, default_value = "256MiB", value_parser = parse_size)]
     size: u64,
     /// Block size in bytes (`1MiB`), or `auto`: the library's default
-    /// choice from the message and group size (32–256 KiB), as a group
+    /// choice from the message and group size (48–256 KiB), as a group
     /// with default settings (and `rdmc bench`) uses.
     #[arg(long, default_value = "auto", value_parser = parse_block)]
     block_size: BlockArg,

@@ -142,7 +142,7 @@ impl Default for GroupConfig {
 }
 
 impl GroupConfig {
-    /// The defaults: binomial pipeline, automatic block size (32 KiB to
+    /// The defaults: binomial pipeline, automatic block size (48 KiB to
     /// 256 KiB by message and group size), messages up to 16 GiB,
     /// a receive window of 64 messages, a create timeout of 30 s, a
     /// progress timeout of 30 s.
@@ -164,7 +164,7 @@ impl GroupConfig {
     }
 
     /// Choose each message's block size from its size and the group (the
-    /// default): the smallest power of two from 32 KiB to 256 KiB that
+    /// default): the smallest power of two up to 256 KiB, at least 48 KiB, that
     /// keeps the algorithm's extra pipeline steps near 1.6 % of the
     /// message's blocks (0.02 % over TCP, whose sends complete once
     /// buffered), so that a message of a few MiB to many members is not

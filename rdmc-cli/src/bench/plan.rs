@@ -104,7 +104,11 @@ impl Plan {
     /// error if `--algorithms` names an algorithm none of the run's
     /// experiments runs.
     pub(super) fn new(args: &BenchArgs) -> Result<Plan, String> {
-        let mpi_pipeline = ("pipeline", Some((3, 32 * KIB)));
+        // MPI's forced pipeline, once per segment size asked for.
+        let mpi_pipelines = args
+            .mpi_segments
+            .iter()
+            .map(|&segment| ("pipeline", Some((3, segment))));
         let mut plan = if args.quick {
             Plan {
                 // One warm-up, as for every size: MPI's ranks and the
@@ -120,7 +124,9 @@ impl Plan {
                 algorithms: FLAT_ALGORITHMS.to_vec(),
                 slow_host_algorithms: SLOW_HOST_ALGORITHMS.to_vec(),
                 racks_algorithms: RACKS_ALGORITHMS.to_vec(),
-                mpi: vec![("default", None), mpi_pipeline],
+                mpi: std::iter::once(("default", None))
+                    .chain(mpi_pipelines)
+                    .collect(),
                 breakdown_size: 64 * MIB,
                 small: (vec![], 0, 0),
                 small_sizes: SMALL_SIZES.to_vec(),
@@ -168,11 +174,10 @@ impl Plan {
                 algorithms: FLAT_ALGORITHMS.to_vec(),
                 slow_host_algorithms: SLOW_HOST_ALGORITHMS.to_vec(),
                 racks_algorithms: RACKS_ALGORITHMS.to_vec(),
-                mpi: vec![
-                    ("default", None),
-                    mpi_pipeline,
-                    ("scatter_allgather_ring", Some((9, 0))),
-                ],
+                mpi: std::iter::once(("default", None))
+                    .chain(mpi_pipelines)
+                    .chain([("scatter_allgather_ring", Some((9, 0)))])
+                    .collect(),
                 breakdown_size: 256 * MIB,
                 small: (vec![2, 4, 8, 16], 1000, 5),
                 small_sizes: SMALL_SIZES.to_vec(),
@@ -416,6 +421,35 @@ mod tests {
         // The quick run's Cosmos trace is the binomial pipeline's only.
         assert!(try_plan(&["--quick", "--only", "cosmos", "--algorithms", "tree"]).is_err());
         assert!(try_plan(&["--algorithms", "binomial"]).is_err());
+    }
+
+    /// MPI's forced pipeline runs once per `--mpi-segments` size (by
+    /// default 32 KiB and 48 KiB), in the quick run and the full one;
+    /// `--no-mpi` leaves every MPI variant out.
+    #[test]
+    fn mpi_pipeline_once_per_segment_size() {
+        let pipelines = |p: &Plan| -> Vec<u64> {
+            p.mpi
+                .iter()
+                .filter(|(name, _)| *name == "pipeline")
+                .map(|(_, forced)| forced.expect("a forced algorithm").1)
+                .collect()
+        };
+        let quick = plan(&["--quick"]);
+        assert_eq!(pipelines(&quick), [32 * KIB, 48 * KIB]);
+        assert_eq!(quick.mpi[0], ("default", None));
+        let full = plan(&[]);
+        assert_eq!(pipelines(&full), [32 * KIB, 48 * KIB]);
+        assert!(
+            full.mpi
+                .iter()
+                .any(|(name, _)| *name == "scatter_allgather_ring")
+        );
+        let one = plan(&["--quick", "--mpi-segments", "64KiB"]);
+        assert_eq!(pipelines(&one), [64 * KIB]);
+        assert_eq!(one.mpi.len(), 2);
+        assert!(plan(&["--quick", "--no-mpi"]).mpi.is_empty());
+        assert!(try_plan(&["--mpi-segments", "lots"]).is_err());
     }
 
     /// `--small-sizes` and `--small-burst` narrow the small messages, and a
