@@ -321,8 +321,8 @@ impl Schedule for NodeSchedule {
 /// 23 segments, the last two-thirds full). On 16 emulated hosts sharing two
 /// cores (250 Mbit/s links, `cubic`) a binomial pipeline in 48 KiB blocks
 /// took 1.011× unicast at 8 MiB and 1.005× at 256 MiB, in 32 KiB blocks
-/// 1.022× and 1.008×, in 64 KiB 1.08–1.13× and 1.02×, in 128 and 256 KiB
-/// 1.20× and 1.06×; on 4 and 8 hosts at 64 MiB, 48 KiB blocks took 3 ms
+/// 1.022× and 1.008× (earlier builds: 64 KiB 1.08–1.13× and 1.02×, 128
+/// and 256 KiB 1.20× and 1.06×); on 4 and 8 hosts at 64 MiB, 48 KiB blocks took 3 ms
 /// (0.13 %) less than 32 KiB ones, where 47 KiB blocks gained 1 ms and
 /// 64 KiB blocks lost at 8 hosts (the project's benchmark report has the
 /// runs). With sends completed on delivery the choice rarely goes below
