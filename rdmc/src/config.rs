@@ -169,7 +169,9 @@ impl GroupConfig {
     /// message's blocks (0.02 % over TCP, whose sends complete once
     /// buffered), so that a message of a few MiB to many members is not
     /// held back by the steps it takes to fill the pipeline, and larger
-    /// messages keep larger blocks. See [`BlockSize::for_message_over`].
+    /// messages keep larger blocks; then evened out, so that the message's
+    /// blocks are all of one size rather than full ones and a short last
+    /// one. See [`BlockSize::for_message_over`].
     pub fn with_automatic_block_size(mut self) -> Self {
         self.block_size = BlockSize::AUTOMATIC;
         self
