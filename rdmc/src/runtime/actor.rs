@@ -655,7 +655,15 @@ impl<T: Transport> Actor<T> {
                     to,
                     control: Control::ReadyForBlock,
                 } => ready.add(to),
-                action => hashed |= execute(g, &mut self.transport, action),
+                action => {
+                    if let Action::SendBlock { to, .. } = action {
+                        // The peer's ready-for-blocks so far go ahead of
+                        // the block, so that they leave in its frame's
+                        // write rather than in a packet of their own after it.
+                        ready.send_to(to, g, &mut self.transport);
+                    }
+                    hashed |= execute(g, &mut self.transport, action)
+                }
             }
         }
         ready.send(g, &mut self.transport);

@@ -311,19 +311,32 @@ impl ReadyForBlocks {
         }
     }
 
+    /// Send those to `to` now (before a block to it).
+    pub(super) fn send_to<T: Transport>(&mut self, to: Rank, g: &GroupState, transport: &mut T) {
+        if let Some(at) = self.0.iter().position(|(r, _)| *r == to) {
+            let (_, count) = self.0.swap_remove(at);
+            send_ready(g, transport, to, count);
+        }
+    }
+
     /// Send them.
     pub(super) fn send<T: Transport>(self, g: &GroupState, transport: &mut T) {
-        for (to, mut left) in self.0 {
-            while left > 0 {
-                let count = left.min(READY_WINDOW);
-                let signal = match count {
-                    1 => Signal::Group(Control::ReadyForBlock),
-                    _ => Signal::ReadyForBlocks { count: count as u8 },
-                };
-                transport.send_signal(g.id, g.members[to], signal);
-                left -= count;
-            }
+        for (to, count) in self.0 {
+            send_ready(g, transport, to, count);
         }
+    }
+}
+
+/// Send `left` ready-for-blocks to `to`, a window's worth per signal.
+fn send_ready<T: Transport>(g: &GroupState, transport: &mut T, to: Rank, mut left: usize) {
+    while left > 0 {
+        let count = left.min(READY_WINDOW);
+        let signal = match count {
+            1 => Signal::Group(Control::ReadyForBlock),
+            _ => Signal::ReadyForBlocks { count: count as u8 },
+        };
+        transport.send_signal(g.id, g.members[to], signal);
+        left -= count;
     }
 }
 

@@ -41,8 +41,8 @@ pub const READY_WINDOW: usize = 8;
 /// ready-for-block is a frame of its own on the receiver's uplink, the link
 /// that carries its own forwards; announced four at a time, one frame to
 /// each sender says it (the driver sends a peer's ready-for-blocks of one
-/// pass as one signal), and a stream from one sender still has four blocks
-/// announced ahead.
+/// pass as one signal, and those that ride a block in front of it), and a
+/// stream from one sender still has four blocks announced ahead.
 pub const ANNOUNCE_BATCH: usize = READY_WINDOW / 2;
 
 /// Which of the (up to [`READY_WINDOW`]) receives a member posts ahead it
@@ -65,6 +65,18 @@ pub enum Announce {
     /// then has blocks to several receivers on the wire at once anyway,
     /// and a receiver that takes blocks from one sender at a time would
     /// leave its port idle while that sender shares its own.
+    ///
+    /// An announcement to a peer this member sends a block to at an
+    /// earlier step than the announced transfer's is held back and rides
+    /// in front of that block ([`Action::SendControl`] just before its
+    /// [`Action::SendBlock`]), so that over TCP it leaves in the block's
+    /// write instead of in a packet of its own: in the binomial pipeline
+    /// every announcement but those to the root and to senders a member
+    /// never sends to. The peer still holds the announcements for its
+    /// blocks before that one, so this never holds it up.
+    ///
+    /// [`Action::SendControl`]: super::Action::SendControl
+    /// [`Action::SendBlock`]: super::Action::SendBlock
     AnySender,
 }
 
