@@ -116,6 +116,13 @@ while (($#)); do
 done
 ((${#scripts[@]} + ${#command[@]})) || say "nothing to run: only rxe0 is brought up and shown"
 [[ $(id -u) -eq 0 ]] || die "must run as root (9p export of /, apt-get)" 2
+# Inside, a fresh tmpfs covers each of these, so a checkout below one of them
+# (a clean clone in /tmp, say) would vanish from the guest's view.
+for d in /tmp /run /var/tmp /dev/shm; do
+    case "$REPO/" in
+    "$d"/*) die "this checkout ($REPO) is under $d, which the VM covers with a fresh tmpfs: run it from a checkout elsewhere" 2 ;;
+    esac
+done
 
 # --- host packages -----------------------------------------------------------
 if ((install)); then
