@@ -73,7 +73,8 @@ pub enum Announce {
     /// write instead of in a packet of its own: in the binomial pipeline
     /// every announcement but those to the root and to senders a member
     /// never sends to. The peer still holds the announcements for its
-    /// blocks before that one, so this never holds it up.
+    /// blocks before that one, so in the schedule's order this does not
+    /// hold it up (a member late with its own block can make it wait).
     ///
     /// [`Action::SendControl`]: super::Action::SendControl
     /// [`Action::SendBlock`]: super::Action::SendBlock
