@@ -404,9 +404,9 @@ impl BlockSize {
     /// steps) and groups without extra steps (two members) get `max`, which
     /// has the least per-block overhead. Then the blocks are evened out:
     /// the message is cut into as many blocks as that size gives, all of
-    /// one size (the last at most a few bytes shorter) rather than full
-    /// ones and a short last one (the last is shorter by less than a byte
-    /// per block), so the choice can be a little below the power of two (a
+    /// one size (the last shorter by less than a byte per block) rather
+    /// than full ones and a short last one, so the choice can be a little
+    /// below the power of two (a
     /// 64 MiB message in 48 KiB blocks: 1,366 blocks of 49,129 bytes, the
     /// last of 47,779, not 1,365 of 49,152 and one of 16 KiB); a message
     /// smaller than the size is one block.
@@ -508,10 +508,9 @@ mod tests {
         BlockSize::AUTOMATIC.for_message(&schedule, size)
     }
 
-    /// The evened-out size of `size` bytes in blocks of about `block`,
-    /// where `block` does not divide `size`: one byte less than
-    /// `size / blocks` rounded down would leave a block over, so it is that
-    /// rounded up.
+    /// The evened-out block of a `size`-byte message that `block`-byte
+    /// blocks do not divide: `size` over their count, rounded up (the
+    /// property test below checks what that gives).
     fn even(size: u64, block: usize) -> usize {
         let blocks = size.div_ceil(block as u64);
         assert_ne!(
