@@ -114,11 +114,6 @@ struct Host {
     /// When the last block arrived here.
     last_block: f64,
     closed: bool,
-    /// Ready-for-blocks held back (their targets), when the window is
-    /// narrower than the core's.
-    held: VecDeque<Rank>,
-    /// Ready-for-blocks released whose blocks have not arrived.
-    announced: usize,
     /// Blocks sent and not yet delivered, per connection (receiving peer).
     conns: Vec<Conn>,
     /// The peer of the one send whose completion waits for its
@@ -187,8 +182,6 @@ pub(crate) struct Engine {
     largest_block: usize,
     pub(crate) events: u64,
     error: Option<SimError>,
-    /// Most ready-for-blocks a receiver has outstanding.
-    ready_window: usize,
     /// A send completes once its connection's unsent bytes are at most this.
     send_buffer: u64,
     /// Most blocks on the wire to one host at once, so far.
@@ -202,7 +195,6 @@ impl Engine {
     /// Members built from `config(rank)`, on `network`.
     pub(crate) fn new(
         nodes: usize,
-        ready_window: usize,
         early_announce: Option<u64>,
         network: &Network,
         config: impl Fn(Rank) -> MemberConfig,
@@ -220,8 +212,6 @@ impl Engine {
                 completed: None,
                 last_block: 0.0,
                 closed: false,
-                held: VecDeque::new(),
-                announced: 0,
                 conns: Vec::new(),
                 pending: None,
                 inbound: Vec::new(),
@@ -244,7 +234,6 @@ impl Engine {
             largest_block,
             events: 0,
             error: None,
-            ready_window,
             send_buffer: network.send_buffer,
             most_inbound: 0,
             most_overlap: 0.0,
@@ -413,7 +402,6 @@ impl Engine {
                 Event::Arrive(block) => {
                     let to = block.to as usize;
                     self.hosts[to].last_block = at;
-                    self.release_ready(to);
                     self.hosts[to].member.handle_block(
                         block.from as usize,
                         block.immediate,
@@ -542,16 +530,7 @@ impl Engine {
                     len,
                     immediate,
                 } => self.send_block(rank, to, Posted::At { seq, offset, len }, immediate),
-                Action::SendControl {
-                    to,
-                    control: Control::ReadyForBlock,
-                } if self.hosts[rank].announced >= self.ready_window => {
-                    self.hosts[rank].held.push_back(to);
-                }
                 Action::SendControl { to, control } => {
-                    if control == Control::ReadyForBlock {
-                        self.hosts[rank].announced += 1;
-                    }
                     let at = self.now + self.topology.latency;
                     self.push(
                         at,
@@ -589,22 +568,6 @@ impl Engine {
                 Action::ReleaseBlock { .. } | Action::MessageDelivered { .. } => {}
                 Action::Failed(failure) => self.fail(rank, failure.to_string()),
             }
-        }
-    }
-
-    /// A block arrived at `rank`: its ready-for-block is used up; release
-    /// the next one held back, if any.
-    fn release_ready(&mut self, rank: Rank) {
-        let host = &mut self.hosts[rank];
-        host.announced = host.announced.saturating_sub(1);
-        if let Some(to) = host.held.pop_front() {
-            host.announced += 1;
-            let control = Control::ReadyForBlock;
-            let (to, from) = (to as u32, rank as u32);
-            self.push(
-                self.now + self.topology.latency,
-                Event::Control { to, from, control },
-            );
         }
     }
 

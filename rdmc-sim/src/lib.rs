@@ -63,12 +63,10 @@ pub struct Multicast {
     /// How the message is cut into blocks (by default the library's
     /// automatic choice, as a group created with default settings).
     pub block_size: BlockSize,
-    /// Most ready-for-blocks a receiver has outstanding at once, `1..=`
-    /// [`READY_WINDOW`] (the default, what the
-    /// protocol core announces). With fewer, the simulator holds a
-    /// receiver's further ready-for-blocks back until earlier blocks
-    /// arrive: 1 is the original RDMC's one receive posted at a time, so
-    /// a member never receives two blocks at once.
+    /// Most receives a member keeps posted and announced ahead, `1..=`
+    /// [`READY_WINDOW`] (the default, what the library's groups use): the
+    /// members' own ready window (`MemberConfig::ready_window`). 1 is the
+    /// original RDMC's one receive posted at a time.
     pub ready_window: usize,
     /// The racks (and slow members) the schedule is told of, as a group
     /// configured with `GroupConfig::with_racks` / `with_slow_members`: what
@@ -154,6 +152,7 @@ impl Multicast {
         MemberConfig::new(self.algorithm, self.nodes, rank, self.block_size)
             .with_topology(self.topology.clone())
             .with_early_announce(self.early_announce)
+            .with_ready_window(self.ready_window)
             .with_announce(
                 if network.send_buffer == 0 || self.early_announce.is_some() {
                     Announce::OneSender
@@ -184,14 +183,10 @@ pub fn simulate(multicast: &Multicast, network: &Network) -> Result<Outcome, Sim
         });
     }
     let block_size = multicast.block_bytes()?;
-    let window = multicast.ready_window;
-    let mut engine = engine::Engine::new(
-        multicast.nodes,
-        window,
-        multicast.early_announce,
-        network,
-        |rank| multicast.member_config(rank, network),
-    )?;
+    let mut engine =
+        engine::Engine::new(multicast.nodes, multicast.early_announce, network, |rank| {
+            multicast.member_config(rank, network)
+        })?;
     let start = engine.now();
     engine.multicast(multicast.size)?;
     let events = engine.events;

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use rdmc::Algorithm;
 use rdmc_sim::{Multicast, Network, Placement, Racks, SimError, SlowHost, SlowLink, simulate};
 
@@ -77,7 +78,7 @@ fn network() -> impl Strategy<Value = Network> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+    #![proptest_config(ProptestConfig { failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::with_cases(96) })]
 
     /// Any algorithm, group, message and network: every member completes
     /// the message (with exactly its bytes received: the simulator checks
@@ -127,7 +128,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+    #![proptest_config(ProptestConfig { failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::with_cases(96) })]
 
     /// Early announcement (one sender at a time, the next announced once
     /// the current block has at most `threshold` bytes left to arrive):
@@ -171,7 +172,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig { failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::with_cases(64) })]
 
     /// The schedules told of racks and slow members (the hybrid, and the
     /// binomial pipeline with its slow members as leaves), on a network

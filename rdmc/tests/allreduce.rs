@@ -7,6 +7,7 @@ mod common;
 
 use futures::future::join_all;
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use rdmc::collective::{
     Allreduce, AllreduceAlgorithm, AllreduceConfig, AllreduceError, DType, ReduceOp, tree_children,
 };
@@ -259,7 +260,7 @@ async fn every_group_size_from_1_to_33_matches_the_reference() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::with_cases(24) })]
 
     #[test]
     fn random_groups_degrees_chunks_floats_rings_lanes_pieces_and_blocks_match_the_reference(

@@ -2,6 +2,7 @@
 //! valid plans that it must reject with the right [`PlanError`].
 
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use rdmc::schedule::{
     Algorithm, NodeSchedule, Plan, PlanError, PlanTransfer, Schedule, step_bound, verify_schedules,
 };
@@ -11,7 +12,7 @@ fn algorithm() -> impl Strategy<Value = Algorithm> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig { failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::with_cases(64) })]
 
     /// Every plan verifies, takes exactly `step_bound` steps, and moves
     /// exactly (n − 1)·k blocks (each transfer is some member's only receipt

@@ -5,6 +5,7 @@
 mod proto_harness;
 
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use proto_harness::{App, Cluster, Crash, Creation, MISBEHAVING_APPS, Notify, Scenario};
 use rdmc::proto::{
     ANNOUNCE_BATCH, Action, Announce, Control, FailureReason, GroupMember, MemberConfig,
@@ -237,7 +238,7 @@ fn check_app(s: &AppScenario) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 4000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::with_cases(4000) })]
 
     #[test]
     fn a_receivers_application_failing_before_its_close_fails_the_group(
@@ -270,7 +271,7 @@ fn automatic_scenario(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 8000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::with_cases(8000) })]
 
     #[test]
     fn every_member_gets_every_message(s in scenario(ALGORITHMS, 1)) {
@@ -714,6 +715,9 @@ fn any_sender_announcements_ride_the_next_block_to_their_sender() {
 }
 
 proptest! {
+
+    #![proptest_config(ProptestConfig { failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::default() })]
+
     /// Whatever the schedule, a member whose announcements ride its blocks
     /// still completes every message with every receive announced.
     #[test]

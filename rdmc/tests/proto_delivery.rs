@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use rdmc::proto::{
     Action, Control, Failure, FailureReason, GroupMember, MemberConfig, Rank, block_count,
     block_len,
@@ -269,6 +270,9 @@ fn check_releases(algorithm: Algorithm, n: usize, size: u64) {
 }
 
 proptest! {
+
+    #![proptest_config(ProptestConfig { failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::default() })]
+
     #[test]
     fn every_member_releases_every_block_once_after_its_sends(
         algorithm in prop::sample::select(Algorithm::ALL.to_vec()),

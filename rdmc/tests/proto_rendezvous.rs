@@ -7,6 +7,7 @@
 mod proto_harness;
 
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use proto_harness::{Cluster, Crash, CreateAt, Creation, LONG_TIMEOUT, Notify, Scenario};
 use rdmc::proto::{
     Control, CreateFailure, FailureReason, MAX_EARLY, Rank, Rendezvous, RendezvousAction,
@@ -223,7 +224,7 @@ fn crash_scenario() -> impl Strategy<Value = (LateScenario, Rank, u64, Notify)> 
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::with_cases(3000) })]
 
     #[test]
     fn members_creating_at_random_times_deliver_everything(s in scenario(1)) {

@@ -5,6 +5,7 @@
 //! crosses into each rack once, and a slow member never sends.
 
 use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 use rdmc::schedule::{
     Algorithm, NodeSchedule, Plan, Topology, step_bound, step_bound_in, verify_schedules_in,
 };
@@ -180,7 +181,7 @@ fn any_case() -> impl Strategy<Value = (usize, Vec<u32>, Vec<usize>, usize, bool
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
+    #![proptest_config(ProptestConfig { failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::with_cases(300) })]
 
     /// Random group sizes up to 48, random rack splits (interleaved), random
     /// slow members, random block counts.
@@ -277,7 +278,7 @@ fn chain_lags(members: usize) -> usize {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(ProptestConfig { failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::with_cases(200) })]
 
     /// Slow members in one rack: the other fast members form runs whose
     /// lengths are powers of two (each a binomial pipeline without twins,

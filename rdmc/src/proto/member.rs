@@ -41,7 +41,7 @@ struct MessageProgress {
     /// [`Action::ReleaseBlock`]).
     sends_left: Vec<u32>,
     /// Receives posted and announced with a ready-for-block whose blocks
-    /// have not arrived, in step order (at most [`READY_WINDOW`]; all from
+    /// have not arrived, in step order (at most the ready window; all from
     /// one sender with [`Announce::OneSender`]), with the step each belongs to.
     expected: VecDeque<(usize, Transfer)>,
     /// The first step not yet considered for posting a receive.
@@ -156,6 +156,10 @@ impl GroupMember {
             BlockSize::Automatic { min, max } => min > 0 && min <= max,
         };
         assert!(valid, "block sizes must be positive");
+        assert!(
+            (1..=READY_WINDOW).contains(&config.ready_window),
+            "the ready window must be 1..={READY_WINDOW}"
+        );
         let schedule = match &config.topology {
             Some(topology) if topology.group_size() == config.group_size => {
                 NodeSchedule::with_topology(config.algorithm, topology, config.rank)?
@@ -546,21 +550,58 @@ impl GroupMember {
     }
 
     /// Post the next receives of the schedule, in step order, and send
-    /// their ready-for-blocks: at most [`READY_WINDOW`] ahead and, with
+    /// their ready-for-blocks: at most the ready window
+    /// ([`MemberConfig::ready_window`]) ahead and, with
     /// [`Announce::OneSender`], all from one sender: the next receive from
     /// another sender is announced only once every block announced to the
     /// current one has arrived. With [`Announce::AnySender`], at least
-    /// [`ANNOUNCE_BATCH`] at a time (or all that are left).
+    /// half the window at a time ([`MemberConfig::announce_batch`]; or all
+    /// that are left).
+    ///
+    /// # Why no window, announce rule or timing can stall a message
+    ///
+    /// Every transfer of the schedule has a step, and everything it waits
+    /// for belongs to earlier steps. Take the earliest step `t` with a
+    /// transfer not yet done (its block received and its send completed),
+    /// say from `p` to `q`:
+    /// * `p` holds the block: it arrived at an earlier step (or `p` is the
+    ///   root). `p`'s sends go out in step order, one at a time, and those
+    ///   before `t` are done, so this send is `p`'s next one.
+    /// * `q` has posted its receive: every incoming transfer of `q` before
+    ///   `t` arrived, so `t`'s is the earliest one not received. The
+    ///   posted receives are always the earliest not received, in step
+    ///   order; `q` posts whenever fewer than the window are posted (with
+    ///   `AnySender`, once at most `window - batch` are: in particular when
+    ///   none are), so the front of its posted receives is `t`'s. With
+    ///   `OneSender` the front is always announced at once.
+    /// * `q`'s ready-for-block for it reached `p`: it was sent when posted,
+    ///   or it rides in front of `q`'s next block to `p` at a step before
+    ///   `t` ([`sends_to_before`]), a transfer that is done. A sender's
+    ///   ready-for-blocks from one peer are counted, not named, and used in
+    ///   step order by its sends to that peer, in the order the peer posted
+    ///   them, so those of earlier steps were used by earlier sends.
+    ///
+    /// So `p` sends, the block arrives (the transport delivers what a
+    /// receive was posted for), the send completes, and the earliest
+    /// undone step moves on. What the window holds back is only ever a
+    /// later step's, so it cannot close a cycle. A driver must not hold
+    /// ready-for-blocks back and release them in another order than the
+    /// member emits them: riding announcements are emitted later than
+    /// announcements of later steps, and a driver that narrowed the
+    /// window by releasing them first come, first served deadlocked the
+    /// binomial pipeline (the window belongs here, in the member).
     fn expect_next_block(&mut self) {
         let one_sender = self.config.announce == Announce::OneSender;
+        let window = self.config.ready_window;
+        let batch = self.config.announce_batch();
         let cur = self.current.as_mut().expect("a message is in progress");
         let bs = cur.block_size;
-        if !one_sender && cur.expected.len() > READY_WINDOW - ANNOUNCE_BATCH {
+        if !one_sender && cur.expected.len() > window - batch {
             // Whoever sends: top the window up only in batches, so what is
             // announced to one sender can travel as one signal.
             return;
         }
-        while cur.expected.len() < READY_WINDOW {
+        while cur.expected.len() < window {
             let next = self.schedule.next_incoming(cur.blocks, cur.post_cursor);
             let Some((step, t)) = next else {
                 cur.post_cursor = cur.steps;

@@ -146,6 +146,12 @@ pub struct MemberConfig {
     /// that many it does not arm for the next message, which holds the group
     /// back (flow control). `None`: no limit.
     pub receive_window: Option<u64>,
+    /// How many receives this member keeps posted and announced ahead
+    /// (1 to [`READY_WINDOW`], the default): its senders hold at most this
+    /// many of its ready-for-blocks. With [`Announce::AnySender`] the
+    /// window is topped up half of it at a time (at least one; with the
+    /// default, [`ANNOUNCE_BATCH`]).
+    pub ready_window: usize,
     /// Which receives posted ahead are announced at once.
     pub announce: Announce,
     /// With [`Announce::OneSender`]: announce the receive from the next
@@ -175,7 +181,8 @@ pub struct MemberConfig {
 impl MemberConfig {
     /// Member `rank` of a group of `group_size` running `algorithm` with
     /// `block_size`; by default one rack and no slow members, messages of
-    /// any size, no receive window, [`Announce::OneSender`], and no progress
+    /// any size, no receive window, a ready window of [`READY_WINDOW`],
+    /// [`Announce::OneSender`], and no progress
     /// or slow-reader timeout, and no batches.
     pub fn new(algorithm: Algorithm, group_size: usize, rank: Rank, block_size: BlockSize) -> Self {
         MemberConfig {
@@ -186,6 +193,7 @@ impl MemberConfig {
             block_size,
             max_message_size: u64::MAX,
             receive_window: None,
+            ready_window: READY_WINDOW,
             announce: Announce::OneSender,
             early_announce: None,
             progress_timeout: None,
@@ -210,6 +218,20 @@ impl MemberConfig {
     pub fn with_receive_window(mut self, messages: Option<u64>) -> Self {
         self.receive_window = messages;
         self
+    }
+
+    /// How many receives to keep announced ahead
+    /// ([`ready_window`](Self::ready_window)): 1 to [`READY_WINDOW`].
+    pub fn with_ready_window(mut self, window: usize) -> Self {
+        self.ready_window = window;
+        self
+    }
+
+    /// The receives this member announces at least at once with
+    /// [`Announce::AnySender`]: half its [`ready_window`](Self::ready_window),
+    /// at least one.
+    pub fn announce_batch(&self) -> usize {
+        (self.ready_window / 2).max(1)
     }
 
     /// Which receives are announced at once ([`announce`](Self::announce)).
