@@ -667,15 +667,20 @@ impl<T: Transport> Actor<T> {
             }
         }
         ready.send(g, &mut self.transport);
-        if g.deadline.is_none()
-            && let Some(at) = g.member.poll_timeout()
-        {
+        // A deadline later than the armed one waits: the armed one renews
+        // it when it passes. An earlier one (a slow reader's, while the
+        // progress timeout's is armed) replaces it.
+        if let Some(at) = g.member.poll_timeout() {
             let at = self
                 .epoch
                 .checked_add(at)
                 .unwrap_or_else(|| far_future(now));
-            self.timers.insert((at, group));
-            g.deadline = Some(at);
+            if g.deadline.is_none_or(|armed| at < armed) {
+                if let Some(armed) = g.deadline.replace(at) {
+                    self.timers.remove(&(armed, group));
+                }
+                self.timers.insert((at, group));
+            }
         }
         g.waiting_for_ready = g.member.waiting_for_ready();
         if hashed && let Some(due) = self.watchdog.as_mut() {
