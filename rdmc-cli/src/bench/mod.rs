@@ -41,8 +41,9 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     quick: bool,
     /// Directory for results.jsonl, results.csv, summary.md, the plots and
-    /// the members' logs.
-    #[arg(long, default_value = "bench-results")]
+    /// the members' logs (by default under `target/`, outside the source
+    /// tree when run from the workspace root).
+    #[arg(long, default_value = "target/bench-results")]
     out: PathBuf,
     /// Bandwidth of every host's link, each direction (a tc rate).
     #[arg(long, default_value = "250mbit")]
