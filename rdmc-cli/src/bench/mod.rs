@@ -70,7 +70,7 @@ pub(crate) struct BenchArgs {
     /// unicast's sockets alike): Linux's default, `cubic`, unless told
     /// (`bbr`, `reno`, ...: one the kernel has). Without it a lab would take
     /// the machine's default, and the binomial pipeline over TCP is
-    /// sensitive to it (BENCHMARKS.md, "TCP congestion control and block size").
+    /// sensitive to it (BENCHMARKS.md).
     #[arg(long, default_value = "cubic", value_name = "NAME")]
     congestion_control: String,
     /// Latency, small-message, overlap and allreduce experiments only at
