@@ -2,14 +2,15 @@
 # The simulation experiments of BENCHMARKS.md ("Simulation"), with
 # `rdmc simulate` (virtual time: no root, no network, deterministic).
 #
-#   benches/simulate.sh [OUT]     # default OUT: benches/results/simulation
+#   benches/simulate.sh [OUT]     # default OUT: target/bench-results/simulation
+#                                 # (under the workspace root, outside the source tree)
 #
 # Each experiment writes OUT/NAME/sim.jsonl (one JSON line per algorithm
 # and group size) and, where a plot helps, `--plot` output (SVG, summary,
 # CSV) in OUT/NAME/. Builds the release binary first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:-benches/results/simulation}
+OUT=${1:-../target/bench-results/simulation}
 cargo build --release --locked --bin rdmc >/dev/null
 RDMC=../target/release/rdmc
 mkdir -p "$OUT"

@@ -297,12 +297,11 @@ fn print_deliveries(rank: u32, held: &mut Vec<Delivery>) {
 /// keeps up: a receiver still checks every byte of every message, but
 /// with CPU time no member needs. Checked on the member's own thread, a
 /// 64 MiB message took a few milliseconds of the cores that the members
-/// after it still needed for the message's last blocks, and at 8 members
-/// on 2 cores that was 0.3–0.6 % of the measured time (BENCHMARKS.md,
-/// "The bench's own check in the way"). Open MPI's harness checks between
-/// its timed runs; likewise a receiver says `checked` once a message
-/// passed ([`announce_checked`]) and `rdmc bench` sends the next large
-/// message only then. Where more than one message waits all the same, the
+/// after it still needed for the message's last blocks: where members
+/// share few cores, the harness's own work showed in the measured time.
+/// Open MPI's harness checks between its timed runs; likewise a receiver
+/// says `checked` once a message passed ([`announce_checked`]) and `rdmc
+/// bench` sends the next large message only then. Where more than one message waits all the same, the
 /// thread checks at normal priority until it has caught up.
 struct Checker {
     jobs: Option<std::sync::mpsc::Sender<(u64, Bytes)>>,

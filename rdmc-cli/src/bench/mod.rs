@@ -41,8 +41,9 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     quick: bool,
     /// Directory for results.jsonl, results.csv, summary.md, the plots and
-    /// the members' logs.
-    #[arg(long, default_value = "bench-results")]
+    /// the members' logs (by default under `target/`, outside the source
+    /// tree when run from the workspace root).
+    #[arg(long, default_value = "target/bench-results")]
     out: PathBuf,
     /// Bandwidth of every host's link, each direction (a tc rate).
     #[arg(long, default_value = "250mbit")]
@@ -69,7 +70,7 @@ pub(crate) struct BenchArgs {
     /// unicast's sockets alike): Linux's default, `cubic`, unless told
     /// (`bbr`, `reno`, ...: one the kernel has). Without it a lab would take
     /// the machine's default, and the binomial pipeline over TCP is
-    /// sensitive to it (BENCHMARKS.md, "TCP congestion control and block size").
+    /// sensitive to it (BENCHMARKS.md).
     #[arg(long, default_value = "cubic", value_name = "NAME")]
     congestion_control: String,
     /// Latency, small-message, overlap and allreduce experiments only at

@@ -377,8 +377,8 @@ impl<T: Transport> Actor<T> {
         }
         match g.member.submit(data.len() as u64 + extra) {
             Ok(seq) => {
-                // Computed here, on the actor (see BENCHMARKS.md for what
-                // it costs); not counted as the actor standing still.
+                // Computed here, on the actor (it adds to the message's
+                // time); not counted as the actor standing still.
                 let digest = g.digest.then(|| blake3::hash(&data));
                 g.sending.push_back(Sending {
                     seq,
