@@ -15,9 +15,8 @@ use rdmc::collective::{Allreduce, AllreduceAlgorithm, AllreduceConfig, DType, Re
 use rdmc::{GroupConfig, GroupId, NodeConfig};
 use serde_json::json;
 
-use crate::cluster::{ClusterSetup, Transport};
-use crate::demo::{ModeChoice, SecurityChoice, security_name};
-use crate::size::parse_size;
+use rdmc_cli::cluster::{ClusterSetup, ModeChoice, SecurityChoice, Transport};
+use rdmc_cli::size::parse_size;
 
 /// Arguments of `rdmc allreduce-member`.
 #[derive(Debug, Args)]
@@ -213,7 +212,7 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
                 "dtype": "f32", "op": "sum", "algorithm": ran, "degree": degree, "chunk": args.chunk,
                 "ring_lanes": args.ring_lanes, "ring_pieces": args.ring_pieces, "block": args.block,
                 "completion": format!("{:?}", args.completion).to_lowercase(),
-                "wire_security": security_name(args.wire_security),
+                "wire_security": args.wire_security.name(),
                 "runs": times.len(), "seconds": median, "all": times, "exact": exact,
             })
         );

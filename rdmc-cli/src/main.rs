@@ -24,35 +24,26 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use rdmc_cli::keygen;
+
 mod allreduce_member;
 mod bench;
-mod cluster;
 mod demo;
 mod event_timeline;
-mod keygen;
 mod member;
 mod member_bench;
 mod member_workload;
 mod model;
 mod plan;
 mod push;
-#[cfg(test)]
-mod scratch;
 mod simulate;
-mod size;
 mod tcp_copy;
 mod topology;
-mod workload;
 
-/// The error for `--transport ofi` in a build without the `ofi` feature.
-#[cfg_attr(feature = "ofi", allow(dead_code))]
-const NO_OFI: &str = "this rdmc was built without the `ofi` transport; \
-                      rebuild with `cargo build --features ofi` (needs libfabric-dev)";
-
-/// The error for `--transport rdma` in a build without the `rdma` feature.
-#[cfg_attr(feature = "rdma", allow(dead_code))]
-const NO_RDMA: &str = "this rdmc was built without the `rdma` transport; \
-                       rebuild with `cargo build --features rdma` (needs cmake, libclang-dev)";
+/// The tests' scratch directories (one helper for the whole workspace).
+#[cfg(test)]
+#[path = "../../rdmc/tests/common/scratch.rs"]
+mod scratch;
 
 /// RDMC: reliable multicast of large objects.
 #[derive(Debug, Parser)]

@@ -16,8 +16,8 @@ use rdmc_sim::{
 };
 use serde_json::{Value, json};
 
-use crate::bench::report::write_report;
-use crate::size::parse_size;
+use rdmc_cli::report::write_report;
+use rdmc_cli::size::parse_size;
 
 /// Arguments of `rdmc simulate`.
 #[derive(Debug, Args)]

@@ -444,7 +444,7 @@ impl Cluster {
         // Receivers check a large message on a thread at idle priority and
         // say `checked` once it passed: the next command waits for that,
         // so that no check shares the cores with a measured transfer.
-        let large = self.announces_checks && size > crate::member_bench::CHECK_INLINE as u64;
+        let large = self.announces_checks && size > rdmc_cli::bench_protocol::CHECK_INLINE as u64;
         for _ in 0..samples {
             let first = self.next_seq;
             let last = first + count - 1;

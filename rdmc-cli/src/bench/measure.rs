@@ -100,7 +100,7 @@ fn new_key(path: &Path) -> Result<PathBuf, String> {
         }
         _ => {}
     }
-    crate::keygen::write_key(path)?;
+    rdmc_cli::keygen::write_key(path)?;
     Ok(path.to_owned())
 }
 

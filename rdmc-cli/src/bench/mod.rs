@@ -19,7 +19,6 @@
 mod lab;
 mod measure;
 mod plan;
-pub(crate) mod report;
 mod trace;
 
 use std::path::PathBuf;
@@ -29,6 +28,7 @@ use clap::{Args, ValueEnum};
 use serde_json::{Value, json};
 
 use lab::install_interrupt_handler;
+use rdmc_cli::report;
 
 /// Arguments of `rdmc bench`.
 #[derive(Debug, Args)]
@@ -78,7 +78,7 @@ pub(crate) struct BenchArgs {
     nodes: Vec<usize>,
     /// Small-message experiment: only these message sizes (e.g. `1KiB`;
     /// default 1 B, 1 KiB, 16 KiB and 64 KiB).
-    #[arg(long, value_delimiter = ',', value_parser = crate::size::parse_size)]
+    #[arg(long, value_delimiter = ',', value_parser = rdmc_cli::size::parse_size)]
     small_sizes: Vec<u64>,
     /// Small-message experiment: messages per burst of the rate measure
     /// (default 1000; 0 measures one message's latency only).
@@ -117,7 +117,7 @@ pub(crate) struct BenchArgs {
     /// and 48 KiB, whose segment with its 22-byte header fills 34 whole
     /// 1448-byte TCP segments, its best at 64 MiB on 4 and 8 hosts
     /// (BENCHMARKS.md). `0` is MPI's unsegmented pipeline.
-    #[arg(long, value_delimiter = ',', value_parser = crate::size::parse_size, default_value = "32KiB,48KiB", value_name = "SIZES")]
+    #[arg(long, value_delimiter = ',', value_parser = rdmc_cli::size::parse_size, default_value = "32KiB,48KiB", value_name = "SIZES")]
     mpi_segments: Vec<u64>,
     /// An extra argument for every `rdmc member` the run starts
     /// (repeatable, in order: `--member-option=--early-announce
@@ -142,7 +142,7 @@ fn parse_block_size(text: &str) -> Result<BlockSizeArg, String> {
     if text.eq_ignore_ascii_case("auto") {
         Ok(BlockSizeArg(None))
     } else {
-        crate::size::parse_size(text).map(|size| BlockSizeArg(Some(size)))
+        rdmc_cli::size::parse_size(text).map(|size| BlockSizeArg(Some(size)))
     }
 }
 

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use rand::{RngExt, SeedableRng, rngs::StdRng};
 
-use crate::workload::{Workload, WriteOp};
+use rdmc_cli::workload::{Workload, WriteOp};
 
 /// A log-normal distribution of object sizes, cut to `[min, max]`.
 #[derive(Debug, Clone, Copy, PartialEq)]

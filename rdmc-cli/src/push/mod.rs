@@ -27,8 +27,8 @@ use clap::Args;
 use rdmc::{Error, GroupConfig, NodeConfig};
 use serde_json::json;
 
-use crate::cluster::{ClusterSetup, Transport};
-use crate::size::parse_size;
+use rdmc_cli::cluster::{ClusterSetup, Transport};
+use rdmc_cli::size::parse_size;
 
 /// The group every push runs in.
 const GROUP: rdmc::GroupId = rdmc::GroupId(1);

@@ -17,7 +17,7 @@ use super::manifest::Manifest;
 use super::output::{Staging, leftover_staging};
 use super::progress::{Progress, Style};
 use super::{Failure, GROUP, ReceiveArgs, group_config, node_config, prepare_cluster, runtime};
-use crate::cluster::{ClusterSetup, check_output_dir};
+use rdmc_cli::cluster::{ClusterSetup, check_output_dir};
 
 /// Messages received and not yet written.
 const WRITE_QUEUE: usize = 2;

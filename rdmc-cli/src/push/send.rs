@@ -12,8 +12,8 @@ use super::inputs::{self, PieceReader, Source};
 use super::manifest::{Manifest, Piece};
 use super::progress::{Progress, Style};
 use super::{Failure, GROUP, PushArgs, group_config, node_config, prepare_cluster, runtime};
-use crate::cluster::ClusterSetup;
-use crate::size::human;
+use rdmc_cli::cluster::ClusterSetup;
+use rdmc_cli::size::human;
 
 /// Files of at most this size are batched with their neighbours.
 const BATCH_LIMIT: u64 = 1 << 20;

@@ -15,10 +15,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::super::lab::{CpuTimes, median, mpi_cosmos, mpi_overlap};
-use super::super::report::percentile;
 use super::super::trace;
 use super::{Run, rate_bytes_per_second};
-use crate::workload::Workload;
+use rdmc_cli::report::percentile;
+use rdmc_cli::workload::Workload;
 
 /// What one run of a workload measured.
 #[derive(Debug, Clone, PartialEq)]
@@ -360,7 +360,7 @@ fn overlap_record(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::WriteOp;
+    use rdmc_cli::workload::WriteOp;
 
     fn workload() -> Workload {
         Workload {

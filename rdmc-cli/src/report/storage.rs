@@ -12,13 +12,14 @@ use super::charts::{
 };
 use super::datasets::sorted_distinct;
 use super::format::{percent, sig, size_label};
+use super::markdown::push_table;
 use super::records::{Rec, int, series_order};
 
 /// The percentiles the latency plot draws.
 const PLOTTED_PERCENTILES: [f64; 7] = [10.0, 25.0, 50.0, 75.0, 90.0, 99.0, 100.0];
 
 /// The `p`-quantile of `samples` (nearest rank); NaN for none.
-pub(crate) fn percentile(samples: &[f64], p: f64) -> f64 {
+pub fn percentile(samples: &[f64], p: f64) -> f64 {
     let mut s = samples.to_vec();
     s.sort_by(f64::total_cmp);
     if s.is_empty() {
@@ -52,12 +53,8 @@ fn cell(x: Option<f64>, digits: i32) -> String {
 }
 
 /// The storage tables (nothing when there are no storage records);
-/// whether any was written. `push_table` appends one markdown table.
-pub(super) fn push_storage(
-    out: &mut String,
-    recs: &[Rec<'_>],
-    push_table: impl Fn(&mut String, &[String], &[Vec<String>]),
-) -> bool {
+/// whether any was written.
+pub(super) fn push_storage(out: &mut String, recs: &[Rec<'_>]) -> bool {
     let header = |cells: &[&str]| cells.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>();
     let cosmos = of(recs, "cosmos");
     if !cosmos.is_empty() {

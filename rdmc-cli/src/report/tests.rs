@@ -6,19 +6,38 @@ use serde_json::{Value, json};
 
 use super::csv::{CSV_COLUMNS, csv_value};
 use super::format::{percent, sig, size_label, tick};
-use super::tables::md_cell;
+use super::markdown::md_cell;
 use super::{ReportFiles, read_records, write_report};
 use crate::scratch::ScratchDir;
 
-/// A fresh directory for one test's report: removed when the test passes,
-/// unless `RDMC_KEEP_TEST_REPORT` is set, to look at the report a test
-/// wrote; kept when it fails.
-pub(super) fn report_dir(name: &str) -> ScratchDir {
-    let mut dir = ScratchDir::new(&format!("bench-report-{name}"));
-    if std::env::var_os("RDMC_KEEP_TEST_REPORT").is_some() {
-        dir.keep();
+/// One test's report directory (a [`ScratchDir`]): removed when the test
+/// passes, unless `RDMC_KEEP_TEST_REPORT` is set, to look at the report a
+/// test wrote; kept when it fails. Dereferences to its path.
+pub(super) struct ReportDir(Option<ScratchDir>);
+
+impl std::ops::Deref for ReportDir {
+    type Target = std::path::Path;
+
+    fn deref(&self) -> &std::path::Path {
+        self.0.as_deref().expect("held until dropped")
     }
-    dir
+}
+
+impl Drop for ReportDir {
+    fn drop(&mut self) {
+        if let Some(dir) = self.0.take()
+            && std::env::var_os("RDMC_KEEP_TEST_REPORT").is_some()
+        {
+            eprintln!("test report kept in {}", dir.display());
+            // Not dropped: the directory stays.
+            std::mem::forget(dir);
+        }
+    }
+}
+
+/// A fresh [`ReportDir`] for the test `name`.
+pub(super) fn report_dir(name: &str) -> ReportDir {
+    ReportDir(Some(ScratchDir::new(&format!("bench-report-{name}"))))
 }
 
 /// A latency record.
@@ -107,11 +126,11 @@ fn section<'t>(text: &'t str, heading: &str) -> Vec<&'t str> {
 }
 
 /// The report of [`records`] and [`machine`], written into a fresh directory
-/// (kept alive by the returned [`ScratchDir`]).
-fn full_report(name: &str) -> (ScratchDir, Vec<Value>, ReportFiles) {
+/// (kept alive by the returned [`ReportDir`]).
+fn full_report(name: &str) -> (ReportDir, Vec<Value>, ReportFiles) {
     let dir = report_dir(name);
     let records = records();
-    let files = write_report(dir.path(), &records, &machine()).unwrap();
+    let files = write_report(&dir, &records, &machine()).unwrap();
     (dir, records, files)
 }
 
@@ -280,7 +299,7 @@ fn recorded_ratio_used_without_unicast_and_missing_fields_skipped() {
         json!({}),
         json!({"note": "a, \"quoted\"\nvalue"}),
     ];
-    let files = write_report(dir.path(), &records, &Value::Null).unwrap();
+    let files = write_report(&dir, &records, &Value::Null).unwrap();
     let summary = &files.summary_markdown;
     assert!(summary.contains("| 4 | 2.000 | 1.25 |"), "{summary}");
     assert!(!summary.contains("## Machine"));
@@ -311,7 +330,7 @@ fn latency_only_small_messages_get_their_table() {
         json!({"experiment": "small_latency", "system": "mpi", "algorithm": "binomial",
                "nodes": 8, "size": 1024, "seconds": 0.0, "runs": 0}),
     ];
-    let files = write_report(dir.path(), &records, &Value::Null).unwrap();
+    let files = write_report(&dir, &records, &Value::Null).unwrap();
     let summary = &files.summary_markdown;
     assert!(!summary.contains("No measurements."), "{summary}");
     let small = section(summary, "### 1KiB messages");
@@ -330,7 +349,7 @@ fn latency_only_small_messages_get_their_table() {
 #[test]
 fn no_records_give_a_summary_without_tables() {
     let dir = report_dir("empty");
-    let files = write_report(&dir.path().join("sub"), &[], &machine()).unwrap();
+    let files = write_report(&dir.join("sub"), &[], &machine()).unwrap();
     assert!(files.summary_markdown.contains("No measurements."));
     assert!(files.plots.is_empty());
     let csv = std::fs::read_to_string(&files.csv).unwrap();
@@ -340,12 +359,12 @@ fn no_records_give_a_summary_without_tables() {
 #[test]
 fn jsonl_is_read_and_bad_lines_are_named() {
     let dir = report_dir("jsonl");
-    let good = dir.path().join("good.jsonl");
+    let good = dir.join("good.jsonl");
     std::fs::write(&good, "{\"a\": 1}\n\n  \n{\"b\": [2]}\n").unwrap();
     let records = read_records(&good).unwrap();
     assert_eq!(records, [json!({"a": 1}), json!({"b": [2]})]);
 
-    let bad = dir.path().join("bad.jsonl");
+    let bad = dir.join("bad.jsonl");
     std::fs::write(&bad, "{\"a\": 1}\n\n{\"b\": oops}\n{}\n").unwrap();
     let error = read_records(&bad).unwrap_err();
     assert!(error.contains("bad.jsonl line 3, column 7: "), "{error}");
@@ -358,7 +377,7 @@ fn jsonl_is_read_and_bad_lines_are_named() {
         "{error}"
     );
 
-    assert!(read_records(&dir.path().join("missing.jsonl")).is_err());
+    assert!(read_records(&dir.join("missing.jsonl")).is_err());
 }
 
 #[test]
@@ -409,7 +428,7 @@ fn storage_records_get_their_tables_and_plots() {
                "nodes": 8, "size": 1 << 20, "messages": 2, "seconds": 3.0, "runs": 3,
                "gbps": 1.5, "bound_gbps": 2.0}),
     ];
-    let files = write_report(dir.path(), &records, &Value::Null).unwrap();
+    let files = write_report(&dir, &records, &Value::Null).unwrap();
     let names: Vec<String> = files
         .plots
         .iter()

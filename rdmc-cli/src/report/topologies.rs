@@ -11,29 +11,19 @@ use serde_json::Value;
 use super::charts::{COLORS, Line, LineChart, Stroke, draw_line_chart};
 use super::datasets::sorted_distinct;
 use super::format::{percent, ratio, sig, size_label};
+use super::markdown::{cell, push_table, spread_cell};
 use super::records::{Rec, num, text};
-use super::tables::push_table;
 
 /// `median (min–max)` of a `{median, min, max}` object, in seconds.
-fn spread_cell(v: &Value) -> String {
-    match (num(v, "median"), num(v, "min"), num(v, "max")) {
-        (Some(m), Some(lo), Some(hi)) if lo < hi => {
-            format!("{} ({}–{})", sig(m, 3), sig(lo, 3), sig(hi, 3))
-        }
-        (Some(m), _, _) => sig(m, 3),
-        _ => String::new(),
-    }
+fn spread_of(v: &Value) -> String {
+    spread_cell((num(v, "median"), num(v, "min"), num(v, "max")), |x| {
+        sig(x, 3)
+    })
 }
 
 /// A record's median seconds with its range.
 fn seconds_cell(rec: &Rec<'_>) -> String {
-    spread_cell(&serde_json::json!({
-        "median": rec.seconds, "min": rec.num("min"), "max": rec.num("max"),
-    }))
-}
-
-fn opt(x: Option<f64>, f: impl Fn(f64) -> String) -> String {
-    x.map_or(String::new(), f)
+    spread_cell((rec.seconds, rec.num("min"), rec.num("max")), |x| sig(x, 3))
 }
 
 fn of<'r, 'a>(recs: &'r [Rec<'a>], experiment: &str) -> Vec<&'r Rec<'a>> {
@@ -92,13 +82,13 @@ fn push_slow_host(out: &mut String, recs: &[Rec<'_>]) -> bool {
                 if unicast {
                     seconds_cell(r)
                 } else {
-                    spread_cell(&r.raw["fast"])
+                    spread_of(&r.raw["fast"])
                 },
-                opt(r.num("fast_ratio").or(unicast.then_some(1.0)), ratio),
-                spread_cell(&r.raw["slow"]),
-                opt(r.num("slow_ratio"), ratio),
-                opt(r.num("runs"), |x| format!("{x:.0}")),
-                opt(r.num("cpu_idle"), percent),
+                cell(r.num("fast_ratio").or(unicast.then_some(1.0)), ratio),
+                spread_of(&r.raw["slow"]),
+                cell(r.num("slow_ratio"), ratio),
+                cell(r.num("runs"), |x| format!("{x:.0}")),
+                cell(r.num("cpu_idle"), percent),
             ]
         })
         .collect();
@@ -139,10 +129,10 @@ fn push_racks(out: &mut String, recs: &[Rec<'_>]) -> bool {
                 r.system.to_owned(),
                 r.algorithm.to_owned(),
                 seconds_cell(r),
-                opt(r.num("ratio_to_unicast"), ratio),
-                opt(r.num("ratio_to_bound"), ratio),
-                opt(r.num("runs"), |x| format!("{x:.0}")),
-                opt(r.num("cpu_idle"), percent),
+                cell(r.num("ratio_to_unicast"), ratio),
+                cell(r.num("ratio_to_bound"), ratio),
+                cell(r.num("runs"), |x| format!("{x:.0}")),
+                cell(r.num("cpu_idle"), percent),
             ]
         })
         .collect();
@@ -193,7 +183,7 @@ fn push_validation(out: &mut String, recs: &[Rec<'_>]) -> bool {
          prediction with the lab's rate and one-way latency ({} µs, ping) in each \
          send-completion model, and its difference from the lab (+: the model is slower). \
          CPU idle: the machine's during the lab's measurement.\n",
-        opt(latency, |x| format!("{x:.0}")),
+        cell(latency, |x| format!("{x:.0}")),
     );
     let models = models(&sims);
     let mut header: Vec<String> = ["size", "nodes", "algorithm", "lab (s)", "lab × unicast"]
@@ -223,15 +213,15 @@ fn push_validation(out: &mut String, recs: &[Rec<'_>]) -> bool {
                     nodes.to_string(),
                     r.algorithm.to_owned(),
                     seconds_cell(r),
-                    opt(r.seconds.zip(unicast).map(|(s, u)| s / u), ratio),
+                    cell(r.seconds.zip(unicast).map(|(s, u)| s / u), ratio),
                 ];
                 for m in &models {
                     let p = prediction(&sims, r.algorithm, nodes, size, m);
-                    row.push(opt(p.and_then(|p| p.seconds), |x| sig(x, 3)));
-                    row.push(opt(p.and_then(|p| p.num("error")), signed_percent));
-                    row.push(opt(p.and_then(|p| p.num("predicted_ratio")), ratio));
+                    row.push(cell(p.and_then(|p| p.seconds), |x| sig(x, 3)));
+                    row.push(cell(p.and_then(|p| p.num("error")), signed_percent));
+                    row.push(cell(p.and_then(|p| p.num("predicted_ratio")), ratio));
                 }
-                row.push(opt(r.num("cpu_idle"), percent));
+                row.push(cell(r.num("cpu_idle"), percent));
                 table.push(row);
             }
         }
@@ -316,16 +306,15 @@ pub(super) fn validation_plots(dir: &Path, recs: &[Rec<'_>]) -> Result<Vec<PathB
 mod tests {
     use serde_json::json;
 
-    use super::super::tests::report_dir;
+    use super::super::tests::{ReportDir, report_dir};
     use super::super::write_report;
-    use crate::scratch::ScratchDir;
 
     /// The summary and plot names of the report of `records`, written
     /// into a fresh directory (kept alive by the returned guard, so that
     /// a failing test keeps it).
-    fn report(records: &[serde_json::Value], name: &str) -> (ScratchDir, String, Vec<String>) {
+    fn report(records: &[serde_json::Value], name: &str) -> (ReportDir, String, Vec<String>) {
         let dir = report_dir(&format!("topologies-{name}"));
-        let files = write_report(dir.path(), records, &json!({})).unwrap();
+        let files = write_report(&dir, records, &json!({})).unwrap();
         let plots = files
             .plots
             .iter()

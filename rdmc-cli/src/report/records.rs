@@ -13,7 +13,7 @@ const RDMC_ALGORITHMS: &[&str] = &["sequential", "chain", "tree", "binomial-pipe
 
 /// Read a `results.jsonl`: one JSON object per line, blank lines skipped.
 /// A line that is not a JSON object is an error naming its line number.
-pub(crate) fn read_records(path: &Path) -> Result<Vec<Value>, String> {
+pub fn read_records(path: &Path) -> Result<Vec<Value>, String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     let mut records = Vec::new();

@@ -11,13 +11,17 @@ use clap::{Args, ValueEnum};
 use futures::StreamExt;
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use rdmc::{
-    Algorithm, ClusterKey, CompletionMode, GroupConfig, GroupId, MemCluster, Node, NodeConfig,
-    NodeId, TcpConfig, WireSecurity,
+    Algorithm, ClusterKey, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId, TcpConfig,
 };
 use serde::Serialize;
 
-use crate::size::parse_size;
+use rdmc_cli::clocks::cpu_seconds;
+use rdmc_cli::cluster::{ModeChoice, SecurityChoice};
+use rdmc_cli::size::parse_size;
+
 use crate::topology::TopologyArgs;
+
+mod baseline;
 
 /// Arguments of `rdmc demo`.
 #[derive(Debug, Args)]
@@ -152,49 +156,6 @@ impl TransportChoice {
     }
 }
 
-/// `--wire-security`.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub(crate) enum SecurityChoice {
-    /// Every frame authenticated (the default).
-    Authenticated,
-    /// Every frame authenticated, payloads encrypted.
-    Encrypted,
-    /// No protection after the handshake (trusted fabrics).
-    None,
-}
-
-impl From<SecurityChoice> for WireSecurity {
-    fn from(s: SecurityChoice) -> Self {
-        match s {
-            SecurityChoice::Authenticated => WireSecurity::Authenticated,
-            SecurityChoice::Encrypted => WireSecurity::Encrypted,
-            SecurityChoice::None => WireSecurity::None,
-        }
-    }
-}
-
-/// The completion modes, as the command line names them.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-pub(crate) enum ModeChoice {
-    Interrupt,
-    Polling,
-    Hybrid,
-    Adaptive,
-}
-
-impl From<ModeChoice> for CompletionMode {
-    fn from(m: ModeChoice) -> Self {
-        match m {
-            ModeChoice::Interrupt => CompletionMode::Interrupt,
-            ModeChoice::Polling => CompletionMode::Polling,
-            ModeChoice::Hybrid => CompletionMode::Hybrid {
-                window: CompletionMode::PAPER_HYBRID_WINDOW,
-            },
-            ModeChoice::Adaptive => CompletionMode::default(),
-        }
-    }
-}
-
 /// One result line.
 #[derive(Debug, Serialize)]
 struct Report {
@@ -279,9 +240,11 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
     let mut baseline_cpu = None;
     let baseline = match (args.baseline, args.transport) {
         (false, _) => None,
-        (true, TransportChoice::Mem) => Some(("memcpy", memcpy_baseline(&messages, args.nodes))),
+        (true, TransportChoice::Mem) => {
+            Some(("memcpy", baseline::memcpy_baseline(&messages, args.nodes)))
+        }
         (true, TransportChoice::Tcp | TransportChoice::Ofi | TransportChoice::Rdma) => {
-            match crate::tcp_copy::plain_copy_seconds(&messages, args.nodes) {
+            match baseline::plain_copy_seconds(&messages, args.nodes) {
                 Ok((seconds, cpu)) => {
                     baseline_cpu = Some(cpu);
                     Some(("tcp-copy", seconds))
@@ -294,15 +257,13 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
         }
     };
     let tls_baseline = match (args.baseline, args.transport) {
-        (true, TransportChoice::Tcp) => {
-            match crate::tcp_copy::tls_copy_seconds(&messages, args.nodes) {
-                Ok(seconds) => Some(seconds),
-                Err(e) => {
-                    eprintln!("rdmc demo: the TLS baseline failed: {e}");
-                    return ExitCode::FAILURE;
-                }
+        (true, TransportChoice::Tcp) => match baseline::tls_copy_seconds(&messages, args.nodes) {
+            Ok(seconds) => Some(seconds),
+            Err(e) => {
+                eprintln!("rdmc demo: the TLS baseline failed: {e}");
+                return ExitCode::FAILURE;
             }
-        }
+        },
         _ => None,
     };
     let mut ok = true;
@@ -358,7 +319,7 @@ fn report_of(
         tls_baseline_seconds: None,
         tls_baseline_cpu_seconds: None,
         wire_security: matches!(args.transport, TransportChoice::Tcp)
-            .then(|| security_name(args.wire_security)),
+            .then(|| args.wire_security.name()),
         error: None,
     };
     match outcome {
@@ -671,7 +632,7 @@ async fn start_ofi_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<
 
 #[cfg(not(feature = "ofi"))]
 async fn start_ofi_nodes(_: &DemoArgs, _: u32, _: NodeConfig) -> Result<Vec<Node>, String> {
-    Err(crate::NO_OFI.to_owned())
+    Err(rdmc_cli::cluster::NO_OFI.to_owned())
 }
 
 /// Start `n` nodes on the `rdma` transport, rendezvous on loopback.
@@ -689,7 +650,7 @@ async fn start_rdma_nodes(n: u32, config: NodeConfig) -> Result<Vec<Node>, Strin
 
 #[cfg(not(feature = "rdma"))]
 async fn start_rdma_nodes(_: u32, _: NodeConfig) -> Result<Vec<Node>, String> {
-    Err(crate::NO_RDMA.to_owned())
+    Err(rdmc_cli::cluster::NO_RDMA.to_owned())
 }
 
 /// The demo's cluster key: its members are all in this process.
@@ -713,41 +674,9 @@ fn write_out(dir: &PathBuf, messages: &[Bytes], received: &[Vec<Bytes>]) -> std:
     Ok(())
 }
 
-/// Seconds for plain `memcpy`s of every message once per receiver — the
-/// copying the mem transport's "DMA" does — spread over as many threads as
-/// the machine has cores, like the demo's runtime. The destinations are
-/// allocated and touched beforehand, so this is the memory-bandwidth bound.
-/// Each copy is compared with its source afterwards, as the demo's
-/// receivers compare what they get.
-fn memcpy_baseline(messages: &[Bytes], nodes: u32) -> f64 {
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    let copies: Vec<&Bytes> = (1..nodes).flat_map(|_| messages).collect();
-    let mut targets: Vec<Vec<u8>> = copies.iter().map(|m| vec![1u8; m.len()]).collect();
-    let per_thread = copies.len().div_ceil(threads).max(1);
-    let start = Instant::now();
-    std::thread::scope(|scope| {
-        for (sources, targets) in copies
-            .chunks(per_thread)
-            .zip(targets.chunks_mut(per_thread))
-        {
-            scope.spawn(move || {
-                for (source, target) in sources.iter().zip(targets) {
-                    target.copy_from_slice(source);
-                    // Checked as the multicast's receivers check theirs.
-                    assert!(
-                        std::hint::black_box(&target[..]) == &source[..],
-                        "a memcpy differs from its source"
-                    );
-                }
-            });
-        }
-    });
-    start.elapsed().as_secs_f64()
-}
-
 /// CPU seconds (user + system) this process has used (`getrusage`).
 fn process_cpu_seconds() -> Option<f64> {
-    Some(crate::member_bench::cpu_seconds())
+    Some(cpu_seconds())
 }
 
 fn print_report(report: &Report, json: bool) {
@@ -794,12 +723,4 @@ fn print_report(report: &Report, json: bool) {
         line += &format!("  error: {e}");
     }
     println!("{line}");
-}
-
-pub(crate) fn security_name(s: SecurityChoice) -> &'static str {
-    match s {
-        SecurityChoice::Authenticated => "authenticated",
-        SecurityChoice::Encrypted => "encrypted",
-        SecurityChoice::None => "none",
-    }
 }

@@ -5,10 +5,10 @@ use std::path::Path;
 use super::charts::{Line, LineChart, draw_line_chart, line_look};
 
 /// One modelled curve: its label and its (bytes, µs) points.
-pub(crate) type Curve = (String, Vec<(f64, f64)>);
+pub type Curve = (String, Vec<(f64, f64)>);
 
 /// Draw `curves` against message size (log2 x axis) into an SVG at `path`.
-pub(crate) fn draw_model_chart(path: &Path, title: &str, curves: &[Curve]) -> Result<(), String> {
+pub fn draw_model_chart(path: &Path, title: &str, curves: &[Curve]) -> Result<(), String> {
     let lines = curves
         .iter()
         .enumerate()

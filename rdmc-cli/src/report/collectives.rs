@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use super::charts::{BarChart, draw_bar_chart};
 use super::datasets::sorted_distinct;
 use super::format::{ratio, sig, size_label};
+use super::markdown::{push_table, spread_cell};
 use super::records::Rec;
-use super::tables::push_table;
 
 fn allreduce_records<'r, 'a>(recs: &'r [Rec<'a>]) -> Vec<&'r Rec<'a>> {
     recs.iter()
@@ -24,14 +24,7 @@ fn label(r: &Rec<'_>) -> String {
 
 /// Milliseconds, `median (min–max)`.
 fn ms_cell(r: &Rec<'_>) -> String {
-    let ms = |x: f64| sig(x * 1e3, 3);
-    match (r.seconds, r.num("min"), r.num("max")) {
-        (Some(m), Some(lo), Some(hi)) if lo < hi => {
-            format!("{} ({}–{})", ms(m), ms(lo), ms(hi))
-        }
-        (Some(m), _, _) => ms(m),
-        _ => String::new(),
-    }
+    spread_cell((r.seconds, r.num("min"), r.num("max")), |x| sig(x * 1e3, 3))
 }
 
 /// Append the allreduce table; whether there was one.
@@ -141,14 +134,14 @@ mod tests {
                    "max": 0.0692, "exact": true, "ratio_to_best_mpi": 1.1148}),
         ];
         let dir = report_dir("allreduce");
-        let files = write_report(dir.path(), &records, &json!({})).unwrap();
+        let files = write_report(&dir, &records, &json!({})).unwrap();
         let names: Vec<String> = files
             .plots
             .iter()
             .filter_map(|p| p.file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .collect();
-        let svg = std::fs::read_to_string(dir.path().join("allreduce.svg")).unwrap();
+        let svg = std::fs::read_to_string(dir.join("allreduce.svg")).unwrap();
         let summary = files.summary_markdown;
         assert!(summary.contains("## Allreduce"), "{summary}");
         assert!(summary.contains("Sum of 1MiB of f32"), "{summary}");

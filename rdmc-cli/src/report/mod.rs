@@ -1,6 +1,7 @@
-//! The report of `rdmc bench`: from the measurements (one JSON object per
-//! measurement, as in `results.jsonl`) to `results.csv`, `summary.md` and
-//! SVG plots in the same directory.
+//! The report of a run of measurements (the benchmark harness's, or `rdmc
+//! simulate --plot`'s): from the records (one JSON object per measurement,
+//! as in `results.jsonl`) to `results.csv`, `summary.md` and SVG plots in
+//! the same directory.
 //!
 //! The driver measures and calls [`write_report`]; [`read_records`] reads an
 //! earlier run's `results.jsonl` so a report can be rebuilt without
@@ -10,11 +11,13 @@
 //! the wrong type is treated as missing, and a record lacking what a table or
 //! plot needs is left out of that table or plot (it still gets its CSV row).
 //!
-//! The rooms: [`records`] (the records, their fields and series labels),
-//! [`datasets`] (the records each table and plot is drawn from), [`csv`],
-//! [`tables`] (`summary.md`), [`charts`] (line and bar charts as SVG) and
-//! [`plots`] (the figures), [`storage`] (the storage workloads' tables and
-//! figures), [`collectives`] (allreduce), with [`mod@format`] for numbers and sizes.
+//! The rooms: `records` (the records, their fields and series labels),
+//! `datasets` (the records each table and plot is drawn from), `csv`,
+//! `tables` (`summary.md`) with `markdown` (its cells and tables), `charts`
+//! (line and bar charts as SVG) and `plots` (the figures), `storage` (the
+//! storage workloads' tables and figures), `topologies` (slow hosts, racks,
+//! the simulator's predictions), `collectives` (allreduce), with `format`
+//! for numbers and sizes; [`model_plots`] draws `rdmc model`'s curves.
 
 use std::path::{Path, PathBuf};
 
@@ -25,7 +28,8 @@ mod collectives;
 mod csv;
 mod datasets;
 mod format;
-pub(crate) mod model_plots;
+mod markdown;
+pub mod model_plots;
 mod plots;
 mod records;
 mod storage;
@@ -34,8 +38,8 @@ mod tables;
 mod tests;
 mod topologies;
 
-pub(crate) use records::read_records;
-pub(crate) use storage::percentile;
+pub use records::read_records;
+pub use storage::percentile;
 
 use csv::csv_text;
 use datasets::latency_tables;
@@ -45,20 +49,20 @@ use tables::summary_text;
 
 /// The files [`write_report`] wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ReportFiles {
+pub struct ReportFiles {
     /// `DIR/results.csv`.
-    pub(crate) csv: PathBuf,
+    pub csv: PathBuf,
     /// `DIR/summary.md`.
-    pub(crate) summary: PathBuf,
+    pub summary: PathBuf,
     /// The text written to `summary.md`, for printing.
-    pub(crate) summary_markdown: String,
+    pub summary_markdown: String,
     /// The SVG plots, in the order they are listed in the summary.
-    pub(crate) plots: Vec<PathBuf>,
+    pub plots: Vec<PathBuf>,
 }
 
 impl ReportFiles {
     /// Every written path: the CSV, the summary, then the plots.
-    pub(crate) fn paths(&self) -> Vec<&Path> {
+    pub fn paths(&self) -> Vec<&Path> {
         let mut paths = vec![self.csv.as_path(), self.summary.as_path()];
         paths.extend(self.plots.iter().map(PathBuf::as_path));
         paths
@@ -69,11 +73,7 @@ impl ReportFiles {
 /// records (creating `DIR` if needed). `machine` is an object of facts about
 /// the machine and the run (cores, CPU model, kernel, rate, command, ...),
 /// shown at the top of the summary.
-pub(crate) fn write_report(
-    dir: &Path,
-    records: &[Value],
-    machine: &Value,
-) -> Result<ReportFiles, String> {
+pub fn write_report(dir: &Path, records: &[Value], machine: &Value) -> Result<ReportFiles, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let recs: Vec<Rec<'_>> = records.iter().filter_map(Rec::new).collect();
     let latency = latency_tables(&recs);

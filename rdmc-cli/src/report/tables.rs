@@ -11,6 +11,7 @@ use super::datasets::{
     grouped, messages_per_second, small_latency_records, small_message_records, sorted_distinct,
 };
 use super::format::{percent, ratio, sig, size_label};
+use super::markdown::{cell, push_table, row};
 use super::records::{Rec, Variant, int, text, variant_labels};
 
 /// Machine facts shown first, in this order; any others follow by name.
@@ -27,36 +28,6 @@ const MACHINE_KEYS: &[(&str, &str)] = &[
     ("congestion_control", "TCP congestion control (lab hosts)"),
     ("mpi", "MPI"),
 ];
-
-/// A markdown table cell: `|` escaped, line breaks flattened.
-pub(super) fn md_cell(text: &str) -> String {
-    text.replace('|', "\\|").replace(['\n', '\r'], " ")
-}
-
-/// A table row (or header): the first cell, then the others.
-fn row(first: impl Into<String>, rest: impl IntoIterator<Item = String>) -> Vec<String> {
-    std::iter::once(first.into()).chain(rest).collect()
-}
-
-/// A number's cell, empty when there is none.
-fn cell(x: Option<f64>, format: impl Fn(f64) -> String) -> String {
-    x.map_or(String::new(), format)
-}
-
-/// Append a markdown table.
-pub(super) fn push_table(out: &mut String, header: &[String], rows: &[Vec<String>]) {
-    let line = |cells: &[String]| {
-        let cells: Vec<String> = cells.iter().map(|c| md_cell(c)).collect();
-        format!("| {} |\n", cells.join(" | "))
-    };
-    out.push_str(&line(header));
-    let rule: Vec<String> = header.iter().map(|_| "---".to_owned()).collect();
-    out.push_str(&line(&rule));
-    for row in rows {
-        out.push_str(&line(row));
-    }
-    out.push('\n');
-}
 
 /// The markdown of one latency table.
 fn push_latency_table(out: &mut String, table: &LatencyTable) {
@@ -325,7 +296,7 @@ pub(super) fn summary_text(
     any |= push_small_messages(&mut out, recs);
     any |= push_breakdown(&mut out, recs);
     any |= push_cpu(&mut out, recs);
-    any |= super::storage::push_storage(&mut out, recs, push_table);
+    any |= super::storage::push_storage(&mut out, recs);
     any |= super::topologies::push_topologies(&mut out, recs);
     any |= super::collectives::push_allreduce(&mut out, recs);
     if !any {
