@@ -12,8 +12,6 @@
 //!   --members FILE --me I --out DIR --key-file F`: copy files and
 //!   directories to every member, checked end to end (see `rdmc push --help`).
 //! * `rdmc keygen FILE`: make a new cluster key.
-//! * `rdmc bench [--quick] [--out DIR]`: the papers' experiments on an
-//!   emulated cluster, beside unicast and MPI_Bcast (see BENCHMARKS.md).
 //! * `rdmc simulate --nodes N --size S [...]`: multicasts at any scale in
 //!   virtual time, on a modelled network (see `rdmc simulate --help`).
 //!
@@ -26,8 +24,6 @@ use clap::{Parser, Subcommand};
 
 use rdmc_cli::keygen;
 
-mod allreduce_member;
-mod bench;
 mod demo;
 mod event_timeline;
 mod member;
@@ -37,7 +33,6 @@ mod model;
 mod plan;
 mod push;
 mod simulate;
-mod tcp_copy;
 mod topology;
 
 /// The tests' scratch directories (one helper for the whole workspace).
@@ -71,9 +66,6 @@ enum Command {
     Receive(push::ReceiveArgs),
     /// Write a new random cluster key to a file only its owner can read.
     Keygen(keygen::KeygenArgs),
-    /// Run the papers' experiments on an emulated cluster of network
-    /// namespaces, beside a TCP unicast and MPI_Bcast (root only).
-    Bench(bench::BenchArgs),
     /// Simulate multicasts at any scale in virtual time: the real protocol
     /// core over a modelled network (NIC rates, latency, slow hosts and
     /// links, racks behind uplinks, jitter).
@@ -81,14 +73,6 @@ enum Command {
     /// The collectives' latency model: the Degree-k paper's broadcast and
     /// allreduce curves, and the pipelined tree against the ring.
     Model(model::ModelArgs),
-    /// The unicast baseline of `rdmc bench`: a plain TCP copy between two
-    /// processes, driven like `rdmc member --bench`.
-    #[command(hide = true)]
-    TcpCopy(tcp_copy::TcpCopyArgs),
-    /// One member of the allreduce benchmark on the lab
-    /// (`benches/allreduce_netlab.sh`).
-    #[command(hide = true)]
-    AllreduceMember(allreduce_member::AllreduceMemberArgs),
 }
 
 fn main() -> ExitCode {
@@ -131,9 +115,6 @@ fn run(command: Command) -> ExitCode {
         Command::Push(args) => push::run_push(args),
         Command::Receive(args) => push::run_receive(args),
         Command::Keygen(args) => exit_status(keygen::run(&args)),
-        Command::TcpCopy(args) => tcp_copy::run(args),
-        Command::AllreduceMember(args) => allreduce_member::run(args),
-        Command::Bench(args) => bench::run(args),
         Command::Simulate(args) => exit_status(simulate::run(&args)),
         Command::Model(args) => exit_status(model::run(&args)),
     }

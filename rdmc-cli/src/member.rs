@@ -125,15 +125,15 @@ pub(crate) struct MemberArgs {
     /// machine's). Every member should choose the same.
     #[arg(long, value_name = "NAME")]
     tcp_congestion_control: Option<String>,
-    /// Benchmark mode, driven by `rdmc bench`: the root reads `send SIZE
-    /// COUNT` and `close` commands from stdin and sends prefixes of a
-    /// pseudo-random payload every member generates alike; receivers check
-    /// every message against it. Events are JSON lines with monotonic-clock
+    /// Benchmark mode, driven by the benchmark harness (`rdmc-bench`): the
+    /// root reads `send SIZE COUNT` and `close` commands from stdin and
+    /// sends prefixes of a pseudo-random payload every member generates
+    /// alike; receivers check every message against it. Events are JSON lines with monotonic-clock
     /// times in nanoseconds.
     #[arg(long, requires = "json", conflicts_with_all = ["files", "out"])]
     bench: bool,
     /// Benchmark mode: instead of commands on stdin, run this workload of
-    /// many groups at once (written by `rdmc bench`: its groups, writes and
+    /// many groups at once (written by `rdmc-bench`: its groups, writes and
     /// writes in flight per root), each member on its own.
     #[arg(long, value_name = "FILE", requires = "bench")]
     workload: Option<PathBuf>,

@@ -1,4 +1,5 @@
-//! `rdmc member --bench`: a member driven line by line by `rdmc bench`.
+//! `rdmc member --bench`: a member driven line by line by the benchmark
+//! harness (`rdmc-bench`).
 //!
 //! Every member builds the same pseudo-random payload of `--max-size` bytes
 //! (a fixed seed), so the root can send any prefix of it and every receiver
@@ -116,7 +117,7 @@ async fn root(rank: u32, group: &mut Group, payload: &Bytes) -> Result<(), Strin
     Ok(())
 }
 
-/// The root's stdin. A pipe (as `rdmc bench` gives it) is read through
+/// The root's stdin. A pipe (as `rdmc-bench` gives it) is read through
 /// the runtime's own poller: one wake-up per command. Anything else goes
 /// through `tokio::io::stdin`, which reads on a blocking thread — for each
 /// command a wake-up of that thread, its read, then a wake-up of the
@@ -240,7 +241,7 @@ async fn report(rank: u32, held: &mut Vec<Delivery>, checker: &mut Checker) -> R
 }
 
 /// Print a `checked` event for each message the checking thread found
-/// intact since the last call: `rdmc bench` sends a large message's
+/// intact since the last call: `rdmc-bench` sends a large message's
 /// successor only once every receiver has checked it, as Open MPI's
 /// harness checks between its timed runs, so that no check shares the
 /// cores with a measured transfer and no message's buffer is still held
@@ -293,7 +294,7 @@ fn print_deliveries(rank: u32, held: &mut Vec<Delivery>) {
 /// on 2 cores that was 0.3–0.6 % of the measured time (BENCHMARKS.md,
 /// "The bench's own check in the way"). Open MPI's harness checks between
 /// its timed runs; likewise a receiver says `checked` once a message
-/// passed ([`announce_checked`]) and `rdmc bench` sends the next large
+/// passed ([`announce_checked`]) and `rdmc-bench` sends the next large
 /// message only then. Where more than one message waits all the same, the
 /// thread checks at normal priority until it has caught up.
 struct Checker {

@@ -1,4 +1,4 @@
-//! A workload of many groups at once, as `rdmc bench` gives it to every
+//! A workload of many groups at once, as `rdmc-bench` gives it to every
 //! `rdmc member --bench --workload FILE`: the groups (each a list of
 //! member ranks, the root first), the writes (a group and a size each, in
 //! the order their roots issue them) and how many writes each root keeps in

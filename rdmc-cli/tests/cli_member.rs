@@ -4,7 +4,8 @@
 //! and `RDMC_OFI_FABRIC_ADDR` say otherwise (`verbs` on Soft-RoCE in
 //! `ci/softroce-vm.sh`).
 
-mod scratch_dir;
+#[path = "../../rdmc/tests/common/scratch.rs"]
+mod scratch;
 
 #[macro_use]
 mod member_suite;

@@ -3,7 +3,8 @@
 //! address-space limit set in the child), and a member stopped for a little
 //! less, or a little more, than the failure timeout.
 
-mod scratch_dir;
+#[path = "../../rdmc/tests/common/scratch.rs"]
+mod scratch;
 
 #[macro_use]
 #[allow(dead_code, unused_macros)]

@@ -6,7 +6,8 @@
 //! contacted; an existing output is never overwritten.
 
 mod cluster_ports;
-mod scratch_dir;
+#[path = "../../rdmc/tests/common/scratch.rs"]
+mod scratch;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -17,7 +18,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use cluster_ports::ClusterPorts;
-use scratch_dir::ScratchDir;
+use scratch::ScratchDir;
 
 /// One test's scratch directory: a members file for `n` members (rank 0
 /// pushes) and a key file, with the members' ports held (see

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::scratch_dir::ScratchDir;
+use crate::scratch::ScratchDir;
 
 /// Every scenario as a `#[test]` in a module `$name`, running the members
 /// with the arguments `$args` (which pick the transport):

@@ -8,13 +8,12 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::{Run, merge, rate_bytes_per_second};
-use crate::bench::Experiment;
-use crate::bench::lab::{CpuTimes, Lab, Sample, median, mpi_bcast_on};
+use crate::args::Experiment;
+use crate::lab::{CpuTimes, Lab, Sample, median, mpi_bcast_on};
+use crate::plan::TOPOLOGY_SIZE as SIZE;
 
 /// Hosts of both experiments.
 const HOSTS: usize = 16;
-/// Message size of both experiments.
-pub(super) const SIZE: u64 = 64 << 20;
 /// MPI_Bcast variants of both experiments: name, forced (algorithm, segment).
 const MPI_VARIANTS: [(&str, Option<(u32, u64)>); 5] = [
     ("default", None),

@@ -40,7 +40,7 @@
  * every message as it arrives and every byte of the last one after the run.
  * The JSON line is as above with "burst": M added.
  *
- * With --cosmos FILE (the Cosmos-like storage trace of `rdmc bench --only
+ * With --cosmos FILE (the Cosmos-like storage trace of `rdmc-bench --only
  * cosmos`, the same workload file its members run): one communicator per
  * group of the file (MPI_Comm_split, the group's first member its rank 0,
  * the root), and every write an MPI_Ibcast of its size on its group's

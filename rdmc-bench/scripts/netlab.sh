@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# netlab.sh: an emulated cluster on one Linux machine, for rdmc benchmarks.
+# netlab.sh: an emulated cluster on one Linux machine, for rdmc-benchmarks.
 #
 # N network namespaces rdmc-h0..rdmc-h{N-1} ("hosts"), each with one veth
 # (eth0, 10.77.0.(i+1)/24) into one bridge rdmc-br0 in the root namespace. Every
@@ -25,7 +25,7 @@
 #   netlab.sh run N RATE [up options] -- CMD...   (up, run CMD, always down)
 #   netlab.sh selftest
 #   netlab.sh selftest racks       (two racks of two hosts, the uplink cap)
-# RATE is a tc rate: 250mbit, 1gbit, 500kbit, ... See benches/README.md.
+# RATE is a tc rate: 250mbit, 1gbit, 500kbit, ... See rdmc-bench/scripts/README.md.
 #
 # Every host uses the TCP congestion control --cc NAME, else $NETLAB_CC, else
 # cubic (Linux's default): a new namespace would otherwise take the machine's

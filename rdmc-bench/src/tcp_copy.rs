@@ -1,7 +1,7 @@
-//! `rdmc tcp-copy`: the unicast baseline of `rdmc bench` — one plain TCP
+//! `rdmc-bench tcp-copy`: the unicast baseline of `rdmc-bench` — one plain TCP
 //! connection from rank 0 to rank 1 moving the same payload prefixes, driven
 //! by the same stdin commands and printing the same JSON events as
-//! `rdmc member --bench` (see the `member_bench` module), so the driver measures both
+//! `rdmc member --bench`, so the driver measures both
 //! the same way.
 
 use std::io::{BufRead, Read, Write};
@@ -18,7 +18,7 @@ use rdmc_cli::clocks::{cpu_seconds, mono_ns};
 use rdmc_cli::cluster::read_members;
 use rdmc_cli::size::parse_size;
 
-/// Arguments of `rdmc tcp-copy`.
+/// Arguments of `rdmc-bench tcp-copy`.
 #[derive(Debug, Args)]
 pub(crate) struct TcpCopyArgs {
     /// Members file as for `rdmc member`: rank 0 sends, rank 1 (whose
@@ -36,7 +36,7 @@ pub(crate) struct TcpCopyArgs {
     connect_timeout: f64,
 }
 
-/// Run `rdmc tcp-copy`; an error is printed as an `error` event too.
+/// Run `rdmc-bench tcp-copy`; an error is printed as an `error` event too.
 pub(crate) fn run(args: TcpCopyArgs) -> ExitCode {
     match copy(&args) {
         Ok(()) => ExitCode::SUCCESS,
@@ -45,7 +45,7 @@ pub(crate) fn run(args: TcpCopyArgs) -> ExitCode {
                 "{}",
                 json!({"event": "error", "rank": args.rank, "error": error})
             );
-            eprintln!("rdmc tcp-copy {}: {error}", args.rank);
+            eprintln!("rdmc-bench tcp-copy {}: {error}", args.rank);
             ExitCode::FAILURE
         }
     }

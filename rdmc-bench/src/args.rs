@@ -1,36 +1,10 @@
-//! `rdmc bench`: the papers' experiments on an emulated cluster, side by
-//! side with a plain TCP unicast and MPI_Bcast, as JSON lines, CSV, tables
-//! and plots (see BENCHMARKS.md).
-//!
-//! Every measurement runs on `benches/netlab.sh`'s lab: one network
-//! namespace per host, each link capped at `--rate` in both directions. The
-//! members are `rdmc member --bench` processes, one per host, paced by this
-//! driver: it sends one command to the root, waits until every receiver
-//! reports the message, and only then sends the next, so measurements never
-//! overlap. Latency is the last receiver's delivery time minus the root's
-//! send time, both on the machine's one monotonic clock.
-//!
-//! The storage workloads (Cosmos-like trace, overlapping senders) are the
-//! exception: every member is given the whole workload (`rdmc member
-//! --bench --workload FILE`: its groups, writes and writes in flight per
-//! root), runs it on its own and reports each write and delivery; the
-//! driver checks every replica's delivery and computes the aggregates.
-
-mod lab;
-mod measure;
-mod plan;
-mod trace;
+//! The command line of a run: what `rdmc-bench` measures and how.
 
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
-use serde_json::{Value, json};
 
-use lab::install_interrupt_handler;
-use rdmc_cli::report;
-
-/// Arguments of `rdmc bench`.
+/// Arguments of `rdmc-bench` (a run of experiments).
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
     /// The small run: latency vs group size at 64 MiB for 2, 4 and 8 nodes
@@ -39,57 +13,63 @@ pub(crate) struct BenchArgs {
     /// cosmos,overlap`: the storage workloads made small (object sizes / 16,
     /// 64 writes; 1 MiB x 2 per sender on 4 and 8 hosts).
     #[arg(long)]
-    quick: bool,
+    pub(crate) quick: bool,
     /// Directory for results.jsonl, results.csv, summary.md, the plots and
     /// the members' logs.
     #[arg(long, default_value = "bench-results")]
-    out: PathBuf,
+    pub(crate) out: PathBuf,
     /// Bandwidth of every host's link, each direction (a tc rate).
     #[arg(long, default_value = "250mbit")]
-    rate: String,
+    pub(crate) rate: String,
     /// Directory holding netlab.sh and mpi_netlab.sh.
-    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/benches"))]
-    scripts: PathBuf,
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts"))]
+    pub(crate) scripts: PathBuf,
+    /// The `rdmc` binary whose members the run measures (`rdmc member`,
+    /// `rdmc simulate`); default: `$RDMC`, else the `rdmc` beside this
+    /// program (`cargo build --release -p rdmc-cli -p rdmc-bench` puts
+    /// both in target/release).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) rdmc: Option<PathBuf>,
     /// Only these experiments (default: all of the run's; the quick run
     /// has latency, cosmos and overlap, and runs only latency unless told).
     #[arg(long, value_enum, value_delimiter = ',')]
-    only: Vec<Experiment>,
+    pub(crate) only: Vec<Experiment>,
     /// Completion mode of the members outside the CPU experiment. The
     /// lab runs up to 16 members on this machine's few cores, where
     /// spinning members (hybrid, polling) take the CPU the others need.
     #[arg(long, default_value = "interrupt", value_parser = ["interrupt", "adaptive", "hybrid", "polling"])]
-    completion: String,
+    pub(crate) completion: String,
     /// How rdmc's members protect their frames on the wire: authenticated
     /// (the default), encrypted too, or `none`, the mode for trusted
     /// fabrics, as MPI's TCP transport (which protects nothing). The
     /// summary's machine table says which.
     #[arg(long, default_value = "authenticated", value_parser = ["authenticated", "encrypted", "none"])]
-    wire_security: String,
+    pub(crate) wire_security: String,
     /// The lab hosts' TCP congestion control (rdmc's, MPI's and the
     /// unicast's sockets alike): Linux's default, `cubic`, unless told
     /// (`bbr`, `reno`, ...: one the kernel has). Without it a lab would take
     /// the machine's default, and the binomial pipeline over TCP is
     /// sensitive to it (BENCHMARKS.md, "TCP congestion control and block size").
     #[arg(long, default_value = "cubic", value_name = "NAME")]
-    congestion_control: String,
+    pub(crate) congestion_control: String,
     /// Latency, small-message, overlap and allreduce experiments only at
     /// these group sizes (e.g. `4,8`).
     #[arg(long, value_delimiter = ',')]
-    nodes: Vec<usize>,
+    pub(crate) nodes: Vec<usize>,
     /// Small-message experiment: only these message sizes (e.g. `1KiB`;
     /// default 1 B, 1 KiB, 16 KiB and 64 KiB).
     #[arg(long, value_delimiter = ',', value_parser = rdmc_cli::size::parse_size)]
-    small_sizes: Vec<u64>,
+    pub(crate) small_sizes: Vec<u64>,
     /// Small-message experiment: messages per burst of the rate measure
     /// (default 1000; 0 measures one message's latency only).
     #[arg(long, value_name = "MESSAGES")]
-    small_burst: Option<u64>,
+    pub(crate) small_burst: Option<u64>,
     /// Block size of the latency, small-message and CPU experiments, or
     /// `auto` (the default, the library's): each message's block size
     /// chosen from its size and the group's (48–256 KiB; the papers used
     /// 1 MiB on RDMA).
     #[arg(long, default_value = "auto", value_parser = parse_block_size)]
-    block_size: BlockSizeArg,
+    pub(crate) block_size: BlockSizeArg,
     /// Only these rdmc algorithms, in every experiment that runs several:
     /// latency and small messages (sequential, chain, tree,
     /// binomial-pipeline), Cosmos (binomial-pipeline, tree, sequential),
@@ -98,18 +78,18 @@ pub(crate) struct BenchArgs {
     /// racks: on a lab of one rack it is the binomial pipeline. An
     /// algorithm none of the run's experiments runs is an error.
     #[arg(long, value_delimiter = ',', value_parser = ALGORITHMS)]
-    algorithms: Vec<String>,
+    pub(crate) algorithms: Vec<String>,
     /// Latency (and allreduce) experiment: measured runs per point
     /// (overrides the plan's; allreduce: 5).
     #[arg(long)]
-    runs: Option<usize>,
+    pub(crate) runs: Option<usize>,
     /// Latency (and allreduce) experiment: unmeasured warm-up runs per
     /// point (overrides the plan's; allreduce: 1).
     #[arg(long)]
-    warmup: Option<usize>,
+    pub(crate) warmup: Option<usize>,
     /// Leave MPI_Bcast out.
     #[arg(long)]
-    no_mpi: bool,
+    pub(crate) no_mpi: bool,
     /// Segment sizes of MPI's forced pipeline in the latency experiment,
     /// each measured as a variant of its own, so the peer is MPI at the
     /// best of them. By default 32 KiB and 48 KiB: on this project's
@@ -118,20 +98,20 @@ pub(crate) struct BenchArgs {
     /// 1448-byte TCP segments, its best at 64 MiB on 4 and 8 hosts
     /// (BENCHMARKS.md). `0` is MPI's unsegmented pipeline.
     #[arg(long, value_delimiter = ',', value_parser = rdmc_cli::size::parse_size, default_value = "32KiB,48KiB", value_name = "SIZES")]
-    mpi_segments: Vec<u64>,
+    pub(crate) mpi_segments: Vec<u64>,
     /// An extra argument for every `rdmc member` the run starts
     /// (repeatable, in order: `--member-option=--early-announce
     /// --member-option=off`), to compare a member setting in one run.
     #[arg(long, allow_hyphen_values = true, value_name = "ARG")]
-    member_option: Vec<String>,
+    pub(crate) member_option: Vec<String>,
     /// Slow-host experiment: the rank (and lab host) whose link runs at
     /// half the rate both ways (not 0, the root).
     #[arg(long, default_value_t = 5, value_name = "RANK")]
-    slow_host: usize,
+    pub(crate) slow_host: usize,
     /// Measure nothing: rebuild the CSV, summary and plots from
     /// DIR/results.jsonl.
     #[arg(long)]
-    replot: bool,
+    pub(crate) replot: bool,
 }
 
 /// `--block-size`: bytes, or `auto` (`None`).
@@ -189,7 +169,7 @@ pub(crate) enum Experiment {
 }
 
 /// The experiments a run makes only when `--only` names them.
-const OPT_IN: [Experiment; 4] = [
+pub(crate) const OPT_IN: [Experiment; 4] = [
     Experiment::SlowHost,
     Experiment::Racks,
     Experiment::Validate,
@@ -199,115 +179,3 @@ const OPT_IN: [Experiment; 4] = [
 /// The rdmc algorithms `--algorithms` accepts, in the order the
 /// experiments run them.
 const ALGORITHMS: [&str; 5] = ["sequential", "chain", "tree", "binomial-pipeline", "hybrid"];
-
-/// Run `rdmc bench`: measure and report, or with `--replot` only report.
-pub(crate) fn run(args: BenchArgs) -> ExitCode {
-    match bench(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("rdmc bench: error: {e}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-/// `rdmc bench`'s work; the error to print.
-fn bench(args: &BenchArgs) -> Result<(), String> {
-    std::fs::create_dir_all(&args.out)
-        .map_err(|e| format!("creating {}: {e}", args.out.display()))?;
-    let jsonl = args.out.join("results.jsonl");
-    if args.replot {
-        let records = report::read_records(&jsonl)?;
-        let machine = std::fs::read_to_string(args.out.join("machine.json"))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(Value::Null);
-        return report(args, &records, &machine);
-    }
-    // The command line checked before anything needs root or a lab.
-    let plan = plan::Plan::new(args)?;
-    lab::set_congestion_control(&args.congestion_control);
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err("must run as root (it creates network namespaces)".into());
-    }
-    if cfg!(debug_assertions) {
-        eprintln!(
-            "rdmc bench: warning: this is a debug build; measure with `cargo run --release --bin rdmc -- bench`"
-        );
-    }
-    let netlab = args.scripts.join("netlab.sh");
-    if !netlab.exists() {
-        return Err(format!(
-            "{} not found (pass --scripts DIR)",
-            netlab.display()
-        ));
-    }
-    install_interrupt_handler(&netlab);
-    let logs = args.out.join("logs");
-    std::fs::create_dir_all(&logs).map_err(|e| format!("creating {}: {e}", logs.display()))?;
-    let machine = machine_facts(args);
-    std::fs::write(
-        args.out.join("machine.json"),
-        serde_json::to_string_pretty(&machine).unwrap_or_default(),
-    )
-    .map_err(|e| format!("writing machine.json: {e}"))?;
-    let records = measure::measure(args, plan, &netlab, &jsonl, &logs)?;
-    report(args, &records, &machine)
-}
-
-/// Write the report of `records` into `--out`, print the summary and the
-/// written paths.
-fn report(args: &BenchArgs, records: &[Value], machine: &Value) -> Result<(), String> {
-    let files = report::write_report(&args.out, records, machine)?;
-    println!("{}", files.summary_markdown);
-    for path in files.paths() {
-        eprintln!("rdmc bench: wrote {}", path.display());
-    }
-    Ok(())
-}
-
-/// What the report says about the machine and the run.
-fn machine_facts(args: &BenchArgs) -> Value {
-    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default();
-    let cpuinfo = read("/proc/cpuinfo");
-    let model = cpuinfo
-        .lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split(':').nth(1))
-        .map(str::trim)
-        .unwrap_or("unknown");
-    let mem_kib: u64 = read("/proc/meminfo")
-        .lines()
-        .find(|l| l.starts_with("MemTotal"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let first_line = |cmd: &str, arg: &str| {
-        std::process::Command::new(cmd)
-            .arg(arg)
-            .output()
-            .ok()
-            .and_then(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .lines()
-                    .next()
-                    .map(str::to_owned)
-            })
-            .unwrap_or_default()
-    };
-    json!({
-        "cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "cpu_model": model,
-        "memory_gib": mem_kib / (1 << 20),
-        "kernel": read("/proc/sys/kernel/osrelease").trim(),
-        "rate": args.rate,
-        "date": first_line("date", "-u"),
-        "command": std::env::args().collect::<Vec<_>>().join(" "),
-        "rdmc_version": env!("CARGO_PKG_VERSION"),
-        "mpi": first_line("mpirun", "--version"),
-        "quick": args.quick,
-        "wire_security": args.wire_security,
-        "congestion_control": args.congestion_control,
-    })
-}

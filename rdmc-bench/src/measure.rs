@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use super::lab::{Cluster, CpuTimes, Lab, Sample, median, mpi_bcast, mpi_burst};
-use super::plan::{MPI_SMALL, Plan, Workload};
-use super::{BenchArgs, Experiment};
+use crate::args::{BenchArgs, Experiment};
+use crate::lab::{Cluster, CpuTimes, Lab, Sample, median, mpi_bcast, mpi_burst};
+use crate::plan::{MPI_SMALL, Plan, VALIDATION_NODES, Workload};
 
 /// Measured runs of one small message's latency (medians of these).
 const SMALL_LATENCY_RUNS: usize = 21;
@@ -29,20 +29,6 @@ mod storage;
 mod topologies;
 mod validation;
 
-pub(super) use validation::NODES as VALIDATION_NODES;
-
-/// The largest message the opt-in experiments of `plan` send.
-pub(super) fn own_largest_message(plan: &Plan) -> Option<u64> {
-    let mut sizes = Vec::new();
-    if plan.has(Experiment::SlowHost) || plan.has(Experiment::Racks) {
-        sizes.push(topologies::SIZE);
-    }
-    if plan.has(Experiment::Validate) {
-        sizes.push(validation::LARGEST);
-    }
-    sizes.into_iter().max()
-}
-
 /// Where the run writes, and what it knows while it runs.
 struct Run<'a> {
     args: &'a BenchArgs,
@@ -53,6 +39,8 @@ struct Run<'a> {
     /// The cluster key every `rdmc member` of the run is given: new for
     /// each run (rdmc has no default key).
     key_file: PathBuf,
+    /// The `rdmc` binary the members run (`--rdmc`).
+    rdmc: PathBuf,
     records: Vec<Value>,
     clusters: usize,
     started: Instant,
@@ -60,10 +48,10 @@ struct Run<'a> {
 
 /// Measure everything `plan` (the run's) asks for, one lab size after another,
 /// writing each record to `jsonl` as it comes; the records.
-pub(super) fn measure(
+pub(crate) fn measure(
     args: &BenchArgs,
     plan: Plan,
-    netlab: &Path,
+    (netlab, rdmc): (&Path, &Path),
     jsonl: &Path,
     logs: &Path,
 ) -> Result<Vec<Value>, String> {
@@ -73,6 +61,7 @@ pub(super) fn measure(
         out: File::create(jsonl).map_err(|e| format!("creating {}: {e}", jsonl.display()))?,
         members_file: args.out.join("members.txt"),
         key_file: new_key(&args.out.join("cluster.key"))?,
+        rdmc: rdmc.to_owned(),
         logs: logs.to_path_buf(),
         records: Vec::new(),
         clusters: 0,
@@ -85,7 +74,7 @@ pub(super) fn measure(
     }
     run.on_own_labs(netlab)?;
     eprintln!(
-        "rdmc bench: {} measurements in {:.0} s",
+        "rdmc-bench: {} measurements in {:.0} s",
         run.records.len(),
         run.started.elapsed().as_secs_f64()
     );
@@ -123,7 +112,7 @@ impl Run<'_> {
         if self.plan.overlap.nodes.contains(&n) && self.plan.has(Experiment::Overlap) {
             self.overlap(n)?;
         }
-        if self.plan.has(Experiment::Validate) && validation::NODES.contains(&n) {
+        if self.plan.has(Experiment::Validate) && VALIDATION_NODES.contains(&n) {
             self.validation_on(n)?;
         }
         Ok(())
@@ -506,7 +495,7 @@ impl Run<'_> {
         self.start_cluster(n, &what, "member", &options)
     }
 
-    /// Start the unicast baseline, `rdmc tcp-copy`, on two hosts.
+    /// Start the unicast baseline, `rdmc-bench tcp-copy`, on two hosts.
     fn start_unicast(&mut self) -> Result<Cluster, String> {
         self.start_cluster(2, "unicast", "tcp-copy", &[])
     }
@@ -541,10 +530,16 @@ impl Run<'_> {
         let key = self.key_file.display().to_string();
         let label = format!("{:03}-{what}", self.clusters);
         eprintln!(
-            "rdmc bench: [{:>5.0} s] {label}",
+            "rdmc-bench: [{:>5.0} s] {label}",
             self.started.elapsed().as_secs_f64()
         );
         let member_options = &self.args.member_option;
+        // `rdmc member`, or a process of this program (`tcp-copy`).
+        let program = if command == "member" {
+            self.rdmc.clone()
+        } else {
+            std::env::current_exe().map_err(|e| format!("finding rdmc-bench itself: {e}"))?
+        };
         let args = |rank: usize| -> Vec<String> {
             let mut args = [command, "--members", &members, "--rank", &rank.to_string()]
                 .map(str::to_owned)
@@ -557,7 +552,13 @@ impl Run<'_> {
             args.extend_from_slice(options);
             args
         };
-        Cluster::start_on(hosts, &label, &self.logs, args, Duration::from_secs(120))
+        Cluster::start_on(
+            hosts,
+            &label,
+            &self.logs,
+            (&program, args),
+            Duration::from_secs(120),
+        )
     }
 
     /// A fresh port per cluster, so no process meets a predecessor's
@@ -582,7 +583,7 @@ impl Run<'_> {
         let _ = writeln!(self.out, "{line}");
         let _ = self.out.flush();
         eprintln!(
-            "rdmc bench: {} {} {} n={} size={} -> {:.4} s",
+            "rdmc-bench: {} {} {} n={} size={} -> {:.4} s",
             record["experiment"].as_str().unwrap_or("?"),
             record["system"].as_str().unwrap_or("?"),
             record["algorithm"].as_str().unwrap_or("?"),

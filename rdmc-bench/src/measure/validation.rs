@@ -10,20 +10,16 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use super::{Run, merge};
-use crate::bench::lab::{Lab, median};
+use crate::lab::{Lab, median};
+use crate::plan::{VALIDATION_LARGEST as LARGEST, VALIDATION_NODES as NODES};
 
-/// Group sizes of the validation.
-pub(in crate::bench) const NODES: [usize; 4] = [2, 4, 8, 16];
 /// Message sizes with (runs, warm-ups): a point of 8 MiB takes ~0.3 s, one
-/// of 256 MiB ~9 s.
-const SIZES: [(u64, usize, usize); 2] = [(8 << 20, 5, 1), (256 << 20, 1, 1)];
+/// of 256 MiB ([`LARGEST`]) ~9 s.
+const SIZES: [(u64, usize, usize); 2] = [(8 << 20, 5, 1), (LARGEST, 1, 1)];
 /// The algorithms compared.
 const ALGORITHMS: [&str; 2] = ["chain", "binomial-pipeline"];
 /// The send-completion models: name and `rdmc simulate --send-buffer`.
 const MODELS: [(&str, &str); 2] = [("sent", "0"), ("send-buffer-4MiB", "4MiB")];
-
-/// The largest message of the validation.
-pub(super) const LARGEST: u64 = 256 << 20;
 
 /// ping's summary line `rtt min/avg/max/mdev = a/b/c/d ms`: (min, avg) in
 /// seconds.
@@ -109,11 +105,10 @@ impl Run<'_> {
             return Err("validation: no latency was measured".into());
         }
         let latency_us = (median(&one_way) * 1e6).round().max(1.0) as u64;
-        let exe = std::env::current_exe().map_err(|e| format!("finding rdmc itself: {e}"))?;
         let nodes: Vec<String> = NODES.iter().map(usize::to_string).collect();
         for (size, _, _) in SIZES {
             for (model, buffer) in MODELS {
-                let out = Command::new(&exe)
+                let out = Command::new(&self.rdmc)
                     .args([
                         "simulate",
                         "--json",

@@ -2,16 +2,17 @@
 # The simulation experiments of BENCHMARKS.md ("Simulation"), with
 # `rdmc simulate` (virtual time: no root, no network, deterministic).
 #
-#   benches/simulate.sh [OUT]     # default OUT: benches/results/simulation
+#   rdmc-bench/scripts/simulate.sh [OUT]   # default OUT: target/simulation
 #
 # Each experiment writes OUT/NAME/sim.jsonl (one JSON line per algorithm
 # and group size) and, where a plot helps, `--plot` output (SVG, summary,
 # CSV) in OUT/NAME/. Builds the release binary first.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-OUT=${1:-benches/results/simulation}
+cd "$(dirname "$0")/../.."
+# Results stay out of the source tree.
+OUT=${1:-target/simulation}
 cargo build --release --locked --bin rdmc >/dev/null
-RDMC=../target/release/rdmc
+RDMC=target/release/rdmc
 mkdir -p "$OUT"
 
 sim() { # NAME ARGS...: one experiment into OUT/NAME

@@ -14,9 +14,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::super::lab::{CpuTimes, median, mpi_cosmos, mpi_overlap};
-use super::super::trace;
 use super::{Run, rate_bytes_per_second};
+use crate::lab::{CpuTimes, median, mpi_cosmos, mpi_overlap};
+use crate::trace;
 use rdmc_cli::report::percentile;
 use rdmc_cli::workload::Workload;
 

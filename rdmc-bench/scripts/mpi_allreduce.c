@@ -1,6 +1,6 @@
 /*
  * mpi_allreduce: MPI_Allreduce (MPI_SUM over MPI_FLOAT) timed the way
- * `rdmc allreduce-member` times rdmc's allreduce, for benches/allreduce_netlab.sh.
+ * `rdmc-bench allreduce-member` times rdmc's allreduce, for rdmc-bench/scripts/allreduce_netlab.sh.
  *
  * Usage: mpi_allreduce SIZE RUNS WARMUP   (SIZE in bytes, a multiple of 4)
  *

@@ -1,11 +1,11 @@
-//! What one `rdmc bench` run measures: the full run or `--quick`, narrowed
+//! What one `rdmc-bench` run measures: the full run or `--quick`, narrowed
 //! by the command line (`--only`, `--nodes`, `--algorithms`, `--runs`,
 //! `--warmup`, `--no-mpi`).
 
 use clap::ValueEnum;
 
-use super::trace::ObjectSizes;
-use super::{BenchArgs, Experiment, OPT_IN};
+use crate::args::{BenchArgs, Experiment, OPT_IN};
+use crate::trace::ObjectSizes;
 
 /// A kibibyte.
 const KIB: u64 = 1 << 10;
@@ -13,11 +13,11 @@ const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 
 /// Message sizes of the small-message experiment: 1 B to 64 KiB.
-pub(super) const SMALL_SIZES: [u64; 4] = [1, KIB, 16 * KIB, 64 * KIB];
+pub(crate) const SMALL_SIZES: [u64; 4] = [1, KIB, 16 * KIB, 64 * KIB];
 
 /// MPI_Bcast variants of the small-message experiment (besides the plan's):
 /// the binomial tree, MPI's own choice for small messages.
-pub(super) const MPI_SMALL: [(&str, Option<(u32, u64)>); 2] =
+pub(crate) const MPI_SMALL: [(&str, Option<(u32, u64)>); 2] =
     [("default", None), ("binomial", Some((6, 0)))];
 
 /// The rdmc algorithms of the latency and small-message experiments, in
@@ -33,67 +33,76 @@ const SLOW_HOST_ALGORITHMS: [&str; 3] = ["chain", "binomial-pipeline", "hybrid"]
 /// (the hybrid told the racks).
 const RACKS_ALGORITHMS: [&str; 3] = ["hybrid", "binomial-pipeline", "chain"];
 
+/// Message size of the slow-host and racks experiments.
+pub(crate) const TOPOLOGY_SIZE: u64 = 64 * MIB;
+
+/// Group sizes of the validation against the simulator.
+pub(crate) const VALIDATION_NODES: [usize; 4] = [2, 4, 8, 16];
+
+/// The largest message of the validation.
+pub(crate) const VALIDATION_LARGEST: u64 = 256 * MIB;
+
 /// One workload of a series: message size, measured runs, warm-up runs.
-pub(super) type Workload = (u64, usize, usize);
+pub(crate) type Workload = (u64, usize, usize);
 
 /// One latency workload: a message size, the group sizes, runs and warm-ups.
-pub(super) struct LatencySpec {
-    pub(super) size: u64,
-    pub(super) nodes: Vec<usize>,
-    pub(super) runs: usize,
-    pub(super) warmup: usize,
+pub(crate) struct LatencySpec {
+    pub(crate) size: u64,
+    pub(crate) nodes: Vec<usize>,
+    pub(crate) runs: usize,
+    pub(crate) warmup: usize,
 }
 
 /// Everything one run measures.
-pub(super) struct Plan {
-    pub(super) latency: Vec<LatencySpec>,
+pub(crate) struct Plan {
+    pub(crate) latency: Vec<LatencySpec>,
     /// The rdmc algorithms of the latency and small-message experiments.
-    pub(super) algorithms: Vec<&'static str>,
+    pub(crate) algorithms: Vec<&'static str>,
     /// The rdmc algorithms of the slow-host experiment.
-    pub(super) slow_host_algorithms: Vec<&'static str>,
+    pub(crate) slow_host_algorithms: Vec<&'static str>,
     /// The rdmc algorithms of the racks experiment.
-    pub(super) racks_algorithms: Vec<&'static str>,
+    pub(crate) racks_algorithms: Vec<&'static str>,
     /// MPI_Bcast variants: name, and the forced (algorithm, segment size).
-    pub(super) mpi: Vec<(&'static str, Option<(u32, u64)>)>,
+    pub(crate) mpi: Vec<(&'static str, Option<(u32, u64)>)>,
     /// Size whose N = 4 runs give the breakdown records.
-    pub(super) breakdown_size: u64,
+    pub(crate) breakdown_size: u64,
     /// Group sizes, burst length and runs of the small messages
     /// ([`SMALL_SIZES`]: a burst's rate, and one message's latency).
-    pub(super) small: (Vec<usize>, u64, usize),
+    pub(crate) small: (Vec<usize>, u64, usize),
     /// Message sizes of the small messages (default [`SMALL_SIZES`]).
-    pub(super) small_sizes: Vec<u64>,
+    pub(crate) small_sizes: Vec<u64>,
     /// Block sizes and (message size, runs, warm-up) for Fig. 6.
-    pub(super) block_sizes: Vec<u64>,
-    pub(super) block_messages: Vec<Workload>,
+    pub(crate) block_sizes: Vec<u64>,
+    pub(crate) block_messages: Vec<Workload>,
     /// Message sizes with (runs, warm-up) for the CPU experiment.
-    pub(super) cpu: Vec<Workload>,
+    pub(crate) cpu: Vec<Workload>,
     /// The Cosmos-like trace (papers' Fig. 9).
-    pub(super) cosmos: CosmosSpec,
+    pub(crate) cosmos: CosmosSpec,
     /// Overlapping senders (papers' Fig. 10).
-    pub(super) overlap: OverlapSpec,
-    pub(super) experiments: Vec<Experiment>,
+    pub(crate) overlap: OverlapSpec,
+    pub(crate) experiments: Vec<Experiment>,
 }
 
 /// The Cosmos-like trace: 3-replica writes over every host of a 16-host
 /// lab, roots rotating, `window` writes in flight per root.
-pub(super) struct CosmosSpec {
-    pub(super) hosts: usize,
-    pub(super) writes: usize,
-    pub(super) window: usize,
-    pub(super) sizes: ObjectSizes,
-    pub(super) seed: u64,
+pub(crate) struct CosmosSpec {
+    pub(crate) hosts: usize,
+    pub(crate) writes: usize,
+    pub(crate) window: usize,
+    pub(crate) sizes: ObjectSizes,
+    pub(crate) seed: u64,
     /// The rdmc algorithms, each on the same trace.
-    pub(super) algorithms: Vec<&'static str>,
+    pub(crate) algorithms: Vec<&'static str>,
 }
 
 /// Overlapping senders: every host the root of its own group of all hosts,
 /// each sending `messages` messages of `size` bytes at once.
-pub(super) struct OverlapSpec {
-    pub(super) nodes: Vec<usize>,
-    pub(super) size: u64,
-    pub(super) messages: usize,
+pub(crate) struct OverlapSpec {
+    pub(crate) nodes: Vec<usize>,
+    pub(crate) size: u64,
+    pub(crate) messages: usize,
     /// Runs per point (each on fresh processes); MPI's too, after one warm-up.
-    pub(super) runs: usize,
+    pub(crate) runs: usize,
 }
 
 /// The trace's seed: any fixed number; the summary shows it.
@@ -103,7 +112,7 @@ impl Plan {
     /// The full run or the quick one, narrowed by the command line; an
     /// error if `--algorithms` names an algorithm none of the run's
     /// experiments runs.
-    pub(super) fn new(args: &BenchArgs) -> Result<Plan, String> {
+    pub(crate) fn new(args: &BenchArgs) -> Result<Plan, String> {
         // MPI's forced pipeline, once per segment size asked for.
         let mpi_pipelines = args
             .mpi_segments
@@ -301,12 +310,12 @@ impl Plan {
     }
 
     /// Whether the run includes experiment `e`.
-    pub(super) fn has(&self, e: Experiment) -> bool {
+    pub(crate) fn has(&self, e: Experiment) -> bool {
         self.experiments.contains(&e)
     }
 
     /// Every group size a lab is needed for, ascending.
-    pub(super) fn lab_sizes(&self) -> Vec<usize> {
+    pub(crate) fn lab_sizes(&self) -> Vec<usize> {
         let mut sizes: Vec<usize> = Vec::new();
         if self.has(Experiment::Latency) {
             sizes.extend(self.latency.iter().flat_map(|l| l.nodes.iter().copied()));
@@ -324,15 +333,27 @@ impl Plan {
             sizes.extend(&self.overlap.nodes);
         }
         if self.has(Experiment::Validate) {
-            sizes.extend(super::measure::VALIDATION_NODES);
+            sizes.extend(VALIDATION_NODES);
         }
         sizes.sort_unstable();
         sizes.dedup();
         sizes
     }
 
+    /// The largest message the opt-in experiments send.
+    fn own_largest_message(&self) -> Option<u64> {
+        let mut sizes = Vec::new();
+        if self.has(Experiment::SlowHost) || self.has(Experiment::Racks) {
+            sizes.push(TOPOLOGY_SIZE);
+        }
+        if self.has(Experiment::Validate) {
+            sizes.push(VALIDATION_LARGEST);
+        }
+        sizes.into_iter().max()
+    }
+
     /// The largest message any experiment sends (what the members allocate).
-    pub(super) fn largest_message(&self) -> u64 {
+    pub(crate) fn largest_message(&self) -> u64 {
         if self.experiments == [Experiment::SmallMessages] {
             // Small messages only: no member needs the large payloads.
             return self.small_sizes.iter().copied().max().unwrap_or(MIB);
@@ -340,7 +361,7 @@ impl Plan {
         let latency = self.latency.iter().map(|l| l.size);
         let block = self.block_messages.iter().map(|m| m.0);
         let cpu = self.cpu.iter().map(|m| m.0);
-        let own = super::measure::own_largest_message(self);
+        let own = self.own_largest_message();
         latency
             .chain(block)
             .chain(cpu)
@@ -356,7 +377,7 @@ mod tests {
 
     use super::*;
 
-    /// The plan of `rdmc bench ARGV`, or its error.
+    /// The plan of `rdmc-bench ARGV`, or its error.
     fn try_plan(argv: &[&str]) -> Result<Plan, String> {
         #[derive(Parser)]
         struct Cli {

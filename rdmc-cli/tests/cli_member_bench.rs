@@ -1,102 +1,25 @@
-//! The processes `rdmc bench` drives — `rdmc member --bench` and the
-//! `rdmc tcp-copy` baseline — across real processes on loopback (the driver
-//! itself needs root and network namespaces, so it is not run here).
+//! `rdmc member --bench`, the mode the benchmark harness (rdmc-bench)
+//! drives, across real processes on loopback: commands on the root's
+//! stdin, checked deliveries with their clock and timings, errors as
+//! events, and `--workload` runs of overlapping groups.
 
+mod bench_members;
+mod child;
 mod cluster_ports;
-mod scratch_dir;
+#[path = "../../rdmc/tests/common/scratch.rs"]
+mod scratch;
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::io::Write;
+use std::process::Child;
+use std::time::Duration;
 
 use serde_json::Value;
 
-use cluster_ports::ClusterPorts;
-use scratch_dir::ScratchDir;
+use bench_members::{events, members_file, of_kind};
 
-/// A members file for `n` members in the test's own scratch directory (a
-/// key file beside it), with the members' ports held (see
-/// [`ClusterPorts`]); dereferences to the members file's path.
-struct Members {
-    path: PathBuf,
-    _dir: ScratchDir,
-    _ports: ClusterPorts,
-}
-
-impl std::ops::Deref for Members {
-    type Target = Path;
-
-    fn deref(&self) -> &Path {
-        &self.path
-    }
-}
-
-fn members_file(name: &str, n: usize) -> Members {
-    let ports = ClusterPorts::new(n);
-    let dir = ScratchDir::new(&format!("cli_bench_{name}"));
-    let path = dir.join("members");
-    ports.write_members_file(&path);
-    std::fs::write(dir.join("key"), "the bench tests' cluster key").unwrap();
-    Members {
-        path,
-        _dir: dir,
-        _ports: ports,
-    }
-}
-
-fn spawn(args: &[&str], members: &Path, rank: usize) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_rdmc"))
-        .args(args)
-        .arg("--members")
-        .arg(members)
-        .args(["--rank", &rank.to_string()])
-        .args(if args[0] == "member" {
-            vec![
-                "--key-file".to_owned(),
-                members.with_file_name("key").display().to_string(),
-            ]
-        } else {
-            vec![]
-        })
-        .stdin(if rank == 0 {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("rdmc runs")
-}
-
-/// Every JSON line the child prints until it exits (killed after `limit`),
-/// and whether it exited successfully.
-fn events(mut child: Child, limit: Duration) -> (bool, Vec<Value>) {
-    let stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        BufReader::new(stdout)
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(&l.unwrap()).expect("a JSON line"))
-            .collect::<Vec<_>>()
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            let _ = child.wait();
-            panic!("process did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (status.success(), reader.join().unwrap())
-}
-
-fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["event"] == kind).collect()
+/// `rdmc ARGS` as rank `rank` of `members`.
+fn spawn(args: &[&str], members: &std::path::Path, rank: usize) -> Child {
+    bench_members::spawn(env!("CARGO_BIN_EXE_rdmc"), args, members, rank)
 }
 
 #[test]
@@ -195,30 +118,6 @@ fn a_bad_command_fails_the_bench_root_with_an_error_event() {
     assert!(!ok);
 }
 
-#[test]
-fn tcp_copy_moves_and_checks_the_same_payload() {
-    let members = members_file("tcp_copy", 2);
-    let common = ["tcp-copy", "--max-size", "1MiB"];
-    let receiver = spawn(&common, &members, 1);
-    let mut sender = spawn(&common, &members, 0);
-    sender
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"send 1048576 2\nsend 10 1\nclose\n")
-        .unwrap();
-    let (ok, sent_events) = events(sender, Duration::from_secs(60));
-    assert!(ok, "{sent_events:?}");
-    assert_eq!(of_kind(&sent_events, "sent").len(), 2);
-    let (ok, ev) = events(receiver, Duration::from_secs(60));
-    assert!(ok, "{ev:?}");
-    let sizes: Vec<u64> = of_kind(&ev, "delivered")
-        .iter()
-        .filter_map(|d| d["size"].as_u64())
-        .collect();
-    assert_eq!(sizes, [1 << 20, 1 << 20, 10]);
-}
-
 /// Members running a workload of overlapping groups on their own: every
 /// write is acknowledged once by its root, and delivered once, at its size,
 /// by each other member of its group, in the group's order.
@@ -313,31 +212,5 @@ fn a_bad_workload_is_refused_before_anyone_is_contacted() {
     assert!(
         text.ends_with("workload line 2: write to group 3, not defined before"),
         "{text}"
-    );
-}
-
-/// `rdmc bench --algorithms` naming an algorithm none of the run's
-/// experiments runs fails with that error before it needs root or a lab
-/// (`--scripts` points nowhere, so a regression fails instead of starting
-/// one).
-#[test]
-fn bench_refuses_an_algorithm_its_experiments_do_not_run() {
-    let dir = ScratchDir::new("cli_bench_algorithms");
-    let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
-        .args(["bench", "--only", "latency", "--algorithms", "hybrid"])
-        .arg("--scripts")
-        .arg(dir.join("no-scripts"))
-        .arg("--out")
-        .arg(dir.as_os_str())
-        .output()
-        .expect("rdmc runs");
-    assert!(!output.status.success());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains(
-            "error: --algorithms hybrid: no experiment of this run runs it \
-             (only slow-host, racks do)"
-        ),
-        "{stderr}"
     );
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# mpi_netlab.sh: MPI_Bcast (benches/mpi_bcast.c) with one rank per netlab host,
+# mpi_netlab.sh: MPI_Bcast (rdmc-bench/scripts/mpi_bcast.c) with one rank per netlab host,
 # over OpenMPI's TCP transport (no shared memory), for comparison with rdmc.
 #
 # Usage (root):
@@ -10,7 +10,7 @@
 #                     4 split_binary, 5 binary, 6 binomial, 7 knomial,
 #                     8 scatter_allgather, 9 scatter_allgather_ring)
 #   --segsize BYTES   segment size for the forced algorithm (0 = unsegmented)
-#   --cosmos FILE     the Cosmos-like storage trace of `rdmc bench --only cosmos`
+#   --cosmos FILE     the Cosmos-like storage trace of `rdmc-bench --only cosmos`
 #                     (its workload file): MPI_Ibcast per write on a communicator
 #                     per group, acknowledged to the root; SIZE RUNS WARMUP ignored
 #   --overlap M       overlapping senders: every rank the root of its own
@@ -20,7 +20,7 @@
 #   --order "H..."    the lab hosts of ranks 0, 1, ... (space or comma separated,
 #                     default 0 1 .. N-1): mpirun's rank order follows the
 #                     hostfile, so e.g. "0 8 1 9 ..." lists two racks interleaved
-#   --allreduce       time MPI_Allreduce of SIZE bytes of f32 (benches/mpi_allreduce.c)
+#   --allreduce       time MPI_Allreduce of SIZE bytes of f32 (rdmc-bench/scripts/mpi_allreduce.c)
 #                     instead of MPI_Bcast; --algorithm then forces OpenMPI's
 #                     allreduce algorithm K (0 default rules, 1 basic_linear,
 #                     2 nonoverlapping, 3 recursive_doubling, 4 ring,
@@ -32,7 +32,7 @@
 # SIZE accepts K/M/G suffixes (binary): 8M = 8 MiB. Prints mpi_bcast's JSON line
 # on stdout; everything else goes to stderr.
 #
-# The recipe (see benches/README.md): mpirun runs inside host 0's namespace with
+# The recipe (see rdmc-bench/scripts/README.md): mpirun runs inside host 0's namespace with
 # a hostfile of the hosts' addresses; OpenMPI starts its daemon on every other
 # host through an rsh agent that is a small wrapper around 'ip netns exec',
 # chosen by address. Every host gets its own TMPDIR (all hosts share one

@@ -1,5 +1,5 @@
-//! `rdmc allreduce-member` (hidden): one member of the allreduce benchmark
-//! on the emulated lab (`benches/allreduce_netlab.sh`). Every member
+//! `rdmc-bench allreduce-member` (hidden): one member of the allreduce benchmark
+//! on the emulated lab (`scripts/allreduce_netlab.sh`). Every member
 //! reduces `--size` bytes of f32 whose exact sum it knows, `--runs` times
 //! after `--warmup` unmeasured runs, each run started by a 4-byte allreduce
 //! as a barrier; rank 0 prints one JSON line with the slowest member's time
@@ -18,7 +18,7 @@ use serde_json::json;
 use rdmc_cli::cluster::{ClusterSetup, ModeChoice, SecurityChoice, Transport};
 use rdmc_cli::size::parse_size;
 
-/// Arguments of `rdmc allreduce-member`.
+/// Arguments of `rdmc-bench allreduce-member`.
 #[derive(Debug, Args)]
 pub(crate) struct AllreduceMemberArgs {
     /// File listing the members, one `host:port` per line in rank order.
@@ -77,7 +77,7 @@ pub(crate) fn run(args: AllreduceMemberArgs) -> ExitCode {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("rdmc allreduce-member: {e}");
+            eprintln!("rdmc-bench allreduce-member: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -93,7 +93,7 @@ pub(crate) fn run(args: AllreduceMemberArgs) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("rdmc allreduce-member (rank {}): {e}", args.rank);
+            eprintln!("rdmc-bench allreduce-member (rank {}): {e}", args.rank);
             ExitCode::FAILURE
         }
     }

@@ -1,5 +1,5 @@
-//! The machinery under `rdmc bench`: the emulated cluster
-//! (`benches/netlab.sh`), processes started in its namespaces and driven
+//! The machinery under `rdmc-bench`: the emulated cluster
+//! (`scripts/netlab.sh`), processes started in its namespaces and driven
 //! through their stdin and JSON stdout, the machine's CPU idle time, and
 //! clean-up on every exit path, Ctrl-C included.
 
@@ -17,7 +17,7 @@ use serde_json::Value;
 static CHILDREN: Mutex<Vec<u32>> = Mutex::new(Vec::new());
 /// The netlab script, once a lab may exist (for the interrupt handler).
 static NETLAB: OnceLock<PathBuf> = OnceLock::new();
-/// The lab hosts' TCP congestion control (`rdmc bench --congestion-control`).
+/// The lab hosts' TCP congestion control (`rdmc-bench --congestion-control`).
 static CONGESTION_CONTROL: OnceLock<String> = OnceLock::new();
 
 /// Every lab of this run gives its hosts TCP congestion control `name`
@@ -59,7 +59,7 @@ pub(crate) fn install_interrupt_handler(netlab: &Path) {
             }
         });
         if let Some(code) = code {
-            eprintln!("rdmc bench: interrupted; tearing the lab down");
+            eprintln!("rdmc-bench: interrupted; tearing the lab down");
             kill_children();
             if let Some(netlab) = NETLAB.get() {
                 let _ = Command::new("bash").arg(netlab).arg("down").status();
@@ -147,7 +147,7 @@ impl Drop for Lab {
 /// `None` once its stdout closed.
 type Event = (usize, Option<Value>);
 
-/// Processes `rdmc member --bench` (or `rdmc tcp-copy`), one per lab host,
+/// Processes `rdmc member --bench` (or `rdmc-bench tcp-copy`), one per lab host,
 /// rank 0 driven through its stdin.
 pub(crate) struct Cluster {
     children: Vec<Child>,
@@ -308,17 +308,17 @@ impl Sample {
 }
 
 impl Cluster {
-    /// Start `args(rank)` under `ip netns exec rdmc-h<hosts[rank]>` for each rank `r`,
-    /// stderr to `logs/<label>-<rank>.log`, and wait until all are ready.
+    /// Start `program args(rank)` under `ip netns exec rdmc-h<hosts[rank]>`
+    /// for each rank `r`, stderr to `logs/<label>-<rank>.log`, and wait
+    /// until all are ready.
     pub(crate) fn start_on(
         hosts: &[usize],
         label: &str,
         logs: &Path,
-        args: impl Fn(usize) -> Vec<String>,
+        (program, args): (&Path, impl Fn(usize) -> Vec<String>),
         ready_timeout: Duration,
     ) -> Result<Cluster, String> {
         let n = hosts.len();
-        let exe = std::env::current_exe().map_err(|e| format!("finding rdmc itself: {e}"))?;
         let (tx, events) = mpsc::channel();
         let mut cluster = Cluster {
             children: Vec::new(),
@@ -337,7 +337,7 @@ impl Cluster {
                 .map_err(|e| format!("creating a log file: {e}"))?;
             let mut child = Command::new("ip")
                 .args(["netns", "exec", &format!("rdmc-h{}", hosts[rank])])
-                .arg(&exe)
+                .arg(program)
                 .args(args(rank))
                 .stdin(if rank == 0 {
                     Stdio::piped()

@@ -2,8 +2,8 @@
 //! its recursive halving and doubling)
 //! against every one of Open MPI's MPI_Allreduce algorithms, forced in
 //! turn, and its default rules, in the same lab, at each group size. Each
-//! group size runs `benches/allreduce_netlab.sh` (which brings up a lab of
-//! its own, runs one `rdmc allreduce-member` per host, then
+//! group size runs `scripts/allreduce_netlab.sh` (which brings up a lab of
+//! its own, runs one `rdmc-bench allreduce-member` per host, then
 //! `mpi_allreduce` through `mpi_netlab.sh`) and takes its JSON lines.
 
 use std::path::Path;
@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::Run;
-use crate::bench::lab::{lab_script, median};
+use crate::lab::{lab_script, median};
 
 /// Group sizes measured unless `--nodes` says otherwise.
 pub(super) const NODES: [usize; 2] = [8, 16];
@@ -84,7 +84,7 @@ impl Run<'_> {
     /// ring and halving, then MPI's algorithms, each group size on a lab of its own.
     pub(super) fn allreduce(&mut self) -> Result<(), String> {
         let script = self.args.scripts.join("allreduce_netlab.sh");
-        let exe = std::env::current_exe().map_err(|e| format!("finding rdmc's binary: {e}"))?;
+        let exe = std::env::current_exe().map_err(|e| format!("finding rdmc-bench itself: {e}"))?;
         let runs = self.args.runs.unwrap_or(5).max(1);
         let warmup = self.args.warmup.unwrap_or(1);
         let nodes: Vec<usize> = if self.args.nodes.is_empty() {
@@ -98,7 +98,7 @@ impl Run<'_> {
             let log = self.logs.join(format!("allreduce-n{n}.log"));
             let stderr = std::fs::File::create(&log)
                 .map_err(|e| format!("creating {}: {e}", log.display()))?;
-            eprintln!("rdmc bench: allreduce, {n} members, {SIZE} bytes of f32");
+            eprintln!("rdmc-bench: allreduce, {n} members, {SIZE} bytes of f32");
             let status = lab_script(&script)
                 .args([
                     n.to_string(),
@@ -112,7 +112,8 @@ impl Run<'_> {
                 // members do (`--completion`; MPI's ranks poll, yielding).
                 .args(["--completion", self.args.completion.as_str()])
                 .args(["--wire-security", self.args.wire_security.as_str()])
-                .env("RDMC", &exe)
+                .env("RDMC_BENCH", &exe)
+                .env("RDMC", &self.rdmc)
                 .stdout(std::process::Stdio::null())
                 .stderr(stderr)
                 .status()
