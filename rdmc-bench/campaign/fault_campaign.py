@@ -69,7 +69,6 @@ or setup error.
 """
 
 import argparse
-import ctypes
 import fcntl
 import hashlib
 import json
@@ -78,11 +77,9 @@ import random
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 KINDS = ["none", "kill", "stop", "link", "partition", "disk", "flip"]
@@ -265,102 +262,6 @@ class Lab:
             sh("ip", "link", "del", link, check=False)
 
 
-# ---------------------------------------------------------------------- relay
-
-CLONE_NEWNET = 0x40000000
-_libc = None
-
-
-def setns(name):
-    """Move the calling thread into network namespace `name`."""
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-    fd = os.open(f"/var/run/netns/{name}", os.O_RDONLY)
-    try:
-        if _libc.setns(fd, CLONE_NEWNET) != 0:
-            raise OSError(ctypes.get_errno(), f"setns {name}")
-    finally:
-        os.close(fd)
-
-
-def relay_main(argv):
-    """`_relay OUTER INNER ME_ADDR PEERS FLIP_AFTER MASK`: forward every
-    connection of the member living in INNER (whose every peer address is
-    local there) through OUTER, the member's host on the bridge, and flip one
-    byte of the traffic towards the member: the byte at offset FLIP_AFTER of
-    all of it, xor MASK."""
-    outer, inner, me, peers, flip_after, mask = argv
-    flip_after, mask = int(flip_after), int(mask)
-    peers = [p for p in peers.split(",") if p]
-    state = {"seen": 0, "flipped": False}
-    lock = threading.Lock()
-
-    def listener(ns, addr):
-        setns(ns)
-        host, port = addr.rsplit(":", 1)
-        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((host, int(port)))
-        s.listen(64)
-        return s
-
-    def pump(src, dst, towards_member):
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                if towards_member:
-                    with lock:
-                        start = state["seen"]
-                        state["seen"] += len(data)
-                        if not state["flipped"] and start <= flip_after < state["seen"]:
-                            buf = bytearray(data)
-                            buf[flip_after - start] ^= mask
-                            data = bytes(buf)
-                            state["flipped"] = True
-                            print(f"flipped {flip_after} {time.monotonic()}", flush=True)
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def serve(lsock, connect_ns, target, inbound):
-        # inbound: a peer connects to the member (client -> server is towards it)
-        while True:
-            try:
-                client, _ = lsock.accept()
-            except OSError:
-                return
-            setns(connect_ns)
-            up = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            host, port = target.rsplit(":", 1)
-            try:
-                up.connect((host, int(port)))
-            except OSError:
-                client.close()
-                up.close()
-                continue
-            for s in (client, up):
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=pump, args=(client, up, inbound), daemon=True).start()
-            threading.Thread(target=pump, args=(up, client, not inbound), daemon=True).start()
-
-    jobs = [(listener(outer, me), inner, me, True)]
-    jobs += [(listener(inner, p), outer, p, False) for p in peers]
-    for lsock, ns, target, inbound in jobs:
-        threading.Thread(target=serve, args=(lsock, ns, target, inbound), daemon=True).start()
-    print("ready", flush=True)
-    while True:
-        time.sleep(3600)
-
-
 # ------------------------------------------------------------------------ runs
 
 
@@ -437,9 +338,10 @@ def last_error(path):
     return lines[-1] if lines else ""
 
 
-def execute(lab, plan, rdmc, workdir, transport="tcp"):
+def prepare_run(plan, workdir):
+    """The run's directory: its input files (seeded), members file, key and
+    receivers' output directories."""
     kind, n, seed = plan["kind"], plan["members"], plan["seed"]
-    victims = plan["victims"]
     rng = random.Random(f"data:{seed}")
     run_dir = tempfile.mkdtemp(prefix=f"run-{kind}-{seed}-", dir=workdir)
     inputs = []
@@ -458,32 +360,36 @@ def execute(lab, plan, rdmc, workdir, transport="tcp"):
     outs = [os.path.join(run_dir, f"out{r}") for r in range(n)]
     for o in outs[1:]:
         os.makedirs(o, exist_ok=True)
+    return run_dir, inputs, members_file, key_file, outs
 
-    lab.reset(plan["rate_mbit"])
-    flip_rank = victims[0] if kind == "flip" else None
-    relay = None
-    if kind == "disk":
-        lab.mount_tmpfs(outs[victims[0]], plan["tmpfs_bytes"])
-    if kind == "flip":
-        sh("ip", "netns", "add", PRIVATE_NS)
-        sh("ip", "-n", PRIVATE_NS, "link", "set", "lo", "up")
-        for r in range(n):
-            sh("ip", "-n", PRIVATE_NS, "addr", "add", f"{host_addr(r)}/32", "dev", "lo")
-        me = f"{host_addr(flip_rank)}:{plan['port']}"
-        peers = ",".join(f"{host_addr(r)}:{plan['port']}" for r in range(n) if r != flip_rank)
-        relay = lab.spawn([sys.executable, os.path.abspath(__file__), "_relay",
-                           f"{NS_PREFIX}{flip_rank}", PRIVATE_NS, me, peers,
-                           str(plan["flip_after"]), str(plan["flip_mask"])],
-                          stdout=subprocess.PIPE, stderr=open(os.path.join(run_dir, "relay.err"), "w"),
-                          text=True)
-        line = relay.stdout.readline()
-        if line.strip() != "ready":
-            raise RuntimeError(f"relay did not start (see {run_dir}/relay.err)")
 
-    load = current_load()
-    connect_timeout = connect_timeout_for(load, os.cpu_count() or 1)
+def start_relay(lab, plan, run_dir, flip_rank):
+    """A flip run's relay: member flip_rank alone in a private namespace,
+    its traffic relayed with one bit flipped; once it is ready."""
+    n = plan["members"]
+    sh("ip", "netns", "add", PRIVATE_NS)
+    sh("ip", "-n", PRIVATE_NS, "link", "set", "lo", "up")
+    for r in range(n):
+        sh("ip", "-n", PRIVATE_NS, "addr", "add", f"{host_addr(r)}/32", "dev", "lo")
+    me = f"{host_addr(flip_rank)}:{plan['port']}"
+    peers = ",".join(f"{host_addr(r)}:{plan['port']}" for r in range(n) if r != flip_rank)
+    relay_py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flip_relay.py")
+    relay = lab.spawn([sys.executable, relay_py, f"{NS_PREFIX}{flip_rank}", PRIVATE_NS, me, peers,
+                       str(plan["flip_after"]), str(plan["flip_mask"])],
+                      stdout=subprocess.PIPE, stderr=open(os.path.join(run_dir, "relay.err"), "w"),
+                      text=True)
+    line = relay.stdout.readline()
+    if line.strip() != "ready":
+        raise RuntimeError(f"relay did not start (see {run_dir}/relay.err)")
+    return relay
+
+
+def start_members(lab, plan, rdmc, files, connect_timeout, flip_rank, transport):
+    """Every member, rank 0 sending the inputs: the processes and the paths
+    of their stdouts and stderrs."""
+    n = plan["members"]
+    run_dir, inputs, members_file, key_file, outs = files
     procs, stdouts, stderrs = [], [], []
-    t0 = time.monotonic()
     for r in range(n):
         ns = PRIVATE_NS if r == flip_rank else f"{NS_PREFIX}{r}"
         cmd = ["ip", "netns", "exec", ns, rdmc, "member", "--members", members_file,
@@ -500,7 +406,14 @@ def execute(lab, plan, rdmc, workdir, transport="tcp"):
         procs.append(lab.spawn(cmd, stdout=open(so, "w"), stderr=open(se, "w"),
                                env=dict(os.environ, RUST_LOG="off,rdmc::transport::mesh=info",
                                         NO_COLOR="1")))
+    return procs, stdouts, stderrs
 
+
+def watch(plan, procs, stdouts, t0):
+    """Until every member exits (or the run's wall limit): each one's exit
+    time, the fault injected at its moment. Returns exit_at, fault_time,
+    the members running at the fault and whether any had reported progress."""
+    kind, n, victims = plan["kind"], plan["members"], plan["victims"]
     exit_at = [None] * n
     # disk and flip faults happen when the data gets there: their moment is
     # known only afterwards (the full receiver's exit, the relay's report)
@@ -533,28 +446,13 @@ def execute(lab, plan, rdmc, workdir, transport="tcp"):
         if now > RUN_WALL + RUN_WALL_PER_MIB * sum(plan["sizes"]) / 2**20:
             break
         time.sleep(0.01)
-    wall = time.monotonic() - t0
-    hung = [r for r in range(n) if exit_at[r] is None]
-    lab.kill_all()
-    flipped = False
-    if relay is not None:
-        # the relay was killed with the others: read what it printed
-        report = relay.stdout.read().split()
-        if report[:1] == ["flipped"]:
-            flipped = True
-            fault_time = float(report[2]) - t0
-        sh("ip", "netns", "del", PRIVATE_NS, check=False)
-    if kind == "disk" and exit_at[victims[0]] is not None and procs[victims[0]].returncode != 0:
-        fault_time = exit_at[victims[0]]
-    if kind in ("disk", "flip") and fault_time is not None:
-        # members ending in the same polling tick as the fault still count
-        running_at_fault = {r for r in range(n)
-                            if exit_at[r] is None or exit_at[r] >= fault_time - 0.015}
-        progressed_at_fault = True
+    return exit_at, fault_time, running_at_fault, progressed_at_fault
 
-    codes = [p.returncode for p in procs]
-    errors = [last_error(se) for se in stderrs]
-    # who holds every message byte-identically
+
+def holdings(plan, inputs, outs, running_at_fault):
+    """Who holds every message byte-identically (complete, by rank), and
+    the members that left a temporary file behind (partial)."""
+    kind, n, victims = plan["kind"], plan["members"], plan["victims"]
     expected = []
     for path in inputs:
         with open(path, "rb") as f:
@@ -581,8 +479,16 @@ def execute(lab, plan, rdmc, workdir, transport="tcp"):
         killed = kind == "kill" and r in victims and r in running_at_fault
         if not killed and any(x.endswith(".part") for x in names):
             partial.append(r)
-    lab.unmount_all()
+    return complete, partial
 
+
+def judge(plan, outcome, connect_timeout):
+    """The run's violations, and whether the fault was effective (it hit
+    running members, and a flip run's bit was flipped)."""
+    kind, n = plan["kind"], plan["members"]
+    hung, codes, complete = outcome["hung"], outcome["codes"], outcome["complete"]
+    running_at_fault, flipped = outcome["running_at_fault"], outcome["flipped"]
+    exit_at, fault_time = outcome["exit_at"], outcome["fault_time"]
     violations = []
     if hung:
         violations.append({"class": "hang", "members": hung})
@@ -595,12 +501,12 @@ def execute(lab, plan, rdmc, workdir, transport="tcp"):
                            "failed": [r for r in range(n) if codes[r] != 0]})
     if kind == "flip" and flipped and len(succeeded) == n:
         violations.append({"class": "flip_undetected"})
-    if partial:
-        violations.append({"class": "partial_file", "members": partial})
+    if outcome["partial"]:
+        violations.append({"class": "partial_file", "members": outcome["partial"]})
     effective = kind != "none" and bool(running_at_fault) and (kind != "flip" or flipped)
     if effective:
         bound = FAILURE_TIMEOUT + 1.0
-        if not progressed_at_fault:
+        if not outcome["progressed_at_fault"]:
             bound += connect_timeout
         late, unnamed = [], []
         for r in sorted(running_at_fault):
@@ -612,12 +518,65 @@ def execute(lab, plan, rdmc, workdir, transport="tcp"):
             timed = kind != "flip" or codes[r] != 0
             if timed and exit_at[r] - fault_time > bound:
                 late.append({"member": r, "after": round(exit_at[r] - fault_time, 3)})
-            if codes[r] != 0 and not (culprits_named(errors[r]) & blame):
+            if codes[r] != 0 and not (culprits_named(outcome["errors"][r]) & blame):
                 unnamed.append(r)
         if late:
             violations.append({"class": "slow", "members": late, "bound": bound})
         if unnamed:
             violations.append({"class": "unnamed", "members": unnamed})
+    return violations, effective
+
+
+def execute(lab, plan, rdmc, workdir, transport="tcp"):
+    kind, n, seed = plan["kind"], plan["members"], plan["seed"]
+    victims = plan["victims"]
+    files = prepare_run(plan, workdir)
+    run_dir, inputs, _, _, outs = files
+
+    lab.reset(plan["rate_mbit"])
+    flip_rank = victims[0] if kind == "flip" else None
+    relay = None
+    if kind == "disk":
+        lab.mount_tmpfs(outs[victims[0]], plan["tmpfs_bytes"])
+    if kind == "flip":
+        relay = start_relay(lab, plan, run_dir, flip_rank)
+
+    load = current_load()
+    connect_timeout = connect_timeout_for(load, os.cpu_count() or 1)
+    t0 = time.monotonic()
+    procs, stdouts, stderrs = start_members(lab, plan, rdmc, files, connect_timeout,
+                                            flip_rank, transport)
+    exit_at, fault_time, running_at_fault, progressed_at_fault = watch(plan, procs, stdouts, t0)
+    wall = time.monotonic() - t0
+    hung = [r for r in range(n) if exit_at[r] is None]
+    lab.kill_all()
+    flipped = False
+    if relay is not None:
+        # the relay was killed with the others: read what it printed
+        report = relay.stdout.read().split()
+        if report[:1] == ["flipped"]:
+            flipped = True
+            fault_time = float(report[2]) - t0
+        sh("ip", "netns", "del", PRIVATE_NS, check=False)
+    if kind == "disk" and exit_at[victims[0]] is not None and procs[victims[0]].returncode != 0:
+        fault_time = exit_at[victims[0]]
+    if kind in ("disk", "flip") and fault_time is not None:
+        # members ending in the same polling tick as the fault still count
+        running_at_fault = {r for r in range(n)
+                            if exit_at[r] is None or exit_at[r] >= fault_time - 0.015}
+        progressed_at_fault = True
+
+    codes = [p.returncode for p in procs]
+    errors = [last_error(se) for se in stderrs]
+    complete, partial = holdings(plan, inputs, outs, running_at_fault)
+    lab.unmount_all()
+
+    violations, effective = judge(plan, {
+        "hung": hung, "codes": codes, "complete": complete, "partial": partial,
+        "running_at_fault": running_at_fault, "flipped": flipped, "exit_at": exit_at,
+        "fault_time": fault_time, "progressed_at_fault": progressed_at_fault,
+        "errors": errors,
+    }, connect_timeout)
     return {
         "kind": kind, "seed": seed, "replay": f"{kind}:{seed}", "transport": transport,
         "members": n, "algorithm": plan["algorithm"], "block_size": plan["block_size"],
@@ -670,9 +629,6 @@ def inject(plan, procs):
 
 
 def main():
-    if len(sys.argv) > 1 and sys.argv[1] == "_relay":
-        relay_main(sys.argv[2:])
-        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n", 1)[1])

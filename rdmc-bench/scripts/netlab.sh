@@ -472,6 +472,48 @@ elif cmd == "probe":
         sys.exit(1)
 '
 
+# One transfer of BYTES from lab host SRC to host DST (the selftests'
+# measure): sets the caller's `got` (bytes received) and `secs` (seconds).
+transfer() {
+    local src=$1 dst=$2 bytes=$3 out spid
+    out=$(mktemp)
+    ip netns exec "$(ns_name "$dst")" "$PY" -c "$PYTOOL" serve 5201 >"$out" &
+    spid=$!
+    sleep 0.5
+    ip netns exec "$(ns_name "$src")" "$PY" -c "$PYTOOL" send "$(host_addr "$dst")" 5201 "$bytes"
+    wait "$spid"
+    read -r got secs <"$out"
+    rm -f "$out"
+}
+
+# RATIO (a Python expression: a measured rate over its cap) and what was
+# measured: "  TEXT (within 20%): ok", or "... (NOT within 20%): FAIL" and
+# the caller's `fail` set.
+check_within_20_percent() {
+    if "$PY" -c "import sys; sys.exit(0 if 0.8 <= $1 <= 1.2 else 1)"; then
+        echo "  $2 (within 20%): ok"
+    else
+        echo "  $2 (NOT within 20%): FAIL"
+        fail=1
+    fi
+}
+
+# Two transfers of BYTES at once, SRC1 -> DST1 and SRC2 -> DST2: sets the
+# caller's `g1 s1` and `g2 s2` (bytes received and seconds of each).
+two_transfers() {
+    local src1=$1 dst1=$2 src2=$3 dst2=$4 bytes=$5 o1 o2 p1 p2 q1
+    o1=$(mktemp); o2=$(mktemp)
+    ip netns exec "$(ns_name "$dst1")" "$PY" -c "$PYTOOL" serve 5203 >"$o1" & p1=$!
+    ip netns exec "$(ns_name "$dst2")" "$PY" -c "$PYTOOL" serve 5204 >"$o2" & p2=$!
+    sleep 0.5
+    ip netns exec "$(ns_name "$src1")" "$PY" -c "$PYTOOL" send "$(host_addr "$dst1")" 5203 "$bytes" &
+    q1=$!
+    ip netns exec "$(ns_name "$src2")" "$PY" -c "$PYTOOL" send "$(host_addr "$dst2")" 5204 "$bytes"
+    wait "$q1" "$p1" "$p2"
+    read -r g1 s1 <"$o1"; read -r g2 s2 <"$o2"
+    rm -f "$o1" "$o2"
+}
+
 cmd_selftest() {
     require_root
     require_tools
@@ -528,46 +570,24 @@ cmd_selftest() {
     rm -f "$lout"
 
     echo "selftest: throughput h0 -> h1 and h1 -> h0, cap $rate"
-    local bytes=$((rate_bps / 8 * 3)) dir src dst out got secs mbit
+    local bytes=$((rate_bps / 8 * 3)) dir src dst got secs mbit
     for dir in "0 1" "1 0"; do
         read -r src dst <<<"$dir"
-        out=$(mktemp)
-        ip netns exec "$(ns_name "$dst")" "$PY" -c "$PYTOOL" serve 5201 >"$out" &
-        local spid=$!
-        sleep 0.5
-        ip netns exec "$(ns_name "$src")" "$PY" -c "$PYTOOL" send "$(host_addr "$dst")" 5201 "$bytes"
-        wait "$spid"
-        read -r got secs <"$out"
-        rm -f "$out"
+        transfer "$src" "$dst" "$bytes"
         mbit=$("$PY" -c "print(f'{$got*8/$secs/1e6:.1f}')")
-        if "$PY" -c "import sys; sys.exit(0 if 0.8 <= $got*8/$secs/$rate_bps <= 1.2 else 1)"; then
-            echo "  h$src -> h$dst: $got bytes in ${secs}s = $mbit Mbit/s (within 20% of cap): ok"
-        else
-            echo "  h$src -> h$dst: $got bytes in ${secs}s = $mbit Mbit/s (NOT within 20% of cap): FAIL"; fail=1
-        fi
+        check_within_20_percent "$got*8/$secs/$rate_bps" \
+            "h$src -> h$dst: $got bytes in ${secs}s = $mbit Mbit/s, against its cap"
     done
 
     # Inbound cap (the bridge-side tbf): h0 and h2 send to h1 at once; each
     # sender's own link allows the full rate, so only h1's inbound cap limits
     # the sum to the rate.
     echo "selftest: inbound cap, h0 + h2 -> h1 at once"
-    local o1 o2 p1 p2 g1 s1 g2 s2
-    o1=$(mktemp); o2=$(mktemp)
-    ip netns exec "$(ns_name 1)" "$PY" -c "$PYTOOL" serve 5203 >"$o1" & p1=$!
-    ip netns exec "$(ns_name 1)" "$PY" -c "$PYTOOL" serve 5204 >"$o2" & p2=$!
-    sleep 0.5
-    ip netns exec "$(ns_name 0)" "$PY" -c "$PYTOOL" send "$(host_addr 1)" 5203 "$bytes" &
-    local q1=$!
-    ip netns exec "$(ns_name 2)" "$PY" -c "$PYTOOL" send "$(host_addr 1)" 5204 "$bytes"
-    wait "$q1" "$p1" "$p2"
-    read -r g1 s1 <"$o1"; read -r g2 s2 <"$o2"
-    rm -f "$o1" "$o2"
+    local g1 s1 g2 s2
+    two_transfers 0 1 2 1 "$bytes"
     mbit=$("$PY" -c "print(f'{($g1+$g2)*8/max($s1,$s2)/1e6:.1f}')")
-    if "$PY" -c "import sys; sys.exit(0 if 0.8 <= ($g1+$g2)*8/max($s1,$s2)/$rate_bps <= 1.2 else 1)"; then
-        echo "  2 x $bytes bytes into h1 in $(printf %.2f "$(echo "$s1 $s2" | tr ' ' '\n' | sort -g | tail -1)")s = $mbit Mbit/s total (within 20% of cap): ok"
-    else
-        echo "  into h1: $mbit Mbit/s total (NOT within 20% of cap): FAIL"; fail=1
-    fi
+    check_within_20_percent "($g1+$g2)*8/max($s1,$s2)/$rate_bps" \
+        "2 x $bytes bytes into h1 in $(printf %.2f "$(echo "$s1 $s2" | tr ' ' '\n' | sort -g | tail -1)")s = $mbit Mbit/s total, against its cap"
 
     echo "selftest: delay support"
     if netem_supported; then echo "  netem available: --delay works"; else echo "  delay not supported on this kernel (no netem): --delay refused, as documented"; fi
@@ -605,44 +625,20 @@ cmd_selftest_racks() {
     done
     [ $fail -ne 0 ] || echo "selftest racks: every host reaches every other: ok"
     # One transfer at a time: h0 -> h1 (inside rack 0), h0 -> h2 (across).
-    local src dst cap bytes out got secs ratio
+    local src dst cap bytes got secs ratio
     for pair in "0 1 $rate_bps" "0 2 $uplink_bps" "3 1 $uplink_bps"; do
         read -r src dst cap <<<"$pair"
         bytes=$((cap / 8 * 3))
-        out=$(mktemp)
-        ip netns exec "$(ns_name "$dst")" "$PY" -c "$PYTOOL" serve 5201 >"$out" &
-        local spid=$!
-        sleep 0.5
-        ip netns exec "$(ns_name "$src")" "$PY" -c "$PYTOOL" send "$(host_addr "$dst")" 5201 "$bytes"
-        wait "$spid"
-        read -r got secs <"$out"
-        rm -f "$out"
+        transfer "$src" "$dst" "$bytes"
         ratio=$("$PY" -c "print(f'{$got*8/$secs/$cap:.2f}')")
-        if "$PY" -c "import sys; sys.exit(0 if 0.8 <= $ratio <= 1.2 else 1)"; then
-            echo "  h$src -> h$dst: $ratio x its cap of $cap bit/s: ok"
-        else
-            echo "  h$src -> h$dst: $ratio x its cap of $cap bit/s (NOT within 20%): FAIL"; fail=1
-        fi
+        check_within_20_percent "$ratio" "h$src -> h$dst: $ratio x its cap of $cap bit/s"
     done
     # h0 -> h2 and h1 -> h3 at once share the one uplink.
-    local o1 o2 p1 p2 g1 s1 g2 s2
+    local g1 s1 g2 s2
     bytes=$((uplink_bps / 8 * 2))
-    o1=$(mktemp); o2=$(mktemp)
-    ip netns exec "$(ns_name 2)" "$PY" -c "$PYTOOL" serve 5203 >"$o1" & p1=$!
-    ip netns exec "$(ns_name 3)" "$PY" -c "$PYTOOL" serve 5204 >"$o2" & p2=$!
-    sleep 0.5
-    ip netns exec "$(ns_name 0)" "$PY" -c "$PYTOOL" send "$(host_addr 2)" 5203 "$bytes" &
-    local q1=$!
-    ip netns exec "$(ns_name 1)" "$PY" -c "$PYTOOL" send "$(host_addr 3)" 5204 "$bytes"
-    wait "$q1" "$p1" "$p2"
-    read -r g1 s1 <"$o1"; read -r g2 s2 <"$o2"
-    rm -f "$o1" "$o2"
+    two_transfers 0 2 1 3 "$bytes"
     ratio=$("$PY" -c "print(f'{($g1+$g2)*8/max($s1,$s2)/$uplink_bps:.2f}')")
-    if "$PY" -c "import sys; sys.exit(0 if 0.8 <= $ratio <= 1.2 else 1)"; then
-        echo "  h0 -> h2 + h1 -> h3 at once: $ratio x the uplink cap in total: ok"
-    else
-        echo "  h0 -> h2 + h1 -> h3 at once: $ratio x the uplink cap in total (NOT within 20%): FAIL"; fail=1
-    fi
+    check_within_20_percent "$ratio" "h0 -> h2 + h1 -> h3 at once: $ratio x the uplink cap in total"
     cmd_down
     ALWAYS_DOWN=0
     if lab_exists; then echo "selftest racks: leftovers after down: FAIL"; fail=1; else echo "selftest racks: nothing with prefix rdmc- remains: ok"; fi

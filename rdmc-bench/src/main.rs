@@ -26,6 +26,7 @@ mod allreduce_member;
 mod args;
 mod lab;
 mod measure;
+mod mpi;
 mod plan;
 mod tcp_copy;
 mod trace;

@@ -11,14 +11,15 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::args::{BenchArgs, Experiment};
-use crate::lab::{Cluster, CpuTimes, Lab, Sample, median, mpi_bcast, mpi_burst};
+use crate::lab::{Cluster, CpuTimes, Lab, Sample, median};
+use crate::mpi::{mpi_bcast, mpi_burst};
 use crate::plan::{MPI_SMALL, Plan, VALIDATION_NODES, Workload};
 
 /// Measured runs of one small message's latency (medians of these).
 const SMALL_LATENCY_RUNS: usize = 21;
 
 /// The numbers of a JSON array (none if it is not one).
-fn numbers(v: &Value) -> Vec<f64> {
+pub(super) fn numbers(v: &Value) -> Vec<f64> {
     v.as_array()
         .map(|a| a.iter().filter_map(Value::as_f64).collect())
         .unwrap_or_default()
@@ -159,7 +160,7 @@ impl Run<'_> {
                     self.small_mpi_latency(n, size, name, forced)?;
                     continue;
                 }
-                let result = mpi_burst(&script, n, &self.args.rate, size, burst, runs, forced)?;
+                let result = mpi_burst(&script, &self.args.rate, (n, size, runs), burst, forced)?;
                 let all = numbers(&result["all"]);
                 let rates: Vec<f64> = all.iter().map(|s| burst as f64 / s).collect();
                 self.emit(json!({
@@ -186,15 +187,8 @@ impl Run<'_> {
         forced: Option<(u32, u64)>,
     ) -> Result<(), String> {
         let script = self.args.scripts.join("mpi_netlab.sh");
-        let result = mpi_burst(
-            &script,
-            n,
-            &self.args.rate,
-            size,
-            1,
-            SMALL_LATENCY_RUNS,
-            forced,
-        )?;
+        let shape = (n, size, SMALL_LATENCY_RUNS);
+        let result = mpi_burst(&script, &self.args.rate, shape, 1, forced)?;
         let all = numbers(&result["all"]);
         self.emit(json!({
             "experiment": "small_latency", "system": "mpi", "algorithm": name,
@@ -320,11 +314,9 @@ impl Run<'_> {
             for &(name, forced) in &self.plan.mpi.clone() {
                 let before = CpuTimes::now();
                 let script = self.args.scripts.join("mpi_netlab.sh");
-                let result = mpi_bcast(&script, n, &self.args.rate, size, runs, warmup, forced)?;
-                let all: Vec<f64> = result["all"]
-                    .as_array()
-                    .map(|a| a.iter().filter_map(Value::as_f64).collect())
-                    .unwrap_or_default();
+                let shape = (n, size, runs, warmup);
+                let result = mpi_bcast(&script, None, &self.args.rate, shape, forced)?;
+                let all = numbers(&result["all"]);
                 let seconds = median(&all);
                 self.emit(json!({
                     "experiment": "latency", "system": "mpi", "algorithm": name, "nodes": n,

@@ -113,116 +113,10 @@ impl Plan {
     /// error if `--algorithms` names an algorithm none of the run's
     /// experiments runs.
     pub(crate) fn new(args: &BenchArgs) -> Result<Plan, String> {
-        // MPI's forced pipeline, once per segment size asked for.
-        let mpi_pipelines = args
-            .mpi_segments
-            .iter()
-            .map(|&segment| ("pipeline", Some((3, segment))));
         let mut plan = if args.quick {
-            Plan {
-                // One warm-up, as for every size: MPI's ranks and the
-                // unicast receive into memory they touched beforehand, and
-                // so do the members once a first message's buffer is back
-                // in their node's pool.
-                latency: vec![LatencySpec {
-                    size: 64 * MIB,
-                    nodes: vec![2, 4, 8],
-                    runs: 1,
-                    warmup: 1,
-                }],
-                algorithms: FLAT_ALGORITHMS.to_vec(),
-                slow_host_algorithms: SLOW_HOST_ALGORITHMS.to_vec(),
-                racks_algorithms: RACKS_ALGORITHMS.to_vec(),
-                mpi: std::iter::once(("default", None))
-                    .chain(mpi_pipelines)
-                    .collect(),
-                breakdown_size: 64 * MIB,
-                small: (vec![], 0, 0),
-                small_sizes: SMALL_SIZES.to_vec(),
-                block_sizes: vec![],
-                block_messages: vec![],
-                cpu: vec![],
-                cosmos: CosmosSpec {
-                    hosts: 16,
-                    writes: 64,
-                    window: 2,
-                    sizes: ObjectSizes::COSMOS.scaled_down(16),
-                    seed: COSMOS_SEED,
-                    algorithms: vec!["binomial-pipeline"],
-                },
-                overlap: OverlapSpec {
-                    nodes: vec![4, 8],
-                    size: MIB,
-                    messages: 2,
-                    runs: 1,
-                },
-                // The storage workloads only with `--only`.
-                experiments: vec![Experiment::Latency],
-            }
+            Plan::quick(&args.mpi_segments)
         } else {
-            Plan {
-                latency: vec![
-                    LatencySpec {
-                        size: 8 * MIB,
-                        nodes: vec![2, 3, 4, 6, 8, 12, 16],
-                        runs: 5,
-                        warmup: 1,
-                    },
-                    // A warm-up here too: without it every receiver maps
-                    // and zeroes 256 MiB of fresh memory inside the timed
-                    // window (MPI's ranks touch their buffer before timing),
-                    // which at 16 hosts on 2 cores costs more CPU than the
-                    // transfer itself.
-                    LatencySpec {
-                        size: 256 * MIB,
-                        nodes: vec![2, 4, 8, 16],
-                        runs: 1,
-                        warmup: 1,
-                    },
-                ],
-                algorithms: FLAT_ALGORITHMS.to_vec(),
-                slow_host_algorithms: SLOW_HOST_ALGORITHMS.to_vec(),
-                racks_algorithms: RACKS_ALGORITHMS.to_vec(),
-                mpi: std::iter::once(("default", None))
-                    .chain(mpi_pipelines)
-                    .chain([("scatter_allgather_ring", Some((9, 0)))])
-                    .collect(),
-                breakdown_size: 256 * MIB,
-                small: (vec![2, 4, 8, 16], 1000, 5),
-                small_sizes: SMALL_SIZES.to_vec(),
-                block_sizes: (14..=24).map(|p| 1u64 << p).collect(),
-                block_messages: vec![
-                    (16 * KIB, 5, 1),
-                    (128 * KIB, 5, 1),
-                    (MIB, 5, 1),
-                    (8 * MIB, 3, 1),
-                    (32 * MIB, 1, 0),
-                    (128 * MIB, 1, 0),
-                ],
-                cpu: vec![(MIB, 20, 2), (100 * MIB, 2, 0)],
-                cosmos: CosmosSpec {
-                    hosts: 16,
-                    writes: 320,
-                    window: 2,
-                    sizes: ObjectSizes::COSMOS,
-                    seed: COSMOS_SEED,
-                    algorithms: vec!["binomial-pipeline", "tree", "sequential"],
-                },
-                overlap: OverlapSpec {
-                    nodes: vec![4, 8, 16],
-                    size: 8 * MIB,
-                    messages: 4,
-                    runs: 3,
-                },
-                experiments: vec![
-                    Experiment::Latency,
-                    Experiment::SmallMessages,
-                    Experiment::BlockSize,
-                    Experiment::Cpu,
-                    Experiment::Cosmos,
-                    Experiment::Overlap,
-                ],
-            }
+            Plan::full(&args.mpi_segments)
         };
         if !args.only.is_empty() {
             // The quick run has no block-size, small-message or CPU
@@ -243,27 +137,148 @@ impl Plan {
         if !args.algorithms.is_empty() {
             plan.narrow_algorithms(&args.algorithms)?;
         }
-        for l in &mut plan.latency {
+        plan.narrow(args);
+        Ok(plan)
+    }
+
+    /// MPI_Bcast's variants: its default, then its forced pipeline once per
+    /// segment size asked for (`--mpi-segments`).
+    fn mpi_variants(segments: &[u64]) -> Vec<(&'static str, Option<(u32, u64)>)> {
+        let pipelines = segments
+            .iter()
+            .map(|&segment| ("pipeline", Some((3, segment))));
+        std::iter::once(("default", None))
+            .chain(pipelines)
+            .collect()
+    }
+
+    /// The full run.
+    fn full(mpi_segments: &[u64]) -> Plan {
+        let mut mpi = Plan::mpi_variants(mpi_segments);
+        mpi.push(("scatter_allgather_ring", Some((9, 0))));
+        Plan {
+            latency: vec![
+                LatencySpec {
+                    size: 8 * MIB,
+                    nodes: vec![2, 3, 4, 6, 8, 12, 16],
+                    runs: 5,
+                    warmup: 1,
+                },
+                // A warm-up here too: without it every receiver maps and
+                // zeroes 256 MiB of fresh memory inside the timed window
+                // (MPI's ranks touch their buffer before timing), which at
+                // 16 hosts on 2 cores costs more CPU than the transfer
+                // itself.
+                LatencySpec {
+                    size: 256 * MIB,
+                    nodes: vec![2, 4, 8, 16],
+                    runs: 1,
+                    warmup: 1,
+                },
+            ],
+            algorithms: FLAT_ALGORITHMS.to_vec(),
+            slow_host_algorithms: SLOW_HOST_ALGORITHMS.to_vec(),
+            racks_algorithms: RACKS_ALGORITHMS.to_vec(),
+            mpi,
+            breakdown_size: 256 * MIB,
+            small: (vec![2, 4, 8, 16], 1000, 5),
+            small_sizes: SMALL_SIZES.to_vec(),
+            block_sizes: (14..=24).map(|p| 1u64 << p).collect(),
+            block_messages: vec![
+                (16 * KIB, 5, 1),
+                (128 * KIB, 5, 1),
+                (MIB, 5, 1),
+                (8 * MIB, 3, 1),
+                (32 * MIB, 1, 0),
+                (128 * MIB, 1, 0),
+            ],
+            cpu: vec![(MIB, 20, 2), (100 * MIB, 2, 0)],
+            cosmos: CosmosSpec {
+                hosts: 16,
+                writes: 320,
+                window: 2,
+                sizes: ObjectSizes::COSMOS,
+                seed: COSMOS_SEED,
+                algorithms: vec!["binomial-pipeline", "tree", "sequential"],
+            },
+            overlap: OverlapSpec {
+                nodes: vec![4, 8, 16],
+                size: 8 * MIB,
+                messages: 4,
+                runs: 3,
+            },
+            experiments: vec![
+                Experiment::Latency,
+                Experiment::SmallMessages,
+                Experiment::BlockSize,
+                Experiment::Cpu,
+                Experiment::Cosmos,
+                Experiment::Overlap,
+            ],
+        }
+    }
+
+    /// The quick run: the full run's algorithms, made small.
+    fn quick(mpi_segments: &[u64]) -> Plan {
+        let full = Plan::full(mpi_segments);
+        Plan {
+            // One warm-up, as for every size: MPI's ranks and the unicast
+            // receive into memory they touched beforehand, and so do the
+            // members once a first message's buffer is back in their
+            // node's pool.
+            latency: vec![LatencySpec {
+                size: 64 * MIB,
+                nodes: vec![2, 4, 8],
+                runs: 1,
+                warmup: 1,
+            }],
+            mpi: Plan::mpi_variants(mpi_segments),
+            breakdown_size: 64 * MIB,
+            small: (vec![], 0, 0),
+            block_sizes: vec![],
+            block_messages: vec![],
+            cpu: vec![],
+            cosmos: CosmosSpec {
+                writes: 64,
+                sizes: ObjectSizes::COSMOS.scaled_down(16),
+                algorithms: vec!["binomial-pipeline"],
+                ..full.cosmos
+            },
+            overlap: OverlapSpec {
+                nodes: vec![4, 8],
+                size: MIB,
+                messages: 2,
+                runs: 1,
+            },
+            // The storage workloads only with `--only`.
+            experiments: vec![Experiment::Latency],
+            ..full
+        }
+    }
+
+    /// `--runs`, `--warmup`, `--nodes`, `--small-sizes`, `--small-burst`
+    /// and `--no-mpi`.
+    fn narrow(&mut self, args: &BenchArgs) {
+        for l in &mut self.latency {
             l.runs = args.runs.unwrap_or(l.runs).max(1);
             l.warmup = args.warmup.unwrap_or(l.warmup);
         }
         if !args.nodes.is_empty() {
-            for l in &mut plan.latency {
+            for l in &mut self.latency {
                 l.nodes = args.nodes.clone();
             }
-            plan.small.0.retain(|n| args.nodes.contains(n));
-            plan.overlap.nodes.retain(|n| args.nodes.contains(n));
+            self.small.0.retain(|n| args.nodes.contains(n));
+            self.overlap.nodes.retain(|n| args.nodes.contains(n));
         }
         if !args.small_sizes.is_empty() {
-            plan.small_sizes = args.small_sizes.clone();
+            self.small_sizes = args.small_sizes.clone();
         }
         if let Some(burst) = args.small_burst {
-            plan.small.1 = burst;
+            self.small.1 = burst;
         }
         if args.no_mpi {
-            plan.mpi.clear();
+            self.mpi.clear();
         }
-        Ok(plan)
     }
 
     /// `--algorithms`: every experiment's rdmc algorithms narrowed to

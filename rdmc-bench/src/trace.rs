@@ -154,6 +154,20 @@ pub(crate) fn overlap(hosts: usize, messages: usize, size: u64) -> Workload {
     }
 }
 
+/// A workload of `groups` and writes `(group, size)`, each root keeping
+/// `window` in flight (for tests).
+#[cfg(test)]
+pub(crate) fn workload_of(groups: &[&[u32]], writes: &[(usize, u64)], window: usize) -> Workload {
+    Workload {
+        groups: groups.iter().map(|g| g.to_vec()).collect(),
+        writes: writes
+            .iter()
+            .map(|&(group, size)| WriteOp { group, size })
+            .collect(),
+        window,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -246,25 +260,10 @@ mod tests {
 
     #[test]
     fn the_busiest_link_is_found() {
-        let w = Workload {
-            groups: vec![vec![0, 1, 2], vec![1, 0, 2]],
-            writes: vec![
-                WriteOp { group: 0, size: 10 },
-                WriteOp { group: 0, size: 5 },
-                WriteOp { group: 1, size: 7 },
-            ],
-            window: 1,
-        };
+        let w = workload_of(&[&[0, 1, 2], &[1, 0, 2]], &[(0, 10), (0, 5), (1, 7)], 1);
         // Host 2 receives 22; host 0 sends 15 and receives 7.
         assert_eq!(busiest_link_bytes(&w, 3), 22);
-        let w = Workload {
-            groups: vec![vec![0, 1], vec![2, 1]],
-            writes: vec![
-                WriteOp { group: 0, size: 30 },
-                WriteOp { group: 1, size: 1 },
-            ],
-            window: 1,
-        };
+        let w = workload_of(&[&[0, 1], &[2, 1]], &[(0, 30), (1, 1)], 1);
         // Host 0 sends 30, host 1 receives 31.
         assert_eq!(busiest_link_bytes(&w, 3), 31);
         // Overlapping senders: each host receives from the n - 1 others.

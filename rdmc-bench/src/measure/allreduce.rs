@@ -10,7 +10,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::Run;
+use super::{Run, numbers};
 use crate::lab::{lab_script, median};
 
 /// Group sizes measured unless `--nodes` says otherwise.
@@ -53,10 +53,7 @@ pub(super) fn normalize(lines: &str) -> Vec<Value> {
             r["mpi_algorithm"] = json!(number);
             r["algorithm"] = json!(mpi_name(number));
         }
-        let all: Vec<f64> = r["all"]
-            .as_array()
-            .map(|a| a.iter().filter_map(Value::as_f64).collect())
-            .unwrap_or_default();
+        let all = numbers(&r["all"]);
         if !all.is_empty() {
             r["seconds"] = json!(median(&all));
             r["min"] = json!(all.iter().copied().fold(f64::INFINITY, f64::min));

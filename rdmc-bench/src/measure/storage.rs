@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Run, rate_bytes_per_second};
-use crate::lab::{CpuTimes, median, mpi_cosmos, mpi_overlap};
+use super::{Run, numbers, rate_bytes_per_second};
+use crate::lab::{CpuTimes, median};
+use crate::mpi::{mpi_cosmos, mpi_overlap};
 use crate::trace;
 use rdmc_cli::report::percentile;
 use rdmc_cli::workload::Workload;
@@ -208,10 +209,7 @@ impl Run<'_> {
             let file = self.args.out.join(format!("workload-cosmos-n{n}.txt"));
             let result = mpi_cosmos(&script, n, &self.args.rate, &file)?;
             let seconds = result["seconds"].as_f64().unwrap_or(f64::NAN);
-            let latencies: Vec<f64> = result["latencies"]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_f64).collect())
-                .unwrap_or_default();
+            let latencies = numbers(&result["latencies"]);
             if latencies.len() != workload.writes.len() {
                 return Err(format!(
                     "mpi_bcast --cosmos reported {} writes of {}",
@@ -259,11 +257,8 @@ impl Run<'_> {
         if !self.args.no_mpi {
             let before = CpuTimes::now();
             let script = self.args.scripts.join("mpi_netlab.sh");
-            let result = mpi_overlap(&script, n, &self.args.rate, size, messages, runs, 1)?;
-            let all: Vec<f64> = result["all"]
-                .as_array()
-                .map(|a| a.iter().filter_map(Value::as_f64).collect())
-                .unwrap_or_default();
+            let result = mpi_overlap(&script, &self.args.rate, (n, size, runs, 1), messages)?;
+            let all = numbers(&result["all"]);
             let record = json!({
                 "experiment": "overlap", "system": "mpi", "algorithm": "ibcast",
                 "block_size": null,
@@ -360,18 +355,9 @@ fn overlap_record(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rdmc_cli::workload::WriteOp;
 
     fn workload() -> Workload {
-        Workload {
-            groups: vec![vec![0, 1, 2], vec![1, 2, 0]],
-            writes: vec![
-                WriteOp { group: 0, size: 10 },
-                WriteOp { group: 1, size: 20 },
-                WriteOp { group: 0, size: 30 },
-            ],
-            window: 2,
-        }
+        trace::workload_of(&[&[0, 1, 2], &[1, 2, 0]], &[(0, 10), (1, 20), (0, 30)], 2)
     }
 
     fn written(

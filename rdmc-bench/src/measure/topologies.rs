@@ -7,9 +7,10 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::{Run, merge, rate_bytes_per_second};
+use super::{Run, merge, numbers, rate_bytes_per_second};
 use crate::args::Experiment;
-use crate::lab::{CpuTimes, Lab, Sample, median, mpi_bcast_on};
+use crate::lab::{CpuTimes, Lab, Sample, median};
+use crate::mpi::mpi_bcast;
 use crate::plan::TOPOLOGY_SIZE as SIZE;
 
 /// Hosts of both experiments.
@@ -156,16 +157,11 @@ impl Run<'_> {
         let script = self.args.scripts.join("mpi_netlab.sh");
         let before = CpuTimes::now();
         let shape = (hosts.len(), SIZE, runs, warmup);
-        let result = mpi_bcast_on(&script, Some(hosts), &self.args.rate, shape, forced)?;
-        let floats = |v: &Value| -> Vec<f64> {
-            v.as_array()
-                .map(|a| a.iter().filter_map(Value::as_f64).collect())
-                .unwrap_or_default()
-        };
-        let all = floats(&result["all"]);
+        let result = mpi_bcast(&script, Some(hosts), &self.args.rate, shape, forced)?;
+        let all = numbers(&result["all"]);
         let ranks: Vec<Vec<f64>> = result["ranks"]
             .as_array()
-            .map(|a| a.iter().map(floats).collect())
+            .map(|a| a.iter().map(numbers).collect())
             .unwrap_or_default();
         let record = json!({
             "seconds": median(&all), "runs": all.len(), "all": all,
