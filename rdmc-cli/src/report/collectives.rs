@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use super::charts::{BarChart, draw_bar_chart};
 use super::datasets::sorted_distinct;
 use super::format::{ratio, sig, size_label};
-use super::markdown::{push_table, spread_cell};
+use super::markdown::{header, push_table, spread_cell};
 use super::records::Rec;
 
 fn allreduce_records<'r, 'a>(recs: &'r [Rec<'a>]) -> Vec<&'r Rec<'a>> {
@@ -41,16 +41,14 @@ pub(super) fn push_allreduce(out: &mut String, recs: &[Rec<'_>]) -> bool {
          in ms; ratio to the fastest exact MPI algorithm of the same lab.\n",
         size_label(first.size.unwrap_or(0)),
     );
-    let header: Vec<String> = [
+    let header = header(&[
         "members",
         "system",
         "algorithm",
         "ms",
         "× best MPI",
         "exact",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    ]);
     let mut ordered = rows.clone();
     ordered.sort_by_key(|r| (r.nodes, r.system != "rdmc"));
     let table: Vec<Vec<String>> = ordered
@@ -121,7 +119,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::tests::report_dir;
-    use super::super::write_report;
+    use super::super::{file_names, write_report};
 
     #[test]
     fn allreduce_table_and_plot() {
@@ -135,12 +133,7 @@ mod tests {
         ];
         let dir = report_dir("allreduce");
         let files = write_report(&dir, &records, &json!({})).unwrap();
-        let names: Vec<String> = files
-            .plots
-            .iter()
-            .filter_map(|p| p.file_name())
-            .map(|n| n.to_string_lossy().into_owned())
-            .collect();
+        let names = file_names(&files.plots);
         let svg = std::fs::read_to_string(dir.join("allreduce.svg")).unwrap();
         let summary = files.summary_markdown;
         assert!(summary.contains("## Allreduce"), "{summary}");

@@ -5,6 +5,11 @@ pub(super) fn md_cell(text: &str) -> String {
     text.replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
+/// A table's header row of fixed titles.
+pub(super) fn header(titles: &[&str]) -> Vec<String> {
+    titles.iter().map(|t| (*t).to_owned()).collect()
+}
+
 /// A table row (or header): the first cell, then the others.
 pub(super) fn row(first: impl Into<String>, rest: impl IntoIterator<Item = String>) -> Vec<String> {
     std::iter::once(first.into()).chain(rest).collect()

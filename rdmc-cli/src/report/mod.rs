@@ -84,12 +84,7 @@ pub fn write_report(dir: &Path, records: &[Value], machine: &Value) -> Result<Re
     let csv = dir.join("results.csv");
     write_file(&csv, &csv_text(records))?;
 
-    let plot_names: Vec<String> = plots
-        .iter()
-        .filter_map(|p| p.file_name())
-        .map(|n| n.to_string_lossy().into_owned())
-        .collect();
-    let summary_markdown = summary_text(&recs, &latency, machine, &plot_names);
+    let summary_markdown = summary_text(&recs, &latency, machine, &file_names(&plots));
     let summary = dir.join("summary.md");
     write_file(&summary, &summary_markdown)?;
 
@@ -99,6 +94,15 @@ pub fn write_report(dir: &Path, records: &[Value], machine: &Value) -> Result<Re
         summary_markdown,
         plots,
     })
+}
+
+/// The file names of `paths` (the plots, as the summary lists them).
+fn file_names(paths: &[PathBuf]) -> Vec<String> {
+    paths
+        .iter()
+        .filter_map(|p| p.file_name())
+        .map(|n| n.to_string_lossy().into_owned())
+        .collect()
 }
 
 /// Write a whole file.

@@ -12,7 +12,7 @@ use super::charts::{
 };
 use super::datasets::sorted_distinct;
 use super::format::{percent, sig, size_label};
-use super::markdown::push_table;
+use super::markdown::{header, push_table};
 use super::records::{Rec, int, series_order};
 
 /// The percentiles the latency plot draws.
@@ -55,7 +55,6 @@ fn cell(x: Option<f64>, digits: i32) -> String {
 /// The storage tables (nothing when there are no storage records);
 /// whether any was written.
 pub(super) fn push_storage(out: &mut String, recs: &[Rec<'_>]) -> bool {
-    let header = |cells: &[&str]| cells.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>();
     let cosmos = of(recs, "cosmos");
     if !cosmos.is_empty() {
         out.push_str(

@@ -11,7 +11,7 @@ use super::datasets::{
     grouped, messages_per_second, small_latency_records, small_message_records, sorted_distinct,
 };
 use super::format::{percent, ratio, sig, size_label};
-use super::markdown::{cell, push_table, row};
+use super::markdown::{cell, header, push_table, row};
 use super::records::{Rec, Variant, int, text, variant_labels};
 
 /// Machine facts shown first, in this order; any others follow by name.
@@ -217,7 +217,7 @@ fn push_cpu(out: &mut String, recs: &[Rec<'_>]) -> bool {
         return false;
     }
     out.push_str("## CPU use per completion mode\n\n");
-    let header: Vec<String> = [
+    let header = header(&[
         "mode",
         "size",
         "nodes",
@@ -226,10 +226,7 @@ fn push_cpu(out: &mut String, recs: &[Rec<'_>]) -> bool {
         "CPU s / message / member",
         "CPU s / GiB / member",
         "CPU idle",
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
+    ]);
     let rows: Vec<Vec<String>> = chosen
         .iter()
         .map(|r| {

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::csv::{CSV_COLUMNS, csv_value};
 use super::format::{percent, sig, size_label, tick};
 use super::markdown::md_cell;
-use super::{ReportFiles, read_records, write_report};
+use super::{ReportFiles, file_names, read_records, write_report};
 use crate::scratch::ScratchDir;
 
 /// One test's report directory (a [`ScratchDir`]): removed when the test
@@ -115,6 +115,24 @@ fn svg_texts(svg: &str) -> Vec<&str> {
             Some(rest.get(start..end)?.trim())
         })
         .collect()
+}
+
+/// Every plot is an SVG holding each of its expected texts (legends, axis
+/// titles), plot by plot.
+fn assert_plot_texts(plots: &[std::path::PathBuf], expected: &[Vec<&str>]) {
+    assert_eq!(plots.len(), expected.len(), "{plots:?}");
+    for (path, labels) in plots.iter().zip(expected) {
+        let svg = std::fs::read_to_string(path).unwrap();
+        assert!(svg.contains("<svg"), "{}", path.display());
+        let texts = svg_texts(&svg);
+        for label in labels {
+            assert!(
+                texts.iter().any(|t| t.contains(label)),
+                "{} has no text {label:?}: {texts:?}",
+                path.display()
+            );
+        }
+    }
 }
 
 /// The lines of `text` from the one equal to `heading` to the next
@@ -240,11 +258,7 @@ fn report_summary_has_the_machine_and_every_table() {
 fn report_plots_have_their_names_and_legends() {
     let (_dir, _, files) = full_report("full-plots");
     // The plots.
-    let names: Vec<String> = files
-        .plots
-        .iter()
-        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
+    let names = file_names(&files.plots);
     assert_eq!(
         names,
         [
@@ -264,18 +278,7 @@ fn report_plots_have_their_names_and_legends() {
         vec!["interrupt", "polling", "100MiB"],
         vec!["Remote setup", "Waiting"],
     ];
-    for (path, labels) in files.plots.iter().zip(legends) {
-        let svg = std::fs::read_to_string(path).unwrap();
-        assert!(svg.contains("<svg"), "{}", path.display());
-        let texts = svg_texts(&svg);
-        for label in labels {
-            assert!(
-                texts.iter().any(|t| t.contains(label)),
-                "{} has no text {label:?}: {texts:?}",
-                path.display()
-            );
-        }
-    }
+    assert_plot_texts(&files.plots, &legends);
     assert!(
         files
             .summary_markdown
@@ -429,11 +432,7 @@ fn storage_records_get_their_tables_and_plots() {
                "gbps": 1.5, "bound_gbps": 2.0}),
     ];
     let files = write_report(&dir, &records, &Value::Null).unwrap();
-    let names: Vec<String> = files
-        .plots
-        .iter()
-        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
-        .collect();
+    let names = file_names(&files.plots);
     assert_eq!(
         names,
         ["cosmos_latency.svg", "cosmos_goodput.svg", "overlap.svg"]
@@ -448,17 +447,7 @@ fn storage_records_get_their_tables_and_plots() {
             "hosts",
         ],
     ];
-    for (path, labels) in files.plots.iter().zip(legends) {
-        let svg = std::fs::read_to_string(path).unwrap();
-        let texts = svg_texts(&svg);
-        for label in labels {
-            assert!(
-                texts.iter().any(|t| t.contains(label)),
-                "{} has no text {label:?}: {texts:?}",
-                path.display()
-            );
-        }
-    }
+    assert_plot_texts(&files.plots, &legends);
     let cosmos = section(
         &files.summary_markdown,
         "## Storage: the Cosmos-like trace (3-replica writes)",

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::charts::{COLORS, Line, LineChart, Stroke, draw_line_chart};
 use super::datasets::sorted_distinct;
 use super::format::{percent, ratio, sig, size_label};
-use super::markdown::{cell, push_table, spread_cell};
+use super::markdown::{cell, header, push_table, spread_cell};
 use super::records::{Rec, num, text};
 
 /// `median (min–max)` of a `{median, min, max}` object, in seconds.
@@ -39,9 +39,30 @@ pub(super) fn push_topologies(out: &mut String, recs: &[Rec<'_>]) -> bool {
     any
 }
 
+/// The records of `experiment`, and the one its heading describes (the
+/// first that is not the unicast); none without records.
+fn rows_and_first<'r, 'a>(
+    recs: &'r [Rec<'a>],
+    experiment: &str,
+) -> Option<(Vec<&'r Rec<'a>>, &'r Rec<'a>)> {
+    let rows = of(recs, experiment);
+    let first = *rows
+        .iter()
+        .find(|r| r.system != "unicast")
+        .or(rows.first())?;
+    Some((rows, first))
+}
+
+/// A record's last two cells: its runs and the machine's CPU idle.
+fn runs_and_idle(r: &Rec<'_>) -> [String; 2] {
+    [
+        cell(r.num("runs"), |x| format!("{x:.0}")),
+        cell(r.num("cpu_idle"), percent),
+    ]
+}
+
 fn push_slow_host(out: &mut String, recs: &[Rec<'_>]) -> bool {
-    let rows = of(recs, "slow_host");
-    let Some(first) = rows.iter().find(|r| r.system != "unicast").or(rows.first()) else {
+    let Some((rows, first)) = rows_and_first(recs, "slow_host") else {
         return false;
     };
     let _ = writeln!(
@@ -54,7 +75,7 @@ fn push_slow_host(out: &mut String, recs: &[Rec<'_>]) -> bool {
         text(first.raw, "slow_rate").unwrap_or("?"),
         size_label(first.size.unwrap_or(0)),
     );
-    let header: Vec<String> = [
+    let header = header(&[
         "system",
         "algorithm",
         "slow host named",
@@ -64,14 +85,12 @@ fn push_slow_host(out: &mut String, recs: &[Rec<'_>]) -> bool {
         "× unicast",
         "runs",
         "CPU idle",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    ]);
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
             let unicast = r.system == "unicast";
-            vec![
+            let cells = [
                 r.system.to_owned(),
                 r.algorithm.to_owned(),
                 if unicast {
@@ -87,9 +106,8 @@ fn push_slow_host(out: &mut String, recs: &[Rec<'_>]) -> bool {
                 cell(r.num("fast_ratio").or(unicast.then_some(1.0)), ratio),
                 spread_of(&r.raw["slow"]),
                 cell(r.num("slow_ratio"), ratio),
-                cell(r.num("runs"), |x| format!("{x:.0}")),
-                cell(r.num("cpu_idle"), percent),
-            ]
+            ];
+            cells.into_iter().chain(runs_and_idle(r)).collect()
         })
         .collect();
     push_table(out, &header, &table);
@@ -97,8 +115,7 @@ fn push_slow_host(out: &mut String, recs: &[Rec<'_>]) -> bool {
 }
 
 fn push_racks(out: &mut String, recs: &[Rec<'_>]) -> bool {
-    let rows = of(recs, "racks");
-    let Some(first) = rows.iter().find(|r| r.system != "unicast").or(rows.first()) else {
+    let Some((rows, first)) = rows_and_first(recs, "racks") else {
         return false;
     };
     let _ = writeln!(
@@ -111,7 +128,7 @@ fn push_racks(out: &mut String, recs: &[Rec<'_>]) -> bool {
         text(first.raw, "uplink").unwrap_or("?"),
         size_label(first.size.unwrap_or(0)),
     );
-    let header: Vec<String> = [
+    let header = header(&[
         "system",
         "algorithm",
         "seconds",
@@ -119,21 +136,18 @@ fn push_racks(out: &mut String, recs: &[Rec<'_>]) -> bool {
         "× uplink bound",
         "runs",
         "CPU idle",
-    ]
-    .map(str::to_owned)
-    .to_vec();
+    ]);
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
-            vec![
+            let cells = [
                 r.system.to_owned(),
                 r.algorithm.to_owned(),
                 seconds_cell(r),
                 cell(r.num("ratio_to_unicast"), ratio),
                 cell(r.num("ratio_to_bound"), ratio),
-                cell(r.num("runs"), |x| format!("{x:.0}")),
-                cell(r.num("cpu_idle"), percent),
-            ]
+            ];
+            cells.into_iter().chain(runs_and_idle(r)).collect()
         })
         .collect();
     push_table(out, &header, &table);
@@ -186,9 +200,7 @@ fn push_validation(out: &mut String, recs: &[Rec<'_>]) -> bool {
         cell(latency, |x| format!("{x:.0}")),
     );
     let models = models(&sims);
-    let mut header: Vec<String> = ["size", "nodes", "algorithm", "lab (s)", "lab × unicast"]
-        .map(str::to_owned)
-        .to_vec();
+    let mut header = header(&["size", "nodes", "algorithm", "lab (s)", "lab × unicast"]);
     for m in &models {
         header.push(format!("sim {m} (s)"));
         header.push("difference".to_owned());
@@ -307,7 +319,7 @@ mod tests {
     use serde_json::json;
 
     use super::super::tests::{ReportDir, report_dir};
-    use super::super::write_report;
+    use super::super::{file_names, write_report};
 
     /// The summary and plot names of the report of `records`, written
     /// into a fresh directory (kept alive by the returned guard, so that
@@ -315,12 +327,7 @@ mod tests {
     fn report(records: &[serde_json::Value], name: &str) -> (ReportDir, String, Vec<String>) {
         let dir = report_dir(&format!("topologies-{name}"));
         let files = write_report(&dir, records, &json!({})).unwrap();
-        let plots = files
-            .plots
-            .iter()
-            .filter_map(|p| p.file_name())
-            .map(|n| n.to_string_lossy().into_owned())
-            .collect();
+        let plots = file_names(&files.plots);
         (dir, files.summary_markdown, plots)
     }
 
