@@ -4,6 +4,9 @@
 //! member that held every connection until its handshake timed out fails
 //! here with "Too many open files".)
 
+mod child;
+#[allow(dead_code)]
+mod cluster_ports;
 #[path = "../../rdmc/tests/common/scratch.rs"]
 mod scratch;
 

@@ -4,6 +4,9 @@
 //! and `RDMC_OFI_FABRIC_ADDR` say otherwise (`verbs` on Soft-RoCE in
 //! `ci/softroce-vm.sh`).
 
+mod child;
+#[allow(dead_code)]
+mod cluster_ports;
 #[path = "../../rdmc/tests/common/scratch.rs"]
 mod scratch;
 

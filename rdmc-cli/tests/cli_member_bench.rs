@@ -17,6 +17,12 @@ use serde_json::Value;
 
 use bench_members::{events, members_file, of_kind};
 
+/// `rdmc member` running the workload file `workload` on its own.
+fn workload_member(workload: &std::path::Path) -> [&str; 5] {
+    let path = workload.to_str().unwrap();
+    ["member", "--json", "--bench", "--workload", path]
+}
+
 /// `rdmc ARGS` as rank `rank` of `members`.
 fn spawn(args: &[&str], members: &std::path::Path, rank: usize) -> Child {
     bench_members::spawn(env!("CARGO_BIN_EXE_rdmc"), args, members, rank)
@@ -144,13 +150,7 @@ fn workload_members_run_overlapping_groups_on_their_own() {
         text.push_str(&format!("write {g} {size}\n"));
     }
     std::fs::write(&workload, text).unwrap();
-    let common = [
-        "member",
-        "--json",
-        "--bench",
-        "--workload",
-        workload.to_str().unwrap(),
-    ];
+    let common = workload_member(&workload);
     let mut children: Vec<Child> = (0..4).rev().map(|r| spawn(&common, &members, r)).collect();
     children.reverse();
     drop(children[0].stdin.take());
@@ -197,13 +197,7 @@ fn a_bad_workload_is_refused_before_anyone_is_contacted() {
     let members = members_file("bad_workload", 2);
     let workload = members.with_file_name("workload");
     std::fs::write(&workload, "group 0 0 1\nwrite 3 10\n").unwrap();
-    let common = [
-        "member",
-        "--json",
-        "--bench",
-        "--workload",
-        workload.to_str().unwrap(),
-    ];
+    let common = workload_member(&workload);
     let (ok, ev) = events(spawn(&common, &members, 1), Duration::from_secs(60));
     assert!(!ok);
     let error = of_kind(&ev, "error");
