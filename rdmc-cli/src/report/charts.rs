@@ -13,17 +13,22 @@ use super::format::tick;
 
 /// Line colours of the plots (the "Tableau 10" palette); unicast is black.
 pub(super) const COLORS: &[RGBColor] = &[
-    RGBColor(0x1f, 0x77, 0xb4),
-    RGBColor(0xff, 0x7f, 0x0e),
-    RGBColor(0x2c, 0xa0, 0x2c),
-    RGBColor(0xd6, 0x27, 0x28),
-    RGBColor(0x94, 0x67, 0xbd),
-    RGBColor(0x8c, 0x56, 0x4b),
-    RGBColor(0xe3, 0x77, 0xc2),
-    RGBColor(0x7f, 0x7f, 0x7f),
-    RGBColor(0xbc, 0xbd, 0x22),
-    RGBColor(0x17, 0xbe, 0xcf),
+    rgb(0x1f77b4),
+    rgb(0xff7f0e),
+    rgb(0x2ca02c),
+    rgb(0xd62728),
+    rgb(0x9467bd),
+    rgb(0x8c564b),
+    rgb(0xe377c2),
+    rgb(0x7f7f7f),
+    rgb(0xbcbd22),
+    rgb(0x17becf),
 ];
+
+/// The colour `0xRRGGBB`.
+const fn rgb(hex: u32) -> RGBColor {
+    RGBColor((hex >> 16) as u8, (hex >> 8) as u8, hex as u8)
+}
 
 /// Font size of the plots' titles, in plotters' units (the SVG gets about
 /// 80% of this in pixels).

@@ -41,14 +41,7 @@ pub(super) fn push_allreduce(out: &mut String, recs: &[Rec<'_>]) -> bool {
          in ms; ratio to the fastest exact MPI algorithm of the same lab.\n",
         size_label(first.size.unwrap_or(0)),
     );
-    let header = header(&[
-        "members",
-        "system",
-        "algorithm",
-        "ms",
-        "× best MPI",
-        "exact",
-    ]);
+    let header = header("members | system | algorithm | ms | × best MPI | exact");
     let mut ordered = rows.clone();
     ordered.sort_by_key(|r| (r.nodes, r.system != "rdmc"));
     let table: Vec<Vec<String>> = ordered

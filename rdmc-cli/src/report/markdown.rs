@@ -5,9 +5,10 @@ pub(super) fn md_cell(text: &str) -> String {
     text.replace('|', "\\|").replace(['\n', '\r'], " ")
 }
 
-/// A table's header row of fixed titles.
-pub(super) fn header(titles: &[&str]) -> Vec<String> {
-    titles.iter().map(|t| (*t).to_owned()).collect()
+/// A table's header row of fixed titles, written as the row reads:
+/// `"a | b | c"`.
+pub(super) fn header(titles: &str) -> Vec<String> {
+    titles.split(" | ").map(str::to_owned).collect()
 }
 
 /// A table row (or header): the first cell, then the others.

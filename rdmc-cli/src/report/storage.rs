@@ -92,25 +92,11 @@ pub(super) fn push_storage(out: &mut String, recs: &[Rec<'_>]) -> bool {
             .collect();
         push_table(
             out,
-            &header(&[
-                "algorithm",
-                "hosts",
-                "writes",
-                "in flight / root",
-                "mean object (MB)",
-                "seconds",
-                "goodput (Gbit/s)",
-                "bound (Gbit/s)",
-                "of bound",
-                "trace's bound (Gbit/s)",
-                "of trace's bound",
-                "objects/s",
-                "p50 (s)",
-                "p90 (s)",
-                "p99 (s)",
-                "max (s)",
-                "CPU idle",
-            ]),
+            &header(
+                "algorithm | hosts | writes | in flight / root | mean object (MB) | seconds | \
+                 goodput (Gbit/s) | bound (Gbit/s) | of bound | trace's bound (Gbit/s) | \
+                 of trace's bound | objects/s | p50 (s) | p90 (s) | p99 (s) | max (s) | CPU idle",
+            ),
             &rows,
         );
     }
@@ -151,19 +137,11 @@ pub(super) fn push_storage(out: &mut String, recs: &[Rec<'_>]) -> bool {
             .collect();
         push_table(
             out,
-            &header(&[
-                "system",
-                "hosts",
-                "messages per sender",
-                "runs",
-                "seconds (median)",
-                "range",
-                "delivered (Gbit/s)",
-                "papers' measure (Gbit/s)",
-                "bound (Gbit/s)",
-                "of bound",
-                "CPU idle",
-            ]),
+            &header(
+                "system | hosts | messages per sender | runs | seconds (median) | range | \
+                 delivered (Gbit/s) | papers' measure (Gbit/s) | bound (Gbit/s) | of bound | \
+                 CPU idle",
+            ),
             &rows,
         );
     }

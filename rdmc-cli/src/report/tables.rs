@@ -217,16 +217,10 @@ fn push_cpu(out: &mut String, recs: &[Rec<'_>]) -> bool {
         return false;
     }
     out.push_str("## CPU use per completion mode\n\n");
-    let header = header(&[
-        "mode",
-        "size",
-        "nodes",
-        "algorithm",
-        "seconds",
-        "CPU s / message / member",
-        "CPU s / GiB / member",
-        "CPU idle",
-    ]);
+    let header = header(
+        "mode | size | nodes | algorithm | seconds | CPU s / message / member | \
+         CPU s / GiB / member | CPU idle",
+    );
     let rows: Vec<Vec<String>> = chosen
         .iter()
         .map(|r| {

@@ -75,17 +75,10 @@ fn push_slow_host(out: &mut String, recs: &[Rec<'_>]) -> bool {
         text(first.raw, "slow_rate").unwrap_or("?"),
         size_label(first.size.unwrap_or(0)),
     );
-    let header = header(&[
-        "system",
-        "algorithm",
-        "slow host named",
-        "fast receivers' last (s)",
-        "× unicast",
-        "slow receiver (s)",
-        "× unicast",
-        "runs",
-        "CPU idle",
-    ]);
+    let header = header(
+        "system | algorithm | slow host named | fast receivers' last (s) | × unicast | \
+         slow receiver (s) | × unicast | runs | CPU idle",
+    );
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
@@ -128,15 +121,8 @@ fn push_racks(out: &mut String, recs: &[Rec<'_>]) -> bool {
         text(first.raw, "uplink").unwrap_or("?"),
         size_label(first.size.unwrap_or(0)),
     );
-    let header = header(&[
-        "system",
-        "algorithm",
-        "seconds",
-        "× unicast",
-        "× uplink bound",
-        "runs",
-        "CPU idle",
-    ]);
+    let header =
+        header("system | algorithm | seconds | × unicast | × uplink bound | runs | CPU idle");
     let table: Vec<Vec<String>> = rows
         .iter()
         .map(|r| {
@@ -200,7 +186,7 @@ fn push_validation(out: &mut String, recs: &[Rec<'_>]) -> bool {
         cell(latency, |x| format!("{x:.0}")),
     );
     let models = models(&sims);
-    let mut header = header(&["size", "nodes", "algorithm", "lab (s)", "lab × unicast"]);
+    let mut header = header("size | nodes | algorithm | lab (s) | lab × unicast");
     for m in &models {
         header.push(format!("sim {m} (s)"));
         header.push("difference".to_owned());
