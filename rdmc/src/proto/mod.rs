@@ -40,6 +40,6 @@ pub use member::{
     MAX_MESSAGES, MemberConfig, MemberError, READY_WINDOW, Rank, block_count, block_len,
 };
 pub use rendezvous::{
-    ABANDONED_KEPT, CreateFailure, MAX_EARLY, Rendezvous, RendezvousAction, USED_IDS_KEPT,
-    group_digest,
+    ABANDONED_KEPT, CreateFailure, MAX_EARLY, Rendezvous, RendezvousAction, SharedSettings,
+    USED_IDS_KEPT, group_digest,
 };

@@ -14,6 +14,9 @@ use tracing::Instrument;
 
 mod creation;
 
+#[cfg(test)]
+pub(super) use creation::config_digest;
+
 use super::group_state::{
     CreateReply, DeliveredReply, GroupState, OpenBatch, ReadyForBlocks, SendReply, Sending,
     execute, member_error,

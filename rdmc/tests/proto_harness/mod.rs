@@ -46,10 +46,11 @@ use std::time::Duration;
 
 use rdmc::proto::{
     Action, Announce, Control, CreateFailure, Failure, FailureReason, GroupMember, MemberConfig,
-    READY_WINDOW, Rank, Rendezvous, RendezvousAction, block_count, block_len, group_digest,
+    READY_WINDOW, Rank, Rendezvous, RendezvousAction, SharedSettings, block_count, block_len,
+    group_digest,
 };
 use rdmc::schedule::{Algorithm, BlockSize, NodeSchedule, Schedule, Topology};
-use rdmc::{GroupConfig, GroupId, NodeId};
+use rdmc::{GroupId, NodeId};
 
 /// The one group every node of a [`Cluster`] creates.
 pub const GROUP: GroupId = GroupId(1);
@@ -483,21 +484,30 @@ impl Cluster {
         let mut rng = Rng::new(seed);
         let messages = sizes.iter().map(|&s| rng.bytes(s as usize)).collect();
         let members: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
-        let mut config = GroupConfig::new()
-            .with_algorithm(algorithm)
-            .with_block_size(block_size)
-            .with_max_message_size(MAX_MESSAGE_SIZE)
-            .with_slow_members(slow.iter().copied());
+        let mut topology = Topology::flat(n)
+            .and_then(|t| t.with_slow_members(slow.iter().copied()))
+            .expect("valid slow members");
         if !racks.is_empty() {
-            config = config.with_racks(racks.to_vec());
+            topology = topology.with_racks(racks.to_vec()).expect("valid racks");
         }
-        let topology = config.topology(n).expect("a valid topology");
         let topology = (!topology.is_flat()).then_some(topology);
-        let digest = group_digest(GROUP, &members, &config);
+        let shared = SharedSettings {
+            algorithm,
+            block_size: BlockSize::Fixed(block_size),
+            max_message_size: MAX_MESSAGE_SIZE,
+            message_digest: false,
+            racks: (!racks.is_empty()).then_some(racks),
+            slow_members: slow,
+            max_batch: None,
+        };
+        let digest = group_digest(GROUP, &members, &shared);
         let odd_digest = group_digest(
             GROUP,
             &members,
-            &config.clone().with_block_size(block_size + 1),
+            &SharedSettings {
+                block_size: BlockSize::Fixed(block_size + 1),
+                ..shared
+            },
         );
         let nodes = (0..n)
             .map(|rank| Node {
