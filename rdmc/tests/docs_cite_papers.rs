@@ -53,6 +53,7 @@ fn docs_cite_papers_not_private_files() {
     let mut files = Vec::new();
     rust_files(&crate_dir.join("src"), &mut files);
     rust_files(&root.join("rdmc-cli/src"), &mut files);
+    rust_files(&root.join("rdmc-proto/src"), &mut files);
     rust_files(&root.join("rdmc-sim/src"), &mut files);
     assert!(files.len() > 20, "found only {} source files", files.len());
     let mut found: Vec<String> = files.iter().flat_map(|f| citations_in(f, true)).collect();

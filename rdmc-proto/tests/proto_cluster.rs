@@ -7,11 +7,11 @@ mod proto_harness;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use proto_harness::{App, Cluster, Crash, Creation, MISBEHAVING_APPS, Notify, Scenario};
-use rdmc::proto::{
+use rdmc_proto::schedule::{Algorithm, BlockSize};
+use rdmc_proto::{
     ANNOUNCE_BATCH, Action, Announce, Control, FailureReason, GroupMember, MemberConfig,
     MemberError, READY_WINDOW, Rank, block_count, block_len,
 };
-use rdmc::schedule::{Algorithm, BlockSize};
 use std::time::Duration;
 
 /// The algorithms the whole-group properties run over: all of them.
@@ -309,7 +309,7 @@ proptest! {
 fn config(algorithm: Algorithm, group_size: usize, rank: Rank) -> MemberConfig {
     MemberConfig::new(algorithm, group_size, rank, BlockSize::Fixed(4))
         .with_max_message_size(1000)
-        .with_announce(rdmc::proto::Announce::OneSender)
+        .with_announce(rdmc_proto::Announce::OneSender)
 }
 
 fn actions(member: &mut GroupMember) -> Vec<Action> {
@@ -490,7 +490,7 @@ fn assert_violation(actions: &[Action], me: Rank, n: usize, peer: Rank) {
 
 /// The one `Failed` among `actions`.
 #[track_caller]
-fn the_failure(actions: &[Action]) -> &rdmc::proto::Failure {
+fn the_failure(actions: &[Action]) -> &rdmc_proto::Failure {
     let mut failed = actions.iter().filter_map(|a| match a {
         Action::Failed(f) => Some(f),
         _ => None,
@@ -607,7 +607,7 @@ fn any_sender_announces_in_batches_one_sender_block_by_block() {
 /// on the way that every one of the others rides a block to its peer and
 /// that every receive posted is announced by the end.
 fn drive_any_sender(algorithm: Algorithm, n: usize, rank: Rank, blocks: usize) -> usize {
-    use rdmc::schedule::{NodeSchedule, Schedule};
+    use rdmc_proto::schedule::{NodeSchedule, Schedule};
     let schedule = NodeSchedule::new(algorithm, n, rank).unwrap();
     let size = (blocks * 4) as u64;
     let mut m =
@@ -1033,7 +1033,7 @@ fn an_impossible_close_count_is_a_violation() {
     m.handle_control(
         0,
         Control::Close {
-            messages: rdmc::proto::MAX_MESSAGES + 1,
+            messages: rdmc_proto::MAX_MESSAGES + 1,
         },
     );
     assert_violation(&actions(&mut m), 1, 3, 0);
@@ -1246,7 +1246,7 @@ fn a_root_waiting_for_an_application_that_never_closes_names_it() {
 /// not a schedule of the wrong group.
 #[test]
 fn a_topology_of_another_size_is_refused() {
-    use rdmc::schedule::{ScheduleError, Topology};
+    use rdmc_proto::schedule::{ScheduleError, Topology};
     let mut c = config(Algorithm::Hybrid, 4, 1);
     c.topology = Some(
         Topology::flat(5)

@@ -115,8 +115,8 @@ pub fn block_len(size: u64, block_size: usize, block: usize) -> usize {
 /// come, so it cannot be written as a struct literal outside this crate.
 ///
 /// ```
-/// use rdmc::proto::MemberConfig;
-/// use rdmc::schedule::{Algorithm, BlockSize};
+/// use rdmc_proto::MemberConfig;
+/// use rdmc_proto::schedule::{Algorithm, BlockSize};
 ///
 /// let config = MemberConfig::new(Algorithm::BinomialPipeline, 8, 3, BlockSize::Fixed(1 << 20))
 ///     .with_max_message_size(1 << 30)

@@ -44,13 +44,13 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use rdmc::proto::{
+use rdmc_proto::schedule::{Algorithm, BlockSize, NodeSchedule, Schedule, Topology};
+use rdmc_proto::{
     Action, Announce, Control, CreateFailure, Failure, FailureReason, GroupMember, MemberConfig,
     READY_WINDOW, Rank, Rendezvous, RendezvousAction, SharedSettings, block_count, block_len,
     group_digest,
 };
-use rdmc::schedule::{Algorithm, BlockSize, NodeSchedule, Schedule, Topology};
-use rdmc::{GroupId, NodeId};
+use rdmc_proto::{GroupId, NodeId};
 
 /// The one group every node of a [`Cluster`] creates.
 pub const GROUP: GroupId = GroupId(1);
@@ -888,7 +888,6 @@ impl Cluster {
                         self.drain(rank);
                     }
                 }
-                other => self.bug(format_args!("{rank}: unknown rendezvous action {other:?}")),
             }
         }
     }

@@ -1,4 +1,4 @@
-//! The group-creation rendezvous (`rdmc::proto::Rendezvous`) under the
+//! The group-creation rendezvous (`rdmc_proto::Rendezvous`) under the
 //! deterministic whole-group harness (see `support/mod.rs`): members that
 //! create at random times, signals that arrive before the group exists,
 //! mismatches, members that never come or come too late, crashes during the
@@ -9,11 +9,11 @@ mod proto_harness;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use proto_harness::{Cluster, Crash, CreateAt, Creation, LONG_TIMEOUT, Notify, Scenario};
-use rdmc::proto::{
+use rdmc_proto::schedule::Algorithm;
+use rdmc_proto::{
     Control, CreateFailure, FailureReason, MAX_EARLY, Rank, Rendezvous, RendezvousAction,
 };
-use rdmc::schedule::Algorithm;
-use rdmc::{GroupId, NodeId};
+use rdmc_proto::{GroupId, NodeId};
 
 /// A run whose nodes create the group before any event or, where `later`
 /// says so, at a random point of the run.

@@ -8,18 +8,18 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use rdmc::proto::{
+use rdmc_proto::schedule::{Algorithm, BlockSize};
+use rdmc_proto::{
     Action, Control, Failure, FailureReason, GroupMember, MemberConfig, Rank, block_count,
     block_len,
 };
-use rdmc::schedule::{Algorithm, BlockSize};
 
 const BLOCK: usize = 4;
 
 fn config(algorithm: Algorithm, n: usize, rank: Rank) -> MemberConfig {
     MemberConfig::new(algorithm, n, rank, BlockSize::Fixed(BLOCK))
         .with_max_message_size(1 << 20)
-        .with_announce(rdmc::proto::Announce::OneSender)
+        .with_announce(rdmc_proto::Announce::OneSender)
 }
 
 fn actions(m: &mut GroupMember) -> Vec<Action> {

@@ -37,7 +37,7 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use crate::ids::{GroupId, NodeId};
 use crate::schedule::{Algorithm, BlockSize};
 
-use super::member::{Control, Rank};
+use crate::member::{Control, Rank};
 
 /// Most signals kept, over all groups, for groups this node has not created
 /// yet. When the table is full, the signals of the group heard of first are
@@ -61,8 +61,8 @@ pub const USED_IDS_KEPT: usize = 16_384;
 /// once).
 pub const ABANDONED_KEPT: usize = 1024;
 
-/// Why a creation failed in the rendezvous.
-#[non_exhaustive]
+/// Why a creation failed in the rendezvous (exhaustive: a driver answers
+/// its caller for each).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CreateFailure {
     /// `peer` created the group with a different membership or
@@ -78,8 +78,8 @@ pub enum CreateFailure {
     },
 }
 
-/// An instruction from a [`Rendezvous`] to its driver.
-#[non_exhaustive]
+/// An instruction from a [`Rendezvous`] to its driver (exhaustive: a
+/// driver carries out each).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RendezvousAction {
     /// Send a `Join` carrying this node's digest of `group` to `to`.
