@@ -48,14 +48,15 @@ mod ids;
 mod member;
 mod rendezvous;
 pub mod schedule;
+#[cfg(test)]
+mod tests;
 
 pub use ids::{GroupId, NodeId};
 pub use member::{
-    ANNOUNCE_BATCH, Action, Announce, BATCH_FLAG, Control, Failure, FailureReason, GroupMember,
-    MAX_MESSAGES, MemberConfig, MemberError, READY_WINDOW, Rank, block_count, block_len,
+    Action, Announce, BATCH_FLAG, Control, Failure, FailureReason, GroupMember, MAX_MESSAGES,
+    MemberConfig, MemberError, READY_WINDOW, Rank, block_count, block_len,
 };
 pub use rendezvous::{
-    ABANDONED_KEPT, CreateFailure, MAX_EARLY, Rendezvous, RendezvousAction, SharedSettings,
-    USED_IDS_KEPT, group_digest,
+    CreateFailure, Rendezvous, RendezvousAction, SharedSettings, USED_IDS_KEPT, group_digest,
 };
 pub use schedule::{Algorithm, BlockSize};

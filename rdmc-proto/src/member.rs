@@ -12,8 +12,7 @@ mod events;
 mod progress;
 
 pub use config::{
-    ANNOUNCE_BATCH, Announce, BATCH_FLAG, MAX_MESSAGES, MemberConfig, READY_WINDOW, Rank,
-    block_count, block_len,
+    Announce, BATCH_FLAG, MAX_MESSAGES, MemberConfig, READY_WINDOW, Rank, block_count, block_len,
 };
 pub use events::{Action, Control, Failure, FailureReason, MemberError};
 

@@ -44,7 +44,7 @@ use crate::member::{Control, Rank};
 /// dropped to make room: signals for groups that never come here (a peer's
 /// creation this node's application never made) make way for fresh ones
 /// instead of filling the table for good.
-pub const MAX_EARLY: usize = 4096;
+pub(crate) const MAX_EARLY: usize = 4096;
 
 /// How many ended groups' ids a node remembers as used (the most recent
 /// ones). Creating a group with a remembered id is refused
@@ -59,7 +59,7 @@ pub const USED_IDS_KEPT: usize = 16_384;
 /// their late `Join`s (the most recent ones). A late `Join` for an older one
 /// goes unanswered (the joiner's creation times out instead of failing at
 /// once).
-pub const ABANDONED_KEPT: usize = 1024;
+pub(crate) const ABANDONED_KEPT: usize = 1024;
 
 /// Why a creation failed in the rendezvous (exhaustive: a driver answers
 /// its caller for each).
@@ -252,10 +252,17 @@ impl<I: Copy + Ord> Rendezvous<I> {
         self.used.contains(&group)
     }
 
+    /// The most entries the tables keep for groups that are not running:
+    /// the used ids of ended groups ([`USED_IDS_KEPT`]), the failed
+    /// creations it remembers and the signals it holds for groups not
+    /// created yet.
+    #[doc(hidden)]
+    pub const KEPT: usize = USED_IDS_KEPT + ABANDONED_KEPT + MAX_EARLY;
+
     /// How many entries the machine holds over all its tables (for tests
     /// that check a long-lived node's memory stays flat): at most the
-    /// running groups' entries plus [`USED_IDS_KEPT`], [`ABANDONED_KEPT`]
-    /// and [`MAX_EARLY`] (and one per known-down node).
+    /// running groups' entries plus [`KEPT`](Self::KEPT) (and one per
+    /// known-down node).
     #[doc(hidden)]
     pub fn table_len(&self) -> usize {
         self.created.len()

@@ -9,8 +9,7 @@
 //! another.
 
 pub use rdmc_proto::{
-    ABANDONED_KEPT, ANNOUNCE_BATCH, Action, Announce, BATCH_FLAG, Control, CreateFailure, Failure,
-    FailureReason, GroupMember, MAX_EARLY, MAX_MESSAGES, MemberConfig, MemberError, READY_WINDOW,
-    Rank, Rendezvous, RendezvousAction, SharedSettings, USED_IDS_KEPT, block_count, block_len,
-    group_digest,
+    Action, Announce, BATCH_FLAG, Control, CreateFailure, Failure, FailureReason, GroupMember,
+    MAX_MESSAGES, MemberConfig, MemberError, READY_WINDOW, Rank, Rendezvous, RendezvousAction,
+    SharedSettings, USED_IDS_KEPT, block_count, block_len, group_digest,
 };

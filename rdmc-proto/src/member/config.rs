@@ -35,16 +35,6 @@ pub type Rank = usize;
 /// once, and a stream from one sender never waits a round trip per block.
 pub const READY_WINDOW: usize = 8;
 
-/// How many receives a member with [`Announce::AnySender`] announces at
-/// least at once (unless fewer are left in the message): it tops its window
-/// up only once this many of its announced blocks have arrived. Over TCP a
-/// ready-for-block is a frame of its own on the receiver's uplink, the link
-/// that carries its own forwards; announced four at a time, one frame to
-/// each sender says it (the driver sends a peer's ready-for-blocks of one
-/// pass as one signal, and those that ride a block in front of it), and a
-/// stream from one sender still has four blocks announced ahead.
-pub const ANNOUNCE_BATCH: usize = READY_WINDOW / 2;
-
 /// Which of the (up to [`READY_WINDOW`]) receives a member posts ahead it
 /// announces at once: the same rule on every member of a group is not
 /// required (each one only limits what its own senders may send it).
@@ -59,8 +49,9 @@ pub enum Announce {
     /// then holds, and the binomial pipeline stays flat in the group size.
     #[default]
     OneSender,
-    /// The next receives whoever sends them, announced [`ANNOUNCE_BATCH`]
-    /// or more at a time. Right where a send completes
+    /// The next receives whoever sends them, announced half the ready
+    /// window ([`MemberConfig::ready_window`]; four by default) or more at
+    /// a time. Right where a send completes
     /// once the transport has buffered it (TCP's socket buffer): a sender
     /// then has blocks to several receivers on the wire at once anyway,
     /// and a receiver that takes blocks from one sender at a time would
@@ -149,8 +140,13 @@ pub struct MemberConfig {
     /// How many receives this member keeps posted and announced ahead
     /// (1 to [`READY_WINDOW`], the default): its senders hold at most this
     /// many of its ready-for-blocks. With [`Announce::AnySender`] the
-    /// window is topped up half of it at a time (at least one; with the
-    /// default, [`ANNOUNCE_BATCH`]).
+    /// window is topped up half of it at a time (at least one; four with
+    /// the default): over TCP a ready-for-block is a frame of its own on
+    /// the receiver's uplink, the link that carries its own forwards;
+    /// announced several at a time, one frame to each sender says them
+    /// (the driver sends a peer's ready-for-blocks of one pass as one
+    /// signal, and those that ride a block in front of it), and a stream
+    /// from one sender still has half a window announced ahead.
     pub ready_window: usize,
     /// Which receives posted ahead are announced at once.
     pub announce: Announce,
@@ -228,9 +224,10 @@ impl MemberConfig {
     }
 
     /// The receives this member announces at least at once with
-    /// [`Announce::AnySender`]: half its [`ready_window`](Self::ready_window),
-    /// at least one.
-    pub fn announce_batch(&self) -> usize {
+    /// [`Announce::AnySender`] (unless fewer are left in the message): half
+    /// its [`ready_window`](Self::ready_window), at least one; it tops its
+    /// window up only once this many of its announced blocks have arrived.
+    pub(crate) fn announce_batch(&self) -> usize {
         (self.ready_window / 2).max(1)
     }
 

@@ -104,7 +104,7 @@ impl GroupMember {
 
     /// The peer this member waits on now, and the multiple of the progress
     /// timeout it waits for it.
-    pub fn waiting_on(&self) -> Option<(Rank, u32)> {
+    pub(crate) fn waiting_on(&self) -> Option<(Rank, u32)> {
         if !matches!(self.phase, Phase::Open) {
             return None;
         }

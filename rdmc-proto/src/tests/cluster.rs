@@ -1,17 +1,15 @@
 //! Whole-group tests of the sans-IO core under a deterministic cluster
-//! harness (see `support/mod.rs`): random event orders, random delays, a
+//! harness (`harness`): random event orders, random delays, a
 //! slow member, crashes, forged and malformed input.
 
-mod proto_harness;
-
+use super::harness::{App, Cluster, Crash, Creation, MISBEHAVING_APPS, Notify, Scenario};
+use crate::schedule::{Algorithm, BlockSize};
+use crate::{
+    Action, Announce, Control, FailureReason, GroupMember, MemberConfig, MemberError, READY_WINDOW,
+    Rank, block_count, block_len,
+};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use proto_harness::{App, Cluster, Crash, Creation, MISBEHAVING_APPS, Notify, Scenario};
-use rdmc_proto::schedule::{Algorithm, BlockSize};
-use rdmc_proto::{
-    ANNOUNCE_BATCH, Action, Announce, Control, FailureReason, GroupMember, MemberConfig,
-    MemberError, READY_WINDOW, Rank, block_count, block_len,
-};
 use std::time::Duration;
 
 /// The algorithms the whole-group properties run over: all of them.
@@ -309,7 +307,7 @@ proptest! {
 fn config(algorithm: Algorithm, group_size: usize, rank: Rank) -> MemberConfig {
     MemberConfig::new(algorithm, group_size, rank, BlockSize::Fixed(4))
         .with_max_message_size(1000)
-        .with_announce(rdmc_proto::Announce::OneSender)
+        .with_announce(crate::Announce::OneSender)
 }
 
 fn actions(member: &mut GroupMember) -> Vec<Action> {
@@ -490,7 +488,7 @@ fn assert_violation(actions: &[Action], me: Rank, n: usize, peer: Rank) {
 
 /// The one `Failed` among `actions`.
 #[track_caller]
-fn the_failure(actions: &[Action]) -> &rdmc_proto::Failure {
+fn the_failure(actions: &[Action]) -> &crate::Failure {
     let mut failed = actions.iter().filter_map(|a| match a {
         Action::Failed(f) => Some(f),
         _ => None,
@@ -547,8 +545,9 @@ fn any_sender_announces_in_batches_one_sender_block_by_block() {
     // Member 1 of a chain of 3 receiving a 40-block message from 0.
     let (blocks, size) = (40, 40 * 4);
     for announce in [Announce::OneSender, Announce::AnySender] {
-        let mut m =
-            GroupMember::new(config(Algorithm::Chain, 3, 1).with_announce(announce)).unwrap();
+        let config = config(Algorithm::Chain, 3, 1).with_announce(announce);
+        let batch = config.announce_batch();
+        let mut m = GroupMember::new(config).unwrap();
         actions(&mut m);
         m.handle_block(0, size, 4);
         let mut outstanding = announced(&actions(&mut m));
@@ -572,7 +571,7 @@ fn any_sender_announces_in_batches_one_sender_block_by_block() {
             // falls to what a batch leaves.
             let left = blocks - 1 - block;
             assert!(
-                outstanding >= left.min(READY_WINDOW - ANNOUNCE_BATCH),
+                outstanding >= left.min(READY_WINDOW - batch),
                 "{announce:?}: block {block}"
             );
             match announce {
@@ -584,7 +583,7 @@ fn any_sender_announces_in_batches_one_sender_block_by_block() {
                     )
                 }
                 _ => assert!(
-                    now == 0 || now >= ANNOUNCE_BATCH.min(unannounced),
+                    now == 0 || now >= batch.min(unannounced),
                     "{announce:?}: {now} at block {block}"
                 ),
             }
@@ -607,7 +606,7 @@ fn any_sender_announces_in_batches_one_sender_block_by_block() {
 /// on the way that every one of the others rides a block to its peer and
 /// that every receive posted is announced by the end.
 fn drive_any_sender(algorithm: Algorithm, n: usize, rank: Rank, blocks: usize) -> usize {
-    use rdmc_proto::schedule::{NodeSchedule, Schedule};
+    use crate::schedule::{NodeSchedule, Schedule};
     let schedule = NodeSchedule::new(algorithm, n, rank).unwrap();
     let size = (blocks * 4) as u64;
     let mut m =
@@ -1033,7 +1032,7 @@ fn an_impossible_close_count_is_a_violation() {
     m.handle_control(
         0,
         Control::Close {
-            messages: rdmc_proto::MAX_MESSAGES + 1,
+            messages: crate::MAX_MESSAGES + 1,
         },
     );
     assert_violation(&actions(&mut m), 1, 3, 0);
@@ -1246,7 +1245,7 @@ fn a_root_waiting_for_an_application_that_never_closes_names_it() {
 /// not a schedule of the wrong group.
 #[test]
 fn a_topology_of_another_size_is_refused() {
-    use rdmc_proto::schedule::{ScheduleError, Topology};
+    use crate::schedule::{ScheduleError, Topology};
     let mut c = config(Algorithm::Hybrid, 4, 1);
     c.topology = Some(
         Topology::flat(5)

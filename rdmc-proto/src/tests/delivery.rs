@@ -2,24 +2,24 @@
 //! receiver's count of messages its application took, the root's
 //! per-message delivery to every member, the slow-reader timeout, and the
 //! release of blocks a member is done with. (The whole-group properties in
-//! `proto_cluster` check the same under random orders of events.)
+//! `cluster` check the same under random orders of events.)
 
 use std::time::Duration;
 
-use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
-use rdmc_proto::schedule::{Algorithm, BlockSize};
-use rdmc_proto::{
+use crate::schedule::{Algorithm, BlockSize};
+use crate::{
     Action, Control, Failure, FailureReason, GroupMember, MemberConfig, Rank, block_count,
     block_len,
 };
+use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
 
 const BLOCK: usize = 4;
 
 fn config(algorithm: Algorithm, n: usize, rank: Rank) -> MemberConfig {
     MemberConfig::new(algorithm, n, rank, BlockSize::Fixed(BLOCK))
         .with_max_message_size(1 << 20)
-        .with_announce(rdmc_proto::Announce::OneSender)
+        .with_announce(crate::Announce::OneSender)
 }
 
 fn actions(m: &mut GroupMember) -> Vec<Action> {

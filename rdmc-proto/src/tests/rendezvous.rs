@@ -1,19 +1,16 @@
-//! The group-creation rendezvous (`rdmc_proto::Rendezvous`) under the
-//! deterministic whole-group harness (see `support/mod.rs`): members that
+//! The group-creation rendezvous (`Rendezvous`) under the
+//! deterministic whole-group harness (`harness`): members that
 //! create at random times, signals that arrive before the group exists,
 //! mismatches, members that never come or come too late, crashes during the
 //! rendezvous; and the machine alone.
 
-mod proto_harness;
-
+use super::harness::{Cluster, Crash, CreateAt, Creation, LONG_TIMEOUT, Notify, Scenario};
+use crate::rendezvous::MAX_EARLY;
+use crate::schedule::Algorithm;
+use crate::{Control, CreateFailure, FailureReason, Rank, Rendezvous, RendezvousAction};
+use crate::{GroupId, NodeId};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use proto_harness::{Cluster, Crash, CreateAt, Creation, LONG_TIMEOUT, Notify, Scenario};
-use rdmc_proto::schedule::Algorithm;
-use rdmc_proto::{
-    Control, CreateFailure, FailureReason, MAX_EARLY, Rank, Rendezvous, RendezvousAction,
-};
-use rdmc_proto::{GroupId, NodeId};
 
 /// A run whose nodes create the group before any event or, where `later`
 /// says so, at a random point of the run.

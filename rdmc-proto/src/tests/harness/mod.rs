@@ -38,33 +38,31 @@
 //! carried out (see [`Cluster::apply`]); the final outcome is checked by the
 //! tests.
 
-#![allow(dead_code)]
-
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use rdmc_proto::schedule::{Algorithm, BlockSize, NodeSchedule, Schedule, Topology};
-use rdmc_proto::{
+use crate::schedule::{Algorithm, BlockSize, NodeSchedule, Schedule, Topology};
+use crate::{
     Action, Announce, Control, CreateFailure, Failure, FailureReason, GroupMember, MemberConfig,
     READY_WINDOW, Rank, Rendezvous, RendezvousAction, SharedSettings, block_count, block_len,
     group_digest,
 };
-use rdmc_proto::{GroupId, NodeId};
+use crate::{GroupId, NodeId};
 
 /// The one group every node of a [`Cluster`] creates.
-pub const GROUP: GroupId = GroupId(1);
+pub(crate) const GROUP: GroupId = GroupId(1);
 
 /// A creation deadline no run reaches by its events alone: the clock gets
 /// there only by jumping when nothing else can happen.
-pub const LONG_TIMEOUT: u64 = 1 << 40;
+pub(crate) const LONG_TIMEOUT: u64 = 1 << 40;
 
 /// The members' progress timeout: [`LONG_TIMEOUT`] ticks.
-pub const PROGRESS_TIMEOUT: Option<Duration> = Some(Duration::from_nanos(LONG_TIMEOUT));
+pub(crate) const PROGRESS_TIMEOUT: Option<Duration> = Some(Duration::from_nanos(LONG_TIMEOUT));
 
 /// How a receiver's application behaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum App {
+pub(crate) enum App {
     /// Takes every message as it is delivered, and closes once its stream
     /// ended (every message delivered): a well-behaved application.
     Reader,
@@ -82,7 +80,7 @@ pub enum App {
 }
 /// When a node creates the group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CreateAt {
+pub(crate) enum CreateAt {
     /// Before any event.
     Upfront,
     /// At a random point of the run (an event like any other).
@@ -101,16 +99,16 @@ enum Signal {
 
 /// SplitMix64: tiny, seedable, good enough to pick events.
 #[derive(Clone, Debug)]
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
     /// A generator seeded with `seed`.
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Rng(seed)
     }
 
     /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -119,24 +117,24 @@ impl Rng {
     }
 
     /// Uniform in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next_u64() % n as u64) as usize
     }
 
     /// True with probability `num / den`.
-    pub fn chance(&mut self, num: u64, den: u64) -> bool {
+    pub(crate) fn chance(&mut self, num: u64, den: u64) -> bool {
         self.next_u64() % den < num
     }
 
     /// `len` random bytes.
-    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+    pub(crate) fn bytes(&mut self, len: usize) -> Vec<u8> {
         (0..len).map(|_| self.next_u64() as u8).collect()
     }
 }
 
 /// An operation of the root's application, carried out as an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RootOp {
+pub(crate) enum RootOp {
     /// `submit(size)` of the next message.
     Submit,
     /// `close()`.
@@ -145,7 +143,7 @@ pub enum RootOp {
 
 /// Which survivors the transport tells about a crash.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Notify {
+pub(crate) enum Notify {
     /// Every survivor (the control-plane mesh sees the crash everywhere).
     AllSurvivors,
     /// The crashed member's link peers: its data neighbours plus the control
@@ -158,14 +156,14 @@ pub enum Notify {
 
 /// A crash to inject.
 #[derive(Clone, Copy, Debug)]
-pub struct Crash {
+pub(crate) struct Crash {
     /// The member that crashes.
-    pub victim: Rank,
+    pub(crate) victim: Rank,
     /// The number of events after which it crashes (if the run drains
     /// earlier, it crashes then).
-    pub at_event: u64,
+    pub(crate) at_event: u64,
     /// Who is told.
-    pub notify: Notify,
+    pub(crate) notify: Notify,
 }
 
 /// Where a posted receive lands.
@@ -293,19 +291,19 @@ const KINDS: [Kind; 4] = [Kind::Data, Kind::RecvDone, Kind::SendDone, Kind::Sign
 
 /// A group of members wired together by modelled links.
 #[derive(Debug)]
-pub struct Cluster {
-    pub algorithm: Algorithm,
-    pub n: usize,
+pub(crate) struct Cluster {
+    pub(crate) algorithm: Algorithm,
+    pub(crate) n: usize,
     /// The group's racks and slow members (`None`: one rack, none slow).
-    pub topology: Option<Topology>,
+    pub(crate) topology: Option<Topology>,
     /// The block size, or with `auto_min` the largest automatic one.
-    pub block_size: usize,
+    pub(crate) block_size: usize,
     /// Automatic block sizes from this many bytes up to `block_size`
     /// ([`BlockSize::Automatic`]); `None`: every block `block_size`.
-    pub auto_min: Option<usize>,
+    pub(crate) auto_min: Option<usize>,
     /// Which receives the members announce at once: the seed's lowest bit
     /// chooses, so every property holds for both rules.
-    pub announce: Announce,
+    pub(crate) announce: Announce,
     nodes: Vec<Node>,
     links: Vec<Link>,
     /// Event sources with something pending: ids `kind * n² + from * n + to`.
@@ -336,11 +334,11 @@ pub struct Cluster {
     early_controls: u64,
     slow: Option<Rank>,
     crash: Option<Crash>,
-    pub crashed: Option<Rank>,
+    pub(crate) crashed: Option<Rank>,
     /// The deadline the clock last jumped to (to catch one that never goes).
     jumped_to: Option<u64>,
     /// Event index at which every member was found terminal for the first time.
-    pub events: u64,
+    pub(crate) events: u64,
     trace: VecDeque<String>,
 }
 
@@ -351,32 +349,32 @@ const MAX_MESSAGE_SIZE: u64 = 1 << 20;
 
 /// One run: the group, the root's messages, and how its application acts.
 #[derive(Clone, Debug)]
-pub struct Scenario {
-    pub algorithm: Algorithm,
-    pub n: usize,
+pub(crate) struct Scenario {
+    pub(crate) algorithm: Algorithm,
+    pub(crate) n: usize,
     /// The block size, or with `auto_min` the largest automatic one.
-    pub block_size: usize,
+    pub(crate) block_size: usize,
     /// Automatic block sizes from this many bytes up to `block_size`.
-    pub auto_min: Option<usize>,
-    pub sizes: Vec<u64>,
+    pub(crate) auto_min: Option<usize>,
+    pub(crate) sizes: Vec<u64>,
     /// Whether the root calls `close()` after its last submit.
-    pub close: bool,
+    pub(crate) close: bool,
     /// How many of the root's operations (submits, then close) happen as
     /// soon as it has the group; the rest happen at random points of the
     /// run.
-    pub upfront: usize,
+    pub(crate) upfront: usize,
     /// A member whose events are picked with low probability.
-    pub slow: Option<Rank>,
+    pub(crate) slow: Option<Rank>,
     /// The rack of each member (empty: one rack).
-    pub racks: Vec<u32>,
+    pub(crate) racks: Vec<u32>,
     /// The members the configuration names slow.
-    pub slow_members: Vec<usize>,
-    pub seed: u64,
+    pub(crate) slow_members: Vec<usize>,
+    pub(crate) seed: u64,
 }
 
 impl Scenario {
     /// The run's cluster, its nodes creating the group as `creation` says.
-    pub fn build(&self, creation: &Creation) -> Cluster {
+    pub(crate) fn build(&self, creation: &Creation) -> Cluster {
         let mut cluster = Cluster::with_topology(
             self.algorithm,
             self.n,
@@ -403,19 +401,19 @@ impl Scenario {
 
 /// How the nodes of a [`Cluster`] create the group.
 #[derive(Clone, Debug)]
-pub struct Creation {
+pub(crate) struct Creation {
     /// When each node creates it, by rank.
-    pub at: Vec<CreateAt>,
+    pub(crate) at: Vec<CreateAt>,
     /// A node that creates it with a different configuration (another
     /// block size), so that its digest differs from everyone else's.
-    pub odd: Option<Rank>,
+    pub(crate) odd: Option<Rank>,
     /// Ticks from a node's creation to its deadline.
-    pub timeout: u64,
+    pub(crate) timeout: u64,
 }
 
 impl Creation {
     /// Every one of `n` nodes creates the group before any event, alike.
-    pub fn upfront(n: usize) -> Self {
+    pub(crate) fn upfront(n: usize) -> Self {
         Creation {
             at: vec![CreateAt::Upfront; n],
             odd: None,
@@ -425,52 +423,12 @@ impl Creation {
 }
 
 impl Cluster {
-    /// A group of `n` members, every one created before any event; the
-    /// root's messages have the given sizes.
-    pub fn new(
-        algorithm: Algorithm,
-        n: usize,
-        block_size: usize,
-        sizes: &[u64],
-        seed: u64,
-    ) -> Self {
-        Self::with_creation(algorithm, n, block_size, sizes, seed, &Creation::upfront(n))
-    }
-
-    /// A group of `n` members created as `creation` says; the root's
-    /// messages have the given sizes.
-    pub fn with_creation(
-        algorithm: Algorithm,
-        n: usize,
-        block_size: usize,
-        sizes: &[u64],
-        seed: u64,
-        creation: &Creation,
-    ) -> Self {
-        Self::with_policy(algorithm, n, block_size, None, sizes, seed, creation)
-    }
-
-    /// [`with_creation`](Self::with_creation), with automatic block sizes
-    /// from `auto_min` to `block_size` bytes if `auto_min` is given.
-    pub fn with_policy(
-        algorithm: Algorithm,
-        n: usize,
-        block_size: usize,
-        auto_min: Option<usize>,
-        sizes: &[u64],
-        seed: u64,
-        creation: &Creation,
-    ) -> Self {
-        let flat = (&[][..], &[][..]);
-        Self::with_topology(
-            algorithm, n, block_size, auto_min, sizes, seed, creation, flat,
-        )
-    }
-
-    /// [`with_policy`](Self::with_policy) for a group whose configuration
-    /// gives racks (one per member, or none) and slow members.
+    /// A group of `n` members created as `creation` says, whose root's
+    /// messages have the given sizes: blocks of `block_size` bytes, or
+    /// automatic sizes from `auto_min` to `block_size` if `auto_min` is
+    /// given; racks (one per member, or none) and slow members.
     #[allow(clippy::too_many_arguments)]
-    pub fn with_topology(
+    pub(crate) fn with_topology(
         algorithm: Algorithm,
         n: usize,
         block_size: usize,
@@ -587,7 +545,7 @@ impl Cluster {
     /// known to be down fails the new member at once; the rendezvous sends
     /// its `Join`s first, then hands over what came early; the member's
     /// actions follow.
-    pub fn create(&mut self, rank: Rank) {
+    pub(crate) fn create(&mut self, rank: Rank) {
         if self.nodes[rank].crashed || self.nodes[rank].created {
             return;
         }
@@ -618,12 +576,12 @@ impl Cluster {
     }
 
     /// Events of `rank` are picked with low probability.
-    pub fn set_slow(&mut self, rank: Option<Rank>) {
+    pub(crate) fn set_slow(&mut self, rank: Option<Rank>) {
         self.slow = rank;
     }
 
     /// How `rank`'s application behaves (a receiver's; default [`App::Reader`]).
-    pub fn set_app(&mut self, rank: Rank, app: App) {
+    pub(crate) fn set_app(&mut self, rank: Rank, app: App) {
         assert!(
             rank > 0,
             "the root's application is driven by root operations"
@@ -632,18 +590,18 @@ impl Cluster {
     }
 
     /// Inject `crash` during [`run`](Self::run).
-    pub fn set_crash(&mut self, crash: Crash) {
+    pub(crate) fn set_crash(&mut self, crash: Crash) {
         self.crash = Some(crash);
     }
 
     /// Queue root operations, carried out as events at random points.
-    pub fn queue_root_ops(&mut self, ops: impl IntoIterator<Item = RootOp>) {
+    pub(crate) fn queue_root_ops(&mut self, ops: impl IntoIterator<Item = RootOp>) {
         self.root_ops.extend(ops);
     }
 
     /// Carry out a root operation now, or as soon as the root's creation
     /// completes (the application has no group before).
-    pub fn root_op(&mut self, op: RootOp) {
+    pub(crate) fn root_op(&mut self, op: RootOp) {
         if self.nodes[0].crashed {
             return;
         }
@@ -680,7 +638,7 @@ impl Cluster {
     }
 
     /// How the members cut messages into blocks.
-    pub fn block_policy(&self) -> BlockSize {
+    pub(crate) fn block_policy(&self) -> BlockSize {
         match self.auto_min {
             Some(min) => BlockSize::Automatic {
                 min,
@@ -691,12 +649,12 @@ impl Cluster {
     }
 
     /// The block size every member must use for a `size`-byte message.
-    pub fn message_block_size(&self, size: u64) -> usize {
+    pub(crate) fn message_block_size(&self, size: u64) -> usize {
         self.block_policy().for_message(&self.schedule(0), size)
     }
 
     /// Member `rank`'s schedule.
-    pub fn schedule(&self, rank: Rank) -> NodeSchedule {
+    pub(crate) fn schedule(&self, rank: Rank) -> NodeSchedule {
         match &self.topology {
             Some(t) => NodeSchedule::with_topology(self.algorithm, t, rank),
             None => NodeSchedule::new(self.algorithm, self.n, rank),
@@ -705,12 +663,12 @@ impl Cluster {
     }
 
     /// Sizes of the messages the root will submit.
-    pub fn message_count(&self) -> u64 {
+    pub(crate) fn message_count(&self) -> u64 {
         self.messages.len() as u64
     }
 
     /// A rough upper bound on the events of a failure-free run.
-    pub fn event_bound(&self) -> u64 {
+    pub(crate) fn event_bound(&self) -> u64 {
         let n = self.n as u64;
         let transfers: u64 = self
             .messages
@@ -1454,13 +1412,13 @@ impl Cluster {
     }
 
     /// Run until nothing is pending; panics if it takes more than `bound` events.
-    pub fn run(&mut self, bound: u64) {
+    pub(crate) fn run(&mut self, bound: u64) {
         self.run_until(bound, u64::MAX);
     }
 
     /// Run until nothing is pending or `stop` events have happened in all;
     /// panics if it takes more than `bound` events.
-    pub fn run_until(&mut self, bound: u64, stop: u64) {
+    pub(crate) fn run_until(&mut self, bound: u64, stop: u64) {
         while self.events < stop {
             if let Some(crash) = self.crash
                 && self.events >= crash.at_event
@@ -1741,57 +1699,52 @@ impl Cluster {
     // ---- outcome queries -------------------------------------------------
 
     /// Whether `rank`'s creation completed.
-    pub fn is_ready(&self, rank: Rank) -> bool {
+    pub(crate) fn is_ready(&self, rank: Rank) -> bool {
         self.nodes[rank].ready
     }
 
     /// Why `rank`'s creation failed in the rendezvous, if it did.
-    pub fn create_failure(&self, rank: Rank) -> Option<&CreateFailure> {
+    pub(crate) fn create_failure(&self, rank: Rank) -> Option<&CreateFailure> {
         self.nodes[rank].create_failure.as_ref()
     }
 
-    /// Whether `rank` created the group.
-    pub fn is_created(&self, rank: Rank) -> bool {
-        self.nodes[rank].created
-    }
-
     /// `Join`s that reached a node before it created the group.
-    pub fn early_joins(&self) -> u64 {
+    pub(crate) fn early_joins(&self) -> u64 {
         self.early_joins
     }
 
     /// Control messages that reached a node before it created the group.
-    pub fn early_controls(&self) -> u64 {
+    pub(crate) fn early_controls(&self) -> u64 {
         self.early_controls
     }
 
     /// Messages the root submitted.
-    pub fn submitted(&self) -> u64 {
+    pub(crate) fn submitted(&self) -> u64 {
         self.submitted
     }
 
     /// Messages completed (root) or delivered (receivers) by `rank`.
-    pub fn completed(&self, rank: Rank) -> u64 {
+    pub(crate) fn completed(&self, rank: Rank) -> u64 {
         self.nodes[rank].completed
     }
 
     /// Number of `Closed` events of `rank`.
-    pub fn closed(&self, rank: Rank) -> u32 {
+    pub(crate) fn closed(&self, rank: Rank) -> u32 {
         self.nodes[rank].closed
     }
 
     /// `Failed` events of `rank`.
-    pub fn failures(&self, rank: Rank) -> &[Failure] {
+    pub(crate) fn failures(&self, rank: Rank) -> &[Failure] {
         &self.nodes[rank].failures
     }
 
     /// Whether `rank` crashed.
-    pub fn is_crashed(&self, rank: Rank) -> bool {
+    pub(crate) fn is_crashed(&self, rank: Rank) -> bool {
         self.nodes[rank].crashed
     }
 
     /// The member itself, for direct pokes.
-    pub fn member_mut(&mut self, rank: Rank) -> &mut GroupMember {
+    pub(crate) fn member_mut(&mut self, rank: Rank) -> &mut GroupMember {
         self.nodes[rank]
             .member
             .as_mut()
@@ -1799,7 +1752,7 @@ impl Cluster {
     }
 
     /// `rank` leaves the group now (`GroupMember::shutdown`), if it has it.
-    pub fn shutdown(&mut self, rank: Rank) {
+    pub(crate) fn shutdown(&mut self, rank: Rank) {
         self.log(format_args!("{rank}: shutdown"));
         if let Some(member) = self.nodes[rank].member.as_mut() {
             member.shutdown();
@@ -1809,7 +1762,7 @@ impl Cluster {
 
     /// Deliver `control` from `from` to `to` now (a forged message), if
     /// `to` has the group.
-    pub fn inject_control(&mut self, from: Rank, to: Rank, control: Control) {
+    pub(crate) fn inject_control(&mut self, from: Rank, to: Rank, control: Control) {
         self.log(format_args!("FORGED control {from}->{to}: {control:?}"));
         if let Some(member) = self.nodes[to].member.as_mut() {
             member.handle_control(from, control);
@@ -1818,7 +1771,7 @@ impl Cluster {
     }
 
     /// Nothing is in flight any more and no member has actions queued.
-    pub fn assert_quiescent(&mut self) {
+    pub(crate) fn assert_quiescent(&mut self) {
         if !self.active.is_empty() {
             self.bug(format_args!("events still pending"));
         }
@@ -1843,7 +1796,7 @@ impl Cluster {
     /// every message everywhere, and `Closed` exactly once on every member
     /// iff the root closed.
     #[track_caller]
-    pub fn assert_clean_outcome(&self) {
+    pub(crate) fn assert_clean_outcome(&self) {
         for rank in 0..self.n {
             let node = &self.nodes[rank];
             if !node.ready || node.create_failure.is_some() {
@@ -1876,7 +1829,7 @@ impl Cluster {
     /// not a protocol violation; no creation fails in the rendezvous (no
     /// mismatch, and the failure reaches every survivor before a deadline).
     #[track_caller]
-    pub fn assert_crash_outcome(&self) {
+    pub(crate) fn assert_crash_outcome(&self) {
         let c = self.crashed.expect("a crash happened");
         // A survivor that lost the crashed member's Join with the crash (a
         // random suffix of its signals is lost) never has the group: its
@@ -1948,7 +1901,7 @@ fn ticks(t: Duration) -> u64 {
 }
 
 /// The receivers' application behaviours other than [`App::Reader`].
-pub const MISBEHAVING_APPS: [App; 4] = [
+pub(crate) const MISBEHAVING_APPS: [App; 4] = [
     App::NeverCloses,
     App::LeavesBeforeClose,
     App::CrashesBeforeClose,
