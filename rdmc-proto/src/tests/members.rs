@@ -1,0 +1,717 @@
+//! Single members driven by hand: peers that break the protocol (wrong
+//! blocks, forged or early control messages, impossible counts), the
+//! announcement rules, the application's close and the progress timeout.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
+
+use super::{ALGORITHMS, actions, config};
+use crate::schedule::Algorithm;
+use crate::{Action, Announce, Control, FailureReason, GroupMember, READY_WINDOW, Rank};
+
+// ---- misbehaving peers -----------------------------------------------------
+
+/// The victim's actions after `peer` broke the protocol: exactly one
+/// `Failed` with a protocol violation naming `peer`, `Control::Failed`
+/// relayed to every other member (`peer` included: it is alive, and nobody
+/// else would tell it), and no `MessageComplete`.
+#[track_caller]
+fn assert_violation(actions: &[Action], me: Rank, n: usize, peer: Rank) {
+    assert!(
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::MessageComplete { .. })),
+        "a partial message was delivered: {actions:?}"
+    );
+    let failed = the_failure(actions);
+    assert_eq!(failed.suspect, Some(peer), "{actions:?}");
+    assert!(
+        matches!(failed.reason, FailureReason::ProtocolViolation { .. }),
+        "{actions:?}"
+    );
+    let mut told: Vec<Rank> = actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SendControl {
+                to,
+                control: Control::Failed { suspect },
+            } => {
+                assert_eq!(*suspect, Some(peer));
+                Some(*to)
+            }
+            _ => None,
+        })
+        .collect();
+    told.sort_unstable();
+    let others: Vec<Rank> = (0..n).filter(|&r| r != me).collect();
+    assert_eq!(told, others, "the failure must reach every other member");
+}
+
+/// The one `Failed` among `actions`.
+#[track_caller]
+fn the_failure(actions: &[Action]) -> &crate::Failure {
+    let mut failed = actions.iter().filter_map(|a| match a {
+        Action::Failed(f) => Some(f),
+        _ => None,
+    });
+    let first = failed.next();
+    assert!(first.is_some() && failed.next().is_none(), "{actions:?}");
+    first.unwrap()
+}
+
+/// A member after its violation ignores everything.
+#[track_caller]
+fn assert_inert(member: &mut GroupMember, peer: Rank) {
+    member.handle_block(peer, 8, 4);
+    member.handle_control(peer, Control::ReadyForBlock);
+    member.handle_peer_failure(Some(peer));
+    assert_eq!(member.poll_action(), None);
+}
+
+/// Chain of `n`, member `rank`, armed and drained.
+fn chain_member(n: usize, rank: Rank) -> GroupMember {
+    let mut m = GroupMember::new(config(Algorithm::Chain, n, rank)).unwrap();
+    actions(&mut m);
+    m
+}
+
+/// Ready-for-blocks in `actions` (each must follow its receive's post).
+fn announced(actions: &[Action]) -> usize {
+    let (mut posted, mut ready) = (0, 0);
+    for a in actions {
+        match a {
+            Action::PostRecv { .. } => posted += 1,
+            Action::SendControl {
+                control: Control::ReadyForBlock,
+                ..
+            } => {
+                ready += 1;
+                assert!(
+                    ready <= posted,
+                    "a ready-for-block before its receive: {actions:?}"
+                );
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        ready, posted,
+        "every receive posted is announced: {actions:?}"
+    );
+    ready
+}
+
+#[test]
+fn any_sender_announces_in_batches_one_sender_block_by_block() {
+    // Member 1 of a chain of 3 receiving a 40-block message from 0.
+    let (blocks, size) = (40, 40 * 4);
+    for announce in [Announce::OneSender, Announce::AnySender] {
+        let config = config(Algorithm::Chain, 3, 1).with_announce(announce);
+        let batch = config.announce_batch();
+        let mut m = GroupMember::new(config).unwrap();
+        actions(&mut m);
+        m.handle_block(0, size, 4);
+        let mut outstanding = announced(&actions(&mut m));
+        assert_eq!(
+            outstanding, READY_WINDOW,
+            "{announce:?}: a full window at first"
+        );
+        let mut total = outstanding;
+        for block in 1..blocks {
+            m.handle_block(0, size, 4);
+            outstanding -= 1;
+            let unannounced = blocks - 1 - total;
+            let now = announced(&actions(&mut m));
+            outstanding += now;
+            total += now;
+            assert!(
+                outstanding <= READY_WINDOW,
+                "{announce:?}: beyond the window"
+            );
+            // Whatever remains of the message is announced once the window
+            // falls to what a batch leaves.
+            let left = blocks - 1 - block;
+            assert!(
+                outstanding >= left.min(READY_WINDOW - batch),
+                "{announce:?}: block {block}"
+            );
+            match announce {
+                Announce::OneSender => {
+                    assert_eq!(
+                        now,
+                        usize::from(left >= READY_WINDOW),
+                        "{announce:?}: block {block}"
+                    )
+                }
+                _ => assert!(
+                    now == 0 || now >= batch.min(unannounced),
+                    "{announce:?}: {now} at block {block}"
+                ),
+            }
+        }
+        assert_eq!(
+            total,
+            blocks - 1,
+            "{announce:?}: one receive per block after the first"
+        );
+        assert_eq!(outstanding, 0);
+    }
+}
+
+/// Drives member `rank` of an `n`-member group through one `blocks`-block
+/// message (4-byte blocks) with [`Announce::AnySender`], its peers ready
+/// at once and its sends completing at once, each block arriving as soon
+/// as the member announced it, in its schedule's order. Returns how many
+/// ready-for-blocks went out in a pass of actions with no block to the
+/// same peer after them (each a packet of its own over TCP), and checks
+/// on the way that every one of the others rides a block to its peer and
+/// that every receive posted is announced by the end.
+fn drive_any_sender(algorithm: Algorithm, n: usize, rank: Rank, blocks: usize) -> usize {
+    use crate::schedule::{NodeSchedule, Schedule};
+    let schedule = NodeSchedule::new(algorithm, n, rank).unwrap();
+    let size = (blocks * 4) as u64;
+    let mut m =
+        GroupMember::new(config(algorithm, n, rank).with_announce(Announce::AnySender)).unwrap();
+    let at = format!("{algorithm} n={n} rank={rank} k={blocks}");
+    // Every peer's receives stay announced: a window's worth, topped up per block.
+    for peer in schedule.connections() {
+        for _ in 0..READY_WINDOW {
+            m.handle_control(peer, Control::ReadyForBlock);
+        }
+    }
+    let incoming: Vec<Rank> = (0..schedule.total_steps(blocks))
+        .filter_map(|step| schedule.incoming(blocks, step).map(|t| t.peer))
+        .collect();
+    let (mut posted, mut announced, mut arrived) = (vec![0; n], vec![0; n], vec![0; n]);
+    let mut next_in = 0;
+    let mut lone = 0;
+    let mut pass = actions(&mut m);
+    if rank != 0 && !incoming.is_empty() {
+        // The first block (announced at creation, before this loop).
+        assert!(
+            matches!(pass.as_slice(), [Action::PostFirstBlockRecv { .. }, ..]),
+            "{at}"
+        );
+        // Announced at creation: not among the counts below.
+        m.handle_block(incoming[0], size, 4);
+        next_in = 1;
+        pass = actions(&mut m);
+    }
+    if rank == 0 {
+        m.submit(size).unwrap();
+        pass = actions(&mut m);
+    }
+    for _round in 0..100 * (blocks + n) {
+        let mut sent_to = Vec::new();
+        for (i, a) in pass.iter().enumerate() {
+            match *a {
+                Action::PostRecv { from, .. } => posted[from] += 1,
+                Action::SendControl {
+                    to,
+                    control: Control::ReadyForBlock,
+                } => {
+                    announced[to] += 1;
+                    assert!(announced[to] <= posted[to], "{at}: announced before posted");
+                    let rides = pass[i + 1..]
+                        .iter()
+                        .any(|b| matches!(*b, Action::SendBlock { to: t, .. } if t == to));
+                    lone += usize::from(!rides);
+                }
+                Action::SendBlock { to, .. } => sent_to.push(to),
+                Action::MessageComplete { .. } => {
+                    assert_eq!(posted, announced, "{at}: every receive announced");
+                    assert_eq!(next_in, incoming.len(), "{at}");
+                    return lone;
+                }
+                Action::Failed(ref f) => panic!("{at}: {f:?}"),
+                _ => {}
+            }
+        }
+        let mut next = Vec::new();
+        for to in sent_to {
+            m.handle_control(to, Control::ReadyForBlock);
+            m.handle_send_complete(to);
+            next.extend(actions(&mut m));
+        }
+        if next_in < incoming.len() {
+            let from = incoming[next_in];
+            if announced[from] > arrived[from] {
+                m.handle_block(from, size, 4);
+                arrived[from] += 1;
+                next_in += 1;
+                next.extend(actions(&mut m));
+            }
+        }
+        assert!(!next.is_empty(), "{at}: stuck after {next_in} blocks in");
+        pass = next;
+    }
+    panic!("{at}: did not complete");
+}
+
+#[test]
+fn any_sender_announcements_ride_the_next_block_to_their_sender() {
+    // The binomial pipeline of four: the member the root never sends to
+    // exchanges blocks with members 1 and 2 by turns. Its announcements
+    // to the one it does not send to next used to go alone, about one in
+    // four; now only the one to member 1 with its first block does (its
+    // first block goes to member 2, and the next to 1 is that very step's).
+    assert_eq!(drive_any_sender(Algorithm::BinomialPipeline, 4, 3, 64), 1);
+    // Members 1 and 2 never send to the root, so what they announce to it
+    // goes alone.
+    for rank in [1, 2] {
+        assert!(drive_any_sender(Algorithm::BinomialPipeline, 4, rank, 64) > 0);
+    }
+    // Sixteen members: every exchange partner comes round every four
+    // steps. Only what the root's partners (1, 2, 4 and 8) announce to
+    // senders they never send to goes alone after the start.
+    for rank in 1..16 {
+        let lone = drive_any_sender(Algorithm::BinomialPipeline, 16, rank, 200);
+        if ![1, 2, 4, 8].contains(&rank) {
+            assert!(lone <= 3, "rank {rank}: {lone} announcements alone");
+        }
+    }
+    // A chain never sends back to its sender: nothing rides, all goes.
+    assert!(drive_any_sender(Algorithm::Chain, 5, 2, 64) > 0);
+}
+
+proptest! {
+
+    #![proptest_config(ProptestConfig { failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::default() })]
+
+    /// Whatever the schedule, a member whose announcements ride its blocks
+    /// still completes every message with every receive announced.
+    #[test]
+    fn any_sender_riding_completes_every_schedule(
+        algorithm in prop::sample::select(ALGORITHMS),
+        n in 1usize..=20,
+        rank in 0usize..20,
+        blocks in 1usize..=40,
+    ) {
+        drive_any_sender(algorithm, n, rank % n, blocks);
+    }
+}
+
+#[test]
+fn first_block_from_the_wrong_peer() {
+    let mut m = chain_member(4, 2); // expects its first block from 1
+    m.handle_block(3, 8, 4);
+    assert_violation(&actions(&mut m), 2, 4, 3);
+    assert_inert(&mut m, 1);
+}
+
+#[test]
+fn later_block_from_the_wrong_peer() {
+    let mut m = chain_member(4, 1);
+    m.handle_block(0, 12, 4);
+    assert!(matches!(
+        actions(&mut m)[..],
+        [
+            Action::BeginMessage { .. },
+            Action::PostRecv { from: 0, .. },
+            ..
+        ]
+    ));
+    m.handle_block(2, 12, 4);
+    assert_violation(&actions(&mut m), 1, 4, 2);
+    m.handle_block(0, 12, 4);
+    m.handle_block(0, 12, 4);
+    assert_eq!(
+        m.poll_action(),
+        None,
+        "the partial message is never delivered"
+    );
+}
+
+#[test]
+fn block_with_the_wrong_length() {
+    // First block: 10 bytes in blocks of 4 means a 4-byte first block.
+    let mut m = chain_member(3, 1);
+    m.handle_block(0, 10, 3);
+    assert_violation(&actions(&mut m), 1, 3, 0);
+
+    // Last block: 2 bytes, not 4.
+    let mut m = chain_member(3, 2);
+    m.handle_block(1, 10, 4);
+    m.handle_block(1, 10, 4);
+    actions(&mut m);
+    m.handle_block(1, 10, 4);
+    assert_violation(&actions(&mut m), 2, 3, 1);
+    assert_inert(&mut m, 1);
+}
+
+#[test]
+fn block_with_a_changed_immediate() {
+    let mut m = chain_member(3, 2);
+    m.handle_block(1, 12, 4);
+    actions(&mut m);
+    m.handle_block(1, 16, 4);
+    assert_violation(&actions(&mut m), 2, 3, 1);
+    m.handle_block(1, 12, 4);
+    assert_eq!(
+        m.poll_action(),
+        None,
+        "the partial message is never delivered"
+    );
+}
+
+#[test]
+fn more_ready_for_blocks_than_the_window() {
+    let mut root = chain_member(3, 0);
+    for _ in 0..READY_WINDOW {
+        root.handle_control(1, Control::ReadyForBlock);
+        assert_eq!(actions(&mut root), []);
+    }
+    root.handle_control(1, Control::ReadyForBlock);
+    assert_violation(&actions(&mut root), 0, 3, 1);
+
+    // Also mid-message: a block sent uses one up.
+    let mut root = chain_member(3, 0);
+    root.handle_control(1, Control::ReadyForBlock);
+    root.submit(8).unwrap();
+    assert!(matches!(
+        actions(&mut root)[..],
+        [Action::SendBlock { to: 1, .. }]
+    ));
+    for _ in 0..READY_WINDOW {
+        root.handle_control(1, Control::ReadyForBlock);
+        assert_eq!(
+            actions(&mut root),
+            [],
+            "up to the window, ready-for-blocks wait for blocks to send"
+        );
+    }
+    root.handle_control(1, Control::ReadyForBlock);
+    assert_violation(&actions(&mut root), 0, 3, 1);
+    root.handle_send_complete(1);
+    assert_eq!(
+        root.poll_action(),
+        None,
+        "the send is never reported complete"
+    );
+}
+
+#[test]
+fn ready_for_block_from_a_non_neighbour() {
+    let mut root = chain_member(4, 0);
+    root.handle_control(2, Control::ReadyForBlock);
+    assert_violation(&actions(&mut root), 0, 4, 2);
+}
+
+#[test]
+fn close_from_a_non_root() {
+    let mut m = chain_member(4, 3);
+    m.handle_control(2, Control::Close { messages: 0 });
+    assert_violation(&actions(&mut m), 3, 4, 2);
+
+    let mut root = chain_member(4, 0);
+    root.handle_control(1, Control::Close { messages: 0 });
+    assert_violation(&actions(&mut root), 0, 4, 1);
+}
+
+#[test]
+fn close_ack_before_close() {
+    let mut root = chain_member(3, 0);
+    root.handle_control(2, Control::CloseAck);
+    assert_violation(&actions(&mut root), 0, 3, 2);
+}
+
+#[test]
+fn closed_before_acknowledging() {
+    let mut m = chain_member(3, 2);
+    m.handle_control(0, Control::Closed);
+    assert_violation(&actions(&mut m), 2, 3, 0);
+}
+
+#[test]
+fn announced_size_above_the_limit() {
+    let mut m = chain_member(3, 1);
+    m.handle_block(0, 1001, 4);
+    assert_violation(&actions(&mut m), 1, 3, 0);
+    assert_inert(&mut m, 0);
+
+    // At the limit is fine.
+    let mut m = chain_member(3, 1);
+    m.handle_block(0, 1000, 4);
+    assert!(matches!(
+        actions(&mut m)[..],
+        [Action::BeginMessage { size: 1000, .. }, ..]
+    ));
+}
+
+/// The application closes `m`: it acknowledges the root's close, and
+/// does nothing else.
+#[track_caller]
+fn assert_acknowledges_on_close(m: &mut GroupMember) {
+    m.close().unwrap();
+    assert_eq!(
+        actions(m),
+        [Action::SendControl {
+            to: 0,
+            control: Control::CloseAck
+        }]
+    );
+}
+
+#[test]
+fn a_message_beyond_the_close_count() {
+    let mut m = chain_member(3, 1);
+    m.handle_control(0, Control::Close { messages: 0 });
+    assert_eq!(actions(&mut m), [Action::AllDelivered]);
+    // The acknowledgement waits for the application's close.
+    assert_acknowledges_on_close(&mut m);
+    m.handle_block(0, 4, 4);
+    assert_violation(&actions(&mut m), 1, 3, 0);
+}
+
+#[test]
+fn waiting_for_ready_means_a_block_is_held_for_an_unready_target() {
+    let mut root = chain_member(3, 0);
+    assert!(!root.waiting_for_ready(), "nothing to send yet");
+    root.submit(8).unwrap();
+    actions(&mut root);
+    assert!(
+        root.waiting_for_ready(),
+        "a block to send, no ready-for-block"
+    );
+    root.handle_control(1, Control::ReadyForBlock);
+    assert!(matches!(
+        actions(&mut root)[..],
+        [Action::SendBlock { to: 1, .. }]
+    ));
+    assert!(!root.waiting_for_ready(), "a send is outstanding");
+    root.handle_send_complete(1);
+    actions(&mut root);
+    assert!(root.waiting_for_ready(), "the second block waits again");
+}
+
+// ---- the application's close, impossible close counts, progress ---------
+
+#[test]
+fn an_impossible_close_count_is_a_violation() {
+    let mut m = chain_member(3, 1);
+    m.handle_control(0, Control::Close { messages: u64::MAX });
+    assert_violation(&actions(&mut m), 1, 3, 0);
+    let mut m = chain_member(3, 1);
+    m.handle_control(
+        0,
+        Control::Close {
+            messages: crate::MAX_MESSAGES + 1,
+        },
+    );
+    assert_violation(&actions(&mut m), 1, 3, 0);
+}
+
+#[test]
+fn a_receiver_acknowledges_only_after_its_application_took_everything_and_closed() {
+    // Chain 0 -> 1 -> 2; member 2 gets two one-block messages.
+    let mut m = chain_member(3, 2);
+    for _ in 0..2 {
+        m.handle_block(1, 4, 4);
+    }
+    let got = actions(&mut m);
+    assert_eq!(
+        got.iter()
+            .filter(|a| matches!(a, Action::MessageComplete { .. }))
+            .count(),
+        2,
+        "{got:?}"
+    );
+    m.handle_control(0, Control::Close { messages: 2 });
+    assert_eq!(actions(&mut m), [Action::AllDelivered]);
+    m.message_consumed();
+    let taken = |messages| Action::SendControl {
+        to: 0,
+        control: Control::Taken { messages },
+    };
+    assert_eq!(actions(&mut m), [taken(1)], "one message not taken yet");
+    m.message_consumed();
+    assert_eq!(
+        actions(&mut m),
+        [taken(2)],
+        "taken, but the application has not closed"
+    );
+    assert_acknowledges_on_close(&mut m);
+}
+
+#[test]
+fn a_receiver_closing_with_messages_unread_fails_naming_itself() {
+    // Delivered but not taken.
+    let mut m = chain_member(3, 2);
+    m.handle_block(1, 4, 4);
+    actions(&mut m);
+    m.close().unwrap();
+    assert_closed_unread(&actions(&mut m), 2, 3);
+
+    // Taken, closed, then another message comes.
+    let mut m = chain_member(3, 2);
+    m.handle_block(1, 4, 4);
+    m.message_consumed();
+    m.close().unwrap();
+    actions(&mut m);
+    m.handle_block(1, 4, 4);
+    assert_closed_unread(&actions(&mut m), 2, 3);
+
+    // Taken, closed, then the close count says there were more.
+    let mut m = chain_member(3, 2);
+    m.close().unwrap();
+    actions(&mut m);
+    m.handle_control(0, Control::Close { messages: 1 });
+    assert_closed_unread(&actions(&mut m), 2, 3);
+}
+
+#[track_caller]
+fn assert_closed_unread(actions: &[Action], me: Rank, n: usize) {
+    let failed = the_failure(actions);
+    assert_eq!(failed.suspect, Some(me), "{actions:?}");
+    assert_eq!(failed.reason, FailureReason::ClosedUnread, "{actions:?}");
+    let told = actions
+        .iter()
+        .filter(|a| {
+            matches!(
+                a,
+                Action::SendControl {
+                    control: Control::Failed { suspect: Some(s) },
+                    ..
+                } if *s == me
+            )
+        })
+        .count();
+    assert_eq!(told, n - 1, "every other member is told: {actions:?}");
+    assert!(
+        !actions.iter().any(|a| matches!(
+            a,
+            Action::SendControl {
+                control: Control::CloseAck,
+                ..
+            }
+        )),
+        "{actions:?}"
+    );
+}
+
+const T: Duration = Duration::from_secs(10);
+
+fn timed_member(algorithm: Algorithm, n: usize, rank: Rank) -> GroupMember {
+    let mut m =
+        GroupMember::new(config(algorithm, n, rank).with_progress_timeout(Some(T))).unwrap();
+    actions(&mut m);
+    m
+}
+
+#[track_caller]
+fn assert_no_progress(actions: &[Action], suspect: Rank) {
+    assert!(
+        actions.iter().any(|a| matches!(
+            a,
+            Action::Failed(f) if f.suspect == Some(suspect) && f.reason == FailureReason::NoProgress
+        )),
+        "{actions:?}"
+    );
+    assert!(
+        actions.iter().any(|a| matches!(
+            a,
+            Action::SendControl { to, control: Control::Failed { .. } } if *to == suspect
+        )),
+        "the stalled member is alive and must be told: {actions:?}"
+    );
+}
+
+#[test]
+fn a_peer_that_stops_consuming_is_named_after_the_progress_timeout() {
+    let mut root = timed_member(Algorithm::Chain, 3, 0);
+    root.submit(8).unwrap();
+    root.handle_timeout(Duration::ZERO);
+    assert_eq!(root.poll_timeout(), Some(T));
+    root.handle_control(1, Control::ReadyForBlock);
+    actions(&mut root);
+    root.handle_timeout(T / 2); // progress: the clock restarts
+    root.handle_send_complete(1);
+    actions(&mut root);
+    root.handle_timeout(T / 2 + T / 4);
+    assert_eq!(root.waiting_on(), Some((1, 1)));
+    root.handle_timeout(T / 2 + T / 4 + T - Duration::from_nanos(1));
+    assert_eq!(actions(&mut root), [], "not before the timeout");
+    root.handle_timeout(T / 2 + T / 4 + T);
+    assert_no_progress(&actions(&mut root), 1);
+    assert!(root.is_finished());
+    assert_eq!(root.poll_timeout(), None);
+}
+
+#[test]
+fn a_member_waiting_for_blocks_gives_its_sender_twice_the_timeout() {
+    // Member 2 of a chain got the first block of two from member 1.
+    let mut m = timed_member(Algorithm::Chain, 3, 2);
+    m.handle_block(1, 8, 4);
+    actions(&mut m);
+    m.handle_timeout(Duration::ZERO);
+    m.handle_timeout(T);
+    assert_eq!(actions(&mut m), []);
+    assert_eq!(m.waiting_on(), Some((1, 2)));
+    assert_eq!(m.poll_timeout(), Some(2 * T));
+    m.handle_timeout(2 * T);
+    assert_no_progress(&actions(&mut m), 1);
+}
+
+#[test]
+fn an_idle_group_or_one_waiting_on_its_own_application_never_times_out() {
+    // The root sends nothing.
+    let mut root = timed_member(Algorithm::Chain, 3, 0);
+    root.handle_timeout(Duration::ZERO);
+    root.handle_timeout(T);
+    assert_eq!(root.poll_timeout(), None);
+    root.handle_timeout(1000 * T);
+    assert!(!root.is_finished());
+
+    // A receiver with everything, whose application has not closed.
+    let mut m = timed_member(Algorithm::Chain, 3, 2);
+    m.handle_block(1, 4, 4);
+    m.handle_control(0, Control::Close { messages: 1 });
+    actions(&mut m);
+    m.handle_timeout(Duration::ZERO);
+    m.handle_timeout(T);
+    assert_eq!(m.waiting_on(), None);
+    m.handle_timeout(1000 * T);
+    assert_eq!(actions(&mut m), []);
+
+    // Once it acknowledged, it waits on the root's verdict (four times).
+    m.message_consumed();
+    m.close().unwrap();
+    actions(&mut m);
+    m.handle_timeout(1000 * T);
+    assert_eq!(m.waiting_on(), Some((0, 4)));
+    m.handle_timeout(1003 * T);
+    assert_eq!(actions(&mut m), []);
+    m.handle_timeout(1004 * T);
+    assert_no_progress(&actions(&mut m), 0);
+}
+
+/// A member's topology must describe its group: another size is an error,
+/// not a schedule of the wrong group.
+#[test]
+fn a_topology_of_another_size_is_refused() {
+    use crate::schedule::{ScheduleError, Topology};
+    let mut c = config(Algorithm::Hybrid, 4, 1);
+    c.topology = Some(
+        Topology::flat(5)
+            .unwrap()
+            .with_racks(vec![0, 1, 0, 1, 0])
+            .unwrap(),
+    );
+    assert_eq!(
+        GroupMember::new(c).err(),
+        Some(ScheduleError::TopologySize {
+            topology: 5,
+            group_size: 4
+        })
+    );
+    let mut c = config(Algorithm::Hybrid, 4, 1);
+    c.topology = Some(
+        Topology::flat(4)
+            .unwrap()
+            .with_racks(vec![0, 1, 0, 1])
+            .unwrap(),
+    );
+    assert!(GroupMember::new(c).is_ok());
+}
