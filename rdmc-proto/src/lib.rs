@@ -53,7 +53,7 @@ mod tests;
 
 pub use ids::{GroupId, NodeId};
 pub use member::{
-    Action, Announce, BATCH_FLAG, Control, Failure, FailureReason, GroupMember, MAX_MESSAGES,
+    Action, Announce, BATCH_FLAG, Control, Failure, FailureKind, GroupMember, MAX_MESSAGES,
     MemberConfig, MemberError, READY_WINDOW, Rank, block_count, block_len,
 };
 pub use rendezvous::{

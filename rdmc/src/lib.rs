@@ -94,12 +94,12 @@ pub use config::{
     DEFAULT_RECEIVE_WINDOW, EarlyAnnounce, GroupConfig, MAX_BLOCK_SIZE, MAX_TIMEOUT, NodeConfig,
     TcpConfig, WireSecurity,
 };
-pub use error::{Error, FailureKind, MembershipError};
+pub use error::{Error, MembershipError};
 pub use group::{Group, SendFuture};
 pub use in_flight::Delivered;
 pub use node::Node;
 pub use rdmc_proto::schedule;
-pub use rdmc_proto::{GroupId, NodeId};
+pub use rdmc_proto::{FailureKind, GroupId, NodeId};
 pub use runtime::{Message, MessageTimings};
 pub use schedule::{Algorithm, BlockSize};
 pub use target::{Incoming, ReceiveTarget, ReceiveTargets, ReceivedFile};

@@ -9,7 +9,7 @@
 //! another.
 
 pub use rdmc_proto::{
-    Action, Announce, BATCH_FLAG, Control, CreateFailure, Failure, FailureReason, GroupMember,
+    Action, Announce, BATCH_FLAG, Control, CreateFailure, Failure, FailureKind, GroupMember,
     MAX_MESSAGES, MemberConfig, MemberError, READY_WINDOW, Rank, Rendezvous, RendezvousAction,
     SharedSettings, USED_IDS_KEPT, block_count, block_len, group_digest,
 };

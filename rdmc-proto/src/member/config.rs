@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::schedule::{Algorithm, BlockSize, Topology};
 
 #[cfg(doc)]
-use super::{Control, FailureReason, GroupMember, MemberError};
+use super::{Control, FailureKind, GroupMember, MemberError};
 
 /// A member's rank in a group: its index in the membership list; 0 is the root.
 pub type Rank = usize;
@@ -165,7 +165,7 @@ pub struct MemberConfig {
     pub progress_timeout: Option<Duration>,
     /// How long a receiver's application may leave a delivered message
     /// untaken before this member fails the group naming itself
-    /// ([`FailureReason::SlowReader`]); `None`: forever. Ignored on the root.
+    /// ([`FailureKind::SlowReader`]); `None`: forever. Ignored on the root.
     pub slow_reader_timeout: Option<Duration>,
     /// Largest batch of small messages, in bytes on the wire, that the
     /// root may send as one transfer ([`GroupMember::submit_batch`]); a

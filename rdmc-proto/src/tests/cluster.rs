@@ -8,9 +8,7 @@ use proptest::test_runner::FileFailurePersistence;
 use super::harness::{App, Cluster, Crash, Creation, MISBEHAVING_APPS, Notify, Scenario};
 use super::{ALGORITHMS, actions, config};
 use crate::schedule::Algorithm;
-use crate::{
-    Action, Control, FailureReason, GroupMember, MemberError, Rank, block_count, block_len,
-};
+use crate::{Action, Control, FailureKind, GroupMember, MemberError, Rank, block_count, block_len};
 
 /// Message sizes around the block size: empty, one byte, exact multiples,
 /// one more and one less than a multiple, and anything up to 200 bytes.
@@ -220,12 +218,12 @@ fn check_app(s: &AppScenario) {
         );
         if rank == 0 {
             let want_ok = match s.app {
-                App::NeverCloses => failures[0].reason == FailureReason::NoProgress,
+                App::NeverCloses => failures[0].kind == FailureKind::NoProgress,
                 App::CrashesBeforeClose => matches!(
-                    failures[0].reason,
-                    FailureReason::PeerUnreachable | FailureReason::Reported { .. }
+                    failures[0].kind,
+                    FailureKind::Unreachable | FailureKind::ReportedBy(_)
                 ),
-                _ => matches!(failures[0].reason, FailureReason::Reported { .. }),
+                _ => matches!(failures[0].kind, FailureKind::ReportedBy(_)),
             };
             assert!(want_ok, "root: {failures:?} {s:?}");
         }
@@ -523,7 +521,7 @@ fn a_member_leaving_mid_run_fails_the_group() {
                 assert_eq!(failures[0].suspect, Some(leaver), "{context}");
                 let want_local = rank == leaver;
                 assert_eq!(
-                    failures[0].reason == FailureReason::LocalShutdown,
+                    failures[0].kind == FailureKind::LocalShutdown,
                     want_local,
                     "{context} rank {rank}: {:?}",
                     failures[0]
@@ -547,7 +545,7 @@ fn a_root_waiting_for_an_application_that_never_closes_names_it() {
                 assert_eq!(f.len(), 1, "{algorithm} victim {victim} rank {rank}: {f:?}");
                 assert_eq!(f[0].suspect, Some(victim), "{algorithm} rank {rank}: {f:?}");
             }
-            assert_eq!(cluster.failures(0)[0].reason, FailureReason::NoProgress);
+            assert_eq!(cluster.failures(0)[0].kind, FailureKind::NoProgress);
         }
     }
 }

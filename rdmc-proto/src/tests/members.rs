@@ -9,7 +9,7 @@ use proptest::test_runner::FileFailurePersistence;
 
 use super::{ALGORITHMS, actions, config};
 use crate::schedule::Algorithm;
-use crate::{Action, Announce, Control, FailureReason, GroupMember, READY_WINDOW, Rank};
+use crate::{Action, Announce, Control, FailureKind, GroupMember, READY_WINDOW, Rank};
 
 // ---- misbehaving peers -----------------------------------------------------
 
@@ -28,7 +28,7 @@ fn assert_violation(actions: &[Action], me: Rank, n: usize, peer: Rank) {
     let failed = the_failure(actions);
     assert_eq!(failed.suspect, Some(peer), "{actions:?}");
     assert!(
-        matches!(failed.reason, FailureReason::ProtocolViolation { .. }),
+        matches!(failed.kind, FailureKind::ProtocolViolation(_)),
         "{actions:?}"
     );
     let mut told: Vec<Rank> = actions
@@ -565,7 +565,7 @@ fn a_receiver_closing_with_messages_unread_fails_naming_itself() {
 fn assert_closed_unread(actions: &[Action], me: Rank, n: usize) {
     let failed = the_failure(actions);
     assert_eq!(failed.suspect, Some(me), "{actions:?}");
-    assert_eq!(failed.reason, FailureReason::ClosedUnread, "{actions:?}");
+    assert_eq!(failed.kind, FailureKind::ClosedUnread, "{actions:?}");
     let told = actions
         .iter()
         .filter(|a| {
@@ -605,7 +605,7 @@ fn assert_no_progress(actions: &[Action], suspect: Rank) {
     assert!(
         actions.iter().any(|a| matches!(
             a,
-            Action::Failed(f) if f.suspect == Some(suspect) && f.reason == FailureReason::NoProgress
+            Action::Failed(f) if f.suspect == Some(suspect) && f.kind == FailureKind::NoProgress
         )),
         "{actions:?}"
     );

@@ -7,7 +7,7 @@
 use super::harness::{Cluster, Crash, CreateAt, Creation, LONG_TIMEOUT, Notify, Scenario};
 use crate::rendezvous::MAX_EARLY;
 use crate::schedule::Algorithm;
-use crate::{Control, CreateFailure, FailureReason, Rank, Rendezvous, RendezvousAction};
+use crate::{Control, CreateFailure, FailureKind, Rank, Rendezvous, RendezvousAction};
 use crate::{GroupId, NodeId};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -162,8 +162,8 @@ fn check_missing(s: &LateScenario, missing: &[bool], come_late: bool) {
         };
         assert!(creators.contains(&suspect), "{context}: {failures:?}");
         assert_eq!(
-            failures[0].reason,
-            FailureReason::Reported { by: suspect },
+            failures[0].kind,
+            FailureKind::ReportedBy(suspect),
             "{context}"
         );
         assert_eq!(cluster.completed(rank), 0, "{context}");

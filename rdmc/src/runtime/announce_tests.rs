@@ -13,8 +13,9 @@ use futures::StreamExt;
 
 use super::actor::config_digest;
 use crate::ClusterKey;
+use crate::FailureKind;
 use crate::config::{GroupConfig, NodeConfig, TcpConfig};
-use crate::error::{Error, FailureKind};
+use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
 use crate::node::Node;
 use crate::proto::Control;

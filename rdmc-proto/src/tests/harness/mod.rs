@@ -48,7 +48,7 @@ use std::time::Duration;
 
 use crate::schedule::{Algorithm, BlockSize, NodeSchedule, Schedule, Topology};
 use crate::{
-    Action, Announce, Control, CreateFailure, Failure, FailureReason, GroupMember, MemberConfig,
+    Action, Announce, Control, CreateFailure, Failure, FailureKind, GroupMember, MemberConfig,
     READY_WINDOW, Rank, Rendezvous, RendezvousAction, SharedSettings, block_count, block_len,
     group_digest,
 };

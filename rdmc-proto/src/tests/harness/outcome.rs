@@ -169,14 +169,11 @@ impl Cluster {
                 }
             } else if let Some(f) = node.failures.first() {
                 let reason_ok = matches!(
-                    f.reason,
-                    FailureReason::PeerUnreachable | FailureReason::Reported { .. }
+                    f.kind,
+                    FailureKind::Unreachable | FailureKind::ReportedBy(_)
                 );
                 let on_lost_join = f.suspect.is_some_and(lost_join)
-                    && matches!(
-                        f.reason,
-                        FailureReason::NoProgress | FailureReason::Reported { .. }
-                    );
+                    && matches!(f.kind, FailureKind::NoProgress | FailureKind::ReportedBy(_));
                 if !on_lost_join && (f.suspect != Some(c) || !reason_ok) {
                     self.bug(format_args!(
                         "survivor {rank} failed with {f:?}, expected suspect {c}"

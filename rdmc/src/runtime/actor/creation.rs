@@ -15,7 +15,7 @@ use crate::error::{Error, MembershipError};
 use crate::ids::{GroupId, NodeId};
 use crate::in_flight::InFlight;
 use crate::proto::{
-    Announce, CreateFailure, FailureReason, GroupMember, MemberConfig, Rank, RendezvousAction,
+    Announce, CreateFailure, FailureKind, GroupMember, MemberConfig, Rank, RendezvousAction,
     SharedSettings, group_digest,
 };
 use crate::transport::{Completion, Signal, Transport};
@@ -78,7 +78,7 @@ impl<T: Transport> Actor<T> {
                     span.in_scope(|| tracing::warn!(error = %e, "no memory for the first block"));
                     member.handle_local_failure(
                         None,
-                        FailureReason::OutOfMemory {
+                        FailureKind::OutOfMemory {
                             size: config.block_size() as u64,
                         },
                     );
