@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-use crate::FailureKind;
 use crate::ids::{GroupId, NodeId};
+use crate::proto::FailureKind;
 
 /// What is wrong with a group's membership list.
 #[non_exhaustive]

@@ -13,12 +13,12 @@ use futures::StreamExt;
 
 use super::actor::config_digest;
 use crate::ClusterKey;
-use crate::FailureKind;
 use crate::config::{GroupConfig, NodeConfig, TcpConfig};
 use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
 use crate::node::Node;
 use crate::proto::Control;
+use crate::proto::FailureKind;
 use crate::transport::tcp::TcpEndpoint;
 use crate::transport::{BlockRef, Completion, Signal, Transport};
 

@@ -14,12 +14,12 @@ use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
 use super::actor::{Actor, Command, FAILURE_GRACE, config_digest};
-use crate::FailureKind;
 use crate::config::GroupConfig;
 use crate::error::Error;
 use crate::group::Group;
 use crate::ids::{GroupId, NodeId};
 use crate::proto::Control;
+use crate::proto::FailureKind;
 use crate::schedule::Algorithm;
 use crate::transport::{
     AllocError, BlockRef, Completion, CompletionSender, MessageBuffer, RecvRegion, Signal,
