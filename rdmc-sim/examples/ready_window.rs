@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use rdmc::Algorithm;
+use rdmc_proto::Algorithm;
 use rdmc_sim::{Multicast, Network, SimError, simulate};
 
 fn main() -> Result<(), SimError> {

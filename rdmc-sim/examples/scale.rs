@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use rdmc::Algorithm;
+use rdmc_proto::Algorithm;
 use rdmc_sim::{Multicast, Network, simulate};
 
 fn main() -> Result<(), rdmc_sim::SimError> {
@@ -20,7 +20,7 @@ fn main() -> Result<(), rdmc_sim::SimError> {
     let window: usize = std::env::args()
         .nth(3)
         .and_then(|a| a.parse().ok())
-        .unwrap_or(rdmc::proto::READY_WINDOW);
+        .unwrap_or(rdmc_proto::READY_WINDOW);
     for algorithm in Algorithm::ALL {
         let started = Instant::now();
         let multicast = Multicast::new(algorithm, nodes, 256 << 20)

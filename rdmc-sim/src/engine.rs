@@ -12,7 +12,7 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use rand_core::{Rng, SeedableRng};
 use rand_xorshift::XorShiftRng;
-use rdmc::proto::{Action, Control, GroupMember, MemberConfig, Rank};
+use rdmc_proto::{Action, Control, GroupMember, MemberConfig, Rank};
 
 use crate::SimError;
 use crate::fabric::{Fabric, Finish, FlowId};

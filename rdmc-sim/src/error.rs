@@ -1,6 +1,6 @@
 //! What can go wrong in a simulation.
 
-use rdmc::schedule::ScheduleError;
+use rdmc_proto::schedule::ScheduleError;
 
 /// A simulation could not run, or the protocol misbehaved in it.
 #[non_exhaustive]
@@ -44,7 +44,7 @@ pub enum SimError {
     #[error("the block size must be at least 1 byte")]
     ZeroBlockSize,
     /// The ready window is outside `1..=READY_WINDOW`.
-    #[error("the ready window must be 1..={max}, got {window}", max = rdmc::proto::READY_WINDOW)]
+    #[error("the ready window must be 1..={max}, got {window}", max = rdmc_proto::READY_WINDOW)]
     BadReadyWindow {
         /// The window asked for.
         window: usize,

@@ -3,7 +3,7 @@
 //! links, jitter and racks behind oversubscribed uplinks.
 //!
 //! It drives the crate's real sans-IO protocol core — one
-//! [`rdmc::proto::GroupMember`] per member, with the real schedules — over
+//! [`rdmc_proto::GroupMember`] per member, with the real schedules — over
 //! a modelled network ([`Network`]): every NIC full duplex at its rate,
 //! blocks in flight sharing ports max-min fairly, a latency per link. No
 //! threads, no async runtime, no wall clock: the same inputs (and seed)
@@ -16,7 +16,7 @@
 //! "Pushing Bytes: Cloud-Scale Data Replication with RDMC".
 //!
 //! ```
-//! use rdmc::Algorithm;
+//! use rdmc_proto::Algorithm;
 //! use rdmc_sim::{Multicast, Network, simulate};
 //!
 //! // 64 MiB from the root to 15 receivers on the lab's 250 Mbit/s links,
@@ -48,8 +48,8 @@ pub use error::SimError;
 pub use network::{LAB_LATENCY, LAB_RATE_BPS, Network, Placement, Racks, SlowHost, SlowLink};
 pub use outcome::Outcome;
 
-use rdmc::proto::{Announce, MemberConfig, READY_WINDOW};
-use rdmc::schedule::{Algorithm, BlockSize, NodeSchedule, Topology};
+use rdmc_proto::schedule::{Algorithm, BlockSize, NodeSchedule, Topology};
+use rdmc_proto::{Announce, MemberConfig, READY_WINDOW};
 
 /// One multicast to simulate: an algorithm, a group and one message.
 #[derive(Clone, Debug, PartialEq, Eq)]

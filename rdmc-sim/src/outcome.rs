@@ -1,6 +1,6 @@
 //! The result of one simulated multicast.
 
-use rdmc::schedule::Algorithm;
+use rdmc_proto::schedule::Algorithm;
 
 /// What one simulated multicast took, member by member.
 ///
@@ -78,7 +78,7 @@ impl Outcome {
 
     /// Number of blocks the message was cut into.
     pub fn blocks(&self) -> usize {
-        rdmc::proto::block_count(self.size, self.block_size)
+        rdmc_proto::block_count(self.size, self.block_size)
     }
 
     fn sorted_receivers(&self) -> Vec<f64> {

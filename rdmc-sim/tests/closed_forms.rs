@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use rdmc::Algorithm;
+use rdmc_proto::Algorithm;
 use rdmc_sim::{Multicast, Network, Outcome, simulate};
 
 const RATE_BPS: f64 = 1e9;

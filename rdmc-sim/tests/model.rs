@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use rdmc::Algorithm;
+use rdmc_proto::Algorithm;
 use rdmc_sim::{Multicast, Network, Placement, Racks, SimError, SlowHost, SlowLink, simulate};
 
 const RATE_BPS: f64 = 1e9;
@@ -90,7 +90,7 @@ proptest! {
         nodes in 1usize..40,
         size in prop_oneof![Just(0u64), 1u64..5000, 5000u64..300_000],
         block in 1usize..70_000,
-        window in 1usize..=rdmc::proto::READY_WINDOW,
+        window in 1usize..=rdmc_proto::READY_WINDOW,
         mut network in network(),
     ) {
         network.slow_hosts.retain(|s| s.host < nodes);
@@ -190,7 +190,7 @@ proptest! {
         latency_us in 0u64..100,
     ) {
         let slow: Vec<usize> = slow.into_iter().filter(|&r| r < nodes).collect();
-        let topology = rdmc::schedule::Topology::flat(nodes)
+        let topology = rdmc_proto::schedule::Topology::flat(nodes)
             .and_then(|t| t.with_racks(racks[..nodes].to_vec()))
             .and_then(|t| t.with_slow_members(slow.iter().copied()))
             .unwrap();

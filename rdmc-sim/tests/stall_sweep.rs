@@ -9,9 +9,9 @@
 
 use std::time::Duration;
 
-use rdmc::Algorithm;
-use rdmc::proto::READY_WINDOW;
-use rdmc::schedule::Topology;
+use rdmc_proto::Algorithm;
+use rdmc_proto::READY_WINDOW;
+use rdmc_proto::schedule::Topology;
 use rdmc_sim::{Multicast, Network, Placement, Racks, SimError, SlowHost, simulate};
 
 const RATE_BPS: f64 = 1e9;

@@ -72,15 +72,19 @@ mod config;
 mod error;
 mod group;
 pub mod guide;
-mod ids;
 mod in_flight;
 mod node;
 pub mod proto;
 mod runtime;
-pub mod schedule;
 mod target;
 pub(crate) mod transport;
 pub(crate) mod wait;
+
+/// The ids under the library's own path (`crate::ids`), as before they
+/// moved to the protocol crate.
+mod ids {
+    pub(crate) use rdmc_proto::{GroupId, NodeId};
+}
 
 #[cfg(feature = "ofi")]
 pub use config::OfiConfig;
@@ -92,11 +96,12 @@ pub use config::{
     DEFAULT_RECEIVE_WINDOW, EarlyAnnounce, GroupConfig, MAX_BLOCK_SIZE, MAX_TIMEOUT, NodeConfig,
     TcpConfig, WireSecurity,
 };
-pub use error::{Error, FailureKind, MembershipError};
+pub use error::{Error, MembershipError};
 pub use group::{Group, SendFuture};
-pub use ids::{GroupId, NodeId};
 pub use in_flight::Delivered;
 pub use node::Node;
+pub use rdmc_proto::schedule;
+pub use rdmc_proto::{FailureKind, GroupId, NodeId};
 pub use runtime::{Message, MessageTimings};
 pub use schedule::{Algorithm, BlockSize};
 pub use target::{Incoming, ReceiveTarget, ReceiveTargets, ReceivedFile};

@@ -54,6 +54,7 @@ fn docs_cite_papers_not_private_files() {
     let mut files = Vec::new();
     files_with(&crate_dir.join("src"), "rs", &mut files);
     files_with(&root.join("rdmc-cli/src"), "rs", &mut files);
+    files_with(&root.join("rdmc-proto/src"), "rs", &mut files);
     files_with(&root.join("rdmc-sim/src"), "rs", &mut files);
     assert!(files.len() > 20, "found only {} source files", files.len());
     let mut found: Vec<String> = files.iter().flat_map(|f| citations_in(f, true)).collect();

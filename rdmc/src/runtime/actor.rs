@@ -14,6 +14,9 @@ use tracing::Instrument;
 
 mod creation;
 
+#[cfg(test)]
+pub(super) use creation::config_digest;
+
 use super::group_state::{
     CreateReply, DeliveredReply, GroupState, OpenBatch, ReadyForBlocks, SendReply, Sending,
     execute, member_error,
@@ -24,7 +27,7 @@ use super::timing::{Lap, Stopwatch};
 use crate::config::{BATCH_HEADER_BYTES, GroupConfig};
 use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
-use crate::proto::{Action, Control, FailureReason, GroupMember, MemberError, Rank, Rendezvous};
+use crate::proto::{Action, Control, FailureKind, GroupMember, MemberError, Rank, Rendezvous};
 use crate::transport::{Completion, Completions, MessageBuffer, Signal, Transport};
 use crate::wait::{CompletionMode, WaitPolicy};
 
@@ -617,7 +620,7 @@ impl<T: Transport> Actor<T> {
                     });
                     g.member.handle_local_failure(
                         None,
-                        FailureReason::Stalled {
+                        FailureKind::Stalled {
                             millis: u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX),
                         },
                     );
@@ -737,8 +740,8 @@ impl<T: Transport> Actor<T> {
             Ok(None) => self
                 .transport
                 .alloc_buffer(pending.len())
-                .map_err(|_| FailureReason::OutOfMemory { size: pending.size }),
-            Err(detail) => Err(FailureReason::ReceiveTarget { detail }),
+                .map_err(|_| FailureKind::OutOfMemory { size: pending.size }),
+            Err(detail) => Err(FailureKind::ReceiveTarget(detail)),
         };
         super::target::begin_message(g, pending, buf);
         self.drive(ready.group);

@@ -11,12 +11,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 
+use super::actor::config_digest;
 use crate::ClusterKey;
 use crate::config::{GroupConfig, NodeConfig, TcpConfig};
-use crate::error::{Error, FailureKind};
+use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
 use crate::node::Node;
-use crate::proto::{Control, group_digest};
+use crate::proto::Control;
+use crate::proto::FailureKind;
 use crate::transport::tcp::TcpEndpoint;
 use crate::transport::{BlockRef, Completion, Signal, Transport};
 
@@ -71,7 +73,7 @@ async fn announce_a_tebibyte(group: GroupId, config: GroupConfig) -> Error {
     let (mut root, mut completions) = fake.unwrap();
     let node = node.unwrap();
     let members = [NodeId(0), NodeId(1)];
-    let digest = group_digest(group, &members, &config);
+    let digest = config_digest(group, &members, &config);
     root.send_signal(group, NodeId(1), Signal::Join { digest });
     let (created, ()) = tokio::join!(node.create_group(group, &members, config), async {
         // Node 1 joins, then asks for the first block.

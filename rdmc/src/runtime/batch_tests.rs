@@ -11,8 +11,9 @@ use futures::StreamExt;
 
 use super::failure_tests::{GROUP, Member, config, node_with};
 use crate::config::{BATCH_HEADER_BYTES, DEFAULT_MAX_BATCH_BYTES, GroupConfig};
-use crate::error::{Error, FailureKind};
+use crate::error::Error;
 use crate::ids::NodeId;
+use crate::proto::FailureKind;
 use crate::proto::{BATCH_FLAG, Control, READY_WINDOW};
 use crate::transport::{Completion, Signal};
 

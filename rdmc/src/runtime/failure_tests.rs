@@ -13,12 +13,13 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
-use super::actor::{Actor, Command, FAILURE_GRACE};
+use super::actor::{Actor, Command, FAILURE_GRACE, config_digest};
 use crate::config::GroupConfig;
-use crate::error::{Error, FailureKind};
+use crate::error::Error;
 use crate::group::Group;
 use crate::ids::{GroupId, NodeId};
-use crate::proto::{Control, group_digest};
+use crate::proto::Control;
+use crate::proto::FailureKind;
 use crate::schedule::Algorithm;
 use crate::transport::{
     AllocError, BlockRef, Completion, CompletionSender, MessageBuffer, RecvRegion, Signal,
@@ -122,7 +123,7 @@ pub(super) async fn node_with(me: u32, max_alloc: usize, config: GroupConfig) ->
             reply,
         })
         .unwrap();
-    let digest = group_digest(GROUP, &members, &config);
+    let digest = config_digest(GROUP, &members, &config);
     for from in members.iter().copied().filter(|&n| n != me) {
         inject
             .send(Completion::Signal {

@@ -13,11 +13,11 @@ use super::message::Message;
 use super::target::{PendingBegin, TargetReady};
 use super::timing::{MessageTimings, Stopwatch};
 use crate::config::BATCH_HEADER_BYTES;
-use crate::error::{Error, FailureKind};
+use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
 use crate::in_flight::InFlight;
 use crate::proto::{
-    Action, Control, Failure, FailureReason, GroupMember, MemberError, READY_WINDOW, Rank,
+    Action, Control, Failure, FailureKind, GroupMember, MemberError, READY_WINDOW, Rank,
 };
 use crate::target::ReceiveTargets;
 use crate::transport::{BlockRef, MessageBuffer, Signal, Transport};
@@ -274,25 +274,10 @@ pub(super) fn member_error(g: &GroupState, e: MemberError) -> Error {
 }
 
 fn failure_error(g: &GroupState, f: &Failure) -> Error {
-    let kind = match &f.reason {
-        FailureReason::PeerUnreachable => FailureKind::Unreachable,
-        FailureReason::Reported { by } => FailureKind::ReportedBy(g.members[*by]),
-        FailureReason::ProtocolViolation { detail } => {
-            FailureKind::ProtocolViolation(detail.clone())
-        }
-        FailureReason::LocalShutdown => FailureKind::LocalShutdown,
-        FailureReason::ClosedUnread => FailureKind::ClosedUnread,
-        FailureReason::NoProgress => FailureKind::NoProgress,
-        FailureReason::OutOfMemory { size } => FailureKind::OutOfMemory { size: *size },
-        FailureReason::DigestMismatch { seq } => FailureKind::DigestMismatch { seq: *seq },
-        FailureReason::Stalled { millis } => FailureKind::Stalled { millis: *millis },
-        FailureReason::SlowReader { millis } => FailureKind::SlowReader { millis: *millis },
-        FailureReason::ReceiveTarget { detail } => FailureKind::ReceiveTarget(detail.clone()),
-    };
     Error::GroupFailed {
         group: g.id,
         suspect: f.suspect.map(|r| g.members[r]),
-        kind,
+        kind: f.kind.clone().map_member(|r| g.members[r]),
     }
 }
 
@@ -377,7 +362,7 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             } else {
                 let buf = transport
                     .alloc_buffer(pending.len())
-                    .map_err(|_| FailureReason::OutOfMemory { size });
+                    .map_err(|_| FailureKind::OutOfMemory { size });
                 super::target::begin_message(g, pending, buf);
             }
         }
@@ -463,10 +448,8 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                         None => {
                             let suspect = senders.first().copied();
                             tracing::warn!(seq, ?senders, "message corrupted: digest mismatch");
-                            g.member.handle_local_failure(
-                                suspect,
-                                FailureReason::DigestMismatch { seq },
-                            );
+                            g.member
+                                .handle_local_failure(suspect, FailureKind::DigestMismatch { seq });
                             return true;
                         }
                     }
@@ -480,9 +463,7 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                             tracing::warn!(seq, detail, "a batch that lies");
                             g.member.handle_local_failure(
                                 Some(0),
-                                FailureReason::ProtocolViolation {
-                                    detail: detail.to_owned(),
-                                },
+                                FailureKind::ProtocolViolation(detail.to_owned()),
                             );
                             return g.digest;
                         }

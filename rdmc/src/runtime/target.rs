@@ -12,7 +12,7 @@ use super::group_state::{GroupState, checked_in_place};
 use super::message::Message;
 use super::timing::{MessageTimings, Stopwatch};
 use crate::ids::GroupId;
-use crate::proto::FailureReason;
+use crate::proto::{FailureKind, Rank};
 use crate::target::{Incoming, ReceiveTarget, ReceivedFile};
 use crate::transport::MessageBuffer;
 
@@ -99,7 +99,7 @@ async fn map(_file: std::fs::File, _len: usize) -> Result<Arc<MessageBuffer>, St
 pub(super) fn begin_message(
     g: &mut GroupState,
     pending: PendingBegin,
-    buf: Result<Arc<MessageBuffer>, FailureReason>,
+    buf: Result<Arc<MessageBuffer>, FailureKind<Rank>>,
 ) {
     let PendingBegin {
         seq,
@@ -160,16 +160,14 @@ pub(super) fn deliver_file(
             let suspect = g.block_senders.first().copied();
             tracing::warn!(seq, "message corrupted: digest mismatch");
             g.member
-                .handle_local_failure(suspect, FailureReason::DigestMismatch { seq });
+                .handle_local_failure(suspect, FailureKind::DigestMismatch { seq });
             return true;
         }
         len -= DIGEST_LEN;
         if let Err(e) = file.set_len(len) {
             g.member.handle_local_failure(
                 None,
-                FailureReason::ReceiveTarget {
-                    detail: format!("cannot cut the digest off the file: {e}"),
-                },
+                FailureKind::ReceiveTarget(format!("cannot cut the digest off the file: {e}")),
             );
             return true;
         }

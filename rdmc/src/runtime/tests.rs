@@ -9,7 +9,7 @@ use super::actor::{Actor, Command, TableSizes};
 use crate::config::GroupConfig;
 use crate::group::Group;
 use crate::ids::{GroupId, NodeId};
-use crate::proto::{ABANDONED_KEPT, MAX_EARLY, USED_IDS_KEPT};
+use crate::proto::Rendezvous;
 use crate::transport::mem::MemCluster;
 use crate::transport::pool::DEFAULT_BUDGET;
 use crate::wait::CompletionMode;
@@ -58,7 +58,7 @@ async fn tables_stay_bounded_over_a_hundred_thousand_groups() {
     let cluster = MemCluster::new(2);
     let nodes = [start(&cluster, NodeId(0)), start(&cluster, NodeId(1))];
     let members = [NodeId(0), NodeId(1)];
-    let bound = USED_IDS_KEPT + ABANDONED_KEPT + MAX_EARLY + 16;
+    let bound = Rendezvous::<Instant>::KEPT + 16;
     let started = Instant::now();
     let mut peak = [0usize; 2];
     for i in 0..GROUPS {

@@ -15,8 +15,8 @@ use crate::error::{Error, MembershipError};
 use crate::ids::{GroupId, NodeId};
 use crate::in_flight::InFlight;
 use crate::proto::{
-    Announce, CreateFailure, FailureReason, GroupMember, MemberConfig, Rank, RendezvousAction,
-    group_digest,
+    Announce, CreateFailure, FailureKind, GroupMember, MemberConfig, Rank, RendezvousAction,
+    SharedSettings, group_digest,
 };
 use crate::transport::{Completion, Signal, Transport};
 
@@ -43,7 +43,7 @@ impl<T: Transport> Actor<T> {
                 return;
             }
         };
-        let digest = group_digest(id, &members, &config);
+        let digest = config_digest(id, &members, &config);
         let now = time::Instant::now();
         let deadline = now
             .checked_add(config.create_timeout())
@@ -78,7 +78,7 @@ impl<T: Transport> Actor<T> {
                     span.in_scope(|| tracing::warn!(error = %e, "no memory for the first block"));
                     member.handle_local_failure(
                         None,
-                        FailureReason::OutOfMemory {
+                        FailureKind::OutOfMemory {
                             size: config.block_size() as u64,
                         },
                     );
@@ -291,5 +291,113 @@ impl<T: Transport> Actor<T> {
         if let Some(creating) = g.creating.take() {
             let _ = creating.reply.send(Err(error));
         }
+    }
+}
+
+/// The digest of group `id` as every member must create it with `config`
+/// ([`group_digest`] of its shared settings; the message digest counts as
+/// set only when `Some(true)`, as this node resolved it).
+pub(crate) fn config_digest(id: GroupId, members: &[NodeId], config: &GroupConfig) -> u128 {
+    let shared = SharedSettings {
+        algorithm: config.algorithm(),
+        block_size: config.block_size_policy(),
+        max_message_size: config.max_message_size(),
+        message_digest: config.message_digest() == Some(true),
+        racks: config.racks(),
+        slow_members: config.slow_members(),
+        max_batch: config.small_message_batching(),
+    };
+    group_digest(id, members, &shared)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::config_digest;
+    use crate::config::GroupConfig;
+    use crate::ids::{GroupId, NodeId};
+    use crate::schedule::Algorithm;
+
+    fn nodes(ids: &[u32]) -> Vec<NodeId> {
+        ids.iter().copied().map(NodeId).collect()
+    }
+
+    #[test]
+    fn the_digest_is_stable() {
+        // Pinned: a change here breaks groups between builds. (The
+        // largest message size and the block size are the ones the defaults
+        // had when the value was pinned, and no batches.)
+        let config = GroupConfig::new()
+            .with_max_message_size(1 << 40)
+            .with_block_size(1 << 20)
+            .with_small_message_batching(None);
+        let d = config_digest(GroupId(5), &nodes(&[0, 1, 2]), &config);
+        assert_eq!(d, config_digest(GroupId(5), &nodes(&[0, 1, 2]), &config));
+        assert_eq!(format!("{d:032x}"), "6cbbbb3fa55f0affa1bd3d1c13dae80c");
+    }
+
+    #[test]
+    fn every_shared_field_changes_the_digest_and_local_ones_do_not() {
+        let base = GroupConfig::new();
+        let members = nodes(&[0, 1, 2]);
+        let d = config_digest(GroupId(5), &members, &base);
+        let different = [
+            config_digest(GroupId(6), &members, &base),
+            config_digest(GroupId(5), &nodes(&[0, 2, 1]), &base),
+            config_digest(GroupId(5), &nodes(&[0, 1]), &base),
+            config_digest(GroupId(5), &nodes(&[0, 1, 2, 3]), &base),
+            config_digest(
+                GroupId(5),
+                &members,
+                &base.clone().with_algorithm(Algorithm::Chain),
+            ),
+            config_digest(GroupId(5), &members, &base.clone().with_block_size(4096)),
+            config_digest(
+                GroupId(5),
+                &members,
+                &base.clone().with_block_size(256 << 10),
+            ),
+            config_digest(
+                GroupId(5),
+                &members,
+                &base.clone().with_max_message_size(1 << 20),
+            ),
+            config_digest(
+                GroupId(5),
+                &members,
+                &base.clone().with_algorithm(Algorithm::Hybrid),
+            ),
+            config_digest(
+                GroupId(5),
+                &members,
+                &base.clone().with_racks(vec![0, 1, 0]),
+            ),
+            config_digest(
+                GroupId(5),
+                &members,
+                &base.clone().with_racks(vec![0, 1, 1]),
+            ),
+            config_digest(GroupId(5), &members, &base.clone().with_slow_members([2])),
+            config_digest(GroupId(5), &members, &base.clone().with_slow_members([1])),
+            config_digest(
+                GroupId(5),
+                &members,
+                &base.clone().with_small_message_batching(None),
+            ),
+            config_digest(
+                GroupId(5),
+                &members,
+                &base.clone().with_small_message_batching(Some(4096)),
+            ),
+        ];
+        for (i, other) in different.iter().enumerate() {
+            assert_ne!(d, *other, "case {i}");
+        }
+        let local = base
+            .clone()
+            .with_receive_window(Some(3))
+            .with_create_timeout(Duration::from_millis(1));
+        assert_eq!(d, config_digest(GroupId(5), &members, &local));
     }
 }

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::{Failure, FailureReason, GroupMember, Phase, Rank, Schedule};
+use super::{Failure, FailureKind, GroupMember, Phase, Rank, Schedule};
 
 /// Since when a member has seen no progress.
 #[derive(Clone, Copy, Debug)]
@@ -25,7 +25,7 @@ impl GroupMember {
     /// The time is `now` (any clock the driver keeps, from any origin, as
     /// long as it never goes back): fail the group if it has made no
     /// progress for the progress timeout while this member waits on a peer,
-    /// naming that peer ([`FailureReason::NoProgress`]).
+    /// naming that peer ([`FailureKind::NoProgress`]).
     ///
     /// What a member waits on, and for how long:
     /// * a peer's ready-for-block for a block it holds, the completion of a
@@ -82,7 +82,7 @@ impl GroupMember {
         tracing::warn!(peer, waited = ?now.saturating_sub(stall.since), "no progress");
         self.fail(Failure {
             suspect: Some(peer),
-            reason: FailureReason::NoProgress,
+            kind: FailureKind::NoProgress,
         });
     }
 
@@ -104,7 +104,7 @@ impl GroupMember {
 
     /// The peer this member waits on now, and the multiple of the progress
     /// timeout it waits for it.
-    pub fn waiting_on(&self) -> Option<(Rank, u32)> {
+    pub(crate) fn waiting_on(&self) -> Option<(Rank, u32)> {
         if !matches!(self.phase, Phase::Open) {
             return None;
         }

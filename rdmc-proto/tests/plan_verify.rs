@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use rdmc::schedule::{
+use rdmc_proto::schedule::{
     Algorithm, NodeSchedule, Plan, PlanError, PlanTransfer, Schedule, step_bound, verify_schedules,
 };
 

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::{Action, Control, Failure, FailureReason, GroupMember, Phase, Rank, Schedule};
+use super::{Action, Control, Failure, FailureKind, GroupMember, Phase, Rank, Schedule};
 
 /// Since when a receiver's oldest untaken message has waited.
 #[derive(Clone, Copy, Debug)]
@@ -136,7 +136,7 @@ impl GroupMember {
         );
         self.fail(Failure {
             suspect: Some(self.config.rank),
-            reason: FailureReason::SlowReader {
+            kind: FailureKind::SlowReader {
                 millis: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
             },
         });

@@ -1,19 +1,16 @@
-//! The group-creation rendezvous (`rdmc::proto::Rendezvous`) under the
-//! deterministic whole-group harness (see `support/mod.rs`): members that
+//! The group-creation rendezvous (`Rendezvous`) under the
+//! deterministic whole-group harness (`harness`): members that
 //! create at random times, signals that arrive before the group exists,
 //! mismatches, members that never come or come too late, crashes during the
 //! rendezvous; and the machine alone.
 
-mod proto_harness;
-
+use super::harness::{Cluster, Crash, CreateAt, Creation, LONG_TIMEOUT, Notify, Scenario};
+use crate::rendezvous::MAX_EARLY;
+use crate::schedule::Algorithm;
+use crate::{Control, CreateFailure, FailureKind, Rank, Rendezvous, RendezvousAction};
+use crate::{GroupId, NodeId};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use proto_harness::{Cluster, Crash, CreateAt, Creation, LONG_TIMEOUT, Notify, Scenario};
-use rdmc::proto::{
-    Control, CreateFailure, FailureReason, MAX_EARLY, Rank, Rendezvous, RendezvousAction,
-};
-use rdmc::schedule::Algorithm;
-use rdmc::{GroupId, NodeId};
 
 /// A run whose nodes create the group before any event or, where `later`
 /// says so, at a random point of the run.
@@ -165,8 +162,8 @@ fn check_missing(s: &LateScenario, missing: &[bool], come_late: bool) {
         };
         assert!(creators.contains(&suspect), "{context}: {failures:?}");
         assert_eq!(
-            failures[0].reason,
-            FailureReason::Reported { by: suspect },
+            failures[0].kind,
+            FailureKind::ReportedBy(suspect),
             "{context}"
         );
         assert_eq!(cluster.completed(rank), 0, "{context}");

@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use rdmc::schedule::{
+use rdmc_proto::schedule::{
     Algorithm, NodeSchedule, Plan, Topology, step_bound, step_bound_in, verify_schedules_in,
 };
 

@@ -11,7 +11,7 @@
 //! the group, naming itself; one that leaves before closing fails it too.
 
 use super::{
-    Action, Closing, Control, Failure, FailureReason, GroupMember, MemberError, Phase, Rank,
+    Action, Closing, Control, Failure, FailureKind, GroupMember, MemberError, Phase, Rank,
 };
 
 impl GroupMember {
@@ -26,7 +26,7 @@ impl GroupMember {
     /// has not taken every message when it closes (some are delivered but
     /// unread, one is in progress, or the root's close count is higher), or
     /// a message arrives after it closed, the group fails with
-    /// [`FailureReason::ClosedUnread`] naming this member. Idempotent.
+    /// [`FailureKind::ClosedUnread`] naming this member. Idempotent.
     pub fn close(&mut self) -> Result<(), MemberError> {
         self.check_open()?;
         self.progress += 1;
@@ -85,20 +85,20 @@ impl GroupMember {
         }
         self.fail(Failure {
             suspect: peer,
-            reason: FailureReason::PeerUnreachable,
+            kind: FailureKind::Unreachable,
         });
     }
 
     /// Something local to this member broke the group: its driver could
-    /// not allocate a message's memory ([`FailureReason::OutOfMemory`]), or
-    /// a message arrived corrupted ([`FailureReason::DigestMismatch`],
+    /// not allocate a message's memory ([`FailureKind::OutOfMemory`]), or
+    /// a message arrived corrupted ([`FailureKind::DigestMismatch`],
     /// naming `suspect`, the sender of its blocks). The group fails, every
     /// other member is told — the suspect too, which is alive — and `None`
     /// as the suspect means this member.
-    pub fn handle_local_failure(&mut self, suspect: Option<Rank>, reason: FailureReason) {
+    pub fn handle_local_failure(&mut self, suspect: Option<Rank>, kind: FailureKind<Rank>) {
         self.fail(Failure {
             suspect: Some(suspect.unwrap_or(self.config.rank)),
-            reason,
+            kind,
         });
     }
 
@@ -111,7 +111,7 @@ impl GroupMember {
         let acked = !self.is_root() && self.closing.as_ref().is_some_and(|c| c.acked[0]);
         let failure = Failure {
             suspect: Some(self.config.rank),
-            reason: FailureReason::LocalShutdown,
+            kind: FailureKind::LocalShutdown,
         };
         if acked && !self.is_finished() {
             self.current = None;
@@ -155,9 +155,7 @@ impl GroupMember {
         tracing::warn!(peer, detail, "protocol violation");
         self.fail(Failure {
             suspect: Some(peer),
-            reason: FailureReason::ProtocolViolation {
-                detail: detail.to_owned(),
-            },
+            kind: FailureKind::ProtocolViolation(detail.to_owned()),
         });
     }
 
@@ -170,7 +168,7 @@ impl GroupMember {
         );
         self.fail(Failure {
             suspect: Some(self.config.rank),
-            reason: FailureReason::ClosedUnread,
+            kind: FailureKind::ClosedUnread,
         });
     }
 

@@ -1,10 +1,11 @@
 //! What members tell each other ([`Control`]), how a group fails
-//! ([`Failure`], [`FailureReason`]), what the caller gets wrong
+//! ([`Failure`], [`FailureKind`]), what the caller gets wrong
 //! ([`MemberError`]) and what a member asks its driver to do ([`Action`]).
 
 use std::fmt;
 
 use super::{MAX_MESSAGES, Rank};
+use crate::ids::NodeId;
 
 #[cfg(doc)]
 use super::{BATCH_FLAG, GroupMember, MemberConfig, READY_WINDOW};
@@ -15,7 +16,9 @@ use crate::schedule::BlockSize;
 ///
 /// `ReadyForBlock` is the papers' only protocol message besides data; the
 /// others carry the close barrier and failure relay this crate adds.
-#[non_exhaustive]
+/// Exhaustive, like every enum a driver handles: a driver carries each one
+/// over its wire, so a new one is a compile error in every driver, not a
+/// message it drops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Control {
     /// "I have posted the receive for another block I expect from you"
@@ -47,102 +50,139 @@ pub enum Control {
     },
 }
 
-/// Why a group failed.
+/// How a group failure was detected.
+///
+/// `M` names members: a [`NodeId`] in the errors of the `rdmc` library
+/// (the default), a [`Rank`] in the protocol core's [`Failure`]s; a
+/// driver names the reporting member its way with
+/// [`map_member`](Self::map_member).
 #[non_exhaustive]
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FailureReason {
-    /// The transport reported the suspect unreachable: its connection broke,
-    /// a transfer to or from it failed, or it timed out.
-    PeerUnreachable,
+pub enum FailureKind<M = NodeId> {
+    /// The suspect's connection broke, a transfer with it failed, or it
+    /// stopped answering.
+    Unreachable,
     /// Another member reported the failure.
-    Reported {
-        /// The member that relayed the failure to us.
-        by: Rank,
-    },
-    /// The suspect broke the protocol (sent something it should not have).
-    ProtocolViolation {
-        /// What was wrong.
-        detail: String,
-    },
-    /// This member is shutting down (its application left the group, or
-    /// its node shut down).
+    ReportedBy(M),
+    /// The suspect broke the protocol (for example sent a block nobody
+    /// asked for).
+    ProtocolViolation(String),
+    /// This member is shutting down: its application left the group, or
+    /// its node shut down.
     LocalShutdown,
-    /// This member's application closed the group without taking every
+    /// This member's application closed the group before it took every
     /// message the root sent: its copy is incomplete.
     ClosedUnread,
-    /// The suspect made no progress for the progress timeout while this
-    /// member waited on it.
+    /// The suspect made no progress within the progress timeout while this
+    /// member waited on it (`GroupConfig::with_progress_timeout` in the
+    /// library, [`MemberConfig::progress_timeout`] here).
     NoProgress,
-    /// This member could not get the memory to receive a message of
-    /// `size` bytes (its driver reports it through
+    /// The suspect (this member, or the member that reported it) could not
+    /// get the memory to receive a message of `size` bytes. Allocation is
+    /// fallible: a member that runs out of memory fails the group, it never
+    /// aborts (its driver reports it through
     /// [`GroupMember::handle_local_failure`]).
     OutOfMemory {
         /// The bytes asked for.
         size: u64,
     },
-    /// Message `seq` arrived here with a digest other than the root's: its
-    /// bytes were changed on the way. The suspect is the member that sent
-    /// this one the message's blocks (the root or a relay).
+    /// Message `seq` arrived with a digest other than the root's
+    /// (`GroupConfig::with_message_digest` in the library): its bytes were
+    /// changed on the way. The suspect is the member that sent the
+    /// corrupted copy's blocks (the root or a relay).
     DigestMismatch {
         /// The message.
         seq: u64,
     },
-    /// This member's process stood still (stopped, or starved of CPU) for
-    /// `millis` milliseconds, and lost its peers meanwhile: they declared
-    /// it failed.
+    /// This member's process stood still — stopped (`SIGSTOP`, a debugger,
+    /// a paused VM) or starved of CPU — for `millis` milliseconds, and lost
+    /// its peers meanwhile: they declared it failed. The suspect is this
+    /// member.
     Stalled {
         /// How long it stood still.
         millis: u64,
     },
-    /// This receiver's application left a delivered message untaken for
-    /// longer than the slow-reader timeout
-    /// ([`MemberConfig::slow_reader_timeout`]).
+    /// The suspect's application left a delivered message untaken for
+    /// `millis` milliseconds, longer than its slow-reader timeout
+    /// (`GroupConfig::with_slow_reader_timeout` in the library,
+    /// [`MemberConfig::slow_reader_timeout`] here).
     SlowReader {
-        /// How long the message waited, in milliseconds.
+        /// How long the message waited.
         millis: u64,
     },
-    /// This member could not place a message where its application said
-    /// (its driver reports it through
+    /// The suspect (this member, or the member that reported it) could not
+    /// place a message where its application said (the library's
+    /// `ReceiveTargets` hook failed, or the target could not be used: a
+    /// file that cannot be resized or mapped; its driver reports it through
     /// [`GroupMember::handle_local_failure`]).
-    ReceiveTarget {
-        /// What went wrong.
-        detail: String,
-    },
+    ReceiveTarget(String),
 }
 
-impl fmt::Display for FailureReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl<M> FailureKind<M> {
+    /// The same kind, with the member that reported it named by `name`
+    /// (the library maps the protocol core's ranks to node ids so).
+    pub fn map_member<N>(self, name: impl FnOnce(M) -> N) -> FailureKind<N> {
         match self {
-            FailureReason::PeerUnreachable => f.write_str("unreachable"),
-            FailureReason::Reported { by } => write!(f, "reported by rank {by}"),
-            FailureReason::ProtocolViolation { detail } => {
-                write!(f, "protocol violation: {detail}")
-            }
-            FailureReason::LocalShutdown => f.write_str("local shutdown"),
-            FailureReason::ClosedUnread => {
+            FailureKind::ReportedBy(member) => FailureKind::ReportedBy(name(member)),
+            FailureKind::Unreachable => FailureKind::Unreachable,
+            FailureKind::ProtocolViolation(detail) => FailureKind::ProtocolViolation(detail),
+            FailureKind::LocalShutdown => FailureKind::LocalShutdown,
+            FailureKind::ClosedUnread => FailureKind::ClosedUnread,
+            FailureKind::NoProgress => FailureKind::NoProgress,
+            FailureKind::OutOfMemory { size } => FailureKind::OutOfMemory { size },
+            FailureKind::DigestMismatch { seq } => FailureKind::DigestMismatch { seq },
+            FailureKind::Stalled { millis } => FailureKind::Stalled { millis },
+            FailureKind::SlowReader { millis } => FailureKind::SlowReader { millis },
+            FailureKind::ReceiveTarget(detail) => FailureKind::ReceiveTarget(detail),
+        }
+    }
+}
+
+impl<M: fmt::Display> FailureKind<M> {
+    /// The kind in words; `member` says what the reporting member is (a
+    /// node, a rank).
+    fn describe(&self, member: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FailureKind::Unreachable => f.write_str("unreachable"),
+            FailureKind::ReportedBy(by) => write!(f, "reported by {member} {by}"),
+            FailureKind::ProtocolViolation(detail) => write!(f, "protocol violation: {detail}"),
+            FailureKind::LocalShutdown => f.write_str("local shutdown"),
+            FailureKind::ClosedUnread => {
                 f.write_str("closed by its application before it took every message")
             }
-            FailureReason::NoProgress => f.write_str("no progress within the progress timeout"),
-            FailureReason::OutOfMemory { size } => {
-                write!(
-                    f,
-                    "out of memory: cannot allocate {size} bytes for a message"
-                )
-            }
-            FailureReason::DigestMismatch { seq } => {
+            FailureKind::NoProgress => f.write_str("no progress within the progress timeout"),
+            FailureKind::OutOfMemory { size } => write!(
+                f,
+                "out of memory: cannot allocate {size} bytes for a message"
+            ),
+            FailureKind::DigestMismatch { seq } => {
                 write!(f, "message {seq} arrived corrupted (its digest differs)")
             }
-            FailureReason::Stalled { millis } => write!(
+            FailureKind::Stalled { millis } => write!(
                 f,
                 "stood still for {millis} ms (stopped or starved) and lost its peers"
             ),
-            FailureReason::SlowReader { millis } => write!(
+            FailureKind::SlowReader { millis } => write!(
                 f,
                 "its application left a delivered message untaken for {millis} ms \
                  (the slow-reader timeout)"
             ),
-            FailureReason::ReceiveTarget { detail } => write!(f, "receive target: {detail}"),
+            FailureKind::ReceiveTarget(detail) => write!(f, "receive target: {detail}"),
         }
+    }
+}
+
+/// In words, the reporting member named as a node ("reported by node 2").
+impl fmt::Display for FailureKind<NodeId> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.describe("node", f)
+    }
+}
+
+/// In words, the reporting member named by its rank ("reported by rank 2").
+impl fmt::Display for FailureKind<Rank> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.describe("rank", f)
     }
 }
 
@@ -152,20 +192,20 @@ pub struct Failure {
     /// The member believed to have failed, when known.
     pub suspect: Option<Rank>,
     /// How the failure was detected.
-    pub reason: FailureReason,
+    pub kind: FailureKind<Rank>,
 }
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.suspect {
-            Some(rank) => write!(f, "rank {rank} failed ({})", self.reason),
-            None => write!(f, "group failed ({})", self.reason),
+            Some(rank) => write!(f, "rank {rank} failed ({})", self.kind),
+            None => write!(f, "group failed ({})", self.kind),
         }
     }
 }
 
-/// A request the state machine refuses.
-#[non_exhaustive]
+/// A request the state machine refuses (exhaustive: a driver answers its
+/// caller for each).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MemberError {
     /// Only the root (rank 0) sends.

@@ -2,7 +2,7 @@
 //! the assembled plan passes [`Plan::verify`] and the per-member schedules
 //! agree with each other ([`verify_schedules`]), rdmc-original.md §2.7.
 
-use rdmc::schedule::{Algorithm, NodeSchedule, Plan, Schedule, step_bound, verify_schedules};
+use rdmc_proto::schedule::{Algorithm, NodeSchedule, Plan, Schedule, step_bound, verify_schedules};
 
 fn exhaustive(algorithm: Algorithm) {
     for n in 1..=64 {

@@ -1,7 +1,7 @@
 //! The worked examples of rdmc-original.md §2.5-2.6, cell by cell, and the
 //! closed forms of seed 001 Sec. 4.4-4.5 for powers of two.
 
-use rdmc::schedule::{Algorithm, NodeSchedule, Plan, Schedule, Transfer};
+use rdmc_proto::schedule::{Algorithm, NodeSchedule, Plan, Schedule, Transfer};
 
 /// One string per step: the plan's transfers as `src→dst:bN`, sorted by source.
 fn plan_rows(algorithm: Algorithm, n: usize, k: usize) -> Vec<String> {

@@ -2,24 +2,23 @@
 //! receiver's count of messages its application took, the root's
 //! per-message delivery to every member, the slow-reader timeout, and the
 //! release of blocks a member is done with. (The whole-group properties in
-//! `proto_cluster` check the same under random orders of events.)
+//! `cluster` check the same under random orders of events.)
 
 use std::time::Duration;
 
+use crate::schedule::{Algorithm, BlockSize};
+use crate::{
+    Action, Control, Failure, FailureKind, GroupMember, MemberConfig, Rank, block_count, block_len,
+};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use rdmc::proto::{
-    Action, Control, Failure, FailureReason, GroupMember, MemberConfig, Rank, block_count,
-    block_len,
-};
-use rdmc::schedule::{Algorithm, BlockSize};
 
 const BLOCK: usize = 4;
 
 fn config(algorithm: Algorithm, n: usize, rank: Rank) -> MemberConfig {
     MemberConfig::new(algorithm, n, rank, BlockSize::Fixed(BLOCK))
         .with_max_message_size(1 << 20)
-        .with_announce(rdmc::proto::Announce::OneSender)
+        .with_announce(crate::Announce::OneSender)
 }
 
 fn actions(m: &mut GroupMember) -> Vec<Action> {
@@ -114,7 +113,7 @@ fn bad_taken_counts_are_protocol_violations_by_their_sender() {
         let got = actions(&mut root);
         let f = failure(&got).unwrap_or_else(|| panic!("{before} then {bad}: {got:?}"));
         assert_eq!(f.suspect, Some(2));
-        assert!(matches!(f.reason, FailureReason::ProtocolViolation { .. }));
+        assert!(matches!(f.kind, FailureKind::ProtocolViolation(_)));
     }
     // To a receiver.
     let mut m = GroupMember::new(config(Algorithm::Chain, 3, 1)).unwrap();
@@ -171,7 +170,7 @@ fn a_slow_reader_fails_the_group_naming_itself() {
     let f = failure(&got).expect("failed");
     assert_eq!(f.suspect, Some(2));
     assert!(
-        matches!(f.reason, FailureReason::SlowReader { millis } if millis >= 5000),
+        matches!(f.kind, FailureKind::SlowReader { millis } if millis >= 5000),
         "{f:?}"
     );
     // Everyone else hears of it, naming the reader.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::schedule::{Algorithm, BlockSize, Topology};
 
 #[cfg(doc)]
-use super::{Control, FailureReason, GroupMember, MemberError};
+use super::{Control, FailureKind, GroupMember, MemberError};
 
 /// A member's rank in a group: its index in the membership list; 0 is the root.
 pub type Rank = usize;
@@ -34,16 +34,6 @@ pub type Rank = usize;
 /// and a stream from one sender never waits a round trip per block.
 pub const READY_WINDOW: usize = 8;
 
-/// How many receives a member with [`Announce::AnySender`] announces at
-/// least at once (unless fewer are left in the message): it tops its window
-/// up only once this many of its announced blocks have arrived. Over TCP a
-/// ready-for-block is a frame of its own on the receiver's uplink, the link
-/// that carries its own forwards; announced four at a time, one frame to
-/// each sender says it (the driver sends a peer's ready-for-blocks of one
-/// pass as one signal, and those that ride a block in front of it), and a
-/// stream from one sender still has four blocks announced ahead.
-pub const ANNOUNCE_BATCH: usize = READY_WINDOW / 2;
-
 /// Which of the (up to [`READY_WINDOW`]) receives a member posts ahead it
 /// announces at once: the same rule on every member of a group is not
 /// required (each one only limits what its own senders may send it).
@@ -58,8 +48,9 @@ pub enum Announce {
     /// then holds, and the binomial pipeline stays flat in the group size.
     #[default]
     OneSender,
-    /// The next receives whoever sends them, announced [`ANNOUNCE_BATCH`]
-    /// or more at a time. Right where a send completes
+    /// The next receives whoever sends them, announced half the ready
+    /// window ([`MemberConfig::ready_window`]; four by default) or more at
+    /// a time. Right where a send completes
     /// once the transport has buffered it (TCP's socket buffer): a sender
     /// then has blocks to several receivers on the wire at once anyway,
     /// and a receiver that takes blocks from one sender at a time would
@@ -114,8 +105,8 @@ pub fn block_len(size: u64, block_size: usize, block: usize) -> usize {
 /// come, so it cannot be written as a struct literal outside this crate.
 ///
 /// ```
-/// use rdmc::proto::MemberConfig;
-/// use rdmc::schedule::{Algorithm, BlockSize};
+/// use rdmc_proto::MemberConfig;
+/// use rdmc_proto::schedule::{Algorithm, BlockSize};
 ///
 /// let config = MemberConfig::new(Algorithm::BinomialPipeline, 8, 3, BlockSize::Fixed(1 << 20))
 ///     .with_max_message_size(1 << 30)
@@ -148,8 +139,13 @@ pub struct MemberConfig {
     /// How many receives this member keeps posted and announced ahead
     /// (1 to [`READY_WINDOW`], the default): its senders hold at most this
     /// many of its ready-for-blocks. With [`Announce::AnySender`] the
-    /// window is topped up half of it at a time (at least one; with the
-    /// default, [`ANNOUNCE_BATCH`]).
+    /// window is topped up half of it at a time (at least one; four with
+    /// the default): over TCP a ready-for-block is a frame of its own on
+    /// the receiver's uplink, the link that carries its own forwards;
+    /// announced several at a time, one frame to each sender says them
+    /// (the driver sends a peer's ready-for-blocks of one pass as one
+    /// signal, and those that ride a block in front of it), and a stream
+    /// from one sender still has half a window announced ahead.
     pub ready_window: usize,
     /// Which receives posted ahead are announced at once.
     pub announce: Announce,
@@ -168,7 +164,7 @@ pub struct MemberConfig {
     pub progress_timeout: Option<Duration>,
     /// How long a receiver's application may leave a delivered message
     /// untaken before this member fails the group naming itself
-    /// ([`FailureReason::SlowReader`]); `None`: forever. Ignored on the root.
+    /// ([`FailureKind::SlowReader`]); `None`: forever. Ignored on the root.
     pub slow_reader_timeout: Option<Duration>,
     /// Largest batch of small messages, in bytes on the wire, that the
     /// root may send as one transfer ([`GroupMember::submit_batch`]); a
@@ -227,9 +223,10 @@ impl MemberConfig {
     }
 
     /// The receives this member announces at least at once with
-    /// [`Announce::AnySender`]: half its [`ready_window`](Self::ready_window),
-    /// at least one.
-    pub fn announce_batch(&self) -> usize {
+    /// [`Announce::AnySender`] (unless fewer are left in the message): half
+    /// its [`ready_window`](Self::ready_window), at least one; it tops its
+    /// window up only once this many of its announced blocks have arrived.
+    pub(crate) fn announce_batch(&self) -> usize {
         (self.ready_window / 2).max(1)
     }
 

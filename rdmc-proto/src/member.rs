@@ -12,10 +12,9 @@ mod events;
 mod progress;
 
 pub use config::{
-    ANNOUNCE_BATCH, Announce, BATCH_FLAG, MAX_MESSAGES, MemberConfig, READY_WINDOW, Rank,
-    block_count, block_len,
+    Announce, BATCH_FLAG, MAX_MESSAGES, MemberConfig, READY_WINDOW, Rank, block_count, block_len,
 };
-pub use events::{Action, Control, Failure, FailureReason, MemberError};
+pub use events::{Action, Control, Failure, FailureKind, MemberError};
 
 use delivery::Unread;
 use progress::Stall;
@@ -437,7 +436,7 @@ impl GroupMember {
                 if !self.failure_is_moot(suspect, Some(from)) {
                     self.fail(Failure {
                         suspect,
-                        reason: FailureReason::Reported { by: from },
+                        kind: FailureKind::ReportedBy(from),
                     });
                 }
             }

@@ -34,18 +34,17 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
-use crate::config::GroupConfig;
 use crate::ids::{GroupId, NodeId};
 use crate::schedule::{Algorithm, BlockSize};
 
-use super::member::{Control, Rank};
+use crate::member::{Control, Rank};
 
 /// Most signals kept, over all groups, for groups this node has not created
 /// yet. When the table is full, the signals of the group heard of first are
 /// dropped to make room: signals for groups that never come here (a peer's
 /// creation this node's application never made) make way for fresh ones
 /// instead of filling the table for good.
-pub const MAX_EARLY: usize = 4096;
+pub(crate) const MAX_EARLY: usize = 4096;
 
 /// How many ended groups' ids a node remembers as used (the most recent
 /// ones). Creating a group with a remembered id is refused
@@ -60,10 +59,10 @@ pub const USED_IDS_KEPT: usize = 16_384;
 /// their late `Join`s (the most recent ones). A late `Join` for an older one
 /// goes unanswered (the joiner's creation times out instead of failing at
 /// once).
-pub const ABANDONED_KEPT: usize = 1024;
+pub(crate) const ABANDONED_KEPT: usize = 1024;
 
-/// Why a creation failed in the rendezvous.
-#[non_exhaustive]
+/// Why a creation failed in the rendezvous (exhaustive: a driver answers
+/// its caller for each).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CreateFailure {
     /// `peer` created the group with a different membership or
@@ -79,8 +78,8 @@ pub enum CreateFailure {
     },
 }
 
-/// An instruction from a [`Rendezvous`] to its driver.
-#[non_exhaustive]
+/// An instruction from a [`Rendezvous`] to its driver (exhaustive: a
+/// driver carries out each).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RendezvousAction {
     /// Send a `Join` carrying this node's digest of `group` to `to`.
@@ -253,10 +252,17 @@ impl<I: Copy + Ord> Rendezvous<I> {
         self.used.contains(&group)
     }
 
+    /// The most entries the tables keep for groups that are not running:
+    /// the used ids of ended groups ([`USED_IDS_KEPT`]), the failed
+    /// creations it remembers and the signals it holds for groups not
+    /// created yet.
+    #[doc(hidden)]
+    pub const KEPT: usize = USED_IDS_KEPT + ABANDONED_KEPT + MAX_EARLY;
+
     /// How many entries the machine holds over all its tables (for tests
     /// that check a long-lived node's memory stays flat): at most the
-    /// running groups' entries plus [`USED_IDS_KEPT`], [`ABANDONED_KEPT`]
-    /// and [`MAX_EARLY`] (and one per known-down node).
+    /// running groups' entries plus [`KEPT`](Self::KEPT) (and one per
+    /// known-down node).
     #[doc(hidden)]
     pub fn table_len(&self) -> usize {
         self.created.len()
@@ -673,14 +679,37 @@ fn algorithm_code(algorithm: Algorithm) -> u8 {
     }
 }
 
+/// What every member of a group must create it with, as [`group_digest`]
+/// hashes it: the settings that are not local to a member (the receive
+/// window or the create timeout are, and members may differ in them).
+///
+/// A shared setting added later is a new field here, so every driver has to
+/// say it; a setting that is unset (`None`, empty, `false`) is left out of
+/// the hash, so that groups without it keep their digest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SharedSettings<'a> {
+    /// The multicast algorithm.
+    pub algorithm: Algorithm,
+    /// How messages are cut into blocks.
+    pub block_size: BlockSize,
+    /// The largest message the group carries.
+    pub max_message_size: u64,
+    /// Whether every message carries an end-to-end digest (as the driver
+    /// resolved its default).
+    pub message_digest: bool,
+    /// The rack of each member, in rank order, when given.
+    pub racks: Option<&'a [u32]>,
+    /// The slow members' ranks.
+    pub slow_members: &'a [usize],
+    /// The largest batch of small messages, in bytes, when messages are
+    /// batched.
+    pub max_batch: Option<usize>,
+}
+
 /// The digest of group `id` as every member must create it: a hash of the
-/// id, the member list in rank order, the algorithm, the block size, the
-/// largest message size, whether messages carry a digest (as resolved
-/// by the node: `Some(true)` counts), the racks and slow members when
-/// given and the largest batch of small messages when they are batched, stable across processes, platforms and builds.
-/// Settings local to a member (the receive window, the create timeout) are
-/// left out.
-pub fn group_digest(id: GroupId, members: &[NodeId], config: &GroupConfig) -> u128 {
+/// id, the member list in rank order and the [`SharedSettings`], stable
+/// across processes, platforms and builds.
+pub fn group_digest(id: GroupId, members: &[NodeId], shared: &SharedSettings<'_>) -> u128 {
     let mut h = Fnv1a128(FNV_OFFSET);
     h.write(b"rdmc-group");
     h.write(&[VERSION]);
@@ -689,33 +718,33 @@ pub fn group_digest(id: GroupId, members: &[NodeId], config: &GroupConfig) -> u1
     for node in members {
         h.write(&node.0.to_le_bytes());
     }
-    h.write(&[algorithm_code(config.algorithm())]);
-    h.u64(match config.block_size_policy() {
+    h.write(&[algorithm_code(shared.algorithm)]);
+    h.u64(match shared.block_size {
         BlockSize::Fixed(size) => size as u64,
         _ => 0, // automatic (a fixed size is never 0)
     });
-    h.u64(config.max_message_size());
-    if config.message_digest() == Some(true) {
+    h.u64(shared.max_message_size);
+    if shared.message_digest {
         h.write(b"digest");
     }
     // Written only when set, so that groups without them keep their digest.
-    if let Some(racks) = config.racks() {
+    if let Some(racks) = shared.racks {
         h.write(b"racks");
         h.u64(racks.len() as u64);
         for &rack in racks {
             h.u64(u64::from(rack));
         }
     }
-    if !config.slow_members().is_empty() {
+    if !shared.slow_members.is_empty() {
         h.write(b"slow");
-        h.u64(config.slow_members().len() as u64);
-        for &rank in config.slow_members() {
+        h.u64(shared.slow_members.len() as u64);
+        for &rank in shared.slow_members {
             h.u64(rank as u64);
         }
     }
     // Also only when set: a group without batches is the same as before
     // them (and a build without them cannot join a group with them).
-    if let Some(bytes) = config.small_message_batching() {
+    if let Some(bytes) = shared.max_batch {
         h.write(b"batch");
         h.u64(bytes as u64);
     }
@@ -724,8 +753,6 @@ pub fn group_digest(id: GroupId, members: &[NodeId], config: &GroupConfig) -> u1
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     fn nodes(ids: &[u32]) -> Vec<NodeId> {
@@ -744,17 +771,24 @@ mod tests {
         assert_eq!(hash(b"foobar"), 0x343e_1662_793c_64bf_6f0d_3597_ba44_6f18);
     }
 
+    /// The settings of the pinned digest: the block size and the largest
+    /// message size the defaults had when the value was pinned, no batches.
+    fn pinned_settings() -> SharedSettings<'static> {
+        SharedSettings {
+            algorithm: Algorithm::BinomialPipeline,
+            block_size: BlockSize::Fixed(1 << 20),
+            max_message_size: 1 << 40,
+            message_digest: false,
+            racks: None,
+            slow_members: &[],
+            max_batch: None,
+        }
+    }
+
     #[test]
     fn the_digest_is_stable() {
-        // Pinned: a change here breaks groups between builds. (The
-        // largest message size and the block size are the ones the defaults
-        // had when the value was pinned, and no batches.)
-        let config = GroupConfig::new()
-            .with_max_message_size(1 << 40)
-            .with_block_size(1 << 20)
-            .with_small_message_batching(None);
-        let d = group_digest(GroupId(5), &nodes(&[0, 1, 2]), &config);
-        assert_eq!(d, group_digest(GroupId(5), &nodes(&[0, 1, 2]), &config));
+        // Pinned: a change here breaks groups between builds.
+        let d = group_digest(GroupId(5), &nodes(&[0, 1, 2]), &pinned_settings());
         assert_eq!(format!("{d:032x}"), PINNED);
     }
 
@@ -762,66 +796,46 @@ mod tests {
     const PINNED: &str = "6cbbbb3fa55f0affa1bd3d1c13dae80c";
 
     #[test]
-    fn every_shared_field_changes_the_digest_and_local_ones_do_not() {
-        let base = GroupConfig::new();
+    fn every_setting_and_the_membership_change_the_digest() {
+        let base = pinned_settings();
         let members = nodes(&[0, 1, 2]);
         let d = group_digest(GroupId(5), &members, &base);
+        let with = |shared: SharedSettings<'_>| group_digest(GroupId(5), &members, &shared);
         let different = [
             group_digest(GroupId(6), &members, &base),
             group_digest(GroupId(5), &nodes(&[0, 2, 1]), &base),
             group_digest(GroupId(5), &nodes(&[0, 1]), &base),
-            group_digest(GroupId(5), &nodes(&[0, 1, 2, 3]), &base),
-            group_digest(
-                GroupId(5),
-                &members,
-                &base.clone().with_algorithm(Algorithm::Chain),
-            ),
-            group_digest(GroupId(5), &members, &base.clone().with_block_size(4096)),
-            group_digest(
-                GroupId(5),
-                &members,
-                &base.clone().with_block_size(256 << 10),
-            ),
-            group_digest(
-                GroupId(5),
-                &members,
-                &base.clone().with_max_message_size(1 << 20),
-            ),
-            group_digest(
-                GroupId(5),
-                &members,
-                &base.clone().with_algorithm(Algorithm::Hybrid),
-            ),
-            group_digest(
-                GroupId(5),
-                &members,
-                &base.clone().with_racks(vec![0, 1, 0]),
-            ),
-            group_digest(
-                GroupId(5),
-                &members,
-                &base.clone().with_racks(vec![0, 1, 1]),
-            ),
-            group_digest(GroupId(5), &members, &base.clone().with_slow_members([2])),
-            group_digest(GroupId(5), &members, &base.clone().with_slow_members([1])),
-            group_digest(
-                GroupId(5),
-                &members,
-                &base.clone().with_small_message_batching(None),
-            ),
-            group_digest(
-                GroupId(5),
-                &members,
-                &base.clone().with_small_message_batching(Some(4096)),
-            ),
+            with(SharedSettings {
+                algorithm: Algorithm::Chain,
+                ..base
+            }),
+            with(SharedSettings {
+                block_size: BlockSize::AUTOMATIC,
+                ..base
+            }),
+            with(SharedSettings {
+                max_message_size: 1 << 20,
+                ..base
+            }),
+            with(SharedSettings {
+                message_digest: true,
+                ..base
+            }),
+            with(SharedSettings {
+                racks: Some(&[0, 1, 0]),
+                ..base
+            }),
+            with(SharedSettings {
+                slow_members: &[2],
+                ..base
+            }),
+            with(SharedSettings {
+                max_batch: Some(4096),
+                ..base
+            }),
         ];
         for (i, other) in different.iter().enumerate() {
             assert_ne!(d, *other, "case {i}");
         }
-        let local = base
-            .clone()
-            .with_receive_window(Some(3))
-            .with_create_timeout(Duration::from_millis(1));
-        assert_eq!(d, group_digest(GroupId(5), &members, &local));
     }
 }

@@ -6,7 +6,7 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use rdmc::schedule::{Algorithm, NodeSchedule, Plan, Schedule};
+use rdmc_proto::schedule::{Algorithm, NodeSchedule, Plan, Schedule};
 
 /// Build member `rank`'s schedule and ask for every step's transfers.
 fn walk(algorithm: Algorithm, n: usize, rank: usize, k: usize) -> usize {
