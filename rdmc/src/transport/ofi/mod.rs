@@ -100,7 +100,7 @@ mod fuzz_tests;
 mod setup;
 #[cfg(test)]
 mod tests;
-use super::wire;
+use super::fabric_driver::wire;
 
 use std::time::Duration;
 
@@ -146,4 +146,4 @@ impl Default for FabricOptions {
 
 /// One node's fabric endpoints, as the runtime sees them: every call is
 /// handed, in order, to the node's fabric driver task.
-pub(crate) type OfiEndpoint = super::driven::DrivenEndpoint;
+pub(crate) type OfiEndpoint = super::fabric_driver::endpoint::DrivenEndpoint;

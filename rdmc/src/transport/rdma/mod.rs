@@ -78,7 +78,7 @@ mod setup;
 #[cfg(test)]
 mod tests;
 mod verbs;
-use super::wire;
+use super::fabric_driver::wire;
 
 use std::time::Duration;
 
@@ -123,4 +123,4 @@ impl Default for DeviceOptions {
 
 /// One node's queue pairs, as the runtime sees them: every call is handed,
 /// in order, to the node's verbs driver task.
-pub(crate) type RdmaEndpoint = super::driven::DrivenEndpoint<driver::Extra>;
+pub(crate) type RdmaEndpoint = super::fabric_driver::endpoint::DrivenEndpoint<driver::Extra>;

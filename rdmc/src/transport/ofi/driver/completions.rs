@@ -7,7 +7,7 @@ use crate::transport::ofi::fabric::strerror;
 use crate::transport::ofi::ffi;
 
 use crate::transport::Completion;
-use crate::transport::driver_core::{BATCH, FabricDriver};
+use crate::transport::fabric_driver::state::{BATCH, FabricDriver};
 use tokio::time::Instant;
 
 impl Driver {

@@ -13,8 +13,8 @@ use crate::transport::ofi::ffi;
 use crate::transport::ofi::wire::MSG_LEN;
 
 use crate::ids::NodeId;
-use crate::transport::control_slots::ControlSlots;
-use crate::transport::driver_core::FabricDriver;
+use crate::transport::fabric_driver::control_slots::ControlSlots;
+use crate::transport::fabric_driver::state::FabricDriver;
 use tokio::time::Instant;
 
 /// Registered memory for control messages: per peer, `CTRL_RECVS` receive

@@ -7,7 +7,7 @@ use crate::transport::ofi::fabric::strerror;
 use crate::transport::ofi::ffi;
 
 use crate::ids::NodeId;
-use crate::transport::driver_core::FabricDriver;
+use crate::transport::fabric_driver::state::FabricDriver;
 
 impl Driver {
     /// Read every EQ event there is: a peer whose endpoint shut down or

@@ -47,7 +47,7 @@ use super::fabric::{Domain, Modes, Mr, OfiError, strerror};
 use super::ffi;
 use super::wire::MSG_LEN;
 use crate::ids::{GroupId, NodeId};
-use crate::transport::driver_core::{
+use crate::transport::fabric_driver::state::{
     self, Core, FabricDriver, PeerLink, Posted, RootRegistrations, WriteOp,
 };
 use crate::transport::{CompletionSender, RecvRegion};
@@ -60,15 +60,15 @@ use self::root::RootRegistration;
 
 /// Control receives kept posted per peer.
 pub(crate) const CTRL_RECVS: usize = 64;
-pub(crate) use crate::transport::driver_core::CTRL_SENDS;
+pub(crate) use crate::transport::fabric_driver::state::CTRL_SENDS;
 /// Zero-length receives kept posted per peer's data endpoint when writes
 /// with remote CQ data consume receives (`FI_RX_CQ_DATA`).
 pub(crate) const DATA_RECVS: usize = 64;
 
-pub(crate) use crate::transport::driven::Cmd;
+pub(crate) use crate::transport::fabric_driver::endpoint::Cmd;
 
 /// One connected peer.
-pub(crate) type Peer = driver_core::Peer<Endpoints>;
+pub(crate) type Peer = state::Peer<Endpoints>;
 
 /// The endpoints to one peer.
 #[derive(Debug)]

@@ -11,7 +11,7 @@ use crate::transport::ofi::fabric::{Access, Mr};
 
 use crate::ids::NodeId;
 use crate::transport::MessageBuffer;
-use crate::transport::driver_core::FabricDriver;
+use crate::transport::fabric_driver::state::FabricDriver;
 use tokio::time::Instant;
 
 impl Driver {

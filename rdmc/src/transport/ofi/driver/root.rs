@@ -8,11 +8,11 @@ use crate::transport::ofi::fabric::{Access, Mr, OfiError};
 
 use crate::ids::GroupId;
 use crate::transport::BlockRef;
-use crate::transport::driver_core;
+use crate::transport::fabric_driver::state;
 
 /// A root's whole message, registered once for all its block writes (with
 /// `FI_MR_LOCAL`).
-pub(super) type RootRegistration = driver_core::RootRegistration<Mr>;
+pub(super) type RootRegistration = state::RootRegistration<Mr>;
 
 impl Driver {
     /// The registration of the root's message `block` is part of: cached per

@@ -11,7 +11,7 @@ use crate::transport::ofi::ffi;
 
 use crate::ids::NodeId;
 #[cfg(doc)]
-use crate::transport::driver_core::FabricDriver;
+use crate::transport::fabric_driver::state::FabricDriver;
 
 impl Driver {
     /// Post one block write; `Ok(Some(op))` if there is no room now.

@@ -4,7 +4,7 @@
 
 use super::{Driver, OpCtx};
 #[cfg(doc)]
-use crate::transport::driver_core::FabricDriver;
+use crate::transport::fabric_driver::state::FabricDriver;
 use crate::transport::ofi::ffi;
 
 impl Drop for Driver {

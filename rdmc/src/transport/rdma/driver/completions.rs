@@ -9,7 +9,7 @@ use tokio::time::Instant;
 use super::{Driver, WrKind, parse_wr_id};
 use crate::ids::NodeId;
 use crate::transport::Completion;
-use crate::transport::driver_core::{BATCH, FabricDriver};
+use crate::transport::fabric_driver::state::{BATCH, FabricDriver};
 
 /// The parts of a work completion the driver reads.
 #[derive(Clone, Copy, Debug)]

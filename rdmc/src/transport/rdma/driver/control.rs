@@ -10,8 +10,8 @@ use tokio::time::Instant;
 
 use super::{CTRL_RECVS, Driver, Posted, WrKind, wr_id};
 use crate::ids::NodeId;
-use crate::transport::control_slots::ControlSlots;
-use crate::transport::driver_core::FabricDriver;
+use crate::transport::fabric_driver::control_slots::ControlSlots;
+use crate::transport::fabric_driver::state::FabricDriver;
 use crate::transport::rdma::verbs::{Device, Mr, Qp, RdmaError, error_chain, verbs_err};
 use crate::transport::rdma::wire::MSG_LEN;
 

@@ -13,9 +13,9 @@ use sideway::ibverbs::queue_pair::{
 
 use super::{Driver, WrKind, wr_id};
 use crate::ids::{GroupId, NodeId};
-use crate::transport::driver_core::{self, FabricDriver, WriteOp};
+use crate::transport::fabric_driver::slots::NoSlot;
+use crate::transport::fabric_driver::state::{self, FabricDriver, WriteOp};
 use crate::transport::rdma::verbs::{Mr, RdmaError, error_chain, verbs_err};
-use crate::transport::slots::NoSlot;
 use crate::transport::{BlockRef, MessageBuffer};
 
 /// A block write in flight.
@@ -27,7 +27,7 @@ pub(crate) struct PostedWrite {
 }
 
 /// A root's whole message, registered once for all its block writes.
-pub(crate) type RootRegistration = driver_core::RootRegistration<Mr>;
+pub(crate) type RootRegistration = state::RootRegistration<Mr>;
 
 impl Driver {
     /// Register (once) the buffer a region belongs to; its (lkey, rkey).

@@ -38,7 +38,7 @@ use super::ffi::Notifier;
 use super::verbs::{Device, Mr, Qp, RdmaError};
 use super::wire::MSG_LEN;
 use crate::ids::{GroupId, NodeId};
-use crate::transport::driver_core::{
+use crate::transport::fabric_driver::state::{
     self, Core, FabricDriver, PeerLink, Posted, RootRegistrations, WriteOp,
 };
 use crate::transport::{CompletionSender, RecvRegion};
@@ -52,10 +52,10 @@ use self::data::PostedWrite;
 /// ([`CTRL_SENDS`] + [`WRITES_IN_FLIGHT`]), so a peer rarely meets an
 /// empty receive queue; when it does, it retries (`rnr_retry` 7).
 pub(crate) const CTRL_RECVS: usize = 256;
-pub(crate) use crate::transport::driver_core::{CTRL_SENDS, WRITES_IN_FLIGHT};
+pub(crate) use crate::transport::fabric_driver::state::{CTRL_SENDS, WRITES_IN_FLIGHT};
 
 /// What the runtime (and, in tests, a test) asks of the driver.
-pub(crate) type Cmd = crate::transport::driven::Cmd<Extra>;
+pub(crate) type Cmd = crate::transport::fabric_driver::endpoint::Cmd<Extra>;
 
 /// The driver's own commands: none, except in tests.
 #[cfg(not(test))]
@@ -97,7 +97,7 @@ pub(crate) fn parse_wr_id(id: u64) -> Option<(WrKind, NodeId, u32)> {
 }
 
 /// One connected peer.
-pub(crate) type Peer = driver_core::Peer<QpLink>;
+pub(crate) type Peer = state::Peer<QpLink>;
 
 /// The queue pair to one peer.
 #[derive(Debug)]

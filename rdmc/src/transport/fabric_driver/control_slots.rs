@@ -7,7 +7,7 @@
 
 use std::ptr;
 
-use super::driver_core::CTRL_SENDS;
+use super::state::CTRL_SENDS;
 use super::wire::MSG_LEN;
 use crate::ids::NodeId;
 

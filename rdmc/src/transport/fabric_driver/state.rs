@@ -26,12 +26,12 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::driven::Cmd;
-use super::liveness::{Liveness, PeerClock};
+use super::endpoint::Cmd;
 use super::slots::{NoSlot, SlotTable};
 use super::wire::{ControlMessage, Credit, MSG_LEN};
-use super::{BlockRef, Completion, CompletionSender, RecvRegion};
 use crate::ids::{GroupId, NodeId};
+use crate::transport::liveness::{Liveness, PeerClock};
+use crate::transport::{BlockRef, Completion, CompletionSender, RecvRegion};
 
 /// Control sends in flight per peer (each holds a registered 64-byte slot).
 pub(crate) const CTRL_SENDS: usize = 64;
