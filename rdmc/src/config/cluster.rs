@@ -53,6 +53,64 @@ macro_rules! cluster_builders {
 
 pub(super) use cluster_builders;
 
+/// The builders of what the configurations of the transports over an
+/// RDMA-style fabric (`OfiConfig`, `RdmaConfig`) share, written once for
+/// both: `new`, the driver's options (a `DriverOptions` in their `driver`
+/// field) and the cluster's builders, the flush timeout among its limits.
+/// `$backend` is the field of the transport's own options (their `Default`
+/// is its defaults); the attributes given document the transport's failure
+/// timeout.
+#[cfg(any(feature = "ofi", feature = "rdma"))]
+macro_rules! driver_builders {
+    ($config:ident, $backend:ident, $(#[$failure_timeout_doc:meta])*) => {
+        impl $config {
+            /// Node `id` of the cluster whose members rendezvous at `members`
+            /// (indexed by node id), authenticating with `key`.
+            pub fn new(
+                members: Vec<std::net::SocketAddr>,
+                id: $crate::NodeId,
+                key: $crate::ClusterKey,
+            ) -> Self {
+                $config {
+                    cluster: $crate::transport::mesh::ClusterConfig::new(members, id, key),
+                    driver: Default::default(),
+                    $backend: Default::default(),
+                }
+            }
+
+            /// The most bytes of spare registered receive buffers the node
+            /// keeps for reuse (default 1 GiB; 0: none). A delivered
+            /// message's buffer returns to the pool, registration included,
+            /// when the application drops the message; the next message of
+            /// a similar size reuses it instead of registering (on hardware:
+            /// pinning) fresh memory.
+            /// [`NodeConfig::with_buffer_pool`]($crate::NodeConfig::with_buffer_pool),
+            /// when set, takes precedence.
+            pub fn with_buffer_pool(mut self, bytes: usize) -> Self {
+                self.driver.pool_budget = bytes;
+                self
+            }
+
+            /// How long a shutdown waits for queued control messages to be
+            /// sent (default 3 s; more than zero, at most
+            /// [`MAX_TIMEOUT`]($crate::MAX_TIMEOUT)).
+            pub fn with_flush_timeout(mut self, timeout: std::time::Duration) -> Self {
+                self.driver.flush_timeout = timeout;
+                self
+            }
+        }
+
+        $crate::config::cluster::cluster_builders!(
+            $config,
+            |config| vec![("flush timeout", config.driver.flush_timeout)],
+            $(#[$failure_timeout_doc])*
+        );
+    };
+}
+
+#[cfg(any(feature = "ofi", feature = "rdma"))]
+pub(super) use driver_builders;
+
 /// The shared builders' test, and the cluster the configurations' tests use.
 #[cfg(test)]
 pub(super) mod tests {
@@ -88,4 +146,30 @@ pub(super) mod tests {
         }};
     }
     pub(in crate::config) use check_cluster_builders;
+
+    /// The driver's defaults and builders of `$config` (`OfiConfig`,
+    /// `RdmaConfig`), and its flush timeout among its limits.
+    #[cfg(any(feature = "ofi", feature = "rdma"))]
+    macro_rules! check_driver_builders {
+        ($config:ident) => {{
+            let (members, key) = cluster();
+            let config = $config::new(members, NodeId(1), key.clone());
+            assert_eq!(config.driver.pool_budget, 1 << 30);
+            assert_eq!(config.driver.flush_timeout, Duration::from_secs(3));
+            let config = config
+                .with_buffer_pool(0)
+                .with_flush_timeout(Duration::from_secs(1));
+            assert_eq!(config.driver.pool_budget, 0);
+            assert_eq!(config.driver.flush_timeout, Duration::from_secs(1));
+            // The flush timeout is one of its limits.
+            let members = vec!["127.0.0.1:7000".parse().unwrap()];
+            let config = $config::new(members, NodeId(0), key);
+            assert_eq!(config.validate(), Ok(()));
+            let zero = config.with_flush_timeout(Duration::ZERO).validate();
+            let what = "flush timeout";
+            assert_eq!(zero, Err(ClusterConfigError::ZeroTimeout { what }));
+        }};
+    }
+    #[cfg(any(feature = "ofi", feature = "rdma"))]
+    pub(in crate::config) use check_driver_builders;
 }

@@ -1,11 +1,8 @@
 //! The configuration of a node on the `rdma` transport (cargo feature `rdma`).
 
-use std::net::SocketAddr;
-use std::time::Duration;
-
-use super::cluster::cluster_builders;
-use crate::ids::NodeId;
-use crate::transport::mesh::{ClusterConfig, ClusterKey};
+use super::cluster::driver_builders;
+use crate::transport::fabric_driver::DriverOptions;
+use crate::transport::mesh::ClusterConfig;
 use crate::transport::rdma::DeviceOptions;
 
 /// Configuration of a node on the `rdma` transport (cargo feature `rdma`):
@@ -20,24 +17,14 @@ use crate::transport::rdma::DeviceOptions;
 /// lists a device's GIDs).
 ///
 /// [`Node::rdma`](crate::Node::rdma) has an example.
-#[cfg(feature = "rdma")]
 #[derive(Debug)]
 pub struct RdmaConfig {
     pub(crate) cluster: ClusterConfig,
+    pub(crate) driver: DriverOptions,
     pub(crate) device: DeviceOptions,
 }
 
-#[cfg(feature = "rdma")]
 impl RdmaConfig {
-    /// Node `id` of the cluster whose members rendezvous at `members`
-    /// (indexed by node id), authenticating with `key`.
-    pub fn new(members: Vec<SocketAddr>, id: NodeId, key: ClusterKey) -> Self {
-        RdmaConfig {
-            cluster: ClusterConfig::new(members, id, key),
-            device: DeviceOptions::default(),
-        }
-    }
-
     /// The names of this machine's RDMA devices, as `ibv_devices` lists
     /// them — what [`with_device`](Self::with_device) takes.
     ///
@@ -70,29 +57,11 @@ impl RdmaConfig {
         self.device.gid_index = Some(index);
         self
     }
-
-    /// The most bytes of spare registered receive buffers the node keeps
-    /// for reuse (default 1 GiB; 0: none): a delivered message's buffer
-    /// returns to the pool, registration included, when the application
-    /// drops the message. [`NodeConfig::with_buffer_pool`], when set, takes
-    /// precedence.
-    pub fn with_buffer_pool(mut self, bytes: usize) -> Self {
-        self.device.pool_budget = bytes;
-        self
-    }
-
-    /// How long a shutdown waits for queued control messages to be sent
-    /// (default 3 s; more than zero, at most [`MAX_TIMEOUT`](crate::MAX_TIMEOUT)).
-    pub fn with_flush_timeout(mut self, timeout: Duration) -> Self {
-        self.device.flush_timeout = timeout;
-        self
-    }
 }
 
-#[cfg(feature = "rdma")]
-cluster_builders!(
+driver_builders!(
     RdmaConfig,
-    |config| vec![("flush timeout", config.device.flush_timeout)],
+    device,
     /// After how long without a message from a peer (heartbeats included)
     /// it is considered failed (default 3 s). A peer whose process dies is
     /// usually noticed sooner, when a send to its vanished QP runs out of
@@ -101,11 +70,13 @@ cluster_builders!(
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
-    use crate::config::cluster::tests::{check_cluster_builders, cluster};
+    use crate::config::cluster::tests::{check_cluster_builders, check_driver_builders, cluster};
+    use crate::ids::NodeId;
     use crate::transport::mesh::ClusterConfigError;
 
-    #[cfg(feature = "rdma")]
     #[test]
     fn rdma_config_defaults_and_builders() {
         let (members, key) = cluster();
@@ -113,30 +84,13 @@ mod tests {
         assert_eq!(config.device.device, None);
         assert_eq!(config.device.port, 1);
         assert_eq!(config.device.gid_index, None);
-        assert_eq!(config.device.pool_budget, 1 << 30);
-        assert_eq!(config.device.flush_timeout, Duration::from_secs(3));
         let config = check_cluster_builders!(RdmaConfig::new(members, NodeId(1), key))
             .with_device("rxe0")
             .with_port(2)
-            .with_gid_index(1)
-            .with_buffer_pool(0)
-            .with_flush_timeout(Duration::from_secs(1));
+            .with_gid_index(1);
         assert_eq!(config.device.device.as_deref(), Some("rxe0"));
         assert_eq!(config.device.port, 2);
         assert_eq!(config.device.gid_index, Some(1));
-        assert_eq!(config.device.pool_budget, 0);
-        assert_eq!(config.device.flush_timeout, Duration::from_secs(1));
-        // The flush timeout is one of its limits.
-        let members: Vec<SocketAddr> = vec!["127.0.0.1:7000".parse().unwrap()];
-        let key = ClusterKey::from_bytes(*b"config unit test key").unwrap();
-        let config = RdmaConfig::new(members, NodeId(0), key);
-        assert_eq!(config.validate(), Ok(()));
-        let zero = config.with_flush_timeout(Duration::ZERO).validate();
-        assert_eq!(
-            zero,
-            Err(ClusterConfigError::ZeroTimeout {
-                what: "flush timeout"
-            })
-        );
+        check_driver_builders!(RdmaConfig);
     }
 }

@@ -2,7 +2,7 @@
 //! the groups' blocks chunk by chunk (fairly, round robin, control signals
 //! first; [`writer`]) and a reader task that reads each chunk straight into
 //! the receive posted for its block ([`reader`]). Before either runs, the
-//! two ends agree on the keys that protect every frame ([`agree`]);
+//! two ends agree on the keys that protect every frame ([`agree`](mod@agree));
 //! [`socket`] holds the socket options a link sets.
 
 mod agree;
