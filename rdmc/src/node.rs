@@ -165,13 +165,13 @@ impl Node {
     pub async fn ofi(config: crate::config::OfiConfig, node: NodeConfig) -> Result<Self, Error> {
         config.validate()?;
         let id = config.cluster.id;
-        let mut fabric = config.fabric;
+        let mut driver = config.driver;
         if let Some(budget) = node.buffer_pool() {
-            fabric.pool_budget = budget;
+            driver.pool_budget = budget;
         }
+        let mode = node.completion_mode();
         let (transport, completions) =
-            crate::transport::ofi::establish(config.cluster, fabric, node.completion_mode())
-                .await?;
+            crate::transport::ofi::establish(config.cluster, driver, config.fabric, mode).await?;
         // The completion mode is carried out where the completions are: the
         // fabric driver polls (or sleeps on) the CQ. The actor just waits
         // for what the driver hands it; spinning there too would only take
@@ -215,13 +215,13 @@ impl Node {
     pub async fn rdma(config: crate::config::RdmaConfig, node: NodeConfig) -> Result<Self, Error> {
         config.validate()?;
         let id = config.cluster.id;
-        let mut device = config.device;
+        let mut driver = config.driver;
         if let Some(budget) = node.buffer_pool() {
-            device.pool_budget = budget;
+            driver.pool_budget = budget;
         }
+        let mode = node.completion_mode();
         let (transport, completions) =
-            crate::transport::rdma::establish(config.cluster, device, node.completion_mode())
-                .await?;
+            crate::transport::rdma::establish(config.cluster, driver, config.device, mode).await?;
         // As on `ofi`: the driver carries out the completion mode.
         let actor = node.with_completion_mode(crate::config::CompletionMode::Interrupt);
         Ok(Self::start(id, transport, completions, actor))

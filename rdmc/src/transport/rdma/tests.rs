@@ -42,7 +42,8 @@ async fn transports(n: usize, failure_timeout: Duration) -> Vec<(RdmaEndpoint, C
         let config = RdmaConfig::new(members.clone(), NodeId(i as u32), key())
             .with_listener(l)
             .with_failure_timeout(failure_timeout);
-        super::establish(config.cluster, config.device, CompletionMode::Interrupt)
+        let mode = CompletionMode::Interrupt;
+        super::establish(config.cluster, config.driver, config.device, mode)
     });
     let all = tokio::time::timeout(
         Duration::from_secs(60),
