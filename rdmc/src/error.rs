@@ -126,6 +126,15 @@ pub enum Error {
     /// Only the group's root (its first member) sends.
     #[error("only the root of group {0} can send")]
     NotRoot(GroupId),
+    /// Reading or mapping a file to send failed
+    /// ([`Sender::send_file`](crate::Sender::send_file)).
+    #[error("{message}")]
+    Io {
+        /// The I/O error's kind.
+        kind: std::io::ErrorKind,
+        /// What failed, and the system's message.
+        message: String,
+    },
     /// The group is closing or closed.
     #[error("group {0} is closed")]
     Closed(GroupId),
@@ -287,6 +296,15 @@ impl fmt::Display for Suspect<'_> {
     }
 }
 
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}
+
 impl From<Error> for std::io::Error {
     fn from(e: Error) -> Self {
         use std::io::ErrorKind;
@@ -308,6 +326,7 @@ impl From<Error> for std::io::Error {
             }
             Error::CreateTimedOut { .. } => ErrorKind::TimedOut,
             Error::Transport(_) => ErrorKind::Other,
+            Error::Io { kind, .. } => *kind,
             #[cfg(feature = "rdma")]
             Error::Rdma(_) => ErrorKind::NotFound,
         };

@@ -1,21 +1,16 @@
-//! The root's messages in flight — sent and not yet taken by every
-//! member's application — shared between a [`Group`](crate::Group) handle
-//! and the node's actor: the bound of
+//! The root's messages in flight — queued and not yet taken by every
+//! member's application — shared between a [`Sender`](crate::Sender) and
+//! the node's actor: the bound of
 //! [`GroupConfig::with_max_in_flight`](crate::GroupConfig::with_max_in_flight),
-//! the waits of [`Group::ready`](crate::Group::ready) and of the group's
-//! `Sink`, and the [`Delivered`] future of each message.
+//! the waits for room and for every message's delivery, and the group's end.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
 
-use tokio::sync::oneshot;
-
 use crate::error::Error;
-use crate::ids::{GroupId, NodeId};
+use crate::ids::GroupId;
 
-/// A group's count of messages in flight, and who waits for room.
+/// A group's count of messages in flight, and who waits for a change.
 #[derive(Debug)]
 pub(crate) struct InFlight {
     group: GroupId,
@@ -25,11 +20,21 @@ pub(crate) struct InFlight {
 
 #[derive(Debug, Default)]
 struct State {
+    /// Messages queued (or with room reserved) and not yet taken by every
+    /// member's application.
     count: u64,
-    /// The group's failure, once it failed: no room ever again.
-    failed: Option<Error>,
+    /// How the group ended, once it did: no room ever again.
+    ended: Option<Result<(), Error>>,
     /// The tasks waiting for a change.
     wakers: Vec<Waker>,
+}
+
+impl State {
+    fn wake_all(&mut self) {
+        for waker in self.wakers.drain(..) {
+            waker.wake();
+        }
+    }
 }
 
 impl InFlight {
@@ -45,9 +50,31 @@ impl InFlight {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Count one more message, if there is room: else the error to refuse it with.
-    pub(crate) fn try_add(&self) -> Result<(), Error> {
+    /// The bound on messages in flight, if any.
+    pub(crate) fn max(&self) -> Option<u64> {
+        self.max
+    }
+
+    /// Messages in flight now.
+    pub(crate) fn count(&self) -> u64 {
+        self.lock().count
+    }
+
+    /// Why no message can be added once the group ended.
+    fn refusal(&self, ended: &Result<(), Error>) -> Error {
+        match ended {
+            Ok(()) => Error::Closed(self.group),
+            Err(e) => e.clone(),
+        }
+    }
+
+    /// Count one more message if there is room now: else why not (the
+    /// bound, or the group's end).
+    pub(crate) fn try_reserve(&self) -> Result<(), Error> {
         let mut state = self.lock();
+        if let Some(ended) = &state.ended {
+            return Err(self.refusal(ended));
+        }
         if let Some(max) = self.max
             && state.count >= max
         {
@@ -60,81 +87,64 @@ impl InFlight {
         Ok(())
     }
 
-    /// One message left flight (every member took it, or the actor
-    /// refused it).
+    /// Count one more message once there is room (ready at once without a
+    /// bound); the group's end refuses it.
+    pub(crate) fn poll_reserve(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        let mut state = self.lock();
+        if let Some(ended) = &state.ended {
+            return Poll::Ready(Err(self.refusal(ended)));
+        }
+        if self.max.is_none_or(|max| state.count < max) {
+            state.count += 1;
+            return Poll::Ready(Ok(()));
+        }
+        register(&mut state, cx);
+        Poll::Pending
+    }
+
+    /// One message left flight (every member took it, the group closed, or
+    /// it was refused or never sent).
     pub(crate) fn remove(&self) {
         let mut state = self.lock();
         state.count = state.count.saturating_sub(1);
-        for waker in state.wakers.drain(..) {
-            waker.wake();
-        }
+        state.wake_all();
     }
 
-    /// The group failed: every wait ends with `error`.
-    pub(crate) fn fail(&self, error: Error) {
+    /// The group ended (closed: `Ok`; failed: its failure): every wait
+    /// ends with that.
+    pub(crate) fn end(&self, outcome: Result<(), Error>) {
         let mut state = self.lock();
-        state.failed.get_or_insert(error);
-        for waker in state.wakers.drain(..) {
-            waker.wake();
-        }
+        state.ended.get_or_insert(outcome);
+        state.wake_all();
     }
 
-    /// Ready once a message may be sent within the bound.
-    pub(crate) fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        self.poll_until(cx, |count| self.max.is_none_or(|max| count < max))
-    }
-
-    /// Ready once no message is in flight.
+    /// Ready once no message is in flight (`Ok`), or with the group's
+    /// failure.
     pub(crate) fn poll_empty(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
-        self.poll_until(cx, |count| count == 0)
-    }
-
-    fn poll_until(
-        &self,
-        cx: &mut Context<'_>,
-        done: impl Fn(u64) -> bool,
-    ) -> Poll<Result<(), Error>> {
         let mut state = self.lock();
-        if let Some(e) = &state.failed {
+        if let Some(Err(e)) = &state.ended {
             return Poll::Ready(Err(e.clone()));
         }
-        if done(state.count) {
+        if state.count == 0 {
             return Poll::Ready(Ok(()));
         }
-        if !state.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            state.wakers.push(cx.waker().clone());
+        register(&mut state, cx);
+        Poll::Pending
+    }
+
+    /// Ready with how the group ended, once it did.
+    pub(crate) fn poll_ended(&self, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        let mut state = self.lock();
+        if let Some(ended) = &state.ended {
+            return Poll::Ready(ended.clone());
         }
+        register(&mut state, cx);
         Poll::Pending
     }
 }
 
-/// Resolves once **every member's application has taken** one message from
-/// its stream (see [`SendFuture::delivered`](crate::SendFuture::delivered)).
-///
-/// # Errors
-/// The group's failure ([`Error::GroupFailed`], naming the member that
-/// failed — a receiver that left, or whose application was too slow), or
-/// the error that refused the message.
-///
-/// # Cancel safety
-/// Cancel safe: dropping it changes nothing about the message.
-#[derive(Debug)]
-#[must_use = "futures do nothing unless polled"]
-pub struct Delivered {
-    pub(crate) response: Result<oneshot::Receiver<Result<(), Error>>, Option<Error>>,
-    pub(crate) node: NodeId,
-}
-
-impl Future for Delivered {
-    type Output = Result<(), Error>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let node = self.node;
-        match &mut self.response {
-            Err(e) => Poll::Ready(Err(e.take().unwrap_or(Error::NodeShutDown(node)))),
-            Ok(rx) => Pin::new(rx)
-                .poll(cx)
-                .map(|r| r.unwrap_or(Err(Error::NodeShutDown(node)))),
-        }
+fn register(state: &mut State, cx: &Context<'_>) {
+    if !state.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+        state.wakers.push(cx.waker().clone());
     }
 }

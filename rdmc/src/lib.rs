@@ -93,9 +93,8 @@ pub use config::{
     TcpConfig, WireSecurity,
 };
 pub use error::{Error, FailureKind, MembershipError};
-pub use group::{Group, SendFuture};
+pub use group::{Delivered, Group, Permit, Receipt, Receiver, Sender, Sent};
 pub use ids::{GroupId, NodeId};
-pub use in_flight::Delivered;
 pub use node::Node;
 pub use runtime::{Message, MessageTimings};
 pub use schedule::{Algorithm, BlockSize};

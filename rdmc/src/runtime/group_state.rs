@@ -560,7 +560,6 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             for (_, reply) in g.durable.drain(..) {
                 let _ = reply.send(Err(error.clone()));
             }
-            g.in_flight.fail(error.clone());
             if let Some(pending) = g.pending_begin.take() {
                 pending.abort();
             }
@@ -661,6 +660,7 @@ pub(super) fn receiving(g: &GroupState, seq: u64) -> Option<&Arc<MessageBuffer>>
 
 fn finish<T: Transport>(g: &mut GroupState, transport: &mut T, outcome: Result<(), Error>) {
     transport.release_group(g.id);
+    g.in_flight.end(outcome.clone());
     g.deliveries = None;
     for w in g.close_waiters.drain(..) {
         let _ = w.send(outcome.clone());
