@@ -12,11 +12,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use rdmc::{
-    Algorithm, Error, FailureKind, GroupConfig, GroupId, NodeId, ReceiveTarget, ReceiveTargets,
+    Algorithm, Error, FailureKind, Group, GroupConfig, GroupId, NodeId, ReceiveTarget,
+    ReceiveTargets, Receiver,
 };
 
 use super::scratch::ScratchDir;
-use super::{Fixture, LONG, Tuning, bounded, cluster, create_all, ids, payload, shutdown};
+use super::{
+    Fixture, LONG, Tuning, bounded, cluster, create_all, ids, pair, payload, roles, shutdown,
+};
 
 /// Every storage scenario as `#[tokio::test]`s in a module `$name` for the
 /// fixture `$fixture`.
@@ -28,7 +31,7 @@ macro_rules! storage_suite {
             storage_suite!(@tests $fixture:
                 receive_targets_files_buffers_and_memory_in_one_group_byte_exact,
                 delivered_resolves_once_every_member_took_the_message,
-                the_bound_on_messages_in_flight_refuses_sends_and_paces_the_sink,
+                the_bound_on_messages_in_flight_holds_sends_and_paces_the_sink,
                 a_slow_reader_fails_the_group_naming_it,
                 the_slow_reader_timeout_fires_within_its_bound,
                 closing_the_sink_twice_returns_ok_twice,
@@ -122,15 +125,19 @@ pub async fn receive_targets_files_buffers_and_memory_in_one_group_byte_exact<F:
                 )
                 .await
                 .unwrap();
-            let runs = groups.into_iter().map(|mut g| {
+            let runs = groups.into_iter().map(|g| {
                 let messages = messages.clone();
                 async move {
-                    if g.is_root() {
-                        for m in &messages {
-                            g.send(m.clone()).delivered().await.unwrap();
+                    let mut g = match g {
+                        Group::Root(mut root) => {
+                            for m in &messages {
+                                let receipt = root.send(m.clone()).await.unwrap();
+                                receipt.delivered().await.unwrap();
+                            }
+                            return root.close().await.unwrap();
                         }
-                        return g.close().await.unwrap();
-                    }
+                        Group::Receiver(receiver) => receiver,
+                    };
                     for (seq, want) in messages.iter().enumerate() {
                         let m = g.next().await.unwrap().unwrap();
                         assert_eq!(m.seq, seq as u64);
@@ -169,14 +176,11 @@ pub async fn receive_targets_files_buffers_and_memory_in_one_group_byte_exact<F:
 /// it, one after the other.
 pub async fn delivered_resolves_once_every_member_took_the_message<F: Fixture>() {
     let (nodes, _) = cluster::<F>(3, Tuning::default()).await;
-    let mut groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), GroupConfig::new()).await;
-    let (mut r2, mut r1, root) = (
-        groups.pop().unwrap(),
-        groups.pop().unwrap(),
-        groups.pop().unwrap(),
-    );
-    let send = root.send(payload(1, 300_000));
-    let mut delivered = send.delivered();
+    let groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), GroupConfig::new()).await;
+    let (mut root, receivers) = roles(groups);
+    let [mut r1, mut r2] = <[Receiver; 2]>::try_from(receivers).unwrap();
+    let receipt = root.send(payload(1, 300_000)).await.unwrap();
+    let mut delivered = receipt.delivered();
     assert!(still_pending(&mut delivered).await, "nobody took it yet");
     r1.next().await.unwrap().unwrap();
     assert!(
@@ -200,30 +204,40 @@ async fn still_pending(d: &mut rdmc::Delivered) -> bool {
         .is_err()
 }
 
-/// With at most 2 messages in flight, a third `send` is refused while
-/// nobody reads; the `Sink` then carries 20 messages, waiting for room.
-pub async fn the_bound_on_messages_in_flight_refuses_sends_and_paces_the_sink<F: Fixture>() {
+/// With at most 2 messages in flight and nobody reading, a third
+/// `try_send` is refused and a third `send` waits (queueing nothing); the
+/// `Sink` then carries 20 messages, waiting for room.
+pub async fn the_bound_on_messages_in_flight_holds_sends_and_paces_the_sink<F: Fixture>() {
     let (nodes, _) = cluster::<F>(3, Tuning::default()).await;
     let config = GroupConfig::new().with_max_in_flight(Some(2));
-    let mut groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), config).await;
-    let (r2, r1, mut root) = (
-        groups.pop().unwrap(),
-        groups.pop().unwrap(),
-        groups.pop().unwrap(),
-    );
+    let groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), config).await;
+    let (mut root, receivers) = roles(groups);
+    let [r1, r2] = <[Receiver; 2]>::try_from(receivers).unwrap();
+    assert_eq!(root.max_in_flight(), Some(2));
     let messages: Vec<Bytes> = (0..22).map(|i| payload(100 + i, 50_000)).collect();
-    let first: Vec<_> = messages[..2].iter().map(|m| root.send(m.clone())).collect();
-    match root.send(messages[2].clone()).await {
+    let mut first = Vec::new();
+    for m in &messages[..2] {
+        first.push(root.send(m.clone()).await.unwrap());
+    }
+    assert_eq!(root.in_flight(), 2);
+    match root.try_send(messages[2].clone()) {
         Err(Error::TooManyInFlight {
             group: GroupId(1),
             max: 2,
         }) => {}
         other => panic!("a third message in flight: {other:?}"),
     }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), root.send(messages[2].clone()))
+            .await
+            .is_err(),
+        "a third send did not wait for room"
+    );
+    assert_eq!(root.in_flight(), 2, "a cancelled send holds no room");
     for s in first {
-        bounded(LONG, "the first sends", s).await.unwrap();
+        bounded(LONG, "the first sends", s.sent()).await.unwrap();
     }
-    let read = |mut g: rdmc::Group, messages: Vec<Bytes>| async move {
+    let read = |mut g: Receiver, messages: Vec<Bytes>| async move {
         for want in messages {
             let m = g.next().await.unwrap().unwrap();
             assert!(m.data == want);
@@ -268,13 +282,9 @@ pub async fn a_slow_reader_fails_the_group_naming_it<F: Fixture>() {
     )
     .await
     .unwrap();
-    let mut groups = groups.into_iter();
-    let (root, mut r1, mut r2) = (
-        groups.next().unwrap(),
-        groups.next().unwrap(),
-        groups.next().unwrap(),
-    );
-    let delivered = root.send(payload(3, 100_000)).delivered();
+    let (root, receivers) = roles(groups);
+    let [mut r1, mut r2] = <[Receiver; 2]>::try_from(receivers).unwrap();
+    let delivered = root.send(payload(3, 100_000)).await.unwrap().delivered();
     r1.next().await.unwrap().unwrap();
     let named = |e: &Error, who: &str| match e {
         Error::GroupFailed {
@@ -320,13 +330,9 @@ pub async fn the_slow_reader_timeout_fires_within_its_bound<F: Fixture>() {
         let slow = NodeId(n as u32 - 1);
         let timeout = Duration::from_secs(2);
         let config = GroupConfig::new().with_slow_reader_timeout(Some(timeout));
-        let mut groups = create_all(&nodes, GroupId(1), &members, config)
-            .await
-            .into_iter();
-        let root = groups.next().unwrap();
-        let mut readers: Vec<_> = groups.collect();
+        let (root, mut readers) = roles(create_all(&nodes, GroupId(1), &members, config).await);
         let sent = std::time::Instant::now();
-        let delivered = root.send(payload(1, 1000)).delivered();
+        let delivered = root.send(payload(1, 1000)).await.unwrap().delivered();
         // Every receiver but the slow one takes the message at once.
         for reader in &mut readers[..n - 2] {
             reader.next().await.unwrap().unwrap();
@@ -353,10 +359,8 @@ pub async fn the_slow_reader_timeout_fires_within_its_bound<F: Fixture>() {
 pub async fn closing_the_sink_twice_returns_ok_twice<F: Fixture>() {
     let (nodes, _) = cluster::<F>(2, Tuning::default()).await;
     let members = ids(&[0, 1]);
-    let mut groups = create_all(&nodes, GroupId(1), &members, GroupConfig::new())
-        .await
-        .into_iter();
-    let (mut root, mut receiver) = (groups.next().unwrap(), groups.next().unwrap());
+    let (mut root, mut receiver) =
+        pair(create_all(&nodes, GroupId(1), &members, GroupConfig::new()).await);
     let reading = async {
         let message = receiver.next().await.unwrap().unwrap();
         receiver.close().await.unwrap();
@@ -404,15 +408,10 @@ pub async fn a_failing_receive_target_fails_the_group_naming_its_member<F: Fixtu
     )
     .await
     .unwrap();
-    let mut groups = groups.into_iter();
-    let (root, mut r1, _r2) = (
-        groups.next().unwrap(),
-        groups.next().unwrap(),
-        groups.next().unwrap(),
-    );
-    let e = bounded(LONG, "the send", root.send(payload(4, 10_000)).delivered())
-        .await
-        .unwrap_err();
+    let (root, mut receivers) = roles(groups);
+    let mut r1 = receivers.remove(0);
+    let delivered = root.send(payload(4, 10_000)).await.unwrap().delivered();
+    let e = bounded(LONG, "the send", delivered).await.unwrap_err();
     assert!(
         matches!(
             &e,
@@ -474,16 +473,24 @@ pub async fn files_sent_by_the_root_arrive_byte_exact<F: Fixture>() {
         )
         .await
         .unwrap();
-        let runs = groups.into_iter().map(|mut g| {
+        let runs = groups.into_iter().map(|g| {
             let (messages, sources) = (messages.clone(), sources.clone());
             async move {
-                if g.is_root() {
-                    for path in &sources {
-                        let file = std::fs::File::open(path).unwrap();
-                        g.send_file(file).await.unwrap().delivered().await.unwrap();
+                let mut g = match g {
+                    Group::Root(mut root) => {
+                        for path in &sources {
+                            let file = std::fs::File::open(path).unwrap();
+                            root.send_file(file)
+                                .await
+                                .unwrap()
+                                .delivered()
+                                .await
+                                .unwrap();
+                        }
+                        return root.close().await.unwrap();
                     }
-                    return g.close().await.unwrap();
-                }
+                    Group::Receiver(receiver) => receiver,
+                };
                 for want in &messages {
                     let m = g.next().await.unwrap().unwrap();
                     match &m.file {
