@@ -54,10 +54,10 @@ impl<T> Future for Reply<T> {
 
 /// A message the root has queued: [`Sender::send`](crate::Sender::send)
 /// (and [`Permit::send`](crate::Permit::send)) give one. The message is
-/// sent whatever becomes of the receipt; keep it to learn when the message
-/// was [sent](Self::sent) or [delivered](Self::delivered).
+/// sent whatever becomes of the receipt, so dropping it is fine (a bare
+/// `root.send(data).await?;` queues and moves on); keep it to learn when
+/// the message was [sent](Self::sent) or [delivered](Self::delivered).
 #[derive(Debug)]
-#[must_use = "the message is sent regardless; keep the receipt to learn when it is sent or delivered"]
 pub struct Receipt {
     sent: Sent,
     delivered: Delivered,
