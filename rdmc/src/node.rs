@@ -322,7 +322,7 @@ impl Node {
         id: GroupId,
         members: &[NodeId],
         config: GroupConfig,
-    ) -> impl Future<Output = Result<Group, Error>> + Send + 'static {
+    ) -> impl Future<Output = Result<Group, Error>> + Send + 'static + use<> {
         let node = self.id;
         let members = members.to_vec();
         let commands = self.commands.clone();
