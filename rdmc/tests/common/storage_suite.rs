@@ -2,8 +2,9 @@
 //! [`storage_suite!`], which expands them as tests for one transport:
 //! receive targets (files, the application's buffers, memory, mixed in one
 //! group, relays included), per-message delivery to every member, the
-//! bound on messages in flight with the root's `Sink`, the slow-reader
-//! timeout, and a failing receive-target hook.
+//! bound on messages in flight (sends that wait for room, the root's
+//! permits and its `Sink`), the root's `closed`, the slow-reader timeout,
+//! and a failing receive-target hook.
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -18,7 +19,8 @@ use rdmc::{
 
 use super::scratch::ScratchDir;
 use super::{
-    Fixture, LONG, Tuning, bounded, cluster, create_all, ids, pair, payload, roles, shutdown,
+    Fixture, LONG, Tuning, bounded, cluster, create_all, ids, pair, payload, receive_all, roles,
+    shutdown,
 };
 
 /// Every storage scenario as `#[tokio::test]`s in a module `$name` for the
@@ -32,6 +34,9 @@ macro_rules! storage_suite {
                 receive_targets_files_buffers_and_memory_in_one_group_byte_exact,
                 delivered_resolves_once_every_member_took_the_message,
                 the_bound_on_messages_in_flight_holds_sends_and_paces_the_sink,
+                concurrent_sends_beyond_the_bound_wait_for_room_and_all_arrive,
+                a_permit_holds_the_room_until_its_message_is_delivered,
+                closed_reports_how_the_group_ended,
                 a_slow_reader_fails_the_group_naming_it,
                 the_slow_reader_timeout_fires_within_its_bound,
                 closing_the_sink_twice_returns_ok_twice,
@@ -259,6 +264,273 @@ pub async fn the_bound_on_messages_in_flight_holds_sends_and_paces_the_sink<F: F
     })
     .await;
     bounded(LONG, "the readers", readers).await.unwrap();
+    shutdown(nodes).await;
+}
+
+/// 200 sends run 64 at a time (`buffer_unordered(64)`) under a bound of 8
+/// messages in flight, the receivers reading as messages come: every send
+/// waits for room and completes `Ok` (none refused), the root never has
+/// more than 8 in flight, and every receiver gets all 200 byte-exact, in
+/// the order the root queued them.
+pub async fn concurrent_sends_beyond_the_bound_wait_for_room_and_all_arrive<F: Fixture>() {
+    const MESSAGES: usize = 200;
+    const BOUND: u64 = 8;
+    let (nodes, _) = cluster::<F>(3, Tuning::default()).await;
+    let config = GroupConfig::new().with_max_in_flight(Some(BOUND));
+    let groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), config).await;
+    let (mut root, receivers) = roles(groups);
+    let messages: Vec<Bytes> = (0..MESSAGES)
+        .map(|i| payload(300 + i as u64, 1000 + 37 * i))
+        .collect();
+    let readers: Vec<_> = receivers
+        .into_iter()
+        .map(|mut r| {
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                while let Some(m) = r.next().await {
+                    let m = m.unwrap();
+                    assert_eq!(m.seq, got.len() as u64);
+                    got.push(m.data);
+                }
+                r.close().await.unwrap();
+                got
+            })
+        })
+        .collect();
+    // The order the sends queued their messages in (a send queues its
+    // message as it resolves), and the most messages in flight seen: after
+    // each send, and by a sampler polled between the sends.
+    let order = std::cell::RefCell::new(Vec::new());
+    let peak = std::cell::Cell::new(0);
+    let sample = || peak.set(peak.get().max(root.in_flight()));
+    let sending = std::cell::Cell::new(true);
+    let sends = futures::stream::iter(messages.iter().cloned().enumerate())
+        .map(|(i, m)| {
+            let (root, order, sample) = (&root, &order, &sample);
+            async move {
+                let sent = root.send(m).await;
+                order.borrow_mut().push(i);
+                sample();
+                sent
+            }
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<_>>();
+    let sampler = async {
+        while sending.get() {
+            sample();
+            tokio::task::yield_now().await;
+        }
+    };
+    let (outcomes, ()) = bounded(LONG, "200 sends", async {
+        futures::join!(
+            async {
+                let outcomes = sends.await;
+                sending.set(false);
+                outcomes
+            },
+            sampler
+        )
+    })
+    .await;
+    assert_eq!(outcomes.len(), MESSAGES);
+    let mut receipts = Vec::new();
+    for (i, outcome) in outcomes.into_iter().enumerate() {
+        receipts.push(outcome.unwrap_or_else(|e| panic!("send {i} refused: {e}")));
+    }
+    assert!(
+        peak.get() <= BOUND,
+        "{} messages in flight under a bound of {BOUND}",
+        peak.get()
+    );
+    // 64 sends waited for room at once: the count reached the bound.
+    assert_eq!(peak.get(), BOUND, "the bound was never reached");
+    bounded(LONG, "the deliveries", async {
+        for receipt in receipts {
+            receipt.delivered().await.unwrap();
+        }
+        root.flush().await.unwrap();
+    })
+    .await;
+    assert_eq!(root.in_flight(), 0);
+    bounded(LONG, "the close", root.close()).await.unwrap();
+    let order = order.into_inner();
+    let mut each = order.clone();
+    each.sort_unstable();
+    assert!(each.into_iter().eq(0..MESSAGES), "each message queued once");
+    for reader in readers {
+        let got = bounded(LONG, "the readers", reader).await.unwrap();
+        assert_eq!(got.len(), MESSAGES);
+        for (seq, (data, &i)) in got.iter().zip(&order).enumerate() {
+            assert!(*data == messages[i], "message {seq} is not message {i}");
+        }
+    }
+    shutdown(nodes).await;
+}
+
+/// With a bound of one message in flight, `reserve` holds the room: while
+/// a permit is held nothing else gets room, and dropping it unused gives
+/// the room back. A message holds its room until every receiver's
+/// application took it, not just until it is sent: the next `reserve`
+/// waits for that.
+pub async fn a_permit_holds_the_room_until_its_message_is_delivered<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(2, Tuning::default()).await;
+    let config = GroupConfig::new().with_max_in_flight(Some(1));
+    let (mut root, mut receiver) =
+        pair(create_all(&nodes, GroupId(1), &ids(&[0, 1]), config).await);
+    let pending = Duration::from_millis(300);
+    let messages = [payload(40, 70_000), payload(41, 3)];
+
+    // A permit dropped unused gives its room back.
+    let permit = bounded(LONG, "the first permit", root.reserve())
+        .await
+        .unwrap();
+    assert_eq!(root.in_flight(), 1, "a permit holds room");
+    assert!(matches!(
+        root.try_send(messages[0].clone()),
+        Err(Error::TooManyInFlight { max: 1, .. })
+    ));
+    assert!(
+        tokio::time::timeout(pending, root.reserve()).await.is_err(),
+        "a second permit while the first is held"
+    );
+    drop(permit);
+    assert_eq!(root.in_flight(), 0, "a dropped permit gives the room back");
+
+    // A permit used: its message holds the room until it is delivered.
+    let permit = bounded(LONG, "a permit", root.reserve()).await.unwrap();
+    let (sent, delivered) = permit.send(messages[0].clone()).split();
+    assert_eq!(root.in_flight(), 1);
+    bounded(LONG, "the first message sent", sent).await.unwrap();
+    assert!(
+        tokio::time::timeout(pending, root.reserve()).await.is_err(),
+        "room while the first message is sent but not taken"
+    );
+    assert_eq!(root.in_flight(), 1, "a cancelled reserve holds no room");
+    let first = bounded(LONG, "the first message", receiver.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(first.data == messages[0]);
+    bounded(LONG, "the first delivered", delivered)
+        .await
+        .unwrap();
+    let permit = bounded(LONG, "room once it is delivered", root.reserve())
+        .await
+        .unwrap();
+    let last = permit.send(messages[1].clone());
+    let second = bounded(LONG, "the second message", receiver.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(second.data == messages[1]);
+    bounded(LONG, "the second delivered", last.delivered())
+        .await
+        .unwrap();
+    assert_eq!(root.in_flight(), 0);
+    bounded(LONG, "the closes", async {
+        tokio::try_join!(root.close(), receiver.close())
+    })
+    .await
+    .unwrap();
+    shutdown(nodes).await;
+}
+
+/// `closed` waits for the group's end: `Ok` once it closed (and then sends
+/// are refused as closed), or its failure — naming the member — as soon as
+/// a receiver's node shuts down mid-group, with nothing sent or closed by
+/// the root to learn of it.
+pub async fn closed_reports_how_the_group_ended<F: Fixture>() {
+    let (mut nodes, _) = cluster::<F>(3, Tuning::default()).await;
+    let pending = Duration::from_millis(300);
+
+    // A group that closes.
+    let groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), GroupConfig::new()).await;
+    let (mut root, receivers) = roles(groups);
+    root.send(payload(50, 10_000)).await.unwrap();
+    assert!(
+        tokio::time::timeout(pending, root.closed()).await.is_err(),
+        "closed resolved while the group is open"
+    );
+    let readers: Vec<_> = receivers
+        .into_iter()
+        .map(|mut r| {
+            tokio::spawn(async move {
+                assert!(r.next().await.unwrap().unwrap().data == payload(50, 10_000));
+                assert!(r.next().await.is_none());
+                r.close().await
+            })
+        })
+        .collect();
+    bounded(LONG, "the root's close", root.close())
+        .await
+        .unwrap();
+    assert_eq!(root.closed().await, Ok(()));
+    for reader in readers {
+        bounded(LONG, "a receiver's close", reader)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(
+        root.send(Bytes::new()).await.unwrap_err(),
+        Error::Closed(GroupId(1))
+    );
+
+    // A group whose receiver's node shuts down while a message is on its way.
+    let groups = create_all(&nodes, GroupId(2), &ids(&[0, 1, 2]), GroupConfig::new()).await;
+    let (root, receivers) = roles(groups);
+    let [mut r1, r2] = <[Receiver; 2]>::try_from(receivers).unwrap();
+    let delivered = root.send(payload(51, 200_000)).await.unwrap().delivered();
+    bounded(LONG, "node 1's message", r1.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        tokio::time::timeout(pending, root.closed()).await.is_err(),
+        "closed resolved while the group is open"
+    );
+    let victim = nodes.pop().unwrap();
+    let shut_down = std::time::Instant::now();
+    // Node 2's application keeps its handle: its node goes away under it.
+    bounded(LONG, "node 2's shutdown", victim.shutdown()).await;
+    let error = bounded(LONG, "the root's closed", root.closed())
+        .await
+        .unwrap_err();
+    let took = shut_down.elapsed();
+    assert!(
+        matches!(
+            &error,
+            Error::GroupFailed {
+                group: GroupId(2),
+                suspect: Some(NodeId(2)),
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(took < super::scaled(Duration::from_secs(5)), "{took:?}");
+    assert_eq!(root.closed().await.unwrap_err(), error, "closed again");
+    assert_eq!(
+        delivered.await.unwrap_err(),
+        error,
+        "the message's delivery"
+    );
+    assert_eq!(root.send(Bytes::new()).await.unwrap_err(), error, "a send");
+    match bounded(LONG, "node 1's stream", r1.next()).await {
+        Some(Err(e)) => assert!(
+            matches!(
+                e,
+                Error::GroupFailed {
+                    suspect: Some(NodeId(2)),
+                    ..
+                }
+            ),
+            "node 1: {e:?}"
+        ),
+        other => panic!("node 1: {other:?}"),
+    }
+    drop((root, r1, r2));
     shutdown(nodes).await;
 }
 
