@@ -18,7 +18,7 @@ pub enum FailureKind {
     /// This node shut down or left the group.
     LocalShutdown,
     /// This member's application closed the group before it took every
-    /// message the root sent (see [`Group::close`](crate::Group::close)).
+    /// message the root sent (see [`Receiver::close`](crate::Receiver::close)).
     ClosedUnread,
     /// The suspect made no progress within the progress timeout while this
     /// member waited on it
@@ -148,9 +148,10 @@ pub enum Error {
         max: u64,
     },
     /// The root has [`GroupConfig::with_max_in_flight`](crate::GroupConfig::with_max_in_flight)
-    /// messages in flight (sent and not yet taken by every member): wait
-    /// for room with [`Group::ready`](crate::Group::ready) (or send through
-    /// the group's [`Sink`](futures::Sink)).
+    /// messages in flight (queued and not yet taken by every member), so
+    /// [`Sender::try_send`](crate::Sender::try_send) cannot queue another:
+    /// [`Sender::send`](crate::Sender::send), [`Sender::reserve`](crate::Sender::reserve)
+    /// and the root's [`Sink`](futures::Sink) wait for room instead.
     #[error("group {group} has its most messages in flight ({max})")]
     TooManyInFlight {
         /// The group.

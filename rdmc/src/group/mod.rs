@@ -94,16 +94,27 @@ pub use sender::{Permit, Sender};
 /// The roles are in the types: a receiver cannot send, and the root has no
 /// stream to read.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0599
 /// # async fn f(receiver: rdmc::Receiver) {
 /// receiver.send(bytes::Bytes::new()).await; // no `send` on a receiver
 /// # }
 /// ```
 ///
-/// ```compile_fail
+/// ```compile_fail,E0599
 /// # async fn f(mut root: rdmc::Sender) {
 /// use futures::StreamExt;
 /// root.next().await; // the root's handle is not a stream
+/// # }
+/// ```
+///
+/// Nor can a send race the close: closing borrows the root's handle
+/// exclusively until it completes.
+///
+/// ```compile_fail,E0502
+/// # async fn f(mut root: rdmc::Sender) {
+/// let closing = root.close();
+/// let _ = root.send(bytes::Bytes::new()).await; // not while closing
+/// let _ = closing.await;
 /// # }
 /// ```
 #[derive(Debug)]
