@@ -525,8 +525,9 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             // Every message of the transfer (more than one for a batch).
             while g.durable.front().is_some_and(|(s, _)| *s == seq) {
                 let (_, reply) = g.durable.pop_front().expect("checked");
-                let _ = reply.send(Ok(()));
+                // Out of flight first: whoever `delivered` wakes sees it gone.
                 g.in_flight.remove();
+                let _ = reply.send(Ok(()));
             }
         }
         Action::AllDelivered => {
@@ -539,8 +540,8 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             // Closed: every member's application took every message (their
             // taken counts came before their close acknowledgements).
             for (_, reply) in g.durable.drain(..) {
-                let _ = reply.send(Ok(()));
                 g.in_flight.remove();
+                let _ = reply.send(Ok(()));
             }
             finish(g, transport, Ok(()));
         }
