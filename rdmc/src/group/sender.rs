@@ -37,8 +37,10 @@ use crate::transport::MessageBuffer;
 ///
 /// `Sender` is `Send`, `Sync` and `Unpin`; it is not `Clone` (one root
 /// handle per group: its close is the group's). Several tasks may send
-/// through a shared reference; messages go out in the order their room
-/// was granted.
+/// through a shared reference; room goes to the waiting sends first come,
+/// first served (as tokio's `mpsc`), and messages go out in the order their
+/// room was granted — so sends started in order, as `buffered` and
+/// `buffer_unordered` start them, queue their messages in that order.
 ///
 /// ```
 /// use bytes::Bytes;
@@ -164,7 +166,8 @@ impl Sender {
     ///
     /// # Errors
     /// [`Error::TooManyInFlight`] if the group is at its bound on messages
-    /// in flight; otherwise as [`send`](Self::send).
+    /// in flight, or other sends wait for room (it does not go before
+    /// them); otherwise as [`send`](Self::send).
     pub fn try_send(&self, data: impl Into<Bytes>) -> Result<Receipt, Error> {
         self.in_flight.try_reserve()?;
         Ok(Permit { sender: self }.send(data.into()))
@@ -183,7 +186,8 @@ impl Sender {
     /// Wait for room for one message within the bound on messages in
     /// flight, and hold it: the [`Permit`] queues the message without
     /// waiting (as tokio's `mpsc::Sender::reserve`). Dropping the permit
-    /// gives the room back.
+    /// gives the room back. Waiting reservations (and sends) get room in
+    /// the order they first waited.
     ///
     /// # Errors
     /// As [`send`](Self::send).
@@ -191,7 +195,7 @@ impl Sender {
     /// # Cancel safety
     /// Cancel safe: room is held only once the future resolves.
     pub async fn reserve(&self) -> Result<Permit<'_>, Error> {
-        futures::future::poll_fn(|cx| self.in_flight.poll_reserve(cx)).await?;
+        self.in_flight.reserve().await?;
         Ok(Permit { sender: self })
     }
 
@@ -322,7 +326,7 @@ impl Sink<Bytes> for Sender {
 
     fn poll_ready(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
         if !self.sink_room {
-            ready!(self.in_flight.poll_reserve(cx))?;
+            ready!(self.in_flight.poll_reserve_exclusive(cx))?;
             self.sink_room = true;
         }
         Poll::Ready(Ok(()))
