@@ -204,6 +204,9 @@ impl Group {
     ///
     /// # Errors
     /// The [`Receiver`], if this member is not the root.
+    // The error is the other handle, given back whole (as `Arc::try_unwrap`
+    // gives the `Arc` back), not a failure to pass up with `?`.
+    #[allow(clippy::result_large_err)]
     pub fn into_sender(self) -> Result<Sender, Receiver> {
         match self {
             Group::Root(s) => Ok(s),
@@ -215,6 +218,9 @@ impl Group {
     ///
     /// # Errors
     /// The [`Sender`], if this member is the root.
+    // The error is the other handle, given back whole (as `Arc::try_unwrap`
+    // gives the `Arc` back), not a failure to pass up with `?`.
+    #[allow(clippy::result_large_err)]
     pub fn into_receiver(self) -> Result<Receiver, Sender> {
         match self {
             Group::Receiver(r) => Ok(r),
