@@ -309,13 +309,22 @@ mod tests {
         in_flight
     }
 
+    /// Two reservations waiting in line for room on a full `in_flight`,
+    /// and their tasks.
+    fn two_in_line(in_flight: &InFlight) -> ([Reserve<'_>; 2], [Arc<Task>; 2]) {
+        let tasks: [Arc<Task>; 2] = Default::default();
+        let mut line = [in_flight.reserve(), in_flight.reserve()];
+        for (reserve, task) in line.iter_mut().zip(&tasks) {
+            assert!(poll(reserve, task).is_pending());
+        }
+        (line, tasks)
+    }
+
     #[test]
     fn room_goes_to_the_first_in_line_not_to_a_newcomer() {
         let in_flight = full(1);
-        let (a, b, c) = (Arc::default(), Arc::default(), Arc::default());
-        let (mut first, mut second) = (in_flight.reserve(), in_flight.reserve());
-        assert!(poll(&mut first, &a).is_pending());
-        assert!(poll(&mut second, &b).is_pending());
+        let ([mut first, mut second], [a, b]) = two_in_line(&in_flight);
+        let c = Arc::default();
         in_flight.remove();
         assert_eq!((a.woken(), b.woken()), (1, 0), "only the first is woken");
         // Room, but the first in line has not taken it yet: a newcomer
@@ -344,10 +353,7 @@ mod tests {
     #[test]
     fn a_reservation_dropped_in_line_passes_its_turn_on() {
         let in_flight = full(2);
-        let (a, b) = (Arc::default(), Arc::default());
-        let (mut first, mut second) = (in_flight.reserve(), in_flight.reserve());
-        assert!(poll(&mut first, &a).is_pending());
-        assert!(poll(&mut second, &b).is_pending());
+        let ([first, mut second], [a, b]) = two_in_line(&in_flight);
         in_flight.remove();
         assert_eq!((a.woken(), b.woken()), (1, 0));
         drop(first);
@@ -374,10 +380,7 @@ mod tests {
     #[test]
     fn the_groups_end_refuses_everyone_in_line() {
         let in_flight = full(1);
-        let (a, b) = (Arc::default(), Arc::default());
-        let (mut first, mut second) = (in_flight.reserve(), in_flight.reserve());
-        assert!(poll(&mut first, &a).is_pending());
-        assert!(poll(&mut second, &b).is_pending());
+        let ([mut first, mut second], [a, b]) = two_in_line(&in_flight);
         let failure = Error::NodeShutDown(crate::NodeId(0));
         in_flight.end(Err(failure.clone()));
         assert_eq!((a.woken(), b.woken()), (1, 1));

@@ -9,34 +9,28 @@ use futures::stream::FusedStream;
 use rdmc::{Error, Message};
 
 fn assert_send<T: Send>() {}
-fn assert_sync<T: Sync>() {}
-fn assert_unpin<T: Unpin>() {}
 
-/// `T` is `Send`, `Sync` and `Unpin`.
-fn assert_all<T: Send + Sync + Unpin>() {}
+/// `T` is `Send` and `Sync` (a tuple: each of its types).
+fn assert_send_sync<T: Send + Sync>() {}
+
+/// `T` is `Send`, `Sync` and `Unpin` (a tuple: each of its types).
+fn assert_send_sync_unpin<T: Send + Sync + Unpin>() {}
 
 /// `f` can be spawned: it is `Send` (never polled).
 fn check_send<F: Future + Send>(_: F) {}
 
 #[test]
 fn handles_and_futures_are_send_sync_unpin() {
-    assert_send::<rdmc::Node>();
-    assert_sync::<rdmc::Node>();
-    assert_all::<rdmc::Group>();
-    assert_all::<rdmc::Sender>();
-    assert_all::<rdmc::Receiver>();
-    assert_all::<rdmc::Receipt>();
-    assert_all::<rdmc::Sent>();
-    assert_all::<rdmc::Delivered>();
-    assert_send::<rdmc::Permit<'static>>();
-    assert_sync::<rdmc::Permit<'static>>();
-    assert_unpin::<rdmc::Permit<'static>>();
-    assert_send::<rdmc::MemCluster>();
-    assert_sync::<rdmc::MemCluster>();
-    assert_send::<rdmc::Error>();
-    assert_sync::<rdmc::Error>();
-    assert_send::<rdmc::Message>();
-    assert_sync::<rdmc::Message>();
+    assert_send_sync::<(rdmc::Node, rdmc::MemCluster, rdmc::Error, rdmc::Message)>();
+    assert_send_sync_unpin::<(
+        rdmc::Group,
+        rdmc::Sender,
+        rdmc::Receiver,
+        rdmc::Receipt,
+        rdmc::Sent,
+        rdmc::Delivered,
+        rdmc::Permit<'static>,
+    )>();
 }
 
 #[test]

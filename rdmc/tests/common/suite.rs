@@ -336,6 +336,22 @@ async fn take_in_order(g: &mut Receiver, count: u64, seed: fn(u64) -> u64, size:
     }
 }
 
+/// A receiver's part: [`take_in_order`], then close `Ok`; the stream has
+/// ended.
+async fn take_in_order_and_close(
+    mut g: Receiver,
+    count: u64,
+    seed: fn(u64) -> u64,
+    size: fn(u64) -> usize,
+) {
+    take_in_order(&mut g, count, seed, size).await;
+    let rank = g.rank();
+    g.close()
+        .await
+        .unwrap_or_else(|e| panic!("rank {rank}: close: {e}"));
+    assert!(g.next().await.is_none(), "rank {rank}: stream after close");
+}
+
 /// The size of mixed-traffic message `i`: 0 B for 1 in 64 messages; else
 /// log-uniform (a uniform exponent of two, then a uniform size below the
 /// next power) over 1 B–64 KiB for 99 in 100, and over 64 KiB–4 MiB for 1 in
@@ -391,15 +407,8 @@ pub async fn mixed_traffic_of_random_sizes_arrives_in_order_byte_identical<F: Fi
                     .await
                     .unwrap_or_else(|e| panic!("mixed traffic: close: {e}"));
             }
-            Group::Receiver(mut g) => {
-                take_in_order(&mut g, mixed_messages(), seed, mixed_size).await;
-                g.close()
-                    .await
-                    .unwrap_or_else(|e| panic!("mixed traffic: close: {e}"));
-                assert!(
-                    g.next().await.is_none(),
-                    "mixed traffic: stream after close"
-                );
+            Group::Receiver(g) => {
+                take_in_order_and_close(g, mixed_messages(), seed, mixed_size).await;
             }
         }
     });
@@ -462,12 +471,8 @@ pub async fn a_burst_of_small_and_large_messages_arrives_in_order<F: Fixture>() 
                     .await
                     .unwrap_or_else(|e| panic!("burst: close: {e}"));
             }
-            Group::Receiver(mut g) => {
-                take_in_order(&mut g, burst_messages(), seed, burst_size).await;
-                g.close()
-                    .await
-                    .unwrap_or_else(|e| panic!("burst: close: {e}"));
-                assert!(g.next().await.is_none(), "burst: stream after close");
+            Group::Receiver(g) => {
+                take_in_order_and_close(g, burst_messages(), seed, burst_size).await;
             }
         }
     });
