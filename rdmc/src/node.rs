@@ -1,6 +1,7 @@
 //! [`Node`]: one process's (or task's) membership in a cluster.
 
 use std::fmt;
+use std::future::Future;
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -308,33 +309,36 @@ impl Node {
     /// # }
     /// ```
     ///
+    /// The future holds no borrow of `self` or `members` (both are copied
+    /// when it is made), so it can be spawned or joined with others freely.
+    ///
     /// # Cancel safety
     /// Not cancel safe: if the future is dropped after the node accepted the
     /// request, the group is created, and left as soon as its rendezvous
     /// completes, which its other members see as this node's failure. The
     /// id stays used.
-    pub async fn create_group(
+    pub fn create_group(
         &self,
         id: GroupId,
         members: &[NodeId],
         config: GroupConfig,
-    ) -> Result<Group, Error> {
-        let (reply, response) = oneshot::channel();
+    ) -> impl Future<Output = Result<Group, Error>> + Send + 'static + use<> {
+        let node = self.id;
         let members = members.to_vec();
-        self.command(Command::CreateGroup {
-            id,
-            members: members.clone(),
-            config,
-            reply,
-        })?;
-        let joined = response.await.map_err(|_| Error::NodeShutDown(self.id))??;
-        Ok(Group::new(
-            id,
-            self.id,
-            members,
-            self.commands.clone(),
-            joined,
-        ))
+        let commands = self.commands.clone();
+        async move {
+            let (reply, response) = oneshot::channel();
+            commands
+                .send(Command::CreateGroup {
+                    id,
+                    members: members.clone(),
+                    config,
+                    reply,
+                })
+                .map_err(|_| Error::NodeShutDown(node))?;
+            let joined = response.await.map_err(|_| Error::NodeShutDown(node))??;
+            Ok(Group::new(id, node, members, commands, joined))
+        }
     }
 
     /// Shut the node down: every group still open fails (its other members
@@ -361,12 +365,6 @@ impl Node {
         if let Some(actor) = self.actor.take() {
             let _ = actor.await;
         }
-    }
-
-    fn command(&self, command: Command) -> Result<(), Error> {
-        self.commands
-            .send(command)
-            .map_err(|_| Error::NodeShutDown(self.id))
     }
 }
 

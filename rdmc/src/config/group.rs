@@ -205,7 +205,7 @@ impl GroupConfig {
     /// [`BATCH_HEADER_BYTES`]); every receiver splits it back into the
     /// separate messages, delivered in order, each its own
     /// [`Message`](crate::Message) with its own sequence number, and each
-    /// [`SendFuture`](crate::SendFuture) resolves as it would have. Only
+    /// [`Receipt`](crate::Receipt) resolves as it would have. Only
     /// messages already queued when the next transfer starts are batched:
     /// a lone message goes out at once, alone, as without batching, and no
     /// timer holds any message back. A message too large to join a batch
@@ -257,11 +257,12 @@ impl GroupConfig {
         self.slow_reader_timeout
     }
 
-    /// Bound the root's messages in flight: sent and not yet taken by every
-    /// member's application (see [`SendFuture::delivered`](crate::SendFuture::delivered)).
-    /// At the bound, [`Group::ready`](crate::Group::ready) and the group's
-    /// [`Sink`](futures::Sink) wait for room, and
-    /// [`Group::send`](crate::Group::send) refuses the message with
+    /// Bound the root's messages in flight: queued and not yet taken by
+    /// every member's application (see [`Receipt::delivered`](crate::Receipt::delivered)).
+    /// At the bound, [`Sender::send`](crate::Sender::send),
+    /// [`Sender::reserve`](crate::Sender::reserve) and the root's
+    /// [`Sink`](futures::Sink) wait for room (first come, first served), and
+    /// [`Sender::try_send`](crate::Sender::try_send) refuses the message with
     /// [`Error::TooManyInFlight`](crate::Error::TooManyInFlight). `None`
     /// (the default): no bound. A bound of 0 is treated as 1. Local to the
     /// root.
