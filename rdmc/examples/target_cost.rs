@@ -10,7 +10,6 @@
 //! cargo run --release --features ofi --example target_cost -- ofi 256 7
 //! ```
 
-use std::fs::OpenOptions;
 use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
@@ -45,22 +44,7 @@ async fn start(
 }
 
 fn file_targets(path: std::path::PathBuf) -> ReceiveTargets {
-    ReceiveTargets::new(move |_| {
-        let path = path.clone();
-        async move {
-            let open = move || {
-                OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(path)
-            };
-            Ok(ReceiveTarget::File(
-                tokio::task::spawn_blocking(open).await??,
-            ))
-        }
-    })
+    ReceiveTargets::new(move |_| ReceiveTarget::create_file(path.clone()))
 }
 
 /// One message through a fresh group; the seconds from send to delivered.

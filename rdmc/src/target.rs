@@ -10,6 +10,7 @@
 use std::fmt;
 use std::future::Future;
 use std::io;
+use std::path::Path;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -64,6 +65,30 @@ pub enum ReceiveTarget {
     File(std::fs::File),
 }
 
+impl ReceiveTarget {
+    /// A file at `path`, created (or emptied) for reading and writing, off
+    /// the async threads: what a hook that keeps each message in a file of
+    /// its own returns ([`ReceiveTargets`] has an example).
+    ///
+    /// # Errors
+    /// The error opening the file.
+    pub async fn create_file(path: impl AsRef<Path>) -> io::Result<ReceiveTarget> {
+        let path = path.as_ref().to_path_buf();
+        let open = move || {
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(path)
+        };
+        let file = tokio::task::spawn_blocking(open)
+            .await
+            .map_err(io::Error::other)??;
+        Ok(ReceiveTarget::File(file))
+    }
+}
+
 type Hook = dyn Fn(Incoming) -> BoxFuture<'static, io::Result<ReceiveTarget>> + Send + Sync;
 
 /// A receiver's hook that chooses, per incoming message, its
@@ -84,7 +109,6 @@ type Hook = dyn Fn(Incoming) -> BoxFuture<'static, io::Result<ReceiveTarget>> + 
 /// Receive every message into a file of its own:
 ///
 /// ```
-/// use std::fs::OpenOptions;
 /// use bytes::Bytes;
 /// use futures::StreamExt;
 /// use rdmc::{GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId, ReceiveTarget, ReceiveTargets};
@@ -96,11 +120,7 @@ type Hook = dyn Fn(Incoming) -> BoxFuture<'static, io::Result<ReceiveTarget>> + 
 /// let place = dir.clone();
 /// let targets = ReceiveTargets::new(move |incoming| {
 ///     let path = place.join(format!("message-{}", incoming.seq));
-///     async move {
-///         let open = || OpenOptions::new().read(true).write(true).create(true).truncate(true).open(path);
-///         let file = tokio::task::spawn_blocking(open).await??;
-///         Ok(ReceiveTarget::File(file))
-///     }
+///     ReceiveTarget::create_file(path)
 /// });
 /// let nodes = Node::in_memory_all(&MemCluster::new(2), NodeConfig::new())?;
 /// let members = [NodeId(0), NodeId(1)];

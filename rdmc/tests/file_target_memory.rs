@@ -15,7 +15,7 @@
 //! cargo test --release -p rdmc --test file_target_memory -- --ignored --nocapture
 //! ```
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -77,22 +77,8 @@ async fn member(rank: u32, members: Vec<std::net::SocketAddr>, path: PathBuf) {
         group.close().await.unwrap();
     } else {
         let target = path.clone();
-        let targets = ReceiveTargets::new(move |_incoming| {
-            let target = target.clone();
-            async move {
-                let open = move || {
-                    OpenOptions::new()
-                        .read(true)
-                        .write(true)
-                        .create(true)
-                        .truncate(true)
-                        .open(target)
-                };
-                Ok(ReceiveTarget::File(
-                    tokio::task::spawn_blocking(open).await??,
-                ))
-            }
-        });
+        let targets =
+            ReceiveTargets::new(move |_incoming| ReceiveTarget::create_file(target.clone()));
         let mut group = node
             .create_group(GroupId(1), &ids, config.with_receive_targets(targets))
             .await

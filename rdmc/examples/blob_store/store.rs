@@ -23,7 +23,6 @@
 //!   fails, naming it: writes to those groups fail from then on; the other
 //!   groups carry on.
 
-use std::fs::OpenOptions;
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -348,19 +347,7 @@ async fn keep_replicas(mut receiver: Receiver) -> Result<(), rdmc::Error> {
 /// `dir/blob-<g>-<seq>`, opened off the async threads.
 fn files_in(dir: PathBuf) -> ReceiveTargets {
     ReceiveTargets::new(move |incoming| {
-        let path = dir.join(format!("blob-{}-{}", incoming.group.0, incoming.seq));
-        async move {
-            let open = move || {
-                OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(path)
-            };
-            let file = tokio::task::spawn_blocking(open).await??;
-            Ok(ReceiveTarget::File(file))
-        }
+        ReceiveTarget::create_file(dir.join(format!("blob-{}-{}", incoming.group.0, incoming.seq)))
     })
 }
 

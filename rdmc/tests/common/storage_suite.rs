@@ -6,7 +6,6 @@
 //! permits and its `Sink`), the root's `closed`, the slow-reader timeout,
 //! and a failing receive-target hook.
 
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -65,19 +64,7 @@ pub(crate) use storage_suite;
 pub fn files_in(dir: &Path) -> ReceiveTargets {
     let dir = dir.to_path_buf();
     ReceiveTargets::new(move |incoming| {
-        let path = dir.join(format!("{}-{}", incoming.group.0, incoming.seq));
-        async move {
-            let open = move || {
-                OpenOptions::new()
-                    .read(true)
-                    .write(true)
-                    .create(true)
-                    .truncate(true)
-                    .open(path)
-            };
-            let file = tokio::task::spawn_blocking(open).await??;
-            Ok(ReceiveTarget::File(file))
-        }
+        ReceiveTarget::create_file(dir.join(format!("{}-{}", incoming.group.0, incoming.seq)))
     })
 }
 
