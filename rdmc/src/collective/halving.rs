@@ -22,7 +22,7 @@
 use bytes::{Bytes, BytesMut};
 use futures::future::{Either, join_all, select, try_join_all};
 
-use super::allreduce::{
+use super::edge::{
     AllreduceError, MAX_RING_BLOCK, VERDICT, Verdict, copy_exact, failed, next_message,
     receiver_of, root_of,
 };

@@ -35,11 +35,13 @@
 pub mod model;
 
 mod allreduce;
+mod edge;
 mod halving;
 mod op;
 
 pub use allreduce::{
-    Allreduce, AllreduceAlgorithm, AllreduceConfig, AllreduceError, DEFAULT_CHUNK_SIZE,
-    DEFAULT_RING_LANES, DEFAULT_RING_PIECES, tree_children, tree_parent,
+    Allreduce, AllreduceAlgorithm, AllreduceConfig, DEFAULT_CHUNK_SIZE, DEFAULT_RING_LANES,
+    DEFAULT_RING_PIECES, tree_children, tree_parent,
 };
+pub use edge::AllreduceError;
 pub use op::{CustomReduce, DType, ReduceOp};
