@@ -17,11 +17,12 @@ mod creation;
 #[cfg(test)]
 pub(super) use creation::config_digest;
 
+use super::group_state::DIGEST_LEN;
+use super::group_state::target::TargetReady;
 use super::group_state::{
     CreateReply, DeliveredReply, GroupState, OpenBatch, ReadyForBlocks, SendReply, Sending,
     execute, member_error,
 };
-use super::target::TargetReady;
 use super::timing::{Lap, Stopwatch};
 
 use crate::config::{BATCH_HEADER_BYTES, GroupConfig};
@@ -743,7 +744,7 @@ impl<T: Transport> Actor<T> {
                 .map_err(|_| FailureKind::OutOfMemory { size: pending.size }),
             Err(detail) => Err(FailureKind::ReceiveTarget(detail)),
         };
-        super::target::begin_message(g, pending, buf);
+        super::group_state::target::begin_message(g, pending, buf);
         self.drive(ready.group);
     }
 
@@ -773,9 +774,6 @@ impl<T: Transport> Actor<T> {
         }
     }
 }
-
-/// Bytes of a message's digest on the wire (BLAKE3).
-pub(super) const DIGEST_LEN: u64 = blake3::OUT_LEN as u64;
 
 /// Bytes a message of a group configured as `config` (its digest setting
 /// resolved) carries after its own.

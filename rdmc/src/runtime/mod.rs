@@ -5,7 +5,6 @@
 mod actor;
 mod group_state;
 mod message;
-mod target;
 mod timing;
 
 #[cfg(all(test, target_os = "linux"))]

@@ -7,10 +7,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::actor::DIGEST_LEN;
-use super::group_state::{GroupState, checked_in_place};
-use super::message::Message;
-use super::timing::{MessageTimings, Stopwatch};
+use super::super::message::Message;
+use super::super::timing::{MessageTimings, Stopwatch};
+use super::{DIGEST_LEN, GroupState, checked_in_place};
 use crate::ids::GroupId;
 use crate::proto::{FailureKind, Rank};
 use crate::target::{Incoming, ReceiveTarget, ReceivedFile};
@@ -18,26 +17,26 @@ use crate::transport::MessageBuffer;
 
 /// A message begun by the member, waiting for its buffer.
 pub(crate) struct PendingBegin {
-    pub(super) seq: u64,
+    pub(in crate::runtime) seq: u64,
     /// Its size on the wire (with the digest, if any).
-    pub(super) size: u64,
-    pub(super) first_block: usize,
-    pub(super) first_block_len: usize,
-    pub(super) block_size: usize,
-    pub(super) watch: Stopwatch,
+    pub(in crate::runtime) size: u64,
+    pub(in crate::runtime) first_block: usize,
+    pub(in crate::runtime) first_block_len: usize,
+    pub(in crate::runtime) block_size: usize,
+    pub(in crate::runtime) watch: Stopwatch,
     /// The hook's task, while it runs.
-    pub(super) task: Option<tokio::task::AbortHandle>,
+    pub(in crate::runtime) task: Option<tokio::task::AbortHandle>,
 }
 
 impl PendingBegin {
     /// The buffer's length in bytes (sizes above `usize` are refused by
     /// the core's largest message size).
-    pub(super) fn len(&self) -> usize {
+    pub(in crate::runtime) fn len(&self) -> usize {
         usize::try_from(self.size).unwrap_or(usize::MAX)
     }
 
     /// The group ended: stop the hook's task.
-    pub(super) fn abort(self) {
+    pub(in crate::runtime) fn abort(self) {
         if let Some(task) = self.task {
             task.abort();
         }
@@ -47,15 +46,15 @@ impl PendingBegin {
 /// What a hook's task reports to the actor.
 #[derive(Debug)]
 pub(crate) struct TargetReady {
-    pub(super) group: GroupId,
-    pub(super) seq: u64,
+    pub(in crate::runtime) group: GroupId,
+    pub(in crate::runtime) seq: u64,
     /// The buffer (`None`: memory from the node's pool), or why there is none.
-    pub(super) result: Result<Option<Arc<MessageBuffer>>, String>,
+    pub(in crate::runtime) result: Result<Option<Arc<MessageBuffer>>, String>,
 }
 
 /// Ask the group's hook where `pending` goes; the actor hears back through
 /// [`TargetReady`].
-pub(super) fn choose(g: &mut GroupState, mut pending: PendingBegin) {
+pub(in crate::runtime) fn choose(g: &mut GroupState, mut pending: PendingBegin) {
     let targets = g.targets.as_ref().expect("a group with a hook");
     let extra = if g.digest { DIGEST_LEN } else { 0 };
     let incoming = Incoming {
@@ -96,7 +95,7 @@ async fn map(_file: std::fs::File, _len: usize) -> Result<Arc<MessageBuffer>, St
 
 /// Begin `pending` in `buf`: copy its first block there from the bounce
 /// buffer. Without a buffer, the group fails naming this member.
-pub(super) fn begin_message(
+pub(in crate::runtime) fn begin_message(
     g: &mut GroupState,
     pending: PendingBegin,
     buf: Result<Arc<MessageBuffer>, FailureKind<Rank>>,
@@ -134,7 +133,11 @@ pub(super) fn begin_message(
 
 /// Begin `pending` in `buf`, which already holds its first (and only)
 /// block: the group's first-block buffer it arrived in.
-pub(super) fn begin_in_place(g: &mut GroupState, pending: PendingBegin, buf: Arc<MessageBuffer>) {
+pub(in crate::runtime) fn begin_in_place(
+    g: &mut GroupState,
+    pending: PendingBegin,
+    buf: Arc<MessageBuffer>,
+) {
     tracing::debug!(
         seq = pending.seq,
         size = pending.size,
@@ -147,7 +150,7 @@ pub(super) fn begin_in_place(g: &mut GroupState, pending: PendingBegin, buf: Arc
 /// Deliver message `seq`, received into a file's mapping `buf`: check its
 /// digest (if the group's messages carry one) and cut it off the file,
 /// unmap, and hand the application the file. Whether it hashed.
-pub(super) fn deliver_file(
+pub(in crate::runtime) fn deliver_file(
     g: &mut GroupState,
     seq: u64,
     buf: Arc<MessageBuffer>,

@@ -8,9 +8,9 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
-use super::actor::DIGEST_LEN;
+pub(super) mod target;
+
 use super::message::Message;
-use super::target::{PendingBegin, TargetReady};
 use super::timing::{MessageTimings, Stopwatch};
 use crate::config::BATCH_HEADER_BYTES;
 use crate::error::Error;
@@ -21,8 +21,12 @@ use crate::proto::{
 };
 use crate::target::ReceiveTargets;
 use crate::transport::{BlockRef, MessageBuffer, Signal, Transport};
+use target::{PendingBegin, TargetReady};
 
 /// The receiving end of a group's deliveries.
+/// Bytes of a message's digest on the wire (BLAKE3).
+pub(super) const DIGEST_LEN: u64 = blake3::OUT_LEN as u64;
+
 pub(crate) type Deliveries = mpsc::UnboundedReceiver<Result<Message, Error>>;
 
 /// Where a root's send future learns its outcome.
@@ -356,14 +360,14 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             // A batch's messages go to memory: the hook chooses for one
             // message at a time.
             if g.targets.is_some() && !batch {
-                super::target::choose(g, pending);
+                target::choose(g, pending);
             } else if let Some(buf) = take_bounce_as_message(g, transport, &pending) {
-                super::target::begin_in_place(g, pending, buf);
+                target::begin_in_place(g, pending, buf);
             } else {
                 let buf = transport
                     .alloc_buffer(pending.len())
                     .map_err(|_| FailureKind::OutOfMemory { size });
-                super::target::begin_message(g, pending, buf);
+                target::begin_message(g, pending, buf);
             }
         }
         Action::PostRecv {
@@ -438,7 +442,7 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                     .unwrap_or_else(|| Stopwatch::start(g.event_at));
                 if buf.file().is_some() {
                     g.untaken.push_back(1);
-                    return super::target::deliver_file(g, seq, buf, watch.finish(now));
+                    return target::deliver_file(g, seq, buf, watch.finish(now));
                 }
                 let mut data = buf.into_bytes();
                 let senders = std::mem::take(&mut g.block_senders);
