@@ -1,16 +1,21 @@
 //! What every command that joins a cluster of processes shares (`rdmc
-//! member`, `rdmc push`, `rdmc receive`): the members file, the cluster
-//! key, time limits, and starting this process's node on a transport.
+//! member`, `rdmc push`, `rdmc receive`, and the benchmark harness's
+//! members): the members file, the cluster key, time limits, the transport,
+//! wire security and completion mode as the command line names them, and
+//! starting this process's node.
 
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::Path;
 use std::time::Duration;
 
-use rdmc::{ClusterKey, MAX_TIMEOUT, Node, NodeConfig, NodeId, TcpConfig};
+use clap::ValueEnum;
+use rdmc::{
+    ClusterKey, CompletionMode, MAX_TIMEOUT, Node, NodeConfig, NodeId, TcpConfig, WireSecurity,
+};
 
 /// The transports a member can use.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub(crate) enum Transport {
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Transport {
     /// TCP: one authenticated connection per pair of members.
     Tcp,
     /// libfabric: RDMA-style endpoints (the `ofi` feature).
@@ -19,34 +24,106 @@ pub(crate) enum Transport {
     Rdma,
 }
 
+/// The error for `--transport ofi` in a build without the `ofi` feature.
+pub const NO_OFI: &str = "this rdmc was built without the `ofi` transport; \
+                          rebuild with `cargo build --features ofi` (needs libfabric-dev)";
+
+/// The error for `--transport rdma` in a build without the `rdma` feature.
+pub const NO_RDMA: &str = "this rdmc was built without the `rdma` transport; \
+                           rebuild with `cargo build --features rdma` (needs cmake, libclang-dev)";
+
+/// `--wire-security`: how frames are protected on the wire.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum SecurityChoice {
+    /// Every frame authenticated (the default).
+    Authenticated,
+    /// Every frame authenticated, payloads encrypted.
+    Encrypted,
+    /// No protection after the handshake (trusted fabrics).
+    None,
+}
+
+impl SecurityChoice {
+    /// The name the command line gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SecurityChoice::Authenticated => "authenticated",
+            SecurityChoice::Encrypted => "encrypted",
+            SecurityChoice::None => "none",
+        }
+    }
+}
+
+impl From<SecurityChoice> for WireSecurity {
+    fn from(s: SecurityChoice) -> Self {
+        match s {
+            SecurityChoice::Authenticated => WireSecurity::Authenticated,
+            SecurityChoice::Encrypted => WireSecurity::Encrypted,
+            SecurityChoice::None => WireSecurity::None,
+        }
+    }
+}
+
+/// `--completion`: the completion modes, as the command line names them.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModeChoice {
+    // (No doc comments on the variants: clap would make them help text.)
+    #[allow(missing_docs)]
+    Interrupt,
+    #[allow(missing_docs)]
+    Polling,
+    #[allow(missing_docs)]
+    Hybrid,
+    #[allow(missing_docs)]
+    Adaptive,
+}
+
+impl From<ModeChoice> for CompletionMode {
+    fn from(m: ModeChoice) -> Self {
+        match m {
+            ModeChoice::Interrupt => CompletionMode::Interrupt,
+            ModeChoice::Polling => CompletionMode::Polling,
+            ModeChoice::Hybrid => CompletionMode::Hybrid {
+                window: CompletionMode::PAPER_HYBRID_WINDOW,
+            },
+            ModeChoice::Adaptive => CompletionMode::default(),
+        }
+    }
+}
+
 /// Everything needed to start this process's node: the cluster (the
 /// members file's addresses, this member's rank, the key), the time limits
 /// and the transport.
-pub(crate) struct ClusterSetup {
-    pub(crate) members: Vec<SocketAddr>,
-    pub(crate) rank: u32,
-    pub(crate) key: ClusterKey,
-    pub(crate) connect_timeout: Duration,
-    pub(crate) failure_timeout: Duration,
-    pub(crate) transport: Transport,
+pub struct ClusterSetup {
+    /// The members file's addresses, in rank order.
+    pub members: Vec<SocketAddr>,
+    /// This member's rank.
+    pub rank: u32,
+    /// The cluster key every member shares.
+    pub key: ClusterKey,
+    /// How long to wait for every member to be connected.
+    pub connect_timeout: Duration,
+    /// Silence after which a peer is considered failed.
+    pub failure_timeout: Duration,
+    /// The transport between the members.
+    pub transport: Transport,
     /// With `Transport::Ofi`: the libfabric provider.
-    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
-    pub(crate) ofi_provider: String,
+    pub ofi_provider: String,
     /// With `Transport::Tcp`: early announcement, if on.
-    pub(crate) early_announce: Option<rdmc::EarlyAnnounce>,
+    pub early_announce: Option<rdmc::EarlyAnnounce>,
     /// With `Transport::Tcp`: how frames are protected (default:
     /// authenticated).
-    pub(crate) wire_security: rdmc::WireSecurity,
+    pub wire_security: rdmc::WireSecurity,
     /// With `Transport::Tcp`: the connections' TCP congestion control
     /// (default: the machine's).
-    pub(crate) congestion_control: Option<String>,
+    pub congestion_control: Option<String>,
 }
 
 impl ClusterSetup {
     /// Read the members file and the key, check the time limits and the
     /// cluster (through the library's own check: duplicate addresses, port
     /// 0, unspecified addresses), before anything listens.
-    pub(crate) fn prepare(
+    pub fn prepare(
         members_file: &Path,
         rank: u32,
         key_file: Option<&Path>,
@@ -85,12 +162,12 @@ impl ClusterSetup {
     }
 
     /// The ids of every member, in rank order.
-    pub(crate) fn ids(&self) -> Vec<NodeId> {
+    pub fn ids(&self) -> Vec<NodeId> {
         (0..self.members.len() as u32).map(NodeId).collect()
     }
 
     /// How to name member `node` to a user: its rank and address.
-    pub(crate) fn describe(&self, node: NodeId) -> String {
+    pub fn describe(&self, node: NodeId) -> String {
         match self.members.get(node.0 as usize) {
             Some(addr) => format!("{addr} (rank {})", node.0),
             None => format!("rank {}", node.0),
@@ -99,7 +176,7 @@ impl ClusterSetup {
 
     /// Start this member's node: it waits (up to the connect timeout) for
     /// every member to be connected.
-    pub(crate) async fn start(&self, node_config: NodeConfig) -> Result<Node, String> {
+    pub async fn start(&self, node_config: NodeConfig) -> Result<Node, String> {
         let (members, me, key) = (self.members.clone(), NodeId(self.rank), self.key.clone());
         let node = match self.transport {
             Transport::Tcp => {
@@ -135,7 +212,7 @@ impl ClusterSetup {
 
     #[cfg(not(feature = "ofi"))]
     async fn start_ofi(&self, _: NodeConfig) -> Result<Result<Node, rdmc::Error>, String> {
-        Err(crate::NO_OFI.to_owned())
+        Err(NO_OFI.to_owned())
     }
 
     #[cfg(feature = "rdma")]
@@ -152,24 +229,24 @@ impl ClusterSetup {
 
     #[cfg(not(feature = "rdma"))]
     async fn start_rdma(&self, _: NodeConfig) -> Result<Result<Node, rdmc::Error>, String> {
-        Err(crate::NO_RDMA.to_owned())
+        Err(NO_RDMA.to_owned())
     }
 }
 
 /// The error without `--key-file`: there is no default key, since a key
 /// everybody knows keeps nobody out.
-pub(crate) const NO_KEY: &str = "no --key-file: every member needs the same secret cluster key. \
+pub const NO_KEY: &str = "no --key-file: every member needs the same secret cluster key. \
      Create one with `rdmc keygen KEYFILE`, copy KEYFILE to every host (it must stay secret), \
      and give --key-file KEYFILE to every member";
 
 /// The cluster key in `key_file`; without one, the [`NO_KEY`] error.
-pub(crate) fn load_key(key_file: Option<&Path>) -> Result<ClusterKey, String> {
+pub fn load_key(key_file: Option<&Path>) -> Result<ClusterKey, String> {
     let path = key_file.ok_or_else(|| NO_KEY.to_owned())?;
     ClusterKey::from_file(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// A time limit in seconds: a number above zero, at most a year.
-pub(crate) fn seconds(value: f64, what: &str) -> Result<Duration, String> {
+pub fn seconds(value: f64, what: &str) -> Result<Duration, String> {
     match Duration::try_from_secs_f64(value) {
         Ok(d) if d.is_zero() => Err(format!("{what} must be more than 0 seconds")),
         Ok(d) if d > MAX_TIMEOUT => Err(format!(
@@ -184,7 +261,7 @@ pub(crate) fn seconds(value: f64, what: &str) -> Result<Duration, String> {
 }
 
 /// What kind of file `file_type` is, for an error message.
-pub(crate) fn kind_of(file_type: std::fs::FileType) -> &'static str {
+pub fn kind_of(file_type: std::fs::FileType) -> &'static str {
     use std::os::unix::fs::FileTypeExt;
     if file_type.is_dir() {
         "a directory"
@@ -204,7 +281,7 @@ pub(crate) fn kind_of(file_type: std::fs::FileType) -> &'static str {
 }
 
 /// Read the members file: one `host:port` per line, in rank order.
-pub(crate) fn read_members(path: &Path) -> Result<Vec<SocketAddr>, String> {
+pub fn read_members(path: &Path) -> Result<Vec<SocketAddr>, String> {
     let text =
         std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     let members: Vec<SocketAddr> = text
@@ -228,7 +305,7 @@ pub(crate) fn read_members(path: &Path) -> Result<Vec<SocketAddr>, String> {
 /// `error`'s message without the temporary file's path that `tempfile`
 /// appends (" at path ..."): the file is gone, and the caller names the
 /// file it meant.
-pub(crate) fn without_path(error: std::io::Error) -> String {
+pub fn without_path(error: std::io::Error) -> String {
     let text = error.to_string();
     match text.find(" at path \"") {
         Some(end) if error.raw_os_error().is_none() => text[..end].to_owned(),
@@ -238,7 +315,7 @@ pub(crate) fn without_path(error: std::io::Error) -> String {
 
 /// Create the output directory if need be and check it is a directory
 /// this process can write. Done before the receiver contacts anyone.
-pub(crate) fn check_output_dir(dir: &Path) -> Result<(), String> {
+pub fn check_output_dir(dir: &Path) -> Result<(), String> {
     let named = |e: std::io::Error| format!("output directory {}: {e}", dir.display());
     std::fs::create_dir_all(dir).map_err(named)?;
     let meta = std::fs::metadata(dir).map_err(named)?;

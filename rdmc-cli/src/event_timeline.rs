@@ -49,7 +49,7 @@ impl Timeline {
     }
 
     fn record(&self, kind: &'static str, meta: &'static Metadata<'static>) {
-        let ns = crate::member_bench::clock_monotonic_ns();
+        let ns = rdmc_cli::clocks::clock_monotonic_ns();
         let thread = thread_id();
         let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
         if records.len() < MAX_RECORDS {

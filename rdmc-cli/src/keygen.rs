@@ -13,14 +13,14 @@ const KEY_BYTES: usize = 32;
 
 /// Arguments of `rdmc keygen`.
 #[derive(Debug, Args)]
-pub(crate) struct KeygenArgs {
+pub struct KeygenArgs {
     /// The key file to create (mode 0600). An existing file is never
     /// overwritten.
     file: PathBuf,
 }
 
 /// Create the key file and say how to use it.
-pub(crate) fn run(args: &KeygenArgs) -> Result<(), String> {
+pub fn run(args: &KeygenArgs) -> Result<(), String> {
     write_key(&args.file)?;
     println!(
         "wrote a new cluster key to {} (readable by you only); copy it to every host \
@@ -33,7 +33,7 @@ pub(crate) fn run(args: &KeygenArgs) -> Result<(), String> {
 
 /// Write `KEY_BYTES` bytes from the operating system's random source, as
 /// hex and a newline, to a new file of mode 0600, flushed to disk.
-pub(crate) fn write_key(path: &Path) -> Result<(), String> {
+pub fn write_key(path: &Path) -> Result<(), String> {
     let named = |e: std::io::Error| format!("{}: {e}", path.display());
     let mut random = [0u8; KEY_BYTES];
     std::fs::File::open("/dev/urandom")
@@ -66,7 +66,7 @@ mod tests {
     #[test]
     fn keys_are_new_private_random_and_loadable() {
         let dir = crate::scratch::ScratchDir::new("keygen");
-        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        let (a, b) = (dir.join("a"), dir.join("b"));
         write_key(&a).unwrap();
         write_key(&b).unwrap();
         let mode = std::fs::metadata(&a).unwrap().permissions().mode();

@@ -12,8 +12,6 @@
 //!   --members FILE --me I --out DIR --key-file F`: copy files and
 //!   directories to every member, checked end to end (see `rdmc push --help`).
 //! * `rdmc keygen FILE`: make a new cluster key.
-//! * `rdmc bench [--quick] [--out DIR]`: the papers' experiments on an
-//!   emulated cluster, beside unicast and MPI_Bcast (see BENCHMARKS.md).
 //! * `rdmc simulate --nodes N --size S [...]`: multicasts at any scale in
 //!   virtual time, on a modelled network (see `rdmc simulate --help`).
 //!
@@ -24,35 +22,23 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod allreduce_member;
-mod bench;
-mod cluster;
+use rdmc_cli::keygen;
+
 mod demo;
 mod event_timeline;
-mod keygen;
 mod member;
 mod member_bench;
 mod member_workload;
 mod model;
 mod plan;
 mod push;
-#[cfg(test)]
-mod scratch;
 mod simulate;
-mod size;
-mod tcp_copy;
 mod topology;
-mod workload;
 
-/// The error for `--transport ofi` in a build without the `ofi` feature.
-#[cfg_attr(feature = "ofi", allow(dead_code))]
-const NO_OFI: &str = "this rdmc was built without the `ofi` transport; \
-                      rebuild with `cargo build --features ofi` (needs libfabric-dev)";
-
-/// The error for `--transport rdma` in a build without the `rdma` feature.
-#[cfg_attr(feature = "rdma", allow(dead_code))]
-const NO_RDMA: &str = "this rdmc was built without the `rdma` transport; \
-                       rebuild with `cargo build --features rdma` (needs cmake, libclang-dev)";
+/// The tests' scratch directories (one helper for the whole workspace).
+#[cfg(test)]
+#[path = "../../rdmc/tests/common/scratch.rs"]
+mod scratch;
 
 /// RDMC: reliable multicast of large objects.
 #[derive(Debug, Parser)]
@@ -80,9 +66,6 @@ enum Command {
     Receive(push::ReceiveArgs),
     /// Write a new random cluster key to a file only its owner can read.
     Keygen(keygen::KeygenArgs),
-    /// Run the papers' experiments on an emulated cluster of network
-    /// namespaces, beside a TCP unicast and MPI_Bcast (root only).
-    Bench(bench::BenchArgs),
     /// Simulate multicasts at any scale in virtual time: the real protocol
     /// core over a modelled network (NIC rates, latency, slow hosts and
     /// links, racks behind uplinks, jitter).
@@ -90,14 +73,6 @@ enum Command {
     /// The collectives' latency model: the Degree-k paper's broadcast and
     /// allreduce curves, and the pipelined tree against the ring.
     Model(model::ModelArgs),
-    /// The unicast baseline of `rdmc bench`: a plain TCP copy between two
-    /// processes, driven like `rdmc member --bench`.
-    #[command(hide = true)]
-    TcpCopy(tcp_copy::TcpCopyArgs),
-    /// One member of the allreduce benchmark on the lab
-    /// (`benches/allreduce_netlab.sh`).
-    #[command(hide = true)]
-    AllreduceMember(allreduce_member::AllreduceMemberArgs),
 }
 
 fn main() -> ExitCode {
@@ -140,9 +115,6 @@ fn run(command: Command) -> ExitCode {
         Command::Push(args) => push::run_push(args),
         Command::Receive(args) => push::run_receive(args),
         Command::Keygen(args) => exit_status(keygen::run(&args)),
-        Command::TcpCopy(args) => tcp_copy::run(args),
-        Command::AllreduceMember(args) => allreduce_member::run(args),
-        Command::Bench(args) => bench::run(args),
         Command::Simulate(args) => exit_status(simulate::run(&args)),
         Command::Model(args) => exit_status(model::run(&args)),
     }

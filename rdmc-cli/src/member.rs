@@ -16,13 +16,16 @@ use rdmc::{
 };
 use serde_json::json;
 
-use crate::cluster::{ClusterSetup, Transport, kind_of, without_path};
-use crate::demo::{ModeChoice, SecurityChoice};
+use rdmc_cli::clocks::cpu_seconds;
+use rdmc_cli::cluster::{
+    ClusterSetup, ModeChoice, SecurityChoice, Transport, kind_of, without_path,
+};
+use rdmc_cli::size::{human, parse_size};
+use rdmc_cli::workload::Workload;
+
 use crate::member_bench;
 use crate::member_workload;
-use crate::size::{human, parse_size};
 use crate::topology::TopologyArgs;
-use crate::workload::Workload;
 
 /// `--block-size`: a size, or `auto` (`None`).
 #[derive(Clone, Copy, Debug)]
@@ -45,7 +48,7 @@ pub(crate) struct MemberArgs {
     members: PathBuf,
     /// This process's rank in the member list.
     #[arg(long)]
-    pub(crate) rank: u32,
+    rank: u32,
     /// Multicast algorithm.
     #[arg(long, default_value = "binomial-pipeline", value_parser = parse_algorithm)]
     algorithm: Algorithm,
@@ -115,28 +118,28 @@ pub(crate) struct MemberArgs {
     #[arg(long, default_value = DEFAULT_EARLY_ANNOUNCE, value_parser = parse_early, value_name = "BYTES|off")]
     early_announce: Early,
     /// With `--early-announce`: most bytes a socket holds unsent.
-    #[arg(long, default_value = "64KiB", value_parser = crate::size::parse_size, value_name = "BYTES")]
+    #[arg(long, default_value = "64KiB", value_parser = parse_size, value_name = "BYTES")]
     unsent_limit: u64,
     /// With `--transport tcp`: the connections' TCP congestion control
     /// (`cubic`, `bbr`, `reno`, ...: one the kernel has; default: the
     /// machine's). Every member should choose the same.
     #[arg(long, value_name = "NAME")]
     tcp_congestion_control: Option<String>,
-    /// Benchmark mode, driven by `rdmc bench`: the root reads `send SIZE
-    /// COUNT` and `close` commands from stdin and sends prefixes of a
-    /// pseudo-random payload every member generates alike; receivers check
-    /// every message against it. Events are JSON lines with monotonic-clock
+    /// Benchmark mode, driven by the benchmark harness (`rdmc-bench`): the
+    /// root reads `send SIZE COUNT` and `close` commands from stdin and
+    /// sends prefixes of a pseudo-random payload every member generates
+    /// alike; receivers check every message against it. Events are JSON lines with monotonic-clock
     /// times in nanoseconds.
     #[arg(long, requires = "json", conflicts_with_all = ["files", "out"])]
     bench: bool,
     /// Benchmark mode: instead of commands on stdin, run this workload of
-    /// many groups at once (written by `rdmc bench`: its groups, writes and
+    /// many groups at once (written by `rdmc-bench`: its groups, writes and
     /// writes in flight per root), each member on its own.
     #[arg(long, value_name = "FILE", requires = "bench")]
     workload: Option<PathBuf>,
     /// Benchmark mode: the payload's size (the largest message).
     #[arg(long, default_value = "0", value_parser = parse_size)]
-    pub(crate) max_size: u64,
+    max_size: u64,
     /// Root only: the files to multicast, one message each, in order. Every
     /// one is opened and checked (a readable regular file, within
     /// --max-message-size) before the member contacts anyone.
@@ -281,7 +284,7 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
         .map(|path| {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("reading {}: {e}", path.display()))?;
-            crate::workload::parse(&text, cluster.members.len())
+            rdmc_cli::workload::parse(&text, cluster.members.len())
                 .map_err(|e| format!("{} {e}", path.display()))
         })
         .transpose()?;
@@ -365,7 +368,7 @@ fn is_output_name(name: &str) -> bool {
 /// directory this process can write, holding no outputs of an earlier run
 /// (which would mix with this run's).
 fn check_output_dir(dir: &Path) -> Result<PathBuf, String> {
-    crate::cluster::check_output_dir(dir)?;
+    rdmc_cli::cluster::check_output_dir(dir)?;
     let named = |e: std::io::Error| format!("output directory {}: {e}", dir.display());
     for entry in std::fs::read_dir(dir).map_err(named)? {
         let name = entry.map_err(named)?.file_name();
@@ -406,7 +409,7 @@ async fn member(args: &MemberArgs, prepared: Prepared) -> Result<(), String> {
         println!(
             "{}",
             json!({"event": "closed", "rank": args.rank, "seconds": seconds,
-                   "cpu": member_bench::cpu_seconds()})
+                   "cpu": cpu_seconds()})
         );
     }
     Ok(())
@@ -429,7 +432,7 @@ async fn multicast(
         .map_err(|e| e.to_string())?;
     let start = Instant::now();
     if args.bench {
-        member_bench::run(args, &mut group).await?;
+        member_bench::run(args.rank, args.max_size, &mut group).await?;
     } else if args.rank == 0 {
         for (i, input) in inputs.into_iter().enumerate() {
             let data = read_input(input).await?;
@@ -540,7 +543,7 @@ fn parse_early(text: &str) -> Result<Early, String> {
     if text == "off" {
         return Ok(Early(None));
     }
-    crate::size::parse_size(text).map(|b| Early(Some(b)))
+    parse_size(text).map(|b| Early(Some(b)))
 }
 
 /// The library's early-announce setting from the command line.

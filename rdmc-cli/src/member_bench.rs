@@ -1,4 +1,5 @@
-//! `rdmc member --bench`: a member driven line by line by `rdmc bench`.
+//! `rdmc member --bench`: a member driven line by line by the benchmark
+//! harness (`rdmc-bench`).
 //!
 //! Every member builds the same pseudo-random payload of `--max-size` bytes
 //! (a fixed seed), so the root can send any prefix of it and every receiver
@@ -37,34 +38,32 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
-use rand::{Rng, SeedableRng, rngs::StdRng};
 use rdmc::{Group, MessageTimings};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
-use crate::member::MemberArgs;
+use rdmc_cli::bench_protocol::{CHECK_INLINE, payload};
+use rdmc_cli::clocks::{cpu_seconds, mono_ns};
 
-/// The payload's seed: the same on every member.
-const PAYLOAD_SEED: u64 = 0x5244_4d43_4245_4e43;
-
-/// Run the benchmark part of a member on its group (then the caller closes).
-pub(crate) async fn run(args: &MemberArgs, group: &mut Group) -> Result<(), String> {
-    let max = usize::try_from(args.max_size).map_err(|_| "--max-size is too large")?;
+/// Run the benchmark part of member `rank` on its group, with a payload of
+/// `max_size` bytes (`--max-size`); then the caller closes.
+pub(crate) async fn run(rank: u32, max_size: u64, group: &mut Group) -> Result<(), String> {
+    let max = usize::try_from(max_size).map_err(|_| "--max-size is too large")?;
     let payload = tokio::task::spawn_blocking(move || payload(max))
         .await
         .map_err(|e| format!("generating the payload: {e}"))?;
     emit(
-        json!({"event": "ready", "rank": args.rank, "t": mono_ns(Instant::now()),
+        json!({"event": "ready", "rank": rank, "t": mono_ns(Instant::now()),
                 "cpu": cpu_seconds(), "checks": "announced"}),
     );
-    if args.rank == 0 {
-        root(args, group, &payload).await
+    if rank == 0 {
+        root(rank, group, &payload).await
     } else {
-        receiver(args, group, &payload).await
+        receiver(rank, group, &payload).await
     }
 }
 
-async fn root(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(), String> {
+async fn root(rank: u32, group: &mut Group, payload: &Bytes) -> Result<(), String> {
     let mut lines = BufReader::new(commands()).lines();
     let mut seq = 0u64;
     while let Some(line) = lines
@@ -102,7 +101,7 @@ async fn root(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(
                 futures::SinkExt::<Bytes>::flush(group)
                     .await
                     .map_err(|e| e.to_string())?;
-                let mut event = json!({"event": "sent", "rank": args.rank, "seq": seq,
+                let mut event = json!({"event": "sent", "rank": rank, "seq": seq,
                     "count": count, "size": size, "t": mono_ns(t0), "done_t": mono_ns(done),
                     "acknowledged_t": mono_ns(Instant::now()), "acknowledged": true,
                     "cpu0": cpu0, "cpu": cpu_seconds()});
@@ -118,7 +117,7 @@ async fn root(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(
     Ok(())
 }
 
-/// The root's stdin. A pipe (as `rdmc bench` gives it) is read through
+/// The root's stdin. A pipe (as `rdmc-bench` gives it) is read through
 /// the runtime's own poller: one wake-up per command. Anything else goes
 /// through `tokio::io::stdin`, which reads on a blocking thread — for each
 /// command a wake-up of that thread, its read, then a wake-up of the
@@ -152,19 +151,13 @@ const MAX_UNCHECKED: usize = 512 << 20;
 /// whether it is behind (and so at its priority): a few milliseconds of work.
 const CHECK_SLICE: usize = 16 << 20;
 
-/// Messages up to this size a receiver checks at once, on its own thread:
-/// a few microseconds, less than handing them to the [`Checker`]'s thread
-/// (a wake-up per message) would cost.
-pub(crate) const CHECK_INLINE: usize = 64 << 10;
-
 /// Receive, check every message against the root's payload, and report a
 /// `delivered` event for the last message of each run of messages that were
 /// ready at once (the measurements wait for a burst's last message only).
 /// The events are held until the group is quiet (see the module docs):
 /// printing and the driver's reading stay out of the time the next members
 /// need the cores for the same message.
-async fn receiver(args: &MemberArgs, group: &mut Group, payload: &Bytes) -> Result<(), String> {
-    let rank = args.rank;
+async fn receiver(rank: u32, group: &mut Group, payload: &Bytes) -> Result<(), String> {
     let mut checker = Checker::spawn(payload.clone())?;
     // What each event says, kept raw: the JSON is built when printed.
     let mut held: Vec<Delivery> = Vec::new();
@@ -248,7 +241,7 @@ async fn report(rank: u32, held: &mut Vec<Delivery>, checker: &mut Checker) -> R
 }
 
 /// Print a `checked` event for each message the checking thread found
-/// intact since the last call: `rdmc bench` sends a large message's
+/// intact since the last call: `rdmc-bench` sends a large message's
 /// successor only once every receiver has checked it, as Open MPI's
 /// harness checks between its timed runs, so that no check shares the
 /// cores with a measured transfer and no message's buffer is still held
@@ -297,13 +290,12 @@ fn print_deliveries(rank: u32, held: &mut Vec<Delivery>) {
 /// keeps up: a receiver still checks every byte of every message, but
 /// with CPU time no member needs. Checked on the member's own thread, a
 /// 64 MiB message took a few milliseconds of the cores that the members
-/// after it still needed for the message's last blocks, and at 8 members
-/// on 2 cores that was 0.3–0.6 % of the measured time (BENCHMARKS.md,
-/// "The bench's own check in the way"). Open MPI's harness checks between
-/// its timed runs; likewise a receiver says `checked` once a message
-/// passed ([`announce_checked`]) and `rdmc bench` sends the next large
-/// message only then. Where more than one message waits all the same, the
-/// thread checks at normal priority until it has caught up.
+/// after it still needed for the message's last blocks: where members
+/// share few cores, the harness's own work showed in the measured time.
+/// Open MPI's harness checks between its timed runs; likewise a receiver
+/// says `checked` once a message passed ([`announce_checked`]) and
+/// `rdmc-bench` sends the next large message only then. Where more than
+/// one message waits all the same, the thread checks at normal priority until it has caught up.
 struct Checker {
     jobs: Option<std::sync::mpsc::Sender<(u64, Bytes)>>,
     verdicts: tokio::sync::mpsc::UnboundedReceiver<Verdict>,
@@ -523,43 +515,6 @@ fn add_timings(event: &mut Value, t: &MessageTimings) {
 
 fn emit(event: Value) {
     println!("{event}");
-}
-
-/// The payload every member agrees on.
-pub(crate) fn payload(len: usize) -> Bytes {
-    let mut data = vec![0u8; len];
-    StdRng::seed_from_u64(PAYLOAD_SEED).fill_bytes(&mut data);
-    Bytes::from(data)
-}
-
-/// `instant` on the `CLOCK_MONOTONIC` clock, in nanoseconds.
-pub(crate) fn mono_ns(instant: Instant) -> u64 {
-    let now = Instant::now();
-    let mono = clock_monotonic_ns();
-    let ago = now.saturating_duration_since(instant).as_nanos() as u64;
-    let ahead = instant.saturating_duration_since(now).as_nanos() as u64;
-    (mono + ahead).saturating_sub(ago)
-}
-
-pub(crate) fn clock_monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always
-    // exists on Linux, so the call cannot fail.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// User + system CPU seconds this process has used so far.
-pub(crate) fn cpu_seconds() -> f64 {
-    // SAFETY: an all-zero rusage is a valid value to be overwritten.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `usage` is valid and writable; RUSAGE_SELF is always valid.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    tv(usage.ru_utime) + tv(usage.ru_stime)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //!
 //! and once all its writes are acknowledged and every group it receives in
 //! has closed, closes its own groups and returns. Times are
-//! `CLOCK_MONOTONIC` nanoseconds, as in [`crate::member_bench`].
+//! `CLOCK_MONOTONIC` nanoseconds, as in [`crate::member_bench`] ([`rdmc_cli::clocks`]).
 
 use std::time::Instant;
 
@@ -24,8 +24,9 @@ use futures::{StreamExt, future::try_join_all};
 use rdmc::{Group, GroupConfig, GroupId, Node, NodeId};
 use serde_json::json;
 
-use crate::member_bench::{cpu_seconds, mono_ns, payload};
-use crate::workload::Workload;
+use rdmc_cli::bench_protocol::payload;
+use rdmc_cli::clocks::{cpu_seconds, mono_ns};
+use rdmc_cli::workload::Workload;
 
 /// Run `workload` as member `rank` of the cluster `ids`.
 pub(crate) async fn run(

@@ -11,7 +11,7 @@ use clap::{Args, ValueEnum};
 use rdmc::collective::model::{self, LinkParams};
 use serde_json::json;
 
-use crate::bench::report::model_plots::{Curve, draw_model_chart};
+use rdmc_cli::report::model_plots::{Curve, draw_model_chart};
 
 /// Arguments of `rdmc model`.
 #[derive(Debug, Args)]
@@ -112,7 +112,7 @@ pub(crate) fn run(args: &ModelArgs) -> Result<(), String> {
                 let _ = writeln!(
                     text,
                     "ring beats the pipelined tree from {} up",
-                    crate::size::human(s)
+                    rdmc_cli::size::human(s)
                 );
             }
             None => {

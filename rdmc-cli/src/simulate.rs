@@ -1,6 +1,6 @@
 //! `rdmc simulate`: multicasts at any scale in virtual time (the
 //! `rdmc-sim` crate: the real protocol core over a modelled network), as a
-//! table, JSON lines, or SVG plots drawn like `rdmc bench`'s.
+//! table, JSON lines, or SVG plots drawn like `rdmc-bench`'s.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -16,8 +16,8 @@ use rdmc_sim::{
 };
 use serde_json::{Value, json};
 
-use crate::bench::report::write_report;
-use crate::size::parse_size;
+use rdmc_cli::report::write_report;
+use rdmc_cli::size::parse_size;
 
 /// Arguments of `rdmc simulate`.
 #[derive(Debug, Args)]
@@ -31,7 +31,7 @@ pub(crate) struct SimulateArgs {
     size: u64,
     /// Block size in bytes (`1MiB`), or `auto`: the library's default
     /// choice from the message and group size (48–256 KiB), as a group
-    /// with default settings (and `rdmc bench`) uses.
+    /// with default settings (and `rdmc-bench`) uses.
     #[arg(long, default_value = "auto", value_parser = parse_block)]
     block_size: BlockArg,
     /// `all`, or algorithms separated by commas: sequential, chain, tree,
@@ -99,7 +99,7 @@ pub(crate) struct SimulateArgs {
     #[arg(long)]
     json: bool,
     /// Also write SVG plots (time and ratio to unicast against group
-    /// size), a summary and a CSV into this directory, as `rdmc bench` does.
+    /// size), a summary and a CSV into this directory, as `rdmc-bench` does.
     #[arg(long)]
     plot: Option<PathBuf>,
 }
@@ -346,7 +346,7 @@ pub(crate) fn run(args: &SimulateArgs) -> Result<(), String> {
         });
         let files = write_report(dir, &records, &machine)?;
         // The records too, so runs can be combined into one report
-        // (concatenate them, then `rdmc bench --replot --out DIR`).
+        // (concatenate them, then `rdmc-bench --replot --out DIR`).
         let jsonl = dir.join("results.jsonl");
         let text: String = records.iter().map(|r| format!("{r}\n")).collect();
         std::fs::write(&jsonl, text).map_err(|e| format!("writing {}: {e}", jsonl.display()))?;
@@ -426,7 +426,7 @@ fn record(o: &Outcome, args: &SimulateArgs, network: &Network) -> Value {
     })
 }
 
-/// Records in `rdmc bench`'s shape, for its report: one per outcome, and
+/// Records in `rdmc-bench`'s shape, for its report: one per outcome, and
 /// the unicast of each (size, group size). The block size is left out when
 /// it is automatic, so one algorithm is one line across group sizes; a
 /// ready window other than the library's is named with the algorithm.

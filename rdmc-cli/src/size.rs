@@ -3,7 +3,7 @@
 
 /// Parse a size with an optional binary (KiB, MiB, GiB, TiB) or decimal
 /// (KB, MB, GB, TB) suffix; `K`/`M`/`G`/`T` alone are binary.
-pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, String> {
     let text = text.trim();
     let split = text
         .find(|c: char| !c.is_ascii_digit())
@@ -31,7 +31,7 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
 
 /// A byte count for people: `512 B`, `1.5 KiB`, `2.00 GiB` (binary units,
 /// three significant digits from KiB on).
-pub(crate) fn human(bytes: u64) -> String {
+pub fn human(bytes: u64) -> String {
     const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
     if bytes < 1024 {
         return format!("{bytes} B");

@@ -1,4 +1,4 @@
-//! A workload of many groups at once, as `rdmc bench` gives it to every
+//! A workload of many groups at once, as `rdmc-bench` gives it to every
 //! `rdmc member --bench --workload FILE`: the groups (each a list of
 //! member ranks, the root first), the writes (a group and a size each, in
 //! the order their roots issue them) and how many writes each root keeps in
@@ -24,38 +24,38 @@ use std::fmt::Write as _;
 
 /// One write: a message of `size` bytes to group `group`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct WriteOp {
+pub struct WriteOp {
     /// Index into [`Workload::groups`].
-    pub(crate) group: usize,
+    pub group: usize,
     /// Bytes.
-    pub(crate) size: u64,
+    pub size: u64,
 }
 
 /// Groups, writes and the window of writes in flight per root.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Workload {
+pub struct Workload {
     /// Each group's member ranks, the root first.
-    pub(crate) groups: Vec<Vec<u32>>,
+    pub groups: Vec<Vec<u32>>,
     /// The writes, in the order their roots issue them.
-    pub(crate) writes: Vec<WriteOp>,
+    pub writes: Vec<WriteOp>,
     /// Writes each root keeps in flight.
-    pub(crate) window: usize,
+    pub window: usize,
 }
 
 impl Workload {
     /// The root (first member) of write `w`'s group.
-    pub(crate) fn root_of(&self, w: &WriteOp) -> u32 {
+    pub fn root_of(&self, w: &WriteOp) -> u32 {
         self.groups[w.group][0]
     }
 
     /// The largest write, in bytes (0 without writes).
-    pub(crate) fn largest(&self) -> u64 {
+    pub fn largest(&self) -> u64 {
         self.writes.iter().map(|w| w.size).max().unwrap_or(0)
     }
 
     /// Bytes every replica receives in total: each write's size times its
     /// group's receivers.
-    pub(crate) fn replica_bytes(&self) -> u64 {
+    pub fn replica_bytes(&self) -> u64 {
         self.writes
             .iter()
             .map(|w| w.size * (self.groups[w.group].len() as u64 - 1))
@@ -63,7 +63,7 @@ impl Workload {
     }
 
     /// The workload as the text [`parse`] reads.
-    pub(crate) fn to_text(&self) -> String {
+    pub fn to_text(&self) -> String {
         let mut out = format!("window {}\n", self.window);
         for (id, members) in self.groups.iter().enumerate() {
             let _ = write!(out, "group {id}");
@@ -81,7 +81,7 @@ impl Workload {
 
 /// Read a workload for a cluster of `members` processes; an error names the
 /// line and what is wrong with it.
-pub(crate) fn parse(text: &str, members: usize) -> Result<Workload, String> {
+pub fn parse(text: &str, members: usize) -> Result<Workload, String> {
     let mut workload = Workload {
         groups: Vec::new(),
         writes: Vec::new(),

@@ -4,7 +4,11 @@
 //! member that held every connection until its handshake timed out fails
 //! here with "Too many open files".)
 
-mod scratch_dir;
+mod child;
+#[allow(dead_code)]
+mod cluster_ports;
+#[path = "../../rdmc/tests/common/scratch.rs"]
+mod scratch;
 
 #[allow(dead_code, unused_macros)]
 mod member_suite;

@@ -1,12 +1,13 @@
 //! `rdmc demo` end to end: every receiver's copy, written with `--out`, is
 //! byte-identical to what the root sent.
 
-mod scratch_dir;
+#[path = "../../rdmc/tests/common/scratch.rs"]
+mod scratch;
 
 use std::path::Path;
 use std::process::Command;
 
-use scratch_dir::ScratchDir;
+use scratch::ScratchDir;
 
 fn demo(out: &Path, args: &[&str]) -> String {
     demo_over("mem", out, args)

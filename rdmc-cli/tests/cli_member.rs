@@ -4,7 +4,11 @@
 //! and `RDMC_OFI_FABRIC_ADDR` say otherwise (`verbs` on Soft-RoCE in
 //! `ci/softroce-vm.sh`).
 
-mod scratch_dir;
+mod child;
+#[allow(dead_code)]
+mod cluster_ports;
+#[path = "../../rdmc/tests/common/scratch.rs"]
+mod scratch;
 
 #[macro_use]
 mod member_suite;

@@ -3,7 +3,11 @@
 //! non-zero exit, before it contacts any other member (so each case runs
 //! one member alone, and it must not wait for the others).
 
-mod scratch_dir;
+mod child;
+#[allow(dead_code)]
+mod cluster_ports;
+#[path = "../../rdmc/tests/common/scratch.rs"]
+mod scratch;
 
 #[allow(dead_code, unused_macros)]
 mod member_suite;

@@ -3,7 +3,11 @@
 //! address-space limit set in the child), and a member stopped for a little
 //! less, or a little more, than the failure timeout.
 
-mod scratch_dir;
+mod child;
+#[allow(dead_code)]
+mod cluster_ports;
+#[path = "../../rdmc/tests/common/scratch.rs"]
+mod scratch;
 
 #[macro_use]
 #[allow(dead_code, unused_macros)]
@@ -13,7 +17,7 @@ use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::Child;
 use std::time::Duration;
 
-use member_suite::{Scratch, Transport, wait, write_file};
+use member_suite::{SLOW_CHAIN, Scratch, Transport, wait};
 
 const TCP: Transport = Transport::tcp("tcp_faults");
 
@@ -81,26 +85,12 @@ fn a_receiver_out_of_memory_fails_the_group_naming_itself() {
 /// error.
 fn stop_a_member_for(test: &str, stopped: Duration) -> Vec<(bool, String)> {
     let scratch = Scratch::new(&TCP, test, 4, "a key for the stopped-member tests");
-    let small = scratch.path("small");
-    let big = scratch.path("big");
-    write_file(&small, 1000, 1);
-    write_file(&big, 64 << 20, 2);
-    let extra = [
-        "--block-size",
-        "16KiB",
-        "--algorithm",
-        "chain",
-        "--failure-timeout",
-        "2",
-    ];
+    let files = scratch.small_and_big(64 << 20);
+    let extra = [&SLOW_CHAIN[..], &["--failure-timeout", "2"]].concat();
     let mut children: Vec<Child> = (0..4)
         .map(|r| {
-            let files = if r == 0 {
-                vec![small.clone(), big.clone()]
-            } else {
-                vec![]
-            };
-            let mut c = scratch.command(r, "key", &extra, &files);
+            let files = if r == 0 { &files[..] } else { &[] };
+            let mut c = scratch.command(r, "key", &extra, files);
             if r == 2 {
                 c.env("RUST_LOG", "rdmc=debug");
             }

@@ -5,8 +5,10 @@
 //! input that cannot be read, or a missing key, is refused before anyone is
 //! contacted; an existing output is never overwritten.
 
+mod child;
 mod cluster_ports;
-mod scratch_dir;
+#[path = "../../rdmc/tests/common/scratch.rs"]
+mod scratch;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -16,8 +18,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use child::wait_within;
 use cluster_ports::ClusterPorts;
-use scratch_dir::ScratchDir;
+use scratch::ScratchDir;
 
 /// One test's scratch directory: a members file for `n` members (rank 0
 /// pushes) and a key file, with the members' ports held (see
@@ -117,18 +120,7 @@ fn read_output(child: &mut Child) -> (Output, Output) {
 /// Wait for a child (killing it after `limit`): its status, stdout, stderr.
 fn finish(mut child: Child, limit: Duration) -> (ExitStatus, String, String) {
     let (out, err) = read_output(&mut child);
-    let start = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            let _ = child.wait();
-            panic!("rdmc did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = wait_within(&mut child, limit);
     (status, out.join().unwrap(), err.join().unwrap())
 }
 

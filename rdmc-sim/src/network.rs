@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::SimError;
 
 /// Bits per second of every host's link in the project's emulated lab
-/// (`rdmc bench`'s default `--rate`): 250 Mbit/s each direction.
+/// (`rdmc-bench`'s default `--rate`): 250 Mbit/s each direction.
 pub const LAB_RATE_BPS: f64 = 250e6;
 
 /// One-way latency of a link in the emulated lab: a veth pair and a Linux

@@ -243,11 +243,11 @@ impl GroupConfig {
     /// (`ofi`, RDMA: a NIC or a provider could corrupt them unseen); the
     /// `tcp` transport authenticates every frame already.
     ///
-    /// Off by default on every transport: measured with `rdmc demo
-    /// --transport ofi --nodes 2 --size 256MiB --messages 4`, it made the
-    /// transfer take 1.8 times as long (median of 7 interleaved pairs; the
-    /// hashes run on each node's actor, the root's before the message's
-    /// first block goes out, each receiver's after its last block came).
+    /// Off by default on every transport: the hashes run on each node's
+    /// actor, the root's before the message's first block goes out, each
+    /// receiver's after its last block came, so they add to every
+    /// message's time rather than overlapping the transfer (BENCHMARKS.md
+    /// in the repository says by how much).
     /// Every member must use the same setting (creating the group checks
     /// this).
     pub fn with_message_digest(mut self, on: bool) -> Self {
@@ -279,11 +279,10 @@ impl GroupConfig {
     /// batching off for a group whose every message must go where the
     /// hook says).
     ///
-    /// On by default with [`DEFAULT_MAX_BATCH_BYTES`] (16 KiB, the size
-    /// from which a message's transfer time is the link's on the
-    /// benchmark's emulated lab): measured on that lab with 8 members, a
-    /// burst of 1-byte messages goes out many times faster (the project's
-    /// benchmark report has the numbers). Every member must use the same
+    /// On by default with [`DEFAULT_MAX_BATCH_BYTES`] (16 KiB, about the
+    /// size from which a message's time is its bytes on the link rather
+    /// than its per-message costs): a burst of small messages then costs a
+    /// few transfers instead of one each. Every member must use the same
     /// setting (creating the group checks this). A value below
     /// `BATCH_HEADER_BYTES + 1` is treated as `None`.
     pub fn with_small_message_batching(mut self, max_batch_bytes: Option<usize>) -> Self {
@@ -381,11 +380,10 @@ impl GroupConfig {
     /// form a chain of binomial pipelines whose sizes are powers of two (see
     /// [`Hybrid`](crate::schedule::Hybrid)); where sends complete once their
     /// bytes have left (RDMA, the in-memory transport) they stay one
-    /// pipeline. In simulation (one host of 16 at half rate, 64 MiB) the
-    /// fast members then finish within about 1.02× of a unicast (RDMA) or
-    /// 1.05× (TCP's buffered sends) and the slow one within 2.03–2.05×; on
-    /// an emulated TCP cluster within 1.22× and 2.16× (the project's
-    /// benchmark report). Naming a host slow that is not slow costs the
+    /// pipeline. The fast members then finish close to a unicast's time and
+    /// the slow ones close to their own link's pace, instead of every
+    /// member going at the slowest one's (BENCHMARKS.md in the repository
+    /// has the measurements). Naming a host slow that is not slow costs the
     /// others time, so name only hosts known to be much slower.
     pub fn with_slow_members(mut self, ranks: impl IntoIterator<Item = usize>) -> Self {
         let mut ranks: Vec<usize> = ranks.into_iter().collect();
@@ -673,12 +671,11 @@ impl TcpConfig {
     /// It governs what this node sends; every member should choose the
     /// same. The binomial pipeline is sensitive to it: each member sends
     /// to a different partner at every step, so each connection carries a
-    /// block, then idles. On an emulated 16-host cluster (250 Mbit/s links)
-    /// it finished 8 MiB and 256 MiB messages 5–16 % sooner over `cubic`
-    /// than over `bbr` (a reading of the runs: BBR paces each connection
-    /// at the link's whole rate, so a member's connections that overlap
-    /// overfill its link); the chain, one steady connection per member,
-    /// hardly cared.
+    /// block, then idles. It ran faster over `cubic` than over `bbr` on the
+    /// project's emulated cluster (a reading of the runs: BBR paces each
+    /// connection at the link's whole rate, so a member's connections that
+    /// overlap overfill its link); the chain, one steady connection per
+    /// member, hardly cared.
     ///
     /// [`Node::tcp`](crate::Node::tcp) checks the name before it connects:
     /// [`Error::CongestionControl`](crate::Error::CongestionControl) if

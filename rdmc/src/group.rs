@@ -101,7 +101,7 @@ pub struct Group {
     commands: mpsc::UnboundedSender<Command>,
     joined: Joined,
     /// The close the [`Sink`] started, if it did.
-    sink_close: Option<oneshot::Receiver<Result<(), Error>>>,
+    sink_close: SinkClose,
 }
 
 impl fmt::Debug for Group {
@@ -128,7 +128,7 @@ impl Group {
             members,
             commands,
             joined,
-            sink_close: None,
+            sink_close: SinkClose::Open,
         }
     }
 
@@ -442,9 +442,13 @@ impl Sink<Bytes> for Group {
         self.in_flight().poll_empty(cx)
     }
 
+    /// Closing again after the close completed returns its outcome again.
     fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        if let SinkClose::Done(outcome) = &self.sink_close {
+            return Poll::Ready(outcome.clone());
+        }
         ready!(self.in_flight().poll_empty(cx))?;
-        if self.sink_close.is_none() {
+        if let SinkClose::Open = self.sink_close {
             let (reply, response) = oneshot::channel();
             let command = Command::Close {
                 group: self.id,
@@ -453,14 +457,27 @@ impl Sink<Bytes> for Group {
             if self.commands.send(command).is_err() {
                 return Poll::Ready(Err(Error::NodeShutDown(self.node)));
             }
-            self.sink_close = Some(response);
+            self.sink_close = SinkClose::Closing(response);
         }
         let node = self.node;
-        let rx = self.sink_close.as_mut().expect("set above");
-        Pin::new(rx)
-            .poll(cx)
-            .map(|r| r.unwrap_or(Err(Error::NodeShutDown(node))))
+        let SinkClose::Closing(rx) = &mut self.sink_close else {
+            unreachable!("the close was started above")
+        };
+        let outcome = ready!(Pin::new(rx).poll(cx)).unwrap_or(Err(Error::NodeShutDown(node)));
+        self.sink_close = SinkClose::Done(outcome.clone());
+        Poll::Ready(outcome)
     }
+}
+
+/// Where the [`Sink`]'s close of a group stands.
+#[derive(Debug)]
+enum SinkClose {
+    /// Not started.
+    Open,
+    /// Sent to the node; its reply is awaited.
+    Closing(oneshot::Receiver<Result<(), Error>>),
+    /// Completed with this outcome.
+    Done(Result<(), Error>),
 }
 
 /// The future returned by [`Group::send`]: resolves when the message is

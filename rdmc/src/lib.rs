@@ -51,17 +51,18 @@
 //! `block_on`'s future is polled only after every queued task has run, and
 //! after a wake-up through the I/O driver (a system call on each side). On
 //! a multi-thread runtime every message handed between the application and
-//! the node may cross threads, a wake-up each way. Measured with `rdmc
-//! member` (which does this) on a 2-core machine: a 1 KiB message between
-//! two processes on loopback took a median 133 µs instead of 170 µs in the
-//! interrupt-driven completion mode, and a ring allreduce of 1 MiB among
-//! 16 processes 75 ms instead of 88 ms with a second thread.
+//! the node may cross threads, a wake-up each way. `rdmc member` runs this
+//! way.
 //!
 //! The layers, each in its own module: [`schedule`] (pure schedules),
 //! [`proto`] (the sans-IO protocol state machine), the transports (how
 //! blocks move: in process with [`MemCluster`], over TCP with
 //! [`Node::tcp`], over libfabric with `Node::ofi`), the runtime (one actor
 //! task per [`Node`]), and the API re-exported here.
+//!
+//! The [`guide`] has the rest: what a group promises
+//! ([`guide::semantics`]), the transports and running on RDMA hardware,
+//! completion modes, and the `rdmc` command.
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![deny(unsafe_code)]
@@ -70,6 +71,7 @@ pub mod collective;
 mod config;
 mod error;
 mod group;
+pub mod guide;
 mod in_flight;
 mod node;
 pub mod proto;

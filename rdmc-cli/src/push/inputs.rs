@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::manifest::{FileEntry, Manifest, Segment};
-use crate::cluster::kind_of;
+use rdmc_cli::cluster::kind_of;
 
 /// A file to send: where it is here and the relative path it gets there.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -279,13 +279,13 @@ mod tests {
     #[test]
     fn directories_are_walked_in_name_order_under_their_own_name() {
         let dir = ScratchDir::new("push-inputs");
-        let root = dir.path().join("tree");
+        let root = dir.join("tree");
         std::fs::create_dir_all(root.join("b/c")).unwrap();
         std::fs::write(root.join("b/c/z"), b"zz").unwrap();
         std::fs::write(root.join("a"), b"a").unwrap();
         std::fs::write(root.join("b/y"), b"").unwrap();
         std::os::unix::fs::symlink(root.join("a"), root.join("link")).unwrap();
-        let single = dir.path().join("single");
+        let single = dir.join("single");
         std::fs::write(&single, b"123").unwrap();
         let got = collect(&[root.join("."), single]).unwrap();
         let rels: Vec<_> = got.iter().map(|s| (s.rel.as_str(), s.size)).collect();
@@ -304,7 +304,7 @@ mod tests {
     #[test]
     fn what_cannot_be_pushed_is_refused_by_name() {
         let dir = ScratchDir::new("push-inputs");
-        let tree = dir.path().join("tree");
+        let tree = dir.join("tree");
         std::fs::create_dir_all(tree.join("sub")).unwrap();
         std::os::unix::fs::symlink(tree.join("sub"), tree.join("dirlink")).unwrap();
         let err = collect(std::slice::from_ref(&tree)).unwrap_err();
@@ -312,7 +312,7 @@ mod tests {
             err.contains("dirlink: is a symbolic link to a directory"),
             "{err}"
         );
-        let other = dir.path().join("other/tree");
+        let other = dir.join("other/tree");
         std::fs::create_dir_all(&other).unwrap();
         std::fs::remove_file(tree.join("dirlink")).unwrap();
         let err = collect(&[tree, other]).unwrap_err();
@@ -326,7 +326,7 @@ mod tests {
     #[test]
     fn hashes_are_of_the_contents_and_changes_are_caught_while_reading() {
         let dir = ScratchDir::new("push-inputs");
-        let path = dir.path().join("f");
+        let path = dir.join("f");
         std::fs::write(&path, b"abc").unwrap();
         let sources = collect(std::slice::from_ref(&path)).unwrap();
         let seen = std::cell::Cell::new(0);

@@ -27,8 +27,8 @@ use clap::Args;
 use rdmc::{Error, GroupConfig, NodeConfig};
 use serde_json::json;
 
-use crate::cluster::{ClusterSetup, Transport};
-use crate::size::parse_size;
+use rdmc_cli::cluster::{ClusterSetup, Transport};
+use rdmc_cli::size::parse_size;
 
 /// The group every push runs in.
 const GROUP: rdmc::GroupId = rdmc::GroupId(1);
@@ -144,16 +144,27 @@ impl Failure {
     }
 }
 
-/// The group's configuration: as every member must give it.
 /// Most messages a receiver holds delivered and not yet written: a disk
 /// slower than the network holds the push back instead of filling memory.
 const RECEIVE_WINDOW: u64 = 4;
 
+/// The group's configuration: as every member must give it.
 fn group_config(args: &ClusterArgs) -> GroupConfig {
     GroupConfig::new()
         .with_max_message_size(args.max_message_size)
         .with_automatic_block_size()
         .with_receive_window(Some(RECEIVE_WINDOW))
+}
+
+/// The push's group on `node`, of every member of `cluster`.
+async fn create_group(
+    cluster: &ClusterSetup,
+    node: &rdmc::Node,
+    args: &ClusterArgs,
+) -> Result<rdmc::Group, Failure> {
+    node.create_group(GROUP, &cluster.ids(), group_config(args))
+        .await
+        .map_err(|e| Failure::of_group(cluster, &e))
 }
 
 /// The node of every push member: its buffer pool keeps at most two

@@ -19,7 +19,7 @@ use sha2::{Digest, Sha256};
 
 use super::inputs::hex;
 use super::manifest::{Manifest, Segment, piece_len};
-use crate::cluster::without_path;
+use rdmc_cli::cluster::without_path;
 
 /// Prefix of the staging directories (hidden).
 const STAGING_PREFIX: &str = ".rdmc-receive.";
@@ -242,7 +242,7 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, (rel, data))| {
-                let path = src.path().join(i.to_string());
+                let path = src.join(i.to_string());
                 std::fs::write(&path, data).unwrap();
                 Source {
                     path,
@@ -290,14 +290,14 @@ mod tests {
     #[test]
     fn a_complete_push_lands_whole_and_checked() {
         let out = ScratchDir::new("push-output");
-        std::fs::write(out.path().join("unrelated"), b"kept").unwrap();
+        std::fs::write(out.join("unrelated"), b"kept").unwrap();
         let (manifest, _src) = manifest_of(FILES, 8);
-        let mut staging = Staging::begin(out.path(), manifest.clone()).unwrap();
+        let mut staging = Staging::begin(&out, manifest.clone()).unwrap();
         let mut done = Vec::new();
         for (piece, data) in pieces_of(&manifest, FILES) {
             done.extend(staging.write_piece(&piece, &data).unwrap());
             // Nothing is visible before the commit.
-            let mut names = staged(out.path());
+            let mut names = staged(&out);
             names.sort();
             assert_eq!(names.len(), 2, "{names:?}");
         }
@@ -305,9 +305,9 @@ mod tests {
         assert_eq!(done, [0, 2, 3]);
         staging.commit().unwrap();
         for (rel, data) in FILES {
-            assert_eq!(&std::fs::read(out.path().join(rel)).unwrap()[..], *data);
+            assert_eq!(&std::fs::read(out.join(rel)).unwrap()[..], *data);
         }
-        let mut names = staged(out.path());
+        let mut names = staged(&out);
         names.sort();
         assert_eq!(names, ["d", "top", "unrelated"]);
     }
@@ -316,13 +316,13 @@ mod tests {
     fn staging_left_by_a_killed_receiver_is_found() {
         let out = ScratchDir::new("push-output");
         let (manifest, _src) = manifest_of(FILES, 8);
-        let staging = Staging::begin(out.path(), manifest).unwrap();
-        let found = leftover_staging(out.path());
+        let staging = Staging::begin(&out, manifest).unwrap();
+        let found = leftover_staging(&out);
         assert_eq!(found.len(), 1);
         assert!(found[0].starts_with(".rdmc-receive."));
         // A killed process runs no destructor: the directory stays.
         std::mem::forget(staging);
-        assert_eq!(leftover_staging(out.path()), found);
+        assert_eq!(leftover_staging(&out), found);
     }
 
     #[test]
@@ -330,7 +330,7 @@ mod tests {
         let out = ScratchDir::new("push-output");
         let (manifest, _src) = manifest_of(FILES, 8);
         let pieces = pieces_of(&manifest, FILES);
-        let mut staging = Staging::begin(out.path(), manifest.clone()).unwrap();
+        let mut staging = Staging::begin(&out, manifest.clone()).unwrap();
         let err = pieces
             .iter()
             .enumerate()
@@ -343,22 +343,22 @@ mod tests {
             });
         assert!(err.unwrap_err().contains("d/big: SHA-256 mismatch"));
         drop(staging);
-        assert!(staged(out.path()).is_empty());
+        assert!(staged(&out).is_empty());
         // A push cut short: the half-written file is never committed.
-        let mut staging = Staging::begin(out.path(), manifest.clone()).unwrap();
+        let mut staging = Staging::begin(&out, manifest.clone()).unwrap();
         staging.write_piece(&pieces[0].0, &pieces[0].1).unwrap();
         staging.write_piece(&pieces[1].0, &pieces[1].1).unwrap();
         assert!(staging.commit().unwrap_err().contains("d/big"));
-        assert!(staged(out.path()).is_empty());
+        assert!(staged(&out).is_empty());
     }
 
     #[test]
     fn existing_outputs_are_never_overwritten() {
         let out = ScratchDir::new("push-output");
-        std::fs::write(out.path().join("top"), b"an earlier run").unwrap();
+        std::fs::write(out.join("top"), b"an earlier run").unwrap();
         let (manifest, _src) = manifest_of(FILES, 8);
-        let err = Staging::begin(out.path(), manifest).err().unwrap();
+        let err = Staging::begin(&out, manifest).err().unwrap();
         assert!(err.contains("top exists"), "{err}");
-        assert_eq!(staged(out.path()), ["top"]);
+        assert_eq!(staged(&out), ["top"]);
     }
 }

@@ -12,7 +12,7 @@ use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::json;
 
 use super::manifest::{Manifest, Segment, piece_len};
-use crate::size::human;
+use rdmc_cli::size::human;
 
 /// How to report.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,8 +16,8 @@ use tracing::Instrument;
 use super::manifest::Manifest;
 use super::output::{Staging, leftover_staging};
 use super::progress::{Progress, Style};
-use super::{Failure, GROUP, ReceiveArgs, group_config, node_config, prepare_cluster, runtime};
-use crate::cluster::{ClusterSetup, check_output_dir};
+use super::{Failure, ReceiveArgs, create_group, node_config, prepare_cluster, runtime};
+use rdmc_cli::cluster::{ClusterSetup, check_output_dir};
 
 /// Messages received and not yet written.
 const WRITE_QUEUE: usize = 2;
@@ -74,10 +74,7 @@ async fn receive_all(
     style: Style,
 ) -> Result<(), Failure> {
     let group_failed = |e: rdmc::Error| Failure::of_group(cluster, &e);
-    let mut group = node
-        .create_group(GROUP, &cluster.ids(), group_config(&args.cluster))
-        .await
-        .map_err(group_failed)?;
+    let mut group = create_group(cluster, node, &args.cluster).await?;
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
     let writer = {
         let (out, rank) = (args.out.clone(), args.me);

@@ -11,9 +11,9 @@ use tracing::Instrument;
 use super::inputs::{self, PieceReader, Source};
 use super::manifest::{Manifest, Piece};
 use super::progress::{Progress, Style};
-use super::{Failure, GROUP, PushArgs, group_config, node_config, prepare_cluster, runtime};
-use crate::cluster::ClusterSetup;
-use crate::size::human;
+use super::{Failure, PushArgs, create_group, node_config, prepare_cluster, runtime};
+use rdmc_cli::cluster::ClusterSetup;
+use rdmc_cli::size::human;
 
 /// Files of at most this size are batched with their neighbours.
 const BATCH_LIMIT: u64 = 1 << 20;
@@ -120,10 +120,7 @@ async fn send_all(
     progress: &Progress,
 ) -> Result<(), Failure> {
     let group_failed = |e: rdmc::Error| Failure::of_group(cluster, &e);
-    let mut group = node
-        .create_group(GROUP, &cluster.ids(), group_config(&args.cluster))
-        .await
-        .map_err(group_failed)?;
+    let mut group = create_group(cluster, node, &args.cluster).await?;
     progress.status(None);
     group
         .send(prepared.manifest_bytes)

@@ -24,11 +24,12 @@ impl ClusterPorts {
         let serial = ONE_CLUSTER_AT_A_TIME
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let listeners: Vec<_> = (0..n)
-            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
-            .collect();
+        let host = std::net::Ipv4Addr::LOCALHOST.into();
         ClusterPorts {
-            addrs: listeners.iter().map(|l| l.local_addr().unwrap()).collect(),
+            addrs: free_ports(host, n)
+                .into_iter()
+                .map(|port| std::net::SocketAddr::new(host, port))
+                .collect(),
             _serial: serial,
         }
     }
@@ -38,4 +39,15 @@ impl ClusterPorts {
         let text: String = self.addrs.iter().map(|a| format!("{a}\n")).collect();
         std::fs::write(path, text).unwrap();
     }
+}
+
+/// `n` ports free at `host` when chosen (bound, read, released).
+pub fn free_ports(host: std::net::IpAddr, n: usize) -> Vec<u16> {
+    let listeners: Vec<_> = (0..n)
+        .map(|_| std::net::TcpListener::bind((host, 0)).unwrap())
+        .collect();
+    listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect()
 }

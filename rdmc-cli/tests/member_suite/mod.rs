@@ -9,7 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::scratch_dir::ScratchDir;
+use crate::child::wait_within;
+use crate::cluster_ports::free_ports;
+use crate::scratch::ScratchDir;
 
 /// Every scenario as a `#[test]` in a module `$name`, running the members
 /// with the arguments `$args` (which pick the transport):
@@ -129,16 +131,9 @@ impl Transport {
     }
 }
 
-/// Free ports at `host` (bound, read, released).
-fn free_ports(host: std::net::IpAddr, n: usize) -> Vec<u16> {
-    let listeners: Vec<_> = (0..n)
-        .map(|_| std::net::TcpListener::bind((host, 0)).unwrap())
-        .collect();
-    listeners
-        .iter()
-        .map(|l| l.local_addr().unwrap().port())
-        .collect()
-}
+/// Small blocks down a chain: a large file takes a while to reach the last
+/// member, long enough to fault a member mid-transfer.
+pub const SLOW_CHAIN: [&str; 4] = ["--block-size", "16KiB", "--algorithm", "chain"];
 
 /// One test's scratch directory, with a members file for `n` members and a
 /// key file holding `key`.
@@ -209,6 +204,15 @@ impl Scratch {
             .collect()
     }
 
+    /// Two files for the root to send: `small` (1000 bytes), whose arrival
+    /// says the transfer of `big` (`big_len` bytes) is under way.
+    pub fn small_and_big(&self, big_len: usize) -> [PathBuf; 2] {
+        let (small, big) = (self.path("small"), self.path("big"));
+        write_file(&small, 1000, 1);
+        write_file(&big, big_len, 2);
+        [small, big]
+    }
+
     /// Wait until rank `rank` has written its first file.
     fn wait_for_first_file(&self, rank: usize) {
         let first = self.dir.join(format!("out{rank}/0.bin"));
@@ -223,27 +227,17 @@ impl Scratch {
     }
 }
 
-/// Wait for a child, killing it after `limit`.
+/// Wait for a child, killing it after `limit`: its status and stderr.
 pub fn wait(child: &mut Child, limit: Duration) -> (ExitStatus, String) {
-    let start = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            return (status, err);
-        }
-        if start.elapsed() > limit {
-            child.kill().unwrap();
-            let _ = child.wait();
-            panic!("member did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let status = wait_within(child, limit);
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (status, err)
 }
 
 pub fn write_file(path: &Path, len: usize, seed: u8) -> Vec<u8> {
@@ -308,15 +302,11 @@ pub fn a_member_killed_mid_transfer_makes_every_survivor_fail_naming_it(
         6,
         "another cluster key, also long enough",
     );
-    let small = scratch.path("small");
-    let big = scratch.path("big");
-    write_file(&small, 1000, 1);
-    write_file(&big, 256 << 20, 2);
+    let files = scratch.small_and_big(256 << 20);
     // Small blocks and a chain make the big file take a while. The default
     // failure timeout (3 s) is not what finds the kill: the member's
     // connections break.
-    let extra = ["--block-size", "16KiB", "--algorithm", "chain"];
-    let mut children = scratch.spawn_all(6, &extra, &[small, big]);
+    let mut children = scratch.spawn_all(6, &SLOW_CHAIN, &files);
     // Once rank 2 has the small file, the big one is under way: kill rank 2.
     scratch.wait_for_first_file(2);
     children[2].kill().unwrap();
@@ -352,19 +342,9 @@ pub fn a_member_killed_mid_transfer_makes_every_survivor_fail_naming_it(
 
 pub fn a_member_that_hangs_is_detected_within_the_failure_timeout(transport: &'static Transport) {
     let scratch = Scratch::new(transport, "hang", 4, "yet another cluster key, long enough");
-    let small = scratch.path("small");
-    let big = scratch.path("big");
-    write_file(&small, 1000, 1);
-    write_file(&big, 128 << 20, 2);
-    let extra = [
-        "--block-size",
-        "16KiB",
-        "--algorithm",
-        "chain",
-        "--failure-timeout",
-        "1",
-    ];
-    let mut children = scratch.spawn_all(4, &extra, &[small, big]);
+    let files = scratch.small_and_big(128 << 20);
+    let extra = [&SLOW_CHAIN[..], &["--failure-timeout", "1"]].concat();
+    let mut children = scratch.spawn_all(4, &extra, &files);
     scratch.wait_for_first_file(2);
     // Freeze rank 2: its connections stay open, it just says nothing more.
     let pid = children[2].id() as libc::pid_t;

@@ -29,10 +29,9 @@ pub type Rank = usize;
 /// across senders lets a member that is ahead of the schedule send its next
 /// block while its partner still receives the previous step's block from
 /// someone else; the two blocks then share the partner's port, both run at
-/// half rate, and the binomial pipeline's lock-step dissolves (simulated:
-/// 2.1× a unicast at 4096 members instead of 1.04×; the project's benchmark
-/// report has the measurements). So a member never receives two blocks at
-/// once, and a stream from one sender never waits a round trip per block.
+/// half rate, and the binomial pipeline's lock-step dissolves, the more so
+/// the larger the group. So a member never receives two blocks at once,
+/// and a stream from one sender never waits a round trip per block.
 pub const READY_WINDOW: usize = 8;
 
 /// Which of the (up to [`READY_WINDOW`]) receives a member posts ahead it

@@ -60,12 +60,11 @@
 //! binomial pipeline of a size that is not a power of two pairs members on
 //! its vertices, and over TCP, where a send completes once the socket
 //! buffered it and a receiver takes blocks from any sender, the twins'
-//! forwards overlap the transfers between vertices and hold the root back:
-//! in simulation with 4 MiB send buffers, 14 members at 64 MiB take 1.60×
-//! a unicast against 1.06× for 16, and the fast members of 16 with one
-//! slow (a pipeline of 14) 1.83× against 1.05× with the runs. The chain
-//! costs `l_i + 1` steps per run (at 64 MiB and 16 members, 1.04× instead
-//! of 1.02× with RDMA's send completion; more for short messages).
+//! forwards overlap the transfers between vertices and hold the root back,
+//! so such a pipeline runs well below the rate of one of a power-of-two
+//! size (`rdmc simulate --send-buffer` shows by how much). The chain costs
+//! `l_i + 1` steps per run, which is why RDMA-like transports, whose one
+//! pipeline does not suffer so, keep it (more so for short messages).
 //!
 //! The chain follows the racks' lowest ranks, except that the rack (other
 //! than the root's) with the most slow members goes last, so that its slow
@@ -387,7 +386,7 @@ impl Layout {
 /// Whether a group of `n` members without slow ones, over buffered sends,
 /// is laid out as runs of powers of two: when `n` is not a power of two,
 /// from 5 members on (a binomial pipeline of 3 loses nothing to its twin:
-/// simulated with TCP's send buffers, 1.004× a unicast either way).
+/// the layout would only add steps).
 pub(crate) fn runs_pay(n: usize) -> bool {
     n > 4 && !n.is_power_of_two()
 }

@@ -318,23 +318,18 @@ impl Schedule for NodeSchedule {
 /// TCP segments plus one partial one: on Ethernet (1448 payload bytes per
 /// segment with TCP timestamps) a 48 KiB block's frame, with a
 /// ready-for-block riding along, fills 34 segments to 99.9 % (32 KiB:
-/// 23 segments, the last two-thirds full). On 16 emulated hosts sharing two
-/// cores (250 Mbit/s links, `cubic`) a binomial pipeline in 48 KiB blocks
-/// took 1.011× unicast at 8 MiB and 1.005× at 256 MiB, in 32 KiB blocks
-/// 1.022× and 1.008× (earlier builds: 64 KiB 1.08–1.13× and 1.02×, 128
-/// and 256 KiB 1.20× and 1.06×); on 4 and 8 hosts at 64 MiB, 48 KiB blocks took 3 ms
-/// (0.13 %) less than 32 KiB ones, where 47 KiB blocks gained 1 ms and
-/// 64 KiB blocks lost at 8 hosts (the project's benchmark report has the
-/// runs). With sends completed on delivery the choice rarely goes below
-/// 64 KiB.
+/// 23 segments, the last two-thirds full), and a third fewer blocks than
+/// 32 KiB draw a third fewer ACKs and signals. On the project's emulated
+/// TCP cluster 48 KiB blocks beat both smaller and larger ones
+/// (BENCHMARKS.md in the repository has the runs). With sends completed on
+/// delivery the choice rarely goes below 64 KiB.
 pub const AUTO_BLOCK_SIZE_MIN: usize = 48 << 10;
 
 /// Largest block the automatic block size picks: 256 KiB, and the bounce
 /// buffer every receiver holds per group. Larger blocks cut per-block costs
 /// further but make every step of a pipeline longer, so one late transfer
 /// holds its partners back longer, and two blocks converging on one
-/// receiver overflow a shallow switch queue sooner: in the same runs 1 MiB
-/// blocks took 1.2–1.4× as long as 256 KiB ones, at 8 MiB and at 256 MiB.
+/// receiver overflow a shallow switch queue sooner.
 /// The papers used 1 MiB over RDMA, where both costs are small; a group on
 /// such a fabric can fix its block size with
 /// `GroupConfig::with_block_size`.
@@ -427,10 +422,9 @@ impl BlockSize {
     /// at 4096 blocks per extra step instead of 64, so pipelined schedules
     /// take `min` (48 KiB by default) up to messages of 128 MiB per extra
     /// step: a member's blocks to two partners then share its link, and
-    /// the time that costs a step grows with the block (simulated with
-    /// TCP's send buffers, 16 members, 8 MiB: 1.50× unicast in 256 KiB
-    /// blocks, 1.25× in 128 KiB, 1.13× in 64 KiB, 1.07× in 32 KiB). Every
-    /// member of a group must pass the same `buffered_sends`.
+    /// the time that costs a step grows with the block (`rdmc simulate
+    /// --send-buffer` shows it). Every member of a group must pass the
+    /// same `buffered_sends`.
     pub fn for_message_over(
         self,
         schedule: &impl Schedule,
@@ -476,7 +470,7 @@ impl BlockSize {
 /// every block but the last, after waiting two hops for the first. In
 /// blocks of 48 KiB a 64 MiB message ends in a 16 KiB block, and that
 /// member forwards 32 KiB more than with equal blocks (about 1 ms at
-/// 250 Mbit/s, measured: 2.2483 → 2.2473 s).
+/// 250 Mbit/s).
 fn equal_blocks(size: u64, block: u64) -> u64 {
     if size == 0 {
         return block;

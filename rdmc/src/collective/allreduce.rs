@@ -193,10 +193,10 @@ pub enum AllreduceAlgorithm {
     /// ([`model::tree_allreduce`], [`model::ring_allreduce`]) says is
     /// faster for the buffer's size. Never
     /// [`HalvingDoubling`](Self::HalvingDoubling): its model beats the
-    /// ring's wherever the group size is a power of two, but on the
-    /// emulated lab (tcp, 250 Mbit/s links) it measured slower than the
-    /// ring at 8 members and level at 16 (BENCHMARKS.md, "Recursive
-    /// halving and doubling").
+    /// ring's wherever the group size is a power of two, but the model has
+    /// no term for its two-way exchanges between the same pair of hosts,
+    /// and over TCP it has not beaten the ring (the repository's
+    /// BENCHMARKS.md has the measurements).
     #[default]
     Auto,
     /// Always the pipelined k-ary tree (no ring groups are made).

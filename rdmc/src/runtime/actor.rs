@@ -380,8 +380,8 @@ impl<T: Transport> Actor<T> {
         }
         match g.member.submit(data.len() as u64 + extra) {
             Ok(seq) => {
-                // Computed here, on the actor (see BENCHMARKS.md for what
-                // it costs); not counted as the actor standing still.
+                // Computed here, on the actor (it adds to the message's
+                // time); not counted as the actor standing still.
                 let digest = g.digest.then(|| blake3::hash(&data));
                 g.sending.push_back(Sending {
                     seq,
@@ -670,15 +670,20 @@ impl<T: Transport> Actor<T> {
             }
         }
         ready.send(g, &mut self.transport);
-        if g.deadline.is_none()
-            && let Some(at) = g.member.poll_timeout()
-        {
+        // A deadline later than the armed one waits: the armed one renews
+        // it when it passes. An earlier one (a slow reader's, while the
+        // progress timeout's is armed) replaces it.
+        if let Some(at) = g.member.poll_timeout() {
             let at = self
                 .epoch
                 .checked_add(at)
                 .unwrap_or_else(|| far_future(now));
-            self.timers.insert((at, group));
-            g.deadline = Some(at);
+            if g.deadline.is_none_or(|armed| at < armed) {
+                if let Some(armed) = g.deadline.replace(at) {
+                    self.timers.remove(&(armed, group));
+                }
+                self.timers.insert((at, group));
+            }
         }
         g.waiting_for_ready = g.member.waiting_for_ready();
         if hashed && let Some(due) = self.watchdog.as_mut() {

@@ -30,6 +30,8 @@ macro_rules! storage_suite {
                 delivered_resolves_once_every_member_took_the_message,
                 the_bound_on_messages_in_flight_refuses_sends_and_paces_the_sink,
                 a_slow_reader_fails_the_group_naming_it,
+                the_slow_reader_timeout_fires_within_its_bound,
+                closing_the_sink_twice_returns_ok_twice,
                 a_failing_receive_target_fails_the_group_naming_its_member,
                 files_sent_by_the_root_arrive_byte_exact,
             );
@@ -305,6 +307,76 @@ pub async fn a_slow_reader_fails_the_group_naming_it<F: Fixture>() {
         other => panic!("node 2: {other:?}"),
     }
     drop((root, r1, r2));
+    shutdown(nodes).await;
+}
+
+/// A 2 s slow-reader timeout fails the group between 2.0 and 2.6 s after
+/// the message was sent, with 2 and with 3 members: the timeout arms its
+/// own timer (it once waited for the progress timer to wake the node).
+pub async fn the_slow_reader_timeout_fires_within_its_bound<F: Fixture>() {
+    for n in [2usize, 3] {
+        let (nodes, _) = cluster::<F>(n, Tuning::default()).await;
+        let members: Vec<NodeId> = (0..n as u32).map(NodeId).collect();
+        let slow = NodeId(n as u32 - 1);
+        let timeout = Duration::from_secs(2);
+        let config = GroupConfig::new().with_slow_reader_timeout(Some(timeout));
+        let mut groups = create_all(&nodes, GroupId(1), &members, config)
+            .await
+            .into_iter();
+        let root = groups.next().unwrap();
+        let mut readers: Vec<_> = groups.collect();
+        let sent = std::time::Instant::now();
+        let delivered = root.send(payload(1, 1000)).delivered();
+        // Every receiver but the slow one takes the message at once.
+        for reader in &mut readers[..n - 2] {
+            reader.next().await.unwrap().unwrap();
+        }
+        let e = bounded(LONG, "the root's delivery", delivered)
+            .await
+            .unwrap_err();
+        let waited = sent.elapsed();
+        assert!(
+            matches!(e, Error::GroupFailed { suspect: Some(who), .. } if who == slow),
+            "{n} members: expected a failure naming {slow}, got {e:?}"
+        );
+        assert!(
+            waited >= timeout && waited <= timeout + Duration::from_millis(600),
+            "{n} members: the 2 s slow-reader timeout failed the group after {waited:?}"
+        );
+        drop((root, readers));
+        shutdown(nodes).await;
+    }
+}
+
+/// The root's `Sink` closed twice: `Ok` both times (the second close once
+/// polled the completed close's reply again and panicked).
+pub async fn closing_the_sink_twice_returns_ok_twice<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(2, Tuning::default()).await;
+    let members = ids(&[0, 1]);
+    let mut groups = create_all(&nodes, GroupId(1), &members, GroupConfig::new())
+        .await
+        .into_iter();
+    let (mut root, mut receiver) = (groups.next().unwrap(), groups.next().unwrap());
+    let reading = async {
+        let message = receiver.next().await.unwrap().unwrap();
+        receiver.close().await.unwrap();
+        message
+    };
+    let closing = async {
+        SinkExt::send(&mut root, payload(2, 5000)).await.unwrap();
+        SinkExt::close(&mut root).await
+    };
+    let (message, first) = bounded(LONG, "send, take and close", async {
+        tokio::join!(reading, closing)
+    })
+    .await;
+    assert_eq!(message.data, payload(2, 5000));
+    assert_eq!(first, Ok(()));
+    assert_eq!(
+        bounded(LONG, "the second close", SinkExt::close(&mut root)).await,
+        Ok(())
+    );
+    drop((root, receiver));
     shutdown(nodes).await;
 }
 

@@ -671,9 +671,9 @@ async fn write_loop<W: AsyncWrite>(
                 // topped up while the sender still holds some) are off a
                 // message's critical path, while a member sharing the core
                 // may be holding a block others wait for. With nothing else
-                // runnable this returns at once. 8 members sharing 2 cores,
-                // polling: one 1 KiB message's latency fell by a quarter to
-                // a third, large transfers unchanged (BENCHMARKS.md).
+                // runnable this returns at once. Where members share few
+                // cores this shortens a small message's latency; large
+                // transfers do not notice.
                 std::thread::yield_now();
             }
             let Some((group, mut blocks)) = ring.pop_front() else {

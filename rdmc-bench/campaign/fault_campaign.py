@@ -1,0 +1,805 @@
+#!/usr/bin/env python3
+"""fault_campaign.py: randomized faults against multi-process `rdmc member` groups.
+
+Every run starts a group of 3-6 `rdmc member` processes, one per network
+namespace of a lab of its own (namespaces rdfc-h0.., veth pairs into the
+bridge rdfc-br0, addresses 10.78.0.0/24; a second bridge rdfc-br1 for
+partitions), with a random algorithm, block size, number and sizes of files
+and link rate, injects one fault, and checks the outcome. Fault kinds:
+
+  none       control run, no fault
+  kill       kill -9 of a random member (the root or not) at a random moment
+  stop       SIGSTOP of a random member for failure timeout + 1.5 s, then SIGCONT
+  link       a member's host link taken down (ip link set ... down)
+  partition  the bridge split in two: some members moved to a second bridge
+  disk       a receiver's output directory is a tmpfs smaller than the data
+  flip       one byte flipped on the way to a receiver, by an on-path relay of
+             this script's own (the receiver lives in a namespace of its own
+             whose every link passes through the relay)
+
+Checks after every run (each failed check is a violation, named by its class):
+
+  success_without_data  a member exited 0 although some member does not hold
+                        every message byte-identically (outputs compared with
+                        the inputs; a member killed before writing counts)
+  flip_undetected       a byte was flipped on the wire, yet every member exited 0
+  control_failed        a member failed in a run without a fault
+  unnamed               a survivor of a fault exited non-zero without naming a
+                        member that failed (in "node N", "member N", "rank N",
+                        "peer N", "NodeId(N)" or the member's address): the
+                        killed, stopped, cut-off or full-disk member; for a
+                        partition a member on the other side; for a flip any
+                        other member (the link's far end)
+  slow                  a survivor exited later than failure timeout + 1 s after
+                        the fault (connect timeout + failure timeout + 1 s when
+                        no member had reported progress yet at the fault); the
+                        moment of a full disk is its receiver's exit, of a flip
+                        the relay's report; after a flip only non-zero exits
+  hang                  a member was still running at the run's wall-time bound
+                        (then every process is killed)
+  partial_file          a `.part` file left in an output directory (the
+                        directory of a member killed with -9 excepted)
+
+A survivor is a member still running at the moment of the fault and not its
+victim (the flip's receiver counts as a survivor: it must name a peer).
+Control runs and faults that land after every member exited are checked for
+the general promises only (success_without_data, hang, partial_file).
+
+Deterministic from a seed: run i of `--seed S` has kind KINDS[i % len(KINDS)]
+and draws everything else from its own seed; a run prints one JSON line, and
+the summary lists violations with `--replay KIND:SEED` to rerun one alone.
+Root only (namespaces, veth, tc, tmpfs). Cleans up namespaces, mounts and
+processes on exit and on Ctrl-C. Python 3 standard library only.
+
+Usage:
+  fault_campaign.py [--runs N] [--seed S] [--kinds none,kill,...]
+                    [--require none,kill,...] [--rdmc PATH] [--log FILE]
+                    [--transport tcp|ofi] [--hogs N]
+  fault_campaign.py --replay KIND:SEED [--rdmc PATH] [--transport ofi] [--hogs N]
+
+The members' connect timeout grows with the machine's load (see
+connect_timeout_for); --hogs N keeps N busy processes running to make a
+loaded machine; --transport ofi runs the members on libfabric's tcp provider
+(a build with --features ofi; every kind but flip).
+  fault_campaign.py --cleanup
+
+Exit status: 0 when no run of a kind listed in --require had a violation
+(violations of the other kinds are reported only), 1 otherwise, 2 on a usage
+or setup error.
+"""
+
+import argparse
+import fcntl
+import hashlib
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+KINDS = ["none", "kill", "stop", "link", "partition", "disk", "flip"]
+ALGORITHMS = ["sequential", "chain", "binomial-tree", "binomial-pipeline"]
+BLOCK_SIZES = [4096, 16384, 65536, 262144, 1048576]
+
+NS_PREFIX = "rdfc-h"
+PRIVATE_NS = "rdfc-p"
+VETH_PREFIX = "rdfc-v"
+BRIDGE = "rdfc-br0"
+BRIDGE2 = "rdfc-br1"
+SUBNET = "10.78.0"
+MAX_MEMBERS = 6
+
+FAILURE_TIMEOUT = 1.0
+# The members' connect timeout: CONNECT_TIMEOUT, or more on a loaded machine.
+# Formation is CPU-bound work for processes that are still starting (a debug
+# build's mesh of 5 members took up to 3 s at load 20 on 2 cores, about
+# 0.3 s per unit of load per core); a fault-free run must not fail, so the
+# timeout is twice that, CONNECT_PER_LOAD seconds per unit of load per core
+# (the larger of the 1- and 5-minute averages), at least CONNECT_TIMEOUT and
+# at most CONNECT_TIMEOUT_MAX. Each run records the value it used, and the
+# members' formation times (`formed`), so the margin can be checked.
+CONNECT_TIMEOUT = 3.0
+CONNECT_PER_LOAD = 0.6
+CONNECT_TIMEOUT_MAX = 12.0
+# A run still going after RUN_WALL seconds, plus RUN_WALL_PER_MIB for every
+# MiB it sends, has hung (a debug build on a loaded machine moves ~1 MiB/s).
+RUN_WALL = 20.0
+RUN_WALL_PER_MIB = 2.0
+# Blocks per message at most: a small block size is drawn for small messages.
+MAX_BLOCKS = 512
+# Examples of each violation class whose files are kept, unless told otherwise.
+KEEP_EXAMPLES = 3
+
+CULPRIT_RE = re.compile(
+    r"\b(?:node|member|rank|peer)s?(?:\(s\))?\s*[#:]?\s*(?:\[\s*)?(?:NodeId\()?(\d+)"
+    r"|NodeId\((\d+)\)",
+    re.IGNORECASE,
+)
+ADDR_RE = re.compile(re.escape(SUBNET) + r"\.(\d+)")
+PREFIX_RE = re.compile(r"^rdmc member \d+:\s*")
+FORMED_RE = re.compile(r"mesh formed in (\d+) ms")
+
+
+def current_load():
+    """The larger of the 1- and 5-minute load averages and of the tasks
+    runnable right now (which the averages follow only after a minute)."""
+    running = 0
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                if line.startswith("procs_running"):
+                    running = int(line.split()[1])
+    except OSError:
+        pass
+    return max(*os.getloadavg()[:2], running)
+
+
+def connect_timeout_for(load, cpus):
+    """The members' connect timeout at `load` (the load average) on `cpus`."""
+    return round(min(CONNECT_TIMEOUT_MAX, max(CONNECT_TIMEOUT, CONNECT_PER_LOAD * load / cpus)), 1)
+
+
+def formed_after(path):
+    """How long the member's mesh took to form (seconds), from its log."""
+    try:
+        with open(path, errors="replace") as f:
+            found = FORMED_RE.findall(f.read())
+    except OSError:
+        return None
+    return int(found[-1]) / 1000 if found else None
+
+
+def log(*args):
+    print("fault_campaign:", *args, file=sys.stderr, flush=True)
+
+
+def sh(*cmd, check=True):
+    """Run a command quietly; raise on failure when check."""
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if check and r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
+    return r.returncode
+
+
+def host_addr(i):
+    return f"{SUBNET}.{i + 1}"
+
+
+# ------------------------------------------------------------------------ lab
+
+
+class Lab:
+    """The namespaces, links, mounts and processes of the campaign."""
+
+    def __init__(self):
+        self.procs = []  # Popen objects still to reap
+        self.mounts = []
+        self.warned_tbf = False
+
+    def up(self):
+        self.down()
+        sh("ip", "link", "add", BRIDGE, "type", "bridge", "forward_delay", "0", "stp_state", "0")
+        sh("ip", "link", "add", BRIDGE2, "type", "bridge", "forward_delay", "0", "stp_state", "0")
+        sh("ip", "link", "set", BRIDGE, "up")
+        sh("ip", "link", "set", BRIDGE2, "up")
+        for i in range(MAX_MEMBERS):
+            ns, veth = f"{NS_PREFIX}{i}", f"{VETH_PREFIX}{i}"
+            sh("ip", "netns", "add", ns)
+            sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
+            sh("ip", "link", "set", veth, "master", BRIDGE)
+            sh("ip", "link", "set", veth, "up")
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+            sh("ip", "-n", ns, "addr", "add", f"{host_addr(i)}/24", "dev", "eth0")
+            sh("ip", "-n", ns, "link", "set", "eth0", "up")
+
+    def reset(self, rate_mbit):
+        """Between runs: every host link up, on the main bridge, at rate_mbit."""
+        for i in range(MAX_MEMBERS):
+            veth = f"{VETH_PREFIX}{i}"
+            sh("ip", "link", "set", veth, "master", BRIDGE)
+            sh("ip", "link", "set", veth, "up")
+            sh("tc", "qdisc", "del", "dev", veth, "root", check=False)
+            burst = max(131072, rate_mbit * 1_000_000 // 8 // 500)
+            shaped = sh("tc", "qdisc", "add", "dev", veth, "root", "tbf", "rate",
+                        f"{rate_mbit}mbit", "burst", str(burst), "latency", "20ms",
+                        check=False) == 0
+            if not shaped and not self.warned_tbf:
+                log("tc tbf is not available: links run unshaped (faults land earlier)")
+                self.warned_tbf = True
+        sh("ip", "netns", "del", PRIVATE_NS, check=False)
+
+    def spawn(self, cmd, **kw):
+        p = subprocess.Popen(cmd, start_new_session=True, **kw)
+        self.procs.append(p)
+        return p
+
+    def kill_all(self):
+        for p in self.procs:
+            if p.poll() is None:
+                try:
+                    os.kill(p.pid, signal.SIGCONT)
+                    os.kill(p.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                log(f"process {p.pid} did not die")
+        self.procs = []
+
+    def mount_tmpfs(self, path, size):
+        os.makedirs(path, exist_ok=True)
+        sh("mount", "-t", "tmpfs", "-o", f"size={size}", "rdfc-tmpfs", path)
+        self.mounts.append(path)
+
+    def unmount_all(self):
+        for m in self.mounts:
+            sh("umount", "-l", m, check=False)
+        self.mounts = []
+
+    def down(self):
+        self.kill_all()
+        self.unmount_all()
+        out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            name = line.split()[0] if line.split() else ""
+            if name.startswith(NS_PREFIX) or name == PRIVATE_NS:
+                pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True,
+                                      text=True).stdout.split()
+                for pid in pids:
+                    try:
+                        os.kill(int(pid), signal.SIGKILL)
+                    except (ProcessLookupError, ValueError):
+                        pass
+                sh("ip", "netns", "del", name, check=False)
+        for link in [BRIDGE, BRIDGE2] + [f"{VETH_PREFIX}{i}" for i in range(MAX_MEMBERS)]:
+            sh("ip", "link", "del", link, check=False)
+
+
+# ------------------------------------------------------------------------ runs
+
+
+def run_seed(master, index):
+    h = hashlib.sha256(f"{master}:{index}".encode()).digest()
+    return int.from_bytes(h[:4], "little")
+
+
+def plan_run(kind, seed):
+    """Everything a run does, drawn from its seed."""
+    rng = random.Random(f"{kind}:{seed}")
+    n = rng.randint(3, MAX_MEMBERS)
+    files = rng.randint(1, 4)
+    sizes = []
+    for _ in range(files):
+        r = rng.random()
+        if r < 0.1:
+            sizes.append(rng.randint(0, 100))
+        elif r < 0.4:
+            sizes.append(rng.randint(1, 256 * 1024))
+        else:
+            sizes.append(rng.randint(256 * 1024, 4 * 1024 * 1024))
+    if kind in ("disk", "flip") and sum(sizes) < 256 * 1024:
+        sizes[-1] += rng.randint(256 * 1024, 2 * 1024 * 1024)
+    plan = {
+        "kind": kind,
+        "seed": seed,
+        "members": n,
+        "algorithm": rng.choice(ALGORITHMS),
+        "block_size": rng.choice(
+            [b for b in BLOCK_SIZES if max(sizes) <= b * MAX_BLOCKS] or BLOCK_SIZES[-1:]),
+        "sizes": sizes,
+        "rate_mbit": rng.choice([50, 100, 200, 400]),
+        # below the ephemeral range (32768-): a connection of an earlier run
+        # still closing cannot hold the port
+        "port": 10000 + seed % 20000,
+    }
+    total = sum(sizes)
+    # a moment within the transfer's expected span (plus process start-up)
+    span = 0.3 + total * 8 / (plan["rate_mbit"] * 1e6) * 1.5
+    plan["fault_at"] = round(rng.uniform(0.15, span), 3)
+    if kind in ("kill", "stop", "link"):
+        plan["victims"] = [rng.randrange(n)]
+    elif kind == "partition":
+        ranks = list(range(n))
+        rng.shuffle(ranks)
+        cut = rng.randint(1, n - 1)
+        plan["victims"] = sorted(ranks[:cut])
+    elif kind in ("disk", "flip"):
+        plan["victims"] = [rng.randrange(1, n)]
+    else:
+        plan["victims"] = []
+    if kind == "disk":
+        plan["tmpfs_bytes"] = rng.randint(4096, max(4096, total // 2))
+    if kind == "flip":
+        plan["flip_after"] = rng.randint(200, max(201, int(total * 0.9)))
+        plan["flip_mask"] = 1 << rng.randrange(8)
+    return plan
+
+
+def culprits_named(error):
+    text = PREFIX_RE.sub("", error)
+    named = {int(a or b) for a, b in CULPRIT_RE.findall(text)}
+    named |= {int(m) - 1 for m in ADDR_RE.findall(text)}
+    return named
+
+
+def last_error(path):
+    try:
+        with open(path, errors="replace") as f:
+            lines = [l.strip() for l in f if l.strip().startswith("rdmc member")]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def prepare_run(plan, workdir):
+    """The run's directory: its input files (seeded), members file, key and
+    receivers' output directories."""
+    kind, n, seed = plan["kind"], plan["members"], plan["seed"]
+    rng = random.Random(f"data:{seed}")
+    run_dir = tempfile.mkdtemp(prefix=f"run-{kind}-{seed}-", dir=workdir)
+    inputs = []
+    for i, size in enumerate(plan["sizes"]):
+        path = os.path.join(run_dir, f"in{i}")
+        with open(path, "wb") as f:
+            f.write(rng.randbytes(size))
+        inputs.append(path)
+    members_file = os.path.join(run_dir, "members")
+    with open(members_file, "w") as f:
+        for r in range(n):
+            f.write(f"{host_addr(r)}:{plan['port']}\n")
+    key_file = os.path.join(run_dir, "key")
+    with open(key_file, "wb") as f:
+        f.write(rng.randbytes(32))
+    outs = [os.path.join(run_dir, f"out{r}") for r in range(n)]
+    for o in outs[1:]:
+        os.makedirs(o, exist_ok=True)
+    return run_dir, inputs, members_file, key_file, outs
+
+
+def start_relay(lab, plan, run_dir, flip_rank):
+    """A flip run's relay: member flip_rank alone in a private namespace,
+    its traffic relayed with one bit flipped; once it is ready."""
+    n = plan["members"]
+    sh("ip", "netns", "add", PRIVATE_NS)
+    sh("ip", "-n", PRIVATE_NS, "link", "set", "lo", "up")
+    for r in range(n):
+        sh("ip", "-n", PRIVATE_NS, "addr", "add", f"{host_addr(r)}/32", "dev", "lo")
+    me = f"{host_addr(flip_rank)}:{plan['port']}"
+    peers = ",".join(f"{host_addr(r)}:{plan['port']}" for r in range(n) if r != flip_rank)
+    relay_py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flip_relay.py")
+    relay = lab.spawn([sys.executable, relay_py, f"{NS_PREFIX}{flip_rank}", PRIVATE_NS, me, peers,
+                       str(plan["flip_after"]), str(plan["flip_mask"])],
+                      stdout=subprocess.PIPE, stderr=open(os.path.join(run_dir, "relay.err"), "w"),
+                      text=True)
+    line = relay.stdout.readline()
+    if line.strip() != "ready":
+        raise RuntimeError(f"relay did not start (see {run_dir}/relay.err)")
+    return relay
+
+
+def start_members(lab, plan, rdmc, files, connect_timeout, flip_rank, transport):
+    """Every member, rank 0 sending the inputs: the processes and the paths
+    of their stdouts and stderrs."""
+    n = plan["members"]
+    run_dir, inputs, members_file, key_file, outs = files
+    procs, stdouts, stderrs = [], [], []
+    for r in range(n):
+        ns = PRIVATE_NS if r == flip_rank else f"{NS_PREFIX}{r}"
+        cmd = ["ip", "netns", "exec", ns, rdmc, "member", "--members", members_file,
+               "--rank", str(r), "--algorithm", plan["algorithm"],
+               "--block-size", str(plan["block_size"]), "--key-file", key_file,
+               "--connect-timeout", str(connect_timeout),
+               "--failure-timeout", str(FAILURE_TIMEOUT)]
+        if transport != "tcp":
+            cmd += ["--transport", transport]
+        cmd += inputs if r == 0 else ["--out", outs[r]]
+        so, se = os.path.join(run_dir, f"stdout{r}"), os.path.join(run_dir, f"stderr{r}")
+        stdouts.append(so)
+        stderrs.append(se)
+        procs.append(lab.spawn(cmd, stdout=open(so, "w"), stderr=open(se, "w"),
+                               env=dict(os.environ, RUST_LOG="off,rdmc::transport::mesh=info",
+                                        NO_COLOR="1")))
+    return procs, stdouts, stderrs
+
+
+def watch(plan, procs, stdouts, t0):
+    """Until every member exits (or the run's wall limit): each one's exit
+    time, the fault injected at its moment. Returns exit_at, fault_time,
+    the members running at the fault and whether any had reported progress."""
+    kind, n, victims = plan["kind"], plan["members"], plan["victims"]
+    exit_at = [None] * n
+    # disk and flip faults happen when the data gets there: their moment is
+    # known only afterwards (the full receiver's exit, the relay's report)
+    fault_done = kind in ("none", "disk", "flip")
+    fault_time = None
+    running_at_fault = set()
+    progressed_at_fault = False
+    stop_until = None
+    while True:
+        now = time.monotonic() - t0
+        for r, p in enumerate(procs):
+            if exit_at[r] is None and p.poll() is not None:
+                exit_at[r] = now
+        if not fault_done and now >= plan["fault_at"]:
+            fault_done = True
+            fault_time = now
+            running_at_fault = {r for r in range(n) if exit_at[r] is None}
+            progressed_at_fault = any(os.path.getsize(s) > 0 for s in stdouts)
+            inject(plan, procs)
+            if kind == "stop":
+                stop_until = now + FAILURE_TIMEOUT + 1.5
+        if stop_until is not None and now >= stop_until:
+            try:
+                os.kill(procs[victims[0]].pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+            stop_until = None
+        if all(e is not None for e in exit_at) and stop_until is None:
+            break
+        if now > RUN_WALL + RUN_WALL_PER_MIB * sum(plan["sizes"]) / 2**20:
+            break
+        time.sleep(0.01)
+    return exit_at, fault_time, running_at_fault, progressed_at_fault
+
+
+def holdings(plan, inputs, outs, running_at_fault):
+    """Who holds every message byte-identically (complete, by rank), and
+    the members that left a temporary file behind (partial)."""
+    kind, n, victims = plan["kind"], plan["members"], plan["victims"]
+    expected = []
+    for path in inputs:
+        with open(path, "rb") as f:
+            expected.append(hashlib.sha256(f.read()).digest())
+    complete = [True] * n
+    partial = []
+    for r in range(1, n):
+        for i, digest in enumerate(expected):
+            got = os.path.join(outs[r], f"{i}.bin")
+            try:
+                with open(got, "rb") as f:
+                    if hashlib.sha256(f.read()).digest() != digest:
+                        complete[r] = False
+            except OSError:
+                complete[r] = False
+        try:
+            names = os.listdir(outs[r])
+        except OSError:
+            names = []
+        # a message nobody sent is not holding the messages either
+        if any(x.endswith(".bin") and x[:-4].isdigit() and int(x[:-4]) >= len(inputs)
+               for x in names):
+            complete[r] = False
+        killed = kind == "kill" and r in victims and r in running_at_fault
+        if not killed and any(x.endswith(".part") for x in names):
+            partial.append(r)
+    return complete, partial
+
+
+def judge(plan, outcome, connect_timeout):
+    """The run's violations, and whether the fault was effective (it hit
+    running members, and a flip run's bit was flipped)."""
+    kind, n = plan["kind"], plan["members"]
+    hung, codes, complete = outcome["hung"], outcome["codes"], outcome["complete"]
+    running_at_fault, flipped = outcome["running_at_fault"], outcome["flipped"]
+    exit_at, fault_time = outcome["exit_at"], outcome["fault_time"]
+    violations = []
+    if hung:
+        violations.append({"class": "hang", "members": hung})
+    succeeded = [r for r in range(n) if codes[r] == 0 and r not in hung]
+    if succeeded and not all(complete):
+        violations.append({"class": "success_without_data", "succeeded": succeeded,
+                           "missing": [r for r in range(n) if not complete[r]]})
+    if kind == "none" and any(c != 0 for c in codes):
+        violations.append({"class": "control_failed",
+                           "failed": [r for r in range(n) if codes[r] != 0]})
+    if kind == "flip" and flipped and len(succeeded) == n:
+        violations.append({"class": "flip_undetected"})
+    if outcome["partial"]:
+        violations.append({"class": "partial_file", "members": outcome["partial"]})
+    effective = kind != "none" and bool(running_at_fault) and (kind != "flip" or flipped)
+    if effective:
+        bound = FAILURE_TIMEOUT + 1.0
+        if not outcome["progressed_at_fault"]:
+            bound += connect_timeout
+        late, unnamed = [], []
+        for r in sorted(running_at_fault):
+            blame = culprit_set(plan, r)
+            if blame is None or r in hung:
+                continue  # a victim itself: only the general checks apply
+            # after a flip, a member that went on to exit 0 is already a
+            # flip_undetected (or success_without_data) violation
+            timed = kind != "flip" or codes[r] != 0
+            if timed and exit_at[r] - fault_time > bound:
+                late.append({"member": r, "after": round(exit_at[r] - fault_time, 3)})
+            if codes[r] != 0 and not (culprits_named(outcome["errors"][r]) & blame):
+                unnamed.append(r)
+        if late:
+            violations.append({"class": "slow", "members": late, "bound": bound})
+        if unnamed:
+            violations.append({"class": "unnamed", "members": unnamed})
+    return violations, effective
+
+
+def execute(lab, plan, rdmc, workdir, transport="tcp"):
+    kind, n, seed = plan["kind"], plan["members"], plan["seed"]
+    victims = plan["victims"]
+    files = prepare_run(plan, workdir)
+    run_dir, inputs, _, _, outs = files
+
+    lab.reset(plan["rate_mbit"])
+    flip_rank = victims[0] if kind == "flip" else None
+    relay = None
+    if kind == "disk":
+        lab.mount_tmpfs(outs[victims[0]], plan["tmpfs_bytes"])
+    if kind == "flip":
+        relay = start_relay(lab, plan, run_dir, flip_rank)
+
+    load = current_load()
+    connect_timeout = connect_timeout_for(load, os.cpu_count() or 1)
+    t0 = time.monotonic()
+    procs, stdouts, stderrs = start_members(lab, plan, rdmc, files, connect_timeout,
+                                            flip_rank, transport)
+    exit_at, fault_time, running_at_fault, progressed_at_fault = watch(plan, procs, stdouts, t0)
+    wall = time.monotonic() - t0
+    hung = [r for r in range(n) if exit_at[r] is None]
+    lab.kill_all()
+    flipped = False
+    if relay is not None:
+        # the relay was killed with the others: read what it printed
+        report = relay.stdout.read().split()
+        if report[:1] == ["flipped"]:
+            flipped = True
+            fault_time = float(report[2]) - t0
+        sh("ip", "netns", "del", PRIVATE_NS, check=False)
+    if kind == "disk" and exit_at[victims[0]] is not None and procs[victims[0]].returncode != 0:
+        fault_time = exit_at[victims[0]]
+    if kind in ("disk", "flip") and fault_time is not None:
+        # members ending in the same polling tick as the fault still count
+        running_at_fault = {r for r in range(n)
+                            if exit_at[r] is None or exit_at[r] >= fault_time - 0.015}
+        progressed_at_fault = True
+
+    codes = [p.returncode for p in procs]
+    errors = [last_error(se) for se in stderrs]
+    complete, partial = holdings(plan, inputs, outs, running_at_fault)
+    lab.unmount_all()
+
+    violations, effective = judge(plan, {
+        "hung": hung, "codes": codes, "complete": complete, "partial": partial,
+        "running_at_fault": running_at_fault, "flipped": flipped, "exit_at": exit_at,
+        "fault_time": fault_time, "progressed_at_fault": progressed_at_fault,
+        "errors": errors,
+    }, connect_timeout)
+    return {
+        "kind": kind, "seed": seed, "replay": f"{kind}:{seed}", "transport": transport,
+        "members": n, "algorithm": plan["algorithm"], "block_size": plan["block_size"],
+        "sizes": plan["sizes"], "rate_mbit": plan["rate_mbit"], "victims": victims,
+        "fault_at": fault_time if fault_time is None else round(fault_time, 3),
+        "effective": effective, "progressed_at_fault": progressed_at_fault, "flipped": flipped if kind == "flip" else None,
+        "exit_codes": codes, "exit_at": [None if e is None else round(e, 3) for e in exit_at],
+        "complete": complete, "errors": errors, "wall": round(wall, 3),
+        "load": round(load, 2), "connect_timeout": connect_timeout,
+        "formed": [formed_after(se) for se in stderrs],
+        "violations": violations, "dir": run_dir,
+    }
+
+
+def culprit_set(plan, r):
+    """The members survivor r may name, or None when r is itself a victim
+    (a killed, stopped or cut-off member, or the receiver that failed)."""
+    kind, victims, n = plan["kind"], plan["victims"], plan["members"]
+    if kind == "partition":
+        mine = r in victims
+        return {x for x in range(n) if (x in victims) != mine}
+    if kind == "flip":
+        # the flipped link's ends: the receiver or one of its peers
+        return set(range(n)) - {r}
+    if r in victims:
+        return None
+    return set(victims)
+
+
+def inject(plan, procs):
+    kind, victims = plan["kind"], plan["victims"]
+    if kind == "kill":
+        try:
+            os.kill(procs[victims[0]].pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    elif kind == "stop":
+        try:
+            os.kill(procs[victims[0]].pid, signal.SIGSTOP)
+        except ProcessLookupError:
+            pass
+    elif kind == "link":
+        sh("ip", "link", "set", f"{VETH_PREFIX}{victims[0]}", "down")
+    elif kind == "partition":
+        for v in victims:
+            sh("ip", "link", "set", f"{VETH_PREFIX}{v}", "master", BRIDGE2)
+
+
+# ----------------------------------------------------------------------- main
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n", 1)[1])
+    ap.add_argument("--runs", type=int, default=70)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--kinds", default=None,
+                    help="the fault kinds to cycle through (default: all; with ofi all but flip)")
+    ap.add_argument("--transport", choices=["tcp", "ofi"], default="tcp",
+                    help="the members' transport; ofi (libfabric's tcp provider) needs a build "
+                         "with --features ofi")
+    ap.add_argument("--require", default="",
+                    help="kinds whose violations fail the campaign (others: report only)")
+    ap.add_argument("--replay", metavar="KIND:SEED")
+    ap.add_argument("--rdmc", default=None, help="the rdmc binary (default: target/debug/rdmc)")
+    ap.add_argument("--log", help="also write the JSON lines to this file")
+    ap.add_argument("--keep", action="store_true", help="keep every run's files")
+    ap.add_argument("--keep-examples", type=int, default=KEEP_EXAMPLES, metavar="N",
+                    help="keep the files of the first N violating runs of each class")
+    ap.add_argument("--cleanup", action="store_true", help="only remove a leftover lab")
+    ap.add_argument("--hogs", type=int, default=0, metavar="N",
+                    help="keep N busy processes running meanwhile (a loaded machine)")
+    args = ap.parse_args()
+
+    if os.geteuid() != 0:
+        log("must run as root (network namespaces, veth, tc, tmpfs)")
+        return 2
+    for tool in ("ip", "tc", "mount"):
+        if shutil.which(tool) is None:
+            log(f"{tool} is missing (apt-get install iproute2)")
+            return 2
+    # one campaign at a time: they share the lab's names
+    lock = open("/run/rdmc-fault-campaign.lock", "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        log("another fault campaign is running (/run/rdmc-fault-campaign.lock)")
+        return 2
+    lab = Lab()
+    if args.cleanup:
+        lab.down()
+        return 0
+    if args.kinds is None:
+        args.kinds = ",".join(k for k in KINDS if args.transport == "tcp" or k != "flip")
+    kinds = [k for k in args.kinds.split(",") if k]
+    if args.transport != "tcp" and "flip" in kinds:
+        log("flip needs --transport tcp: its relay carries the members' TCP connections, "
+            "not libfabric's")
+        return 2
+    require = {k for k in args.require.split(",") if k}
+    for k in kinds + sorted(require):
+        if k not in KINDS:
+            log(f"unknown fault kind {k!r} (kinds: {', '.join(KINDS)})")
+            return 2
+    rdmc = args.rdmc
+    if rdmc is None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        rdmc = os.path.join(here, "..", "..", "target", "debug", "rdmc")
+    rdmc = os.path.abspath(rdmc)
+    if not os.access(rdmc, os.X_OK):
+        log(f"no rdmc binary at {rdmc} (cargo build -p rdmc-cli, or --rdmc PATH)")
+        return 2
+
+    if args.replay:
+        kind, _, seed = args.replay.partition(":")
+        if kind not in KINDS or not seed.isdigit():
+            log("--replay takes KIND:SEED, e.g. kill:123456")
+            return 2
+        specs = [(kind, int(seed))]
+    else:
+        specs = [(kinds[i % len(kinds)], run_seed(args.seed, i)) for i in range(args.runs)]
+
+    def interrupted(signum, _frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupted)
+    signal.signal(signal.SIGINT, interrupted)  # even where started ignoring it
+    workdir = tempfile.mkdtemp(prefix="rdfc-")
+    logf = open(args.log, "a") if args.log else None
+    results = []
+    kept = {}  # (kind, class) -> runs seen, whose files are kept up to --keep-examples
+    start = time.monotonic()
+    hogs = []
+    try:
+        for _ in range(args.hogs):
+            hogs.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+        lab.up()
+        for kind, seed in specs:
+            plan = plan_run(kind, seed)
+            result = execute(lab, plan, rdmc, workdir, args.transport)
+            classes = [(kind, v["class"]) for v in result["violations"]]
+            if not args.keep and all(kept.get(c, 0) >= args.keep_examples for c in classes):
+                shutil.rmtree(result["dir"], ignore_errors=True)
+                result["dir"] = None
+            for c in classes:
+                kept[c] = kept.get(c, 0) + 1
+            results.append(result)
+            line = json.dumps(result, sort_keys=True)
+            print(line, flush=True)
+            if logf:
+                logf.write(line + "\n")
+                logf.flush()
+    except KeyboardInterrupt:
+        log("interrupted: cleaning up")
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+        lab.down()
+        if args.keep or any(r["dir"] for r in results):
+            log(f"the files of violating runs (up to {args.keep_examples} per class) are in "
+                f"{workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+        if logf:
+            logf.close()
+
+    summary = summarize(results, require, time.monotonic() - start)
+    print(json.dumps(summary, sort_keys=True), flush=True)
+    print_summary(summary, file=sys.stderr)
+    if len(results) < len(specs):
+        return 1
+    return 1 if summary["required_violations"] else 0
+
+
+def summarize(results, require, seconds):
+    per_kind = {}
+    for r in results:
+        k = per_kind.setdefault(r["kind"], {"runs": 0, "effective": 0, "mid_transfer": 0,
+                                            "violating_runs": 0, "classes": {}})
+        k["runs"] += 1
+        k["effective"] += bool(r["effective"])
+        k["mid_transfer"] += bool(r["effective"] and r["progressed_at_fault"])
+        k["violating_runs"] += bool(r["violations"])
+        for v in r["violations"]:
+            c = k["classes"].setdefault(v["class"], {"runs": 0, "examples": []})
+            c["runs"] += 1
+            if len(c["examples"]) < 3:
+                c["examples"].append(r["replay"])
+    required = sum(per_kind[k]["violating_runs"] for k in per_kind if k in require)
+    loads = [r["load"] for r in results]
+    # formation times of fault-free runs, against the connect timeout used
+    formed = [(f, r["connect_timeout"]) for r in results if r["kind"] == "none"
+              for f in r["formed"] if f is not None]
+    return {"event": "summary", "runs": len(results), "seconds": round(seconds, 1),
+            "per_kind": per_kind, "require": sorted(require),
+            "required_violations": required,
+            "load": [min(loads), max(loads)] if loads else None,
+            "connect_timeout": sorted({r["connect_timeout"] for r in results}),
+            "formed_max": max((f for f, _ in formed), default=None),
+            "formed_max_share": round(max((f / t for f, t in formed), default=0), 3)}
+
+
+def print_summary(s, file):
+    print(f"\n{s['runs']} runs in {s['seconds']} s", file=file)
+    for kind in KINDS:
+        if kind not in s["per_kind"]:
+            continue
+        k = s["per_kind"][kind]
+        tag = "required" if kind in s["require"] else "report-only"
+        print(f"  {kind:<10} {k['runs']:>4} runs ({k['effective']} with the fault landing, "
+              f"{k['mid_transfer']} of them after progress), "
+              f"{k['violating_runs']} violating [{tag}]", file=file)
+        for c, v in sorted(k["classes"].items()):
+            print(f"      {c}: {v['runs']} runs, e.g. --replay {' / '.join(v['examples'])}",
+                  file=file)
+    if s["load"]:
+        print(f"load average {s['load'][0]}-{s['load'][1]}; connect timeouts used "
+              f"{s['connect_timeout']} s; slowest fault-free mesh formed in {s['formed_max']} s "
+              f"({100 * s['formed_max_share']:.0f} % of its connect timeout at most)", file=file)
+    print(f"violations in required kinds: {s['required_violations']}", file=file)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

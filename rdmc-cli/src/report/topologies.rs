@@ -1,0 +1,376 @@
+//! The report of the opt-in lab experiments: one slow host, two racks, and
+//! the lab against the simulator (tables in `summary.md`, and one plot per
+//! message size of predicted against measured seconds).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use plotters::style::BLACK;
+use serde_json::Value;
+
+use super::charts::{COLORS, Line, LineChart, Stroke, draw_line_chart};
+use super::datasets::sorted_distinct;
+use super::format::{percent, ratio, sig, size_label};
+use super::markdown::{cell, header, push_table, spread_cell};
+use super::records::{Rec, num, text};
+
+/// `median (min–max)` of a `{median, min, max}` object, in seconds.
+fn spread_of(v: &Value) -> String {
+    spread_cell((num(v, "median"), num(v, "min"), num(v, "max")), |x| {
+        sig(x, 3)
+    })
+}
+
+/// A record's median seconds with its range.
+fn seconds_cell(rec: &Rec<'_>) -> String {
+    spread_cell((rec.seconds, rec.num("min"), rec.num("max")), |x| sig(x, 3))
+}
+
+fn of<'r, 'a>(recs: &'r [Rec<'a>], experiment: &str) -> Vec<&'r Rec<'a>> {
+    recs.iter().filter(|r| r.experiment == experiment).collect()
+}
+
+/// Append the tables of the slow-host, racks and validation records; whether
+/// there were any.
+pub(super) fn push_topologies(out: &mut String, recs: &[Rec<'_>]) -> bool {
+    let mut any = push_slow_host(out, recs);
+    any |= push_racks(out, recs);
+    any |= push_validation(out, recs);
+    any
+}
+
+/// The records of `experiment`, and the one its heading describes (the
+/// first that is not the unicast); none without records.
+fn rows_and_first<'r, 'a>(
+    recs: &'r [Rec<'a>],
+    experiment: &str,
+) -> Option<(Vec<&'r Rec<'a>>, &'r Rec<'a>)> {
+    let rows = of(recs, experiment);
+    let first = *rows
+        .iter()
+        .find(|r| r.system != "unicast")
+        .or(rows.first())?;
+    Some((rows, first))
+}
+
+/// A record's last two cells: its runs and the machine's CPU idle.
+fn runs_and_idle(r: &Rec<'_>) -> [String; 2] {
+    [
+        cell(r.num("runs"), |x| format!("{x:.0}")),
+        cell(r.num("cpu_idle"), percent),
+    ]
+}
+
+fn push_slow_host(out: &mut String, recs: &[Rec<'_>]) -> bool {
+    let Some((rows, first)) = rows_and_first(recs, "slow_host") else {
+        return false;
+    };
+    let _ = writeln!(
+        out,
+        "## One slow host\n\n{} hosts, host {} at {} both ways, {}; times from the root's send \
+         (MPI: from the barrier) to each receiver's delivery, medians over runs (range); ratios \
+         to a unicast between two fast hosts in the same run.\n",
+        first.nodes.unwrap_or(0),
+        first.raw["slow_host"],
+        text(first.raw, "slow_rate").unwrap_or("?"),
+        size_label(first.size.unwrap_or(0)),
+    );
+    let header = header(
+        "system | algorithm | slow host named | fast receivers' last (s) | × unicast | \
+         slow receiver (s) | × unicast | runs | CPU idle",
+    );
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let unicast = r.system == "unicast";
+            let cells = [
+                r.system.to_owned(),
+                r.algorithm.to_owned(),
+                if unicast {
+                    String::new()
+                } else {
+                    r.raw["slow_named"].as_bool().unwrap_or(false).to_string()
+                },
+                if unicast {
+                    seconds_cell(r)
+                } else {
+                    spread_of(&r.raw["fast"])
+                },
+                cell(r.num("fast_ratio").or(unicast.then_some(1.0)), ratio),
+                spread_of(&r.raw["slow"]),
+                cell(r.num("slow_ratio"), ratio),
+            ];
+            cells.into_iter().chain(runs_and_idle(r)).collect()
+        })
+        .collect();
+    push_table(out, &header, &table);
+    true
+}
+
+fn push_racks(out: &mut String, recs: &[Rec<'_>]) -> bool {
+    let Some((rows, first)) = rows_and_first(recs, "racks") else {
+        return false;
+    };
+    let _ = writeln!(
+        out,
+        "## Two racks\n\n{} hosts in {} racks, uplink at {} both ways, members listed \
+         interleaved across the racks (MPI: the same rank order), {}; the uplink bound is the \
+         message crossing the uplink once (4 × unicast at a quarter rate).\n",
+        first.nodes.unwrap_or(0),
+        first.raw["racks"],
+        text(first.raw, "uplink").unwrap_or("?"),
+        size_label(first.size.unwrap_or(0)),
+    );
+    let header =
+        header("system | algorithm | seconds | × unicast | × uplink bound | runs | CPU idle");
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let cells = [
+                r.system.to_owned(),
+                r.algorithm.to_owned(),
+                seconds_cell(r),
+                cell(r.num("ratio_to_unicast"), ratio),
+                cell(r.num("ratio_to_bound"), ratio),
+            ];
+            cells.into_iter().chain(runs_and_idle(r)).collect()
+        })
+        .collect();
+    push_table(out, &header, &table);
+    true
+}
+
+/// The simulator's record of a case in a model.
+fn prediction<'r, 'a>(
+    sims: &[&'r Rec<'a>],
+    algorithm: &str,
+    nodes: u64,
+    size: u64,
+    model: &str,
+) -> Option<&'r Rec<'a>> {
+    sims.iter().copied().find(|r| {
+        r.algorithm == algorithm
+            && r.nodes == Some(nodes)
+            && r.size == Some(size)
+            && text(r.raw, "model") == Some(model)
+    })
+}
+
+/// The models of the validation, as their records name them, in order.
+fn models(sims: &[&Rec<'_>]) -> Vec<String> {
+    let mut models: Vec<String> = Vec::new();
+    for r in sims {
+        if let Some(m) = text(r.raw, "model")
+            && !models.iter().any(|k| k == m)
+        {
+            models.push(m.to_owned());
+        }
+    }
+    models
+}
+
+fn push_validation(out: &mut String, recs: &[Rec<'_>]) -> bool {
+    let all = of(recs, "validation");
+    let lab: Vec<_> = all.iter().copied().filter(|r| r.system == "lab").collect();
+    let sims: Vec<_> = all.iter().copied().filter(|r| r.system == "sim").collect();
+    if lab.is_empty() {
+        return false;
+    }
+    let latency = sims.first().and_then(|r| r.num("latency_us"));
+    let _ = writeln!(
+        out,
+        "## The lab against the simulator\n\nLab: median seconds (range); simulator: its \
+         prediction with the lab's rate and one-way latency ({} µs, ping) in each \
+         send-completion model, and its difference from the lab (+: the model is slower). \
+         CPU idle: the machine's during the lab's measurement.\n",
+        cell(latency, |x| format!("{x:.0}")),
+    );
+    let models = models(&sims);
+    let mut header = header("size | nodes | algorithm | lab (s) | lab × unicast");
+    for m in &models {
+        header.push(format!("sim {m} (s)"));
+        header.push("difference".to_owned());
+        header.push("× unicast".to_owned());
+    }
+    header.push("CPU idle".to_owned());
+    let mut table = Vec::new();
+    for size in sorted_distinct(lab.iter().filter_map(|r| r.size)) {
+        for nodes in sorted_distinct(lab.iter().filter_map(|r| r.nodes)) {
+            for r in lab
+                .iter()
+                .filter(|r| r.size == Some(size) && r.nodes == Some(nodes))
+            {
+                let unicast = lab
+                    .iter()
+                    .find(|u| {
+                        u.algorithm == "unicast" && u.size == Some(size) && u.nodes == Some(nodes)
+                    })
+                    .and_then(|u| u.seconds);
+                let mut row = vec![
+                    size_label(size),
+                    nodes.to_string(),
+                    r.algorithm.to_owned(),
+                    seconds_cell(r),
+                    cell(r.seconds.zip(unicast).map(|(s, u)| s / u), ratio),
+                ];
+                for m in &models {
+                    let p = prediction(&sims, r.algorithm, nodes, size, m);
+                    row.push(cell(p.and_then(|p| p.seconds), |x| sig(x, 3)));
+                    row.push(cell(p.and_then(|p| p.num("error")), signed_percent));
+                    row.push(cell(p.and_then(|p| p.num("predicted_ratio")), ratio));
+                }
+                row.push(cell(r.num("cpu_idle"), percent));
+                table.push(row);
+            }
+        }
+    }
+    push_table(out, &header, &table);
+    true
+}
+
+/// `+12.3 %`, `-4.0 %`.
+fn signed_percent(x: f64) -> String {
+    format!("{:+.1} %", x * 100.0)
+}
+
+/// One plot per message size: each algorithm's lab seconds (solid) and the
+/// simulator's in each model (dashed), against group size.
+pub(super) fn validation_plots(dir: &Path, recs: &[Rec<'_>]) -> Result<Vec<PathBuf>, String> {
+    let all = of(recs, "validation");
+    let lab: Vec<_> = all.iter().copied().filter(|r| r.system == "lab").collect();
+    let sims: Vec<_> = all.iter().copied().filter(|r| r.system == "sim").collect();
+    let models = models(&sims);
+    let mut written = Vec::new();
+    for size in sorted_distinct(lab.iter().filter_map(|r| r.size)) {
+        let algorithms = sorted_distinct(lab.iter().map(|r| r.algorithm));
+        let mut lines = Vec::new();
+        for (a, algorithm) in algorithms.iter().enumerate() {
+            let color = if *algorithm == "unicast" {
+                BLACK
+            } else {
+                COLORS[a % COLORS.len()]
+            };
+            let series = |rows: &[&Rec<'_>]| -> Vec<(f64, f64)> {
+                let mut points: Vec<(f64, f64)> = rows
+                    .iter()
+                    .filter(|r| r.algorithm == *algorithm && r.size == Some(size))
+                    .filter_map(|r| Some((r.nodes? as f64, r.seconds?)))
+                    .collect();
+                points.sort_by(|p, q| p.0.total_cmp(&q.0));
+                points
+            };
+            lines.push(Line {
+                label: format!("{algorithm}: lab"),
+                color,
+                stroke: Stroke::Solid,
+                points: series(&lab),
+            });
+            for m in &models {
+                let model_rows: Vec<&Rec<'_>> = sims
+                    .iter()
+                    .copied()
+                    .filter(|r| text(r.raw, "model") == Some(m.as_str()))
+                    .collect();
+                lines.push(Line {
+                    label: format!("{algorithm}: sim, {m}"),
+                    color,
+                    stroke: Stroke::Dashed,
+                    points: series(&model_rows),
+                });
+            }
+        }
+        lines.retain(|l| !l.points.is_empty());
+        let name = format!("validation_{}.svg", size_label(size).replace(' ', ""));
+        let path = dir.join(&name);
+        let nodes_label = |x: f64| format!("{x:.0}");
+        draw_line_chart(
+            &path,
+            &LineChart {
+                title: format!("Lab vs simulator, {}", size_label(size)),
+                x_desc: "group size (nodes, root included)",
+                y_desc: "seconds (last receiver)",
+                x_log: true,
+                x_label: &nodes_label,
+                lines,
+                reference: None,
+            },
+        )?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::super::tests::{ReportDir, report_dir};
+    use super::super::{file_names, write_report};
+
+    /// The summary and plot names of the report of `records`, written
+    /// into a fresh directory (kept alive by the returned guard, so that
+    /// a failing test keeps it).
+    fn report(records: &[serde_json::Value], name: &str) -> (ReportDir, String, Vec<String>) {
+        let dir = report_dir(&format!("topologies-{name}"));
+        let files = write_report(&dir, records, &json!({})).unwrap();
+        let plots = file_names(&files.plots);
+        (dir, files.summary_markdown, plots)
+    }
+
+    #[test]
+    fn slow_host_and_racks_tables() {
+        let records = [
+            json!({"experiment": "slow_host", "system": "unicast", "algorithm": "tcp-copy",
+                   "nodes": 16, "size": 67108864, "seconds": 2.0, "min": 1.9, "max": 2.1, "runs": 3}),
+            json!({"experiment": "slow_host", "system": "rdmc", "algorithm": "chain",
+                   "slow_named": true, "nodes": 16, "size": 67108864, "seconds": 4.3,
+                   "slow_host": 5, "slow_rate": "125000kbit",
+                   "fast": {"median": 2.2, "min": 2.1, "max": 2.5},
+                   "slow": {"median": 4.2, "min": 4.1, "max": 4.4},
+                   "fast_ratio": 1.1, "slow_ratio": 2.1, "runs": 3, "cpu_idle": 0.25}),
+            json!({"experiment": "racks", "system": "mpi", "algorithm": "pipeline",
+                   "nodes": 16, "size": 67108864, "racks": 2, "uplink": "62500kbit",
+                   "seconds": 17.0, "min": 16.0, "max": 18.0, "ratio_to_unicast": 8.5,
+                   "ratio_to_bound": 2.125, "runs": 3}),
+        ];
+        let (_dir, summary, plots) = report(&records, "tables");
+        assert!(summary.contains("## One slow host"), "{summary}");
+        assert!(summary.contains("host 5 at 125000kbit"), "{summary}");
+        assert!(
+            summary.contains(
+                "| rdmc | chain | true | 2.20 (2.10–2.50) | 1.10 | 4.20 (4.10–4.40) | 2.10 | 3 | 25% |"
+            ),
+            "{summary}"
+        );
+        assert!(summary.contains("## Two racks"), "{summary}");
+        assert!(
+            summary.contains("| mpi | pipeline | 17.0 (16.0–18.0) | 8.50 | 2.12 | 3 |"),
+            "{summary}"
+        );
+        assert!(plots.is_empty());
+    }
+
+    #[test]
+    fn validation_table_and_plot() {
+        let records = [
+            json!({"experiment": "validation", "system": "lab", "algorithm": "unicast",
+                   "nodes": 2, "size": 8388608, "seconds": 0.28}),
+            json!({"experiment": "validation", "system": "lab", "algorithm": "chain",
+                   "nodes": 2, "size": 8388608, "seconds": 0.30, "cpu_idle": 0.5}),
+            json!({"experiment": "validation", "system": "sim", "algorithm": "chain",
+                   "model": "sent", "nodes": 2, "size": 8388608, "seconds": 0.27,
+                   "error": -0.1, "predicted_ratio": 1.0, "latency_us": 40}),
+        ];
+        let (_dir, summary, plots) = report(&records, "validation");
+        assert!(
+            summary.contains("## The lab against the simulator"),
+            "{summary}"
+        );
+        assert!(summary.contains("(40 µs, ping)"), "{summary}");
+        assert!(
+            summary.contains("| 8MiB | 2 | chain | 0.300 | 1.07 | 0.270 | -10.0 % | 1.00 | 50% |"),
+            "{summary}"
+        );
+        assert_eq!(plots, vec!["validation_8MiB.svg".to_owned()]);
+    }
+}
