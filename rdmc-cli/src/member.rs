@@ -11,8 +11,8 @@ use bytes::Bytes;
 use clap::Args;
 use futures::StreamExt;
 use rdmc::{
-    Algorithm, CompletionMode, DEFAULT_MAX_MESSAGE_SIZE, GroupConfig, GroupId, MAX_BLOCK_SIZE,
-    Node, NodeConfig, NodeId,
+    Algorithm, CompletionMode, DEFAULT_MAX_MESSAGE_SIZE, Group, GroupConfig, GroupId,
+    MAX_BLOCK_SIZE, Node, NodeConfig, NodeId,
 };
 use serde_json::json;
 
@@ -433,21 +433,27 @@ async fn multicast(
     let start = Instant::now();
     if args.bench {
         member_bench::run(args.rank, args.max_size, &mut group).await?;
-    } else if args.rank == 0 {
-        for (i, input) in inputs.into_iter().enumerate() {
-            let data = read_input(input).await?;
-            let size = data.len();
-            group.send(data).await.map_err(|e| e.to_string())?;
-            report(args, i as u64, size, start, "sent");
-        }
     } else {
-        while let Some(message) = group.next().await {
-            let message = message.map_err(|e| e.to_string())?;
-            let (seq, len) = (message.seq, message.data.len());
-            if let Some(dir) = &out {
-                persist(dir.clone(), seq, message.data).await?;
+        match &mut group {
+            Group::Root(root) => {
+                for (i, input) in inputs.into_iter().enumerate() {
+                    let data = read_input(input).await?;
+                    let size = data.len();
+                    let receipt = root.send(data).await.map_err(|e| e.to_string())?;
+                    receipt.sent().await.map_err(|e| e.to_string())?;
+                    report(args, i as u64, size, start, "sent");
+                }
             }
-            report(args, seq, len, start, "delivered");
+            Group::Receiver(receiver) => {
+                while let Some(message) = receiver.next().await {
+                    let message = message.map_err(|e| e.to_string())?;
+                    let (seq, len) = (message.seq, message.data.len());
+                    if let Some(dir) = &out {
+                        persist(dir.clone(), seq, message.data).await?;
+                    }
+                    report(args, seq, len, start, "delivered");
+                }
+            }
         }
     }
     group.close().await.map_err(|e| e.to_string())?;

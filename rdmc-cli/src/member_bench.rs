@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
-use rdmc::{Group, MessageTimings};
+use rdmc::{Group, MessageTimings, Receiver, Sender};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 
@@ -56,14 +56,13 @@ pub(crate) async fn run(rank: u32, max_size: u64, group: &mut Group) -> Result<(
         json!({"event": "ready", "rank": rank, "t": mono_ns(Instant::now()),
                 "cpu": cpu_seconds(), "checks": "announced"}),
     );
-    if rank == 0 {
-        root(rank, group, &payload).await
-    } else {
-        receiver(rank, group, &payload).await
+    match group {
+        Group::Root(root) => send_commanded(rank, root, &payload).await,
+        Group::Receiver(group) => receiver(rank, group, &payload).await,
     }
 }
 
-async fn root(rank: u32, group: &mut Group, payload: &Bytes) -> Result<(), String> {
+async fn send_commanded(rank: u32, group: &mut Sender, payload: &Bytes) -> Result<(), String> {
     let mut lines = BufReader::new(commands()).lines();
     let mut seq = 0u64;
     while let Some(line) = lines
@@ -89,18 +88,19 @@ async fn root(rank: u32, group: &mut Group, payload: &Bytes) -> Result<(), Strin
                 // The CPU count first: its system call stays out of the time.
                 let cpu0 = cpu_seconds();
                 let t0 = Instant::now();
-                let sends: Vec<_> = (0..count).map(|_| group.send(data.clone())).collect();
+                let mut receipts = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
+                for _ in 0..count {
+                    receipts.push(group.send(data.clone()).await.map_err(|e| e.to_string())?);
+                }
                 let mut first = None;
-                for send in sends {
-                    let timings = send.await.map_err(|e| e.to_string())?;
+                for receipt in receipts {
+                    let timings = receipt.sent().await.map_err(|e| e.to_string())?;
                     first.get_or_insert(timings);
                 }
                 let done = Instant::now();
                 // Every member's application has taken every message sent
                 // (the group's in-flight messages are all delivered).
-                futures::SinkExt::<Bytes>::flush(group)
-                    .await
-                    .map_err(|e| e.to_string())?;
+                group.flush().await.map_err(|e| e.to_string())?;
                 let mut event = json!({"event": "sent", "rank": rank, "seq": seq,
                     "count": count, "size": size, "t": mono_ns(t0), "done_t": mono_ns(done),
                     "acknowledged_t": mono_ns(Instant::now()), "acknowledged": true,
@@ -157,7 +157,7 @@ const CHECK_SLICE: usize = 16 << 20;
 /// The events are held until the group is quiet (see the module docs):
 /// printing and the driver's reading stay out of the time the next members
 /// need the cores for the same message.
-async fn receiver(rank: u32, group: &mut Group, payload: &Bytes) -> Result<(), String> {
+async fn receiver(rank: u32, group: &mut Receiver, payload: &Bytes) -> Result<(), String> {
     let mut checker = Checker::spawn(payload.clone())?;
     // What each event says, kept raw: the JSON is built when printed.
     let mut held: Vec<Delivery> = Vec::new();

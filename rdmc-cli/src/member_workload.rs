@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use futures::stream::FuturesUnordered;
 use futures::{StreamExt, future::try_join_all};
-use rdmc::{Group, GroupConfig, GroupId, Node, NodeId};
+use rdmc::{Group, GroupConfig, GroupId, Node, NodeId, Receiver, Sender};
 use serde_json::json;
 
 use rdmc_cli::bench_protocol::payload;
@@ -60,10 +60,14 @@ pub(crate) async fn run(
         "{}",
         json!({"event": "ready", "rank": rank, "t": mono_ns(Instant::now()), "cpu": cpu_seconds()})
     );
-    let (roots, receivers): (Vec<_>, Vec<_>) = mine
-        .into_iter()
-        .zip(groups)
-        .partition(|(g, _)| workload.groups[*g][0] == rank);
+    let mut roots: Vec<(usize, Sender)> = Vec::new();
+    let mut receivers: Vec<(usize, Receiver)> = Vec::new();
+    for (g, group) in mine.into_iter().zip(groups) {
+        match group {
+            Group::Root(root) => roots.push((g, root)),
+            Group::Receiver(receiver) => receivers.push((g, receiver)),
+        }
+    }
 
     let receiving = try_join_all(receivers.into_iter().map(|(g, group)| {
         let payload = &payload;
@@ -71,7 +75,7 @@ pub(crate) async fn run(
     }));
     let sending = async {
         send(rank, &roots, workload, &payload).await?;
-        try_join_all(roots.iter().map(|(g, group)| async move {
+        try_join_all(roots.iter_mut().map(|(g, group)| async move {
             group
                 .close()
                 .await
@@ -86,7 +90,7 @@ pub(crate) async fn run(
 /// Issue this root's writes in order, at most `window` in flight.
 async fn send(
     rank: u32,
-    roots: &[(usize, Group)],
+    roots: &[(usize, Sender)],
     workload: &Workload,
     payload: &bytes::Bytes,
 ) -> Result<(), String> {
@@ -113,7 +117,11 @@ async fn send(
             let seq = next_seq[g];
             next_seq[g] += 1;
             let t = Instant::now();
-            let delivered = group.send(payload.slice(..size as usize)).delivered();
+            let delivered = group
+                .send(payload.slice(..size as usize))
+                .await
+                .map_err(|e| format!("write {i} (group {g}, message {seq}): {e}"))?
+                .delivered();
             in_flight.push(async move {
                 delivered
                     .await
@@ -139,7 +147,7 @@ async fn send(
 async fn receive(
     rank: u32,
     g: usize,
-    mut group: Group,
+    mut group: Receiver,
     payload: &bytes::Bytes,
 ) -> Result<(), String> {
     while let Some(message) = group.next().await {

@@ -14,7 +14,7 @@ use std::net::{SocketAddr, TcpListener};
 
 use bytes::Bytes;
 use futures::StreamExt;
-use rdmc::{ClusterKey, GroupConfig, GroupId, Node, NodeConfig, NodeId, TcpConfig};
+use rdmc::{ClusterKey, Group, GroupConfig, GroupId, Node, NodeConfig, NodeId, TcpConfig};
 
 /// Start member `id` of `members` on `transport`, accepting on `listener`.
 async fn start(
@@ -69,35 +69,36 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Every member creates the group with the same membership; node 0 is the root.
     let members = [NodeId(0), NodeId(1), NodeId(2)];
     let config = GroupConfig::new().with_block_size(256 * 1024);
-    let mut groups = futures::future::try_join_all(
+    let groups = futures::future::try_join_all(
         nodes
             .iter()
             .map(|node| node.create_group(GroupId(1), &members, config.clone())),
     )
     .await?;
-    let receivers: Vec<_> = groups
-        .split_off(1)
-        .into_iter()
-        .map(|mut group| {
-            tokio::spawn(async move {
+    let mut root = None;
+    let mut receivers = Vec::new();
+    for group in groups {
+        match group {
+            Group::Root(sender) => root = Some(sender),
+            Group::Receiver(mut receiver) => receivers.push(tokio::spawn(async move {
                 let mut total = 0;
-                while let Some(message) = group.next().await {
+                while let Some(message) = receiver.next().await {
                     let message = message?;
                     total += message.data.len();
                     println!(
                         "rank {} got message {} ({} bytes)",
-                        group.rank(),
+                        receiver.rank(),
                         message.seq,
                         message.data.len()
                     );
                 }
-                group.close().await?;
+                receiver.close().await?;
                 Ok::<_, rdmc::Error>(total)
-            })
-        })
-        .collect();
+            })),
+        }
+    }
 
-    let root = groups.pop().expect("the root's group");
+    let mut root = root.ok_or("node 0 is the root")?;
     for i in 0..3u8 {
         root.send(Bytes::from(vec![i; 5 * 1024 * 1024 + usize::from(i)]))
             .await?;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use rdmc::{
-    ClusterKey, CompletionMode, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId,
+    ClusterKey, CompletionMode, Group, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId,
     TcpConfig,
 };
 
@@ -66,9 +66,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     )
     .await?;
     // One message, so every member has seen traffic before going idle.
-    groups[0].send(Bytes::from(vec![7u8; 4 << 20])).await?;
-    for group in &mut groups[1..] {
-        group.next().await.ok_or("the group closed")??;
+    for group in &mut groups {
+        match group {
+            Group::Root(root) => {
+                root.send(Bytes::from(vec![7u8; 4 << 20])).await?;
+            }
+            Group::Receiver(receiver) => {
+                receiver.next().await.ok_or("the group closed")??;
+            }
+        }
     }
     let before = cpu_seconds().ok_or("getrusage failed")?;
     tokio::time::sleep(Duration::from_secs(seconds)).await;
@@ -80,7 +86,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         share * 100.0
     );
     // Every member closes at once: the root's close waits for the others'.
-    futures::future::try_join_all(groups.iter().map(|group| group.close())).await?;
+    futures::future::try_join_all(groups.iter_mut().map(|group| group.close())).await?;
     Ok(())
 }
 

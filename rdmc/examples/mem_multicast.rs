@@ -23,22 +23,29 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .iter()
             .map(|node| node.create_group(GroupId(1), &members, config.clone())),
     )
-    .await?;
-    let receivers = groups.split_off(1);
-    let root = groups.pop().expect("the root's group");
+    .await?
+    .into_iter();
+    // The first member is the root: its handle sends; every other member's
+    // handle is a stream of the root's messages.
+    let mut root = groups
+        .next()
+        .and_then(|group| group.into_sender().ok())
+        .ok_or("node 0 is the root")?;
 
     let object = Bytes::from(vec![42u8; 3 * 1024 * 1024 + 17]);
-    let readers: Vec<_> = receivers
-        .into_iter()
-        .map(|mut group| {
+    let readers: Vec<_> = groups
+        .map(|group| {
+            let mut receiver = group.into_receiver().expect("every other member receives");
             tokio::spawn(async move {
-                let messages: Vec<_> = group.by_ref().take(2).try_collect().await?;
-                group.close().await?;
-                Ok::<_, rdmc::Error>((group.rank(), messages))
+                let messages: Vec<_> = receiver.by_ref().take(2).try_collect().await?;
+                receiver.close().await?;
+                Ok::<_, rdmc::Error>((receiver.rank(), messages))
             })
         })
         .collect();
 
+    // Each send queues its message; the close resolves once every member's
+    // application has both.
     root.send(object.clone()).await?;
     root.send(Bytes::from_static(b"done")).await?;
     root.close().await?;

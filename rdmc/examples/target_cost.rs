@@ -17,8 +17,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use futures::StreamExt;
 use rdmc::{
-    ClusterKey, GroupConfig, GroupId, Node, NodeConfig, NodeId, ReceiveTarget, ReceiveTargets,
-    TcpConfig,
+    ClusterKey, Group, GroupConfig, GroupId, Node, NodeConfig, NodeId, ReceiveTarget,
+    ReceiveTargets, TcpConfig,
 };
 
 type BoxError = Box<dyn std::error::Error>;
@@ -75,10 +75,14 @@ async fn once(
     if let Some(path) = file {
         receiving = receiving.with_receive_targets(file_targets(path.to_path_buf()));
     }
-    let (root, mut receiver) = tokio::try_join!(
+    let (root, receiver) = tokio::try_join!(
         nodes[0].create_group(GroupId(id), &members, GroupConfig::new()),
         nodes[1].create_group(GroupId(id), &members, receiving),
     )?;
+    let (mut root, mut receiver) = match (root, receiver) {
+        (Group::Root(root), Group::Receiver(receiver)) => (root, receiver),
+        _ => return Err("node 0 is the root".into()),
+    };
     let reader = tokio::spawn(async move {
         let m = receiver.next().await.expect("a message")?;
         assert!(receiver.next().await.is_none());
@@ -86,7 +90,7 @@ async fn once(
         Ok::<_, rdmc::Error>(m.file.map_or(m.data.len() as u64, |f| f.len()))
     });
     let started = Instant::now();
-    root.send(message.clone()).delivered().await?;
+    root.send(message.clone()).await?.delivered().await?;
     let seconds = started.elapsed().as_secs_f64();
     root.close().await?;
     assert_eq!(reader.await??, message.len() as u64);

@@ -44,6 +44,15 @@ pub enum Error {
     /// Only the group's root (its first member) sends.
     #[error("only the root of group {0} can send")]
     NotRoot(GroupId),
+    /// Reading or mapping a file to send failed
+    /// ([`Sender::send_file`](crate::Sender::send_file)).
+    #[error("{message}")]
+    Io {
+        /// The I/O error's kind.
+        kind: std::io::ErrorKind,
+        /// What failed, and the system's message.
+        message: String,
+    },
     /// The group is closing or closed.
     #[error("group {0} is closed")]
     Closed(GroupId),
@@ -57,9 +66,10 @@ pub enum Error {
         max: u64,
     },
     /// The root has [`GroupConfig::with_max_in_flight`](crate::GroupConfig::with_max_in_flight)
-    /// messages in flight (sent and not yet taken by every member): wait
-    /// for room with [`Group::ready`](crate::Group::ready) (or send through
-    /// the group's [`Sink`](futures::Sink)).
+    /// messages in flight (queued and not yet taken by every member), so
+    /// [`Sender::try_send`](crate::Sender::try_send) cannot queue another:
+    /// [`Sender::send`](crate::Sender::send), [`Sender::reserve`](crate::Sender::reserve)
+    /// and the root's [`Sink`](futures::Sink) wait for room instead.
     #[error("group {group} has its most messages in flight ({max})")]
     TooManyInFlight {
         /// The group.
@@ -205,6 +215,15 @@ impl fmt::Display for Suspect<'_> {
     }
 }
 
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io {
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}
+
 impl From<Error> for std::io::Error {
     fn from(e: Error) -> Self {
         use std::io::ErrorKind;
@@ -226,6 +245,7 @@ impl From<Error> for std::io::Error {
             }
             Error::CreateTimedOut { .. } => ErrorKind::TimedOut,
             Error::Transport(_) => ErrorKind::Other,
+            Error::Io { kind, .. } => *kind,
             #[cfg(feature = "rdma")]
             Error::Rdma(_) => ErrorKind::NotFound,
         };

@@ -2,8 +2,9 @@
 //! Reliable RDMA Multicast for Large Objects" (Behrens, Jha, Birman, Tremel)
 //! and "Pushing Bytes: Cloud-Scale Data Replication with RDMC".
 //!
-//! One member of a [`Group`] — the root, its first member — sends messages;
-//! every other member receives each one intact, in order, exactly once. A
+//! One member of a [`Group`] — the root, its first member — sends messages
+//! through its [`Sender`]; every other member receives each one intact, in
+//! order, exactly once, from its [`Receiver`] (a stream). A
 //! message is cut into blocks that the members relay among themselves along
 //! a deterministic [`schedule`], so every member uses its link in both
 //! directions at once.
@@ -22,18 +23,23 @@
 //! let config = GroupConfig::new().with_block_size(4);
 //!
 //! // Every member creates the group, with the same membership and config.
-//! let (root, mut a, mut b) = tokio::try_join!(
+//! let (root, a, b) = tokio::try_join!(
 //!     nodes[0].create_group(GroupId(1), &members, config.clone()),
 //!     nodes[1].create_group(GroupId(1), &members, config.clone()),
 //!     nodes[2].create_group(GroupId(1), &members, config.clone()),
 //! )?;
+//! // The first member is the root: it gets the sending handle, every other
+//! // member a stream of the root's messages.
+//! let mut root = root.into_sender().expect("node 0 is the root");
+//! let mut a = a.into_receiver().expect("node 1 receives");
+//! let mut b = b.into_receiver().expect("node 2 receives");
 //!
-//! root.send(Bytes::from_static(b"hello, replicas")).await?;
+//! root.send(Bytes::from_static(b"hello, replicas")).await?; // queued
 //! let (x, y) = tokio::join!(a.next(), b.next());
 //! assert_eq!(&x.unwrap()?.data[..], b"hello, replicas");
 //! assert_eq!(&y.unwrap()?.data[..], b"hello, replicas");
 //!
-//! // `close` succeeds once every member has every message.
+//! // `close` succeeds once every member's application has every message.
 //! tokio::try_join!(root.close(), a.close(), b.close())?;
 //! # Ok(())
 //! # }
@@ -97,8 +103,7 @@ pub use config::{
     TcpConfig, WireSecurity,
 };
 pub use error::{Error, MembershipError};
-pub use group::{Group, SendFuture};
-pub use in_flight::Delivered;
+pub use group::{Delivered, Group, Permit, Receipt, Receiver, Sender, Sent};
 pub use node::Node;
 pub use rdmc_proto::schedule;
 pub use rdmc_proto::{FailureKind, GroupId, NodeId};

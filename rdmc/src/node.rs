@@ -1,6 +1,7 @@
 //! [`Node`]: one process's (or task's) membership in a cluster.
 
 use std::fmt;
+use std::future::Future;
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -165,13 +166,13 @@ impl Node {
     pub async fn ofi(config: crate::config::OfiConfig, node: NodeConfig) -> Result<Self, Error> {
         config.validate()?;
         let id = config.cluster.id;
-        let mut fabric = config.fabric;
+        let mut driver = config.driver;
         if let Some(budget) = node.buffer_pool() {
-            fabric.pool_budget = budget;
+            driver.pool_budget = budget;
         }
+        let mode = node.completion_mode();
         let (transport, completions) =
-            crate::transport::ofi::establish(config.cluster, fabric, node.completion_mode())
-                .await?;
+            crate::transport::ofi::establish(config.cluster, driver, config.fabric, mode).await?;
         // The completion mode is carried out where the completions are: the
         // fabric driver polls (or sleeps on) the CQ. The actor just waits
         // for what the driver hands it; spinning there too would only take
@@ -215,13 +216,13 @@ impl Node {
     pub async fn rdma(config: crate::config::RdmaConfig, node: NodeConfig) -> Result<Self, Error> {
         config.validate()?;
         let id = config.cluster.id;
-        let mut device = config.device;
+        let mut driver = config.driver;
         if let Some(budget) = node.buffer_pool() {
-            device.pool_budget = budget;
+            driver.pool_budget = budget;
         }
+        let mode = node.completion_mode();
         let (transport, completions) =
-            crate::transport::rdma::establish(config.cluster, device, node.completion_mode())
-                .await?;
+            crate::transport::rdma::establish(config.cluster, driver, config.device, mode).await?;
         // As on `ofi`: the driver carries out the completion mode.
         let actor = node.with_completion_mode(crate::config::CompletionMode::Interrupt);
         Ok(Self::start(id, transport, completions, actor))
@@ -308,33 +309,36 @@ impl Node {
     /// # }
     /// ```
     ///
+    /// The future holds no borrow of `self` or `members` (both are copied
+    /// when it is made), so it can be spawned or joined with others freely.
+    ///
     /// # Cancel safety
     /// Not cancel safe: if the future is dropped after the node accepted the
     /// request, the group is created, and left as soon as its rendezvous
     /// completes, which its other members see as this node's failure. The
     /// id stays used.
-    pub async fn create_group(
+    pub fn create_group(
         &self,
         id: GroupId,
         members: &[NodeId],
         config: GroupConfig,
-    ) -> Result<Group, Error> {
-        let (reply, response) = oneshot::channel();
+    ) -> impl Future<Output = Result<Group, Error>> + Send + 'static + use<> {
+        let node = self.id;
         let members = members.to_vec();
-        self.command(Command::CreateGroup {
-            id,
-            members: members.clone(),
-            config,
-            reply,
-        })?;
-        let joined = response.await.map_err(|_| Error::NodeShutDown(self.id))??;
-        Ok(Group::new(
-            id,
-            self.id,
-            members,
-            self.commands.clone(),
-            joined,
-        ))
+        let commands = self.commands.clone();
+        async move {
+            let (reply, response) = oneshot::channel();
+            commands
+                .send(Command::CreateGroup {
+                    id,
+                    members: members.clone(),
+                    config,
+                    reply,
+                })
+                .map_err(|_| Error::NodeShutDown(node))?;
+            let joined = response.await.map_err(|_| Error::NodeShutDown(node))??;
+            Ok(Group::new(id, node, members, commands, joined))
+        }
     }
 
     /// Shut the node down: every group still open fails (its other members
@@ -361,12 +365,6 @@ impl Node {
         if let Some(actor) = self.actor.take() {
             let _ = actor.await;
         }
-    }
-
-    fn command(&self, command: Command) -> Result<(), Error> {
-        self.commands
-            .send(command)
-            .map_err(|_| Error::NodeShutDown(self.id))
     }
 }
 

@@ -104,11 +104,12 @@ type Hook = dyn Fn(Incoming) -> BoxFuture<'static, io::Result<ReceiveTarget>> + 
 /// });
 /// let nodes = Node::in_memory_all(&MemCluster::new(2), NodeConfig::new())?;
 /// let members = [NodeId(0), NodeId(1)];
-/// let (root, mut receiver) = tokio::try_join!(
+/// let (root, receiver) = tokio::try_join!(
 ///     nodes[0].create_group(GroupId(1), &members, GroupConfig::new()),
 ///     nodes[1].create_group(GroupId(1), &members, GroupConfig::new().with_receive_targets(targets)),
 /// )?;
-/// root.send(Bytes::from_static(b"kept on disk"));
+/// let (mut root, mut receiver) = (root.into_sender().unwrap(), receiver.into_receiver().unwrap());
+/// root.send(Bytes::from_static(b"kept on disk")).await?;
 /// let message = receiver.next().await.expect("a message")?;
 /// let file = message.file.as_ref().expect("received into a file");
 /// assert_eq!(file.len(), 12);

@@ -70,6 +70,7 @@ async fn member(rank: u32, members: Vec<std::net::SocketAddr>, path: PathBuf) {
     let config = GroupConfig::new().with_progress_timeout(Some(Duration::from_secs(120)));
     if rank == 0 {
         let group = node.create_group(GroupId(1), &ids, config).await.unwrap();
+        let mut group = group.into_sender().unwrap();
         let file = File::open(&path).unwrap();
         let send = group.send_file(file).await.unwrap();
         send.delivered().await.unwrap();
@@ -95,6 +96,8 @@ async fn member(rank: u32, members: Vec<std::net::SocketAddr>, path: PathBuf) {
         let mut group = node
             .create_group(GroupId(1), &ids, config.with_receive_targets(targets))
             .await
+            .unwrap()
+            .into_receiver()
             .unwrap();
         let message = group.next().await.unwrap().unwrap();
         let file = message.file.expect("received into the file");

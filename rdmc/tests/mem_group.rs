@@ -4,11 +4,11 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use rdmc::{Algorithm, Error, GroupConfig, GroupId, NodeId};
+use rdmc::{Algorithm, Error, Group, GroupConfig, GroupId, NodeId, Receipt};
 
 mod common;
 
-use common::{create_all, mem_nodes, payload, run_group};
+use common::{create_all, mem_nodes, payload, roles, run_group};
 
 /// The whole-group scenarios every transport runs are in
 /// `tests/whole_group.rs` (`mem::...`); this one goes with them, in
@@ -47,20 +47,32 @@ async fn every_algorithm_delivers_odd_sizes_in_small_blocks_to_groups_of_up_to_t
     }
 }
 
+/// The first member gets the sending handle, every other a receiving one
+/// (a receiver cannot even name `send`: see the `compile_fail` examples on
+/// `Group`); asking a receiver for the sender's handle gives the receiver
+/// back, still a member.
 #[tokio::test]
-async fn a_non_root_send_is_an_error() {
+async fn only_the_first_member_gets_the_sending_handle() {
     let (_cluster, nodes) = mem_nodes(2);
     let members = [NodeId(0), NodeId(1)];
     let config = GroupConfig::new().with_algorithm(Algorithm::Chain);
-    let (_g0, g1) = tokio::join!(
+    let (g0, g1) = tokio::try_join!(
         nodes[0].create_group(GroupId(1), &members, config.clone()),
         nodes[1].create_group(GroupId(1), &members, config.clone()),
-    );
-    let g1 = g1.unwrap();
-    assert_eq!(
-        g1.send(Bytes::from_static(b"x")).await,
-        Err(Error::NotRoot(GroupId(1)))
-    );
+    )
+    .unwrap();
+    assert!(g0.is_root() && matches!(g0, Group::Root(_)));
+    assert!(!g1.is_root() && matches!(g1, Group::Receiver(_)));
+    assert_eq!((g0.rank(), g1.rank()), (0, 1));
+    assert_eq!((g0.id(), g1.members()), (GroupId(1), &members[..]));
+    let mut receiver = g1.into_sender().expect_err("node 1 is not the root");
+    assert_eq!(receiver.rank(), 1);
+    let mut root = g0.into_receiver().expect_err("node 0 is the root");
+    assert_eq!(root.members(), &members[..]);
+    // Both handles came back whole: the group works.
+    let _queued = root.send(Bytes::from_static(b"x")).await.unwrap();
+    assert_eq!(&receiver.next().await.unwrap().unwrap().data[..], b"x");
+    tokio::try_join!(root.close(), receiver.close()).unwrap();
 }
 
 #[tokio::test]
@@ -75,18 +87,28 @@ async fn a_killed_member_fails_the_group_everywhere() {
     for node in &nodes {
         groups.push(node.create_group(GroupId(3), &members, config.clone()));
     }
-    let mut groups: Vec<_> = futures::future::join_all(groups)
+    let mut groups = futures::future::try_join_all(groups).await.unwrap();
+    let Group::Root(root) = &groups[0] else {
+        panic!("rank 0 is the root")
+    };
+    root.send(payload(1, 100))
         .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect();
-    groups[0].send(payload(1, 100)).await.unwrap();
+        .unwrap()
+        .sent()
+        .await
+        .unwrap();
     for g in &mut groups[1..] {
-        g.next().await.unwrap().unwrap();
+        let Group::Receiver(receiver) = g else {
+            panic!("every other rank receives")
+        };
+        receiver.next().await.unwrap().unwrap();
     }
     cluster.kill(NodeId(2));
-    // Queued while the group is failing; its outcome shows in `close`.
-    drop(groups[0].send(payload(2, 100)));
+    // Queued (or refused) while the group is failing; its outcome shows in
+    // `close` (the role's, through `Group::close`).
+    if let Group::Root(root) = &groups[0] {
+        let _ = root.send(payload(2, 100)).await;
+    }
     for (rank, g) in groups.iter_mut().enumerate() {
         if rank == 2 {
             continue;
@@ -136,11 +158,19 @@ async fn membership_errors_are_reported() {
         .unwrap_err();
     assert!(matches!(err, Error::InvalidConfig(_)));
     // A group of one: sends complete at once, close succeeds.
-    let solo = nodes[0]
+    let mut solo = nodes[0]
         .create_group(GroupId(2), &[NodeId(0)], config.clone())
         .await
+        .unwrap()
+        .into_sender()
         .unwrap();
-    solo.send(Bytes::from_static(b"alone")).await.unwrap();
+    let (sent, delivered) = solo
+        .send(Bytes::from_static(b"alone"))
+        .await
+        .unwrap()
+        .split();
+    sent.await.unwrap();
+    delivered.await.unwrap();
     solo.close().await.unwrap();
     drop(solo);
     let err = nodes[0]
@@ -157,12 +187,16 @@ async fn a_message_above_the_limit_is_refused() {
     let g = nodes[0]
         .create_group(GroupId(1), &[NodeId(0)], config)
         .await
+        .unwrap()
+        .into_sender()
         .unwrap();
-    assert_eq!(
-        g.send(vec![0u8; 11]).await,
-        Err(Error::MessageTooLarge { size: 11, max: 10 })
-    );
-    g.send(vec![0u8; 10]).await.unwrap();
+    // Queued, then refused by the node: both of its futures say why.
+    let (sent, delivered) = g.send(vec![0u8; 11]).await.unwrap().split();
+    let too_large = Error::MessageTooLarge { size: 11, max: 10 };
+    assert_eq!(sent.await.unwrap_err(), too_large);
+    assert_eq!(delivered.await.unwrap_err(), too_large);
+    assert_eq!(g.in_flight(), 0, "a refused message leaves flight");
+    g.send(vec![0u8; 10]).await.unwrap().sent().await.unwrap();
 }
 
 #[tokio::test]
@@ -170,12 +204,13 @@ async fn dropping_a_member_fails_the_group_for_the_others() {
     let (_cluster, nodes) = mem_nodes(3);
     let members = [NodeId(0), NodeId(1), NodeId(2)];
     let config = GroupConfig::new().with_algorithm(Algorithm::Chain);
-    let (root, g1, mut g2) = tokio::try_join!(
+    let (root, g1, g2) = tokio::try_join!(
         nodes[0].create_group(GroupId(1), &members, config.clone()),
         nodes[1].create_group(GroupId(1), &members, config.clone()),
         nodes[2].create_group(GroupId(1), &members, config.clone()),
     )
     .unwrap();
+    let (mut root, mut g2) = (root.into_sender().unwrap(), g2.into_receiver().unwrap());
     drop(g1);
     let err = g2.next().await.unwrap().unwrap_err();
     assert!(
@@ -213,14 +248,19 @@ async fn a_full_receive_window_holds_the_root_back_until_the_reader_catches_up()
         // The window counts transfers, and a batch is one: each message
         // its own transfer here.
         .with_small_message_batching(None);
-    let (root, mut fast, mut slow) = tokio::try_join!(
+    let groups = tokio::try_join!(
         nodes[0].create_group(GroupId(1), &members, config.clone()),
         nodes[1].create_group(GroupId(1), &members, config.clone()),
         nodes[2].create_group(GroupId(1), &members, config.clone()),
     )
     .unwrap();
-    let sends: Vec<_> = (0..4).map(|i| root.send(payload(i, 20))).collect();
-    let mut sends = sends.into_iter();
+    let (mut root, receivers) = roles(vec![groups.0, groups.1, groups.2]);
+    let [mut fast, mut slow] = <[_; 2]>::try_from(receivers).unwrap();
+    let mut receipts = Vec::new();
+    for i in 0..4 {
+        receipts.push(root.send(payload(i, 20)).await.unwrap());
+    }
+    let mut sends = receipts.into_iter().map(Receipt::sent);
     // With n = 3 the pipeline's root sends to both receivers directly, so
     // once the slow reader holds two unread messages the third cannot start.
     sends.next().unwrap().await.unwrap();
@@ -269,16 +309,19 @@ async fn messages_carry_consistent_timings() {
                 .create_group(GroupId(9), &members, config)
                 .await
                 .unwrap();
-            let timings = if group.is_root() {
-                let before = std::time::Instant::now();
-                let t = group.send(data).await.unwrap();
-                assert!(t.started >= before, "root starts at its send");
-                assert_eq!(t.copy, Duration::ZERO, "the root copies nothing");
-                t
-            } else {
-                let msg = group.next().await.unwrap().unwrap();
-                assert_eq!(msg.data, data);
-                msg.timings
+            let timings = match &mut group {
+                Group::Root(root) => {
+                    let before = std::time::Instant::now();
+                    let t = root.send(data).await.unwrap().sent().await.unwrap();
+                    assert!(t.started >= before, "root starts at its send");
+                    assert_eq!(t.copy, Duration::ZERO, "the root copies nothing");
+                    t
+                }
+                Group::Receiver(receiver) => {
+                    let msg = receiver.next().await.unwrap().unwrap();
+                    assert_eq!(msg.data, data);
+                    msg.timings
+                }
             };
             group.close().await.unwrap();
             timings

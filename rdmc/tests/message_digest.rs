@@ -47,14 +47,15 @@ async fn every_algorithm_delivers_every_size_byte_exact_with_digests() {
             .enumerate()
             .map(|(i, &len)| payload(i as u64, len))
             .collect();
-        let root = groups.remove(0);
+        let mut root = groups.remove(0).into_sender().unwrap();
         let sending = async {
             for m in &messages {
-                root.send(m.clone()).await.unwrap();
+                root.send(m.clone()).await.unwrap().sent().await.unwrap();
             }
             root.close().await.unwrap();
         };
-        let receiving = futures::future::join_all(groups.into_iter().map(|mut g| {
+        let receiving = futures::future::join_all(groups.into_iter().map(|g| {
+            let mut g = g.into_receiver().unwrap();
             let messages = &messages;
             async move {
                 for (i, m) in messages.iter().enumerate() {
@@ -84,19 +85,29 @@ async fn the_digest_does_not_eat_into_the_message_limit() {
         .with_block_size(64)
         .with_max_message_size(100)
         .with_message_digest(true);
-    let (root, mut receiver) = tokio::join!(
+    let (root, receiver) = tokio::try_join!(
         nodes[0].create_group(GroupId(1), &members, config.clone()),
         nodes[1].create_group(GroupId(1), &members, config),
+    )
+    .unwrap();
+    let (root, mut receiver) = (
+        root.into_sender().unwrap(),
+        receiver.into_receiver().unwrap(),
     );
-    let (root, receiver) = (root.unwrap(), receiver.as_mut().unwrap());
+    let refused = root.send(vec![1u8; 101]).await.unwrap();
     assert_eq!(
-        root.send(vec![1u8; 101]).await.unwrap_err(),
+        refused.sent().await.unwrap_err(),
         Error::MessageTooLarge {
             size: 101,
             max: 100
         }
     );
-    root.send(vec![2u8; 100]).await.unwrap();
+    root.send(vec![2u8; 100])
+        .await
+        .unwrap()
+        .sent()
+        .await
+        .unwrap();
     assert_eq!(receiver.next().await.unwrap().unwrap().data.len(), 100);
 }
 

@@ -195,6 +195,8 @@ async fn subscribers_of_a_rogue_publisher(messages: Vec<Bytes>) -> Vec<feed::Fee
     let group = publisher
         .create_group(feed::group_id(0), &members, feed::config())
         .await
+        .unwrap()
+        .into_sender()
         .unwrap();
     for message in messages {
         // The subscribers may already have left: the send's outcome is not

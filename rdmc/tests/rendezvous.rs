@@ -53,7 +53,7 @@ async fn create_both(
 }
 
 /// Both groups close `Ok`.
-async fn close_both(a: rdmc::Group, b: rdmc::Group) {
+async fn close_both(mut a: rdmc::Group, mut b: rdmc::Group) {
     bounded(PROMPT, "closing", async {
         tokio::try_join!(a.close(), b.close())
     })
@@ -86,9 +86,12 @@ async fn a_member_that_creates_later_still_joins_and_others_wait_for_it() {
         futures::future::join(nodes[2].create_group(G, &members, config.clone()), early),
     )
     .await;
-    let (root, mut g1) = early.unwrap();
-    let mut g2 = late.unwrap();
-    root.send(Bytes::from_static(b"after the rendezvous"))
+    let (root, g1) = early.unwrap();
+    let mut root = root.into_sender().unwrap();
+    let mut g1 = g1.into_receiver().unwrap();
+    let mut g2 = late.unwrap().into_receiver().unwrap();
+    let _queued = root
+        .send(Bytes::from_static(b"after the rendezvous"))
         .await
         .unwrap();
     for g in [&mut g1, &mut g2] {
@@ -129,9 +132,13 @@ async fn the_root_creating_last_still_delivers() {
         futures::future::join(root, receivers),
     )
     .await;
-    let root = root.unwrap();
-    let mut receivers = receivers.unwrap();
-    root.send(vec![7u8; 100]).await.unwrap();
+    let mut root = root.unwrap().into_sender().unwrap();
+    let mut receivers: Vec<_> = receivers
+        .unwrap()
+        .into_iter()
+        .map(|g| g.into_receiver().unwrap())
+        .collect();
+    let _queued = root.send(vec![7u8; 100]).await.unwrap();
     for g in &mut receivers {
         assert_eq!(
             bounded(PROMPT, "create_group", g.next())
@@ -148,7 +155,7 @@ async fn the_root_creating_last_still_delivers() {
     bounded(PROMPT, "closing", async {
         tokio::try_join!(
             root.close(),
-            futures::future::try_join_all(receivers.iter().map(|g| g.close()))
+            futures::future::try_join_all(receivers.iter_mut().map(|g| g.close()))
         )
     })
     .await
@@ -501,7 +508,13 @@ async fn a_group_of_one_is_created_at_once() {
     )
     .await
     .unwrap();
-    g.send(Bytes::from_static(b"alone")).await.unwrap();
+    let mut g = g.into_sender().unwrap();
+    g.send(Bytes::from_static(b"alone"))
+        .await
+        .unwrap()
+        .delivered()
+        .await
+        .unwrap();
     g.close().await.unwrap();
 }
 
@@ -526,7 +539,7 @@ async fn dropping_a_create_future_fails_the_group_for_the_others() {
         // Node 1 completed its rendezvous with nobody to hand the group to,
         // and left it.
         Err(Error::GroupFailed { suspect, .. }) => assert_eq!(suspect, Some(NodeId(1))),
-        Ok(g) => assert!(matches!(
+        Ok(mut g) => assert!(matches!(
             bounded(PROMPT, "create_group", g.close()).await,
             Err(Error::GroupFailed {
                 suspect: Some(NodeId(1)),

@@ -15,7 +15,7 @@ use futures::StreamExt;
 use rdmc::{Algorithm, Error, GroupConfig, GroupId, Node, NodeId, TcpConfig, WireSecurity};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use common::{LONG, Layout, bounded, create_all, ids, key, node_config, payload, shutdown};
+use common::{LONG, Layout, bounded, create_all, ids, key, node_config, pair, payload, shutdown};
 
 /// Bytes of the stream from node 0 to node 1 left alone: past the mesh
 /// handshake and the key agreement (under 200 bytes), so the flip hits
@@ -99,11 +99,10 @@ async fn one_try(try_no: u64, security: WireSecurity) {
     let config = GroupConfig::new()
         .with_algorithm(Algorithm::Sequential)
         .with_block_size(64 * 1024);
-    let mut groups = create_all(&nodes, GroupId(1), &ids(&[0, 1]), config).await;
-    let mut receiver = groups.pop().unwrap();
-    let root = groups.pop().unwrap();
+    let (mut root, mut receiver) =
+        pair(create_all(&nodes, GroupId(1), &ids(&[0, 1]), config).await);
     let message = payload(try_no, MESSAGE);
-    let sent = root.send(message.clone());
+    let sent = root.send(message.clone()).await.unwrap().sent();
     let received = async {
         match receiver.next().await {
             Some(Ok(got)) => panic!(

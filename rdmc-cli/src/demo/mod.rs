@@ -431,18 +431,22 @@ async fn run_group(
     let mut receivers = Vec::new();
     for group in groups {
         let mut group = group.into_iter();
-        let root = group.next().expect("a group has a root");
+        let mut root = group
+            .next()
+            .expect("a group has a root")
+            .into_sender()
+            .expect("the first member is the root");
         let to_send = messages.to_vec();
         let (root_warmup, root_warm) = (warmup.clone(), Arc::clone(&warm));
         roots.push(tokio::spawn(async move {
             for message in root_warmup {
-                drop(root.send(message));
+                root.send(message).await?;
             }
             root_warm.wait().await;
             let start = Instant::now();
             for message in to_send {
-                // Completion order equals send order; only the close matters here.
-                drop(root.send(message));
+                // Queued in order; only the close matters here.
+                root.send(message).await?;
             }
             root.close().await?;
             Ok::<_, rdmc::Error>(start.elapsed())
@@ -450,7 +454,10 @@ async fn run_group(
         let keep = args.out.is_some();
         receivers.push(
             group
-                .map(|mut group| {
+                .map(|group| {
+                    let mut group = group
+                        .into_receiver()
+                        .expect("every member but the first receives");
                     let expected = messages.to_vec();
                     let (warmup, warm) = (warmup.len(), Arc::clone(&warm));
                     tokio::spawn(async move {

@@ -74,7 +74,10 @@ async fn receive_all(
     style: Style,
 ) -> Result<(), Failure> {
     let group_failed = |e: rdmc::Error| Failure::of_group(cluster, &e);
-    let mut group = create_group(cluster, node, &args.cluster).await?;
+    let mut group = create_group(cluster, node, &args.cluster)
+        .await?
+        .into_receiver()
+        .map_err(|_| "a receiving member is first in the member list".to_owned())?;
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
     let writer = {
         let (out, rank) = (args.out.clone(), args.me);

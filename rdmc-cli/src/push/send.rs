@@ -4,7 +4,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::StreamExt;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
@@ -120,10 +119,16 @@ async fn send_all(
     progress: &Progress,
 ) -> Result<(), Failure> {
     let group_failed = |e: rdmc::Error| Failure::of_group(cluster, &e);
-    let mut group = create_group(cluster, node, &args.cluster).await?;
+    let mut group = create_group(cluster, node, &args.cluster)
+        .await?
+        .into_sender()
+        .map_err(|_| "the pushing member is not first in the member list".to_owned())?;
     progress.status(None);
     group
         .send(prepared.manifest_bytes)
+        .await
+        .map_err(group_failed)?
+        .sent()
         .await
         .map_err(group_failed)?;
     let manifest = prepared.manifest;
@@ -148,11 +153,12 @@ async fn send_all(
     for index in 0..plan.len() {
         let data = tokio::select! {
             data = rx.recv() => data.ok_or_else(|| "the file reader stopped".to_owned())??,
-            // The root's stream yields the group's failure as soon as it
-            // happens: do not wait for the next file to learn of it.
-            Some(Err(e)) = group.next() => return Err(group_failed(e)),
+            // The group's failure as soon as it happens: do not wait for
+            // the next file to learn of it.
+            Err(e) = group.closed() => return Err(group_failed(e)),
         };
-        in_flight.push_back((index, group.send(data)));
+        let receipt = group.send(data).await.map_err(group_failed)?;
+        in_flight.push_back((index, receipt.sent()));
         if in_flight.len() >= SEND_WINDOW {
             let (index, sending) = in_flight.pop_front().expect("not empty");
             sending.await.map_err(group_failed)?;

@@ -11,7 +11,7 @@
 //!
 //! - **Put**: the root writes its own copy to a file while it multicasts the
 //!   object as one message; the write is acknowledged only once that file
-//!   is written and [`SendFuture::delivered`](rdmc::SendFuture::delivered)
+//!   is written and the message's [`Receipt::delivered`](rdmc::Receipt::delivered)
 //!   resolved, that is, when the application of every replica has taken it.
 //! - **Replicas on disk**: the two other replicas receive each message
 //!   straight into a file of their own (`<dir>/node-<j>/blob-<group>-<seq>`) through the
@@ -33,7 +33,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use rdmc::{
     ClusterKey, Group, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId, ReceiveTarget,
-    ReceiveTargets, TcpConfig,
+    ReceiveTargets, Receiver, Sender, TcpConfig,
 };
 use sha2::{Digest, Sha256};
 use tokio::task::JoinHandle;
@@ -86,9 +86,9 @@ pub struct BlobRef {
 }
 
 /// The root's handle on one group, and the sequence number its next
-/// message will get (messages are numbered in send order).
+/// message will get (messages are numbered in the order they are queued).
 struct Root {
-    group: Group,
+    sender: Sender,
     next_seq: u64,
 }
 
@@ -161,13 +161,17 @@ impl BlobStore {
 
         let mut roots = Vec::with_capacity(n);
         let mut replicas: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
-        for mut members in groups {
-            let receivers = members.split_off(1);
-            let group = members.pop().expect("the root's handle");
-            roots.push(Mutex::new(Some(Root { group, next_seq: 0 })));
-            for receiver in receivers {
-                let node = receiver.members()[receiver.rank()];
-                replicas[node.index()].push(tokio::spawn(keep_replicas(receiver)));
+        // Group `r`'s handles, its root's first: group `r` is rooted at node `r`.
+        for group in groups.into_iter().flatten() {
+            match group {
+                Group::Root(sender) => roots.push(Mutex::new(Some(Root {
+                    sender,
+                    next_seq: 0,
+                }))),
+                Group::Receiver(receiver) => {
+                    let node = receiver.members()[receiver.rank()];
+                    replicas[node.index()].push(tokio::spawn(keep_replicas(receiver)));
+                }
             }
         }
         Ok(BlobStore {
@@ -202,9 +206,10 @@ impl BlobStore {
     /// Write object `id`: resolves once every replica's application holds
     /// it (its bytes are in the replica's file), with where it is.
     ///
-    /// As with [`Group::send`], the object is queued when `put` is called,
-    /// not when the future is first polled: puts to one group are written
-    /// in the order of the calls.
+    /// The object is queued when `put` is called ([`Sender::try_send`]: the
+    /// store's groups have no bound on messages in flight, so there is
+    /// always room), not when the future is first polled: puts to one
+    /// group are written in the order of the calls.
     ///
     /// # Errors
     /// [`StoreError::Replication`] if the group fails first (naming the
@@ -222,16 +227,19 @@ impl BlobStore {
         let replicas = self.replicas_of(id);
         let sha256 = sha256(&data);
         let len = data.len() as u64;
-        // `send` queues the message at once and numbers it: take the number
-        // under the same lock, so concurrent puts agree with the group.
-        let queued = lock(&self.roots[group.0 as usize]).as_mut().map(|root| {
-            let seq = root.next_seq;
-            root.next_seq += 1;
-            (seq, root.group.send(data.clone()).delivered())
-        });
+        // Queue the message at once and number it under the same lock, so
+        // concurrent puts agree with the group.
+        let queued = match lock(&self.roots[group.0 as usize]).as_mut() {
+            Some(root) => root.sender.try_send(data.clone()).map(|receipt| {
+                let seq = root.next_seq;
+                root.next_seq += 1;
+                (seq, receipt.delivered())
+            }),
+            None => Err(rdmc::Error::NodeShutDown(replicas[0])),
+        };
         let dir = self.dir.clone();
         async move {
-            let (seq, delivered) = queued.ok_or(rdmc::Error::NodeShutDown(replicas[0]))?;
+            let (seq, delivered) = queued?;
             // The root is a replica too: it writes its own copy (off the
             // async threads) while the multicast runs.
             let path = replica_file(&dir, replicas[0], group, seq);
@@ -299,10 +307,10 @@ impl BlobStore {
     /// its close ended: `Ok` once every replica holds every message, or
     /// the group's failure (a group with a killed member).
     pub async fn shutdown(self) -> Vec<(GroupId, Result<(), rdmc::Error>)> {
-        let roots: Vec<_> = self.roots.into_iter().map(into_inner).collect();
-        let closes = roots.iter().enumerate().map(|(g, root)| async move {
+        let mut roots: Vec<_> = self.roots.into_iter().map(into_inner).collect();
+        let closes = roots.iter_mut().enumerate().map(|(g, root)| async move {
             let outcome = match root {
-                Some(root) => root.group.close().await,
+                Some(root) => root.sender.close().await,
                 None => Err(rdmc::Error::NodeShutDown(NodeId(g as u32))),
             };
             (GroupId(g as u64), outcome)
@@ -328,12 +336,12 @@ impl BlobStore {
 /// (`File::sync_data`) here, after the acknowledgement, or closes the group
 /// only once everything taken is synced (a receiver's `close` is its
 /// statement that it persisted every message).
-async fn keep_replicas(mut group: Group) -> Result<(), rdmc::Error> {
-    while let Some(message) = group.next().await {
+async fn keep_replicas(mut receiver: Receiver) -> Result<(), rdmc::Error> {
+    while let Some(message) = receiver.next().await {
         let message = message?;
         tracing::debug!(group = %message.group, seq = message.seq, "replica written");
     }
-    group.close().await
+    receiver.close().await
 }
 
 /// A receive-target hook putting message `seq` of group `g` in

@@ -3,9 +3,10 @@
 //! too).
 //!
 //! One publisher (the group's root) publishes a stream of objects to every
-//! subscriber, at most [`IN_FLIGHT`] unacknowledged at a time, and keeps each
+//! subscriber, at most [`IN_FLIGHT`] unacknowledged at a time (it waits for
+//! room with [`Sender::reserve`](rdmc::Sender::reserve)), and keeps each
 //! object until every subscriber's application has taken it
-//! ([`SendFuture::delivered`](rdmc::SendFuture::delivered)).
+//! ([`Receipt::delivered`](rdmc::Receipt::delivered)).
 //!
 //! - **Shutdown**: when the shutdown token is cancelled (Ctrl-C in the
 //!   example) the publisher stops taking new objects, waits until the ones
@@ -26,7 +27,7 @@ use std::collections::VecDeque;
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use futures::stream::FuturesOrdered;
 use futures::{Stream, StreamExt, TryStreamExt};
-use rdmc::{Error, GroupConfig, GroupId, Node, NodeId};
+use rdmc::{Error, Group, GroupConfig, GroupId, Node, NodeId};
 use tokio_util::sync::CancellationToken;
 
 /// The most objects sent and not yet delivered to every subscriber.
@@ -112,7 +113,8 @@ fn failed_member(error: &Error, me: NodeId) -> Option<NodeId> {
 ///
 /// # Errors
 /// A failure that re-forming cannot get past (this node's own, or too many),
-/// or one from creating or closing a group.
+/// or one from creating or closing a group; [`Error::NotRoot`] if `node` is
+/// not the first of `members`.
 pub async fn publish(
     node: &Node,
     mut members: Vec<NodeId>,
@@ -125,9 +127,10 @@ pub async fn publish(
     let mut unacked: VecDeque<(u64, Bytes)> = VecDeque::new();
     let mut next_index = 0;
     for epoch in 0.. {
-        let group = node
-            .create_group(group_id(epoch), &members, config())
-            .await?;
+        let id = group_id(epoch);
+        let Group::Root(mut group) = node.create_group(id, &members, config()).await? else {
+            return Err(Error::NotRoot(id));
+        };
         // After a re-forming, what was not delivered goes again first.
         let mut resend = unacked.clone();
         let mut pending = FuturesOrdered::new();
@@ -142,8 +145,9 @@ pub async fn publish(
                         report.delivered += 1;
                     }
                     () = shutdown.cancelled(), if sending => report.stopped = true,
-                    ready = group.ready(), if sending => {
-                        ready?;
+                    // Room for one more object in flight.
+                    permit = group.reserve(), if sending => {
+                        let permit = permit?;
                         let (index, object) = match resend.pop_front() {
                             Some(again) => again,
                             None => match objects.next().await {
@@ -153,14 +157,17 @@ pub async fn publish(
                                     unacked.push_back((index, object.clone()));
                                     (index, object)
                                 }
-                                None => continue, // no more objects
+                                // No more objects: the permit's room goes back.
+                                None => continue,
                             },
                         };
-                        pending.push_back(group.send(frame(index, &object)).delivered());
+                        pending.push_back(permit.send(frame(index, &object)).delivered());
                     }
-                    else => return group.close().await,
+                    // Nothing in flight and nothing more to send.
+                    else => break,
                 }
             }
+            group.close().await
         }
         .await;
         match outcome {
@@ -187,12 +194,18 @@ pub async fn publish(
 /// ([`FeedError::Group`]); a message that is not part of this feed
 /// ([`FeedError::Malformed`], [`FeedError::OutOfOrder`]), after which the
 /// subscriber leaves the group without reading further.
+///
+/// # Panics
+/// If `node` is the first of `members`: the publisher does not subscribe.
 pub async fn subscribe(node: &Node, mut members: Vec<NodeId>) -> Result<Received, FeedError> {
     let mut received = Received::default();
     for epoch in 0.. {
-        let mut group = node
+        let Group::Receiver(mut group) = node
             .create_group(group_id(epoch), &members, config())
-            .await?;
+            .await?
+        else {
+            panic!("node {} is the feed's publisher", node.id());
+        };
         let (objects, duplicates) = (&mut received.objects, &mut received.duplicates);
         let have = objects.len() as u64;
         let read: Result<(), FeedError> = group

@@ -9,7 +9,7 @@ use futures::future::{join_all, try_join_all};
 use super::halving::Halving;
 use super::model::{self, LinkParams};
 use super::op::ReduceOp;
-use crate::{Error, Group, GroupConfig, GroupId, Message, Node, NodeId, SendFuture};
+use crate::{Error, Group, GroupConfig, GroupId, Message, Node, NodeId, Receiver, Sender, Sent};
 
 /// The default chunk: the unit the tree pipelines.
 pub const DEFAULT_CHUNK_SIZE: usize = 64 * 1024;
@@ -255,9 +255,9 @@ pub struct Allreduce {
     k: usize,
     chunk: usize,
     /// This member's edge to its parent (it is the root of it).
-    up: Option<Group>,
+    up: Option<Sender>,
     /// Each child's edge, in rank order.
-    children: Vec<(usize, Group)>,
+    children: Vec<(usize, Receiver)>,
     /// The result's multicast from rank 0 (absent for one member).
     result: Option<Group>,
     algorithm: AllreduceAlgorithm,
@@ -282,8 +282,8 @@ pub struct Allreduce {
 /// member.
 #[derive(Debug)]
 struct Ring {
-    to_next: Vec<Group>,
-    from_prev: Vec<Group>,
+    to_next: Vec<Sender>,
+    from_prev: Vec<Receiver>,
     /// The lane of the next message, sent and received.
     turn: usize,
 }
@@ -336,7 +336,7 @@ impl Allreduce {
             let pair = [me, members[tree_parent(rank, k)]];
             node.create_group(edge(rank), &pair, group_config.clone())
                 .await
-                .map(Some)
+                .map(|g| Some(root_of(g)))
         };
         let children = try_join_all(tree_children(rank, k, n).map(|c| {
             let pair = [members[c], me];
@@ -344,7 +344,7 @@ impl Allreduce {
             async move {
                 node.create_group(edge(c), &pair, config)
                     .await
-                    .map(|g| (c, g))
+                    .map(|g| (c, receiver_of(g)))
             }
         }));
         let result = async {
@@ -386,6 +386,8 @@ impl Allreduce {
                     .map(|l| node.create_group(ring_edge(l, prev), &in_pair, ring_config.clone())),
             );
             let (to_next, from_prev) = tokio::try_join!(to_next, from_prev)?;
+            let to_next = to_next.into_iter().map(root_of).collect();
+            let from_prev = from_prev.into_iter().map(receiver_of).collect();
             Ok(Some(Ring {
                 to_next,
                 from_prev,
@@ -542,7 +544,7 @@ impl Allreduce {
             } else {
                 Bytes::copy_from_slice(&acc[r])
             };
-            ring.to_next[lane(k)].send(msg)
+            ring.to_next[lane(k)].queue(msg).sent()
         };
         for k in 0..p {
             sends.push(send(k, &acc, &verdict, ring));
@@ -602,7 +604,7 @@ impl Allreduce {
                 if s >= n - 1 {
                     // Allgather: the next step sends on the piece that just
                     // came, as it came (no copy of it out of `acc`).
-                    sends.push(ring.to_next[lane(k + p)].send(msg.data.clone()));
+                    sends.push(ring.to_next[lane(k + p)].queue(msg.data.clone()).sent());
                 } else {
                     sends.push(send(k + p, &acc, &verdict, ring));
                 }
@@ -662,7 +664,7 @@ impl Allreduce {
             firsts.push((child_status, len_of(&msg), payload));
         }
 
-        let mut sends: Vec<SendFuture> = Vec::new();
+        let mut sends: Vec<Sent> = Vec::new();
         let mut root_result = None;
         if status == Status::Ok {
             // The partial reductions go into a copy: the caller's buffer
@@ -701,9 +703,9 @@ impl Allreduce {
                 } else {
                     Bytes::copy_from_slice(&acc[r])
                 };
-                let target = self.up.as_ref().or(self.result.as_ref());
+                let target = self.up.as_ref().or(result_sender(&self.result));
                 if let Some(group) = target {
-                    sends.push(group.send(out));
+                    sends.push(group.queue(out).sent());
                 }
             }
             if self.rank == 0 {
@@ -718,9 +720,9 @@ impl Allreduce {
                     }
                 }
             }
-            let target = self.up.as_ref().or(self.result.as_ref());
+            let target = self.up.as_ref().or(result_sender(&self.result));
             if let Some(group) = target {
-                sends.push(group.send(encode(&status, len, &[])));
+                sends.push(group.queue(encode(&status, len, &[])).sent());
             }
         }
 
@@ -728,10 +730,9 @@ impl Allreduce {
         let mut outcome = status.clone();
         if self.rank != 0 {
             let root = self.members[0];
-            let group = self
-                .result
-                .as_mut()
-                .expect("a non-root has the result group");
+            let Some(Group::Receiver(group)) = self.result.as_mut() else {
+                unreachable!("a non-root receives the result")
+            };
             let msg = next_message(group, root).await?;
             let (root_status, payload) = decode(&msg.data, root)?;
             outcome = root_status;
@@ -799,10 +800,10 @@ impl Allreduce {
         let mut groups: Vec<(NodeId, Group)> = Vec::new();
         let up_peer = self.up_peer();
         if let Some(g) = self.up {
-            groups.push((up_peer, g));
+            groups.push((up_peer, Group::Root(g)));
         }
         for (c, g) in self.children {
-            groups.push((self.members[c], g));
+            groups.push((self.members[c], Group::Receiver(g)));
         }
         if let Some(ring) = self.ring {
             let n = self.members.len();
@@ -810,8 +811,12 @@ impl Allreduce {
                 self.members[(self.rank + 1) % n],
                 self.members[(self.rank + n - 1) % n],
             );
-            groups.extend(ring.to_next.into_iter().map(|g| (next, g)));
-            groups.extend(ring.from_prev.into_iter().map(|g| (prev, g)));
+            groups.extend(ring.to_next.into_iter().map(|g| (next, Group::Root(g))));
+            groups.extend(
+                ring.from_prev
+                    .into_iter()
+                    .map(|g| (prev, Group::Receiver(g))),
+            );
         }
         if let Some(halving) = self.halving {
             groups.extend(halving.into_groups());
@@ -819,7 +824,7 @@ impl Allreduce {
         if let Some(g) = self.result {
             groups.push((self.members[0], g));
         }
-        let results = join_all(groups.iter().map(|(_, g)| g.close())).await;
+        let results = join_all(groups.iter_mut().map(|(_, g)| g.close())).await;
         for ((peer, _), r) in groups.iter().zip(results) {
             r.map_err(|e| failed(*peer, e))?;
         }
@@ -845,8 +850,30 @@ pub(super) fn copy_exact(
     Ok(())
 }
 
+/// This member's handle on a group it creates as the root.
+pub(super) fn root_of(group: Group) -> Sender {
+    group
+        .into_sender()
+        .unwrap_or_else(|_| unreachable!("this member is first in the member list"))
+}
+
+/// This member's handle on a group it creates as a receiver.
+pub(super) fn receiver_of(group: Group) -> Receiver {
+    group
+        .into_receiver()
+        .unwrap_or_else(|_| unreachable!("this member is not first in the member list"))
+}
+
+/// The result's group, if this member sends the result (rank 0).
+fn result_sender(result: &Option<Group>) -> Option<&Sender> {
+    match result {
+        Some(Group::Root(s)) => Some(s),
+        _ => None,
+    }
+}
+
 pub(super) async fn next_message(
-    group: &mut Group,
+    group: &mut Receiver,
     peer: NodeId,
 ) -> Result<Message, AllreduceError> {
     match group.next().await {

@@ -20,14 +20,14 @@
 //! the sender its root, used once in each half of a call.
 
 use bytes::{Bytes, BytesMut};
-use futures::StreamExt;
 use futures::future::{Either, join_all, select, try_join_all};
 
 use super::allreduce::{
     AllreduceError, MAX_RING_BLOCK, VERDICT, Verdict, copy_exact, failed, next_message,
+    receiver_of, root_of,
 };
 use super::op::ReduceOp;
-use crate::{Error, Group, GroupConfig, GroupId, Message, Node, NodeId, SendFuture};
+use crate::{Error, Group, GroupConfig, GroupId, Message, Node, NodeId, Receiver, Sender, Sent};
 
 /// The largest power of two not above `n` (1 for `n <= 1`) and how many
 /// members the fold sets aside, `n − p`.
@@ -62,9 +62,9 @@ struct Step {
     /// The partner's rank.
     peer: usize,
     /// This member to the partner (this member the root).
-    out: Group,
+    out: Sender,
     /// The partner to this member.
-    inc: Group,
+    inc: Receiver,
 }
 
 /// The fold's pair of groups between rank `2i` and rank `2i + 1`.
@@ -75,9 +75,9 @@ struct Fold {
     /// Whether this member is the one set aside (the odd rank).
     aside: bool,
     /// This member to the other (this member the root).
-    out: Group,
+    out: Sender,
     /// The other to this member.
-    inc: Group,
+    inc: Receiver,
 }
 
 /// One member's groups of the recursive halving and doubling.
@@ -142,6 +142,7 @@ impl Halving {
                         node.create_group(id(bit, rank), &to, config.clone()),
                         node.create_group(id(bit, peer), &from, config.clone()),
                     )?;
+                    let (out, inc) = (root_of(out), receiver_of(inc));
                     Ok::<_, Error>(Step {
                         mask,
                         peer,
@@ -170,6 +171,7 @@ impl Halving {
                 node.create_group(id(out_slot, rank), &to, config.clone()),
                 node.create_group(id(in_slot, peer), &from, config.clone()),
             )?;
+            let (out, inc) = (root_of(out), receiver_of(inc));
             Ok(Some(Fold {
                 peer,
                 aside,
@@ -193,13 +195,13 @@ impl Halving {
         let mut out = Vec::new();
         for s in self.steps {
             let peer = self.members[s.peer];
-            out.push((peer, s.out));
-            out.push((peer, s.inc));
+            out.push((peer, Group::Root(s.out)));
+            out.push((peer, Group::Receiver(s.inc)));
         }
         if let Some(f) = self.fold {
             let peer = self.members[f.peer];
-            out.push((peer, f.out));
-            out.push((peer, f.inc));
+            out.push((peer, Group::Root(f.out)));
+            out.push((peer, Group::Receiver(f.inc)));
         }
         out
     }
@@ -229,7 +231,7 @@ impl Halving {
         let whole = elems * element;
         let bytes = |(lo, hi): (usize, usize)| lo * element..hi * element;
         let mut verdict = Verdict::of(buf.len() as u64, rank as u64, element);
-        let mut sends: Vec<(NodeId, SendFuture)> = Vec::new();
+        let mut sends: Vec<(NodeId, Sent)> = Vec::new();
         // Per-step timings for `debug` events.
         let started = std::time::Instant::now();
         let since = || started.elapsed().as_micros() as u64;
@@ -249,7 +251,7 @@ impl Halving {
         if let Some(fold) = self.fold.as_mut().filter(|f| f.aside) {
             // Set aside: the whole buffer to the partner, the result back.
             let peer = members[fold.peer];
-            sends.push((peer, fold.out.send(with_verdict(&verdict, buf))));
+            sends.push((peer, fold.out.queue(with_verdict(&verdict, buf)).sent()));
             let msg = recv(&mut fold.inc, peer, &mut watch).await?;
             let theirs = header(&msg, peer)?;
             let outcome = match theirs.error(members, element) {
@@ -304,7 +306,9 @@ impl Halving {
             };
             sends.push((
                 peer,
-                step.out.send(with_verdict(&verdict, &acc[bytes(give)])),
+                step.out
+                    .queue(with_verdict(&verdict, &acc[bytes(give)]))
+                    .sent(),
             ));
             let msg = recv(&mut step.inc, peer, &mut watch).await?;
             tracing::debug!(
@@ -333,7 +337,7 @@ impl Halving {
             if let Some(fold) = &self.fold {
                 sends.push((
                     members[fold.peer],
-                    fold.out.send(with_verdict(&verdict, &[])),
+                    fold.out.queue(with_verdict(&verdict, &[])).sent(),
                 ));
             }
             finish(sends, &mut watch).await?;
@@ -345,7 +349,9 @@ impl Halving {
             let peer = members[step.peer];
             sends.push((
                 peer,
-                step.out.send(Bytes::copy_from_slice(&acc[bytes(keep)])),
+                step.out
+                    .queue(Bytes::copy_from_slice(&acc[bytes(keep)]))
+                    .sent(),
             ));
             let msg = recv(&mut step.inc, peer, &mut watch).await?;
             tracing::debug!(
@@ -359,7 +365,7 @@ impl Halving {
         if let Some(fold) = &self.fold {
             sends.push((
                 members[fold.peer],
-                fold.out.send(with_verdict(&verdict, &acc)),
+                fold.out.queue(with_verdict(&verdict, &acc)).sent(),
             ));
         }
         finish(sends, &mut watch).await?;
@@ -373,50 +379,52 @@ impl Halving {
 /// watched group that ends (its root, done with the call, closed it) is
 /// watched no more.
 async fn recv(
-    group: &mut Group,
+    group: &mut Receiver,
     peer: NodeId,
     watch: &mut Option<&mut Group>,
 ) -> Result<Message, AllreduceError> {
-    let mine = next_message(group, peer);
-    let Some(w) = watch.as_deref_mut() else {
-        return mine.await;
-    };
-    let id = w.id();
-    match select(std::pin::pin!(mine), w.next()).await {
-        Either::Left((msg, _)) => msg,
-        Either::Right((None, mine)) => {
-            *watch = None;
-            mine.await
-        }
-        Either::Right((event, _)) => Err(watched(id, event, peer)),
-    }
+    or_watched(next_message(group, peer), watch, |_| peer).await
 }
 
 /// Await the sends (each answered by its peer), or the failure `watch`
 /// reports first.
 async fn finish(
-    sends: Vec<(NodeId, SendFuture)>,
+    sends: Vec<(NodeId, Sent)>,
     watch: &mut Option<&mut Group>,
 ) -> Result<(), AllreduceError> {
-    let (peers, futures): (Vec<NodeId>, Vec<SendFuture>) = sends.into_iter().unzip();
+    let (peers, futures): (Vec<NodeId>, Vec<Sent>) = sends.into_iter().unzip();
     let all = async move {
         for (peer, r) in peers.into_iter().zip(join_all(futures).await) {
             r.map_err(|e| failed(peer, e))?;
         }
         Ok(())
     };
-    let Some(w) = watch.as_deref_mut() else {
-        return all.await;
-    };
-    let (id, root) = (w.id(), w.members().first().copied());
-    match select(std::pin::pin!(all), w.next()).await {
-        Either::Left((r, _)) => r,
-        Either::Right((None, all)) => {
-            *watch = None;
-            all.await
+    let root = |w: &Group| w.members().first().copied().unwrap_or(NodeId(u32::MAX));
+    or_watched(all, watch, root).await
+}
+
+/// The outcome of `fut`, or the error for an event of `watch` that comes
+/// first (naming the member `blame` says). A watched group that ends
+/// normally (its root, done with the call, closed it) is watched no more.
+async fn or_watched<T>(
+    fut: impl std::future::Future<Output = Result<T, AllreduceError>>,
+    watch: &mut Option<&mut Group>,
+    blame: impl FnOnce(&Group) -> NodeId,
+) -> Result<T, AllreduceError> {
+    let mut fut = std::pin::pin!(fut);
+    {
+        let Some(w) = watch.as_deref_mut() else {
+            return fut.await;
+        };
+        let (id, peer) = (w.id(), blame(w));
+        match select(fut.as_mut(), std::pin::pin!(w.next_event())).await {
+            Either::Left((outcome, _)) => return outcome,
+            Either::Right((None, _)) => {}
+            Either::Right((event, _)) => return Err(watched(id, event, peer)),
         }
-        Either::Right((event, _)) => Err(watched(id, event, root.unwrap_or(NodeId(u32::MAX)))),
     }
+    *watch = None;
+    fut.await
 }
 
 /// The error for an event of the watched group during a call: its

@@ -88,7 +88,7 @@ async fn announce_a_tebibyte(group: GroupId, config: GroupConfig) -> Error {
             }
         }
     });
-    let mut receiver = created.unwrap();
+    let mut receiver = created.unwrap().into_receiver().unwrap();
     let before = resident();
     let block = BlockRef::from_message(Bytes::from(vec![7u8; BLOCK]), 0, BLOCK);
     root.post_send(group, NodeId(1), block, TIB);

@@ -12,6 +12,7 @@ use futures::StreamExt;
 use super::failure_tests::{GROUP, Member, config, node_with};
 use crate::config::{BATCH_HEADER_BYTES, DEFAULT_MAX_BATCH_BYTES, GroupConfig};
 use crate::error::Error;
+use crate::group::Receipt;
 use crate::ids::NodeId;
 use crate::proto::FailureKind;
 use crate::proto::{BATCH_FLAG, Control, READY_WINDOW};
@@ -60,6 +61,15 @@ async fn pump(m: &Member, count: usize) -> Vec<(NodeId, u64, Vec<u8>)> {
     panic!("the root sent {done} blocks, not {count}");
 }
 
+/// The root queues three one-byte messages; their receipts.
+async fn queue(m: &Member, messages: [&'static [u8; 1]; 3]) -> [Receipt; 3] {
+    let mut receipts = Vec::new();
+    for data in messages {
+        receipts.push(m.root().send(&data[..]).await.unwrap());
+    }
+    <[Receipt; 3]>::try_from(receipts).unwrap()
+}
+
 /// A batch's frame: each message's 4-byte length and bytes.
 fn frame(messages: &[&[u8]]) -> Vec<u8> {
     let mut frame = Vec::new();
@@ -83,15 +93,16 @@ fn to_node_1(blocks: &[(NodeId, u64, Vec<u8>)]) -> Vec<(u64, Vec<u8>)> {
 async fn the_root_batches_what_queues_behind_a_transfer_and_nothing_else() {
     let m = node_with(0, usize::MAX, config()).await;
     let big = vec![7u8; DEFAULT_MAX_BATCH_BYTES - BATCH_HEADER_BYTES + 1];
+    let root = m.root();
     let sends = [
-        m.group.send(&b"a"[..]),
+        root.send(&b"a"[..]).await.unwrap(),
         // Queued behind "a": one batch of two.
-        m.group.send(&b"bb"[..]),
-        m.group.send(Bytes::new()),
+        root.send(&b"bb"[..]).await.unwrap(),
+        root.send(Bytes::new()).await.unwrap(),
         // Too large for a batch: alone, after them.
-        m.group.send(big.clone()),
+        root.send(big.clone()).await.unwrap(),
         // Behind the large one: alone again, after it.
-        m.group.send(&b"c"[..]),
+        root.send(&b"c"[..]).await.unwrap(),
     ];
     settle().await;
     for peer in [1, 2] {
@@ -114,17 +125,16 @@ async fn the_root_batches_what_queues_behind_a_transfer_and_nothing_else() {
     assert_eq!(got.len(), 3 + k);
     // Every send completed, batched or not.
     for (i, send) in sends.into_iter().enumerate() {
-        send.await.unwrap_or_else(|e| panic!("send {i}: {e}"));
+        send.sent()
+            .await
+            .unwrap_or_else(|e| panic!("send {i}: {e}"));
     }
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_batchs_messages_are_delivered_when_every_member_took_the_batch() {
     let m = node_with(0, usize::MAX, config()).await;
-    let sends: Vec<_> = [&b"a"[..], b"b", b"c"]
-        .into_iter()
-        .map(|data| m.group.send(data).delivered())
-        .collect();
+    let [a, b, c] = queue(&m, [b"a", b"b", b"c"]).await.map(Receipt::delivered);
     settle().await;
     for peer in [1, 2] {
         for _ in 0..READY_WINDOW {
@@ -134,7 +144,6 @@ async fn a_batchs_messages_are_delivered_when_every_member_took_the_batch() {
     // "a" alone, then "b" and "c" in a batch, to both receivers.
     let blocks = pump(&m, 4).await;
     assert_eq!(to_node_1(&blocks).len(), 2);
-    let [a, b, c] = <[_; 3]>::try_from(sends).ok().unwrap();
     // The receivers count transfers: one taken each, then two.
     signal(&m, 1, Control::Taken { messages: 1 });
     signal(&m, 2, Control::Taken { messages: 1 });
@@ -183,20 +192,20 @@ async fn a_receiver_splits_a_batch_into_its_messages_in_order() {
     let batch = frame(&[b"first", b"", b"third"]);
     receive(&m, &batch, batch.len() as u64 | BATCH_FLAG);
     let got = [
-        m.group.next().await.expect("a message").unwrap(),
-        m.group.next().await.expect("a message").unwrap(),
+        m.receiver().next().await.expect("a message").unwrap(),
+        m.receiver().next().await.expect("a message").unwrap(),
     ];
     assert_eq!((got[0].seq, &got[0].data[..]), (0, &b"first"[..]));
     assert_eq!((got[1].seq, &got[1].data[..]), (1, &b""[..]));
     settle().await;
     assert_eq!(taken(&m), Vec::<u64>::new(), "the batch is not all taken");
-    let third = m.group.next().await.unwrap().unwrap();
+    let third = m.receiver().next().await.unwrap().unwrap();
     assert_eq!((third.seq, &third.data[..]), (2, &b"third"[..]));
     settle().await;
     assert_eq!(taken(&m), vec![1], "the batch counts as one transfer");
     // A plain message after it is the application's fourth.
     receive(&m, b"plain", 5);
-    let fourth = m.group.next().await.unwrap().unwrap();
+    let fourth = m.receiver().next().await.unwrap().unwrap();
     assert_eq!((fourth.seq, &fourth.data[..]), (3, &b"plain"[..]));
     settle().await;
     assert_eq!(taken(&m), vec![1, 2]);
@@ -231,7 +240,7 @@ async fn a_batch_that_lies_fails_the_group_and_delivers_none_of_it() {
     for (what, wire) in cases {
         let mut m = node_with(1, usize::MAX, config()).await;
         receive(&m, &wire, wire.len() as u64 | BATCH_FLAG);
-        let first = m.group.next().await.expect("an item");
+        let first = m.receiver().next().await.expect("an item");
         match first {
             Err(e) if violation(&e) => {}
             other => panic!("{what}: expected a protocol violation first, got {other:?}"),
@@ -259,7 +268,10 @@ async fn a_batch_the_group_does_not_allow_is_a_violation() {
     let config = config().with_small_message_batching(Some(batch.len()));
     let mut m = node_with(1, usize::MAX, config).await;
     receive(&m, &batch, batch.len() as u64 | BATCH_FLAG);
-    assert_eq!(&m.group.next().await.unwrap().unwrap().data[..], b"one");
+    assert_eq!(
+        &m.receiver().next().await.unwrap().unwrap().data[..],
+        b"one"
+    );
 }
 
 #[test]
@@ -278,7 +290,7 @@ fn batching_is_on_by_default_and_can_be_turned_off() {
 #[tokio::test(start_paused = true)]
 async fn a_batch_cut_short_by_a_failure_fails_all_its_messages_together() {
     let m = node_with(0, usize::MAX, config()).await;
-    let sends = [&b"a"[..], b"b", b"c"].map(|data| m.group.send(data));
+    let [a, b, c] = queue(&m, [b"a", b"b", b"c"]).await.map(Receipt::sent);
     settle().await;
     for peer in [1, 2] {
         for _ in 0..READY_WINDOW {
@@ -291,7 +303,6 @@ async fn a_batch_cut_short_by_a_failure_fails_all_its_messages_together() {
     m.inject
         .send(Completion::PeerDown { node: NodeId(2) })
         .unwrap();
-    let [a, b, c] = sends;
     a.await.expect("sent before the failure");
     let expected = Error::GroupFailed {
         group: GROUP,
@@ -313,7 +324,7 @@ async fn a_receiver_delivers_nothing_of_a_batch_that_did_not_arrive_whole() {
     m.inject
         .send(Completion::PeerDown { node: NodeId(0) })
         .unwrap();
-    let first = m.group.next().await.expect("an item");
+    let first = m.receiver().next().await.expect("an item");
     assert!(
         matches!(
             first,

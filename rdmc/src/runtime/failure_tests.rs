@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::actor::{Actor, Command, FAILURE_GRACE, config_digest};
 use crate::config::GroupConfig;
 use crate::error::Error;
-use crate::group::Group;
+use crate::group::{Group, Receiver, Sender};
 use crate::ids::{GroupId, NodeId};
 use crate::proto::Control;
 use crate::proto::FailureKind;
@@ -145,6 +145,22 @@ pub(super) async fn node_with(me: u32, max_alloc: usize, config: GroupConfig) ->
 }
 
 impl Member {
+    /// The root's handle (node 0's).
+    pub(super) fn root(&self) -> &Sender {
+        match &self.group {
+            Group::Root(sender) => sender,
+            Group::Receiver(_) => panic!("this member is not the root"),
+        }
+    }
+
+    /// A receiver's handle (any other node's).
+    pub(super) fn receiver(&mut self) -> &mut Receiver {
+        match &mut self.group {
+            Group::Receiver(receiver) => receiver,
+            Group::Root(_) => panic!("this member is the root"),
+        }
+    }
+
     fn peer_down(&self, node: u32) {
         let node = NodeId(node);
         self.inject.send(Completion::PeerDown { node }).unwrap();
@@ -164,7 +180,7 @@ impl Member {
 
     /// The group's failure, as its message stream reports it.
     pub(super) async fn failure(&mut self) -> Error {
-        match self.group.next().await {
+        match self.receiver().next().await {
             Some(Err(e)) => e,
             other => panic!("expected the group's failure, got {other:?}"),
         }
@@ -227,7 +243,7 @@ async fn a_peer_lost_without_a_report_is_named_after_the_grace_period() {
     assert_eq!(told, vec![(0, Some(2)), (2, Some(2))]);
     // A report arriving later changes nothing.
     m.failure_report(0, 0);
-    assert!(m.group.next().await.is_none());
+    assert!(m.receiver().next().await.is_none());
 }
 
 /// A second peer lost during the grace period does not replace the first.
@@ -278,7 +294,7 @@ async fn a_message_whose_memory_cannot_be_had_fails_the_group() {
     let mut told = m.reports_sent();
     told.sort();
     assert_eq!(told, vec![(0, Some(1)), (2, Some(1))]);
-    let e = m.group.close().await.unwrap_err();
+    let e = m.receiver().close().await.unwrap_err();
     assert!(e.to_string().contains("out of memory"), "{e}");
 }
 
@@ -298,7 +314,7 @@ async fn receive_with_digest(wire: Vec<u8>) -> Result<crate::Message, Error> {
             len,
         })
         .unwrap();
-    m.group.next().await.expect("an item")
+    m.receiver().next().await.expect("an item")
 }
 
 fn with_digest(message: &[u8]) -> Vec<u8> {
@@ -357,16 +373,14 @@ async fn a_moot_loss_does_not_hide_the_roots_loss_in_the_same_grace_period() {
             signal: Signal::Group(Control::Close { messages: 0 }),
         })
         .unwrap();
-    assert!(m.group.next().await.is_none(), "nothing was sent");
-    let closing = {
-        let group = &m.group;
-        async move { group.close().await }
-    };
-    let (closed, ()) = tokio::join!(closing, async {
+    assert!(m.receiver().next().await.is_none(), "nothing was sent");
+    let inject = m.inject.clone();
+    let (closed, ()) = tokio::join!(m.receiver().close(), async {
         // Acknowledged: now lose receiver 2, then the root.
         tokio::time::sleep(Duration::from_millis(1)).await;
-        m.peer_down(2);
-        m.peer_down(0);
+        for node in [NodeId(2), NodeId(0)] {
+            inject.send(Completion::PeerDown { node }).unwrap();
+        }
     });
     let acked = m
         .sent

@@ -506,8 +506,9 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             // Every message of the transfer (more than one for a batch).
             while g.durable.front().is_some_and(|(s, _)| *s == seq) {
                 let (_, reply) = g.durable.pop_front().expect("checked");
-                let _ = reply.send(Ok(()));
+                // Out of flight first: whoever `delivered` wakes sees it gone.
                 g.in_flight.remove();
+                let _ = reply.send(Ok(()));
             }
         }
         Action::AllDelivered => {
@@ -520,8 +521,8 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             // Closed: every member's application took every message (their
             // taken counts came before their close acknowledgements).
             for (_, reply) in g.durable.drain(..) {
-                let _ = reply.send(Ok(()));
                 g.in_flight.remove();
+                let _ = reply.send(Ok(()));
             }
             finish(g, transport, Ok(()));
         }
@@ -541,7 +542,6 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             for (_, reply) in g.durable.drain(..) {
                 let _ = reply.send(Err(error.clone()));
             }
-            g.in_flight.fail(error.clone());
             if let Some(pending) = g.pending_begin.take() {
                 pending.abort();
             }
@@ -642,6 +642,7 @@ pub(super) fn receiving(g: &GroupState, seq: u64) -> Option<&Arc<MessageBuffer>>
 
 fn finish<T: Transport>(g: &mut GroupState, transport: &mut T, outcome: Result<(), Error>) {
     transport.release_group(g.id);
+    g.in_flight.end(outcome.clone());
     g.deliveries = None;
     for w in g.close_waiters.drain(..) {
         let _ = w.send(outcome.clone());

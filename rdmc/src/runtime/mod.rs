@@ -18,6 +18,6 @@ mod failure_tests;
 mod tests;
 
 pub(crate) use actor::{Actor, Command};
-pub(crate) use group_state::Joined;
+pub(crate) use group_state::{Deliveries, Joined};
 pub use message::Message;
 pub use timing::MessageTimings;

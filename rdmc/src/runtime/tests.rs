@@ -63,11 +63,13 @@ async fn tables_stay_bounded_over_a_hundred_thousand_groups() {
     let mut peak = [0usize; 2];
     for i in 0..GROUPS {
         let id = GroupId(i);
-        let (root, mut receiver) = tokio::join!(
+        let (root, receiver) = tokio::join!(
             create(&nodes[0], NodeId(0), id, &members),
             create(&nodes[1], NodeId(1), id, &members),
         );
-        drop(root.send(vec![i as u8; 100]));
+        let mut root = root.into_sender().unwrap();
+        let mut receiver = receiver.into_receiver().unwrap();
+        let _queued = root.send(vec![i as u8; 100]).await.unwrap();
         let receiving = async {
             let m = receiver.next().await.unwrap().unwrap();
             assert_eq!(m.data.len(), 100);

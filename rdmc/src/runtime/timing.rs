@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 /// * On a receiver ([`Message::timings`](crate::Message)) the message
 ///   starts when its first block arrives (into the node's bounce buffer: the
 ///   size is not known before).
-/// * On the root ([`Group::send`](crate::Group::send)) it starts when the
-///   node takes the message from the `send` call.
+/// * On the root ([`Receipt::sent`](crate::Receipt::sent)) it starts when
+///   the node takes the message [`Sender::send`](crate::Sender::send)
+///   queued.
 ///
 /// After setup, the time to completion is cut at every event the node
 /// handles for the group (a block sent or received, a peer's signal): an

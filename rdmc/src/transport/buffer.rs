@@ -10,8 +10,9 @@
 //! [`RecvRegion`]s (write once) and [`BlockRef`]s (read) over one allocation,
 //! and becomes an ordinary [`Bytes`] when the message is complete.
 //!
-//! A buffer taken from a node's [`BufferPool`](super::pool::BufferPool)
-//! goes back there — memory and registration — when its last user drops it.
+//! A buffer taken from a node's buffer pool goes back there — memory and
+//! registration — when its last user drops it: to its [`Home`], which the
+//! pool implements.
 
 #![allow(unsafe_code)]
 
@@ -21,13 +22,18 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use bytes::Bytes;
 
-use super::pool::Spares;
-
 mod file;
 
 /// A transport's registration of a buffer's memory (the `ofi` transport's
 /// memory region), kept with the buffer and dropped before its memory.
 pub(crate) type Registration = Box<dyn std::any::Any + Send + Sync>;
+
+/// Where a pooled buffer's memory goes when the buffer is dropped (a node's
+/// pool of spare buffers), instead of back to the allocator.
+pub(crate) trait Home: Send + Sync {
+    /// Keep `spare` (memory and registration) for reuse, or free it.
+    fn take_back(&self, spare: Spare);
+}
 
 /// One heap allocation holding a message, shared by the transfers filling it.
 pub(crate) struct MessageBuffer {
@@ -40,7 +46,7 @@ pub(crate) struct MessageBuffer {
     backing: Backing,
     /// The pool the memory goes back to when the buffer is dropped, instead
     /// of back to the allocator (while that pool lives).
-    home: Option<Weak<Spares>>,
+    home: Option<Weak<dyn Home>>,
     /// A transport's registration of the bytes, made once (the `ofi`
     /// transport's, before the first receive into the buffer is posted),
     /// kept while the memory is recycled, and released before the memory
@@ -264,7 +270,7 @@ impl MessageBuffer {
         spare: Option<Spare>,
         len: usize,
         capacity: usize,
-        home: Weak<Spares>,
+        home: Weak<dyn Home>,
     ) -> Result<Arc<Self>, AllocError> {
         let mut buf = match spare {
             Some(Spare(buf)) => buf,
@@ -348,7 +354,7 @@ impl Drop for MessageBuffer {
 /// Memory taken back from a dropped buffer (with its registration), for
 /// reuse by [`MessageBuffer::pooled`]; freed if dropped.
 #[derive(Debug)]
-pub(super) struct Spare(MessageBuffer);
+pub(crate) struct Spare(MessageBuffer);
 
 impl Spare {
     /// Bytes of memory it holds.

@@ -8,10 +8,15 @@
 //! channel, the analogue of a completion queue).
 //!
 //! The transports: [`mem`] (in-process), [`tcp`] and, behind the cargo
-//! features `ofi` and `rdma`, `ofi` (libfabric) and `rdma` (RDMA verbs). What the two network transports share
-//! has one home each: [`mesh`] (the authenticated TCP mesh, the whole of
-//! `tcp`'s connections and `ofi`'s rendezvous) and [`frame`] (the signal
-//! codec).
+//! features `ofi` and `rdma`, `ofi` (libfabric) and `rdma` (RDMA verbs).
+//! What every transport shares is here: [`Transport`], [`Completion`],
+//! [`Signal`], the message buffers ([`buffer`]) and the node's buffer pool
+//! ([`pool`]). What the network transports share has one home each:
+//! [`mesh`] (the authenticated TCP mesh, the whole of `tcp`'s connections
+//! and the rendezvous of `ofi` and `rdma`), [`frame`] (the signal codec)
+//! and [`liveness`] (the failure detector). What only `ofi` and `rdma`
+//! share — the driver task that posts their sends and receives — is
+//! `fabric_driver` (behind either feature).
 //!
 //! # Messages, and which is which
 //!
@@ -25,20 +30,16 @@
 //!   received or sent, a signal arrived, a transfer or a peer failed.
 //! - [`frame::Header`]: the 32-byte frame header on the wire: on `tcp` a
 //!   data chunk, a signal or a heartbeat; `ofi` embeds signal frames.
-//! - `wire::ControlMessage`: a control message of `ofi` and `rdma` — a
-//!   signal, a credit, a block header or a heartbeat.
+//! - `fabric_driver::wire::ControlMessage`: a control message of `ofi` and
+//!   `rdma` — a signal, a credit, a block header or a heartbeat.
 //!
 //! Inside a transport, `tcp::link::Outgoing` is an item of a link's write
-//! queue and `driven::Cmd` a request to the `ofi` or `rdma` driver task.
+//! queue and `fabric_driver::Cmd` a request to the `ofi` or `rdma` driver
+//! task.
 
 pub(crate) mod buffer;
 #[cfg(any(feature = "ofi", feature = "rdma"))]
-#[allow(unsafe_code)]
-pub(crate) mod control_slots;
-#[cfg(any(feature = "ofi", feature = "rdma"))]
-pub(crate) mod driven;
-#[cfg(any(feature = "ofi", feature = "rdma"))]
-pub(crate) mod driver_core;
+pub(crate) mod fabric_driver;
 pub(crate) mod frame;
 pub(crate) mod liveness;
 pub mod mem;
@@ -50,11 +51,7 @@ pub(crate) mod pool;
 #[cfg(feature = "rdma")]
 #[allow(unsafe_code)]
 pub(crate) mod rdma;
-#[cfg(any(feature = "ofi", feature = "rdma"))]
-pub(crate) mod slots;
 pub(crate) mod tcp;
-#[cfg(any(feature = "ofi", feature = "rdma"))]
-pub(crate) mod wire;
 
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;

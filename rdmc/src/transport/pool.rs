@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::buffer::{AllocError, MAPPING_UNIT, MessageBuffer, Spare};
+use super::buffer::{AllocError, Home, MAPPING_UNIT, MessageBuffer, Spare};
 
 /// Default most bytes of spare buffers a node keeps.
 pub(crate) const DEFAULT_BUDGET: usize = 512 << 20;
@@ -38,7 +38,7 @@ pub(crate) struct BufferPool {
 /// The spare buffers of a pool, by capacity, within its budget. Dropped
 /// buffers find their way back here through a weak reference.
 #[derive(Debug)]
-pub(crate) struct Spares {
+struct Spares {
     budget: usize,
     state: Mutex<SparesState>,
 }
@@ -83,7 +83,8 @@ impl BufferPool {
         if spare.is_none() {
             tracing::debug!(capacity, "no spare buffer: mapping fresh memory");
         }
-        MessageBuffer::pooled(spare, len, capacity, Arc::downgrade(&self.spares))
+        let home: std::sync::Weak<dyn Home> = Arc::downgrade(&self.spares) as _;
+        MessageBuffer::pooled(spare, len, capacity, home)
     }
 
     /// [`try_alloc`](Self::try_alloc), for tests whose buffers fit.
@@ -112,10 +113,12 @@ impl Spares {
         state.held -= capacity;
         Some(spare)
     }
+}
 
+impl Home for Spares {
     /// Keep `spare` (memory and registration) for reuse, or free it if the
     /// budget is spent.
-    pub(super) fn take_back(&self, spare: Spare) {
+    fn take_back(&self, spare: Spare) {
         let capacity = spare.capacity();
         let mut state = self.lock();
         if state.held.saturating_add(capacity) > self.budget {

@@ -22,7 +22,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use rdmc::{
     ClusterKey, CompletionMode, Error, FailureKind, Group, GroupConfig, GroupId, MemCluster, Node,
-    NodeConfig, NodeId,
+    NodeConfig, NodeId, Receipt, Receiver, Sender,
 };
 use tokio::time::Instant;
 
@@ -125,37 +125,96 @@ pub async fn create_all(
     .unwrap_or_else(|e| panic!("creating group {id}: {e}"))
 }
 
+/// The root's handle and the receivers', in rank order, from the groups
+/// of [`create_all`] (the first member is the root).
+pub fn roles(groups: Vec<Group>) -> (Sender, Vec<Receiver>) {
+    let mut groups = groups.into_iter();
+    let root = groups.next().expect("a group has a root");
+    let root = root.into_sender().expect("the first member is the root");
+    let receivers = groups
+        .map(|g| g.into_receiver().expect("every other member receives"))
+        .collect();
+    (root, receivers)
+}
+
+/// The root's handle and the receiver's of a two-member group.
+pub fn pair(groups: Vec<Group>) -> (Sender, Receiver) {
+    let (root, mut receivers) = roles(groups);
+    assert_eq!(receivers.len(), 1, "a group of two");
+    (root, receivers.remove(0))
+}
+
+/// The root queues each of `messages` (waiting for room as its bound
+/// requires); their receipts, in order.
+pub async fn queue_all(root: &Sender, messages: &[Bytes]) -> Vec<Receipt> {
+    let mut receipts = Vec::with_capacity(messages.len());
+    for (i, m) in messages.iter().enumerate() {
+        let receipt = root
+            .send(m.clone())
+            .await
+            .unwrap_or_else(|e| panic!("group {}: queueing message {i}: {e}", root.id()));
+        receipts.push(receipt);
+    }
+    receipts
+}
+
+/// Every message of `receipts` is sent (`Ok`).
+pub async fn all_sent(group: GroupId, receipts: Vec<Receipt>) {
+    for (i, receipt) in receipts.into_iter().enumerate() {
+        receipt
+            .sent()
+            .await
+            .unwrap_or_else(|e| panic!("group {group}: send {i}: {e}"));
+    }
+}
+
+/// Take `messages.len()` messages from `receiver` and check that each is
+/// the next of `messages`, whole, with its sequence number.
+pub async fn receive_all(receiver: &mut Receiver, messages: &[Bytes]) {
+    let (id, rank) = (receiver.id(), receiver.rank());
+    for (i, m) in messages.iter().enumerate() {
+        let got = receiver
+            .next()
+            .await
+            .unwrap_or_else(|| panic!("group {id} rank {rank}: stream ended at {i}"))
+            .unwrap_or_else(|e| panic!("group {id} rank {rank}: {e}"));
+        assert_eq!(got.seq, i as u64, "group {id} rank {rank}");
+        assert!(
+            got.data == m,
+            "group {id} rank {rank}: message {i} differs ({} vs {} bytes)",
+            got.data.len(),
+            m.len()
+        );
+    }
+}
+
 /// The root sends `messages`; every receiver checks it gets each of them,
 /// whole, in order; then every member closes `Ok` and the streams end.
 pub async fn run_group(groups: Vec<Group>, messages: &[Bytes]) {
-    let runs = groups.into_iter().map(|mut g| async move {
+    let runs = groups.into_iter().map(|g| async move {
         let id = g.id();
-        if g.is_root() {
-            let sends: Vec<_> = messages.iter().map(|m| g.send(m.clone())).collect();
-            for s in sends {
-                s.await.unwrap_or_else(|e| panic!("group {id}: send: {e}"));
-            }
-        } else {
-            let rank = g.rank();
-            for (i, m) in messages.iter().enumerate() {
-                let got = g
-                    .next()
+        match g {
+            Group::Root(mut root) => {
+                let receipts = queue_all(&root, messages).await;
+                all_sent(id, receipts).await;
+                root.close()
                     .await
-                    .unwrap_or_else(|| panic!("group {id} rank {rank}: stream ended at {i}"))
-                    .unwrap_or_else(|e| panic!("group {id} rank {rank}: {e}"));
-                assert_eq!(got.seq, i as u64, "group {id} rank {rank}");
+                    .unwrap_or_else(|e| panic!("group {id}: close: {e}"));
+                assert_eq!(root.closed().await, Ok(()), "group {id}: closed");
+                assert_eq!(root.in_flight(), 0, "group {id}: in flight after close");
+            }
+            Group::Receiver(mut receiver) => {
+                receive_all(&mut receiver, messages).await;
+                receiver
+                    .close()
+                    .await
+                    .unwrap_or_else(|e| panic!("group {id}: close: {e}"));
                 assert!(
-                    got.data == m,
-                    "group {id} rank {rank}: message {i} differs ({} vs {} bytes)",
-                    got.data.len(),
-                    m.len()
+                    receiver.next().await.is_none(),
+                    "group {id}: stream after close"
                 );
             }
         }
-        g.close()
-            .await
-            .unwrap_or_else(|e| panic!("group {id}: close: {e}"));
-        assert!(g.next().await.is_none(), "group {id}: stream after close");
     });
     bounded(LONG, "a group's transfer", futures::future::join_all(runs)).await;
 }
@@ -202,7 +261,11 @@ pub struct Survivor {
 /// Read `group` to its end, checking every delivered message is whole and
 /// in order, and that it ends with exactly one failure; `first` messages
 /// were read already.
-pub async fn read_until_failure(mut group: Group, expected: Vec<Bytes>, first: usize) -> Survivor {
+pub async fn read_until_failure(
+    mut group: Receiver,
+    expected: Vec<Bytes>,
+    first: usize,
+) -> Survivor {
     let (id, rank) = (group.id(), group.rank());
     let mut delivered = first;
     let (error, failed_at) = loop {

@@ -2,8 +2,9 @@
 //! [`storage_suite!`], which expands them as tests for one transport:
 //! receive targets (files, the application's buffers, memory, mixed in one
 //! group, relays included), per-message delivery to every member, the
-//! bound on messages in flight with the root's `Sink`, the slow-reader
-//! timeout, and a failing receive-target hook.
+//! bound on messages in flight (sends that wait for room, the root's
+//! permits and its `Sink`), the root's `closed`, the slow-reader timeout,
+//! and a failing receive-target hook.
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -12,11 +13,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::{SinkExt, StreamExt};
 use rdmc::{
-    Algorithm, Error, FailureKind, GroupConfig, GroupId, NodeId, ReceiveTarget, ReceiveTargets,
+    Algorithm, Error, FailureKind, Group, GroupConfig, GroupId, NodeId, ReceiveTarget,
+    ReceiveTargets, Receiver,
 };
 
 use super::scratch::ScratchDir;
-use super::{Fixture, LONG, Tuning, bounded, cluster, create_all, ids, payload, shutdown};
+use super::{
+    Fixture, LONG, Tuning, bounded, cluster, create_all, ids, pair, payload, receive_all, roles,
+    shutdown,
+};
 
 /// Every storage scenario as `#[tokio::test]`s in a module `$name` for the
 /// fixture `$fixture`.
@@ -28,7 +33,10 @@ macro_rules! storage_suite {
             storage_suite!(@tests $fixture:
                 receive_targets_files_buffers_and_memory_in_one_group_byte_exact,
                 delivered_resolves_once_every_member_took_the_message,
-                the_bound_on_messages_in_flight_refuses_sends_and_paces_the_sink,
+                the_bound_on_messages_in_flight_holds_sends_and_paces_the_sink,
+                concurrent_sends_beyond_the_bound_wait_for_room_and_all_arrive,
+                a_permit_holds_the_room_until_its_message_is_delivered,
+                closed_reports_how_the_group_ended,
                 a_slow_reader_fails_the_group_naming_it,
                 the_slow_reader_timeout_fires_within_its_bound,
                 closing_the_sink_twice_returns_ok_twice,
@@ -122,15 +130,19 @@ pub async fn receive_targets_files_buffers_and_memory_in_one_group_byte_exact<F:
                 )
                 .await
                 .unwrap();
-            let runs = groups.into_iter().map(|mut g| {
+            let runs = groups.into_iter().map(|g| {
                 let messages = messages.clone();
                 async move {
-                    if g.is_root() {
-                        for m in &messages {
-                            g.send(m.clone()).delivered().await.unwrap();
+                    let mut g = match g {
+                        Group::Root(mut root) => {
+                            for m in &messages {
+                                let receipt = root.send(m.clone()).await.unwrap();
+                                receipt.delivered().await.unwrap();
+                            }
+                            return root.close().await.unwrap();
                         }
-                        return g.close().await.unwrap();
-                    }
+                        Group::Receiver(receiver) => receiver,
+                    };
                     for (seq, want) in messages.iter().enumerate() {
                         let m = g.next().await.unwrap().unwrap();
                         assert_eq!(m.seq, seq as u64);
@@ -169,14 +181,11 @@ pub async fn receive_targets_files_buffers_and_memory_in_one_group_byte_exact<F:
 /// it, one after the other.
 pub async fn delivered_resolves_once_every_member_took_the_message<F: Fixture>() {
     let (nodes, _) = cluster::<F>(3, Tuning::default()).await;
-    let mut groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), GroupConfig::new()).await;
-    let (mut r2, mut r1, root) = (
-        groups.pop().unwrap(),
-        groups.pop().unwrap(),
-        groups.pop().unwrap(),
-    );
-    let send = root.send(payload(1, 300_000));
-    let mut delivered = send.delivered();
+    let groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), GroupConfig::new()).await;
+    let (mut root, receivers) = roles(groups);
+    let [mut r1, mut r2] = <[Receiver; 2]>::try_from(receivers).unwrap();
+    let receipt = root.send(payload(1, 300_000)).await.unwrap();
+    let mut delivered = receipt.delivered();
     assert!(still_pending(&mut delivered).await, "nobody took it yet");
     r1.next().await.unwrap().unwrap();
     assert!(
@@ -200,30 +209,40 @@ async fn still_pending(d: &mut rdmc::Delivered) -> bool {
         .is_err()
 }
 
-/// With at most 2 messages in flight, a third `send` is refused while
-/// nobody reads; the `Sink` then carries 20 messages, waiting for room.
-pub async fn the_bound_on_messages_in_flight_refuses_sends_and_paces_the_sink<F: Fixture>() {
+/// With at most 2 messages in flight and nobody reading, a third
+/// `try_send` is refused and a third `send` waits (queueing nothing); the
+/// `Sink` then carries 20 messages, waiting for room.
+pub async fn the_bound_on_messages_in_flight_holds_sends_and_paces_the_sink<F: Fixture>() {
     let (nodes, _) = cluster::<F>(3, Tuning::default()).await;
     let config = GroupConfig::new().with_max_in_flight(Some(2));
-    let mut groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), config).await;
-    let (r2, r1, mut root) = (
-        groups.pop().unwrap(),
-        groups.pop().unwrap(),
-        groups.pop().unwrap(),
-    );
+    let groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), config).await;
+    let (mut root, receivers) = roles(groups);
+    let [r1, r2] = <[Receiver; 2]>::try_from(receivers).unwrap();
+    assert_eq!(root.max_in_flight(), Some(2));
     let messages: Vec<Bytes> = (0..22).map(|i| payload(100 + i, 50_000)).collect();
-    let first: Vec<_> = messages[..2].iter().map(|m| root.send(m.clone())).collect();
-    match root.send(messages[2].clone()).await {
+    let mut first = Vec::new();
+    for m in &messages[..2] {
+        first.push(root.send(m.clone()).await.unwrap());
+    }
+    assert_eq!(root.in_flight(), 2);
+    match root.try_send(messages[2].clone()) {
         Err(Error::TooManyInFlight {
             group: GroupId(1),
             max: 2,
         }) => {}
         other => panic!("a third message in flight: {other:?}"),
     }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), root.send(messages[2].clone()))
+            .await
+            .is_err(),
+        "a third send did not wait for room"
+    );
+    assert_eq!(root.in_flight(), 2, "a cancelled send holds no room");
     for s in first {
-        bounded(LONG, "the first sends", s).await.unwrap();
+        bounded(LONG, "the first sends", s.sent()).await.unwrap();
     }
-    let read = |mut g: rdmc::Group, messages: Vec<Bytes>| async move {
+    let read = |mut g: Receiver, messages: Vec<Bytes>| async move {
         for want in messages {
             let m = g.next().await.unwrap().unwrap();
             assert!(m.data == want);
@@ -248,6 +267,275 @@ pub async fn the_bound_on_messages_in_flight_refuses_sends_and_paces_the_sink<F:
     shutdown(nodes).await;
 }
 
+/// 200 sends run 64 at a time (`buffer_unordered(64)`) under a bound of 8
+/// messages in flight, the receivers reading as messages come: every send
+/// waits for room and completes `Ok` (none refused), the root never has
+/// more than 8 in flight, and every receiver gets all 200 byte-exact, in
+/// the stream's order: room goes to the sends first come, first served, and
+/// `buffer_unordered` starts them in order.
+pub async fn concurrent_sends_beyond_the_bound_wait_for_room_and_all_arrive<F: Fixture>() {
+    const MESSAGES: usize = 200;
+    const BOUND: u64 = 8;
+    let (nodes, _) = cluster::<F>(3, Tuning::default()).await;
+    let config = GroupConfig::new().with_max_in_flight(Some(BOUND));
+    let groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), config).await;
+    let (mut root, receivers) = roles(groups);
+    let messages: Vec<Bytes> = (0..MESSAGES)
+        .map(|i| payload(300 + i as u64, 1000 + 37 * i))
+        .collect();
+    let readers: Vec<_> = receivers
+        .into_iter()
+        .map(|mut r| {
+            tokio::spawn(async move {
+                let mut got = Vec::new();
+                while let Some(m) = r.next().await {
+                    let m = m.unwrap();
+                    assert_eq!(m.seq, got.len() as u64);
+                    got.push(m.data);
+                }
+                r.close().await.unwrap();
+                got
+            })
+        })
+        .collect();
+    // The order the sends queued their messages in (a send queues its
+    // message as it resolves), and the most messages in flight seen: after
+    // each send, and by a sampler polled between the sends.
+    let order = std::cell::RefCell::new(Vec::new());
+    let peak = std::cell::Cell::new(0);
+    let sample = || peak.set(peak.get().max(root.in_flight()));
+    let sending = std::cell::Cell::new(true);
+    let sends = futures::stream::iter(messages.iter().cloned().enumerate())
+        .map(|(i, m)| {
+            let (root, order, sample) = (&root, &order, &sample);
+            async move {
+                let sent = root.send(m).await;
+                order.borrow_mut().push(i);
+                sample();
+                sent
+            }
+        })
+        .buffer_unordered(64)
+        .collect::<Vec<_>>();
+    let sampler = async {
+        while sending.get() {
+            sample();
+            tokio::task::yield_now().await;
+        }
+    };
+    let (outcomes, ()) = bounded(LONG, "200 sends", async {
+        futures::join!(
+            async {
+                let outcomes = sends.await;
+                sending.set(false);
+                outcomes
+            },
+            sampler
+        )
+    })
+    .await;
+    assert_eq!(outcomes.len(), MESSAGES);
+    let mut receipts = Vec::new();
+    for (i, outcome) in outcomes.into_iter().enumerate() {
+        receipts.push(outcome.unwrap_or_else(|e| panic!("send {i} refused: {e}")));
+    }
+    assert!(
+        peak.get() <= BOUND,
+        "{} messages in flight under a bound of {BOUND}",
+        peak.get()
+    );
+    // 64 sends waited for room at once: the count reached the bound.
+    assert_eq!(peak.get(), BOUND, "the bound was never reached");
+    bounded(LONG, "the deliveries", async {
+        for receipt in receipts {
+            receipt.delivered().await.unwrap();
+        }
+        root.flush().await.unwrap();
+    })
+    .await;
+    assert_eq!(root.in_flight(), 0);
+    bounded(LONG, "the close", root.close()).await.unwrap();
+    let order = order.into_inner();
+    assert!(
+        order.iter().copied().eq(0..MESSAGES),
+        "queued out of the stream's order: {order:?}"
+    );
+    for reader in readers {
+        let got = bounded(LONG, "the readers", reader).await.unwrap();
+        assert_eq!(got.len(), MESSAGES);
+        for (i, data) in got.iter().enumerate() {
+            assert!(*data == messages[i], "message {i} differs");
+        }
+    }
+    shutdown(nodes).await;
+}
+
+/// With a bound of one message in flight, `reserve` holds the room: while
+/// a permit is held nothing else gets room, and dropping it unused gives
+/// the room back. A message holds its room until every receiver's
+/// application took it, not just until it is sent: the next `reserve`
+/// waits for that.
+pub async fn a_permit_holds_the_room_until_its_message_is_delivered<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(2, Tuning::default()).await;
+    let config = GroupConfig::new().with_max_in_flight(Some(1));
+    let (mut root, mut receiver) =
+        pair(create_all(&nodes, GroupId(1), &ids(&[0, 1]), config).await);
+    let pending = Duration::from_millis(300);
+    let messages = [payload(40, 70_000), payload(41, 3)];
+
+    // A permit dropped unused gives its room back.
+    let permit = bounded(LONG, "the first permit", root.reserve())
+        .await
+        .unwrap();
+    assert_eq!(root.in_flight(), 1, "a permit holds room");
+    assert!(matches!(
+        root.try_send(messages[0].clone()),
+        Err(Error::TooManyInFlight { max: 1, .. })
+    ));
+    assert!(
+        tokio::time::timeout(pending, root.reserve()).await.is_err(),
+        "a second permit while the first is held"
+    );
+    drop(permit);
+    assert_eq!(root.in_flight(), 0, "a dropped permit gives the room back");
+
+    // A permit used: its message holds the room until it is delivered.
+    let permit = bounded(LONG, "a permit", root.reserve()).await.unwrap();
+    let (sent, delivered) = permit.send(messages[0].clone()).split();
+    assert_eq!(root.in_flight(), 1);
+    bounded(LONG, "the first message sent", sent).await.unwrap();
+    assert!(
+        tokio::time::timeout(pending, root.reserve()).await.is_err(),
+        "room while the first message is sent but not taken"
+    );
+    assert_eq!(root.in_flight(), 1, "a cancelled reserve holds no room");
+    let first = bounded(LONG, "the first message", receiver.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(first.data == messages[0]);
+    bounded(LONG, "the first delivered", delivered)
+        .await
+        .unwrap();
+    let permit = bounded(LONG, "room once it is delivered", root.reserve())
+        .await
+        .unwrap();
+    let last = permit.send(messages[1].clone());
+    let second = bounded(LONG, "the second message", receiver.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(second.data == messages[1]);
+    bounded(LONG, "the second delivered", last.delivered())
+        .await
+        .unwrap();
+    assert_eq!(root.in_flight(), 0);
+    bounded(LONG, "the closes", async {
+        tokio::try_join!(root.close(), receiver.close())
+    })
+    .await
+    .unwrap();
+    shutdown(nodes).await;
+}
+
+/// `closed` waits for the group's end: `Ok` once it closed (and then sends
+/// are refused as closed), or its failure — naming the member — as soon as
+/// a receiver's node shuts down mid-group, with nothing sent or closed by
+/// the root to learn of it.
+pub async fn closed_reports_how_the_group_ended<F: Fixture>() {
+    let (mut nodes, _) = cluster::<F>(3, Tuning::default()).await;
+    let pending = Duration::from_millis(300);
+
+    // A group that closes.
+    let groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), GroupConfig::new()).await;
+    let (mut root, receivers) = roles(groups);
+    root.send(payload(50, 10_000)).await.unwrap();
+    assert!(
+        tokio::time::timeout(pending, root.closed()).await.is_err(),
+        "closed resolved while the group is open"
+    );
+    let readers: Vec<_> = receivers
+        .into_iter()
+        .map(|mut r| {
+            tokio::spawn(async move {
+                assert!(r.next().await.unwrap().unwrap().data == payload(50, 10_000));
+                assert!(r.next().await.is_none());
+                r.close().await
+            })
+        })
+        .collect();
+    bounded(LONG, "the root's close", root.close())
+        .await
+        .unwrap();
+    assert_eq!(root.closed().await, Ok(()));
+    for reader in readers {
+        bounded(LONG, "a receiver's close", reader)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+    assert_eq!(
+        root.send(Bytes::new()).await.unwrap_err(),
+        Error::Closed(GroupId(1))
+    );
+
+    // A group whose receiver's node shuts down while a message is on its way.
+    let groups = create_all(&nodes, GroupId(2), &ids(&[0, 1, 2]), GroupConfig::new()).await;
+    let (root, receivers) = roles(groups);
+    let [mut r1, r2] = <[Receiver; 2]>::try_from(receivers).unwrap();
+    let delivered = root.send(payload(51, 200_000)).await.unwrap().delivered();
+    bounded(LONG, "node 1's message", r1.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        tokio::time::timeout(pending, root.closed()).await.is_err(),
+        "closed resolved while the group is open"
+    );
+    let victim = nodes.pop().unwrap();
+    let shut_down = std::time::Instant::now();
+    // Node 2's application keeps its handle: its node goes away under it.
+    bounded(LONG, "node 2's shutdown", victim.shutdown()).await;
+    let error = bounded(LONG, "the root's closed", root.closed())
+        .await
+        .unwrap_err();
+    let took = shut_down.elapsed();
+    assert!(
+        matches!(
+            &error,
+            Error::GroupFailed {
+                group: GroupId(2),
+                suspect: Some(NodeId(2)),
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(took < super::scaled(Duration::from_secs(5)), "{took:?}");
+    assert_eq!(root.closed().await.unwrap_err(), error, "closed again");
+    assert_eq!(
+        delivered.await.unwrap_err(),
+        error,
+        "the message's delivery"
+    );
+    assert_eq!(root.send(Bytes::new()).await.unwrap_err(), error, "a send");
+    match bounded(LONG, "node 1's stream", r1.next()).await {
+        Some(Err(e)) => assert!(
+            matches!(
+                e,
+                Error::GroupFailed {
+                    suspect: Some(NodeId(2)),
+                    ..
+                }
+            ),
+            "node 1: {e:?}"
+        ),
+        other => panic!("node 1: {other:?}"),
+    }
+    drop((root, r1, r2));
+    shutdown(nodes).await;
+}
+
 /// Node 2 takes nothing within its slow-reader timeout: the group fails
 /// on every member naming it.
 pub async fn a_slow_reader_fails_the_group_naming_it<F: Fixture>() {
@@ -268,13 +556,9 @@ pub async fn a_slow_reader_fails_the_group_naming_it<F: Fixture>() {
     )
     .await
     .unwrap();
-    let mut groups = groups.into_iter();
-    let (root, mut r1, mut r2) = (
-        groups.next().unwrap(),
-        groups.next().unwrap(),
-        groups.next().unwrap(),
-    );
-    let delivered = root.send(payload(3, 100_000)).delivered();
+    let (root, receivers) = roles(groups);
+    let [mut r1, mut r2] = <[Receiver; 2]>::try_from(receivers).unwrap();
+    let delivered = root.send(payload(3, 100_000)).await.unwrap().delivered();
     r1.next().await.unwrap().unwrap();
     let named = |e: &Error, who: &str| match e {
         Error::GroupFailed {
@@ -320,13 +604,9 @@ pub async fn the_slow_reader_timeout_fires_within_its_bound<F: Fixture>() {
         let slow = NodeId(n as u32 - 1);
         let timeout = Duration::from_secs(2);
         let config = GroupConfig::new().with_slow_reader_timeout(Some(timeout));
-        let mut groups = create_all(&nodes, GroupId(1), &members, config)
-            .await
-            .into_iter();
-        let root = groups.next().unwrap();
-        let mut readers: Vec<_> = groups.collect();
+        let (root, mut readers) = roles(create_all(&nodes, GroupId(1), &members, config).await);
         let sent = std::time::Instant::now();
-        let delivered = root.send(payload(1, 1000)).delivered();
+        let delivered = root.send(payload(1, 1000)).await.unwrap().delivered();
         // Every receiver but the slow one takes the message at once.
         for reader in &mut readers[..n - 2] {
             reader.next().await.unwrap().unwrap();
@@ -353,10 +633,8 @@ pub async fn the_slow_reader_timeout_fires_within_its_bound<F: Fixture>() {
 pub async fn closing_the_sink_twice_returns_ok_twice<F: Fixture>() {
     let (nodes, _) = cluster::<F>(2, Tuning::default()).await;
     let members = ids(&[0, 1]);
-    let mut groups = create_all(&nodes, GroupId(1), &members, GroupConfig::new())
-        .await
-        .into_iter();
-    let (mut root, mut receiver) = (groups.next().unwrap(), groups.next().unwrap());
+    let (mut root, mut receiver) =
+        pair(create_all(&nodes, GroupId(1), &members, GroupConfig::new()).await);
     let reading = async {
         let message = receiver.next().await.unwrap().unwrap();
         receiver.close().await.unwrap();
@@ -404,15 +682,10 @@ pub async fn a_failing_receive_target_fails_the_group_naming_its_member<F: Fixtu
     )
     .await
     .unwrap();
-    let mut groups = groups.into_iter();
-    let (root, mut r1, _r2) = (
-        groups.next().unwrap(),
-        groups.next().unwrap(),
-        groups.next().unwrap(),
-    );
-    let e = bounded(LONG, "the send", root.send(payload(4, 10_000)).delivered())
-        .await
-        .unwrap_err();
+    let (root, mut receivers) = roles(groups);
+    let mut r1 = receivers.remove(0);
+    let delivered = root.send(payload(4, 10_000)).await.unwrap().delivered();
+    let e = bounded(LONG, "the send", delivered).await.unwrap_err();
     assert!(
         matches!(
             &e,
@@ -474,16 +747,24 @@ pub async fn files_sent_by_the_root_arrive_byte_exact<F: Fixture>() {
         )
         .await
         .unwrap();
-        let runs = groups.into_iter().map(|mut g| {
+        let runs = groups.into_iter().map(|g| {
             let (messages, sources) = (messages.clone(), sources.clone());
             async move {
-                if g.is_root() {
-                    for path in &sources {
-                        let file = std::fs::File::open(path).unwrap();
-                        g.send_file(file).await.unwrap().delivered().await.unwrap();
+                let mut g = match g {
+                    Group::Root(mut root) => {
+                        for path in &sources {
+                            let file = std::fs::File::open(path).unwrap();
+                            root.send_file(file)
+                                .await
+                                .unwrap()
+                                .delivered()
+                                .await
+                                .unwrap();
+                        }
+                        return root.close().await.unwrap();
                     }
-                    return g.close().await.unwrap();
-                }
+                    Group::Receiver(receiver) => receiver,
+                };
                 for want in &messages {
                     let m = g.next().await.unwrap().unwrap();
                     match &m.file {

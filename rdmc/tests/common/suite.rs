@@ -13,14 +13,18 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use rdmc::{Algorithm, ClusterKey, Error, FailureKind, Group, GroupConfig, GroupId, Node, NodeId};
+use rdmc::{
+    Algorithm, ClusterKey, Error, FailureKind, Group, GroupConfig, GroupId, Node, NodeId, Receiver,
+    Sender,
+};
 use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
 use super::relay::{Relay, closed_by_peer};
 use super::{
-    Fixture, LONG, Layout, Tuning, assert_failed, assert_mismatch, bounded, cluster, create_all,
-    ids, payload, read_until_failure, run_group, scaled, shutdown,
+    Fixture, LONG, Layout, Tuning, all_sent, assert_failed, assert_mismatch, bounded, cluster,
+    create_all, ids, pair, payload, queue_all, read_until_failure, roles, run_group, scaled,
+    shutdown,
 };
 
 /// Every scenario of the suite, as `#[tokio::test]`s in a module `$name`
@@ -251,20 +255,20 @@ pub async fn messages_the_application_holds_keep_their_bytes<F: Fixture>() {
             .map(|i| payload(7000 + 100 * a as u64 + i, sizes[i as usize % sizes.len()]))
             .collect();
         let groups = create_all(&nodes, GroupId(500 + a as u64), &members, config).await;
-        let runs = groups.into_iter().map(|mut g| {
+        let runs = groups.into_iter().map(|g| {
             let messages = &messages;
             async move {
                 let id = g.id();
-                if g.is_root() {
-                    let sends: Vec<_> = messages.iter().map(|m| g.send(m.clone())).collect();
-                    for s in sends {
-                        s.await.unwrap_or_else(|e| panic!("group {id}: send: {e}"));
+                let mut g = match g {
+                    Group::Root(mut root) => {
+                        all_sent(id, queue_all(&root, messages).await).await;
+                        root.close()
+                            .await
+                            .unwrap_or_else(|e| panic!("group {id}: close: {e}"));
+                        return;
                     }
-                    g.close()
-                        .await
-                        .unwrap_or_else(|e| panic!("group {id}: close: {e}"));
-                    return;
-                }
+                    Group::Receiver(receiver) => receiver,
+                };
                 let mut held = Vec::new();
                 for _ in messages {
                     let got = g.next().await.expect("a message").expect("no failure");
@@ -314,7 +318,7 @@ const MIXED_IN_FLIGHT: usize = 32;
 
 /// Take `count` messages from a receiver's stream and check that message
 /// `i` is the `i`-th: `payload(seed(i), size(i))`.
-async fn take_in_order(g: &mut Group, count: u64, seed: fn(u64) -> u64, size: fn(u64) -> usize) {
+async fn take_in_order(g: &mut Receiver, count: u64, seed: fn(u64) -> u64, size: fn(u64) -> usize) {
     let rank = g.rank();
     for i in 0..count {
         let got = g
@@ -330,6 +334,22 @@ async fn take_in_order(g: &mut Group, count: u64, seed: fn(u64) -> u64, size: fn
             size(i),
         );
     }
+}
+
+/// A receiver's part: [`take_in_order`], then close `Ok`; the stream has
+/// ended.
+async fn take_in_order_and_close(
+    mut g: Receiver,
+    count: u64,
+    seed: fn(u64) -> u64,
+    size: fn(u64) -> usize,
+) {
+    take_in_order(&mut g, count, seed, size).await;
+    let rank = g.rank();
+    g.close()
+        .await
+        .unwrap_or_else(|e| panic!("rank {rank}: close: {e}"));
+    assert!(g.next().await.is_none(), "rank {rank}: stream after close");
 }
 
 /// The size of mixed-traffic message `i`: 0 B for 1 in 64 messages; else
@@ -365,29 +385,32 @@ pub async fn mixed_traffic_of_random_sizes_arrives_in_order_byte_identical<F: Fi
     let members = ids(&[2, 0, 1]);
     let groups = create_all(&nodes, GroupId(16), &members, GroupConfig::new()).await;
     let seed = |i: u64| 0x16_0000 + i;
-    let runs = groups.into_iter().map(|mut g| async move {
-        if g.is_root() {
-            let mut sends = futures::stream::FuturesOrdered::new();
-            for i in 0..mixed_messages() {
-                if sends.len() == MIXED_IN_FLIGHT {
-                    let sent: Result<_, Error> = sends.next().await.expect("a send in flight");
+    let runs = groups.into_iter().map(|g| async move {
+        match g {
+            Group::Root(mut root) => {
+                let mut sends = futures::stream::FuturesOrdered::new();
+                for i in 0..mixed_messages() {
+                    if sends.len() == MIXED_IN_FLIGHT {
+                        let sent: Result<_, Error> = sends.next().await.expect("a send in flight");
+                        sent.unwrap_or_else(|e| panic!("mixed traffic: send: {e}"));
+                    }
+                    let receipt = root
+                        .send(payload(seed(i), mixed_size(i)))
+                        .await
+                        .unwrap_or_else(|e| panic!("mixed traffic: queueing {i}: {e}"));
+                    sends.push_back(receipt.sent());
+                }
+                while let Some(sent) = sends.next().await {
                     sent.unwrap_or_else(|e| panic!("mixed traffic: send: {e}"));
                 }
-                sends.push_back(g.send(payload(seed(i), mixed_size(i))));
+                root.close()
+                    .await
+                    .unwrap_or_else(|e| panic!("mixed traffic: close: {e}"));
             }
-            while let Some(sent) = sends.next().await {
-                sent.unwrap_or_else(|e| panic!("mixed traffic: send: {e}"));
+            Group::Receiver(g) => {
+                take_in_order_and_close(g, mixed_messages(), seed, mixed_size).await;
             }
-        } else {
-            take_in_order(&mut g, mixed_messages(), seed, mixed_size).await;
         }
-        g.close()
-            .await
-            .unwrap_or_else(|e| panic!("mixed traffic: close: {e}"));
-        assert!(
-            g.next().await.is_none(),
-            "mixed traffic: stream after close"
-        );
     });
     bounded(
         Duration::from_secs(120),
@@ -428,23 +451,30 @@ pub async fn a_burst_of_small_and_large_messages_arrives_in_order<F: Fixture>() 
     let members = ids(&[1, 3, 0, 2]);
     let groups = create_all(&nodes, GroupId(17), &members, GroupConfig::new()).await;
     let seed = |i: u64| 0x17_0000 + i;
-    let runs = groups.into_iter().map(|mut g| async move {
-        if g.is_root() {
-            let sends: Vec<_> = (0..burst_messages())
-                .map(|i| g.send(payload(seed(i), burst_size(i))).delivered())
-                .collect();
-            for (i, delivered) in sends.into_iter().enumerate() {
-                delivered
+    let runs = groups.into_iter().map(|g| async move {
+        match g {
+            Group::Root(mut root) => {
+                let mut sends = Vec::new();
+                for i in 0..burst_messages() {
+                    let receipt = root
+                        .send(payload(seed(i), burst_size(i)))
+                        .await
+                        .unwrap_or_else(|e| panic!("burst: queueing {i}: {e}"));
+                    sends.push(receipt.delivered());
+                }
+                for (i, delivered) in sends.into_iter().enumerate() {
+                    delivered
+                        .await
+                        .unwrap_or_else(|e| panic!("burst: message {i}: {e}"));
+                }
+                root.close()
                     .await
-                    .unwrap_or_else(|e| panic!("burst: message {i}: {e}"));
+                    .unwrap_or_else(|e| panic!("burst: close: {e}"));
             }
-        } else {
-            take_in_order(&mut g, burst_messages(), seed, burst_size).await;
+            Group::Receiver(g) => {
+                take_in_order_and_close(g, burst_messages(), seed, burst_size).await;
+            }
         }
-        g.close()
-            .await
-            .unwrap_or_else(|e| panic!("burst: close: {e}"));
-        assert!(g.next().await.is_none(), "burst: stream after close");
     });
     bounded(
         Duration::from_secs(120),
@@ -518,10 +548,10 @@ pub async fn a_small_group_is_not_stuck_behind_another_groups_large_block<F: Fix
     let small_config = GroupConfig::new()
         .with_algorithm(Algorithm::Sequential)
         .with_block_size(4096);
-    let mut big = create_all(&nodes, GroupId(1), &members, big_config).await;
-    let mut small = create_all(&nodes, GroupId(2), &members, small_config).await;
-    let (mut big_rx, big_root) = (big.pop().unwrap(), big.pop().unwrap());
-    let (mut small_rx, small_root) = (small.pop().unwrap(), small.pop().unwrap());
+    let (mut big_root, mut big_rx) =
+        pair(create_all(&nodes, GroupId(1), &members, big_config).await);
+    let (mut small_root, mut small_rx) =
+        pair(create_all(&nodes, GroupId(2), &members, small_config).await);
     let big_message = payload(1, BIG);
     let small_messages: Vec<Bytes> = (0..5).map(|i| payload(10 + i, 1000)).collect();
 
@@ -530,11 +560,8 @@ pub async fn a_small_group_is_not_stuck_behind_another_groups_large_block<F: Fix
     // after it on the same connection. Were blocks sent whole, none of them
     // could arrive before the big one.
     let start = Instant::now();
-    let big_send = big_root.send(big_message.clone());
-    let small_sends: Vec<_> = small_messages
-        .iter()
-        .map(|m| small_root.send(m.clone()))
-        .collect();
+    let big_send = queue_all(&big_root, std::slice::from_ref(&big_message)).await;
+    let small_sends = queue_all(&small_root, &small_messages).await;
     let big_arrival = tokio::spawn(async move {
         let got = big_rx.next().await.unwrap().unwrap();
         (Instant::now(), got, big_rx)
@@ -550,9 +577,9 @@ pub async fn a_small_group_is_not_stuck_behind_another_groups_large_block<F: Fix
         }
         (at, small_rx)
     });
-    let (big_at, got, big_rx) = bounded(LONG, "the big message", big_arrival).await.unwrap();
+    let (big_at, got, mut big_rx) = bounded(LONG, "the big message", big_arrival).await.unwrap();
     assert!(got.data == big_message, "the big message differs");
-    let (small_at, small_rx) = bounded(LONG, "the small messages", small_arrivals)
+    let (small_at, mut small_rx) = bounded(LONG, "the small messages", small_arrivals)
         .await
         .unwrap();
     let big_took = big_at - start;
@@ -567,10 +594,8 @@ pub async fn a_small_group_is_not_stuck_behind_another_groups_large_block<F: Fix
         );
     }
     bounded(LONG, "the sends", async {
-        big_send.await.unwrap();
-        for s in small_sends {
-            s.await.unwrap();
-        }
+        all_sent(GroupId(1), big_send).await;
+        all_sent(GroupId(2), small_sends).await;
     })
     .await;
     bounded(LONG, "closing", async {
@@ -878,17 +903,12 @@ async fn a_member_dies_mid_transfer<F: Fixture>(death: Death) {
         )
     })
     .await;
-    let mut xs = xs.unwrap().into_iter();
-    let (x_root, x1, mut x2, x3) = (
-        xs.next().unwrap(),
-        xs.next().unwrap(),
-        xs.next().unwrap(),
-        xs.next().unwrap(),
-    );
-    let mut ys = ys.unwrap().into_iter();
-    let (y_root, y3, y0) = (ys.next().unwrap(), ys.next().unwrap(), ys.next().unwrap());
-    let mut zs = zs.unwrap().into_iter();
-    let (z3, z2) = (zs.next().unwrap(), zs.next().unwrap());
+    let (mut x_root, xs) = roles(xs.unwrap());
+    let [x1, mut x2, x3] = <[Receiver; 3]>::try_from(xs).unwrap();
+    let (mut y_root, ys) = roles(ys.unwrap());
+    let [y3, y0] = <[Receiver; 2]>::try_from(ys).unwrap();
+    // Node 3 is group 3's root: it learns of the failure from `closed`.
+    let (mut z3, z2) = pair(zs.unwrap());
 
     let x_messages: Vec<Bytes> = (0..40)
         .map(|i| payload(i, (1 << 20) + i as usize))
@@ -897,9 +917,14 @@ async fn a_member_dies_mid_transfer<F: Fixture>(death: Death) {
 
     // Group 1: the root queues everything; node 2 reads two messages and
     // then nothing, so the transfer is in full swing, and stuck, when it dies.
-    let x_sends: Vec<_> = x_messages.iter().map(|m| x_root.send(m.clone())).collect();
+    let x_sends = queue_all(&x_root, &x_messages).await;
     let survivors = [x1, x3].map(|g| tokio::spawn(read_until_failure(g, x_messages.clone(), 0)));
-    let z_survivor = tokio::spawn(read_until_failure(z3, Vec::new(), 0));
+    let z_survivor = tokio::spawn(async move {
+        let error = z3.closed().await.unwrap_err();
+        let failed_at = Instant::now();
+        assert_eq!(z3.close().await.unwrap_err(), error, "group 3 root: close");
+        (error, failed_at)
+    });
     for expected in &x_messages[..2] {
         let m = bounded(LONG, "node 2's first messages", x2.next())
             .await
@@ -908,9 +933,7 @@ async fn a_member_dies_mid_transfer<F: Fixture>(death: Death) {
         assert!(m.data == expected);
     }
     // Group 2 is under way too.
-    for m in &y_messages[..5] {
-        drop(y_root.send(m.clone()));
-    }
+    drop(queue_all(&y_root, &y_messages[..5]).await);
     let y_receivers = [y3, y0].map(|mut g| {
         let expected = y_messages.clone();
         tokio::spawn(async move {
@@ -968,7 +991,7 @@ async fn a_member_dies_mid_transfer<F: Fixture>(death: Death) {
         let mut ok = 0;
         let mut error = None;
         for s in x_sends {
-            match s.await {
+            match s.sent().await {
                 Ok(_) if error.is_none() => ok += 1,
                 Ok(_) => panic!("a send completed after an earlier one failed"),
                 Err(e) => {
@@ -982,6 +1005,7 @@ async fn a_member_dies_mid_transfer<F: Fixture>(death: Death) {
         }
         let failed_at = Instant::now();
         let error = error.expect("not every message can have been sent");
+        assert_eq!(x_root.closed().await.unwrap_err(), error, "root: closed");
         assert_eq!(x_root.close().await.unwrap_err(), error, "root: close");
         (ok, error, failed_at)
     };
@@ -1005,15 +1029,12 @@ async fn a_member_dies_mid_transfer<F: Fixture>(death: Death) {
         assert_prompt(s.failed_at - killed, who);
         assert!(s.delivered < x_messages.len(), "{who}");
     }
-    let z = z_outcome.unwrap();
-    assert_failed(&z.error, GroupId(3), 2, "group 3 node 3");
-    assert_prompt(z.failed_at - killed, "group 3 node 3");
-    assert_eq!(z.delivered, 0);
+    let (z_error, z_failed_at) = z_outcome.unwrap();
+    assert_failed(&z_error, GroupId(3), 2, "group 3 node 3");
+    assert_prompt(z_failed_at - killed, "group 3 node 3");
 
     // Group 2 never had node 2: it finishes its messages and closes Ok.
-    for m in &y_messages[5..] {
-        drop(y_root.send(m.clone()));
-    }
+    drop(queue_all(&y_root, &y_messages[5..]).await);
     bounded(LONG, "group 2 after the death", async {
         y_root.close().await.unwrap();
         for r in y_receivers {
@@ -1066,13 +1087,17 @@ pub async fn a_member_gone_silent_is_detected_within_the_failure_timeout<F: Fixt
     .await
     .unwrap()
     .into_iter();
-    let (x_root, x1, mut x2) = (xs.next().unwrap(), xs.next().unwrap(), xs.next().unwrap());
+    let mut x_root = xs.next().unwrap().into_sender().unwrap();
+    let (x1, mut x2) = (
+        xs.next().unwrap().into_receiver().unwrap(),
+        xs.next().unwrap().into_receiver().unwrap(),
+    );
     let ys = create_all(&nodes, GroupId(2), &ids(&[1, 2]), GroupConfig::new()).await;
 
     let messages: Vec<Bytes> = (0..40)
         .map(|i| payload(i, (1 << 20) + 3 * i as usize))
         .collect();
-    let sends: Vec<_> = messages.iter().map(|m| x_root.send(m.clone())).collect();
+    let sends = queue_all(&x_root, &messages).await;
     let reader_1 = tokio::spawn(read_until_failure(x1, messages.clone(), 0));
     for (i, m) in messages.iter().enumerate().take(2) {
         let got = bounded(LONG, "node 2's first messages", x2.next())
@@ -1089,11 +1114,12 @@ pub async fn a_member_gone_silent_is_detected_within_the_failure_timeout<F: Fixt
     let root = async {
         let mut error = None;
         for s in sends {
-            if let Err(e) = s.await {
+            if let Err(e) = s.sent().await {
                 error.get_or_insert(e);
             }
         }
         let error = error.expect("the transfer cannot have finished");
+        assert_eq!(x_root.closed().await.unwrap_err(), error);
         assert_eq!(x_root.close().await.unwrap_err(), error);
         (error, Instant::now())
     };
@@ -1141,16 +1167,11 @@ async fn three_read_everything(
     nodes: &[Node],
     config: GroupConfig,
     messages: &[Bytes],
-) -> (Group, Group, Group) {
-    let mut groups = create_all(nodes, GroupId(1), &ids(&[0, 1, 2]), config).await;
-    let (mut r2, mut r1, root) = (
-        groups.pop().unwrap(),
-        groups.pop().unwrap(),
-        groups.pop().unwrap(),
-    );
-    for m in messages {
-        drop(root.send(m.clone()));
-    }
+) -> (Sender, Receiver, Receiver) {
+    let groups = create_all(nodes, GroupId(1), &ids(&[0, 1, 2]), config).await;
+    let (root, receivers) = roles(groups);
+    let [mut r1, mut r2] = <[Receiver; 2]>::try_from(receivers).unwrap();
+    drop(queue_all(&root, messages).await);
     for r in [&mut r1, &mut r2] {
         for (i, m) in messages.iter().enumerate() {
             let got = bounded(LONG, "reading", r.next()).await.unwrap().unwrap();
@@ -1181,7 +1202,7 @@ pub async fn a_receiver_that_never_closes_holds_the_close_and_fails_it_when_it_l
     let (nodes, _) = cluster::<F>(3, Tuning::default()).await;
     let messages: Vec<Bytes> = (0..3).map(|i| payload(i, 70_000 + i as usize)).collect();
     let config = GroupConfig::new().with_block_size(16 * 1024);
-    let (root, r1, mut r2) = three_read_everything(&nodes, config, &messages).await;
+    let (mut root, mut r1, mut r2) = three_read_everything(&nodes, config, &messages).await;
     // Node 2's application read everything (its stream ends once the root
     // closed) but never closes: nobody's close resolves, however long.
     let r1_close = tokio::spawn(async move {
@@ -1223,7 +1244,7 @@ pub async fn a_receiver_that_leaves_after_its_blocks_arrived_fails_the_group<F: 
     let (nodes, _) = cluster::<F>(3, Tuning::default()).await;
     let messages: Vec<Bytes> = (0..4).map(|i| payload(10 + i, 50_000)).collect();
     let config = GroupConfig::new().with_block_size(8 * 1024);
-    let (root, r1, r2) = three_read_everything(&nodes, config, &messages).await;
+    let (mut root, mut r1, r2) = three_read_everything(&nodes, config, &messages).await;
     // Node 2 has every block (it read every message), but its application
     // goes away before it closes — as a process that dies before it wrote
     // what it received.
@@ -1240,16 +1261,11 @@ pub async fn a_receiver_that_leaves_after_its_blocks_arrived_fails_the_group<F: 
 
 pub async fn a_receiver_that_closes_with_messages_unread_fails_the_group<F: Fixture>() {
     let (nodes, _) = cluster::<F>(3, Tuning::default()).await;
-    let mut groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), GroupConfig::new()).await;
-    let (mut r2, r1, root) = (
-        groups.pop().unwrap(),
-        groups.pop().unwrap(),
-        groups.pop().unwrap(),
-    );
+    let groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), GroupConfig::new()).await;
+    let (mut root, receivers) = roles(groups);
+    let [r1, mut r2] = <[Receiver; 2]>::try_from(receivers).unwrap();
     let messages: Vec<Bytes> = (0..3).map(|i| payload(20 + i, 30_000)).collect();
-    for m in &messages {
-        drop(root.send(m.clone()));
-    }
+    drop(queue_all(&root, &messages).await);
     // Node 2 takes one message and closes: it will never take the others.
     bounded(LONG, "node 2's first message", r2.next())
         .await
@@ -1310,14 +1326,10 @@ pub async fn a_receiver_making_no_progress_fails_the_group_after_the_progress_ti
     )
     .await
     .unwrap();
-    let mut groups = groups.into_iter();
-    let (root, r1, mut r2) = (
-        groups.next().unwrap(),
-        groups.next().unwrap(),
-        groups.next().unwrap(),
-    );
+    let (mut root, receivers) = roles(groups);
+    let [r1, mut r2] = <[Receiver; 2]>::try_from(receivers).unwrap();
     let messages: Vec<Bytes> = (0..6).map(|i| payload(30 + i, 40_000)).collect();
-    let sends: Vec<_> = messages.iter().map(|m| root.send(m.clone())).collect();
+    let sends = queue_all(&root, &messages).await;
     let reader = tokio::spawn(read_until_failure(r1, messages.clone(), 0));
     let no_progress = |k: &FailureKind| {
         matches!(
@@ -1327,7 +1339,8 @@ pub async fn a_receiver_making_no_progress_fails_the_group_after_the_progress_ti
     };
     let root_error = bounded(PROGRESS * 10, "the root's failure", async {
         for s in sends {
-            if let Err(e) = s.await {
+            if let Err(e) = s.sent().await {
+                assert_eq!(root.closed().await.unwrap_err(), e, "root: closed");
                 return e;
             }
         }

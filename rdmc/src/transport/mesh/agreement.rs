@@ -91,7 +91,7 @@ const LINGER: Duration = Duration::from_millis(250);
 
 /// One node's view of the mesh's formation: a small protocol over the
 /// authenticated connections, each message MAC'd with the connection's
-/// session key ([`formation`]), so that every member that fails names the
+/// session key ([`formation`](super::formation)), so that every member that fails names the
 /// member(s) that caused it, never one that only gave up because of them.
 ///
 /// 1. On every new connection each end first sends `Info`: how long until it

@@ -32,6 +32,19 @@ async fn formed(n: usize, failure: Duration) -> Vec<Mesh> {
     futures::future::try_join_all(ups).await.unwrap()
 }
 
+/// Every member's `confirm` by `deadline` (`within` from now), started at
+/// once: their tasks.
+fn start_confirms(
+    meshes: Vec<Mesh>,
+    deadline: Instant,
+    within: Duration,
+) -> Vec<tokio::task::JoinHandle<Result<(), MeshError>>> {
+    meshes
+        .into_iter()
+        .map(|mut mesh| tokio::spawn(async move { mesh.confirm(deadline, within).await }))
+        .collect()
+}
+
 /// Every member's `confirm` with a deadline `within` from now, at once.
 async fn confirm_all(meshes: Vec<Mesh>, within: Duration) -> Vec<(Mesh, Result<(), MeshError>)> {
     let deadline = Instant::now() + within;
@@ -97,10 +110,7 @@ async fn a_member_that_gives_up_has_everyone_name_whom_it_blames() {
     let _two = meshes.pop().unwrap();
     let within = Duration::from_secs(10);
     let deadline = Instant::now() + within;
-    let waiting: Vec<_> = meshes
-        .into_iter()
-        .map(|mut mesh| tokio::spawn(async move { mesh.confirm(deadline, within).await }))
-        .collect();
+    let waiting = start_confirms(meshes, deadline, within);
     tokio::time::sleep(Duration::from_millis(200)).await;
     three.abandon(deadline, within, &[NodeId(2)]).await;
     for (id, w) in waiting.into_iter().enumerate() {
@@ -125,10 +135,7 @@ async fn a_member_that_blames_itself_is_named() {
     let mut two = meshes.pop().unwrap();
     let within = Duration::from_secs(10);
     let deadline = Instant::now() + within;
-    let waiting: Vec<_> = meshes
-        .into_iter()
-        .map(|mut mesh| tokio::spawn(async move { mesh.confirm(deadline, within).await }))
-        .collect();
+    let waiting = start_confirms(meshes, deadline, within);
     two.abandon(deadline, within, &[NodeId(2)]).await;
     for (id, w) in waiting.into_iter().enumerate() {
         let error = w.await.unwrap().expect_err("confirmed without node 2");

@@ -23,6 +23,7 @@
 //! (another cluster key or member list).
 
 mod agreement;
+mod cluster;
 #[cfg(test)]
 mod confirm_tests;
 mod formation;
@@ -42,91 +43,15 @@ use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use self::agreement::{Formation, Link};
+pub(crate) use self::cluster::{ClusterConfig, check_limit};
+pub use self::cluster::{ClusterConfigError, MAX_TIMEOUT};
 use self::formation::Direction;
 use self::handshake::{Handshake, HandshakeError, SessionKey};
 pub(crate) use self::key::ClusterDigest;
 pub use self::key::{ClusterKey, ClusterKeyError};
-use crate::config::{ClusterConfigError, check_limit};
 use crate::ids::NodeId;
 
-/// Default time to wait for every other member to be connected.
-pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default time after which a silent peer is considered failed.
-pub(crate) const DEFAULT_FAILURE_TIMEOUT: Duration = Duration::from_secs(3);
-
-/// What a node of a cluster is configured with on either network
-/// transport: the members, this node's place among them, the key, and the
-/// time limits.
-#[derive(Debug)]
-pub(crate) struct ClusterConfig {
-    /// The members' mesh addresses, indexed by node id.
-    pub(crate) members: Vec<SocketAddr>,
-    /// This node.
-    pub(crate) id: NodeId,
-    /// The key every member holds.
-    pub(crate) key: ClusterKey,
-    /// A listener bound already, used instead of binding `members[id]`.
-    pub(crate) listener: Option<std::net::TcpListener>,
-    /// How long to wait for every other member to be connected.
-    pub(crate) connect_timeout: Duration,
-    /// How long one handshake (or the `ofi` address swap) may take.
-    pub(crate) handshake_timeout: Duration,
-    /// A peer silent this long is considered failed.
-    pub(crate) failure_timeout: Duration,
-}
-
 impl ClusterConfig {
-    /// Node `id` of the cluster at `members`, with the default time limits.
-    pub(crate) fn new(members: Vec<SocketAddr>, id: NodeId, key: ClusterKey) -> Self {
-        ClusterConfig {
-            members,
-            id,
-            key,
-            listener: None,
-            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
-            handshake_timeout: handshake::DEFAULT_TIMEOUT,
-            failure_timeout: DEFAULT_FAILURE_TIMEOUT,
-        }
-    }
-
-    /// The whole configuration's check, before anything is opened (see
-    /// `TcpConfig::validate`).
-    pub(crate) fn validate(&self) -> Result<(), ClusterConfigError> {
-        if self.members.is_empty() {
-            return Err(ClusterConfigError::NoMembers);
-        }
-        if self.id.index() >= self.members.len() {
-            return Err(ClusterConfigError::NotAMember {
-                id: self.id,
-                members: self.members.len(),
-            });
-        }
-        let mut seen = HashMap::with_capacity(self.members.len());
-        for (id, &addr) in (0..).map(NodeId).zip(&self.members) {
-            if addr.port() == 0 {
-                return Err(ClusterConfigError::PortZero { id, addr });
-            }
-            if addr.ip().is_unspecified() {
-                return Err(ClusterConfigError::Unspecified { id, addr });
-            }
-            if let Some(first) = seen.insert(addr, id) {
-                return Err(ClusterConfigError::DuplicateAddress {
-                    addr,
-                    first,
-                    second: id,
-                });
-            }
-        }
-        for (what, value) in [
-            ("connect timeout", self.connect_timeout),
-            ("handshake timeout", self.handshake_timeout),
-            ("failure timeout", self.failure_timeout),
-        ] {
-            check_limit(what, value)?;
-        }
-        Ok(())
-    }
-
     /// Fails unless this node is one of the members.
     pub(crate) fn check_member(&self) -> Result<(), MeshError> {
         if self.id.index() < self.members.len() {

@@ -259,7 +259,7 @@ async fn silent_connections_are_capped_let_go_and_turned_away_once_the_mesh_is_u
 
 #[test]
 fn invalid_configurations_are_refused_with_one_line_reasons() {
-    use crate::config::{ClusterConfigError as E, MAX_TIMEOUT};
+    use super::{ClusterConfigError as E, MAX_TIMEOUT};
     let key = || ClusterKey::from_bytes(KEY).unwrap();
     let addr = |s: &str| -> SocketAddr { s.parse().unwrap() };
     let ok = vec![addr("127.0.0.1:7000"), addr("127.0.0.1:7001")];

@@ -8,8 +8,9 @@
 //! * Each pair of nodes shares two reliable-connected (`FI_EP_MSG`)
 //!   endpoints: a **data** endpoint that carries only block writes, and a
 //!   **control** endpoint that carries fixed 64-byte control messages
-//!   ([`wire`]) into small registered receive buffers. A control message can
-//!   therefore never consume, or land in, a data buffer.
+//!   ([`wire`](super::fabric_driver::wire)) into small registered receive
+//!   buffers. A control message can therefore never consume, or land in, a
+//!   data buffer.
 //! * Every endpoint of a node reports to **one completion queue**
 //!   (`FI_CQ_FORMAT_DATA`, `FI_WAIT_FD`), read by one driver task per node
 //!   ([`driver`]) as the node's [`CompletionMode`](crate::CompletionMode)
@@ -19,12 +20,12 @@
 //!   activity (hybrid).
 //! * A **receive** is posted by registering the message buffer once — the
 //!   registration lives in the buffer, and buffers come from a per-node
-//!   [`BufferPool`] they return to, registration included, when the application
-//!   drops the message, so a stream of messages reuses registered memory —
-//!   reserving a slot,
-//!   and sending the sender a **credit** — slot, address at the block's
-//!   offset, length, key — on the control endpoint, *before* the
-//!   ready-for-block that follows on the same ordered endpoint.
+//!   [`BufferPool`](super::pool::BufferPool) they return to, registration
+//!   included, when the application drops the message, so a stream of
+//!   messages reuses registered memory — reserving a slot, and sending the
+//!   sender a **credit** — slot, address at the block's offset, length,
+//!   key — on the control endpoint, *before* the ready-for-block that
+//!   follows on the same ordered endpoint.
 //! * A **block** is one `fi_writedata` into the credited address, carrying
 //!   the slot as remote CQ data (and, where the provider carries 8 bytes of
 //!   it, the block's exact length in the upper half, cross-checked), plus a
@@ -95,28 +96,17 @@
 mod driver;
 mod fabric;
 mod ffi;
-#[cfg(test)]
-mod fuzz_tests;
 mod setup;
 #[cfg(test)]
 mod tests;
-use super::wire;
-
-use std::time::Duration;
-
-pub(crate) use super::pool::BufferPool;
-
 pub(crate) use self::setup::establish;
 
 /// Default fabric provider.
 pub(crate) const DEFAULT_PROVIDER: &str = "tcp";
-/// Default most bytes of spare registered receive buffers a node keeps.
-pub(crate) const DEFAULT_POOL_BUDGET: usize = 1 << 30;
-/// Default time a shutdown waits for queued control messages to go out.
-pub(crate) const DEFAULT_FLUSH_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// What a node on the `ofi` transport is configured with beyond what every
-/// network transport is (the cluster, in the mesh's `ClusterConfig`).
+/// network transport is (the cluster, in the mesh's `ClusterConfig`) and
+/// what every fabric driver is (its `DriverOptions`).
 #[derive(Debug)]
 pub(crate) struct FabricOptions {
     /// The libfabric provider, as `fi_info -l` names it.
@@ -124,10 +114,6 @@ pub(crate) struct FabricOptions {
     /// The local address the fabric endpoints bind to (default: the IP of
     /// this node's member address).
     pub(crate) fabric_addr: Option<std::net::IpAddr>,
-    /// The most bytes of spare registered receive buffers kept for reuse.
-    pub(crate) pool_budget: usize,
-    /// How long a shutdown waits for queued control messages to go out.
-    pub(crate) flush_timeout: Duration,
     /// Tests: behave as if the provider asked for every verbs-like mode.
     pub(crate) strict_modes: bool,
 }
@@ -137,8 +123,6 @@ impl Default for FabricOptions {
         FabricOptions {
             provider: DEFAULT_PROVIDER.to_owned(),
             fabric_addr: None,
-            pool_budget: DEFAULT_POOL_BUDGET,
-            flush_timeout: DEFAULT_FLUSH_TIMEOUT,
             strict_modes: false,
         }
     }
@@ -146,4 +130,4 @@ impl Default for FabricOptions {
 
 /// One node's fabric endpoints, as the runtime sees them: every call is
 /// handed, in order, to the node's fabric driver task.
-pub(crate) type OfiEndpoint = super::driven::DrivenEndpoint;
+pub(crate) type OfiEndpoint = super::fabric_driver::DrivenEndpoint;

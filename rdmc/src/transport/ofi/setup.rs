@@ -25,17 +25,17 @@ use rand::Rng;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
 
 use super::driver::{
-    CTRL_RECVS, CTRL_SENDS, ControlPool, DATA_RECVS, Driver, Endpoints, Fid, Peer, WaitFd,
-    ep_token, post_ctrl_recv, post_data_recv, token_peer,
+    CTRL_RECVS, CTRL_SENDS, ControlPool, Core, DATA_RECVS, Driver, Endpoints, Fid, Peer, Queues,
+    WaitFd, ep_token, post_ctrl_recv, post_data_recv, token_peer,
 };
 use super::fabric::{Domain, Info, OfiError, check};
 use super::{FabricOptions, OfiEndpoint, ffi};
 use crate::error::Error;
 use crate::ids::NodeId;
 use crate::transport::Completions;
+use crate::transport::fabric_driver::{self, DriverOptions};
 use crate::transport::mesh::{self, ClusterConfig, Mesh, MeshError, MeshPurpose};
 use crate::wait::CompletionMode;
 
@@ -229,9 +229,11 @@ impl Startup {
     }
 }
 
-/// Start the node's fabric side; returns its transport and completion queue.
+/// Start the node's fabric side, its driver set up as `driver` says;
+/// returns its transport and completion queue.
 pub(crate) async fn establish(
     cluster: ClusterConfig,
+    driver: DriverOptions,
     options: FabricOptions,
     mode: CompletionMode,
 ) -> Result<(OfiEndpoint, Completions), Error> {
@@ -269,7 +271,7 @@ pub(crate) async fn establish(
         .await
         .map_err(|e| transport_error("connecting endpoints", e))?;
     drop(mesh);
-    start_driver(fabric, &info, endpoints, startup, &options, mode)
+    start_driver(fabric, &info, endpoints, startup, &driver, &options, mode)
 }
 
 /// This node could not connect its endpoints: why, and the members it
@@ -626,6 +628,7 @@ fn start_driver(
     info: &Info,
     mut endpoints: HashMap<EndpointKey, Fid>,
     startup: Startup,
+    driver: &DriverOptions,
     options: &FabricOptions,
     mode: CompletionMode,
 ) -> Result<(OfiEndpoint, Completions), Error> {
@@ -644,39 +647,39 @@ fn start_driver(
     // SAFETY: as above.
     let eq_fd = unsafe { AsyncFd::register_with_interest(WaitFd(fabric.eq_fd), interest) }
         .map_err(|e| transport_error("waiting on the EQ", e))?;
-    let (commands, inbox) = mpsc::unbounded_channel();
-    let (completions, queue) = mpsc::unbounded_channel();
-    let mut driver = Driver::new(
-        startup.me,
-        info.summary.modes,
-        fabric.domain,
-        fabric.cq,
+    let queues = Queues {
+        cq: fabric.cq,
         cq_fd,
-        fabric.eq,
+        eq: fabric.eq,
         eq_fd,
-        peers,
-        fabric.pool,
-        inbox,
-        completions.clone(),
-        mode,
-        fabric.next_key,
-        startup.failure_timeout,
-    );
-    // Verbs carries 4 bytes of CQ data, so strict (verbs-like) mode never
-    // counts on more.
-    driver.len_in_cq_data = info.summary.cq_data_size >= 8 && !options.strict_modes;
+    };
     let span = tracing::debug_span!("rdmc_ofi", node = startup.me.0);
-    let task = tokio::spawn(tracing::Instrument::instrument(driver.run(), span));
-    let endpoint = OfiEndpoint::new(
-        commands,
-        completions,
-        options.flush_timeout,
-        task,
-        super::BufferPool::new(options.pool_budget),
-    )
+    let (endpoint, completions) = fabric_driver::spawn(driver, span, |commands, completions| {
+        let failure_timeout = startup.failure_timeout;
+        let core = Core::new(
+            startup.me,
+            peers,
+            fabric.pool,
+            commands,
+            completions,
+            mode,
+            failure_timeout,
+        );
+        let mut driver = Driver::new(
+            core,
+            info.summary.modes,
+            fabric.domain,
+            queues,
+            fabric.next_key,
+        );
+        // Verbs carries 4 bytes of CQ data, so strict (verbs-like) mode
+        // never counts on more.
+        driver.len_in_cq_data = info.summary.cq_data_size >= 8 && !options.strict_modes;
+        driver
+    });
     // A socket provider completes a send once its socket took the bytes.
-    .with_buffered_sends(buffered_provider(&info.summary.provider));
-    Ok((endpoint, queue))
+    let endpoint = endpoint.with_buffered_sends(buffered_provider(&info.summary.provider));
+    Ok((endpoint, completions))
 }
 
 /// Whether libfabric's `provider` (e.g. `tcp;ofi_rxm`) runs over sockets,

@@ -11,7 +11,7 @@ use futures::StreamExt;
 
 use crate::config::OfiConfig;
 use crate::{
-    Algorithm, ClusterKey, CompletionMode, GroupConfig, GroupId, Node, NodeConfig, NodeId,
+    Algorithm, ClusterKey, CompletionMode, Group, GroupConfig, GroupId, Node, NodeConfig, NodeId,
 };
 
 const KEY: &[u8] = b"ofi unit test key, 32 bytes long";
@@ -69,14 +69,18 @@ async fn multicast(nodes: &[Node], id: u64, algorithm: Algorithm, block: usize, 
     let runs = groups.into_iter().map(|mut g| {
         let messages = messages.clone();
         async move {
-            if g.is_root() {
-                for m in &messages {
-                    g.send(m.clone()).await.expect("send");
+            match &mut g {
+                Group::Root(root) => {
+                    for m in &messages {
+                        let receipt = root.send(m.clone()).await.expect("send");
+                        receipt.sent().await.expect("sent");
+                    }
                 }
-            } else {
-                for m in &messages {
-                    let got = g.next().await.expect("a message").expect("no failure");
-                    assert_eq!(got.data, *m);
+                Group::Receiver(receiver) => {
+                    for m in &messages {
+                        let got = receiver.next().await.expect("a message");
+                        assert_eq!(got.expect("no failure").data, *m);
+                    }
                 }
             }
             g.close().await.expect("close");

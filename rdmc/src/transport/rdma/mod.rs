@@ -4,10 +4,11 @@
 //! # Shape
 //!
 //! * Each pair of nodes shares one reliable-connected (RC) **queue pair**.
-//!   Control messages — the 64-byte messages of the `ofi` transport's wire
-//!   format ([`wire`]): signals, credits, block headers, heartbeats — are
-//!   two-sided SENDs into small registered receive buffers, of which every
-//!   QP keeps [`driver::CTRL_RECVS`] posted.
+//!   Control messages — the 64-byte messages of the fabric drivers' wire
+//!   format ([`wire`](super::fabric_driver::wire)): signals, credits, block
+//!   headers, heartbeats — are two-sided SENDs into small registered
+//!   receive buffers, of which every QP keeps [`driver::CTRL_RECVS`]
+//!   posted.
 //! * A **block** is one RDMA write-with-immediate into the offset a credit
 //!   names in a registered receive buffer; the 32-bit immediate (network
 //!   byte order) is the receive slot. The write consumes one of the posted
@@ -32,9 +33,10 @@
 //!   (`ibv_get_cq_event` until `EAGAIN`) and acknowledge them in one batch
 //!   (`ibv_ack_cq_events`) — [`ffi`] holds these calls, which `sideway`
 //!   does not wrap yet.
-//! * **Memory**: receive buffers come from the node's [`BufferPool`],
-//!   registered once (`ibv_reg_mr`, local and remote write) and recycled
-//!   with their registration; a root's message is registered once for all
+//! * **Memory**: receive buffers come from the node's
+//!   [`BufferPool`](super::pool::BufferPool), registered once
+//!   (`ibv_reg_mr`, local and remote write) and recycled with their
+//!   registration; a root's message is registered once for all
 //!   its block writes; the control buffers are one registered region.
 //! * **Set-up** runs over the authenticated TCP mesh the `tcp` transport
 //!   uses (the cluster key's HMAC handshake, and its admission rules): each
@@ -78,23 +80,14 @@ mod setup;
 #[cfg(test)]
 mod tests;
 mod verbs;
-use super::wire;
-
-use std::time::Duration;
-
-pub(crate) use super::pool::BufferPool;
 
 pub(crate) use self::setup::establish;
 pub use self::verbs::RdmaError;
 pub(crate) use self::verbs::device_names;
 
-/// Default most bytes of spare registered receive buffers a node keeps.
-pub(crate) const DEFAULT_POOL_BUDGET: usize = 1 << 30;
-/// Default time a shutdown waits for queued control messages to go out.
-pub(crate) const DEFAULT_FLUSH_TIMEOUT: Duration = Duration::from_secs(3);
-
 /// What a node on the `rdma` transport is configured with beyond what every
-/// network transport is (the cluster, in the mesh's `ClusterConfig`).
+/// network transport is (the cluster, in the mesh's `ClusterConfig`) and
+/// what every fabric driver is (its `DriverOptions`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct DeviceOptions {
     /// The device, as `ibv_devices` names it (default: the first one).
@@ -103,10 +96,6 @@ pub(crate) struct DeviceOptions {
     pub(crate) port: u8,
     /// The GID index (default: chosen, see `verbs::choose_gid`).
     pub(crate) gid_index: Option<u8>,
-    /// The most bytes of spare registered receive buffers kept for reuse.
-    pub(crate) pool_budget: usize,
-    /// How long a shutdown waits for queued control messages to go out.
-    pub(crate) flush_timeout: Duration,
 }
 
 impl Default for DeviceOptions {
@@ -115,12 +104,10 @@ impl Default for DeviceOptions {
             device: None,
             port: 1,
             gid_index: None,
-            pool_budget: DEFAULT_POOL_BUDGET,
-            flush_timeout: DEFAULT_FLUSH_TIMEOUT,
         }
     }
 }
 
 /// One node's queue pairs, as the runtime sees them: every call is handed,
 /// in order, to the node's verbs driver task.
-pub(crate) type RdmaEndpoint = super::driven::DrivenEndpoint<driver::Extra>;
+pub(crate) type RdmaEndpoint = super::fabric_driver::DrivenEndpoint<driver::Extra>;

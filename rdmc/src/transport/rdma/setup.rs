@@ -23,13 +23,16 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::driver::{CTRL_RECVS, CTRL_SENDS, ControlPool, Driver, Peer, QpLink, WRITES_IN_FLIGHT};
+use super::driver::{
+    CTRL_RECVS, CTRL_SENDS, ControlPool, Core, Driver, Peer, QpLink, WRITES_IN_FLIGHT,
+};
 use super::ffi::Notifier;
 use super::verbs::{Device, QpAddress, RdmaError};
 use super::{DeviceOptions, RdmaEndpoint};
 use crate::error::Error;
 use crate::ids::NodeId;
 use crate::transport::Completions;
+use crate::transport::fabric_driver::{self, DriverOptions};
 use crate::transport::mesh::{self, ClusterConfig, MeshError, MeshPurpose};
 use crate::wait::CompletionMode;
 
@@ -63,6 +66,7 @@ async fn watch(peer: NodeId, mut stream: TcpStream, closed: mpsc::UnboundedSende
 /// Start the node's verbs side; returns its transport and completion queue.
 pub(crate) async fn establish(
     cluster: ClusterConfig,
+    driver: DriverOptions,
     options: DeviceOptions,
     mode: CompletionMode,
 ) -> Result<(RdmaEndpoint, Completions), Error> {
@@ -198,28 +202,21 @@ pub(crate) async fn establish(
     let notifier =
         unsafe { AsyncFd::register_with_interest(notifier, tokio::io::Interest::READABLE) }
             .map_err(|e| transport_error("waiting on the completion channel", e))?;
-    let (commands, inbox) = mpsc::unbounded_channel();
-    let (completions, queue) = mpsc::unbounded_channel();
-    let driver = Driver::new(
-        me,
-        device,
-        notifier,
-        peers,
-        pool,
-        inbox,
-        completions.clone(),
-        mode,
-        failure_timeout,
-    )
-    .with_links(link_closed, watchers);
     let span = tracing::debug_span!("rdmc_rdma", node = me.0);
-    let task = tokio::spawn(tracing::Instrument::instrument(driver.run(), span));
-    let endpoint = RdmaEndpoint::new(
-        commands,
-        completions,
-        options.flush_timeout,
-        task,
-        super::BufferPool::new(options.pool_budget),
-    );
-    Ok((endpoint, queue))
+    Ok(fabric_driver::spawn(
+        &driver,
+        span,
+        |commands, completions| {
+            let core = Core::new(
+                me,
+                peers,
+                pool,
+                commands,
+                completions,
+                mode,
+                failure_timeout,
+            );
+            Driver::new(core, device, notifier).with_links(link_closed, watchers)
+        },
+    ))
 }

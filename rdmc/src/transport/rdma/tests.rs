@@ -42,7 +42,8 @@ async fn transports(n: usize, failure_timeout: Duration) -> Vec<(RdmaEndpoint, C
         let config = RdmaConfig::new(members.clone(), NodeId(i as u32), key())
             .with_listener(l)
             .with_failure_timeout(failure_timeout);
-        super::establish(config.cluster, config.device, CompletionMode::Interrupt)
+        let mode = CompletionMode::Interrupt;
+        super::establish(config.cluster, config.driver, config.device, mode)
     });
     let all = tokio::time::timeout(
         Duration::from_secs(60),
@@ -151,9 +152,14 @@ async fn a_qp_in_the_error_state_fails_the_group_once_per_member() {
     .unwrap();
     let first = bytes::Bytes::from(vec![7u8; 300 * 1024]);
     let mut groups = groups.into_iter();
-    let root = groups.next().unwrap();
-    let mut receivers: Vec<_> = groups.collect();
-    root.send(first.clone()).await.unwrap();
+    let mut root = groups.next().unwrap().into_sender().unwrap();
+    let mut receivers: Vec<_> = groups.map(|g| g.into_receiver().unwrap()).collect();
+    root.send(first.clone())
+        .await
+        .unwrap()
+        .sent()
+        .await
+        .unwrap();
     for g in &mut receivers {
         let m = g.next().await.unwrap().unwrap();
         assert!(m.data == first);
@@ -162,12 +168,16 @@ async fn a_qp_in_the_error_state_fails_the_group_once_per_member() {
     breakers[1]
         .send(Cmd::Extra(Extra::BreakQp { peer: NodeId(2) }))
         .unwrap();
-    let second = root.send(bytes::Bytes::from(vec![9u8; 300 * 1024]));
+    let second = root.send(bytes::Bytes::from(vec![9u8; 300 * 1024])).await;
     let outcome = tokio::time::timeout(Duration::from_secs(30), async {
-        // The root's send resolves once its own part is done, which may
+        // The root's message is sent once its own part is done, which may
         // be before the failure is known (a lost peer is named after a
         // short grace for a relayed report); its close cannot succeed.
-        let root_error = match second.await {
+        let sent = match second {
+            Ok(receipt) => receipt.sent().await,
+            Err(e) => Err(e),
+        };
+        let root_error = match sent {
             Err(e) => e,
             Ok(_) => root
                 .close()

@@ -2,13 +2,12 @@
 //! is matched to its operation by the context handed back.
 
 use super::{Driver, Op, OpCtx};
-
+use crate::ids::NodeId;
+use crate::transport::Completion;
+use crate::transport::fabric_driver::FabricDriver;
+use crate::transport::fabric_driver::state::BATCH;
 use crate::transport::ofi::fabric::strerror;
 use crate::transport::ofi::ffi;
-
-use crate::transport::Completion;
-use crate::transport::driver_core::{BATCH, FabricDriver};
-use tokio::time::Instant;
 
 impl Driver {
     /// Read every completion there is (a batch at most); how many.
@@ -45,7 +44,7 @@ impl Driver {
             // A peer's block write landed in one of our slots (remote
             // completions carry no context unless they consumed a receive).
             if remote_data {
-                self.written(e.data);
+                self.write_landed(e.data);
             }
             return;
         }
@@ -59,28 +58,14 @@ impl Driver {
                 // With FI_RX_CQ_DATA, a peer's write consumed this receive.
                 self.repost_data_recv(peer);
                 if remote_data {
-                    self.written(e.data);
+                    self.write_landed(e.data);
                 }
             }
-            Op::CtrlRecv { peer, index } => {
-                if let Some(p) = self.core.peers.get_mut(&peer) {
-                    p.clock.heard(Instant::now());
-                }
-                let bytes = self.control_slots().read(index);
-                self.repost_ctrl_recv(peer, index);
-                self.on_ctrl_message(peer, &bytes);
-            }
-            Op::CtrlSend { peer, slot } => {
-                if let Some(p) = self.core.peers.get_mut(&peer) {
-                    p.free_sends.push(slot);
-                }
-            }
+            Op::CtrlRecv { peer, slot } => self.ctrl_received(peer, slot),
+            Op::CtrlSend { peer, slot } => self.core.ctrl_sent(peer, slot),
             Op::Write { peer, group, .. } => {
-                if let Some(p) = self.core.peers.get_mut(&peer) {
-                    p.link.writes_in_flight -= 1;
-                }
-                tracing::trace!(group = group.0, to = peer.0, "block write complete");
-                self.emit(Completion::Sent { group, to: peer });
+                self.write_ended(peer);
+                self.write_done(group, peer);
             }
         }
     }
@@ -109,15 +94,11 @@ impl Driver {
         let peer = match op {
             Op::CtrlRecv { peer, .. } | Op::DataRecv { peer } => peer,
             Op::CtrlSend { peer, slot } => {
-                if let Some(p) = self.core.peers.get_mut(&peer) {
-                    p.free_sends.push(slot);
-                }
+                self.core.ctrl_sent(peer, slot);
                 peer
             }
             Op::Write { peer, group, .. } => {
-                if let Some(p) = self.core.peers.get_mut(&peer) {
-                    p.link.writes_in_flight -= 1;
-                }
+                self.write_ended(peer);
                 if !cancelled {
                     self.emit(Completion::TransferFailed {
                         group,
@@ -130,6 +111,13 @@ impl Driver {
         };
         if !cancelled {
             self.peer_failed(peer, &message);
+        }
+    }
+
+    /// A block write to `peer` completed, or failed.
+    fn write_ended(&mut self, peer: NodeId) {
+        if let Some(p) = self.core.peers.get_mut(&peer) {
+            p.link.writes_in_flight -= 1;
         }
     }
 }

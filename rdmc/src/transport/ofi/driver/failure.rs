@@ -1,13 +1,11 @@
-//! Peers going down: endpoint events (shutdown, error), and the endpoints
-//! of a peer that is down closed. (Silence past the failure timeout, and
-//! what else is dropped when a peer is down, are [`FabricDriver`]'s.)
+//! Peers going down: endpoint events (shutdown, error). (Silence past the
+//! failure timeout, and what is closed and dropped when a peer is down, are
+//! [`FabricDriver`]'s.)
 
 use super::{Driver, token_peer};
+use crate::transport::fabric_driver::FabricDriver;
 use crate::transport::ofi::fabric::strerror;
 use crate::transport::ofi::ffi;
-
-use crate::ids::NodeId;
-use crate::transport::driver_core::FabricDriver;
 
 impl Driver {
     /// Read every EQ event there is: a peer whose endpoint shut down or
@@ -47,19 +45,5 @@ impl Driver {
             }
         }
         handled
-    }
-
-    /// `peer` is down: shut down and close its endpoints, so the provider
-    /// touches none of the memory posted for it any more.
-    pub(super) fn close_endpoints(&mut self, peer: NodeId) {
-        let p = self.core.peer_mut(peer);
-        for ep in [p.link.data.take(), p.link.ctrl.take()]
-            .into_iter()
-            .flatten()
-        {
-            // SAFETY: an open endpoint; shutting it down before closing it.
-            unsafe { ffi::rdmc_shutdown(ep.0) };
-            drop(ep);
-        }
     }
 }

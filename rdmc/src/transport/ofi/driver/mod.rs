@@ -1,5 +1,5 @@
-//! The fabric driver: one task per node that owns every libfabric object of
-//! the node — the endpoints (a data and a control endpoint per peer), the
+//! The libfabric driver: one task per node that owns every libfabric object
+//! of the node — the endpoints (a data and a control endpoint per peer), the
 //! one completion queue they share, the event queue, the registered control
 //! buffers — posts every operation and reads every completion.
 //!
@@ -7,22 +7,21 @@
 //! as [`Cmd`]s, in order, so a receive is registered and its credit is on
 //! the control endpoint before the ready-for-block that follows it.
 //!
-//! Completions are waited for as the node's [`CompletionMode`] says: by
-//! sleeping on the CQ's (and EQ's) file descriptor through tokio's reactor —
-//! drain, `fi_trywait`, await readiness, clear it, drain again, which is
-//! safe with edge-triggered epoll — by spinning on `fi_cq_read`, or by
-//! spinning for a window after each burst of activity and sleeping after.
+//! Completions are waited for as the node's [`CompletionMode`] says (the
+//! shared run loop's, [`run`](crate::transport::fabric_driver::run)); to
+//! sleep, the driver waits on the CQ's (and EQ's) file descriptor through
+//! tokio's reactor — drain, `fi_trywait`, await readiness, clear it, drain
+//! again, which is safe with edge-triggered epoll.
 //!
-//! This module holds the driver's state, its run loop and its libfabric
-//! primitives for the logic the RDMA-style drivers share
-//! ([`FabricDriver`]: commands, credits, backlogs, control messages,
-//! liveness, peers going down, the flush); its parts live in submodules by
-//! job: [`ops`] (libfabric handles and operation contexts), [`control`]
-//! (control-message slots, control sends), [`send`] (block writes),
-//! [`root`] (registrations of a root's messages), [`recv`] (receive
-//! buffers and landed writes), [`completions`] (reading the CQ),
-//! [`failure`] (endpoint events, closing a failed peer's endpoints) and
-//! [`teardown`] (closing everything).
+//! This module holds the driver's state and its libfabric primitives for
+//! the logic the fabric drivers share ([`FabricDriver`]: commands,
+//! credits, backlogs, control messages, liveness, peers going down, the
+//! flush, the run loop); its parts live in submodules by job: [`ops`]
+//! (libfabric handles and operation contexts), [`control`] (control-message
+//! slots, control sends), [`send`] (block writes), [`root`] (registrations
+//! of a root's messages), [`recv`] (receive buffers and landed writes),
+//! [`completions`] (reading the CQ), [`failure`] (endpoint events, closing
+//! a failed peer's endpoints) and [`teardown`] (closing everything).
 
 mod completions;
 mod control;
@@ -33,42 +32,39 @@ mod root;
 mod send;
 mod teardown;
 
-use std::collections::HashMap;
 use std::convert::Infallible;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
-
-use tokio::time::Instant;
 
 use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
 
 use super::fabric::{Domain, Modes, Mr, OfiError, strerror};
 use super::ffi;
-use super::wire::MSG_LEN;
-use crate::ids::{GroupId, NodeId};
-use crate::transport::driver_core::{
-    self, Core, FabricDriver, PeerLink, Posted, RootRegistrations, WriteOp,
-};
-use crate::transport::{CompletionSender, RecvRegion};
-use crate::wait::{CompletionMode, WaitPolicy};
+use crate::ids::NodeId;
+use crate::transport::RecvRegion;
+use crate::transport::fabric_driver::{self, Cmd, FabricDriver, PeerLink, Posted, WriteOp};
+#[cfg(doc)]
+use crate::wait::CompletionMode;
 
 pub(crate) use self::control::ControlPool;
 pub(crate) use self::ops::{Fid, WaitFd, ep_token, post_ctrl_recv, post_data_recv, token_peer};
-use self::ops::{Op, OpCtx};
+use self::ops::{Op, OpCtx, post_ctrl_send};
 use self::root::RootRegistration;
 
 /// Control receives kept posted per peer.
 pub(crate) const CTRL_RECVS: usize = 64;
-pub(crate) use crate::transport::driver_core::CTRL_SENDS;
+pub(crate) use crate::transport::fabric_driver::control_slots::CTRL_SENDS;
 /// Zero-length receives kept posted per peer's data endpoint when writes
 /// with remote CQ data consume receives (`FI_RX_CQ_DATA`).
 pub(crate) const DATA_RECVS: usize = 64;
 
-pub(crate) use crate::transport::driven::Cmd;
-
 /// One connected peer.
-pub(crate) type Peer = driver_core::Peer<Endpoints>;
+pub(crate) type Peer = fabric_driver::Peer<Endpoints>;
+
+/// The state every fabric driver keeps, of this one.
+pub(crate) type Core = fabric_driver::Core<Endpoints, Infallible, Mr>;
 
 /// The endpoints to one peer.
 #[derive(Debug)]
@@ -87,6 +83,16 @@ impl Endpoints {
             writes_in_flight: 0,
         }
     }
+
+    /// Shut down and close both endpoints (those still open), so the
+    /// provider touches none of the memory posted on them any more.
+    pub(crate) fn close(&mut self) {
+        for ep in [self.data.take(), self.ctrl.take()].into_iter().flatten() {
+            // SAFETY: an open endpoint; shut down before it is closed.
+            unsafe { ffi::rdmc_shutdown(ep.0) };
+            drop(ep);
+        }
+    }
 }
 
 impl PeerLink for Endpoints {
@@ -95,179 +101,172 @@ impl PeerLink for Endpoints {
     }
 }
 
-/// Everything the driver owns.
+/// Everything the driver owns. Field order is drop order after
+/// `Drop::drop`: the fds' registrations with the reactor go before the
+/// queues that own the fds, and the domain closes after every queue and
+/// endpoint.
 pub(crate) struct Driver {
-    pub(crate) me: NodeId,
     pub(crate) modes: Modes,
-    // Field order is drop order after `Drop::drop`: the fds' registrations
-    // with the reactor go before the queues that own the fds.
-    pub(crate) cq_fd: Option<AsyncFd<WaitFd>>,
-    pub(crate) eq_fd: Option<AsyncFd<WaitFd>>,
-    /// The peers, receive slots and credits, commands, liveness, flush.
-    core: Core<Endpoints, Infallible>,
-    /// The registered control-message slots (taken on drop, after the
-    /// endpoints close).
-    control_slots: Option<ControlPool>,
+    cq_fd: Option<AsyncFd<WaitFd>>,
+    eq_fd: Option<AsyncFd<WaitFd>>,
+    /// Whether the driver can sleep on the CQ's and EQ's fds
+    /// (`fi_trywait` works); else it polls every millisecond.
+    fd_wait_works: bool,
+    /// The peers, receive slots and credits, commands, liveness, flush,
+    /// control slots and registrations of a root's messages.
+    core: Core,
     pub(crate) cq: Fid,
     pub(crate) eq: Fid,
-    pub(crate) mode: CompletionMode,
     pub(crate) next_key: u64,
     /// Whether writes carry the block length in the upper 32 bits of their
     /// CQ data too (8-byte CQ data; verbs has 4), checked against the header.
     pub(crate) len_in_cq_data: bool,
-    /// Per group, the registration of the message its root sends now.
-    root_registrations: RootRegistrations<Mr>,
-    /// Last: the domain closes after every queue and endpoint.
     pub(crate) domain: Arc<Domain>,
 }
 
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Driver").field("me", &self.me).finish()
+        f.debug_struct("Driver").field("me", &self.core.me).finish()
     }
+}
+
+/// The fabric's queues the driver reads: the completion queue and the
+/// event queue, each with its wait fd registered with the reactor.
+#[derive(Debug)]
+pub(crate) struct Queues {
+    pub(crate) cq: Fid,
+    pub(crate) cq_fd: AsyncFd<WaitFd>,
+    pub(crate) eq: Fid,
+    pub(crate) eq_fd: AsyncFd<WaitFd>,
 }
 
 impl Driver {
-    #[allow(clippy::too_many_arguments)]
+    /// The driver of `core`'s node over `domain` (whose provider asks for
+    /// `modes`), reading `queues`; its next memory key `next_key`.
     pub(crate) fn new(
-        me: NodeId,
+        core: Core,
         modes: Modes,
         domain: Arc<Domain>,
-        cq: Fid,
-        cq_fd: AsyncFd<WaitFd>,
-        eq: Fid,
-        eq_fd: AsyncFd<WaitFd>,
-        peers: HashMap<NodeId, Peer>,
-        control_slots: ControlPool,
-        commands: mpsc::UnboundedReceiver<Cmd>,
-        completions: CompletionSender,
-        mode: CompletionMode,
+        queues: Queues,
         next_key: u64,
-        failure_timeout: Duration,
     ) -> Self {
         Driver {
-            me,
             modes,
-            domain,
-            cq_fd: Some(cq_fd),
-            eq_fd: Some(eq_fd),
-            core: Core::new(peers, commands, completions, failure_timeout),
-            control_slots: Some(control_slots),
-            cq,
-            eq,
-            mode,
+            cq_fd: Some(queues.cq_fd),
+            eq_fd: Some(queues.eq_fd),
+            fd_wait_works: true,
+            core,
+            cq: queues.cq,
+            eq: queues.eq,
             next_key,
             len_in_cq_data: false,
-            root_registrations: RootRegistrations::default(),
-        }
-    }
-
-    fn control_slots(&self) -> &ControlPool {
-        self.control_slots
-            .as_ref()
-            .expect("the control slots live as long as the driver")
-    }
-
-    /// Run until the transport is dropped or flushed.
-    pub(crate) async fn run(mut self) {
-        let mut wait = WaitPolicy::new(self.mode);
-        let mut fd_wait_works = true;
-        loop {
-            let Some(mut work) = self.take_commands() else {
-                return;
-            };
-            work += self.poll_cq();
-            work += self.poll_eq();
-            if self.upkeep() {
-                return;
-            }
-            if !wait.should_sleep_after(work).await {
-                continue;
-            }
-            if fd_wait_works {
-                // SAFETY: the fabric, CQ and EQ are open for the driver's life.
-                let ret = unsafe { ffi::rdmc_trywait(self.domain.fabric(), self.cq.0, self.eq.0) };
-                if ret == -ffi::FI_EAGAIN {
-                    continue; // something arrived: drain it first
-                }
-                if ret < 0 {
-                    tracing::warn!(
-                        error = %strerror(-ret),
-                        "fi_trywait is not supported: polling every millisecond"
-                    );
-                    fd_wait_works = false;
-                }
-            }
-            let deadline = self.core.flush_deadline();
-            let liveness = self.core.next_liveness_check;
-            let (cq_fd, eq_fd) = (
-                self.cq_fd.as_ref().expect("open"),
-                self.eq_fd.as_ref().expect("open"),
-            );
-            tokio::select! {
-                cmd = self.core.commands.recv() => match cmd {
-                    Some(cmd) => self.on_command(cmd),
-                    None => return,
-                },
-                guard = cq_fd.readable(), if fd_wait_works => {
-                    if let Ok(mut guard) = guard {
-                        guard.clear_ready();
-                    }
-                }
-                guard = eq_fd.readable(), if fd_wait_works => {
-                    if let Ok(mut guard) = guard {
-                        guard.clear_ready();
-                    }
-                }
-                () = tokio::time::sleep(Duration::from_millis(1)), if !fd_wait_works => {}
-                () = tokio::time::sleep_until(liveness) => {}
-                () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)),
-                    if deadline.is_some() => {}
-            }
+            domain,
         }
     }
 }
 
-/// The libfabric primitives; the logic both drivers share is
+/// The libfabric primitives; the logic every fabric driver shares is
 /// [`FabricDriver`]'s.
 impl FabricDriver for Driver {
     type Link = Endpoints;
     type Extra = Infallible;
+    type Registration = Mr;
     type Error = OfiError;
+    type Wake = ();
     const QUEUES: &'static str = "fabric endpoints";
     const MAX_WRITE: u64 = u64::MAX;
 
-    fn core(&self) -> &Core<Endpoints, Infallible> {
+    fn core(&self) -> &Core {
         &self.core
     }
 
-    fn core_mut(&mut self) -> &mut Core<Endpoints, Infallible> {
+    fn core_mut(&mut self) -> &mut Core {
         &mut self.core
     }
 
-    fn try_send_ctrl(&mut self, to: NodeId, bytes: &[u8; MSG_LEN]) -> Result<Posted, OfiError> {
-        self.post_ctrl_send(to, bytes)
+    fn post_ctrl_send(&mut self, to: NodeId, slot: usize, at: *mut u8) -> Result<Posted, OfiError> {
+        let (p, slots) = self.core.up_with_slots(to);
+        let ep = p
+            .and_then(|p| p.link.ctrl.as_ref())
+            .expect("usable peers have endpoints");
+        post_ctrl_send(ep, slots, to, slot, at)
     }
 
-    fn try_write(&mut self, to: NodeId, op: WriteOp) -> Result<Option<WriteOp>, OfiError> {
-        self.post_write(to, op)
+    fn post_recv_slot(&mut self, peer: NodeId, slot: usize) -> Result<(), OfiError> {
+        let (p, slots) = self.core.up_with_slots(peer);
+        let ep = p.and_then(|p| p.link.ctrl.as_ref()).expect("up");
+        post_ctrl_recv(ep, slots, peer, slot)
+    }
+
+    fn post_write(&mut self, to: NodeId, op: WriteOp) -> Result<Option<WriteOp>, OfiError> {
+        self.post_block_write(to, op)
     }
 
     fn register_recv(&mut self, region: &RecvRegion) -> Result<(u64, u64), String> {
-        let buf = Arc::clone(region.buffer());
-        let (_, key) = self.buffer_mr(&buf)?;
-        Ok((self.modes.remote_addr(buf.as_ptr(), region.offset()), key))
-    }
-
-    fn release_registrations(&mut self, group: GroupId) {
-        self.root_registrations.remove(group);
+        let (_, key) = self.buffer_mr(region.buffer())?;
+        let at = self
+            .modes
+            .remote_addr(region.buffer().as_ptr(), region.offset());
+        Ok((at, key))
     }
 
     fn close_link(&mut self, peer: NodeId) {
-        self.close_endpoints(peer);
+        self.core.peer_mut(peer).link.close();
     }
 
     fn on_extra(&mut self, never: Infallible) {
         match never {}
     }
+
+    fn poll(&mut self) -> usize {
+        self.poll_cq() + self.poll_eq()
+    }
+
+    fn arm(&mut self) -> bool {
+        if !self.fd_wait_works {
+            return true;
+        }
+        // SAFETY: the fabric, CQ and EQ are open for the driver's life.
+        let ret = unsafe { ffi::rdmc_trywait(self.domain.fabric(), self.cq.0, self.eq.0) };
+        if ret == -ffi::FI_EAGAIN {
+            return false; // something arrived: drain it first
+        }
+        if ret < 0 {
+            tracing::warn!(
+                error = %strerror(-ret),
+                "fi_trywait is not supported: polling every millisecond"
+            );
+            self.fd_wait_works = false;
+        }
+        true
+    }
+
+    fn wake_sources(
+        &mut self,
+    ) -> (
+        &mut mpsc::UnboundedReceiver<Cmd>,
+        impl Future<Output = ()> + Send + '_,
+    ) {
+        let works = self.fd_wait_works;
+        let cq_fd = self.cq_fd.as_ref().expect("open");
+        let eq_fd = self.eq_fd.as_ref().expect("open");
+        let woken = async move {
+            tokio::select! {
+                guard = cq_fd.readable(), if works => {
+                    if let Ok(mut guard) = guard {
+                        guard.clear_ready();
+                    }
+                }
+                guard = eq_fd.readable(), if works => {
+                    if let Ok(mut guard) = guard {
+                        guard.clear_ready();
+                    }
+                }
+                () = tokio::time::sleep(Duration::from_millis(1)), if !works => {}
+            }
+        };
+        (&mut self.core.commands, woken)
+    }
+
+    fn on_wake(&mut self, (): ()) {}
 }

@@ -2,15 +2,15 @@
 //! posts: every operation carries a boxed [`OpCtx`] that its completion
 //! hands back.
 
-use super::{ControlPool, RootRegistration};
+use super::{ControlPool, Posted, RootRegistration};
 use std::ffi::c_void;
 use std::os::fd::{AsRawFd, RawFd};
 use std::ptr;
 use std::sync::Arc;
 
+use crate::transport::fabric_driver::wire::MSG_LEN;
 use crate::transport::ofi::fabric::{OfiError, check};
 use crate::transport::ofi::ffi;
-use crate::transport::ofi::wire::MSG_LEN;
 
 use crate::ids::{GroupId, NodeId};
 use crate::transport::BlockRef;
@@ -66,10 +66,12 @@ pub(crate) struct OpCtx {
     op: Op,
 }
 
+/// What an operation's completion means.
 pub(crate) enum Op {
+    /// A control message from `peer` arrived in its receive slot `slot`.
     CtrlRecv {
         peer: NodeId,
-        index: usize,
+        slot: usize,
     },
     DataRecv {
         peer: NodeId,
@@ -105,24 +107,48 @@ impl OpCtx {
     }
 }
 
-/// Post a control receive into pool slot `i` of `peer`.
+/// Post a control receive into receive slot `slot` of `peer`.
 pub(crate) fn post_ctrl_recv(
     ep: &Fid,
     pool: &ControlPool,
     peer: NodeId,
-    i: usize,
+    slot: usize,
 ) -> Result<(), OfiError> {
-    let (index, slot) = pool.recv_slot(peer, i);
-    let ctx = OpCtx::boxed(Op::CtrlRecv { peer, index });
+    let (_, at) = pool.recv_slot(peer, slot);
+    let ctx = OpCtx::boxed(Op::CtrlRecv { peer, slot });
     // SAFETY: the endpoint is open; the slot is registered memory of the
     // pool, which outlives every endpoint; the context stays allocated until
     // its completion comes back (or forever, if it never does).
-    let ret = unsafe { ffi::rdmc_recv(ep.0, slot.cast(), MSG_LEN, pool.desc(), ctx) };
+    let ret = unsafe { ffi::rdmc_recv(ep.0, at.cast(), MSG_LEN, pool.desc(), ctx) };
     if ret < 0 {
         // SAFETY: the post failed, so the provider did not keep the context.
         drop(unsafe { OpCtx::take(ctx) });
     }
     check("fi_recv", ret as i64)
+}
+
+/// Post the control message in send slot `slot` of `peer`, at `at`, on its
+/// control endpoint `ep`; `Posted::Again` if there is no room now.
+pub(crate) fn post_ctrl_send(
+    ep: &Fid,
+    pool: &ControlPool,
+    peer: NodeId,
+    slot: usize,
+    at: *mut u8,
+) -> Result<Posted, OfiError> {
+    let ctx = OpCtx::boxed(Op::CtrlSend { peer, slot });
+    // SAFETY: the endpoint is open; the slot is registered pool memory, not
+    // reused until this send's completion returns it; the context lives
+    // until then.
+    let ret = unsafe { ffi::rdmc_send(ep.0, at.cast(), MSG_LEN, pool.desc(), ctx) };
+    if ret < 0 {
+        // SAFETY: the post failed, so the provider did not keep the context.
+        drop(unsafe { OpCtx::take(ctx) });
+        if ret == -(ffi::FI_EAGAIN as isize) {
+            return Ok(Posted::Again);
+        }
+    }
+    check("fi_send", ret as i64).map(|()| Posted::Yes)
 }
 
 /// Post a zero-length receive on a data endpoint (for `FI_RX_CQ_DATA`).

@@ -1,18 +1,17 @@
 //! Registrations of a root's messages, made once per message for all of
 //! its block writes (with `FI_MR_LOCAL`).
 
-use super::Driver;
 use std::sync::Arc;
 
-use crate::transport::ofi::fabric::{Access, Mr, OfiError};
-
+use super::Driver;
 use crate::ids::GroupId;
 use crate::transport::BlockRef;
-use crate::transport::driver_core;
+use crate::transport::fabric_driver;
+use crate::transport::ofi::fabric::{Access, Mr, OfiError};
 
 /// A root's whole message, registered once for all its block writes (with
 /// `FI_MR_LOCAL`).
-pub(super) type RootRegistration = driver_core::RootRegistration<Mr>;
+pub(super) type RootRegistration = fabric_driver::RootRegistration<Mr>;
 
 impl Driver {
     /// The registration of the root's message `block` is part of: cached per
@@ -24,7 +23,8 @@ impl Driver {
         block: &BlockRef,
     ) -> Result<Arc<RootRegistration>, OfiError> {
         let (domain, next_key) = (&self.domain, &mut self.next_key);
-        self.root_registrations
+        self.core
+            .root_registrations
             .get_or_register(group, block, |message| {
                 let key = *next_key;
                 *next_key += 1;

@@ -2,38 +2,33 @@
 //! slot (and the length) as remote CQ data. (Credits taken, headers sent,
 //! writes queued for room and retried are [`FabricDriver`]'s.)
 
-use super::{Driver, Op, OpCtx, WriteOp};
 use std::ptr;
-use std::sync::Arc;
 
+use super::{Driver, Op, OpCtx, WriteOp};
+use crate::ids::NodeId;
+#[cfg(doc)]
+use crate::transport::fabric_driver::FabricDriver;
 use crate::transport::ofi::fabric::{OfiError, check};
 use crate::transport::ofi::ffi;
 
-use crate::ids::NodeId;
-#[cfg(doc)]
-use crate::transport::driver_core::FabricDriver;
-
 impl Driver {
     /// Post one block write; `Ok(Some(op))` if there is no room now.
-    pub(super) fn post_write(
+    pub(super) fn post_block_write(
         &mut self,
         to: NodeId,
         op: WriteOp,
     ) -> Result<Option<WriteOp>, OfiError> {
         let (desc, mr) = match op.block.buffer() {
-            Some(buf) => {
-                let buf = Arc::clone(buf);
-                match self.buffer_mr(&buf) {
-                    Ok((desc, _)) => (desc, None),
-                    Err(e) => {
-                        return Err(OfiError {
-                            call: "fi_mr_reg",
-                            code: 0,
-                            message: e,
-                        });
-                    }
+            Some(buf) => match self.buffer_mr(buf) {
+                Ok((desc, _)) => (desc, None),
+                Err(message) => {
+                    return Err(OfiError {
+                        call: "fi_mr_reg",
+                        code: 0,
+                        message,
+                    });
                 }
-            }
+            },
             None if self.modes.mr_local => {
                 let reg = self.root_registration(op.group, &op.block)?;
                 (reg.mr.desc(), Some(reg))
@@ -79,13 +74,6 @@ impl Driver {
             check("fi_writedata", ret as i64)?;
         }
         self.core.peer_mut(to).link.writes_in_flight += 1;
-        tracing::trace!(
-            group = op.group.0,
-            to = to.0,
-            slot = credit.slot,
-            len,
-            "block write posted"
-        );
         Ok(None)
     }
 

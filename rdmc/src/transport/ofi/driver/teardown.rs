@@ -4,7 +4,7 @@
 
 use super::{Driver, OpCtx};
 #[cfg(doc)]
-use crate::transport::driver_core::FabricDriver;
+use crate::transport::fabric_driver::FabricDriver;
 use crate::transport::ofi::ffi;
 
 impl Drop for Driver {
@@ -12,14 +12,7 @@ impl Drop for Driver {
         // Close the endpoints first: peers see them shut down, and the
         // provider is done with every buffer posted on them.
         for p in self.core.peers.values_mut() {
-            for ep in [p.link.data.take(), p.link.ctrl.take()]
-                .into_iter()
-                .flatten()
-            {
-                // SAFETY: an open endpoint; shut down before it is closed.
-                unsafe { ffi::rdmc_shutdown(ep.0) };
-                drop(ep);
-            }
+            p.link.close();
         }
         // Take back the contexts of operations flushed from them.
         loop {
@@ -54,7 +47,6 @@ impl Drop for Driver {
         // Deregister the fds from the reactor before the queues close them.
         drop(self.cq_fd.take());
         drop(self.eq_fd.take());
-        let _ = &self.me;
-        drop(self.control_slots.take());
+        self.core.free_control_slots();
     }
 }

@@ -4,12 +4,12 @@
 //! flush are [`FabricDriver`]'s.)
 
 use sideway::ibverbs::completion::{WorkCompletionOperationType, WorkCompletionStatus};
-use tokio::time::Instant;
 
 use super::{Driver, WrKind, parse_wr_id};
 use crate::ids::NodeId;
 use crate::transport::Completion;
-use crate::transport::driver_core::{BATCH, FabricDriver};
+use crate::transport::fabric_driver::FabricDriver;
+use crate::transport::fabric_driver::state::BATCH;
 
 /// The parts of a work completion the driver reads.
 #[derive(Clone, Copy, Debug)]
@@ -74,25 +74,21 @@ impl Driver {
             return self.peer_failed(peer, &format!("{kind:?} completed with {status:?}"));
         }
         match kind {
-            WrKind::Recv => {
-                p.clock.heard(Instant::now());
-                if wc.opcode == WorkCompletionOperationType::ReceiveWithImmediate as u32 {
-                    // A block write consumed this receive; its memory was
-                    // not touched.
-                    self.repost_recv(peer, index as usize);
-                    self.written(peer, u32::from_be(wc.imm), u64::from(wc.byte_len));
-                } else {
-                    self.on_ctrl_recv(peer, index as usize);
-                }
+            WrKind::Recv
+                if wc.opcode == WorkCompletionOperationType::ReceiveWithImmediate as u32 =>
+            {
+                // A block write consumed this receive; its memory was not
+                // touched.
+                self.repost_recv_slot(peer, index as usize);
+                let (slot, len) = (u32::from_be(wc.imm), u64::from(wc.byte_len));
+                self.written(slot, Some(peer), Some(len));
             }
-            WrKind::Send => p.free_sends.push(index as usize),
+            WrKind::Recv => self.ctrl_received(peer, index as usize),
+            WrKind::Send => self.core.ctrl_sent(peer, index as usize),
             WrKind::Write => {
-                let Some(write) = p.link.writes.remove(&wc.wr_id) else {
-                    return;
-                };
-                let group = write.op.group;
-                tracing::trace!(group = group.0, to = peer.0, "block write complete");
-                self.emit(Completion::Sent { group, to: peer });
+                if let Some(write) = p.link.writes.remove(&wc.wr_id) {
+                    self.write_done(write.op.group, peer);
+                }
             }
         }
     }
@@ -136,6 +132,6 @@ impl Drop for Driver {
             notifier.get_ref().take_events();
             drop(notifier);
         }
-        drop(self.control_slots.take());
+        self.core.free_control_slots();
     }
 }

@@ -1,8 +1,8 @@
-//! Block transfers: the sender's block writes posted, registrations of
-//! receive buffers and of a root's messages, and landed writes matched to
-//! their slots. (The receiver's slots and credits, writes queued for room,
-//! and block headers are [`FabricDriver`]'s; a block is delivered once its
-//! header and its write are both in.)
+//! Block transfers: the sender's block writes posted, and registrations of
+//! receive buffers and of a root's messages. (The receiver's slots and
+//! credits, landed writes, writes queued for room, and block headers are
+//! [`FabricDriver`]'s; a block is delivered once its header and its write
+//! are both in.)
 
 use std::sync::Arc;
 
@@ -13,9 +13,11 @@ use sideway::ibverbs::queue_pair::{
 
 use super::{Driver, WrKind, wr_id};
 use crate::ids::{GroupId, NodeId};
-use crate::transport::driver_core::{self, FabricDriver, WriteOp};
+#[cfg(doc)]
+use crate::transport::fabric_driver::FabricDriver;
+use crate::transport::fabric_driver::state::buffer_registration;
+use crate::transport::fabric_driver::{self, WriteOp};
 use crate::transport::rdma::verbs::{Mr, RdmaError, error_chain, verbs_err};
-use crate::transport::slots::NoSlot;
 use crate::transport::{BlockRef, MessageBuffer};
 
 /// A block write in flight.
@@ -27,35 +29,32 @@ pub(crate) struct PostedWrite {
 }
 
 /// A root's whole message, registered once for all its block writes.
-pub(crate) type RootRegistration = driver_core::RootRegistration<Mr>;
+pub(crate) type RootRegistration = fabric_driver::RootRegistration<Mr>;
 
 impl Driver {
     /// Register (once) the buffer a region belongs to; its (lkey, rkey).
-    pub(super) fn buffer_mr(&mut self, buf: &Arc<MessageBuffer>) -> Result<(u32, u32), RdmaError> {
-        if let Some(reg) = buf.registration().get() {
-            return match reg.downcast_ref::<Mr>() {
-                Some(mr) if self.device.owns(mr) => Ok((mr.lkey(), mr.rkey())),
-                _ => Err(verbs_err(
-                    "ibv_reg_mr",
-                    "the buffer is registered with another device",
-                )),
-            };
-        }
-        // SAFETY: the registration (of the whole allocation) is stored in
-        // the buffer itself, which drops it before freeing its memory, or
-        // hands memory and registration over together to the node's pool
-        // (`MessageBuffer::drop`); a slot keeps the buffer alive while a
-        // write into it may be outstanding.
-        let mr = unsafe {
-            self.device.register(
-                buf.as_ptr(),
-                buf.capacity(),
-                AccessFlags::LocalWrite | AccessFlags::RemoteWrite,
-            )
-        }?;
-        let keys = (mr.lkey(), mr.rkey());
-        let _ = buf.registration().set(Box::new(mr));
-        Ok(keys)
+    pub(super) fn buffer_mr(&mut self, buf: &MessageBuffer) -> Result<(u32, u32), RdmaError> {
+        let device = &self.device;
+        let mr = buffer_registration(
+            buf,
+            |mr: &Mr| device.owns(mr),
+            || verbs_err("ibv_reg_mr", "the buffer is registered with another device"),
+            |buf| {
+                // SAFETY: the registration (of the whole allocation) is
+                // kept by the buffer itself, which drops it before freeing
+                // its memory, or hands memory and registration over together
+                // to the node's pool (`MessageBuffer::drop`); a slot keeps
+                // the buffer alive while a write into it may be outstanding.
+                unsafe {
+                    device.register(
+                        buf.as_ptr(),
+                        buf.capacity(),
+                        AccessFlags::LocalWrite | AccessFlags::RemoteWrite,
+                    )
+                }
+            },
+        )?;
+        Ok((mr.lkey(), mr.rkey()))
     }
 
     /// The registration of the root's message `block` is part of: cached per
@@ -66,7 +65,8 @@ impl Driver {
         block: &BlockRef,
     ) -> Result<Arc<RootRegistration>, RdmaError> {
         let device = &self.device;
-        self.root_registrations
+        self.core
+            .root_registrations
             .get_or_register(group, block, |message| {
                 // SAFETY: the registration holds a clone of the bytes, so
                 // they stay allocated (and unchanged: `Bytes` are immutable)
@@ -78,16 +78,13 @@ impl Driver {
     }
 
     /// Post one block write; `Ok(Some(op))` if there is no room now.
-    pub(super) fn post_write(
+    pub(super) fn post_block_write(
         &mut self,
         to: NodeId,
         op: WriteOp,
     ) -> Result<Option<WriteOp>, RdmaError> {
         let (lkey, root) = match op.block.buffer() {
-            Some(buf) => {
-                let buf = Arc::clone(buf);
-                (self.buffer_mr(&buf)?.0, None)
-            }
+            Some(buf) => (self.buffer_mr(buf)?.0, None),
             None => {
                 let reg = self.root_registration(op.group, &op.block)?;
                 (reg.mr.lkey(), Some(reg))
@@ -118,25 +115,7 @@ impl Driver {
             }
             Err(e) => return Err(verbs_err("ibv_post_send", error_chain(&e))),
         }
-        tracing::trace!(
-            group = op.group.0,
-            to = to.0,
-            slot = credit.slot,
-            len,
-            "block write posted"
-        );
         peer.link.writes.insert(id, PostedWrite { op, _root: root });
         Ok(None)
-    }
-
-    /// A block write of `len` bytes with immediate `slot` (host order) landed.
-    pub(super) fn written(&mut self, from: NodeId, slot: u32, len: u64) {
-        match self.core.slots.written(slot, Some(from), Some(len)) {
-            Ok((_, done)) => done.into_iter().for_each(|c| self.emit(c)),
-            Err(NoSlot) => {
-                tracing::warn!(peer = from.0, slot, "a write landed in no posted receive");
-                self.peer_failed(from, "a block write into no posted receive");
-            }
-        }
     }
 }

@@ -7,42 +7,39 @@
 //! as [`Cmd`]s, in order, so a receive is registered and its credit is on
 //! the QP before the ready-for-block that follows it.
 //!
-//! Completions are waited for as the node's [`CompletionMode`] says: by
-//! sleeping on the completion channel through tokio's reactor — drain, arm,
-//! drain again, await readiness, read and acknowledge the events — by
-//! spinning on `ibv_poll_cq`, or by spinning for a window after each burst
-//! of activity and sleeping after.
+//! Completions are waited for as the node's [`CompletionMode`] says (the
+//! shared run loop's, [`run`](crate::transport::fabric_driver::run)); to
+//! sleep, the driver waits on the completion channel through tokio's
+//! reactor — drain, arm, drain again, await readiness, read and acknowledge
+//! the events — and on the peers' rendezvous connections.
 //!
-//! The logic the RDMA-style drivers share (commands, credits, backlogs,
-//! control messages, liveness, peers going down, the flush) is
-//! [`FabricDriver`]'s; this module holds the driver's state, its run loop
-//! and its verbs primitives. Submodules by job: [`control`] (the registered
-//! control slots, control sends and receives), [`data`] (block writes,
-//! registrations of receive buffers and of a root's messages, landed
-//! writes), [`completions`] (reading the CQ, a failed peer's QP destroyed,
-//! the end).
+//! The logic the fabric drivers share (commands, credits, backlogs,
+//! control messages, liveness, peers going down, the flush, the run loop)
+//! is [`FabricDriver`]'s; this module holds the driver's state and its
+//! verbs primitives. Submodules by job: [`control`] (the registered control
+//! slots, control sends and receives), [`data`] (block writes,
+//! registrations of receive buffers and of a root's messages),
+//! [`completions`] (reading the CQ, a failed peer's QP destroyed, the end).
 
 mod completions;
 mod control;
 mod data;
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 
 use super::ffi::Notifier;
 use super::verbs::{Device, Mr, Qp, RdmaError};
-use super::wire::MSG_LEN;
-use crate::ids::{GroupId, NodeId};
-use crate::transport::driver_core::{
-    self, Core, FabricDriver, PeerLink, Posted, RootRegistrations, WriteOp,
-};
-use crate::transport::{CompletionSender, RecvRegion};
-use crate::wait::{CompletionMode, WaitPolicy};
+use crate::ids::NodeId;
+use crate::transport::RecvRegion;
+use crate::transport::fabric_driver::{self, FabricDriver, PeerLink, Posted, WriteOp};
+#[cfg(doc)]
+use crate::wait::CompletionMode;
 
 pub(crate) use self::control::ControlPool;
 use self::data::PostedWrite;
@@ -52,10 +49,11 @@ use self::data::PostedWrite;
 /// ([`CTRL_SENDS`] + [`WRITES_IN_FLIGHT`]), so a peer rarely meets an
 /// empty receive queue; when it does, it retries (`rnr_retry` 7).
 pub(crate) const CTRL_RECVS: usize = 256;
-pub(crate) use crate::transport::driver_core::{CTRL_SENDS, WRITES_IN_FLIGHT};
+pub(crate) use crate::transport::fabric_driver::control_slots::CTRL_SENDS;
+pub(crate) use crate::transport::fabric_driver::state::WRITES_IN_FLIGHT;
 
 /// What the runtime (and, in tests, a test) asks of the driver.
-pub(crate) type Cmd = crate::transport::driven::Cmd<Extra>;
+pub(crate) type Cmd = fabric_driver::Cmd<Extra>;
 
 /// The driver's own commands: none, except in tests.
 #[cfg(not(test))]
@@ -97,7 +95,10 @@ pub(crate) fn parse_wr_id(id: u64) -> Option<(WrKind, NodeId, u32)> {
 }
 
 /// One connected peer.
-pub(crate) type Peer = driver_core::Peer<QpLink>;
+pub(crate) type Peer = fabric_driver::Peer<QpLink>;
+
+/// The state every fabric driver keeps, of this one.
+pub(crate) type Core = fabric_driver::Core<QpLink, Extra, Mr>;
 
 /// The queue pair to one peer.
 #[derive(Debug)]
@@ -126,16 +127,15 @@ impl PeerLink for QpLink {
 
 /// Everything the driver owns. Field order is drop order after
 /// `Drop::drop`: the reactor's registration of the channel fd first, then
-/// the QPs, the control slots, and last the device (CQ, channel, PD).
+/// the QPs, and last the device (CQ, channel, PD).
 pub(crate) struct Driver {
-    pub(crate) me: NodeId,
     notifier: Option<AsyncFd<Notifier>>,
-    /// The peers, receive slots and credits, commands, liveness, flush.
-    core: Core<QpLink, Extra>,
-    control_slots: Option<ControlPool>,
-    mode: CompletionMode,
-    /// Per group, the registration of the message its root sends now.
-    root_registrations: RootRegistrations<Mr>,
+    /// Whether the CQ is armed to raise an event on the channel (else the
+    /// driver polls every millisecond).
+    armed: bool,
+    /// The peers, receive slots and credits, commands, liveness, flush,
+    /// control slots and registrations of a root's messages.
+    core: Core,
     next_write: u32,
     /// Peers whose rendezvous connection closed (their process is gone),
     /// and the tasks watching those connections (aborted — closing the
@@ -147,30 +147,26 @@ pub(crate) struct Driver {
 
 impl std::fmt::Debug for Driver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Driver").field("me", &self.me).finish()
+        f.debug_struct("Driver").field("me", &self.core.me).finish()
     }
 }
 
+/// What wakes the driver from the fabric's side.
+#[derive(Debug)]
+pub(crate) enum Wake {
+    /// The CQ may have completions.
+    Completions,
+    /// A peer's rendezvous connection closed; `None`: no watcher is left.
+    LinkClosed(Option<NodeId>),
+}
+
 impl Driver {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        me: NodeId,
-        device: Arc<Device>,
-        notifier: AsyncFd<Notifier>,
-        peers: HashMap<NodeId, Peer>,
-        control_slots: ControlPool,
-        commands: mpsc::UnboundedReceiver<Cmd>,
-        completions: CompletionSender,
-        mode: CompletionMode,
-        failure_timeout: Duration,
-    ) -> Self {
+    /// The driver of `core`'s node on `device`, woken by `notifier`.
+    pub(crate) fn new(core: Core, device: Arc<Device>, notifier: AsyncFd<Notifier>) -> Self {
         Driver {
-            me,
             notifier: Some(notifier),
-            core: Core::new(peers, commands, completions, failure_timeout),
-            control_slots: Some(control_slots),
-            mode,
-            root_registrations: RootRegistrations::default(),
+            armed: false,
+            core,
             next_write: 0,
             link_closed: None,
             watchers: HashMap::new(),
@@ -208,115 +204,57 @@ impl Driver {
             self.peer_failed(peer, "its rendezvous connection closed");
         }
     }
-
-    fn control_slots(&self) -> &ControlPool {
-        self.control_slots
-            .as_ref()
-            .expect("the control slots live as long as the driver")
-    }
-
-    /// Run until the transport is dropped or flushed.
-    pub(crate) async fn run(mut self) {
-        let mut wait = WaitPolicy::new(self.mode);
-        loop {
-            let Some(mut work) = self.take_commands() else {
-                return;
-            };
-            work += self.poll_cq();
-            self.check_links();
-            if self.upkeep() {
-                return;
-            }
-            if !wait.should_sleep_after(work).await {
-                continue;
-            }
-            // Arm, then poll once more: a completion that arrived between
-            // the last poll and the arming raised no event.
-            let notifier = self.notifier.as_ref().expect("open");
-            if let Err(e) = notifier.get_ref().arm() {
-                tracing::warn!(error = %e, "ibv_req_notify_cq failed: polling every millisecond");
-                tokio::time::sleep(Duration::from_millis(1)).await;
-                continue;
-            }
-            if self.poll_cq() > 0 {
-                continue;
-            }
-            let deadline = self.core.flush_deadline();
-            let liveness = self.core.next_liveness_check;
-            let notifier = self.notifier.as_ref().expect("open");
-            let links = self.link_closed.as_mut();
-            let has_links = links.is_some();
-            let link_closed = async move {
-                match links {
-                    Some(links) => links.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                cmd = self.core.commands.recv() => match cmd {
-                    Some(cmd) => self.on_command(cmd),
-                    None => return,
-                },
-                guard = notifier.readable() => {
-                    if let Ok(mut guard) = guard {
-                        // Read (and acknowledge) every event before clearing
-                        // readiness: the fd is edge-triggered in the reactor.
-                        guard.get_inner().take_events();
-                        guard.clear_ready();
-                    }
-                }
-                peer = link_closed, if has_links => match peer {
-                    Some(peer) => {
-                        self.poll_cq();
-                        self.peer_failed(peer, "its rendezvous connection closed");
-                    }
-                    None => self.link_closed = None,
-                },
-                () = tokio::time::sleep_until(liveness) => {}
-                () = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now)),
-                    if deadline.is_some() => {}
-            }
-        }
-    }
 }
 
-/// The verbs primitives; the logic both drivers share is
+/// The verbs primitives; the logic every fabric driver shares is
 /// [`FabricDriver`]'s.
 impl FabricDriver for Driver {
     type Link = QpLink;
     type Extra = Extra;
+    type Registration = Mr;
     type Error = RdmaError;
+    type Wake = Wake;
     const QUEUES: &'static str = "queue pairs";
     /// A write's length is a work request's 32-bit length.
     const MAX_WRITE: u64 = u32::MAX as u64;
 
-    fn core(&self) -> &Core<QpLink, Extra> {
+    fn core(&self) -> &Core {
         &self.core
     }
 
-    fn core_mut(&mut self) -> &mut Core<QpLink, Extra> {
+    fn core_mut(&mut self) -> &mut Core {
         &mut self.core
     }
 
-    fn try_send_ctrl(&mut self, to: NodeId, bytes: &[u8; MSG_LEN]) -> Result<Posted, RdmaError> {
-        self.post_ctrl_send(to, bytes)
+    fn post_ctrl_send(
+        &mut self,
+        to: NodeId,
+        slot: usize,
+        at: *mut u8,
+    ) -> Result<Posted, RdmaError> {
+        let (p, slots) = self.core.up_with_slots(to);
+        let qp = p
+            .and_then(|p| p.link.qp.as_mut())
+            .expect("usable peers have a QP");
+        slots.post_send(qp, to, slot, at).map(|()| Posted::Yes)
     }
 
-    fn try_write(&mut self, to: NodeId, op: WriteOp) -> Result<Option<WriteOp>, RdmaError> {
-        self.post_write(to, op)
+    fn post_recv_slot(&mut self, peer: NodeId, slot: usize) -> Result<(), RdmaError> {
+        let (p, slots) = self.core.up_with_slots(peer);
+        let qp = p
+            .and_then(|p| p.link.qp.as_mut())
+            .expect("up peers have a QP");
+        slots.post_recv(qp, peer, slot)
+    }
+
+    fn post_write(&mut self, to: NodeId, op: WriteOp) -> Result<Option<WriteOp>, RdmaError> {
+        self.post_block_write(to, op)
     }
 
     fn register_recv(&mut self, region: &RecvRegion) -> Result<(u64, u64), String> {
-        let buf = Arc::clone(region.buffer());
-        let (_, rkey) = self.buffer_mr(&buf).map_err(|e| e.to_string())?;
-        Ok((
-            buf.as_ptr() as u64 + region.offset() as u64,
-            u64::from(rkey),
-        ))
-    }
-
-    fn release_registrations(&mut self, group: GroupId) {
-        self.root_registrations.remove(group);
+        let (_, rkey) = self.buffer_mr(region.buffer()).map_err(|e| e.to_string())?;
+        let at = region.buffer().as_ptr() as u64 + region.offset() as u64;
+        Ok((at, u64::from(rkey)))
     }
 
     fn close_link(&mut self, peer: NodeId) {
@@ -341,6 +279,70 @@ impl FabricDriver for Driver {
                     qp.move_to_error().expect("ibv_modify_qp(ERR)");
                 }
             }
+        }
+    }
+
+    fn poll(&mut self) -> usize {
+        let n = self.poll_cq();
+        self.check_links();
+        n
+    }
+
+    fn arm(&mut self) -> bool {
+        // Arm, then poll once more: a completion that arrived between the
+        // last poll and the arming raised no event.
+        let notifier = self.notifier.as_ref().expect("open");
+        self.armed = match notifier.get_ref().arm() {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, "ibv_req_notify_cq failed: polling every millisecond");
+                false
+            }
+        };
+        !self.armed || self.poll_cq() == 0
+    }
+
+    fn wake_sources(
+        &mut self,
+    ) -> (
+        &mut mpsc::UnboundedReceiver<Cmd>,
+        impl Future<Output = Wake> + Send + '_,
+    ) {
+        let armed = self.armed;
+        let notifier = self.notifier.as_ref().expect("open");
+        let links = self.link_closed.as_mut();
+        let woken = async move {
+            let link_closed = async move {
+                match links {
+                    Some(links) => links.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                guard = notifier.readable(), if armed => {
+                    if let Ok(mut guard) = guard {
+                        // Read (and acknowledge) every event before clearing
+                        // readiness: the fd is edge-triggered in the reactor.
+                        guard.get_inner().take_events();
+                        guard.clear_ready();
+                    }
+                    Wake::Completions
+                }
+                () = tokio::time::sleep(Duration::from_millis(1)), if !armed => Wake::Completions,
+                peer = link_closed => Wake::LinkClosed(peer),
+            }
+        };
+        (&mut self.core.commands, woken)
+    }
+
+    fn on_wake(&mut self, wake: Wake) {
+        match wake {
+            Wake::Completions => {}
+            Wake::LinkClosed(Some(peer)) => {
+                self.poll_cq();
+                self.peer_failed(peer, "its rendezvous connection closed");
+            }
+            Wake::LinkClosed(None) => self.link_closed = None,
         }
     }
 }

@@ -9,9 +9,12 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::sync::{mpsc, oneshot};
 
-use super::pool::BufferPool;
-use super::{BlockRef, Completion, CompletionSender, MessageBuffer, RecvRegion, Signal, Transport};
 use crate::ids::{GroupId, NodeId};
+use crate::transport::pool::BufferPool;
+use crate::transport::{
+    AllocError, BlockRef, Completion, CompletionSender, MessageBuffer, RecvRegion, Signal,
+    Transport,
+};
 
 /// What the runtime asks of a driver task; `X` is what else a transport's
 /// driver takes (its tests' hooks; nothing, by default).
@@ -159,7 +162,7 @@ impl<X: Send + 'static> Transport for DrivenEndpoint<X> {
         let _ = self.commands.send(Cmd::Release { group });
     }
 
-    fn alloc_buffer(&mut self, len: usize) -> Result<Arc<MessageBuffer>, super::AllocError> {
+    fn alloc_buffer(&mut self, len: usize) -> Result<Arc<MessageBuffer>, AllocError> {
         self.pool.try_alloc(len)
     }
 

@@ -7,9 +7,11 @@
 
 use std::ptr;
 
-use super::driver_core::CTRL_SENDS;
 use super::wire::MSG_LEN;
 use crate::ids::NodeId;
+
+/// Control sends in flight per peer (each holds a registered 64-byte slot).
+pub(crate) const CTRL_SENDS: usize = 64;
 
 /// Registered memory for control messages: per peer, `recvs` receive
 /// slots then `CTRL_SENDS` send slots, `MSG_LEN` bytes each; `R` is the

@@ -1,15 +1,16 @@
-//! Random and mutated inputs to the `ofi` control message decoder: nothing
-//! a peer puts on the control endpoint may panic the decoder, and whatever
-//! decodes is the one canonical encoding of its value. Messages have a fixed
-//! size, so decoding allocates nothing by what it is sent (only the text of
-//! an error). The small variant runs with every `cargo test --features ofi`;
-//! the `#[ignore]`d one is part of the long campaign (see the frame decoder's
-//! fuzz tests for how to run it).
+//! Random and mutated inputs to the control message decoder of `ofi` and
+//! `rdma`: nothing a peer puts on a control endpoint (or queue pair) may
+//! panic the decoder, and whatever decodes is the one canonical encoding of
+//! its value. Messages have a fixed size, so decoding allocates nothing by
+//! what it is sent (only the text of an error). The small variant runs with
+//! every `cargo test --features ofi` (or `rdma`); the `#[ignore]`d one is
+//! part of the long campaign (see the frame decoder's fuzz tests for how to
+//! run it).
 
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseResult;
 
-use super::wire::{ControlMessage, Credit, MSG_LEN};
+use super::{ControlMessage, Credit, MSG_LEN};
 use crate::ids::GroupId;
 use crate::transport::frame::fuzz_tests::{any_signal, fuzz, mutated, word};
 

@@ -172,6 +172,9 @@ impl ControlMessage {
 }
 
 #[cfg(test)]
+mod fuzz_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use crate::proto::Control;

@@ -1,264 +1,67 @@
-//! What the driver tasks of the RDMA-style transports (`ofi` over
-//! libfabric, `rdma` over verbs) share: the state of each peer's queues,
-//! and the decisions that do not depend on the fabric — the commands, the
-//! send path (a usable peer, a credit taken, the header sent, the write
-//! posted or queued for room), the receive path (a slot kept, its credit
-//! sent), the control messages, failure detection, peers going down and
-//! the flush.
-//!
-//! A driver implements [`FabricDriver`] with its fabric's primitives —
-//! post a control send, post a block write, register a receive buffer,
-//! close a failed peer's link — and gets the rest as provided methods.
-//! What stays in each driver really differs: how operations are posted
-//! and their completions read (operation contexts and `fi_cq_read`, work
-//! request ids and `ibv_poll_cq`), how a landed write names its slot and
-//! its peer, how a root's message is registered, and how the run loop
-//! sleeps (a CQ's and an EQ's fds, a completion channel and the
-//! rendezvous connections).
+//! What a fabric driver does whatever its fabric, as the provided methods
+//! of [`FabricDriver`]: the runtime's commands, the send path (a usable
+//! peer, a credit taken, the header sent, the write posted or queued for
+//! room), the receive path (a slot kept, its credit sent), control
+//! messages sent in order and acted on, landed writes, failure detection,
+//! peers going down and the flush. A driver implements the trait's
+//! required methods with its fabric's primitives.
 
-use std::collections::{HashMap, VecDeque};
 use std::fmt::Display;
-use std::sync::Arc;
-use std::time::Duration;
+use std::future::Future;
 
-use bytes::Bytes;
-
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::driven::Cmd;
-use super::liveness::{Liveness, PeerClock};
-use super::slots::{NoSlot, SlotTable};
+use super::endpoint::Cmd;
+use super::slots::NoSlot;
+use super::state::{BATCH, Core, Peer, PeerLink, Posted, WRITES_IN_FLIGHT, WriteOp};
 use super::wire::{ControlMessage, Credit, MSG_LEN};
-use super::{BlockRef, Completion, CompletionSender, RecvRegion};
 use crate::ids::{GroupId, NodeId};
+use crate::transport::{BlockRef, Completion, RecvRegion};
 
-/// Control sends in flight per peer (each holds a registered 64-byte slot).
-pub(crate) const CTRL_SENDS: usize = 64;
-/// Block writes in flight per peer.
-pub(crate) const WRITES_IN_FLIGHT: usize = 16;
-/// Most commands and completions handled before yielding.
-pub(crate) const BATCH: usize = 256;
-
-/// A block write: waiting for room, or (in the driver's own bookkeeping)
-/// in flight.
-#[derive(Debug)]
-pub(crate) struct WriteOp {
-    pub(crate) group: GroupId,
-    /// The bytes, kept alive until the write completes.
-    pub(crate) block: BlockRef,
-    /// Where the receiver said the block goes.
-    pub(crate) credit: Credit,
-}
-
-/// A root's whole message, registered once for all its block writes (`M`
-/// is the fabric's registration). Holds the bytes, so they outlive the
-/// registration (dropped first: fields drop in order).
-#[derive(Debug)]
-pub(crate) struct RootRegistration<M> {
-    pub(crate) mr: M,
-    message: Bytes,
-}
-
-/// Per group, the registration of the message its root sends now, so a
-/// message is registered once, not per block (the root sends a group's
-/// messages one after another).
-#[derive(Debug)]
-pub(crate) struct RootRegistrations<M>(HashMap<GroupId, Arc<RootRegistration<M>>>);
-
-impl<M> Default for RootRegistrations<M> {
-    fn default() -> Self {
-        RootRegistrations(HashMap::new())
-    }
-}
-
-impl<M> RootRegistrations<M> {
-    /// The registration of the root's message `block` is part of: the
-    /// group's, if it is of that message, or else one `register` makes of
-    /// the message (whose bytes the registration then holds), kept as the
-    /// group's.
-    pub(crate) fn get_or_register<E>(
-        &mut self,
-        group: GroupId,
-        block: &BlockRef,
-        register: impl FnOnce(&Bytes) -> Result<M, E>,
-    ) -> Result<Arc<RootRegistration<M>>, E> {
-        let message = block.message().expect("a root's block").clone();
-        if let Some(reg) = self.0.get(&group)
-            && reg.message.as_ptr() == message.as_ptr()
-            && reg.message.len() == message.len()
-        {
-            return Ok(Arc::clone(reg));
-        }
-        let mr = register(&message)?;
-        let reg = Arc::new(RootRegistration { mr, message });
-        self.0.insert(group, Arc::clone(&reg));
-        Ok(reg)
-    }
-
-    /// The group is over here: drop its registration.
-    pub(crate) fn remove(&mut self, group: GroupId) {
-        self.0.remove(&group);
-    }
-}
-
-/// What a post call said.
-pub(crate) enum Posted {
-    Yes,
-    /// No room now: retry after reading completions.
-    Again,
-}
-
-/// The fabric's connection to one peer (its endpoints, its queue pair).
-pub(crate) trait PeerLink {
-    /// Block writes posted on it and not completed.
-    fn writes_in_flight(&self) -> usize;
-}
-
-/// One connected peer: its fabric link `L`, and what waits to go to it.
-#[derive(Debug)]
-pub(crate) struct Peer<L> {
-    pub(crate) link: L,
-    pub(crate) down: bool,
-    ctrl_backlog: VecDeque<[u8; MSG_LEN]>,
-    /// The peer's control send slots not in flight.
-    pub(crate) free_sends: Vec<usize>,
-    write_backlog: VecDeque<WriteOp>,
-    /// When anything last came from the peer, and when a control message
-    /// last went to it.
-    pub(crate) clock: PeerClock,
-}
-
-impl<L: PeerLink> Peer<L> {
-    /// A peer just connected through `link`.
-    pub(crate) fn new(link: L) -> Self {
-        Peer {
-            clock: PeerClock::new(Instant::now()),
-            link,
-            down: false,
-            ctrl_backlog: VecDeque::new(),
-            free_sends: (0..CTRL_SENDS).rev().collect(),
-            write_backlog: VecDeque::new(),
-        }
-    }
-
-    /// Whether nothing waits to go to the peer, nor is in flight.
-    fn idle(&self) -> bool {
-        self.down
-            || (self.ctrl_backlog.is_empty()
-                && self.free_sends.len() == CTRL_SENDS
-                && self.write_backlog.is_empty()
-                && self.link.writes_in_flight() == 0)
-    }
-}
-
-/// The state a driver keeps whatever its fabric: the peers, the receive
-/// slots and credits, the commands, failure detection and the flush; `X`
-/// is the driver's own commands.
-pub(crate) struct Core<L, X> {
-    pub(crate) peers: HashMap<NodeId, Peer<L>>,
-    /// Receive slots, and the credits peers gave.
-    pub(crate) slots: SlotTable,
-    pub(crate) commands: mpsc::UnboundedReceiver<Cmd<X>>,
-    completions: CompletionSender,
-    /// When peers are down, and when they are due a heartbeat.
-    liveness: Liveness,
-    pub(crate) next_liveness_check: Instant,
-    pub(crate) flushing: Option<(oneshot::Sender<()>, Instant)>,
-}
-
-impl<L: std::fmt::Debug, X> std::fmt::Debug for Core<L, X> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Core").field("peers", &self.peers).finish()
-    }
-}
-
-impl<L, X> Core<L, X> {
-    /// The state of a driver connected to `peers`, reading `commands` and
-    /// reporting to `completions`; a peer silent for `failure_timeout` is
-    /// down.
-    pub(crate) fn new(
-        peers: HashMap<NodeId, Peer<L>>,
-        commands: mpsc::UnboundedReceiver<Cmd<X>>,
-        completions: CompletionSender,
-        failure_timeout: Duration,
-    ) -> Self {
-        Core {
-            peers,
-            slots: SlotTable::default(),
-            commands,
-            completions,
-            liveness: Liveness::new(failure_timeout),
-            next_liveness_check: Instant::now(),
-            flushing: None,
-        }
-    }
-
-    /// Report `c` to the runtime.
-    pub(crate) fn emit(&self, c: Completion) {
-        let _ = self.completions.send(c);
-    }
-
-    /// Report that `peer` cannot be reached for `group`.
-    fn unreachable(&self, group: GroupId, peer: NodeId) {
-        self.emit(Completion::TransferFailed {
-            group,
-            peer,
-            error: "peer unreachable",
-        });
-    }
-
-    /// Whether anything may be posted to `peer`: it is up and the driver
-    /// is not flushing.
-    fn usable(&self, peer: NodeId) -> bool {
-        self.peers.get(&peer).is_some_and(|p| !p.down) && self.flushing.is_none()
-    }
-
-    /// The known peer `peer`.
-    pub(crate) fn peer_mut(&mut self, peer: NodeId) -> &mut Peer<L> {
-        self.peers.get_mut(&peer).expect("a known peer")
-    }
-
-    /// The deadline of the flush under way, if one is.
-    pub(crate) fn flush_deadline(&self) -> Option<Instant> {
-        self.flushing.as_ref().map(|(_, at)| *at)
-    }
-}
-
-/// A driver task of an RDMA-style transport: its fabric's primitives, and
-/// the logic both drivers share as provided methods.
-pub(crate) trait FabricDriver {
+/// A driver task of a transport over an RDMA-style fabric: its fabric's
+/// primitives, and the logic the drivers share as provided methods.
+pub(crate) trait FabricDriver: Sized {
     /// The fabric's connection to a peer.
     type Link: PeerLink;
     /// The driver's own commands.
     type Extra;
+    /// The fabric's registration of memory.
+    type Registration;
     /// What a failed post says.
     type Error: Display;
+    /// What woke a sleeping driver, besides a command or a timer.
+    type Wake;
     /// What a flush waits to be idle, for the logs.
     const QUEUES: &'static str;
     /// The longest block one write can carry.
     const MAX_WRITE: u64;
 
     /// The shared state.
-    fn core(&self) -> &Core<Self::Link, Self::Extra>;
+    fn core(&self) -> &Core<Self::Link, Self::Extra, Self::Registration>;
     /// The shared state, to change.
-    fn core_mut(&mut self) -> &mut Core<Self::Link, Self::Extra>;
+    fn core_mut(&mut self) -> &mut Core<Self::Link, Self::Extra, Self::Registration>;
 
-    /// Post `bytes` to `to` (a usable peer) from a free control send slot;
-    /// `Posted::Again` if there is none, or no room.
-    fn try_send_ctrl(&mut self, to: NodeId, bytes: &[u8; MSG_LEN]) -> Result<Posted, Self::Error>;
+    /// Post the control message in send slot `slot` of `to` (a usable
+    /// peer), which is at `at` and written; `Posted::Again` if there is no
+    /// room now.
+    fn post_ctrl_send(
+        &mut self,
+        to: NodeId,
+        slot: usize,
+        at: *mut u8,
+    ) -> Result<Posted, Self::Error>;
+
+    /// Post receive slot `slot` of `peer` (an up peer) again.
+    fn post_recv_slot(&mut self, peer: NodeId, slot: usize) -> Result<(), Self::Error>;
 
     /// Post one block write to `to` (a usable peer); `Ok(Some(op))` if
     /// there is no room now.
-    fn try_write(&mut self, to: NodeId, op: WriteOp) -> Result<Option<WriteOp>, Self::Error>;
+    fn post_write(&mut self, to: NodeId, op: WriteOp) -> Result<Option<WriteOp>, Self::Error>;
 
     /// Register the memory of `region` (not empty) for the peer's write:
     /// the (address, key) its credit carries.
     fn register_recv(&mut self, region: &RecvRegion) -> Result<(u64, u64), String>;
-
-    /// `group` is over here: drop what the driver keeps for it besides its
-    /// slots and credits (the registration of its root's message).
-    fn release_registrations(&mut self, group: GroupId);
 
     /// `peer` is down: close its link, so the fabric touches none of the
     /// memory posted for it any more, and drop what its operations held.
@@ -266,6 +69,26 @@ pub(crate) trait FabricDriver {
 
     /// Act on one of the driver's own commands.
     fn on_extra(&mut self, extra: Self::Extra);
+
+    /// Read the fabric's completions (and events) there are, a batch at
+    /// most: how many.
+    fn poll(&mut self) -> usize;
+
+    /// About to sleep: ask the fabric to wake the driver when a completion
+    /// comes; `false` if one came meanwhile (read it first).
+    fn arm(&mut self) -> bool;
+
+    /// The commands, and what wakes the driver from the fabric's side: a
+    /// completion (or an event) to read, or what else the fabric watches.
+    fn wake_sources(
+        &mut self,
+    ) -> (
+        &mut mpsc::UnboundedReceiver<Cmd<Self::Extra>>,
+        impl Future<Output = Self::Wake> + Send + '_,
+    );
+
+    /// Act on what woke the driver from the fabric's side.
+    fn on_wake(&mut self, wake: Self::Wake);
 
     /// Report `c` to the runtime.
     fn emit(&self, c: Completion) {
@@ -294,8 +117,9 @@ pub(crate) trait FabricDriver {
                 }
             }
             Cmd::Release { group } => {
-                self.core_mut().slots.release(group);
-                self.release_registrations(group);
+                let core = self.core_mut();
+                core.slots.release(group);
+                core.root_registrations.remove(group);
             }
             Cmd::Flush { done, limit } => {
                 self.core_mut().flushing = Some((done, Instant::now() + limit));
@@ -343,6 +167,25 @@ pub(crate) trait FabricDriver {
             Ok(Posted::Again) => self.core_mut().peer_mut(to).ctrl_backlog.push_back(bytes),
             Err(e) => self.peer_failed(to, &e.to_string()),
         }
+    }
+
+    /// Post `bytes` to `to` (a usable peer) from a free control send slot;
+    /// `Posted::Again` if there is none, or no room.
+    fn try_send_ctrl(&mut self, to: NodeId, bytes: &[u8; MSG_LEN]) -> Result<Posted, Self::Error> {
+        let core = self.core_mut();
+        let Some(slot) = core.peer_mut(to).free_sends.pop() else {
+            return Ok(Posted::Again);
+        };
+        let slots = core.control_slots();
+        let (index, at) = slots.send_slot(to, slot);
+        slots.write(index, bytes);
+        let posted = self.post_ctrl_send(to, slot, at);
+        let peer = self.core_mut().peer_mut(to);
+        match posted {
+            Ok(Posted::Yes) => peer.clock.sent(Instant::now()),
+            Ok(Posted::Again) | Err(_) => peer.free_sends.push(slot),
+        }
+        posted
     }
 
     /// The sender's half of a block transfer: take the receiver's credit,
@@ -397,6 +240,23 @@ pub(crate) trait FabricDriver {
         }
     }
 
+    /// Post one block write to `to` (a usable peer); `Ok(Some(op))` if
+    /// there is no room now.
+    fn try_write(&mut self, to: NodeId, op: WriteOp) -> Result<Option<WriteOp>, Self::Error> {
+        let (group, slot, len) = (op.group, op.credit.slot, op.block.len());
+        let unposted = self.post_write(to, op)?;
+        if unposted.is_none() {
+            tracing::trace!(group = group.0, to = to.0, slot, len, "block write posted");
+        }
+        Ok(unposted)
+    }
+
+    /// A block write to `peer` completed.
+    fn write_done(&self, group: GroupId, peer: NodeId) {
+        tracing::trace!(group = group.0, to = peer.0, "block write complete");
+        self.emit(Completion::Sent { group, to: peer });
+    }
+
     /// The receiver's half of a block transfer: register the memory, keep
     /// the region in a slot, and give the peer a credit for it.
     fn post_recv(&mut self, group: GroupId, from: NodeId, region: RecvRegion) {
@@ -431,6 +291,46 @@ pub(crate) trait FabricDriver {
         self.send_ctrl(from, ControlMessage::Credit(credit));
     }
 
+    /// A block write landed in receive slot `slot` — from `from` and of
+    /// `len` bytes, if the fabric says — completing its block if its header
+    /// is in too. A write into no posted receive fails its peer, if known.
+    fn written(&mut self, slot: u32, from: Option<NodeId>, len: Option<u64>) {
+        match self.core_mut().slots.written(slot, from, len) {
+            Ok((from, done)) => {
+                self.core_mut().heard(from);
+                done.into_iter().for_each(|c| self.emit(c));
+            }
+            Err(NoSlot) => match from {
+                Some(from) => {
+                    tracing::warn!(peer = from.0, slot, "a write landed in no posted receive");
+                    self.peer_failed(from, "a block write into no posted receive");
+                }
+                None => tracing::warn!(slot, "a write landed in no posted receive"),
+            },
+        }
+    }
+
+    /// A control message from `peer` arrived in its receive slot `slot`:
+    /// post the slot again and act on the message.
+    fn ctrl_received(&mut self, peer: NodeId, slot: usize) {
+        self.core_mut().heard(peer);
+        let slots = self.core().control_slots();
+        let bytes = slots.read(slots.recv_slot(peer, slot).0);
+        self.repost_recv_slot(peer, slot);
+        self.on_ctrl_message(peer, &bytes);
+    }
+
+    /// Post receive slot `slot` of `peer` again, if the peer is up (a
+    /// failure fails the peer).
+    fn repost_recv_slot(&mut self, peer: NodeId, slot: usize) {
+        if self.core_mut().up(peer).is_none() {
+            return;
+        }
+        if let Err(e) = self.post_recv_slot(peer, slot) {
+            self.peer_failed(peer, &e.to_string());
+        }
+    }
+
     /// Post what waited for room, in order, per peer.
     fn retry_backlogs(&mut self) {
         let ids: Vec<NodeId> = self
@@ -441,34 +341,46 @@ pub(crate) trait FabricDriver {
             .map(|(id, _)| *id)
             .collect();
         for id in ids {
-            while let Some(bytes) = self.core().peers[&id].ctrl_backlog.front().copied() {
-                match self.try_send_ctrl(id, &bytes) {
-                    Ok(Posted::Yes) => {
-                        self.core_mut().peer_mut(id).ctrl_backlog.pop_front();
-                    }
-                    Ok(Posted::Again) => break,
-                    Err(e) => {
-                        self.peer_failed(id, &e.to_string());
-                        break;
-                    }
+            self.retry_ctrl_backlog(id);
+            self.retry_write_backlog(id);
+        }
+    }
+
+    /// Post the control messages waiting for `id`, in order, while there is
+    /// room.
+    fn retry_ctrl_backlog(&mut self, id: NodeId) {
+        while let Some(bytes) = self.core().peers[&id].ctrl_backlog.front().copied() {
+            match self.try_send_ctrl(id, &bytes) {
+                Ok(Posted::Yes) => {
+                    self.core_mut().peer_mut(id).ctrl_backlog.pop_front();
+                }
+                Ok(Posted::Again) => break,
+                Err(e) => {
+                    self.peer_failed(id, &e.to_string());
+                    break;
                 }
             }
-            while !self.core().peers[&id].down
-                && self.core().peers[&id].link.writes_in_flight() < WRITES_IN_FLIGHT
-            {
-                let Some(op) = self.core_mut().peer_mut(id).write_backlog.pop_front() else {
+        }
+    }
+
+    /// Post the block writes waiting for `id`, in order, while there is
+    /// room.
+    fn retry_write_backlog(&mut self, id: NodeId) {
+        while !self.core().peers[&id].down
+            && self.core().peers[&id].link.writes_in_flight() < WRITES_IN_FLIGHT
+        {
+            let Some(op) = self.core_mut().peer_mut(id).write_backlog.pop_front() else {
+                break;
+            };
+            match self.try_write(id, op) {
+                Ok(None) => {}
+                Ok(Some(op)) => {
+                    self.core_mut().peer_mut(id).write_backlog.push_front(op);
                     break;
-                };
-                match self.try_write(id, op) {
-                    Ok(None) => {}
-                    Ok(Some(op)) => {
-                        self.core_mut().peer_mut(id).write_backlog.push_front(op);
-                        break;
-                    }
-                    Err(e) => {
-                        self.peer_failed(id, &e.to_string());
-                        break;
-                    }
+                }
+                Err(e) => {
+                    self.peer_failed(id, &e.to_string());
+                    break;
                 }
             }
         }

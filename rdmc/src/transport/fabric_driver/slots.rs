@@ -11,8 +11,8 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::wire::Credit;
-use super::{Completion, MessageBuffer, RecvRegion};
 use crate::ids::{GroupId, NodeId};
+use crate::transport::{Completion, MessageBuffer, RecvRegion};
 
 /// A receive this node posted: its credit is (or is about to be) with the
 /// peer, which writes the block into it and sends its header.

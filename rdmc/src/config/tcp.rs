@@ -1,0 +1,145 @@
+//! The configuration of a node on the `tcp` transport.
+
+use std::net::SocketAddr;
+
+use super::cluster::cluster_builders;
+use crate::ids::NodeId;
+use crate::transport::frame::protect::WireSecurity;
+use crate::transport::mesh::{ClusterConfig, ClusterKey};
+
+/// Default size of the chunks the `tcp` transport cuts blocks into on the
+/// wire: 256 KiB.
+pub(crate) const DEFAULT_CHUNK_SIZE: u32 = 256 * 1024;
+
+/// Early announcement over TCP ([`TcpConfig::with_early_announce`]).
+///
+/// A TCP send completes once the socket buffered it, so without a limit a
+/// sender runs ahead to its next partner while its previous block still
+/// leaves, and two of its blocks share its port; a receiver that takes one
+/// sender at a time then waits a ready-for-block round trip at each change
+/// of sender. With both settings, every socket holds at most about
+/// `unsent_limit` unsent bytes (`TCP_NOTSENT_LOWAT`: a send completes
+/// once all but that much has left), and a receiver announces the next
+/// sender's receive once the current block has `threshold` bytes or fewer
+/// still to come.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EarlyAnnounce {
+    /// Bytes left of an arriving block at which the next sender is announced.
+    pub threshold: u32,
+    /// Most unsent bytes a socket holds (`TCP_NOTSENT_LOWAT`).
+    pub unsent_limit: u32,
+}
+
+/// Configuration of a node on the `tcp` transport: the cluster's members
+/// (one address per node id, in id order), this node's id, and the cluster
+/// key every member holds.
+///
+/// [`Node::tcp`](crate::Node::tcp) has an example.
+#[derive(Debug)]
+pub struct TcpConfig {
+    pub(crate) cluster: ClusterConfig,
+    pub(crate) chunk_size: u32,
+    pub(crate) wire_security: WireSecurity,
+    pub(crate) early_announce: Option<EarlyAnnounce>,
+    pub(crate) congestion_control: Option<String>,
+}
+
+impl TcpConfig {
+    /// Node `id` of the cluster whose members listen at `members` (indexed by
+    /// node id), authenticating with `key`.
+    pub fn new(members: Vec<SocketAddr>, id: NodeId, key: ClusterKey) -> Self {
+        TcpConfig {
+            cluster: ClusterConfig::new(members, id, key),
+            chunk_size: DEFAULT_CHUNK_SIZE,
+            wire_security: WireSecurity::default(),
+            early_announce: None,
+            congestion_control: None,
+        }
+    }
+
+    /// How the bytes on the wire are protected after the handshake
+    /// (default [`WireSecurity::Authenticated`]: every frame carries a MAC;
+    /// [`WireSecurity::Encrypted`] hides the payloads too;
+    /// [`WireSecurity::None`] is for trusted fabrics only). Every member
+    /// must choose the same; [`WireSecurity`] says what an attacker on the
+    /// path can and cannot do in each mode.
+    pub fn with_wire_security(mut self, security: WireSecurity) -> Self {
+        self.wire_security = security;
+        self
+    }
+
+    /// Size of the chunks blocks are cut into on the wire while several
+    /// groups share a link (default 256 KiB): smaller chunks interleave
+    /// overlapping groups more finely. While a link carries a single
+    /// group's blocks and no signal waits, frames grow to 1 MiB (or this
+    /// size, if larger); every member should use the same chunk size.
+    pub fn with_chunk_size(mut self, bytes: u32) -> Self {
+        self.chunk_size = bytes.max(1);
+        self
+    }
+
+    /// Early announcement ([`EarlyAnnounce`]; default off): each socket
+    /// keeps at most about `unsent_limit` bytes unsent, and receivers take
+    /// blocks from one sender at a time, announcing the next sender once
+    /// the current block has `threshold` bytes or fewer still to arrive.
+    /// `None`: sends complete once buffered and receivers announce to any
+    /// sender. Every member should choose the same.
+    pub fn with_early_announce(mut self, early: Option<EarlyAnnounce>) -> Self {
+        self.early_announce = early;
+        self
+    }
+
+    /// The TCP congestion control of this node's connections (Linux's
+    /// `TCP_CONGESTION`: `"cubic"`, `"bbr"`, `"reno"`, ... — one the kernel
+    /// has, and, for a process without `CAP_NET_ADMIN`, one
+    /// `net.ipv4.tcp_allowed_congestion_control` lists). Default: the
+    /// machine's (`net.ipv4.tcp_congestion_control`).
+    ///
+    /// It governs what this node sends; every member should choose the
+    /// same. The binomial pipeline is sensitive to it: each member sends
+    /// to a different partner at every step, so each connection carries a
+    /// block, then idles. It ran faster over `cubic` than over `bbr` on the
+    /// project's emulated cluster (a reading of the runs: BBR paces each
+    /// connection at the link's whole rate, so a member's connections that
+    /// overlap overfill its link); the chain, one steady connection per
+    /// member, hardly cared.
+    ///
+    /// [`Node::tcp`](crate::Node::tcp) checks the name before it connects:
+    /// [`Error::CongestionControl`](crate::Error::CongestionControl) if
+    /// the kernel refuses it.
+    pub fn with_congestion_control(mut self, name: impl Into<String>) -> Self {
+        self.congestion_control = Some(name.into());
+        self
+    }
+}
+
+cluster_builders!(
+    TcpConfig,
+    |_| vec![],
+    /// After how long without a byte from a peer (heartbeats included) it is
+    /// considered failed (default 3 s); failures are reported within this
+    /// bound, sooner when a connection breaks outright. Writing one chunk
+    /// (see [`with_chunk_size`](Self::with_chunk_size)) must also finish
+    /// within it, so a peer that stops reading is detected too.
+);
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::cluster::tests::{check_cluster_builders, cluster};
+
+    #[test]
+    fn tcp_config_defaults_and_builders() {
+        let (members, key) = cluster();
+        let config = TcpConfig::new(members.clone(), NodeId(1), key.clone());
+        assert_eq!(config.chunk_size, 256 * 1024);
+        assert_eq!(config.cluster.connect_timeout, Duration::from_secs(30));
+        assert_eq!(config.cluster.failure_timeout, Duration::from_secs(3));
+        assert!(config.cluster.listener.is_none());
+        let config = check_cluster_builders!(TcpConfig::new(members, NodeId(1), key));
+        assert_eq!(config.chunk_size, 256 * 1024);
+        assert_eq!(config.with_chunk_size(0).chunk_size, 1);
+    }
+}
