@@ -2,7 +2,7 @@
 """Per-block timelines of one rdmc message, from the members' trace logs.
 
 Run the members with
-    RUST_LOG=rdmc::proto::member=trace,rdmc::transport::tcp::link=trace NO_COLOR=1
+    RUST_LOG=rdmc_proto::member=trace,rdmc::transport::tcp::link=trace NO_COLOR=1
 (`rdmc-bench` passes its environment on), then
 
     timeline.py LOGDIR/NNN-rdmc-...-{0..N-1}.log [--seq S] [--block-ms MS]

@@ -524,24 +524,11 @@ impl GroupMember {
             block_size: bs,
             batch,
         });
-        let sends_left = self.sends_per_block(blocks, steps);
-        self.current = Some(MessageProgress {
-            seq,
-            size,
-            batch,
-            block_size: bs,
-            blocks,
-            steps,
-            send_step: 0,
-            sending: None,
-            sending_block: 0,
-            sends_left,
-            expected: VecDeque::new(),
-            post_cursor: first_step.map_or(steps, |s| s + 1),
-            nearly_done: false,
-            received,
-            num_received: 1,
-        });
+        let mut progress = self.new_progress(seq, size, batch, bs);
+        progress.post_cursor = first_step.map_or(steps, |s| s + 1);
+        progress.received = received;
+        progress.num_received = 1;
+        self.current = Some(progress);
         self.release_if_done(block);
         self.expect_next_block();
         self.try_send();
@@ -651,17 +638,13 @@ impl GroupMember {
             .for_message_over(&self.schedule, size, buffered)
     }
 
-    /// Root: begin the next queued message, if any.
-    fn start_next(&mut self) {
-        let Some((seq, size, batch)) = self.queued.pop_front() else {
-            return;
-        };
-        let block_size = self.block_size_of(size);
+    /// Message `seq` (`size` bytes in blocks of `block_size`; a batch or
+    /// not) before any of its blocks moved here: nothing sent, received,
+    /// posted or expected (a receiver then marks the first block it has).
+    fn new_progress(&self, seq: u64, size: u64, batch: bool, block_size: usize) -> MessageProgress {
         let blocks = block_count(size, block_size);
-        tracing::trace!(seq, size, blocks, "message started");
         let steps = self.schedule.total_steps(blocks);
-        let sends_left = self.sends_per_block(blocks, steps);
-        self.current = Some(MessageProgress {
+        MessageProgress {
             seq,
             size,
             batch,
@@ -671,13 +654,24 @@ impl GroupMember {
             send_step: 0,
             sending: None,
             sending_block: 0,
-            sends_left,
+            sends_left: self.sends_per_block(blocks, steps),
             expected: VecDeque::new(),
             post_cursor: 0,
             nearly_done: false,
             received: Vec::new(),
             num_received: 0,
-        });
+        }
+    }
+
+    /// Root: begin the next queued message, if any.
+    fn start_next(&mut self) {
+        let Some((seq, size, batch)) = self.queued.pop_front() else {
+            return;
+        };
+        let progress = self.new_progress(seq, size, batch, self.block_size_of(size));
+        let blocks = progress.blocks;
+        tracing::trace!(seq, size, blocks, "message started");
+        self.current = Some(progress);
         // Blocks the root never sends (a group of one) are done at once.
         for block in 0..blocks {
             self.release_if_done(block);
