@@ -29,18 +29,25 @@ async fn start(
     listener: TcpListener,
 ) -> Result<Node, BoxError> {
     let key = ClusterKey::from_bytes(*b"target_cost example cluster key!")?;
-    match transport {
+    let node = match transport {
         "tcp" => {
-            let config = TcpConfig::new(members, id, key).with_listener(listener);
-            Ok(Node::tcp(config, NodeConfig::new()).await?)
+            Node::tcp(
+                TcpConfig::new(members, id, key).with_listener(listener),
+                NodeConfig::new(),
+            )
+            .await?
         }
         #[cfg(feature = "ofi")]
         "ofi" => {
-            let config = rdmc::OfiConfig::new(members, id, key).with_listener(listener);
-            Ok(Node::ofi(config, NodeConfig::new()).await?)
+            Node::ofi(
+                rdmc::OfiConfig::new(members, id, key).with_listener(listener),
+                NodeConfig::new(),
+            )
+            .await?
         }
-        other => Err(format!("unknown or disabled transport {other}").into()),
-    }
+        other => return Err(format!("unknown or disabled transport {other}").into()),
+    };
+    Ok(node)
 }
 
 fn file_targets(path: std::path::PathBuf) -> ReceiveTargets {

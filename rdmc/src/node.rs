@@ -166,19 +166,15 @@ impl Node {
     pub async fn ofi(config: crate::config::OfiConfig, node: NodeConfig) -> Result<Self, Error> {
         config.validate()?;
         let id = config.cluster.id;
-        let mut driver = config.driver;
-        if let Some(budget) = node.buffer_pool() {
-            driver.pool_budget = budget;
-        }
-        let mode = node.completion_mode();
-        let (transport, completions) =
-            crate::transport::ofi::establish(config.cluster, driver, config.fabric, mode).await?;
-        // The completion mode is carried out where the completions are: the
-        // fabric driver polls (or sleeps on) the CQ. The actor just waits
-        // for what the driver hands it; spinning there too would only take
-        // CPU from the pollers (on two cores it halved the throughput).
-        let actor = node.with_completion_mode(crate::config::CompletionMode::Interrupt);
-        Ok(Self::start(id, transport, completions, actor))
+        let driver = node.driver_options(config.driver);
+        let (transport, completions) = crate::transport::ofi::establish(
+            config.cluster,
+            driver,
+            config.fabric,
+            node.completion_mode(),
+        )
+        .await?;
+        Ok(Self::start_driven(id, transport, completions, node))
     }
 
     /// Start a node on the `rdma` transport (cargo feature `rdma`): open
@@ -215,17 +211,27 @@ impl Node {
     #[cfg(feature = "rdma")]
     pub async fn rdma(config: crate::config::RdmaConfig, node: NodeConfig) -> Result<Self, Error> {
         config.validate()?;
-        let id = config.cluster.id;
-        let mut driver = config.driver;
-        if let Some(budget) = node.buffer_pool() {
-            driver.pool_budget = budget;
-        }
-        let mode = node.completion_mode();
+        let (id, mode) = (config.cluster.id, node.completion_mode());
+        let options = node.driver_options(config.driver);
         let (transport, completions) =
-            crate::transport::rdma::establish(config.cluster, driver, config.device, mode).await?;
-        // As on `ofi`: the driver carries out the completion mode.
+            crate::transport::rdma::establish(config.cluster, options, config.device, mode).await?;
+        Ok(Self::start_driven(id, transport, completions, node))
+    }
+
+    /// Start a node whose transport runs a fabric driver (`ofi`, `rdma`).
+    /// The completion mode is carried out where the completions are: the
+    /// driver polls (or sleeps on) its completion queue. The actor just
+    /// waits for what the driver hands it; spinning there too would only
+    /// take CPU from the pollers (on two cores it halved the throughput).
+    #[cfg(any(feature = "ofi", feature = "rdma"))]
+    fn start_driven<T: Transport>(
+        id: NodeId,
+        transport: T,
+        completions: Completions,
+        node: NodeConfig,
+    ) -> Self {
         let actor = node.with_completion_mode(crate::config::CompletionMode::Interrupt);
-        Ok(Self::start(id, transport, completions, actor))
+        Self::start(id, transport, completions, actor)
     }
 
     /// Start a node on `transport` (the crate's own tests drive the

@@ -78,20 +78,16 @@ async fn call(
 }
 
 fn values(n: usize, len: usize, seed: u64) -> Vec<Vec<u8>> {
-    // A cheap deterministic generator; bytes, any pattern.
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            (0..len)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    x as u8
-                })
-                .collect()
-        })
-        .collect()
+    // Bytes of any pattern, the same for the same seed (splitmix64).
+    let mut state = seed;
+    let mut next = move || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) as u8
+    };
+    (0..n).map(|_| (0..len).map(|_| next()).collect()).collect()
 }
 
 /// f32 values that are small integers: every sum is exact in any order.

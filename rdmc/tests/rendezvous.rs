@@ -487,14 +487,8 @@ async fn the_timeout_fires_in_polling_and_hybrid_modes_too() {
         let err = bounded(PROMPT, "create_group", create(&node, &[0, 1], config))
             .await
             .unwrap_err();
-        assert_eq!(
-            err,
-            Error::CreateTimedOut {
-                group: G,
-                missing: vec![NodeId(1)]
-            },
-            "{mode:?}"
-        );
+        let missing = vec![NodeId(1)];
+        assert_eq!(err, Error::CreateTimedOut { group: G, missing }, "{mode:?}");
     }
 }
 

@@ -290,23 +290,14 @@ mod tests {
             0.0f64..0.01,
             0.0f64..5.0,
         )
-            .prop_map(
-                |(
-                    message_overhead,
-                    per_sender,
-                    per_byte,
-                    copy_per_byte,
-                    reduce_per_byte,
-                    per_block,
-                )| LinkParams {
-                    message_overhead,
-                    per_sender,
-                    per_byte,
-                    copy_per_byte,
-                    reduce_per_byte,
-                    per_block,
-                },
-            )
+            .prop_map(|p| LinkParams {
+                message_overhead: p.0,
+                per_sender: p.1,
+                per_byte: p.2,
+                copy_per_byte: p.3,
+                reduce_per_byte: p.4,
+                per_block: p.5,
+            })
     }
 
     proptest! {

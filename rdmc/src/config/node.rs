@@ -47,3 +47,18 @@ impl NodeConfig {
         self.buffer_pool
     }
 }
+
+#[cfg(any(feature = "ofi", feature = "rdma"))]
+impl NodeConfig {
+    /// A fabric driver's options with this node's buffer pool budget, when
+    /// one is set here, in place of the transport configuration's.
+    pub(crate) fn driver_options(
+        &self,
+        mut driver: crate::transport::fabric_driver::DriverOptions,
+    ) -> crate::transport::fabric_driver::DriverOptions {
+        if let Some(budget) = self.buffer_pool {
+            driver.pool_budget = budget;
+        }
+        driver
+    }
+}
