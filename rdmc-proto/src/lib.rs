@@ -54,7 +54,7 @@ mod tests;
 pub use ids::{GroupId, NodeId};
 pub use member::{
     Action, Announce, BATCH_FLAG, Control, Failure, FailureKind, GroupMember, MAX_MESSAGES,
-    MemberConfig, MemberError, READY_WINDOW, Rank, block_count, block_len,
+    MemberConfig, MemberError, READY_WINDOW, Rank, block_count, block_len, write_cause,
 };
 pub use rendezvous::{
     CreateFailure, Rendezvous, RendezvousAction, SharedSettings, USED_IDS_KEPT, group_digest,

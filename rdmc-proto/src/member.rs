@@ -14,7 +14,7 @@ mod progress;
 pub use config::{
     Announce, BATCH_FLAG, MAX_MESSAGES, MemberConfig, READY_WINDOW, Rank, block_count, block_len,
 };
-pub use events::{Action, Control, Failure, FailureKind, MemberError};
+pub use events::{Action, Control, Failure, FailureKind, MemberError, write_cause};
 
 use delivery::Unread;
 use progress::Stall;
@@ -432,14 +432,11 @@ impl GroupMember {
                 self.actions.push_back(Action::Closed);
             }
             Control::Taken { messages } => self.handle_taken(from, messages),
-            Control::Failed { suspect } => {
-                if !self.failure_is_moot(suspect, Some(from)) {
-                    self.fail(Failure {
-                        suspect,
-                        kind: FailureKind::ReportedBy(from),
-                    });
-                }
-            }
+            Control::Failed {
+                suspect,
+                kind,
+                detector,
+            } => self.handle_report(from, suspect, kind, detector),
         }
     }
 

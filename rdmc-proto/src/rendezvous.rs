@@ -37,7 +37,17 @@ use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use crate::ids::{GroupId, NodeId};
 use crate::schedule::{Algorithm, BlockSize};
 
-use crate::member::{Control, Rank};
+use crate::member::{Control, FailureKind, Rank};
+
+/// The report of the member of rank `rank` whose creation of a group
+/// failed here: it left the group.
+fn gave_up(rank: Rank) -> Control {
+    Control::Failed {
+        suspect: Some(rank),
+        kind: FailureKind::LocalShutdown,
+        detector: rank,
+    }
+}
 
 /// Most signals kept, over all groups, for groups this node has not created
 /// yet. When the table is full, the signals of the group heard of first are
@@ -558,9 +568,7 @@ impl<I: Copy + Ord> Rendezvous<I> {
         let timed_out = matches!(failure, CreateFailure::TimedOut { .. });
         self.actions
             .push_back(RendezvousAction::CreateFailed { group, failure });
-        let control = Control::Failed {
-            suspect: Some(c.rank),
-        };
+        let control = gave_up(c.rank);
         for &to in tell {
             if !self.down.contains(&to) {
                 self.actions
@@ -601,9 +609,7 @@ impl<I: Copy + Ord> Rendezvous<I> {
         // A member that was missing when this one gave up has turned up:
         // the others may now complete their rendezvous, with this member
         // gone. Fail the group everywhere.
-        let control = Control::Failed {
-            suspect: Some(a.rank),
-        };
+        let control = gave_up(a.rank);
         for &to in &a.members {
             if to != self.me && !self.down.contains(&to) {
                 self.actions

@@ -4,6 +4,7 @@ use std::fmt;
 
 use crate::ids::{GroupId, NodeId};
 use crate::proto::FailureKind;
+use rdmc_proto::write_cause;
 
 /// What is wrong with a group's membership list.
 #[non_exhaustive]
@@ -31,15 +32,41 @@ pub enum MembershipError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// The group failed; it does nothing more. `suspect` is the member
-    /// believed to have failed, when known.
-    #[error("group {group} failed: {}", Suspect(*.suspect, kind))]
+    /// believed to have failed, when known, and `kind` the cause — the same
+    /// at every member of the group: the member that found the failure
+    /// tells the others its cause (see [`FailureKind`] for how members that
+    /// find one fault each their way agree).
+    ///
+    /// ```
+    /// # use rdmc::{Error, FailureKind};
+    /// fn explain(error: &Error) -> String {
+    ///     match error {
+    ///         Error::GroupFailed { kind: FailureKind::SlowReader { .. }, suspect: Some(node), .. } => {
+    ///             format!("node {node} reads too slowly")
+    ///         }
+    ///         Error::GroupFailed { kind: FailureKind::Unreachable, suspect: Some(node), .. } => {
+    ///             format!("node {node} is gone")
+    ///         }
+    ///         other => other.to_string(),
+    ///     }
+    /// }
+    /// ```
+    #[error("group {group} failed: {}", Cause { suspect: *.suspect, kind, detail: detail.as_deref(), reported_by: *.reported_by })]
     GroupFailed {
         /// The group.
         group: GroupId,
         /// The member believed to have failed.
         suspect: Option<NodeId>,
-        /// How the failure was detected.
+        /// How the failure was detected (the same at every member).
         kind: FailureKind,
+        /// The member that found the failure, when this node learned of it
+        /// from a report (directly or relayed); `None`: this node found it.
+        reported_by: Option<NodeId>,
+        /// What the member that found the failure saw, in words, when the
+        /// kind does not say it all (the rule a
+        /// [`FailureKind::ProtocolViolation`] broke, the error of a
+        /// [`FailureKind::ReceiveTarget`]); only that member has it.
+        detail: Option<String>,
     },
     /// Only the group's root (its first member) sends.
     #[error("only the root of group {0} can send")]
@@ -204,13 +231,25 @@ impl fmt::Display for PeerMode {
     }
 }
 
-struct Suspect<'a>(Option<NodeId>, &'a FailureKind);
+/// "node 2 failed (no progress within the progress timeout; reported by
+/// node 1)".
+struct Cause<'a> {
+    suspect: Option<NodeId>,
+    kind: &'a FailureKind,
+    detail: Option<&'a str>,
+    reported_by: Option<NodeId>,
+}
 
-impl fmt::Display for Suspect<'_> {
+impl fmt::Display for Cause<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(node) => write!(f, "node {node} failed ({})", self.1),
-            None => write!(f, "{}", self.1),
+        let by = self.reported_by.map(|node| ("node", u64::from(node.0)));
+        match self.suspect {
+            Some(node) => {
+                write!(f, "node {node} failed (")?;
+                write_cause(f, self.kind, self.detail, by)?;
+                f.write_str(")")
+            }
+            None => write_cause(f, self.kind, self.detail, by),
         }
     }
 }

@@ -121,6 +121,8 @@ impl Failure {
             Error::GroupFailed {
                 suspect: Some(node),
                 kind,
+                reported_by,
+                detail,
                 ..
             } => {
                 let hosts = if node.0 == cluster.rank {
@@ -128,10 +130,14 @@ impl Failure {
                 } else {
                     vec![cluster.describe(*node)]
                 };
-                Failure {
-                    message: format!("{} failed: {kind}", cluster.describe(*node)),
-                    hosts,
+                let mut message = format!("{} failed: {kind}", cluster.describe(*node));
+                if let Some(detail) = detail {
+                    message.push_str(&format!(": {detail}"));
                 }
+                if let Some(by) = reported_by {
+                    message.push_str(&format!(" (reported by {})", cluster.describe(*by)));
+                }
+                Failure { message, hosts }
             }
             Error::MembershipMismatch { peer, .. } => Failure {
                 message: format!(

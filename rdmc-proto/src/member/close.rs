@@ -83,10 +83,7 @@ impl GroupMember {
             tracing::debug!(peer, "failure after the close acknowledgement ignored");
             return;
         }
-        self.fail(Failure {
-            suspect: peer,
-            kind: FailureKind::Unreachable,
-        });
+        self.fail(Failure::new(peer, FailureKind::Unreachable));
     }
 
     /// Something local to this member broke the group: its driver could
@@ -94,11 +91,18 @@ impl GroupMember {
     /// a message arrived corrupted ([`FailureKind::DigestMismatch`],
     /// naming `suspect`, the sender of its blocks). The group fails, every
     /// other member is told — the suspect too, which is alive — and `None`
-    /// as the suspect means this member.
-    pub fn handle_local_failure(&mut self, suspect: Option<Rank>, kind: FailureKind<Rank>) {
+    /// as the suspect means this member. `detail` says in words what went
+    /// wrong, when the kind does not ([`Failure::detail`]; it stays here).
+    pub fn handle_local_failure(
+        &mut self,
+        suspect: Option<Rank>,
+        kind: FailureKind,
+        detail: Option<String>,
+    ) {
+        let suspect = Some(suspect.unwrap_or(self.config.rank));
         self.fail(Failure {
-            suspect: Some(suspect.unwrap_or(self.config.rank)),
-            kind,
+            detail,
+            ..Failure::new(suspect, kind)
         });
     }
 
@@ -109,10 +113,7 @@ impl GroupMember {
     /// needs it any more, and it leaves quietly.
     pub fn shutdown(&mut self) {
         let acked = !self.is_root() && self.closing.as_ref().is_some_and(|c| c.acked[0]);
-        let failure = Failure {
-            suspect: Some(self.config.rank),
-            kind: FailureKind::LocalShutdown,
-        };
+        let failure = Failure::new(Some(self.config.rank), FailureKind::LocalShutdown);
         if acked && !self.is_finished() {
             self.current = None;
             self.armed = false;
@@ -121,6 +122,34 @@ impl GroupMember {
             return;
         }
         self.fail(failure);
+    }
+
+    /// A report of the group's failure from `from` (relayed or its own):
+    /// `detector` found `kind`, naming `suspect`. This member fails with the
+    /// report's suspect and kind, and tells the others (unless the close
+    /// barrier made the failure moot here).
+    pub(super) fn handle_report(
+        &mut self,
+        from: Rank,
+        suspect: Option<Rank>,
+        kind: FailureKind,
+        detector: Rank,
+    ) {
+        let n = self.config.group_size;
+        if suspect.is_some_and(|s| s >= n) || detector >= n {
+            return self.violation(from, "a failure report naming a member outside the group");
+        }
+        if detector == self.config.rank {
+            // This member reports only once it failed, and then it listens
+            // to nothing more.
+            return self.violation(from, "a failure report this member did not make");
+        }
+        if !self.failure_is_moot(suspect, Some(from)) {
+            self.fail(Failure {
+                reported_by: Some(detector),
+                ..Failure::new(suspect, kind)
+            });
+        }
     }
 
     /// Whether the failure of `suspect`, reported by `reporter` (`None`: by
@@ -153,10 +182,7 @@ impl GroupMember {
 
     pub(super) fn violation(&mut self, peer: Rank, detail: &str) {
         tracing::warn!(peer, detail, "protocol violation");
-        self.fail(Failure {
-            suspect: Some(peer),
-            kind: FailureKind::ProtocolViolation(detail.to_owned()),
-        });
+        self.fail(Failure::new(Some(peer), FailureKind::ProtocolViolation).with_detail(detail));
     }
 
     /// The application closed without taking every message.
@@ -166,10 +192,10 @@ impl GroupMember {
             delivered = self.completed,
             "the application closed the group before taking every message"
         );
-        self.fail(Failure {
-            suspect: Some(self.config.rank),
-            kind: FailureKind::ClosedUnread,
-        });
+        self.fail(Failure::new(
+            Some(self.config.rank),
+            FailureKind::ClosedUnread,
+        ));
     }
 
     pub(super) fn fail(&mut self, failure: Failure) {
@@ -183,15 +209,17 @@ impl GroupMember {
         // Every other member hears of it, the suspect too: one that broke
         // the protocol, stalled or was only stopped (and resumes) is alive,
         // and must learn that the group failed because of it rather than
-        // blame a member that left because of it (or wait forever).
+        // blame a member that left because of it (or wait forever). A
+        // failure learned from a report goes on as it came: its detector's
+        // cause, so that every member fails with the same one.
+        let report = Control::Failed {
+            suspect: failure.suspect,
+            kind: failure.kind,
+            detector: failure.reported_by.unwrap_or(self.config.rank),
+        };
         for to in 0..self.config.group_size {
             if to != self.config.rank {
-                self.control(
-                    to,
-                    Control::Failed {
-                        suspect: failure.suspect,
-                    },
-                );
+                self.control(to, report);
             }
         }
         self.actions.push_back(Action::Failed(failure.clone()));

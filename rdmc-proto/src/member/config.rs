@@ -166,6 +166,14 @@ pub struct MemberConfig {
     /// untaken before this member fails the group naming itself
     /// ([`FailureKind::SlowReader`]); `None`: forever. Ignored on the root.
     pub slow_reader_timeout: Option<Duration>,
+    /// How long after its progress timeout passed this member still waits
+    /// for a report of the failure before it fails the group with
+    /// [`FailureKind::NoProgress`]: a report within it decides the suspect
+    /// and the kind ([one cause per failure](FailureKind#one-cause-per-failure)).
+    /// Set it a little above the time a report takes between two members,
+    /// and to the grace period the driver waits after it lost a peer (100 ms
+    /// in the `rdmc` library). Zero by default.
+    pub report_grace: Duration,
     /// Largest batch of small messages, in bytes on the wire, that the
     /// root may send as one transfer ([`GroupMember::submit_batch`]); a
     /// receiver takes a larger batch, or any batch when `None`, for a
@@ -177,8 +185,8 @@ impl MemberConfig {
     /// Member `rank` of a group of `group_size` running `algorithm` with
     /// `block_size`; by default one rack and no slow members, messages of
     /// any size, no receive window, a ready window of [`READY_WINDOW`],
-    /// [`Announce::OneSender`], and no progress
-    /// or slow-reader timeout, and no batches.
+    /// [`Announce::OneSender`], no progress or slow-reader timeout (and no
+    /// report grace), and no batches.
     pub fn new(algorithm: Algorithm, group_size: usize, rank: Rank, block_size: BlockSize) -> Self {
         MemberConfig {
             algorithm,
@@ -194,6 +202,7 @@ impl MemberConfig {
             progress_timeout: None,
             slow_reader_timeout: None,
             max_batch: None,
+            report_grace: Duration::ZERO,
         }
     }
 
@@ -252,6 +261,13 @@ impl MemberConfig {
     /// Allow batches of up to `bytes` ([`max_batch`](Self::max_batch)).
     pub fn with_max_batch(mut self, bytes: Option<u64>) -> Self {
         self.max_batch = bytes;
+        self
+    }
+
+    /// How long to wait for a report after the progress timeout
+    /// ([`report_grace`](Self::report_grace)).
+    pub fn with_report_grace(mut self, grace: Duration) -> Self {
+        self.report_grace = grace;
         self
     }
 

@@ -134,12 +134,11 @@ impl GroupMember {
             ?waited,
             "the application left a message untaken: slow reader"
         );
-        self.fail(Failure {
-            suspect: Some(self.config.rank),
-            kind: FailureKind::SlowReader {
-                millis: u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
-            },
-        });
+        let millis = u64::try_from(waited.as_millis()).unwrap_or(u64::MAX);
+        self.fail(Failure::new(
+            Some(self.config.rank),
+            FailureKind::SlowReader { millis },
+        ));
     }
 
     /// When the slow-reader timeout of the waiting message passes, if one waits.

@@ -5,7 +5,6 @@
 use std::fmt;
 
 use super::{MAX_MESSAGES, Rank};
-use crate::ids::NodeId;
 
 #[cfg(doc)]
 use super::{BATCH_FLAG, GroupMember, MemberConfig, READY_WINDOW};
@@ -43,44 +42,109 @@ pub enum Control {
         /// How many messages the application has taken so far.
         messages: u64,
     },
-    /// "This group failed; `suspect` is the member I believe failed."
+    /// "This group failed: `detector` found `kind`, naming `suspect`."
+    ///
+    /// Every member that fails tells every other member so, the suspect
+    /// too. A member that learned of the failure from a report relays it as
+    /// it got it: the detector and the cause stay those of the member that
+    /// found the failure, so every member fails with the same cause (see
+    /// [`FailureKind`] for when two members find one fault each their way).
     Failed {
         /// The suspected member, when known.
         suspect: Option<Rank>,
+        /// How the detector found the failure.
+        kind: FailureKind,
+        /// The member that found the failure.
+        detector: Rank,
     },
 }
 
-/// How a group failure was detected.
+/// How a group failure was detected: its cause, the same at every member
+/// (it travels with every report of the failure, [`Control::Failed`]);
+/// [`Failure::reported_by`] says whether this member found it or learned of
+/// it from a report, and [`Failure::detail`] holds what only the detector
+/// knows in words (a broken rule, an error of the file system).
 ///
-/// `M` names members: a [`NodeId`] in the errors of the `rdmc` library
-/// (the default), a [`Rank`] in the protocol core's [`Failure`]s; a
-/// driver names the reporting member its way with
-/// [`map_member`](Self::map_member).
+/// # One cause per failure
+///
+/// A member that learns of a failure from a report fails with the report's
+/// suspect and kind, and relays the report as it got it. Two members may
+/// still find one fault each their own way; so that they agree, causes come
+/// in two sorts:
+///
+/// * causes a member finds **about itself** — its application left
+///   ([`LocalShutdown`](Self::LocalShutdown)), closed early
+///   ([`ClosedUnread`](Self::ClosedUnread)) or reads too slowly
+///   ([`SlowReader`](Self::SlowReader)), it ran out of memory or could not
+///   place a message ([`OutOfMemory`](Self::OutOfMemory),
+///   [`ReceiveTarget`](Self::ReceiveTarget)), it stood still
+///   ([`Stalled`](Self::Stalled)) — or **sees directly** in what a peer
+///   sent ([`ProtocolViolation`](Self::ProtocolViolation),
+///   [`DigestMismatch`](Self::DigestMismatch)) fail the group at once, and
+///   the report leaves before the member does anything else (before it
+///   stops serving the group, before its connections close);
+/// * causes **seen from outside** the suspect
+///   ([`is_seen_from_outside`](Self::is_seen_from_outside)): it is
+///   [`Unreachable`](Self::Unreachable) or made
+///   [`NoProgress`](Self::NoProgress), fail the group only a grace period
+///   after the member found them (the `rdmc` library waits 100 ms after
+///   its transport lost a peer, and as long after a progress timeout,
+///   [`MemberConfig::report_grace`]); a report that arrives meanwhile
+///   decides the suspect and the kind.
+///
+/// So a finding seen from outside gives way to a report of any cause found
+/// elsewhere up to the grace period (less a report's delay on the way)
+/// after it, and to any finding made earlier by more than a report's
+/// delay: the earlier finding fails its member first (a cause of the
+/// first sort at once, one of the second a grace period later, which is
+/// no later than the later finding's own), and its report arrives before
+/// the later finding's grace period ends. Only findings within a report's
+/// delay of each other (a fraction of a millisecond on a LAN) can end in
+/// different kinds — and they are mostly the same fault seen the same way:
+///
+/// * a member that leaves, closes early or falls behind reports it before
+///   anything else sees it: its connections close after the report went
+///   out on them (links are FIFO), and a stuck member is found only a
+///   progress timeout later;
+/// * a fault nobody can report — a crashed or hung member, a dead link —
+///   is seen from outside only, the same way by every member that sees it:
+///   they agree on [`Unreachable`](Self::Unreachable) naming the member
+///   they lost, found or heard of;
+/// * a member that waits on a peer that may itself be held up by another
+///   waits twice the progress timeout (see
+///   [`GroupMember::handle_timeout`]), so the member that waits on the
+///   stuck one directly finds it first, and its report, naming the stuck
+///   one, reaches the others first.
+///
+/// Two different causes found independently within a report's delay —
+/// a progress timeout about as long as the slow-reader timeout, say — can
+/// still end in different kinds at different members: keep such timeouts
+/// well apart. And a member that stood still ([`Stalled`](Self::Stalled))
+/// names itself stalled, while the members that gave up on it meanwhile
+/// found it [`Unreachable`](Self::Unreachable).
 #[non_exhaustive]
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum FailureKind<M = NodeId> {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FailureKind {
     /// The suspect's connection broke, a transfer with it failed, or it
     /// stopped answering.
     Unreachable,
-    /// Another member reported the failure.
-    ReportedBy(M),
     /// The suspect broke the protocol (for example sent a block nobody
-    /// asked for).
-    ProtocolViolation(String),
-    /// This member is shutting down: its application left the group, or
-    /// its node shut down.
+    /// asked for); the detector's [`Failure::detail`] says how.
+    ProtocolViolation,
+    /// The suspect is shutting down: its application left the group, its
+    /// node shut down, or its creation of the group failed (it gave up
+    /// waiting for the others).
     LocalShutdown,
-    /// This member's application closed the group before it took every
+    /// The suspect's application closed the group before it took every
     /// message the root sent: its copy is incomplete.
     ClosedUnread,
-    /// The suspect made no progress within the progress timeout while this
-    /// member waited on it (`GroupConfig::with_progress_timeout` in the
+    /// The suspect made no progress within the progress timeout while the
+    /// detector waited on it (`GroupConfig::with_progress_timeout` in the
     /// library, [`MemberConfig::progress_timeout`] here).
     NoProgress,
-    /// The suspect (this member, or the member that reported it) could not
-    /// get the memory to receive a message of `size` bytes. Allocation is
-    /// fallible: a member that runs out of memory fails the group, it never
-    /// aborts (its driver reports it through
+    /// The suspect could not get the memory to receive a message of `size`
+    /// bytes. Allocation is fallible: a member that runs out of memory
+    /// fails the group, it never aborts (its driver reports it through
     /// [`GroupMember::handle_local_failure`]).
     OutOfMemory {
         /// The bytes asked for.
@@ -94,10 +158,9 @@ pub enum FailureKind<M = NodeId> {
         /// The message.
         seq: u64,
     },
-    /// This member's process stood still — stopped (`SIGSTOP`, a debugger,
+    /// The suspect's process stood still — stopped (`SIGSTOP`, a debugger,
     /// a paused VM) or starved of CPU — for `millis` milliseconds, and lost
-    /// its peers meanwhile: they declared it failed. The suspect is this
-    /// member.
+    /// its peers meanwhile: they declared it failed.
     Stalled {
         /// How long it stood still.
         millis: u64,
@@ -110,43 +173,69 @@ pub enum FailureKind<M = NodeId> {
         /// How long the message waited.
         millis: u64,
     },
-    /// The suspect (this member, or the member that reported it) could not
-    /// place a message where its application said (the library's
-    /// `ReceiveTargets` hook failed, or the target could not be used: a
-    /// file that cannot be resized or mapped; its driver reports it through
-    /// [`GroupMember::handle_local_failure`]).
-    ReceiveTarget(String),
+    /// The suspect could not place a message where its application said
+    /// (the library's `ReceiveTargets` hook failed, or the target could not
+    /// be used: a file that cannot be resized or mapped; its driver reports
+    /// it through [`GroupMember::handle_local_failure`]); the detector's
+    /// [`Failure::detail`] says why.
+    ReceiveTarget,
 }
 
-impl<M> FailureKind<M> {
-    /// The same kind, with the member that reported it named by `name`
-    /// (the library maps the protocol core's ranks to node ids so).
-    pub fn map_member<N>(self, name: impl FnOnce(M) -> N) -> FailureKind<N> {
-        match self {
-            FailureKind::ReportedBy(member) => FailureKind::ReportedBy(name(member)),
-            FailureKind::Unreachable => FailureKind::Unreachable,
-            FailureKind::ProtocolViolation(detail) => FailureKind::ProtocolViolation(detail),
-            FailureKind::LocalShutdown => FailureKind::LocalShutdown,
-            FailureKind::ClosedUnread => FailureKind::ClosedUnread,
-            FailureKind::NoProgress => FailureKind::NoProgress,
-            FailureKind::OutOfMemory { size } => FailureKind::OutOfMemory { size },
-            FailureKind::DigestMismatch { seq } => FailureKind::DigestMismatch { seq },
-            FailureKind::Stalled { millis } => FailureKind::Stalled { millis },
-            FailureKind::SlowReader { millis } => FailureKind::SlowReader { millis },
-            FailureKind::ReceiveTarget(detail) => FailureKind::ReceiveTarget(detail),
+impl FailureKind {
+    /// Whether the kind is seen from outside the suspect (it is
+    /// unreachable, or made no progress): a member that finds it waits a
+    /// grace period for a report of the failure before it fails with it
+    /// (see [one cause per failure](Self#one-cause-per-failure)).
+    pub fn is_seen_from_outside(&self) -> bool {
+        matches!(self, FailureKind::Unreachable | FailureKind::NoProgress)
+    }
+
+    /// The kind as a driver puts it on its wire: a code stable across
+    /// builds (0 to 9 today; a new kind takes the next) and the kind's
+    /// number (the size, message or milliseconds it carries; 0 for a kind
+    /// without one). [`from_code`](Self::from_code) reads it back.
+    pub fn to_code(&self) -> (u8, u64) {
+        match *self {
+            FailureKind::Unreachable => (0, 0),
+            FailureKind::ProtocolViolation => (1, 0),
+            FailureKind::LocalShutdown => (2, 0),
+            FailureKind::ClosedUnread => (3, 0),
+            FailureKind::NoProgress => (4, 0),
+            FailureKind::OutOfMemory { size } => (5, size),
+            FailureKind::DigestMismatch { seq } => (6, seq),
+            FailureKind::Stalled { millis } => (7, millis),
+            FailureKind::SlowReader { millis } => (8, millis),
+            FailureKind::ReceiveTarget => (9, 0),
+        }
+    }
+
+    /// The kind of [`to_code`](Self::to_code)'s `code` and `number`;
+    /// `None` for a code this build does not know, or a number on a kind
+    /// without one (only the canonical form reads back).
+    pub fn from_code(code: u8, number: u64) -> Option<Self> {
+        let bare = |kind| (number == 0).then_some(kind);
+        match code {
+            0 => bare(FailureKind::Unreachable),
+            1 => bare(FailureKind::ProtocolViolation),
+            2 => bare(FailureKind::LocalShutdown),
+            3 => bare(FailureKind::ClosedUnread),
+            4 => bare(FailureKind::NoProgress),
+            5 => Some(FailureKind::OutOfMemory { size: number }),
+            6 => Some(FailureKind::DigestMismatch { seq: number }),
+            7 => Some(FailureKind::Stalled { millis: number }),
+            8 => Some(FailureKind::SlowReader { millis: number }),
+            9 => bare(FailureKind::ReceiveTarget),
+            _ => None,
         }
     }
 }
 
-impl<M: fmt::Display> FailureKind<M> {
-    /// The kind in words; `member` says what the reporting member is (a
-    /// node, a rank).
-    fn describe(&self, member: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             FailureKind::Unreachable => f.write_str("unreachable"),
-            FailureKind::ReportedBy(by) => write!(f, "reported by {member} {by}"),
-            FailureKind::ProtocolViolation(detail) => write!(f, "protocol violation: {detail}"),
-            FailureKind::LocalShutdown => f.write_str("local shutdown"),
+            FailureKind::ProtocolViolation => f.write_str("protocol violation"),
+            FailureKind::LocalShutdown => f.write_str("left the group"),
             FailureKind::ClosedUnread => {
                 f.write_str("closed by its application before it took every message")
             }
@@ -167,22 +256,8 @@ impl<M: fmt::Display> FailureKind<M> {
                 "its application left a delivered message untaken for {millis} ms \
                  (the slow-reader timeout)"
             ),
-            FailureKind::ReceiveTarget(detail) => write!(f, "receive target: {detail}"),
+            FailureKind::ReceiveTarget => f.write_str("receive target failed"),
         }
-    }
-}
-
-/// In words, the reporting member named as a node ("reported by node 2").
-impl fmt::Display for FailureKind<NodeId> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.describe("node", f)
-    }
-}
-
-/// In words, the reporting member named by its rank ("reported by rank 2").
-impl fmt::Display for FailureKind<Rank> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.describe("rank", f)
     }
 }
 
@@ -191,17 +266,71 @@ impl fmt::Display for FailureKind<Rank> {
 pub struct Failure {
     /// The member believed to have failed, when known.
     pub suspect: Option<Rank>,
-    /// How the failure was detected.
-    pub kind: FailureKind<Rank>,
+    /// How the failure was detected (the same at every member).
+    pub kind: FailureKind,
+    /// The member that detected the failure, when this member learned of it
+    /// from a report (directly from that member or relayed by another);
+    /// `None`: this member detected it.
+    pub reported_by: Option<Rank>,
+    /// What the detector saw, in words, when the kind does not say it all
+    /// (the rule a [`ProtocolViolation`](FailureKind::ProtocolViolation)
+    /// broke, the error of a [`ReceiveTarget`](FailureKind::ReceiveTarget));
+    /// only the detector has it (`None` at the members it told).
+    pub detail: Option<String>,
 }
 
+impl Failure {
+    /// A failure of `suspect` this member detected as `kind`, without a detail.
+    pub fn new(suspect: Option<Rank>, kind: FailureKind) -> Self {
+        Failure {
+            suspect,
+            kind,
+            reported_by: None,
+            detail: None,
+        }
+    }
+
+    /// The same failure, with what the detector saw in words.
+    pub fn with_detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+}
+
+/// "rank 2 failed (protocol violation: a block arrived twice; reported by
+/// rank 1)".
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.suspect {
-            Some(rank) => write!(f, "rank {rank} failed ({})", self.kind),
-            None => write!(f, "group failed ({})", self.kind),
+            Some(rank) => write!(f, "rank {rank} failed (")?,
+            None => f.write_str("group failed (")?,
         }
+        let by = self.reported_by.map(|rank| ("rank", rank as u64));
+        write_cause(f, &self.kind, self.detail.as_deref(), by)?;
+        f.write_str(")")
     }
+}
+
+/// A failure's cause in words: its kind, its detail if any, and who
+/// reported it if another member did ("no progress within the progress
+/// timeout; reported by rank 1"). `reported_by` names the reporting member
+/// as the caller names members: a word and a number (`("rank", 1)` here,
+/// `("node", 4)` in the `rdmc` library).
+#[doc(hidden)]
+pub fn write_cause(
+    f: &mut fmt::Formatter<'_>,
+    kind: &FailureKind,
+    detail: Option<&str>,
+    reported_by: Option<(&str, u64)>,
+) -> fmt::Result {
+    write!(f, "{kind}")?;
+    if let Some(detail) = detail {
+        write!(f, ": {detail}")?;
+    }
+    if let Some((word, member)) = reported_by {
+        write!(f, "; reported by {word} {member}")?;
+    }
+    Ok(())
 }
 
 /// A request the state machine refuses (exhaustive: a driver answers its

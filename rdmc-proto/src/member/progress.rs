@@ -38,6 +38,12 @@ impl GroupMember {
     /// * (receiver, after acknowledging) the root's verdict: four times the
     ///   timeout, since the root waits on every other member first.
     ///
+    /// Each of them, plus the report grace
+    /// ([`MemberConfig::report_grace`](super::MemberConfig::report_grace)):
+    /// no progress is seen from outside the suspect, and a report of the
+    /// failure that caused it, arriving meanwhile, decides instead
+    /// ([one cause per failure](super::FailureKind#one-cause-per-failure)).
+    ///
     /// A member waiting only on its own application (a full receive window,
     /// or a close its application has not made) or idle (the root sends
     /// nothing) never times out; the members waiting on it do.
@@ -65,7 +71,11 @@ impl GroupMember {
                 return;
             }
         };
-        if now < deadline(stall.since, timeout, stall.factor).unwrap_or(Duration::MAX) {
+        if now
+            < self
+                .deadline(stall.since, timeout, stall.factor)
+                .unwrap_or(Duration::MAX)
+        {
             return;
         }
         let Some((peer, factor)) = self.waiting_on() else {
@@ -74,16 +84,15 @@ impl GroupMember {
             self.stall = None;
             return;
         };
-        let at = deadline(stall.since, timeout, factor).unwrap_or(Duration::MAX);
+        let at = self
+            .deadline(stall.since, timeout, factor)
+            .unwrap_or(Duration::MAX);
         if now < at {
             self.stall = Some(Stall { factor, ..stall });
             return;
         }
         tracing::warn!(peer, waited = ?now.saturating_sub(stall.since), "no progress");
-        self.fail(Failure {
-            suspect: Some(peer),
-            kind: FailureKind::NoProgress,
-        });
+        self.fail(Failure::new(Some(peer), FailureKind::NoProgress));
     }
 
     /// When the driver should call [`handle_timeout`](Self::handle_timeout)
@@ -93,13 +102,24 @@ impl GroupMember {
             return None;
         }
         let progress = self.config.progress_timeout.and_then(|timeout| {
-            self.stall
-                .and_then(|s| deadline(s.since, timeout, s.factor).or(Some(Duration::MAX)))
+            self.stall.and_then(|s| {
+                self.deadline(s.since, timeout, s.factor)
+                    .or(Some(Duration::MAX))
+            })
         });
         [progress, self.slow_reader_deadline()]
             .into_iter()
             .flatten()
             .min()
+    }
+
+    /// When a member that has made no progress since `since` fails, waiting
+    /// `factor` times the progress `timeout` and the report grace; `None`:
+    /// never (beyond the driver's time).
+    fn deadline(&self, since: Duration, timeout: Duration, factor: u32) -> Option<Duration> {
+        since
+            .checked_add(timeout.checked_mul(factor)?)?
+            .checked_add(self.config.report_grace)
     }
 
     /// The peer this member waits on now, and the multiple of the progress
@@ -132,8 +152,4 @@ impl GroupMember {
         }
         None
     }
-}
-
-fn deadline(since: Duration, timeout: Duration, factor: u32) -> Option<Duration> {
-    since.checked_add(timeout.checked_mul(factor)?)
 }

@@ -203,6 +203,16 @@ fn check_app(s: &AppScenario) {
         return;
     }
     let v = s.victim;
+    // One cause, the same at every member: the one found first (by the
+    // victim itself, but for a crash or a never-closing application, which
+    // only the others can see).
+    let kind = match s.app {
+        App::NeverCloses => FailureKind::NoProgress,
+        App::LeavesBeforeClose => FailureKind::LocalShutdown,
+        App::CrashesBeforeClose => FailureKind::Unreachable,
+        App::ClosesAfter(_) => FailureKind::ClosedUnread,
+        App::Reader => unreachable!("a well-behaved application"),
+    };
     for rank in 0..s.run.n {
         if cluster.is_crashed(rank) {
             assert_eq!(rank, v, "only the victim crashes");
@@ -216,16 +226,9 @@ fn check_app(s: &AppScenario) {
             Some(v),
             "rank {rank}: {failures:?} {s:?}"
         );
-        if rank == 0 {
-            let want_ok = match s.app {
-                App::NeverCloses => failures[0].kind == FailureKind::NoProgress,
-                App::CrashesBeforeClose => matches!(
-                    failures[0].kind,
-                    FailureKind::Unreachable | FailureKind::ReportedBy(_)
-                ),
-                _ => matches!(failures[0].kind, FailureKind::ReportedBy(_)),
-            };
-            assert!(want_ok, "root: {failures:?} {s:?}");
+        assert_eq!(failures[0].kind, kind, "rank {rank}: {failures:?} {s:?}");
+        if rank == 0 && s.app == App::NeverCloses {
+            assert_eq!(failures[0].reported_by, None, "the root finds it: {s:?}");
         }
     }
 }
@@ -419,7 +422,14 @@ fn a_failure_after_closed_changes_nothing() {
             let member = cluster.member_mut(rank);
             member.handle_peer_failure(Some(other));
             member.handle_peer_failure(None);
-            member.handle_control(other, Control::Failed { suspect: None });
+            member.handle_control(
+                other,
+                Control::Failed {
+                    suspect: None,
+                    kind: FailureKind::Unreachable,
+                    detector: other,
+                },
+            );
             member.handle_control(other, Control::ReadyForBlock);
             member.handle_block(other, 3, 3);
             member.handle_send_complete(other);
@@ -483,8 +493,9 @@ fn a_violation_mid_run_fails_the_whole_group() {
 }
 
 /// A member that leaves (`shutdown()`) mid-run: it reports `LocalShutdown`,
-/// and every other member ends with one `Failed` naming it (or `Closed`, if
-/// the group closed first); nothing hangs.
+/// and every other member ends with one `Failed` naming it, of the same
+/// kind, reported by it (or `Closed`, if the group closed first); nothing
+/// hangs.
 #[test]
 fn a_member_leaving_mid_run_fails_the_group() {
     for &algorithm in ALGORITHMS {
@@ -519,13 +530,15 @@ fn a_member_leaving_mid_run_fails_the_group() {
                 assert_eq!(cluster.closed(rank), 0, "{context} rank {rank}");
                 assert_eq!(failures.len(), 1, "{context} rank {rank}");
                 assert_eq!(failures[0].suspect, Some(leaver), "{context}");
-                let want_local = rank == leaver;
+                // Everyone fails with the leaver's own cause: the leaver
+                // found it, the others heard of it from the leaver.
                 assert_eq!(
-                    failures[0].kind == FailureKind::LocalShutdown,
-                    want_local,
-                    "{context} rank {rank}: {:?}",
-                    failures[0]
+                    failures[0].kind,
+                    FailureKind::LocalShutdown,
+                    "{context} rank {rank}"
                 );
+                let reporter = (rank != leaver).then_some(leaver);
+                assert_eq!(failures[0].reported_by, reporter, "{context} rank {rank}");
             }
         }
     }

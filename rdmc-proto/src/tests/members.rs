@@ -28,7 +28,7 @@ fn assert_violation(actions: &[Action], me: Rank, n: usize, peer: Rank) {
     let failed = the_failure(actions);
     assert_eq!(failed.suspect, Some(peer), "{actions:?}");
     assert!(
-        matches!(failed.kind, FailureKind::ProtocolViolation(_)),
+        failed.kind == FailureKind::ProtocolViolation && failed.detail.is_some(),
         "{actions:?}"
     );
     let mut told: Vec<Rank> = actions
@@ -36,9 +36,16 @@ fn assert_violation(actions: &[Action], me: Rank, n: usize, peer: Rank) {
         .filter_map(|a| match a {
             Action::SendControl {
                 to,
-                control: Control::Failed { suspect },
+                control:
+                    Control::Failed {
+                        suspect,
+                        kind,
+                        detector,
+                    },
             } => {
                 assert_eq!(*suspect, Some(peer));
+                assert_eq!(*kind, FailureKind::ProtocolViolation);
+                assert_eq!(*detector, me, "the detector reports its own finding");
                 Some(*to)
             }
             _ => None,
@@ -572,9 +579,13 @@ fn assert_closed_unread(actions: &[Action], me: Rank, n: usize) {
             matches!(
                 a,
                 Action::SendControl {
-                    control: Control::Failed { suspect: Some(s) },
+                    control: Control::Failed {
+                        suspect: Some(s),
+                        kind: FailureKind::ClosedUnread,
+                        detector,
+                    },
                     ..
-                } if *s == me
+                } if *s == me && *detector == me
             )
         })
         .count();
@@ -612,7 +623,10 @@ fn assert_no_progress(actions: &[Action], suspect: Rank) {
     assert!(
         actions.iter().any(|a| matches!(
             a,
-            Action::SendControl { to, control: Control::Failed { .. } } if *to == suspect
+            Action::SendControl {
+                to,
+                control: Control::Failed { kind: FailureKind::NoProgress, .. },
+            } if *to == suspect
         )),
         "the stalled member is alive and must be told: {actions:?}"
     );

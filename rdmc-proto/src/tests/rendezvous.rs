@@ -161,11 +161,9 @@ fn check_missing(s: &LateScenario, missing: &[bool], come_late: bool) {
             panic!("{context}: {failures:?}");
         };
         assert!(creators.contains(&suspect), "{context}: {failures:?}");
-        assert_eq!(
-            failures[0].kind,
-            FailureKind::ReportedBy(suspect),
-            "{context}"
-        );
+        // The creator that gave up left the group, and said so.
+        assert_eq!(failures[0].kind, FailureKind::LocalShutdown, "{context}");
+        assert_eq!(failures[0].reported_by, Some(suspect), "{context}");
         assert_eq!(cluster.completed(rank), 0, "{context}");
     }
     assert_eq!(cluster.submitted(), 0);
@@ -357,7 +355,11 @@ fn the_timeout_names_the_missing_members_in_rank_order_and_tells_them() {
     r.handle_timeout(49);
     assert_eq!(actions(&mut r), []);
     r.handle_timeout(50);
-    let failed = Control::Failed { suspect: Some(2) };
+    let failed = Control::Failed {
+        suspect: Some(2),
+        kind: FailureKind::LocalShutdown,
+        detector: 2,
+    };
     assert_eq!(
         actions(&mut r),
         [

@@ -624,6 +624,7 @@ impl<T: Transport> Actor<T> {
                         FailureKind::Stalled {
                             millis: u64::try_from(stalled.as_millis()).unwrap_or(u64::MAX),
                         },
+                        None,
                     );
                 }
                 // In the order lost; one whose failure is moot (after the
@@ -741,8 +742,8 @@ impl<T: Transport> Actor<T> {
             Ok(None) => self
                 .transport
                 .alloc_buffer(pending.len())
-                .map_err(|_| FailureKind::OutOfMemory { size: pending.size }),
-            Err(detail) => Err(FailureKind::ReceiveTarget(detail)),
+                .map_err(|_| (FailureKind::OutOfMemory { size: pending.size }, None)),
+            Err(detail) => Err((FailureKind::ReceiveTarget, Some(detail))),
         };
         super::group_state::target::begin_message(g, pending, buf);
         self.drive(ready.group);

@@ -115,7 +115,9 @@ async fn a_peer_announcing_a_tebibyte_message_is_a_protocol_violation() {
     match announce_a_tebibyte(GroupId(1), config).await {
         Error::GroupFailed {
             suspect: Some(NodeId(0)),
-            kind: FailureKind::ProtocolViolation(detail),
+            kind: FailureKind::ProtocolViolation,
+            reported_by: None,
+            detail: Some(detail),
             ..
         } => assert!(detail.contains("size exceeds the limit"), "{detail}"),
         other => panic!("{other:?}"),
@@ -142,6 +144,8 @@ async fn a_tebibyte_message_under_a_raised_limit_fails_out_of_memory_not_abort()
             group: GroupId(2),
             suspect: Some(NodeId(1)),
             kind: FailureKind::OutOfMemory { size: TIB },
+            reported_by: None,
+            detail: None,
         }
     );
 }

@@ -216,7 +216,7 @@ fn violation(e: &Error) -> bool {
         e,
         Error::GroupFailed {
             suspect: Some(NodeId(0)),
-            kind: FailureKind::ProtocolViolation(_),
+            kind: FailureKind::ProtocolViolation,
             ..
         }
     )
@@ -308,6 +308,8 @@ async fn a_batch_cut_short_by_a_failure_fails_all_its_messages_together() {
         group: GROUP,
         suspect: Some(NodeId(2)),
         kind: FailureKind::Unreachable,
+        reported_by: None,
+        detail: None,
     };
     assert_eq!(b.await.unwrap_err(), expected);
     assert_eq!(c.await.unwrap_err(), expected);

@@ -166,13 +166,16 @@ impl Member {
         self.inject.send(Completion::PeerDown { node }).unwrap();
     }
 
-    fn failure_report(&self, from: u32, suspect: usize) {
+    /// Node `from` reports that it found `kind`, naming `suspect`.
+    fn failure_report(&self, from: u32, suspect: usize, kind: FailureKind) {
         self.inject
             .send(Completion::Signal {
                 group: GROUP,
                 from: NodeId(from),
                 signal: Signal::Group(Control::Failed {
                     suspect: Some(suspect),
+                    kind,
+                    detector: from as usize,
                 }),
             })
             .unwrap();
@@ -186,45 +189,72 @@ impl Member {
         }
     }
 
-    /// The failure reports this node sent, as (to, suspect).
-    fn reports_sent(&self) -> Vec<(u32, Option<usize>)> {
-        self.sent
+    /// The failure reports this node sent, as (to, report), sorted.
+    fn reports_sent(&self) -> Vec<(u32, Control)> {
+        let mut sent: Vec<_> = self
+            .sent
             .lock()
             .unwrap()
             .iter()
             .filter_map(|(to, s)| match s {
-                Signal::Group(Control::Failed { suspect }) => Some((to.0, *suspect)),
+                Signal::Group(report @ Control::Failed { .. }) => Some((to.0, *report)),
                 _ => None,
             })
-            .collect()
+            .collect();
+        sent.sort_by_key(|(to, _)| *to);
+        sent
     }
 }
 
+/// The failure of node `suspect` this node found as `kind`.
 pub(super) fn failed(suspect: u32, kind: FailureKind) -> Error {
     Error::GroupFailed {
         group: GROUP,
         suspect: Some(NodeId(suspect)),
         kind,
+        reported_by: None,
+        detail: None,
+    }
+}
+
+/// The failure of node `suspect` node `by` found as `kind` and reported.
+fn reported(suspect: u32, kind: FailureKind, by: u32) -> Error {
+    Error::GroupFailed {
+        group: GROUP,
+        suspect: Some(NodeId(suspect)),
+        kind,
+        reported_by: Some(NodeId(by)),
+        detail: None,
+    }
+}
+
+/// The report naming `suspect`, of `kind`, that `detector` found (as this
+/// member, rank 1, relays it or sends its own).
+fn report(suspect: usize, kind: FailureKind, detector: usize) -> Control {
+    Control::Failed {
+        suspect: Some(suspect),
+        kind,
+        detector,
     }
 }
 
 /// Node 2 left because node 0 failed: its connection broke before its
-/// report (naming node 0) arrived. The report, arriving within the grace
-/// period, decides: node 0 is named, not node 2.
+/// report (naming node 0, which broke the protocol) arrived. The report,
+/// arriving within the grace period, decides the suspect and the cause:
+/// node 0 broke the protocol, as node 2 found — not "node 2 unreachable".
 #[tokio::test(start_paused = true)]
 async fn a_report_arriving_after_the_reporters_connection_broke_names_the_first_failure() {
     let mut m = member(usize::MAX).await;
     m.peer_down(2);
     tokio::time::sleep(FAILURE_GRACE / 2).await;
-    m.failure_report(2, 0);
+    m.failure_report(2, 0, FailureKind::ProtocolViolation);
     assert_eq!(
         m.failure().await,
-        failed(0, FailureKind::ReportedBy(NodeId(2)))
+        reported(0, FailureKind::ProtocolViolation, 2)
     );
-    // Everyone is told about node 0, node 0 included.
-    let mut told = m.reports_sent();
-    told.sort();
-    assert_eq!(told, vec![(0, Some(0)), (2, Some(0))]);
+    // Everyone is told about node 0, node 0 included, as node 2 found it.
+    let relayed = report(0, FailureKind::ProtocolViolation, 2);
+    assert_eq!(m.reports_sent(), vec![(0, relayed), (2, relayed)]);
 }
 
 /// Without a report, the peer the transport lost is named once the grace
@@ -238,11 +268,10 @@ async fn a_peer_lost_without_a_report_is_named_after_the_grace_period() {
     assert_eq!(error, failed(2, FailureKind::Unreachable));
     assert_eq!(tokio::time::Instant::now() - start, FAILURE_GRACE);
     // The suspect is told too: it may only have been stopped.
-    let mut told = m.reports_sent();
-    told.sort();
-    assert_eq!(told, vec![(0, Some(2)), (2, Some(2))]);
+    let own = report(2, FailureKind::Unreachable, 1);
+    assert_eq!(m.reports_sent(), vec![(0, own), (2, own)]);
     // A report arriving later changes nothing.
-    m.failure_report(0, 0);
+    m.failure_report(0, 0, FailureKind::NoProgress);
     assert!(m.receiver().next().await.is_none());
 }
 
@@ -265,10 +294,47 @@ async fn a_resumed_member_declared_failed_names_itself() {
     // On resuming, a closed connection and the buffered report arrive
     // together, in either order.
     m.peer_down(0);
-    m.failure_report(2, 1);
+    m.failure_report(2, 1, FailureKind::Unreachable);
+    assert_eq!(m.failure().await, reported(1, FailureKind::Unreachable, 2));
+}
+
+/// Node 1 in the middle of a two-block message from node 0, with a 1 s
+/// progress timeout: it waits twice that for the second block.
+async fn waiting_for_a_block() -> Member {
+    let config = config().with_progress_timeout(Some(Duration::from_secs(1)));
+    let m = member_with(usize::MAX, config).await;
+    m.inject
+        .send(Completion::Received {
+            group: GROUP,
+            from: NodeId(0),
+            immediate: 2048,
+            len: 1024,
+        })
+        .unwrap();
+    m
+}
+
+/// No progress is seen from outside: the member waits the grace period
+/// after its progress timeout before it names the peer it waits on.
+#[tokio::test(start_paused = true)]
+async fn no_progress_is_named_a_grace_period_after_the_progress_timeout() {
+    let mut m = waiting_for_a_block().await;
+    let start = tokio::time::Instant::now();
+    assert_eq!(m.failure().await, failed(0, FailureKind::NoProgress));
+    let waited = tokio::time::Instant::now() - start;
+    assert_eq!(waited, Duration::from_secs(2) + FAILURE_GRACE);
+}
+
+/// A report that arrives after the progress timeout, within the grace
+/// period, decides the cause: node 2 found that node 0's application left.
+#[tokio::test(start_paused = true)]
+async fn a_report_within_the_grace_after_the_progress_timeout_decides() {
+    let mut m = waiting_for_a_block().await;
+    tokio::time::sleep(Duration::from_secs(2) + FAILURE_GRACE / 2).await;
+    m.failure_report(2, 0, FailureKind::LocalShutdown);
     assert_eq!(
         m.failure().await,
-        failed(1, FailureKind::ReportedBy(NodeId(2)))
+        reported(0, FailureKind::LocalShutdown, 2)
     );
 }
 
@@ -291,9 +357,8 @@ async fn a_message_whose_memory_cannot_be_had_fails_the_group() {
         m.failure().await,
         failed(1, FailureKind::OutOfMemory { size })
     );
-    let mut told = m.reports_sent();
-    told.sort();
-    assert_eq!(told, vec![(0, Some(1)), (2, Some(1))]);
+    let own = report(1, FailureKind::OutOfMemory { size }, 1);
+    assert_eq!(m.reports_sent(), vec![(0, own), (2, own)]);
     let e = m.receiver().close().await.unwrap_err();
     assert!(e.to_string().contains("out of memory"), "{e}");
 }

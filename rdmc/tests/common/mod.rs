@@ -231,20 +231,23 @@ pub fn assert_mismatch(result: Result<Group, Error>, group: GroupId, allowed: &[
     }
 }
 
-/// `error` is the failure of `group` naming node `suspect`.
-pub fn assert_failed(error: &Error, group: GroupId, suspect: u32, who: &str) {
+/// `error` is the failure of `group` naming node `suspect` for `kind`.
+///
+/// Every member that survives a fault is checked against the same
+/// `suspect` and `kind`: one fault, one cause, however each member learned
+/// of it (found it, or heard of it from the member that did).
+#[track_caller]
+pub fn assert_failed(error: &Error, group: GroupId, suspect: u32, kind: FailureKind, who: &str) {
     match error {
         Error::GroupFailed {
             group: g,
             suspect: s,
-            kind,
+            kind: k,
+            ..
         } => {
             assert_eq!(*g, group, "{who}");
             assert_eq!(*s, Some(NodeId(suspect)), "{who}: {error}");
-            assert!(
-                matches!(kind, FailureKind::Unreachable | FailureKind::ReportedBy(_)),
-                "{who}: {error}"
-            );
+            assert_eq!(*k, kind, "{who}: {error}");
         }
         other => panic!("{who}: expected group {group} to fail, got {other:?}"),
     }

@@ -550,7 +550,7 @@ pub async fn a_slow_reader_fails_the_group_naming_it<F: Fixture>() {
     let named = |e: &Error, who: &str| match e {
         Error::GroupFailed {
             suspect: Some(NodeId(2)),
-            kind: FailureKind::SlowReader { .. } | FailureKind::ReportedBy(_),
+            kind: FailureKind::SlowReader { .. },
             ..
         } => {}
         other => panic!("{who}: expected a failure naming node 2 as a slow reader, got {other:?}"),
@@ -678,15 +678,19 @@ pub async fn a_failing_receive_target_fails_the_group_naming_its_member<F: Fixtu
             &e,
             Error::GroupFailed {
                 suspect: Some(NodeId(1)),
+                kind: FailureKind::ReceiveTarget,
+                reported_by: Some(NodeId(1)),
+                detail: None,
                 ..
             }
         ),
-        "{e:?}"
+        "the root hears node 1's cause from node 1: {e:?}"
     );
     match bounded(LONG, "node 1's stream", r1.next()).await {
         Some(Err(Error::GroupFailed {
             suspect: Some(NodeId(1)),
-            kind: FailureKind::ReceiveTarget(detail),
+            kind: FailureKind::ReceiveTarget,
+            detail: Some(detail),
             ..
         })) => assert!(detail.contains("no room for it"), "{detail}"),
         other => panic!("node 1: {other:?}"),

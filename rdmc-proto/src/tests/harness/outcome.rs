@@ -168,12 +168,10 @@ impl Cluster {
                     self.bug(format_args!("survivor {rank}: creation failed with {f:?}"));
                 }
             } else if let Some(f) = node.failures.first() {
-                let reason_ok = matches!(
-                    f.kind,
-                    FailureKind::Unreachable | FailureKind::ReportedBy(_)
-                );
-                let on_lost_join = f.suspect.is_some_and(lost_join)
-                    && matches!(f.kind, FailureKind::NoProgress | FailureKind::ReportedBy(_));
+                // Found or heard of, the crash is the loss of a member.
+                let reason_ok = f.kind == FailureKind::Unreachable;
+                let on_lost_join =
+                    f.suspect.is_some_and(lost_join) && f.kind == FailureKind::NoProgress;
                 if !on_lost_join && (f.suspect != Some(c) || !reason_ok) {
                     self.bug(format_args!(
                         "survivor {rank} failed with {f:?}, expected suspect {c}"

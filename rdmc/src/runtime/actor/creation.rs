@@ -81,6 +81,7 @@ impl<T: Transport> Actor<T> {
                         FailureKind::OutOfMemory {
                             size: config.block_size() as u64,
                         },
+                        None,
                     );
                     None
                 }
@@ -200,6 +201,9 @@ impl<T: Transport> Actor<T> {
                 },
             )
             .with_progress_timeout(config.progress_timeout())
+            // No progress is seen from outside, as a lost peer is: it waits
+            // as long for a report of the failure behind it.
+            .with_report_grace(super::FAILURE_GRACE)
             .with_slow_reader_timeout(config.slow_reader_timeout())
             // A batch's digest travels after its bytes too.
             .with_max_batch(

@@ -281,7 +281,9 @@ fn failure_error(g: &GroupState, f: &Failure) -> Error {
     Error::GroupFailed {
         group: g.id,
         suspect: f.suspect.map(|r| g.members[r]),
-        kind: f.kind.clone().map_member(|r| g.members[r]),
+        kind: f.kind,
+        reported_by: f.reported_by.map(|r| g.members[r]),
+        detail: f.detail.clone(),
     }
 }
 
@@ -366,7 +368,7 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             } else {
                 let buf = transport
                     .alloc_buffer(pending.len())
-                    .map_err(|_| FailureKind::OutOfMemory { size });
+                    .map_err(|_| (FailureKind::OutOfMemory { size }, None));
                 target::begin_message(g, pending, buf);
             }
         }
@@ -452,8 +454,11 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                         None => {
                             let suspect = senders.first().copied();
                             tracing::warn!(seq, ?senders, "message corrupted: digest mismatch");
-                            g.member
-                                .handle_local_failure(suspect, FailureKind::DigestMismatch { seq });
+                            g.member.handle_local_failure(
+                                suspect,
+                                FailureKind::DigestMismatch { seq },
+                                None,
+                            );
                             return true;
                         }
                     }
@@ -467,7 +472,8 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                             tracing::warn!(seq, detail, "a batch that lies");
                             g.member.handle_local_failure(
                                 Some(0),
-                                FailureKind::ProtocolViolation(detail.to_owned()),
+                                FailureKind::ProtocolViolation,
+                                Some(detail.to_owned()),
                             );
                             return g.digest;
                         }

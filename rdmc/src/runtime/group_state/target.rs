@@ -11,7 +11,7 @@ use super::super::message::Message;
 use super::super::timing::{MessageTimings, Stopwatch};
 use super::{DIGEST_LEN, GroupState, checked_in_place};
 use crate::ids::GroupId;
-use crate::proto::{FailureKind, Rank};
+use crate::proto::FailureKind;
 use crate::target::{Incoming, ReceiveTarget, ReceivedFile};
 use crate::transport::MessageBuffer;
 
@@ -93,12 +93,16 @@ async fn map(_file: std::fs::File, _len: usize) -> Result<Arc<MessageBuffer>, St
     Err("file targets need Linux".to_owned())
 }
 
+/// Why a message has no buffer: the cause its group fails with, and what
+/// went wrong in words when the kind does not say it.
+pub(in crate::runtime) type NoBuffer = (FailureKind, Option<String>);
+
 /// Begin `pending` in `buf`: copy its first block there from the bounce
 /// buffer. Without a buffer, the group fails naming this member.
 pub(in crate::runtime) fn begin_message(
     g: &mut GroupState,
     pending: PendingBegin,
-    buf: Result<Arc<MessageBuffer>, FailureKind<Rank>>,
+    buf: Result<Arc<MessageBuffer>, NoBuffer>,
 ) {
     let PendingBegin {
         seq,
@@ -111,11 +115,11 @@ pub(in crate::runtime) fn begin_message(
     } = pending;
     let buf = match buf {
         Ok(buf) => buf,
-        Err(reason) => {
-            tracing::warn!(seq, %reason, "cannot receive a message");
+        Err((kind, detail)) => {
+            tracing::warn!(seq, %kind, ?detail, "cannot receive a message");
             // Fails the group; the actions queued for this message
             // (its receives and sends) find no buffer and are skipped.
-            g.member.handle_local_failure(None, reason);
+            g.member.handle_local_failure(None, kind, detail);
             return;
         }
     };
@@ -163,14 +167,15 @@ pub(in crate::runtime) fn deliver_file(
             let suspect = g.block_senders.first().copied();
             tracing::warn!(seq, "message corrupted: digest mismatch");
             g.member
-                .handle_local_failure(suspect, FailureKind::DigestMismatch { seq });
+                .handle_local_failure(suspect, FailureKind::DigestMismatch { seq }, None);
             return true;
         }
         len -= DIGEST_LEN;
         if let Err(e) = file.set_len(len) {
             g.member.handle_local_failure(
                 None,
-                FailureKind::ReceiveTarget(format!("cannot cut the digest off the file: {e}")),
+                FailureKind::ReceiveTarget,
+                Some(format!("cannot cut the digest off the file: {e}")),
             );
             return true;
         }

@@ -16,7 +16,7 @@ use proptest::test_runner::{Config, TestCaseResult, TestRunner};
 
 use super::{Context, HEADER_LEN, Header, signal};
 use crate::ids::GroupId;
-use crate::proto::{Control, READY_WINDOW};
+use crate::proto::{Control, FailureKind, READY_WINDOW};
 use crate::transport::Signal;
 
 /// Runs `check` on `cases` values of `strategy` (or `RDMC_FUZZ_CASES` of
@@ -85,11 +85,33 @@ pub(crate) fn any_signal() -> impl Strategy<Value = Signal> {
         word().prop_map(|messages| Signal::Group(Control::Close { messages })),
         Just(Signal::Group(Control::CloseAck)),
         Just(Signal::Group(Control::Closed)),
-        proptest::option::of(word().prop_map(|r| r as usize))
-            .prop_map(|suspect| Signal::Group(Control::Failed { suspect })),
+        word().prop_map(|messages| Signal::Group(Control::Taken { messages })),
+        (
+            // A rank is 32 bits, u32::MAX saying "no suspect".
+            proptest::option::of(word().prop_map(|r| (r as u32).min(u32::MAX - 1) as usize)),
+            any_failure_kind(),
+            word().prop_map(|r| r as u32 as usize),
+        )
+            .prop_map(|(suspect, kind, detector)| Signal::Group(Control::Failed {
+                suspect,
+                kind,
+                detector,
+            }))
+            // Boxed: the strategies nest deep enough as they are (a debug
+            // build's test thread runs out of stack otherwise).
+            .boxed(),
         digest().prop_map(|digest| Signal::Join { digest }),
         digest().prop_map(|digest| Signal::JoinRejected { digest }),
     ]
+}
+
+/// Every failure kind, with interesting numbers.
+fn any_failure_kind() -> impl Strategy<Value = FailureKind> {
+    (0..10u8, word()).prop_map(|(code, number)| {
+        FailureKind::from_code(code, number)
+            .or_else(|| FailureKind::from_code(code, 0))
+            .expect("a kind's code")
+    })
 }
 
 /// Every kind of header, with interesting fields.
@@ -206,7 +228,7 @@ fn signal_input() -> impl Strategy<Value = (u8, u64, u64)> {
     prop_oneof![
         any_signal().prop_map(signal::encode),
         (any::<u8>(), word(), word()),
-        (0..8u8, word(), word()),
+        (0..20u8, word(), word()),
     ]
 }
 

@@ -340,7 +340,7 @@ impl Context {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{Control, READY_WINDOW};
+    use crate::proto::{Control, FailureKind, READY_WINDOW};
     use proptest::prelude::*;
 
     const MAX: u32 = 1 << 20;
@@ -356,9 +356,26 @@ mod tests {
             Signal::Group(Control::Close { messages: u64::MAX }),
             Signal::Group(Control::CloseAck),
             Signal::Group(Control::Closed),
-            Signal::Group(Control::Failed { suspect: None }),
-            Signal::Group(Control::Failed { suspect: Some(0) }),
-            Signal::Group(Control::Failed { suspect: Some(511) }),
+            Signal::Group(Control::Failed {
+                suspect: None,
+                kind: FailureKind::Unreachable,
+                detector: 0,
+            }),
+            Signal::Group(Control::Failed {
+                suspect: Some(0),
+                kind: FailureKind::SlowReader { millis: u64::MAX },
+                detector: 3,
+            }),
+            Signal::Group(Control::Failed {
+                suspect: Some(511),
+                kind: FailureKind::OutOfMemory { size: 1 << 62 },
+                detector: u32::MAX as usize,
+            }),
+            Signal::Group(Control::Failed {
+                suspect: Some(u32::MAX as usize - 1),
+                kind: FailureKind::ReceiveTarget,
+                detector: 1,
+            }),
             Signal::Group(Control::Taken { messages: 1 }),
             Signal::Group(Control::Taken { messages: u64::MAX }),
             Signal::Join { digest: 0 },

@@ -7,14 +7,46 @@
 //! | 1 | close | messages | 0 |
 //! | 2 | close-ack | 0 | 0 |
 //! | 3 | closed | 0 | 0 |
-//! | 4 | failed | suspect rank (`u64::MAX`: none) | 0 |
+//! | 4 | (retired: a failure without its cause, before version 5) | | |
 //! | 5 | join | digest, low 64 bits | digest, high 64 bits |
 //! | 6 | join-rejected | digest, low 64 bits | digest, high 64 bits |
 //! | 7 | taken | messages | 0 |
+//! | 8 to 17 | failed, the cause's kind being the code − 8 (below) | suspect rank (low 32 bits, `u32::MAX`: none), detector rank (high 32 bits) | the kind's number, else 0 |
+//!
+//! A failure report carries its cause (the detector's
+//! [`FailureKind`], [`FailureKind::to_code`]), each kind a code of its own
+//! so that its number travels whole:
+//!
+//! | code − 8 | kind | number |
+//! |---|---|---|
+//! | 0 | unreachable | |
+//! | 1 | protocol violation | |
+//! | 2 | local shutdown (left) | |
+//! | 3 | closed unread | |
+//! | 4 | no progress | |
+//! | 5 | out of memory | bytes asked for |
+//! | 6 | digest mismatch | message |
+//! | 7 | stalled | milliseconds |
+//! | 8 | slow reader | milliseconds |
+//! | 9 | receive target | |
+//!
+//! A rank fits 32 bits: a group's members are distinct node ids, which
+//! are 32-bit.
 
 use super::FrameError;
-use crate::proto::{Control, READY_WINDOW};
+use crate::proto::{Control, FailureKind, READY_WINDOW, Rank};
 use crate::transport::Signal;
+
+/// The code of a failure report of kind code 0.
+const FAILED: u8 = 8;
+/// The suspect rank that says "none".
+const NO_SUSPECT: u64 = u32::MAX as u64;
+
+/// A rank as 32 bits (see the module's table).
+fn rank_bits(rank: Rank) -> u64 {
+    // A group has at most one member per 32-bit node id.
+    u64::from(u32::try_from(rank).unwrap_or(u32::MAX))
+}
 
 /// A signal's code and two arguments.
 pub(crate) fn encode(signal: Signal) -> (u8, u64, u64) {
@@ -25,8 +57,14 @@ pub(crate) fn encode(signal: Signal) -> (u8, u64, u64) {
         Signal::Group(Control::Close { messages }) => (1, messages, 0),
         Signal::Group(Control::CloseAck) => (2, 0, 0),
         Signal::Group(Control::Closed) => (3, 0, 0),
-        Signal::Group(Control::Failed { suspect }) => {
-            (4, suspect.map_or(u64::MAX, |r| r as u64), 0)
+        Signal::Group(Control::Failed {
+            suspect,
+            kind,
+            detector,
+        }) => {
+            let (code, number) = kind.to_code();
+            let ranks = suspect.map_or(NO_SUSPECT, rank_bits) | rank_bits(detector) << 32;
+            (FAILED + code, ranks, number)
         }
         Signal::Group(Control::Taken { messages }) => (7, messages, 0),
         Signal::Join { digest: d } => {
@@ -56,17 +94,87 @@ pub(crate) fn decode(code: u8, a: u64, b: u64) -> Result<Signal, FrameError> {
         1 if b == 0 => Ok(Signal::Group(Control::Close { messages: a })),
         2 => no_args(Signal::Group(Control::CloseAck)),
         3 => no_args(Signal::Group(Control::Closed)),
-        4 if b == 0 => {
-            let suspect = match a {
-                u64::MAX => None,
-                r => Some(usize::try_from(r).map_err(|_| FrameError::BadArgument)?),
-            };
-            Ok(Signal::Group(Control::Failed { suspect }))
-        }
         5 => Ok(Signal::Join { digest }),
         6 => Ok(Signal::JoinRejected { digest }),
         7 if b == 0 => Ok(Signal::Group(Control::Taken { messages: a })),
-        0 | 1 | 4 | 7 => Err(FrameError::BadArgument),
+        FAILED.. => {
+            let kind = match FailureKind::from_code(code - FAILED, b) {
+                Some(kind) => kind,
+                // A kind this build knows, with a number it does not carry.
+                None if FailureKind::from_code(code - FAILED, 0).is_some() => {
+                    return Err(FrameError::BadArgument);
+                }
+                None => return Err(FrameError::UnknownSignal(code)),
+            };
+            let suspect = match a & NO_SUSPECT {
+                NO_SUSPECT => None,
+                r => Some(r as Rank),
+            };
+            let detector = (a >> 32) as Rank;
+            Ok(Signal::Group(Control::Failed {
+                suspect,
+                kind,
+                detector,
+            }))
+        }
+        0 | 1 | 7 => Err(FrameError::BadArgument),
         other => Err(FrameError::UnknownSignal(other)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_report_carries_its_cause_whole() {
+        // Every kind this build knows (its codes run from 0 without a
+        // gap), with numbers small and large where it has one.
+        let kinds: Vec<FailureKind> = (0..=u8::MAX)
+            .map_while(|code| FailureKind::from_code(code, 0))
+            .flat_map(|kind| {
+                let (code, _) = kind.to_code();
+                [1, 1 << 47, u64::MAX]
+                    .into_iter()
+                    .filter_map(move |n| FailureKind::from_code(code, n))
+                    .chain([kind])
+            })
+            .collect();
+        assert_eq!(kinds.len(), 10 + 4 * 3, "ten kinds, four with a number");
+        for kind in kinds {
+            for suspect in [None, Some(0), Some(7)] {
+                let failed = Signal::Group(Control::Failed {
+                    suspect,
+                    kind,
+                    detector: 5,
+                });
+                let (code, a, b) = encode(failed);
+                assert!((FAILED..FAILED + 10).contains(&code), "{kind:?}");
+                assert_eq!(decode(code, a, b), Ok(failed));
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_failure_reports_are_refused() {
+        // The report without a cause of earlier versions.
+        assert_eq!(decode(4, 2, 0), Err(FrameError::UnknownSignal(4)));
+        // A kind this build does not know.
+        assert_eq!(
+            decode(FAILED + 10, 0, 0),
+            Err(FrameError::UnknownSignal(18))
+        );
+        assert_eq!(
+            decode(u8::MAX, 0, 0),
+            Err(FrameError::UnknownSignal(u8::MAX))
+        );
+        // A number on a kind without one.
+        assert_eq!(decode(FAILED, 0, 1), Err(FrameError::BadArgument));
+        assert_eq!(
+            decode(FAILED + 9, 0, u64::MAX),
+            Err(FrameError::BadArgument)
+        );
+        // Any ranks decode (the member checks them against its group).
+        assert!(decode(FAILED + 5, u64::MAX, u64::MAX).is_ok());
     }
 }

@@ -106,8 +106,9 @@ pub(crate) const MAGIC: [u8; 8] = *b"RDMC-HS\0";
 /// authenticated frames with AES-256-GCM (version 1 used keyed BLAKE3);
 /// version 3 adds the short frame headers; version 4 evens out the
 /// automatic block size (members computing the old sizes would refuse
-/// each other's blocks).
-pub(crate) const VERSION: u16 = 4;
+/// each other's blocks); version 5 carries the cause of a failure in its
+/// report (a code per failure kind).
+pub(crate) const VERSION: u16 = 5;
 /// Size of a hello message in bytes.
 pub(crate) const HELLO_LEN: usize = 83;
 /// Size of a proof message in bytes (one HMAC-SHA256 tag).
