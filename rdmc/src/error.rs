@@ -19,7 +19,9 @@ pub enum MembershipError {
     /// A node appears twice.
     #[error("node {0} appears twice in the member list")]
     Duplicate(NodeId),
-    /// A node is not part of the cluster.
+    /// A node is not part of the cluster (the cluster's nodes are
+    /// numbered from 0, one per address it was given, or the size of the
+    /// [`MemCluster`](crate::MemCluster)).
     #[error("node {0} is not in the cluster")]
     UnknownNode(NodeId),
 }

@@ -56,7 +56,13 @@ impl Node {
         let (transport, completions) = cluster
             .attach(id, config.buffer_pool().unwrap_or(DEFAULT_POOL_BUDGET))
             .map_err(|e| Error::Transport(e.to_string()))?;
-        Ok(Self::start(id, transport, completions, config))
+        Ok(Self::start(
+            id,
+            cluster.len(),
+            transport,
+            completions,
+            config,
+        ))
     }
 
     /// Start a node on the `tcp` transport: connect to every other member
@@ -112,7 +118,7 @@ impl Node {
     /// Cancel safe: dropping the future drops the connections made so far.
     pub async fn tcp(config: TcpConfig, node: NodeConfig) -> Result<Self, Error> {
         config.validate()?;
-        let id = config.cluster.id;
+        let (id, nodes) = (config.cluster.id, config.cluster.members.len());
         let budget = node.buffer_pool().unwrap_or(DEFAULT_POOL_BUDGET);
         let (transport, completions) = TcpEndpoint::connect(
             config.cluster,
@@ -123,7 +129,7 @@ impl Node {
             config.congestion_control.as_deref(),
         )
         .await?;
-        Ok(Self::start(id, transport, completions, node))
+        Ok(Self::start(id, nodes, transport, completions, node))
     }
 
     /// Start a node on the `ofi` transport (cargo feature `ofi`): choose the
@@ -165,7 +171,7 @@ impl Node {
     #[cfg(feature = "ofi")]
     pub async fn ofi(config: crate::config::OfiConfig, node: NodeConfig) -> Result<Self, Error> {
         config.validate()?;
-        let id = config.cluster.id;
+        let (id, nodes) = (config.cluster.id, config.cluster.members.len());
         let driver = node.driver_options(config.driver);
         let (transport, completions) = crate::transport::ofi::establish(
             config.cluster,
@@ -174,7 +180,7 @@ impl Node {
             node.completion_mode(),
         )
         .await?;
-        Ok(Self::start_driven(id, transport, completions, node))
+        Ok(Self::start_driven(id, nodes, transport, completions, node))
     }
 
     /// Start a node on the `rdma` transport (cargo feature `rdma`): open
@@ -212,10 +218,11 @@ impl Node {
     pub async fn rdma(config: crate::config::RdmaConfig, node: NodeConfig) -> Result<Self, Error> {
         config.validate()?;
         let (id, mode) = (config.cluster.id, node.completion_mode());
+        let nodes = config.cluster.members.len();
         let options = node.driver_options(config.driver);
         let (transport, completions) =
             crate::transport::rdma::establish(config.cluster, options, config.device, mode).await?;
-        Ok(Self::start_driven(id, transport, completions, node))
+        Ok(Self::start_driven(id, nodes, transport, completions, node))
     }
 
     /// Start a node whose transport runs a fabric driver (`ofi`, `rdma`).
@@ -226,24 +233,27 @@ impl Node {
     #[cfg(any(feature = "ofi", feature = "rdma"))]
     fn start_driven<T: Transport>(
         id: NodeId,
+        nodes: usize,
         transport: T,
         completions: Completions,
         node: NodeConfig,
     ) -> Self {
         let actor = node.with_completion_mode(crate::config::CompletionMode::Interrupt);
-        Self::start(id, transport, completions, actor)
+        Self::start(id, nodes, transport, completions, actor)
     }
 
-    /// Start a node on `transport` (the crate's own tests drive the
-    /// transports directly).
+    /// Start node `id` of a cluster of `nodes` on `transport` (the crate's
+    /// own tests drive the transports directly).
     pub(crate) fn start<T: Transport>(
         id: NodeId,
+        nodes: usize,
         transport: T,
         completions: Completions,
         config: NodeConfig,
     ) -> Self {
         let (commands, inbox) = mpsc::unbounded_channel();
-        let actor = Actor::new(id, transport, inbox, completions, config.completion_mode());
+        let mode = config.completion_mode();
+        let actor = Actor::new(id, nodes, transport, inbox, completions, mode);
         let actor = tokio::spawn(actor.run());
         Node {
             id,
@@ -281,8 +291,10 @@ impl Node {
     /// one resolves at once.
     ///
     /// # Errors
-    /// - [`Error::Membership`] for an empty list, a duplicate, or a list
-    ///   without this node; [`Error::InvalidConfig`]; [`Error::GroupIdInUse`]
+    /// - [`Error::Membership`] for an empty list, a duplicate, a node that
+    ///   is not in the cluster ([`MembershipError::UnknownNode`](crate::MembershipError::UnknownNode),
+    ///   naming it), or a list without this node — at once, before any
+    ///   other member hears of it; [`Error::InvalidConfig`]; [`Error::GroupIdInUse`]
     ///   if this node used `id` before — also after a create that failed —
     ///   among its last [`USED_IDS_KEPT`](crate::proto::USED_IDS_KEPT) groups;
     /// - [`Error::MembershipMismatch`] if a member created the group with a

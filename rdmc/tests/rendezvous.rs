@@ -1,19 +1,25 @@
 //! The group-creation rendezvous over the in-process transport: every member
 //! creates the group with identical membership and configuration; a
 //! mismatch, a member that never creates it, or a member that is gone makes
-//! `create_group` fail with a clear error instead of hanging.
+//! `create_group` fail with a clear error instead of hanging. The scenarios
+//! at the end run on every transport (`mem`, `tcp`, and `ofi` with its
+//! feature).
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
 use rdmc::{
-    Algorithm, CompletionMode, Error, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId,
+    Algorithm, CompletionMode, Error, GroupConfig, GroupId, MemCluster, MembershipError, Node,
+    NodeConfig, NodeId,
 };
 
 mod common;
 
-use common::{assert_mismatch, bounded, ids, mem_nodes};
+use common::{
+    Fixture, MemFixture, TcpFixture, Tuning, assert_mismatch, bounded, cluster, create_all, ids,
+    mem_nodes, payload, run_group, shutdown,
+};
 
 const G: GroupId = GroupId(5);
 
@@ -542,4 +548,59 @@ async fn dropping_a_create_future_fails_the_group_for_the_others() {
         )),
         other => panic!("{other:?}"),
     }
+}
+
+// ---------------------------------------------------------------------------
+// On every transport.
+
+/// Each scenario, as a module of that name with a test per transport.
+macro_rules! on_every_transport {
+    ($($scenario:ident),* $(,)?) => {
+        $(
+            mod $scenario {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn mem() {
+                    super::$scenario::<super::MemFixture>().await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn tcp() {
+                    super::$scenario::<super::TcpFixture>().await;
+                }
+
+                #[cfg(feature = "ofi")]
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn ofi() {
+                    use super::Fixture;
+                    type F = super::common::OfiFixture;
+                    match F::available() {
+                        Ok(()) => super::$scenario::<F>().await,
+                        Err(why) => eprintln!("ofi: skipped: {why}"),
+                    }
+                }
+            }
+        )*
+    };
+}
+
+on_every_transport!(a_node_outside_the_cluster_is_an_unknown_node);
+
+/// A member list naming a node outside the cluster fails `create_group`
+/// at once, naming that node (not as a member gone: it never was one);
+/// nothing is sent and the id stays free.
+async fn a_node_outside_the_cluster_is_an_unknown_node<F: Fixture>() {
+    let (nodes, _layout) = cluster::<F>(3, Tuning::default()).await;
+    for (members, unknown) in [(&[0, 1, 3][..], 3), (&[0, 7, 1], 7), (&[9, 0], 9)] {
+        let created = create(&nodes[0], members, GroupConfig::new());
+        let error = bounded(PROMPT, "create_group", created).await.unwrap_err();
+        let named = MembershipError::UnknownNode(NodeId(unknown));
+        assert_eq!(error, Error::Membership(named), "{members:?}");
+        assert_eq!(
+            error.to_string(),
+            format!("invalid membership: node {unknown} is not in the cluster")
+        );
+    }
+    let groups = create_all(&nodes, G, &ids(&[0, 1, 2]), GroupConfig::new()).await;
+    run_group(groups, &[payload(1, 1000)]).await;
+    shutdown(nodes).await;
 }

@@ -112,6 +112,9 @@ const STALL_BLAME: Duration = Duration::from_secs(1);
 
 pub(crate) struct Actor<T> {
     me: NodeId,
+    /// How many nodes the cluster has (ids `0..nodes`): a member list
+    /// naming another is refused.
+    nodes: usize,
     transport: T,
     commands: mpsc::UnboundedReceiver<Command>,
     completions: Completions,
@@ -135,8 +138,10 @@ pub(crate) struct Actor<T> {
 }
 
 impl<T: Transport> Actor<T> {
+    /// The actor of node `me` of a cluster of `nodes`.
     pub(crate) fn new(
         me: NodeId,
+        nodes: usize,
         transport: T,
         commands: mpsc::UnboundedReceiver<Command>,
         completions: Completions,
@@ -147,6 +152,7 @@ impl<T: Transport> Actor<T> {
             target_tx,
             targets,
             me,
+            nodes,
             transport,
             commands,
             completions,

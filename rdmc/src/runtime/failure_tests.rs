@@ -112,7 +112,14 @@ pub(super) async fn node_with(me: u32, max_alloc: usize, config: GroupConfig) ->
     };
     let (inject, completions) = mpsc::unbounded_channel();
     let (commands, inbox) = mpsc::unbounded_channel();
-    let actor = Actor::new(me, transport, inbox, completions, CompletionMode::Interrupt);
+    let actor = Actor::new(
+        me,
+        3,
+        transport,
+        inbox,
+        completions,
+        CompletionMode::Interrupt,
+    );
     tokio::spawn(actor.run());
     let (reply, response) = oneshot::channel();
     commands

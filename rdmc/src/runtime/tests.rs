@@ -18,7 +18,15 @@ use crate::wait::CompletionMode;
 fn start(cluster: &MemCluster, id: NodeId) -> mpsc::UnboundedSender<Command> {
     let (transport, completions) = cluster.attach(id, DEFAULT_BUDGET).unwrap();
     let (commands, inbox) = mpsc::unbounded_channel();
-    let actor = Actor::new(id, transport, inbox, completions, CompletionMode::Interrupt);
+    let nodes = cluster.len();
+    let actor = Actor::new(
+        id,
+        nodes,
+        transport,
+        inbox,
+        completions,
+        CompletionMode::Interrupt,
+    );
     tokio::spawn(actor.run());
     commands
 }

@@ -155,6 +155,9 @@ impl<T: Transport> Actor<T> {
                 return Err(MembershipError::Duplicate(node).into());
             }
         }
+        if let Some(&node) = members.iter().find(|n| n.index() >= self.nodes) {
+            return Err(MembershipError::UnknownNode(node).into());
+        }
         let Some(&rank) = rank_of.get(&self.me) else {
             return Err(MembershipError::NotAMember(self.me).into());
         };

@@ -136,7 +136,7 @@ async fn a_qp_in_the_error_state_fails_the_group_once_per_member() {
         .enumerate()
         .map(|(i, (t, c))| {
             breakers.push(t.commands.clone());
-            Node::start(NodeId(i as u32), t, c, NodeConfig::new())
+            Node::start(NodeId(i as u32), 3, t, c, NodeConfig::new())
         })
         .collect();
     let members = [NodeId(0), NodeId(1), NodeId(2)];
