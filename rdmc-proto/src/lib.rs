@@ -57,6 +57,7 @@ pub use member::{
     MemberConfig, MemberError, READY_WINDOW, Rank, block_count, block_len, write_cause,
 };
 pub use rendezvous::{
-    CreateFailure, Rendezvous, RendezvousAction, SharedSettings, USED_IDS_KEPT, group_digest,
+    CreateFailure, GroupSetting, GroupSummary, Mismatch, Rendezvous, RendezvousAction,
+    SettingsFingerprint, SharedSettings, USED_IDS_KEPT, group_digest,
 };
 pub use schedule::{Algorithm, BlockSize};

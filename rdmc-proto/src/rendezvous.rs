@@ -4,16 +4,23 @@
 //! list and configuration. A member's creation completes only once every
 //! other member has created the group the same way: each member hashes what
 //! the members must agree on into a digest ([`group_digest`]) and sends it
-//! to every other member in a `Join`. A `Join` with a different digest, or
-//! from a non-member, fails the creation with a mismatch on both sides (the
-//! refusing member answers with a `JoinRejected` and tells the other members
-//! too); a member that does not join before the creation's deadline fails it
-//! with a timeout naming every missing member in rank order.
+//! to every other member in a `Join`, right after a short description of
+//! what it hashed ([`SettingsFingerprint`]). A `Join` with a different
+//! digest, or from a non-member, fails the creation with a mismatch on both
+//! sides, each saying what differs ([`Mismatch`]: which settings, as the
+//! fingerprints tell) — the refusing member answers with a `JoinRejected`
+//! and tells the other members too; a node that has used the group's id
+//! already (a group with it runs or ended there recently) answers a `Join`
+//! with an `IdInUse`, and the joiner fails saying so; a member that does not
+//! join before the creation's deadline fails it with a timeout naming every
+//! missing member in rank order.
 //!
 //! Like [`GroupMember`](super::GroupMember), the machine is sans-IO: the
 //! driver feeds it events ([`create`](Rendezvous::create),
+//! [`handle_join_settings`](Rendezvous::handle_join_settings),
 //! [`handle_join`](Rendezvous::handle_join),
 //! [`handle_join_rejected`](Rendezvous::handle_join_rejected),
+//! [`handle_id_in_use`](Rendezvous::handle_id_in_use),
 //! [`handle_peer_down`](Rendezvous::handle_peer_down),
 //! [`handle_timeout`](Rendezvous::handle_timeout), …), drains
 //! [`poll_action`](Rendezvous::poll_action) after each one and arms a timer
@@ -34,10 +41,35 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 
-use crate::ids::{GroupId, NodeId};
-use crate::schedule::{Algorithm, BlockSize};
+use std::fmt;
 
+use crate::ids::{GroupId, NodeId};
 use crate::member::{Control, FailureKind, Rank};
+
+mod settings;
+
+pub use settings::{GroupSetting, SettingsFingerprint, SharedSettings, group_digest};
+
+/// What a member's `Join` says of its group: the digest every member must
+/// share, and the fingerprint that tells which settings differ when the
+/// digests do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupSummary {
+    /// The group's [`group_digest`].
+    pub digest: u128,
+    /// The group's [`SettingsFingerprint`].
+    pub fingerprint: SettingsFingerprint,
+}
+
+impl GroupSummary {
+    /// The summary of group `id` of `members` (in rank order) with `shared`.
+    pub fn new(id: GroupId, members: &[NodeId], shared: &SharedSettings<'_>) -> Self {
+        GroupSummary {
+            digest: group_digest(id, members, shared),
+            fingerprint: SettingsFingerprint::new(members, shared),
+        }
+    }
+}
 
 /// The report of the member of rank `rank` whose creation of a group
 /// failed here: it left the group.
@@ -75,11 +107,13 @@ pub(crate) const ABANDONED_KEPT: usize = 1024;
 /// its caller for each).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CreateFailure {
-    /// `peer` created the group with a different membership or
-    /// configuration, joined without being a member, or refused the group.
+    /// `peer` created the group otherwise than this node, or refused it:
+    /// `mismatch` says how.
     Mismatch {
         /// The member that disagreed (or refused).
         peer: NodeId,
+        /// What it disagreed about.
+        mismatch: Mismatch,
     },
     /// These members had not joined when the deadline passed, in rank order.
     TimedOut {
@@ -88,27 +122,91 @@ pub enum CreateFailure {
     },
 }
 
+/// What a peer disagreed about when it created a group (or refused it).
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mismatch {
+    /// The peer created the group with these settings other than this
+    /// node, in the order of [`GroupSetting::ALL`] — as far as the
+    /// fingerprints tell: empty when they could not (a one in 65,536 chance
+    /// per setting, or a peer that sent none).
+    Settings(Vec<GroupSetting>),
+    /// The peer created the group, but this node's member list leaves it
+    /// out.
+    NotAMember,
+    /// The peer created the group as this node did, and refused it because
+    /// a third member created it otherwise (that member is named at the
+    /// members that disagree with it).
+    Refused,
+    /// The peer has used the group's id already: a group with it runs
+    /// there, or is among the last it ended. Another id is needed.
+    IdInUse,
+}
+
+/// The mismatch as the rest of a sentence naming the peer ("node 2
+/// created it with a different block size").
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mismatch::Settings(settings) if settings.is_empty() => {
+                f.write_str("created it with other settings (which ones could not be told)")
+            }
+            Mismatch::Settings(settings) => {
+                f.write_str("created it with a different ")?;
+                for (i, setting) in settings.iter().enumerate() {
+                    match i {
+                        0 => {}
+                        _ if i + 1 == settings.len() => f.write_str(" and ")?,
+                        _ => f.write_str(", ")?,
+                    }
+                    write!(f, "{setting}")?;
+                }
+                Ok(())
+            }
+            Mismatch::NotAMember => f.write_str("created it but is not in the member list"),
+            Mismatch::Refused => {
+                f.write_str("refused it because another member created it otherwise")
+            }
+            Mismatch::IdInUse => f.write_str(
+                "refused it: the id is in use there (a group with it runs or ended recently)",
+            ),
+        }
+    }
+}
+
 /// An instruction from a [`Rendezvous`] to its driver (exhaustive: a
 /// driver carries out each).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RendezvousAction {
-    /// Send a `Join` carrying this node's digest of `group` to `to`.
+    /// Send `to` this node's fingerprint of `group` and then a `Join`
+    /// carrying its digest (two signals, in this order:
+    /// [`handle_join_settings`](Rendezvous::handle_join_settings), then
+    /// [`handle_join`](Rendezvous::handle_join) at `to`).
     SendJoin {
         /// The group.
         group: GroupId,
         /// The member to tell.
         to: NodeId,
-        /// This node's digest of the group.
-        digest: u128,
+        /// This node's summary of the group.
+        summary: GroupSummary,
     },
-    /// Send a `JoinRejected` carrying this node's digest of `group` to `to`.
+    /// Send `to` this node's fingerprint of `group` and then a
+    /// `JoinRejected` carrying its digest (two signals, in this order).
     SendJoinRejected {
         /// The group.
         group: GroupId,
         /// The node to tell.
         to: NodeId,
-        /// This node's digest of the group.
-        digest: u128,
+        /// This node's summary of the group.
+        summary: GroupSummary,
+    },
+    /// Send `to` an `IdInUse` for `group`: this node has used the id
+    /// already, and refuses `to`'s `Join` ([`handle_id_in_use`](Rendezvous::handle_id_in_use)).
+    SendIdInUse {
+        /// The group id.
+        group: GroupId,
+        /// The node that joined.
+        to: NodeId,
     },
     /// Send `control` of `group` to `to` (a failure that the group's
     /// members must hear of, although this node has no state machine for
@@ -158,6 +256,7 @@ pub enum RendezvousAction {
 /// A signal kept for a group not created here yet.
 #[derive(Clone, Copy, Debug)]
 enum Early {
+    Settings(SettingsFingerprint),
     Join(u128),
     JoinRejected(u128),
     Control(Control),
@@ -166,8 +265,11 @@ enum Early {
 /// A group created here whose state machine is still running.
 #[derive(Debug)]
 struct Created<I> {
-    digest: u128,
+    summary: GroupSummary,
     members: Vec<NodeId>,
+    /// The fingerprint each member sent last, for the `Join` or
+    /// `JoinRejected` that follows it.
+    heard: HashMap<NodeId, SettingsFingerprint>,
     rank: Rank,
     /// Until every other member has joined.
     pending: Option<Pending<I>>,
@@ -184,7 +286,7 @@ struct Pending<I> {
 /// A group whose creation failed here for a mismatch or a timeout.
 #[derive(Debug)]
 struct Abandoned {
-    digest: u128,
+    summary: GroupSummary,
     members: Vec<NodeId>,
     rank: Rank,
     timed_out: bool,
@@ -275,7 +377,9 @@ impl<I: Copy + Ord> Rendezvous<I> {
     /// known-down node).
     #[doc(hidden)]
     pub fn table_len(&self) -> usize {
+        let heard: usize = self.created.values().map(|c| c.heard.len()).sum();
         self.created.len()
+            + heard
             + self.used.len()
             + self.ended.len()
             + self.early.len()
@@ -314,8 +418,8 @@ impl<I: Copy + Ord> Rendezvous<I> {
 
     /// This node creates `group` with `members` (in rank order, this node
     /// among them, no duplicates; see [`is_used`](Self::is_used)) and
-    /// `digest` ([`group_digest`]); the creation fails if not every other
-    /// member joined by `deadline`.
+    /// `summary` ([`GroupSummary::new`]); the creation fails if not every
+    /// other member joined by `deadline`.
     ///
     /// The `Join`s go out first; then the signals that came for the group
     /// before it was created here are handled in arrival order.
@@ -324,7 +428,13 @@ impl<I: Copy + Ord> Rendezvous<I> {
     ///
     /// If this node is not in `members` or `group` is in use
     /// ([`is_used`](Self::is_used)).
-    pub fn create(&mut self, group: GroupId, members: Vec<NodeId>, digest: u128, deadline: I) {
+    pub fn create(
+        &mut self,
+        group: GroupId,
+        members: Vec<NodeId>,
+        summary: GroupSummary,
+        deadline: I,
+    ) {
         let rank = members
             .iter()
             .position(|&n| n == self.me)
@@ -334,15 +444,16 @@ impl<I: Copy + Ord> Rendezvous<I> {
         for &to in &waiting {
             if !self.down.contains(&to) {
                 self.actions
-                    .push_back(RendezvousAction::SendJoin { group, to, digest });
+                    .push_back(RendezvousAction::SendJoin { group, to, summary });
             }
         }
         self.deadlines.insert((deadline, group));
         self.created.insert(
             group,
             Created {
-                digest,
+                summary,
                 members,
+                heard: HashMap::new(),
                 rank,
                 pending: Some(Pending { waiting, deadline }),
             },
@@ -359,61 +470,124 @@ impl<I: Copy + Ord> Rendezvous<I> {
         self.replay.push_back(Replay::End(group));
     }
 
+    /// The fingerprint of `group` as `from` created it, which `from` sends
+    /// right before its `Join` or `JoinRejected`: kept for that signal.
+    pub fn handle_join_settings(
+        &mut self,
+        from: NodeId,
+        group: GroupId,
+        fingerprint: SettingsFingerprint,
+    ) {
+        match self.created.get_mut(&group) {
+            // Only a member's counts (a non-member's mismatch is that).
+            Some(c) if c.members.contains(&from) => {
+                c.heard.insert(from, fingerprint);
+            }
+            Some(_) => {}
+            None if !self.used.contains(&group) => {
+                self.keep_early(group, from, Early::Settings(fingerprint));
+            }
+            None => {}
+        }
+    }
+
     /// A `Join` from `from` for `group` with `digest`.
     pub fn handle_join(&mut self, from: NodeId, group: GroupId, digest: u128) {
         let Some(c) = self.created.get_mut(&group) else {
             if self.abandoned.contains_key(&group) {
                 self.answer_late_join(group, from, digest);
-            } else if !self.used.contains(&group) {
+            } else if self.used.contains(&group) {
+                // A new creation with an id this node has used (a group
+                // created here completes only once every member's `Join`
+                // came: none of its own comes after).
+                tracing::warn!(group = group.0, peer = from.0, "join for a used id refused");
+                self.actions
+                    .push_back(RendezvousAction::SendIdInUse { group, to: from });
+            } else {
                 self.keep_early(group, from, Early::Join(digest));
             }
             return;
         };
-        let mine = c.digest;
-        if digest == mine && c.members.contains(&from) {
+        let theirs = c.heard.remove(&from);
+        let mine = c.summary;
+        if digest == mine.digest && c.members.contains(&from) {
             if let Some(p) = &mut c.pending {
                 p.waiting.retain(|&n| n != from);
             }
             self.complete_if_joined(group);
             return;
         }
+        let mismatch = if c.members.contains(&from) {
+            Mismatch::Settings(theirs.map_or_else(Vec::new, |t| mine.fingerprint.differences(t)))
+        } else {
+            Mismatch::NotAMember
+        };
         tracing::warn!(
             group = group.0,
             peer = from.0,
             theirs = format_args!("{digest:032x}"),
+            %mismatch,
             "join with a different membership or configuration refused"
         );
         let pending = c.pending.is_some();
         self.actions.push_back(RendezvousAction::SendJoinRejected {
             group,
             to: from,
-            digest: mine,
+            summary: mine,
         });
         if pending {
-            self.refuse(group, from, true);
+            self.refuse(group, from, true, mismatch);
         }
     }
 
     /// A `JoinRejected` from `from` for `group`, carrying `from`'s digest.
     pub fn handle_join_rejected(&mut self, from: NodeId, group: GroupId, digest: u128) {
-        let Some(c) = self.created.get(&group) else {
+        let Some(c) = self.created.get_mut(&group) else {
             if !self.abandoned.contains_key(&group) && !self.used.contains(&group) {
                 self.keep_early(group, from, Early::JoinRejected(digest));
             }
             return;
         };
+        let theirs = c.heard.remove(&from);
         if c.pending.is_some() {
             tracing::warn!(group = group.0, peer = from.0, "our join was refused");
             // A peer with our own digest refused because of a third
             // member; it told every member itself.
-            let relay = digest != c.digest;
-            self.refuse(group, from, relay);
+            let (relay, mismatch) = if digest == c.summary.digest {
+                (false, Mismatch::Refused)
+            } else if !c.members.contains(&from) {
+                (true, Mismatch::NotAMember)
+            } else {
+                let differ = theirs.map_or_else(Vec::new, |t| c.summary.fingerprint.differences(t));
+                (true, Mismatch::Settings(differ))
+            };
+            self.refuse(group, from, relay, mismatch);
         } else if c.members.contains(&from) {
             // The rendezvous completed here, but a member refused the group
             // since (it found a mismatch with a non-member).
             tracing::warn!(group = group.0, peer = from.0, "a member refused the group");
             self.actions
                 .push_back(RendezvousAction::PeerRefused { group, peer: from });
+        }
+    }
+
+    /// An `IdInUse` from `from` for `group`: `from` has used the id already
+    /// and refused this node's `Join`. A creation in progress fails,
+    /// naming `from` ([`Mismatch::IdInUse`]); otherwise it is stale, and
+    /// ignored.
+    pub fn handle_id_in_use(&mut self, from: NodeId, group: GroupId) {
+        let refused = self
+            .created
+            .get(&group)
+            .is_some_and(|c| c.pending.is_some() && c.members.contains(&from));
+        if refused {
+            tracing::warn!(
+                group = group.0,
+                peer = from.0,
+                "the id is in use at a member"
+            );
+            // Every member's `Join` to it gets the same answer.
+            self.refuse(group, from, false, Mismatch::IdInUse);
         }
     }
 
@@ -493,6 +667,9 @@ impl<I: Copy + Ord> Rendezvous<I> {
                 return Some(action);
             }
             match self.replay.pop_front()? {
+                Replay::Signal(group, from, Early::Settings(fingerprint)) => {
+                    self.handle_join_settings(from, group, fingerprint);
+                }
                 Replay::Signal(group, from, Early::Join(digest)) => {
                     self.handle_join(from, group, digest);
                 }
@@ -534,9 +711,9 @@ impl<I: Copy + Ord> Rendezvous<I> {
         self.actions.push_back(RendezvousAction::Ready { group });
     }
 
-    /// The creation of `group` failed for a mismatch with `peer`: tell the
+    /// The creation of `group` failed for `mismatch` with `peer`: tell the
     /// other members (if `relay`) and fail it here.
-    fn refuse(&mut self, group: GroupId, peer: NodeId, relay: bool) {
+    fn refuse(&mut self, group: GroupId, peer: NodeId, relay: bool, mismatch: Mismatch) {
         let Some(c) = self.created.get(&group) else {
             return;
         };
@@ -546,12 +723,12 @@ impl<I: Copy + Ord> Rendezvous<I> {
                     self.actions.push_back(RendezvousAction::SendJoinRejected {
                         group,
                         to,
-                        digest: c.digest,
+                        summary: c.summary,
                     });
                 }
             }
         }
-        self.abandon(group, CreateFailure::Mismatch { peer }, &[]);
+        self.abandon(group, CreateFailure::Mismatch { peer, mismatch }, &[]);
     }
 
     /// Fail the creation of `group`, telling the members in `tell` that the
@@ -578,7 +755,7 @@ impl<I: Copy + Ord> Rendezvous<I> {
         self.abandoned.insert(
             group,
             Abandoned {
-                digest: c.digest,
+                summary: c.summary,
                 members: c.members,
                 rank: c.rank,
                 timed_out,
@@ -598,11 +775,11 @@ impl<I: Copy + Ord> Rendezvous<I> {
         let Some(a) = self.abandoned.get(&group) else {
             return;
         };
-        if digest != a.digest || !a.timed_out {
+        if digest != a.summary.digest || !a.timed_out {
             self.actions.push_back(RendezvousAction::SendJoinRejected {
                 group,
                 to: from,
-                digest: a.digest,
+                summary: a.summary,
             });
             return;
         }
@@ -639,209 +816,5 @@ impl<I: Copy + Ord> Rendezvous<I> {
             self.early_order.push_back(group);
         }
         entry.push((from, signal));
-    }
-}
-
-// ---- the digest ------------------------------------------------------------
-//
-// Every member hashes the group's identity — its id, its member list in rank
-// order, the algorithm, the block size and the largest message size. Settings
-// that are local to a member (the receive window, the create timeout) are
-// left out: members may differ in them.
-//
-// The hash is FNV-1a 128 over a canonical little-endian encoding, written out
-// here so that it is identical across processes, platforms and Rust versions
-// (unlike `std`'s `DefaultHasher`).
-
-const FNV_OFFSET: u128 = 0x6c62_272e_07bb_0142_62b8_2175_6295_c58d;
-const FNV_PRIME: u128 = 0x0000_0000_0100_0000_0000_0000_0000_013b;
-
-/// Bumped whenever the encoding below changes.
-const VERSION: u8 = 1;
-
-struct Fnv1a128(u128);
-
-impl Fnv1a128 {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= u128::from(b);
-            self.0 = self.0.wrapping_mul(FNV_PRIME);
-        }
-    }
-
-    fn u64(&mut self, x: u64) {
-        self.write(&x.to_le_bytes());
-    }
-}
-
-/// A stable code per algorithm, independent of the enum's declaration order.
-fn algorithm_code(algorithm: Algorithm) -> u8 {
-    match algorithm {
-        Algorithm::Sequential => 1,
-        Algorithm::Chain => 2,
-        Algorithm::BinomialTree => 3,
-        Algorithm::BinomialPipeline => 4,
-        Algorithm::Hybrid => 5,
-    }
-}
-
-/// What every member of a group must create it with, as [`group_digest`]
-/// hashes it: the settings that are not local to a member (the receive
-/// window or the create timeout are, and members may differ in them).
-///
-/// A shared setting added later is a new field here, so every driver has to
-/// say it; a setting that is unset (`None`, empty, `false`) is left out of
-/// the hash, so that groups without it keep their digest.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SharedSettings<'a> {
-    /// The multicast algorithm.
-    pub algorithm: Algorithm,
-    /// How messages are cut into blocks.
-    pub block_size: BlockSize,
-    /// The largest message the group carries.
-    pub max_message_size: u64,
-    /// Whether every message carries an end-to-end digest (as the driver
-    /// resolved its default).
-    pub message_digest: bool,
-    /// The rack of each member, in rank order, when given.
-    pub racks: Option<&'a [u32]>,
-    /// The slow members' ranks.
-    pub slow_members: &'a [usize],
-    /// The largest batch of small messages, in bytes, when messages are
-    /// batched.
-    pub max_batch: Option<usize>,
-}
-
-/// The digest of group `id` as every member must create it: a hash of the
-/// id, the member list in rank order and the [`SharedSettings`], stable
-/// across processes, platforms and builds.
-pub fn group_digest(id: GroupId, members: &[NodeId], shared: &SharedSettings<'_>) -> u128 {
-    let mut h = Fnv1a128(FNV_OFFSET);
-    h.write(b"rdmc-group");
-    h.write(&[VERSION]);
-    h.u64(id.0);
-    h.u64(members.len() as u64);
-    for node in members {
-        h.write(&node.0.to_le_bytes());
-    }
-    h.write(&[algorithm_code(shared.algorithm)]);
-    h.u64(match shared.block_size {
-        BlockSize::Fixed(size) => size as u64,
-        _ => 0, // automatic (a fixed size is never 0)
-    });
-    h.u64(shared.max_message_size);
-    if shared.message_digest {
-        h.write(b"digest");
-    }
-    // Written only when set, so that groups without them keep their digest.
-    if let Some(racks) = shared.racks {
-        h.write(b"racks");
-        h.u64(racks.len() as u64);
-        for &rack in racks {
-            h.u64(u64::from(rack));
-        }
-    }
-    if !shared.slow_members.is_empty() {
-        h.write(b"slow");
-        h.u64(shared.slow_members.len() as u64);
-        for &rank in shared.slow_members {
-            h.u64(rank as u64);
-        }
-    }
-    // Also only when set: a group without batches is the same as before
-    // them (and a build without them cannot join a group with them).
-    if let Some(bytes) = shared.max_batch {
-        h.write(b"batch");
-        h.u64(bytes as u64);
-    }
-    h.0
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn nodes(ids: &[u32]) -> Vec<NodeId> {
-        ids.iter().copied().map(NodeId).collect()
-    }
-
-    #[test]
-    fn fnv1a_128_matches_the_reference_vectors() {
-        let hash = |s: &[u8]| {
-            let mut h = Fnv1a128(FNV_OFFSET);
-            h.write(s);
-            h.0
-        };
-        assert_eq!(hash(b""), FNV_OFFSET);
-        assert_eq!(hash(b"a"), 0xd228_cb69_6f1a_8caf_7891_2b70_4e4a_8964);
-        assert_eq!(hash(b"foobar"), 0x343e_1662_793c_64bf_6f0d_3597_ba44_6f18);
-    }
-
-    /// The settings of the pinned digest: the block size and the largest
-    /// message size the defaults had when the value was pinned, no batches.
-    fn pinned_settings() -> SharedSettings<'static> {
-        SharedSettings {
-            algorithm: Algorithm::BinomialPipeline,
-            block_size: BlockSize::Fixed(1 << 20),
-            max_message_size: 1 << 40,
-            message_digest: false,
-            racks: None,
-            slow_members: &[],
-            max_batch: None,
-        }
-    }
-
-    #[test]
-    fn the_digest_is_stable() {
-        // Pinned: a change here breaks groups between builds.
-        let d = group_digest(GroupId(5), &nodes(&[0, 1, 2]), &pinned_settings());
-        assert_eq!(format!("{d:032x}"), PINNED);
-    }
-
-    /// Computed independently (Python) over the documented encoding.
-    const PINNED: &str = "6cbbbb3fa55f0affa1bd3d1c13dae80c";
-
-    #[test]
-    fn every_setting_and_the_membership_change_the_digest() {
-        let base = pinned_settings();
-        let members = nodes(&[0, 1, 2]);
-        let d = group_digest(GroupId(5), &members, &base);
-        let with = |shared: SharedSettings<'_>| group_digest(GroupId(5), &members, &shared);
-        let different = [
-            group_digest(GroupId(6), &members, &base),
-            group_digest(GroupId(5), &nodes(&[0, 2, 1]), &base),
-            group_digest(GroupId(5), &nodes(&[0, 1]), &base),
-            with(SharedSettings {
-                algorithm: Algorithm::Chain,
-                ..base
-            }),
-            with(SharedSettings {
-                block_size: BlockSize::AUTOMATIC,
-                ..base
-            }),
-            with(SharedSettings {
-                max_message_size: 1 << 20,
-                ..base
-            }),
-            with(SharedSettings {
-                message_digest: true,
-                ..base
-            }),
-            with(SharedSettings {
-                racks: Some(&[0, 1, 0]),
-                ..base
-            }),
-            with(SharedSettings {
-                slow_members: &[2],
-                ..base
-            }),
-            with(SharedSettings {
-                max_batch: Some(4096),
-                ..base
-            }),
-        ];
-        for (i, other) in different.iter().enumerate() {
-            assert_ne!(d, *other, "case {i}");
-        }
     }
 }

@@ -179,21 +179,34 @@ pub enum Error {
     NodeShutDown(NodeId),
     /// The members did not all create the group with the same membership
     /// (ids in the same order) and configuration (algorithm, block size,
-    /// largest message size). The group is not created, on any member that
-    /// learns of it; its id stays used.
+    /// largest message size, …), or a member refused the group's id
+    /// because it has used it already. The group is not created, on any
+    /// member that learns of it; its id stays used.
     ///
     /// `peer` is the member whose view of the group differs from this
     /// node's — or, when a member that agreed with this node found the
-    /// difference with a third member first, that member.
-    #[error(
-        "group {group}: node {peer} created it with a different membership or configuration \
-         (or refused it because another member did)"
-    )]
+    /// difference with a third member first, that member — and `mismatch`
+    /// says what differs: which settings ([`GroupSetting`](crate::GroupSetting)),
+    /// or that the peer is not in this node's member list, or passed a
+    /// third member's refusal on, or uses the id already.
+    ///
+    /// ```
+    /// # use rdmc::{Error, GroupId, GroupSetting, Mismatch, NodeId};
+    /// let e = Error::MembershipMismatch {
+    ///     group: GroupId(5),
+    ///     peer: NodeId(2),
+    ///     mismatch: Mismatch::Settings(vec![GroupSetting::BlockSize]),
+    /// };
+    /// assert_eq!(e.to_string(), "group 5: node 2 created it with a different block size");
+    /// ```
+    #[error("group {group}: node {peer} {mismatch}")]
     MembershipMismatch {
         /// The group.
         group: GroupId,
         /// The member that disagreed (or refused).
         peer: NodeId,
+        /// What differs.
+        mismatch: crate::proto::Mismatch,
     },
     /// Not every other member created the group within the create timeout
     /// ([`GroupConfig::with_create_timeout`](crate::GroupConfig::with_create_timeout)).

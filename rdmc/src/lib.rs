@@ -106,7 +106,7 @@ pub use error::{Error, MembershipError};
 pub use group::{Delivered, Group, Permit, Receipt, Receiver, Sender, Sent};
 pub use node::Node;
 pub use rdmc_proto::schedule;
-pub use rdmc_proto::{FailureKind, GroupId, NodeId};
+pub use rdmc_proto::{FailureKind, GroupId, GroupSetting, Mismatch, NodeId};
 pub use runtime::{Message, MessageTimings};
 pub use schedule::{Algorithm, BlockSize};
 pub use target::{Incoming, ReceiveTarget, ReceiveTargets, ReceivedFile};

@@ -299,7 +299,10 @@ impl Node {
     ///   among its last [`USED_IDS_KEPT`](crate::proto::USED_IDS_KEPT) groups;
     /// - [`Error::MembershipMismatch`] if a member created the group with a
     ///   different member list or configuration (or a node outside the list
-    ///   created it): every member that creates the group gets this error;
+    ///   created it): every member that creates the group gets this error,
+    ///   saying what differs ([`Mismatch`](crate::Mismatch)); also if a
+    ///   member has used `id` already and refuses it
+    ///   ([`Mismatch::IdInUse`](crate::Mismatch::IdInUse));
     /// - [`Error::CreateTimedOut`], naming the members not heard of, if they
     ///   did not all create the group within the timeout;
     /// - [`Error::GroupFailed`] naming the member, if a member is down (or

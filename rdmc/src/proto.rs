@@ -10,6 +10,7 @@
 
 pub use rdmc_proto::{
     Action, Announce, BATCH_FLAG, Control, CreateFailure, Failure, FailureKind, GroupMember,
-    MAX_MESSAGES, MemberConfig, MemberError, READY_WINDOW, Rank, Rendezvous, RendezvousAction,
-    SharedSettings, USED_IDS_KEPT, block_count, block_len, group_digest,
+    GroupSetting, GroupSummary, MAX_MESSAGES, MemberConfig, MemberError, Mismatch, READY_WINDOW,
+    Rank, Rendezvous, RendezvousAction, SettingsFingerprint, SharedSettings, USED_IDS_KEPT,
+    block_count, block_len, group_digest,
 };

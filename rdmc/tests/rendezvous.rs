@@ -10,15 +10,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use rdmc::{
-    Algorithm, CompletionMode, Error, GroupConfig, GroupId, MemCluster, MembershipError, Node,
-    NodeConfig, NodeId,
+    Algorithm, CompletionMode, Error, GroupConfig, GroupId, GroupSetting, MemCluster,
+    MembershipError, Mismatch, Node, NodeConfig, NodeId,
 };
 
 mod common;
 
 use common::{
-    Fixture, MemFixture, TcpFixture, Tuning, assert_mismatch, bounded, cluster, create_all, ids,
-    mem_nodes, payload, run_group, shutdown,
+    Fixture, MemFixture, TcpFixture, Tuning, assert_mismatch, assert_node_2_left_out, bounded,
+    cluster, create_all, differ, ids, mem_nodes, payload, run_group, shutdown,
 };
 
 const G: GroupId = GroupId(5);
@@ -173,8 +173,9 @@ async fn a_different_member_order_fails_on_both_members() {
     let (_cluster, nodes) = mem_nodes(2);
     let config = GroupConfig::new();
     let (a, b) = create_both(&nodes, G, (&[0, 1], config.clone()), (&[1, 0], config)).await;
-    assert_mismatch(a, G, &[1], "node 0");
-    assert_mismatch(b, G, &[0], "node 1");
+    let members = differ(&[GroupSetting::Members]);
+    assert_mismatch(a, G, &[(1, members.clone())], "node 0");
+    assert_mismatch(b, G, &[(0, members)], "node 1");
 }
 
 #[tokio::test]
@@ -190,8 +191,9 @@ async fn a_different_algorithm_fails_on_both_members() {
         ),
     )
     .await;
-    assert_mismatch(a, G, &[1], "node 0");
-    assert_mismatch(b, G, &[0], "node 1");
+    let algorithm = differ(&[GroupSetting::Algorithm]);
+    assert_mismatch(a, G, &[(1, algorithm.clone())], "node 0");
+    assert_mismatch(b, G, &[(0, algorithm)], "node 1");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -212,20 +214,17 @@ async fn one_member_with_a_different_block_size_fails_every_member() {
             ]),
         )
         .await;
-        for (i, r) in results.into_iter().enumerate() {
-            match r {
-                // Nodes 0 and 1 agree with each other: either may name the
-                // other as the one that refused.
-                Err(Error::MembershipMismatch { group, peer }) => {
-                    assert_eq!(group, g);
-                    assert_ne!(peer, NodeId(i as u32));
-                    if i == 2 {
-                        assert!(peer.0 < 2);
-                    }
-                }
-                other => panic!("round {round}, node {i}: {other:?}"),
-            }
-        }
+        let block_size = differ(&[GroupSetting::BlockSize]);
+        let [a, b, c] = <[_; 3]>::try_from(results).unwrap();
+        // Nodes 0 and 1 agree with each other: either may name the other as
+        // the one that refused.
+        let who = format!("round {round}");
+        let a_allowed = [(2, block_size.clone()), (1, Mismatch::Refused)];
+        assert_mismatch(a, g, &a_allowed, &format!("{who}, node 0"));
+        let b_allowed = [(2, block_size.clone()), (0, Mismatch::Refused)];
+        assert_mismatch(b, g, &b_allowed, &format!("{who}, node 1"));
+        let c_allowed = [(0, block_size.clone()), (1, block_size)];
+        assert_mismatch(c, g, &c_allowed, &format!("{who}, node 2"));
     }
 }
 
@@ -240,9 +239,7 @@ async fn different_member_lists_fail_every_creator() {
         )
     })
     .await;
-    assert_mismatch(a, G, &[1, 2], "node 0");
-    assert_mismatch(b, G, &[0, 2], "node 1");
-    assert_mismatch(c, G, &[0, 1], "node 2");
+    assert_node_2_left_out([a, b, c], G);
 }
 
 #[tokio::test]
@@ -256,8 +253,9 @@ async fn a_join_from_a_non_member_is_a_mismatch() {
         },)
     })
     .await;
-    assert_mismatch(outsider.0, G, &[0], "node 2");
-    assert_mismatch(outsider.1, G, &[2], "node 0");
+    let members = differ(&[GroupSetting::Members]);
+    assert_mismatch(outsider.0, G, &[(0, members)], "node 2");
+    assert_mismatch(outsider.1, G, &[(2, Mismatch::NotAMember)], "node 0");
     // Node 0 told node 1, which fails as soon as it creates the group.
     let b = bounded(
         PROMPT,
@@ -265,7 +263,7 @@ async fn a_join_from_a_non_member_is_a_mismatch() {
         create(&nodes[1], &[0, 1], GroupConfig::new()),
     )
     .await;
-    assert_mismatch(b, G, &[0], "node 1");
+    assert_mismatch(b, G, &[(0, Mismatch::Refused)], "node 1");
 }
 
 #[tokio::test(start_paused = true)]
@@ -411,8 +409,9 @@ async fn the_id_stays_used_after_a_mismatch() {
         (&[0, 1], GroupConfig::new().with_block_size(1)),
     )
     .await;
-    assert_mismatch(a, G, &[1], "node 0");
-    assert_mismatch(b, G, &[0], "node 1");
+    let block_size = differ(&[GroupSetting::BlockSize]);
+    assert_mismatch(a, G, &[(1, block_size.clone())], "node 0");
+    assert_mismatch(b, G, &[(0, block_size)], "node 1");
     for node in &nodes {
         assert_eq!(
             node.create_group(G, &ids(&[0, 1]), GroupConfig::new())
@@ -452,15 +451,40 @@ async fn local_settings_may_differ_between_members() {
 
 #[tokio::test]
 async fn the_mismatch_error_reads_well() {
-    let e = Error::MembershipMismatch {
+    let e = |mismatch| Error::MembershipMismatch {
         group: G,
         peer: NodeId(3),
+        mismatch,
     };
-    assert!(
-        e.to_string()
-            .starts_with("group 5: node 3 created it with a different membership or configuration"),
-        "{e}"
-    );
+    let read = [
+        (
+            differ(&[
+                GroupSetting::Members,
+                GroupSetting::Racks,
+                GroupSetting::MaxBatch,
+            ]),
+            "created it with a different member list, racks and small-message batching",
+        ),
+        (
+            differ(&[]),
+            "created it with other settings (which ones could not be told)",
+        ),
+        (
+            Mismatch::NotAMember,
+            "created it but is not in the member list",
+        ),
+        (
+            Mismatch::Refused,
+            "refused it because another member created it otherwise",
+        ),
+        (
+            Mismatch::IdInUse,
+            "refused it: the id is in use there (a group with it runs or ended recently)",
+        ),
+    ];
+    for (mismatch, words) in read {
+        assert_eq!(e(mismatch).to_string(), format!("group 5: node 3 {words}"));
+    }
     assert_eq!(
         std::io::Error::from(Error::CreateTimedOut {
             group: G,
@@ -583,7 +607,10 @@ macro_rules! on_every_transport {
     };
 }
 
-on_every_transport!(a_node_outside_the_cluster_is_an_unknown_node);
+on_every_transport!(
+    a_node_outside_the_cluster_is_an_unknown_node,
+    a_member_that_used_the_id_refuses_it_and_says_so,
+);
 
 /// A member list naming a node outside the cluster fails `create_group`
 /// at once, naming that node (not as a member gone: it never was one);
@@ -602,5 +629,26 @@ async fn a_node_outside_the_cluster_is_an_unknown_node<F: Fixture>() {
     }
     let groups = create_all(&nodes, G, &ids(&[0, 1, 2]), GroupConfig::new()).await;
     run_group(groups, &[payload(1, 1000)]).await;
+    shutdown(nodes).await;
+}
+
+/// Nodes 0 and 1 ran group 5; node 2 creates a group 5 with them: they
+/// refuse the id (their applications get `GroupIdInUse`), and node 2's
+/// create fails at once saying the id is in use at one of them — not a
+/// timeout after the create timeout, not "a different membership".
+async fn a_member_that_used_the_id_refuses_it_and_says_so<F: Fixture>() {
+    let (nodes, _layout) = cluster::<F>(3, Tuning::default()).await;
+    let groups = create_all(&nodes[..2], G, &ids(&[0, 1]), GroupConfig::new()).await;
+    run_group(groups, &[payload(2, 100)]).await;
+    let all = ids(&[0, 1, 2]);
+    let creates = nodes
+        .iter()
+        .map(|n| n.create_group(G, &all, GroupConfig::new()));
+    let created = bounded(PROMPT, "the creates", futures::future::join_all(creates)).await;
+    let [a, b, c] = <[_; 3]>::try_from(created).unwrap();
+    assert_eq!(a.unwrap_err(), Error::GroupIdInUse(G));
+    assert_eq!(b.unwrap_err(), Error::GroupIdInUse(G));
+    let in_use = [(0, Mismatch::IdInUse), (1, Mismatch::IdInUse)];
+    assert_mismatch(c, G, &in_use, "node 2");
     shutdown(nodes).await;
 }

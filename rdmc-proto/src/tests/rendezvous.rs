@@ -7,7 +7,10 @@
 use super::harness::{Cluster, Crash, CreateAt, Creation, LONG_TIMEOUT, Notify, Scenario};
 use crate::rendezvous::MAX_EARLY;
 use crate::schedule::Algorithm;
-use crate::{Control, CreateFailure, FailureKind, Rank, Rendezvous, RendezvousAction};
+use crate::{
+    Control, CreateFailure, FailureKind, GroupSetting, GroupSummary, Mismatch, Rank, Rendezvous,
+    RendezvousAction, SettingsFingerprint,
+};
 use crate::{GroupId, NodeId};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -99,9 +102,17 @@ fn check_mismatch(s: &LateScenario, odd: Rank) {
     for rank in 0..s.run.n {
         let context = format!("{s:?} odd {odd} rank {rank}");
         match cluster.create_failure(rank) {
-            Some(CreateFailure::Mismatch { peer }) => {
+            Some(CreateFailure::Mismatch { peer, mismatch }) => {
                 assert_ne!(*peer, NodeId(rank as u32), "{context}");
                 assert!((peer.0 as usize) < s.run.n, "{context}");
+                // The odd node and the others disagree about the block
+                // size; the others among themselves only pass its refusal on.
+                let want = if rank == odd || peer.0 as usize == odd {
+                    Mismatch::Settings(vec![GroupSetting::BlockSize])
+                } else {
+                    Mismatch::Refused
+                };
+                assert_eq!(*mismatch, want, "{context}");
             }
             other => panic!("{context}: creation ended with {other:?}"),
         }
@@ -289,6 +300,15 @@ fn early_joins_and_early_ready_for_blocks_happen() {
 
 const G: GroupId = GroupId(7);
 
+/// A group's summary with digest `digest` (and a fingerprint that says as
+/// much).
+fn summary(digest: u128) -> GroupSummary {
+    GroupSummary {
+        digest,
+        fingerprint: SettingsFingerprint(digest),
+    }
+}
+
 fn actions(r: &mut Rendezvous<u64>) -> Vec<RendezvousAction> {
     std::iter::from_fn(|| r.poll_action()).collect()
 }
@@ -296,19 +316,19 @@ fn actions(r: &mut Rendezvous<u64>) -> Vec<RendezvousAction> {
 #[test]
 fn joins_go_out_first_and_the_last_join_completes_the_creation() {
     let mut r = Rendezvous::new(NodeId(1));
-    r.create(G, nodes([0, 1, 2]), 42, 100);
+    r.create(G, nodes([0, 1, 2]), summary(42), 100);
     assert_eq!(
         actions(&mut r),
         [
             RendezvousAction::SendJoin {
                 group: G,
                 to: NodeId(0),
-                digest: 42
+                summary: summary(42)
             },
             RendezvousAction::SendJoin {
                 group: G,
                 to: NodeId(2),
-                digest: 42
+                summary: summary(42)
             },
         ]
     );
@@ -327,14 +347,14 @@ fn early_signals_are_handed_over_in_order_after_the_joins_go_out() {
     r.handle_join(NodeId(1), G, 42);
     r.handle_early_control(NodeId(1), G, Control::ReadyForBlock);
     assert_eq!(actions(&mut r), []);
-    r.create(G, nodes([0, 1]), 42, 10);
+    r.create(G, nodes([0, 1]), summary(42), 10);
     assert_eq!(
         actions(&mut r),
         [
             RendezvousAction::SendJoin {
                 group: G,
                 to: NodeId(1),
-                digest: 42
+                summary: summary(42)
             },
             RendezvousAction::DeliverEarly {
                 group: G,
@@ -349,7 +369,7 @@ fn early_signals_are_handed_over_in_order_after_the_joins_go_out() {
 #[test]
 fn the_timeout_names_the_missing_members_in_rank_order_and_tells_them() {
     let mut r = Rendezvous::new(NodeId(2));
-    r.create(G, nodes([3, 0, 2, 1]), 42, 50);
+    r.create(G, nodes([3, 0, 2, 1]), summary(42), 50);
     actions(&mut r);
     r.handle_join(NodeId(0), G, 42);
     r.handle_timeout(49);
@@ -398,7 +418,7 @@ fn the_timeout_names_the_missing_members_in_rank_order_and_tells_them() {
         [RendezvousAction::SendJoinRejected {
             group: G,
             to: NodeId(3),
-            digest: 42
+            summary: summary(42)
         }]
     );
 }
@@ -407,13 +427,13 @@ fn the_timeout_names_the_missing_members_in_rank_order_and_tells_them() {
 fn a_down_member_gets_no_join() {
     let mut r = Rendezvous::new(NodeId(0));
     r.handle_peer_down(NodeId(1));
-    r.create(G, nodes([0, 1, 2]), 42, 10);
+    r.create(G, nodes([0, 1, 2]), summary(42), 10);
     assert_eq!(
         actions(&mut r),
         [RendezvousAction::SendJoin {
             group: G,
             to: NodeId(2),
-            digest: 42
+            summary: summary(42)
         }]
     );
 }
@@ -429,7 +449,7 @@ fn early_signals_are_bounded_over_all_groups_and_the_oldest_make_way() {
     // A fresh Join for a group created here later is still kept: group
     // 100's signals, the oldest, made way.
     r.handle_join(NodeId(1), GroupId(0), 1);
-    r.create(GroupId(0), nodes([0, 1]), 1, 10);
+    r.create(GroupId(0), nodes([0, 1]), summary(1), 10);
     assert_eq!(
         actions(&mut r)
             .into_iter()
@@ -439,13 +459,13 @@ fn early_signals_are_bounded_over_all_groups_and_the_oldest_make_way() {
         "the early Join completes the creation"
     );
     // Group 101's signals are there (it was heard of after group 100).
-    r.create(GroupId(101), nodes([0, 1]), 1, 10);
+    r.create(GroupId(101), nodes([0, 1]), summary(1), 10);
     let delivered = actions(&mut r)
         .iter()
         .filter(|a| matches!(a, RendezvousAction::DeliverEarly { .. }))
         .count();
     assert!(delivered > 0);
-    r.create(GroupId(100), nodes([0, 1]), 1, 10);
+    r.create(GroupId(100), nodes([0, 1]), summary(1), 10);
     let delivered = actions(&mut r)
         .iter()
         .filter(|a| matches!(a, RendezvousAction::DeliverEarly { .. }))
@@ -459,7 +479,7 @@ fn early_signals_are_bounded_over_all_groups_and_the_oldest_make_way() {
 #[test]
 fn a_closed_group_completes_its_creation() {
     let mut r = Rendezvous::new(NodeId(1));
-    r.create(G, nodes([0, 1, 2]), 42, 10);
+    r.create(G, nodes([0, 1, 2]), summary(42), 10);
     actions(&mut r);
     r.handle_join(NodeId(0), G, 42);
     r.handle_group_closed(G);
@@ -468,4 +488,174 @@ fn a_closed_group_completes_its_creation() {
     // The Join still on its way changes nothing.
     r.handle_join(NodeId(2), G, 42);
     assert_eq!(actions(&mut r), []);
+}
+
+// ---- what a mismatch says --------------------------------------------------
+
+/// The fingerprint of a group differing from [`summary`]'s in `settings`
+/// (hashes 1 apart in each of their 16-bit fields).
+fn differing(digest: u128, settings: &[GroupSetting]) -> SettingsFingerprint {
+    let mut fingerprint = digest;
+    for setting in settings {
+        let i = GroupSetting::ALL.iter().position(|s| s == setting).unwrap();
+        fingerprint ^= 1 << (16 * i);
+    }
+    SettingsFingerprint(fingerprint)
+}
+
+/// The one `CreateFailed` among `actions`, and what else was sent.
+fn mismatch_of(actions: &[RendezvousAction]) -> (NodeId, Mismatch) {
+    let failed: Vec<_> = actions
+        .iter()
+        .filter_map(|a| match a {
+            RendezvousAction::CreateFailed {
+                failure: CreateFailure::Mismatch { peer, mismatch },
+                ..
+            } => Some((*peer, mismatch.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(failed.len(), 1, "{actions:?}");
+    failed[0].clone()
+}
+
+#[test]
+fn a_join_of_another_group_names_the_settings_that_differ() {
+    let differ = [GroupSetting::Members, GroupSetting::BlockSize];
+    let mut r = Rendezvous::new(NodeId(0));
+    r.create(G, nodes([0, 1, 2]), summary(42), 10);
+    actions(&mut r);
+    r.handle_join_settings(NodeId(1), G, differing(42, &differ));
+    r.handle_join(NodeId(1), G, 43);
+    let got = actions(&mut r);
+    assert_eq!(
+        mismatch_of(&got),
+        (NodeId(1), Mismatch::Settings(differ.to_vec()))
+    );
+    // Node 1 is answered, node 2 told: both with this node's summary.
+    let rejected: Vec<NodeId> = got
+        .iter()
+        .filter_map(|a| match a {
+            RendezvousAction::SendJoinRejected { to, summary: s, .. } if *s == summary(42) => {
+                Some(*to)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rejected, nodes([1, 2]));
+    let e = Mismatch::Settings(differ.to_vec());
+    assert_eq!(
+        e.to_string(),
+        "created it with a different member list and block size"
+    );
+
+    // Without a fingerprint it cannot tell which.
+    let mut r = Rendezvous::new(NodeId(0));
+    r.create(G, nodes([0, 1]), summary(42), 10);
+    r.handle_join(NodeId(1), G, 43);
+    assert_eq!(
+        mismatch_of(&actions(&mut r)),
+        (NodeId(1), Mismatch::Settings(Vec::new()))
+    );
+}
+
+#[test]
+fn early_fingerprints_go_with_their_joins() {
+    let mut r = Rendezvous::new(NodeId(0));
+    r.handle_join_settings(NodeId(1), G, differing(42, &[GroupSetting::Algorithm]));
+    r.handle_join(NodeId(1), G, 43);
+    r.create(G, nodes([0, 1]), summary(42), 10);
+    let expected = Mismatch::Settings(vec![GroupSetting::Algorithm]);
+    assert_eq!(mismatch_of(&actions(&mut r)), (NodeId(1), expected));
+}
+
+#[test]
+fn a_join_from_a_non_member_is_not_a_member() {
+    let mut r = Rendezvous::new(NodeId(0));
+    r.create(G, nodes([0, 1]), summary(42), 10);
+    let before = r.table_len();
+    r.handle_join_settings(NodeId(5), G, SettingsFingerprint(7));
+    assert_eq!(
+        r.table_len(),
+        before,
+        "a non-member's fingerprint is not kept"
+    );
+    r.handle_join(NodeId(5), G, 42);
+    assert_eq!(
+        mismatch_of(&actions(&mut r)),
+        (NodeId(5), Mismatch::NotAMember)
+    );
+}
+
+#[test]
+fn a_refusal_says_whether_the_refuser_disagrees_or_passes_a_refusal_on() {
+    // Node 1 created the group as this node did, and refused it because of
+    // a third member: nothing to pass on.
+    let mut r = Rendezvous::new(NodeId(0));
+    r.create(G, nodes([0, 1, 2]), summary(42), 10);
+    actions(&mut r);
+    r.handle_join_settings(NodeId(1), G, SettingsFingerprint(42));
+    r.handle_join_rejected(NodeId(1), G, 42);
+    let got = actions(&mut r);
+    assert_eq!(mismatch_of(&got), (NodeId(1), Mismatch::Refused));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(
+        Mismatch::Refused.to_string().contains("another member"),
+        "{}",
+        Mismatch::Refused
+    );
+
+    // Node 1 created it otherwise: the difference, passed on to node 2.
+    let mut r = Rendezvous::new(NodeId(0));
+    r.create(G, nodes([0, 1, 2]), summary(42), 10);
+    actions(&mut r);
+    let differ = [GroupSetting::MaxMessageSize];
+    r.handle_join_settings(NodeId(1), G, differing(42, &differ));
+    r.handle_join_rejected(NodeId(1), G, 43);
+    let got = actions(&mut r);
+    let expected = Mismatch::Settings(differ.to_vec());
+    assert_eq!(mismatch_of(&got), (NodeId(1), expected));
+    assert!(got.contains(&RendezvousAction::SendJoinRejected {
+        group: G,
+        to: NodeId(2),
+        summary: summary(42)
+    }));
+}
+
+#[test]
+fn a_join_for_an_id_used_here_is_refused_and_the_joiner_says_so() {
+    // Node 0 ran group G, which ended.
+    let mut r0 = Rendezvous::new(NodeId(0));
+    r0.create(G, nodes([0]), summary(42), 10);
+    actions(&mut r0);
+    r0.handle_group_ended(G);
+    // Node 1 creates a group G with it: node 0 refuses the id.
+    let mut r1 = Rendezvous::new(NodeId(1));
+    r1.create(G, nodes([0, 1]), summary(42), 10);
+    actions(&mut r1);
+    r0.handle_join(NodeId(1), G, 42);
+    assert_eq!(
+        actions(&mut r0),
+        [RendezvousAction::SendIdInUse {
+            group: G,
+            to: NodeId(1)
+        }]
+    );
+    r1.handle_id_in_use(NodeId(0), G);
+    assert_eq!(
+        mismatch_of(&actions(&mut r1)),
+        (NodeId(0), Mismatch::IdInUse)
+    );
+    assert!(Mismatch::IdInUse.to_string().contains("in use"));
+    // Too late, or from a stranger: ignored.
+    r1.handle_id_in_use(NodeId(0), G);
+    let mut r2 = Rendezvous::new(NodeId(2));
+    r2.create(G, nodes([2, 0]), summary(42), 10);
+    actions(&mut r2);
+    r2.handle_id_in_use(NodeId(7), G);
+    r2.handle_join(NodeId(0), G, 42);
+    assert_eq!(actions(&mut r2), [RendezvousAction::Ready { group: G }]);
+    r2.handle_id_in_use(NodeId(0), G);
+    assert_eq!(actions(&mut r1), []);
+    assert_eq!(actions(&mut r2), []);
 }

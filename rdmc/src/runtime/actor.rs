@@ -28,7 +28,9 @@ use super::timing::{Lap, Stopwatch};
 use crate::config::{BATCH_HEADER_BYTES, GroupConfig};
 use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
-use crate::proto::{Action, Control, FailureKind, GroupMember, MemberError, Rank, Rendezvous};
+use crate::proto::{
+    Action, Control, FailureKind, GroupMember, MemberError, Rank, Rendezvous, SettingsFingerprint,
+};
 use crate::transport::{Completion, Completions, MessageBuffer, Signal, Transport};
 use crate::wait::{CompletionMode, WaitPolicy};
 
@@ -490,22 +492,23 @@ impl<T: Transport> Actor<T> {
             Completion::Signal { group, from, .. } => (*group, *from),
             Completion::TransferFailed { group, peer, .. } => (*group, *peer),
         };
-        match c {
-            Completion::Signal {
-                signal: Signal::Join { digest },
-                ..
-            } => {
-                self.rendezvous.handle_join(peer, group, digest);
+        if let Completion::Signal { signal, .. } = c {
+            let rendezvous = &mut self.rendezvous;
+            match signal {
+                Signal::JoinSettings { fingerprint } => {
+                    let fingerprint = SettingsFingerprint(fingerprint);
+                    rendezvous.handle_join_settings(peer, group, fingerprint);
+                }
+                Signal::Join { digest } => rendezvous.handle_join(peer, group, digest),
+                Signal::JoinRejected { digest } => {
+                    rendezvous.handle_join_rejected(peer, group, digest);
+                }
+                Signal::IdInUse => rendezvous.handle_id_in_use(peer, group),
+                Signal::Group(_) | Signal::ReadyForBlocks { .. } => {}
+            }
+            if signal.group_control().is_none() {
                 return self.drive_rendezvous();
             }
-            Completion::Signal {
-                signal: Signal::JoinRejected { digest },
-                ..
-            } => {
-                self.rendezvous.handle_join_rejected(peer, group, digest);
-                return self.drive_rendezvous();
-            }
-            _ => {}
         }
         let Some(g) = self.groups.get_mut(&group) else {
             if let Completion::Signal { signal, .. } = c

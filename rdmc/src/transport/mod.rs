@@ -24,8 +24,8 @@
 //!   control messages (ready-for-block, close, failed, …), made and taken by
 //!   the protocol core.
 //! - [`Signal`]: what a transport carries between two nodes about one group —
-//!   a protocol `Control`, or the group-creation rendezvous's `Join` and
-//!   `JoinRejected`.
+//!   a protocol `Control`, or the group-creation rendezvous's `JoinSettings`,
+//!   `Join`, `JoinRejected` and `IdInUse`.
 //! - [`Completion`]: what a transport reports to its own node — a block
 //!   received or sent, a signal arrived, a transfer or a peer failed.
 //! - [`frame::Header`]: the 32-byte frame header on the wire: on `tcp` a
@@ -108,6 +108,14 @@ pub(crate) enum Signal {
     Join { digest: u128 },
     /// "Your `Join` does not match my group: mine hashes to `digest`."
     JoinRejected { digest: u128 },
+    /// "The settings of my group have this fingerprint": sent right before
+    /// a `Join` or `JoinRejected`, so that a member whose digest differs
+    /// can say which settings do
+    /// ([`SettingsFingerprint`](crate::proto::SettingsFingerprint)).
+    JoinSettings { fingerprint: u128 },
+    /// "I have used this group's id already (a group with it runs here, or
+    /// ended recently): I refuse your `Join`."
+    IdInUse,
     /// `count` (2 to [`READY_WINDOW`](crate::proto::READY_WINDOW)) of the
     /// group protocol's ready-for-blocks in one signal: what the
     /// announcements a member makes to one peer at once travel as.
@@ -121,7 +129,10 @@ impl Signal {
         match self {
             Signal::Group(control) => Some((control, 1)),
             Signal::ReadyForBlocks { count } => Some((Control::ReadyForBlock, count)),
-            Signal::Join { .. } | Signal::JoinRejected { .. } => None,
+            Signal::Join { .. }
+            | Signal::JoinRejected { .. }
+            | Signal::JoinSettings { .. }
+            | Signal::IdInUse => None,
         }
     }
 }

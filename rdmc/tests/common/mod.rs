@@ -21,8 +21,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures::StreamExt;
 use rdmc::{
-    ClusterKey, CompletionMode, Error, FailureKind, Group, GroupConfig, GroupId, MemCluster, Node,
-    NodeConfig, NodeId, Receipt, Receiver, Sender,
+    ClusterKey, CompletionMode, Error, FailureKind, Group, GroupConfig, GroupId, GroupSetting,
+    MemCluster, Mismatch, Node, NodeConfig, NodeId, Receipt, Receiver, Sender,
 };
 use tokio::time::Instant;
 
@@ -219,16 +219,51 @@ pub async fn run_group(groups: Vec<Group>, messages: &[Bytes]) {
     bounded(LONG, "a group's transfer", futures::future::join_all(runs)).await;
 }
 
-/// `result` is a membership mismatch of `group` naming one of `allowed`;
-/// `who` is the creator, for the failure message.
-pub fn assert_mismatch(result: Result<Group, Error>, group: GroupId, allowed: &[u32], who: &str) {
+/// `result` is a membership mismatch of `group` naming one of the nodes
+/// `allowed`, with what that node differs in (or why it refused); `who` is
+/// the creator, for the failure message.
+#[track_caller]
+pub fn assert_mismatch(
+    result: Result<Group, Error>,
+    group: GroupId,
+    allowed: &[(u32, Mismatch)],
+    who: &str,
+) {
     match result {
-        Err(Error::MembershipMismatch { group: g, peer }) => {
+        Err(Error::MembershipMismatch {
+            group: g,
+            peer,
+            mismatch,
+        }) => {
             assert_eq!(g, group, "{who}");
-            assert!(allowed.contains(&peer.0), "{who}: named node {peer}");
+            assert!(
+                allowed.contains(&(peer.0, mismatch.clone())),
+                "{who}: named node {peer} for {mismatch:?}, expected one of {allowed:?}"
+            );
         }
         other => panic!("{who}, group {group}: expected a mismatch, got {other:?}"),
     }
+}
+
+/// Nodes 0 and 2 created group `group` with members {0, 1, 2}, node 1
+/// with {0, 1} (`created`, in node order): each says what differs — the
+/// member list, or that a member that agrees with it refused; node 2 is
+/// not in node 1's list.
+#[track_caller]
+pub fn assert_node_2_left_out(created: [Result<Group, Error>; 3], group: GroupId) {
+    let [a, b, c] = created;
+    let members = differ(&[GroupSetting::Members]);
+    let refused = Mismatch::Refused;
+    let a_allowed = [(1, members.clone()), (2, refused.clone())];
+    assert_mismatch(a, group, &a_allowed, "node 0");
+    let b_allowed = [(0, members.clone()), (2, Mismatch::NotAMember)];
+    assert_mismatch(b, group, &b_allowed, "node 1");
+    assert_mismatch(c, group, &[(1, members), (0, refused)], "node 2");
+}
+
+/// The mismatch of a peer that created the group with other `settings`.
+pub fn differ(settings: &[GroupSetting]) -> Mismatch {
+    Mismatch::Settings(settings.to_vec())
 }
 
 /// `error` is the failure of `group` naming node `suspect` for `kind`.

@@ -49,11 +49,14 @@ impl Cluster {
         while let Some(action) = self.nodes[rank].rendezvous.poll_action() {
             self.log(format_args!("  {rank}: {action:?}"));
             match action {
-                RendezvousAction::SendJoin { to, digest, .. } => {
-                    self.send_signal(rank, to, Signal::Join(digest));
+                RendezvousAction::SendJoin { to, summary, .. } => {
+                    self.send_signal(rank, to, Signal::Join(summary));
                 }
-                RendezvousAction::SendJoinRejected { to, digest, .. } => {
-                    self.send_signal(rank, to, Signal::JoinRejected(digest));
+                RendezvousAction::SendJoinRejected { to, summary, .. } => {
+                    self.send_signal(rank, to, Signal::JoinRejected(summary));
+                }
+                RendezvousAction::SendIdInUse { to, .. } => {
+                    self.send_signal(rank, to, Signal::IdInUse);
                 }
                 RendezvousAction::SendControl { to, control, .. } => {
                     self.send_signal(rank, to, Signal::Group(control));

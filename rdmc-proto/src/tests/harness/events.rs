@@ -404,19 +404,21 @@ impl Cluster {
             match signal {
                 Signal::Join(_) => self.early_joins += 1,
                 Signal::Group(_) => self.early_controls += 1,
-                Signal::JoinRejected(_) => {}
+                Signal::JoinRejected(_) | Signal::IdInUse => {}
             }
         }
         let sender = NodeId(from as u32);
+        let rendezvous = &mut self.nodes[to].rendezvous;
         match signal {
-            Signal::Join(digest) => {
-                self.nodes[to].rendezvous.handle_join(sender, GROUP, digest);
+            Signal::Join(summary) => {
+                rendezvous.handle_join_settings(sender, GROUP, summary.fingerprint);
+                rendezvous.handle_join(sender, GROUP, summary.digest);
             }
-            Signal::JoinRejected(digest) => {
-                self.nodes[to]
-                    .rendezvous
-                    .handle_join_rejected(sender, GROUP, digest);
+            Signal::JoinRejected(summary) => {
+                rendezvous.handle_join_settings(sender, GROUP, summary.fingerprint);
+                rendezvous.handle_join_rejected(sender, GROUP, summary.digest);
             }
+            Signal::IdInUse => rendezvous.handle_id_in_use(sender, GROUP),
             Signal::Group(control) => {
                 if control == Control::ReadyForBlock {
                     let data_link = self.link(to, from);

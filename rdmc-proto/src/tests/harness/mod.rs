@@ -48,9 +48,9 @@ use std::time::Duration;
 
 use crate::schedule::{Algorithm, BlockSize, NodeSchedule, Schedule, Topology};
 use crate::{
-    Action, Announce, Control, CreateFailure, Failure, FailureKind, GroupMember, MemberConfig,
-    READY_WINDOW, Rank, Rendezvous, RendezvousAction, SharedSettings, block_count, block_len,
-    group_digest,
+    Action, Announce, Control, CreateFailure, Failure, FailureKind, GroupMember, GroupSummary,
+    MemberConfig, READY_WINDOW, Rank, Rendezvous, RendezvousAction, SharedSettings, block_count,
+    block_len,
 };
 use crate::{GroupId, NodeId};
 
@@ -93,11 +93,14 @@ pub(crate) enum CreateAt {
     Never,
 }
 
-/// A signal on a link: the rendezvous's, or a group's control message.
+/// A signal on a link: the rendezvous's, or a group's control message. A
+/// `Join` or `JoinRejected` stands for the two signals a driver sends for
+/// it (the fingerprint, then the signal), which a link keeps together.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Signal {
-    Join(u128),
-    JoinRejected(u128),
+    Join(GroupSummary),
+    JoinRejected(GroupSummary),
+    IdInUse,
     Group(Control),
 }
 
@@ -232,8 +235,8 @@ struct Buffer {
 #[derive(Debug)]
 struct Node {
     rendezvous: Rendezvous<u64>,
-    /// The digest this node creates the group with.
-    digest: u128,
+    /// The summary of the group this node creates it with.
+    summary: GroupSummary,
     /// The group's member state machine, from local creation until the
     /// group is dropped here (its creation failed).
     member: Option<GroupMember>,
@@ -273,12 +276,12 @@ struct Node {
 }
 
 impl Node {
-    /// Node `rank`, before it creates the group (with `digest`), with a
+    /// Node `rank`, before it creates the group (with `summary`), with a
     /// bounce buffer of `block_size` bytes.
-    fn new(rank: Rank, digest: u128, block_size: usize) -> Self {
+    fn new(rank: Rank, summary: GroupSummary, block_size: usize) -> Self {
         Node {
             rendezvous: Rendezvous::new(NodeId(rank as u32)),
-            digest,
+            summary,
             member: None,
             created: false,
             ready: false,
@@ -483,8 +486,8 @@ impl Cluster {
             slow_members: slow,
             max_batch: None,
         };
-        let digest = group_digest(GROUP, &members, &shared);
-        let odd_digest = group_digest(
+        let summary = GroupSummary::new(GROUP, &members, &shared);
+        let odd_summary = GroupSummary::new(
             GROUP,
             &members,
             &SharedSettings {
@@ -495,7 +498,7 @@ impl Cluster {
         let nodes = (0..n)
             .map(|rank| {
                 let odd = creation.odd == Some(rank);
-                Node::new(rank, if odd { odd_digest } else { digest }, block_size)
+                Node::new(rank, if odd { odd_summary } else { summary }, block_size)
             })
             .collect();
         let mut cluster = Cluster {
@@ -572,7 +575,7 @@ impl Cluster {
         let members = (0..self.n as u32).map(NodeId).collect();
         let deadline = self.clock.saturating_add(self.create_timeout);
         node.rendezvous
-            .create(GROUP, members, node.digest, deadline);
+            .create(GROUP, members, node.summary, deadline);
         self.drive_rendezvous(rank);
         self.drain(rank);
     }

@@ -15,8 +15,8 @@ use crate::error::{Error, MembershipError};
 use crate::ids::{GroupId, NodeId};
 use crate::in_flight::InFlight;
 use crate::proto::{
-    Announce, CreateFailure, FailureKind, GroupMember, MemberConfig, Rank, RendezvousAction,
-    SharedSettings, group_digest,
+    Announce, CreateFailure, FailureKind, GroupMember, GroupSummary, MemberConfig, Rank,
+    RendezvousAction, SharedSettings,
 };
 use crate::transport::{Completion, Signal, Transport};
 
@@ -43,7 +43,8 @@ impl<T: Transport> Actor<T> {
                 return;
             }
         };
-        let digest = config_digest(id, &members, &config);
+        let summary = config_summary(id, &members, &config);
+        let digest = summary.digest;
         let now = time::Instant::now();
         let deadline = now
             .checked_add(config.create_timeout())
@@ -132,7 +133,7 @@ impl<T: Transport> Actor<T> {
                 untaken: VecDeque::new(),
             },
         );
-        self.rendezvous.create(id, members, digest, deadline);
+        self.rendezvous.create(id, members, summary, deadline);
         self.watch(now);
         self.drive_rendezvous();
         self.drive(id);
@@ -223,13 +224,17 @@ impl<T: Transport> Actor<T> {
     pub(super) fn drive_rendezvous(&mut self) {
         while let Some(action) = self.rendezvous.poll_action() {
             match action {
-                RendezvousAction::SendJoin { group, to, digest } => {
-                    self.transport
-                        .send_signal(group, to, Signal::Join { digest });
+                RendezvousAction::SendJoin { group, to, summary } => {
+                    let digest = summary.digest;
+                    self.send_with_settings(group, to, summary, Signal::Join { digest });
                 }
-                RendezvousAction::SendJoinRejected { group, to, digest } => {
-                    self.transport
-                        .send_signal(group, to, Signal::JoinRejected { digest });
+                RendezvousAction::SendJoinRejected { group, to, summary } => {
+                    let digest = summary.digest;
+                    let rejected = Signal::JoinRejected { digest };
+                    self.send_with_settings(group, to, summary, rejected);
+                }
+                RendezvousAction::SendIdInUse { group, to } => {
+                    self.transport.send_signal(group, to, Signal::IdInUse);
                 }
                 RendezvousAction::SendControl { group, to, control } => {
                     self.transport
@@ -256,6 +261,21 @@ impl<T: Transport> Actor<T> {
                 }
             }
         }
+    }
+
+    /// Send `signal` of `group` to `to` right after the fingerprint of
+    /// `summary` (which the peer keeps for it).
+    fn send_with_settings(
+        &mut self,
+        group: GroupId,
+        to: NodeId,
+        summary: GroupSummary,
+        signal: Signal,
+    ) {
+        let fingerprint = summary.fingerprint.0;
+        let settings = Signal::JoinSettings { fingerprint };
+        self.transport.send_signal(group, to, settings);
+        self.transport.send_signal(group, to, signal);
     }
 
     /// Every other member joined: hand the group to the user.
@@ -290,7 +310,11 @@ impl<T: Transport> Actor<T> {
         }
         self.transport.release_group(group);
         let error = match failure {
-            CreateFailure::Mismatch { peer } => Error::MembershipMismatch { group, peer },
+            CreateFailure::Mismatch { peer, mismatch } => Error::MembershipMismatch {
+                group,
+                peer,
+                mismatch,
+            },
             CreateFailure::TimedOut { missing } => Error::CreateTimedOut { group, missing },
         };
         g.span
@@ -301,10 +325,14 @@ impl<T: Transport> Actor<T> {
     }
 }
 
-/// The digest of group `id` as every member must create it with `config`
-/// ([`group_digest`] of its shared settings; the message digest counts as
-/// set only when `Some(true)`, as this node resolved it).
-pub(crate) fn config_digest(id: GroupId, members: &[NodeId], config: &GroupConfig) -> u128 {
+/// The summary of group `id` as every member must create it with
+/// `config` ([`GroupSummary::new`] of its shared settings; the message
+/// digest counts as set only when `Some(true)`, as this node resolved it).
+pub(crate) fn config_summary(
+    id: GroupId,
+    members: &[NodeId],
+    config: &GroupConfig,
+) -> GroupSummary {
     let shared = SharedSettings {
         algorithm: config.algorithm(),
         block_size: config.block_size_policy(),
@@ -314,7 +342,14 @@ pub(crate) fn config_digest(id: GroupId, members: &[NodeId], config: &GroupConfi
         slow_members: config.slow_members(),
         max_batch: config.small_message_batching(),
     };
-    group_digest(id, members, &shared)
+    GroupSummary::new(id, members, &shared)
+}
+
+/// The digest of group `id` as every member must create it with `config`
+/// (of its [`config_summary`]).
+#[cfg(test)]
+pub(crate) fn config_digest(id: GroupId, members: &[NodeId], config: &GroupConfig) -> u128 {
+    config_summary(id, members, config).digest
 }
 
 #[cfg(test)]

@@ -102,6 +102,8 @@ pub(crate) fn any_signal() -> impl Strategy<Value = Signal> {
             .boxed(),
         digest().prop_map(|digest| Signal::Join { digest }),
         digest().prop_map(|digest| Signal::JoinRejected { digest }),
+        digest().prop_map(|fingerprint| Signal::JoinSettings { fingerprint }),
+        Just(Signal::IdInUse),
     ]
 }
 
@@ -228,7 +230,7 @@ fn signal_input() -> impl Strategy<Value = (u8, u64, u64)> {
     prop_oneof![
         any_signal().prop_map(signal::encode),
         (any::<u8>(), word(), word()),
-        (0..20u8, word(), word()),
+        (0..64u8, word(), word()),
     ]
 }
 

@@ -383,6 +383,10 @@ mod tests {
                 digest: u128::MAX - 7,
             },
             Signal::JoinRejected { digest: 1 << 100 },
+            Signal::JoinSettings {
+                fingerprint: u128::MAX,
+            },
+            Signal::IdInUse,
         ]
     }
 

@@ -11,13 +11,15 @@
 //! | 5 | join | digest, low 64 bits | digest, high 64 bits |
 //! | 6 | join-rejected | digest, low 64 bits | digest, high 64 bits |
 //! | 7 | taken | messages | 0 |
-//! | 8 to 17 | failed, the cause's kind being the code − 8 (below) | suspect rank (low 32 bits, `u32::MAX`: none), detector rank (high 32 bits) | the kind's number, else 0 |
+//! | 8 | join-settings (the fingerprint, before a join or join-rejected) | fingerprint, low 64 bits | fingerprint, high 64 bits |
+//! | 9 | id-in-use | 0 | 0 |
+//! | 32 to 63 | failed, the cause's kind being the code − 32 (below) | suspect rank (low 32 bits, `u32::MAX`: none), detector rank (high 32 bits) | the kind's number, else 0 |
 //!
 //! A failure report carries its cause (the detector's
 //! [`FailureKind`], [`FailureKind::to_code`]), each kind a code of its own
 //! so that its number travels whole:
 //!
-//! | code − 8 | kind | number |
+//! | code − 32 | kind | number |
 //! |---|---|---|
 //! | 0 | unreachable | |
 //! | 1 | protocol violation | |
@@ -37,8 +39,9 @@ use super::FrameError;
 use crate::proto::{Control, FailureKind, READY_WINDOW, Rank};
 use crate::transport::Signal;
 
-/// The code of a failure report of kind code 0.
-const FAILED: u8 = 8;
+/// The code of a failure report of kind code 0 (and room for 32 kinds).
+const FAILED: u8 = 32;
+const FAILED_LAST: u8 = FAILED + 31;
 /// The suspect rank that says "none".
 const NO_SUSPECT: u64 = u32::MAX as u64;
 
@@ -75,6 +78,11 @@ pub(crate) fn encode(signal: Signal) -> (u8, u64, u64) {
             let (lo, hi) = digest(d);
             (6, lo, hi)
         }
+        Signal::JoinSettings { fingerprint } => {
+            let (lo, hi) = digest(fingerprint);
+            (8, lo, hi)
+        }
+        Signal::IdInUse => (9, 0, 0),
     }
 }
 
@@ -97,7 +105,11 @@ pub(crate) fn decode(code: u8, a: u64, b: u64) -> Result<Signal, FrameError> {
         5 => Ok(Signal::Join { digest }),
         6 => Ok(Signal::JoinRejected { digest }),
         7 if b == 0 => Ok(Signal::Group(Control::Taken { messages: a })),
-        FAILED.. => {
+        8 => Ok(Signal::JoinSettings {
+            fingerprint: digest,
+        }),
+        9 => no_args(Signal::IdInUse),
+        FAILED..=FAILED_LAST => {
             let kind = match FailureKind::from_code(code - FAILED, b) {
                 Some(kind) => kind,
                 // A kind this build knows, with a number it does not carry.
@@ -162,8 +174,15 @@ mod tests {
         // A kind this build does not know.
         assert_eq!(
             decode(FAILED + 10, 0, 0),
-            Err(FrameError::UnknownSignal(18))
+            Err(FrameError::UnknownSignal(42))
         );
+        assert_eq!(
+            decode(FAILED_LAST + 1, 0, 0),
+            Err(FrameError::UnknownSignal(64))
+        );
+        // The rendezvous's id-in-use has no arguments.
+        assert_eq!(decode(9, 1, 0), Err(FrameError::BadArgument));
+        assert_eq!(decode(9, 0, 0), Ok(Signal::IdInUse));
         assert_eq!(
             decode(u8::MAX, 0, 0),
             Err(FrameError::UnknownSignal(u8::MAX))

@@ -107,7 +107,9 @@ pub(crate) const MAGIC: [u8; 8] = *b"RDMC-HS\0";
 /// version 3 adds the short frame headers; version 4 evens out the
 /// automatic block size (members computing the old sizes would refuse
 /// each other's blocks); version 5 carries the cause of a failure in its
-/// report (a code per failure kind).
+/// report (a code per failure kind), and the rendezvous says what differs
+/// (a fingerprint of the settings before each join) and refuses an id in
+/// use.
 pub(crate) const VERSION: u16 = 5;
 /// Size of a hello message in bytes.
 pub(crate) const HELLO_LEN: usize = 83;
