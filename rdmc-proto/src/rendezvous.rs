@@ -517,6 +517,18 @@ impl<I: Copy + Ord> Rendezvous<I> {
             self.complete_if_joined(group);
             return;
         }
+        if c.pending.is_none() {
+            // The group runs here: every member's matching `Join` came, so
+            // this one is of a new creation with the id in use here.
+            tracing::warn!(
+                group = group.0,
+                peer = from.0,
+                "join for a running group's id refused"
+            );
+            self.actions
+                .push_back(RendezvousAction::SendIdInUse { group, to: from });
+            return;
+        }
         let mismatch = if c.members.contains(&from) {
             Mismatch::Settings(theirs.map_or_else(Vec::new, |t| mine.fingerprint.differences(t)))
         } else {
@@ -529,15 +541,12 @@ impl<I: Copy + Ord> Rendezvous<I> {
             %mismatch,
             "join with a different membership or configuration refused"
         );
-        let pending = c.pending.is_some();
         self.actions.push_back(RendezvousAction::SendJoinRejected {
             group,
             to: from,
             summary: mine,
         });
-        if pending {
-            self.refuse(group, from, true, mismatch);
-        }
+        self.refuse(group, from, true, mismatch);
     }
 
     /// A `JoinRejected` from `from` for `group`, carrying `from`'s digest.

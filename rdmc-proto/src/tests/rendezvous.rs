@@ -658,4 +658,18 @@ fn a_join_for_an_id_used_here_is_refused_and_the_joiner_says_so() {
     r2.handle_id_in_use(NodeId(0), G);
     assert_eq!(actions(&mut r1), []);
     assert_eq!(actions(&mut r2), []);
+    // Node 2's group runs: a Join of another creation with its id (from a
+    // member or not) is refused the same way, and the group runs on.
+    for joiner in [0, 3] {
+        r2.handle_join_settings(NodeId(joiner), G, SettingsFingerprint(1));
+        r2.handle_join(NodeId(joiner), G, 43);
+        assert_eq!(
+            actions(&mut r2),
+            [RendezvousAction::SendIdInUse {
+                group: G,
+                to: NodeId(joiner)
+            }]
+        );
+    }
+    assert!(r2.is_used(G) && !r2.is_pending(G));
 }
