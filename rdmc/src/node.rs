@@ -334,10 +334,39 @@ impl Node {
     /// when it is made), so it can be spawned or joined with others freely.
     ///
     /// # Cancel safety
-    /// Not cancel safe: if the future is dropped after the node accepted the
-    /// request, the group is created, and left as soon as its rendezvous
-    /// completes, which its other members see as this node's failure. The
-    /// id stays used.
+    /// Cancel safe, if the create is made again: dropping the future (a
+    /// `tokio::time::timeout` or `select!` that gave up on it) does not
+    /// withdraw this node from the group. Its rendezvous goes on, and a
+    /// `create_group` of the same group (the same `id` and `members`, and
+    /// the same settings every member must share) adopts it: it resolves
+    /// when the rendezvous completes, or at once if it has, with the group
+    /// as the dropped future would have given it (with its local settings:
+    /// its receive window, create timeout, …), messages delivered meanwhile
+    /// included. The other members see nothing of it. A group nobody
+    /// adopts within its create timeout (counted from when its rendezvous
+    /// completed) is left, which its other members see as this node
+    /// leaving; a `create_group` of the id with other members or settings
+    /// meanwhile is [`Error::GroupIdInUse`], as is one after a creation
+    /// that failed.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use rdmc::{GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), rdmc::Error> {
+    /// let nodes = Node::in_memory_all(&MemCluster::new(2), NodeConfig::new())?;
+    /// let members = [NodeId(0), NodeId(1)];
+    /// let create = |node: &Node| node.create_group(GroupId(3), &members, GroupConfig::new());
+    /// // Node 1 has not created the group yet: node 0 gives up waiting...
+    /// let early = tokio::time::timeout(Duration::from_millis(1), create(&nodes[0])).await;
+    /// assert!(early.is_err());
+    /// // ...and tries again, which node 1 meets.
+    /// let (root, receiver) = tokio::try_join!(create(&nodes[0]), create(&nodes[1]))?;
+    /// assert!(root.is_root() && !receiver.is_root());
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn create_group(
         &self,
         id: GroupId,
@@ -357,7 +386,14 @@ impl Node {
                     reply,
                 })
                 .map_err(|_| Error::NodeShutDown(node))?;
-            let joined = response.await.map_err(|_| Error::NodeShutDown(node))??;
+            let mut pending = PendingCreate {
+                id,
+                response,
+                commands: commands.clone(),
+            };
+            let joined = (&mut pending.response)
+                .await
+                .map_err(|_| Error::NodeShutDown(node))??;
             Ok(Group::new(id, node, members, commands, joined))
         }
     }
@@ -385,6 +421,28 @@ impl Node {
         let _ = self.commands.send(Command::Shutdown);
         if let Some(actor) = self.actor.take() {
             let _ = actor.await;
+        }
+    }
+}
+
+/// A `create_group` future's end of the actor's answer. Dropped before the
+/// answer was taken (the future was cancelled), it closes the answer —
+/// the actor then keeps a group it completes for a `create_group` to
+/// adopt — and gives a group already in it back to the actor.
+struct PendingCreate {
+    id: GroupId,
+    response: oneshot::Receiver<Result<crate::runtime::Joined, Error>>,
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl Drop for PendingCreate {
+    fn drop(&mut self) {
+        // Closed first: a group is then either in the answer already, or
+        // kept by the actor when it finds the answer closed.
+        self.response.close();
+        if let Ok(Ok(joined)) = self.response.try_recv() {
+            let group = self.id;
+            let _ = self.commands.send(Command::Unclaimed { group, joined });
         }
     }
 }

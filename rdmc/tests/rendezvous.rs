@@ -18,7 +18,7 @@ mod common;
 
 use common::{
     Fixture, MemFixture, TcpFixture, Tuning, assert_mismatch, assert_node_2_left_out, bounded,
-    cluster, create_all, differ, ids, mem_nodes, payload, run_group, shutdown,
+    cluster, create_all, differ, ids, mem_nodes, payload, receive_all, run_group, shutdown,
 };
 
 const G: GroupId = GroupId(5);
@@ -542,36 +542,79 @@ async fn a_group_of_one_is_created_at_once() {
     g.close().await.unwrap();
 }
 
+/// A create future dropped and never made again: its group, complete,
+/// waits to be adopted for the create timeout, and is then left — which
+/// the other members see as the node leaving.
 #[tokio::test]
-async fn dropping_a_create_future_fails_the_group_for_the_others() {
+async fn a_cancelled_create_nobody_adopts_is_left_after_its_create_timeout() {
     let (_cluster, nodes) = mem_nodes(2);
     let members = ids(&[0, 1]);
+    let short = GroupConfig::new().with_create_timeout(Duration::from_millis(300));
     // Node 1's create is abandoned before node 0 creates the group.
-    let abandoned = nodes[1].create_group(G, &members, GroupConfig::new());
+    let abandoned = nodes[1].create_group(G, &members, short);
     assert!(
         tokio::time::timeout(Duration::from_millis(50), abandoned)
             .await
             .is_err()
     );
-    let r = bounded(
-        PROMPT,
-        "create_group",
-        create(&nodes[0], &[0, 1], GroupConfig::new()),
-    )
-    .await;
-    match r {
-        // Node 1 completed its rendezvous with nobody to hand the group to,
-        // and left it.
-        Err(Error::GroupFailed { suspect, .. }) => assert_eq!(suspect, Some(NodeId(1))),
-        Ok(mut g) => assert!(matches!(
-            bounded(PROMPT, "create_group", g.close()).await,
-            Err(Error::GroupFailed {
-                suspect: Some(NodeId(1)),
-                ..
-            })
-        )),
+    let created = create(&nodes[0], &[0, 1], GroupConfig::new());
+    let mut g = bounded(PROMPT, "create_group", created).await.unwrap();
+    let error = bounded(PROMPT, "close", g.close()).await.unwrap_err();
+    match error {
+        Error::GroupFailed {
+            suspect: Some(NodeId(1)),
+            kind: rdmc::FailureKind::LocalShutdown,
+            reported_by: Some(NodeId(1)),
+            ..
+        } => {}
         other => panic!("{other:?}"),
     }
+}
+
+/// A create future dropped with the group already in its answer (the
+/// rendezvous completed, the future was not polled since) gives the group
+/// back: made again, the create resolves with it, messages sent meanwhile
+/// included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_dropped_with_its_group_in_its_answer_gives_the_group_back() {
+    let (_cluster, nodes) = mem_nodes(2);
+    let members = ids(&[0, 1]);
+    let mut first = Box::pin(nodes[1].create_group(G, &members, GroupConfig::new()));
+    assert!(
+        futures::poll!(first.as_mut()).is_pending(),
+        "the request went out"
+    );
+    let root = bounded(
+        PROMPT,
+        "node 0's create",
+        create(&nodes[0], &[0, 1], GroupConfig::new()),
+    );
+    let mut root = root.await.unwrap().into_sender().unwrap();
+    let sent = root.send(Bytes::from_static(b"meanwhile")).await.unwrap();
+    bounded(PROMPT, "the send", sent.sent()).await.unwrap();
+    // Node 1's actor, which received the message, puts the group in the
+    // answer meanwhile (its rendezvous completed before: node 0's Join
+    // came before its blocks).
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    drop(first);
+    let again = create(&nodes[1], &[0, 1], GroupConfig::new());
+    let mut receiver = bounded(PROMPT, "made again", again)
+        .await
+        .unwrap()
+        .into_receiver()
+        .unwrap();
+    let meanwhile = Bytes::from_static(b"meanwhile");
+    bounded(
+        PROMPT,
+        "the message",
+        receive_all(&mut receiver, &[meanwhile]),
+    )
+    .await;
+    bounded(PROMPT, "closing", async {
+        tokio::try_join!(root.close(), receiver.close())
+    })
+    .await
+    .unwrap();
 }
 
 // ---------------------------------------------------------------------------
@@ -610,6 +653,7 @@ macro_rules! on_every_transport {
 on_every_transport!(
     a_node_outside_the_cluster_is_an_unknown_node,
     a_member_that_used_the_id_refuses_it_and_says_so,
+    a_create_cancelled_after_a_millisecond_and_made_again_succeeds_everywhere,
 );
 
 /// A member list naming a node outside the cluster fails `create_group`
@@ -650,5 +694,81 @@ async fn a_member_that_used_the_id_refuses_it_and_says_so<F: Fixture>() {
     assert_eq!(b.unwrap_err(), Error::GroupIdInUse(G));
     let in_use = [(0, Mismatch::IdInUse), (1, Mismatch::IdInUse)];
     assert_mismatch(c, G, &in_use, "node 2");
+    shutdown(nodes).await;
+}
+
+/// `node`'s create of `id`, given up after 1 ms and made again if it had
+/// not resolved by then.
+async fn impatient(node: &Node, id: GroupId, members: &[NodeId]) -> Result<rdmc::Group, Error> {
+    let create = || node.create_group(id, members, GroupConfig::new());
+    match tokio::time::timeout(Duration::from_millis(1), create()).await {
+        Ok(created) => created,
+        Err(_) => create().await,
+    }
+}
+
+/// A `create_group` cancelled after 1 ms, and made again with the same id,
+/// succeeds at every member — whether the rendezvous was still going on,
+/// or had completed meanwhile — and the group carries messages.
+async fn a_create_cancelled_after_a_millisecond_and_made_again_succeeds_everywhere<F: Fixture>() {
+    let (nodes, _layout) = cluster::<F>(3, Tuning::default()).await;
+    let all = ids(&[0, 1, 2]);
+    let create = |node: &Node, id| node.create_group(id, &all, GroupConfig::new());
+    let cancelled = |node: &Node, id| {
+        let created = tokio::time::timeout(Duration::from_millis(1), create(node, id));
+        async { assert!(created.await.is_err(), "nobody else created it yet") }
+    };
+    let run = async |groups: Vec<rdmc::Group>, seed| {
+        run_group(groups, &[payload(seed, 70_000), payload(seed + 1, 10)]).await;
+    };
+
+    // Node 0 gives up while the others have not created the group, and
+    // makes it again as they do.
+    let g = GroupId(1);
+    cancelled(&nodes[0], g).await;
+    let creates = nodes.iter().map(|n| create(n, g));
+    let groups = bounded(
+        PROMPT,
+        "the creates",
+        futures::future::try_join_all(creates),
+    )
+    .await;
+    run(groups.unwrap(), 1).await;
+
+    // Node 0 gives up; the others create the group, whose rendezvous
+    // completes (node 0's Join went out); node 0 makes it again after.
+    let g = GroupId(2);
+    cancelled(&nodes[0], g).await;
+    let creates = nodes[1..].iter().map(|n| create(n, g));
+    let others = bounded(
+        PROMPT,
+        "the creates",
+        futures::future::try_join_all(creates),
+    )
+    .await;
+    let again = bounded(PROMPT, "the create made again", create(&nodes[0], g)).await;
+    let mut groups = vec![again.unwrap()];
+    groups.extend(others.unwrap());
+    run(groups, 3).await;
+
+    // Everyone impatient at once, a few times: some creates resolve within
+    // the millisecond, the others are made again.
+    for round in 0..5 {
+        let g = GroupId(10 + round);
+        let creates = nodes.iter().map(|n| impatient(n, g, &all));
+        let groups = bounded(
+            PROMPT,
+            "the creates",
+            futures::future::try_join_all(creates),
+        )
+        .await;
+        run(groups.unwrap(), 10 * round).await;
+    }
+
+    // The id of a cancelled creation is not free for another group.
+    let g = GroupId(30);
+    cancelled(&nodes[0], g).await;
+    let other = nodes[0].create_group(g, &ids(&[0, 1]), GroupConfig::new());
+    assert_eq!(other.await.unwrap_err(), Error::GroupIdInUse(g));
     shutdown(nodes).await;
 }

@@ -20,7 +20,7 @@ pub(super) use creation::config_digest;
 use super::group_state::DIGEST_LEN;
 use super::group_state::target::TargetReady;
 use super::group_state::{
-    CreateReply, DeliveredReply, GroupState, OpenBatch, ReadyForBlocks, SendReply, Sending,
+    CreateReply, DeliveredReply, GroupState, Joined, OpenBatch, ReadyForBlocks, SendReply, Sending,
     execute, member_error,
 };
 use super::timing::{Lap, Stopwatch};
@@ -62,6 +62,12 @@ pub(crate) enum Command {
     /// The last handle of the group was dropped.
     Leave {
         group: GroupId,
+    },
+    /// A create future was dropped with the group's handle in its reply:
+    /// the handle, given back (the group waits to be adopted).
+    Unclaimed {
+        group: GroupId,
+        joined: Joined,
     },
     /// How many entries the node's tables hold (tests of flat memory).
     #[cfg(test)]
@@ -316,6 +322,7 @@ impl<T: Transport> Actor<T> {
                 }
             }
             Command::Leave { group } => self.leave(group),
+            Command::Unclaimed { group, joined } => self.keep_unclaimed(group, joined),
             #[cfg(test)]
             Command::TableSizes { reply } => {
                 let _ = reply.send(TableSizes {
@@ -648,6 +655,7 @@ impl<T: Transport> Actor<T> {
                 }
             }
         }
+        g.unclaimed_expired(now);
         g.member
             .handle_timeout(now.saturating_duration_since(self.epoch));
         if g.member.is_finished()
@@ -726,10 +734,7 @@ impl<T: Transport> Actor<T> {
             }
         }
         if g.outcome.is_some() && g.left {
-            if let Some(at) = g.deadline {
-                self.timers.remove(&(at, group));
-            }
-            if let Some(at) = g.grace {
+            for at in g.armed() {
                 self.timers.remove(&(at, group));
             }
             self.groups.remove(&group);
@@ -776,6 +781,9 @@ impl<T: Transport> Actor<T> {
         for g in self.groups.values_mut() {
             if let Some(creating) = g.creating.take() {
                 let _ = creating.reply.send(Err(Error::NodeShutDown(self.me)));
+                g.left = true;
+            }
+            if g.unclaimed.take().is_some() {
                 g.left = true;
             }
         }

@@ -8,7 +8,7 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 use tokio::time;
 
-use super::super::group_state::{CreateReply, Creating, GroupState, Joined};
+use super::super::group_state::{CreateReply, Creating, GroupState, Joined, Unclaimed};
 use super::{Actor, digest_len, far_future};
 use crate::config::GroupConfig;
 use crate::error::{Error, MembershipError};
@@ -36,6 +36,10 @@ impl<T: Transport> Actor<T> {
             .message_digest()
             .unwrap_or_else(|| self.transport.digest_by_default());
         let config = config.with_message_digest(digest_on);
+        let summary = config_summary(id, &members, &config);
+        let Err(reply) = self.adopt(id, &members, summary.digest, reply) else {
+            return;
+        };
         let (mut member, rank_of, rank) = match self.new_member(id, &members, &config) {
             Ok(new) => new,
             Err(e) => {
@@ -43,7 +47,6 @@ impl<T: Transport> Actor<T> {
                 return;
             }
         };
-        let summary = config_summary(id, &members, &config);
         let digest = summary.digest;
         let now = time::Instant::now();
         let deadline = now
@@ -111,6 +114,9 @@ impl<T: Transport> Actor<T> {
                 outcome: None,
                 left: false,
                 span,
+                identity: digest,
+                create_timeout: config.create_timeout(),
+                unclaimed: None,
                 creating: Some(Creating {
                     reply,
                     joined: Joined {
@@ -290,10 +296,70 @@ impl<T: Transport> Actor<T> {
             return;
         };
         g.span.in_scope(|| tracing::info!("every member joined"));
-        if creating.reply.send(Ok(creating.joined)).is_err() {
-            // The create future was dropped: nobody will ever use the group.
-            self.leave(id);
+        if let Err(Ok(joined)) = creating.reply.send(Ok(creating.joined)) {
+            // The create future was dropped (cancelled).
+            self.keep_unclaimed(id, joined);
         }
+    }
+
+    /// The create future of `id` was dropped, and the group's handle came
+    /// back: the group waits for a `create_group` of it to adopt it, as
+    /// long as its create timeout, and is left after that.
+    pub(super) fn keep_unclaimed(&mut self, id: GroupId, joined: Joined) {
+        let Some(g) = self.groups.get_mut(&id) else {
+            return;
+        };
+        if g.left || g.creating.is_some() || g.unclaimed.is_some() {
+            return;
+        }
+        let now = time::Instant::now();
+        let until = now
+            .checked_add(g.create_timeout)
+            .unwrap_or_else(|| far_future(now));
+        g.span.in_scope(|| {
+            tracing::info!(
+                ?until,
+                "the create future was dropped: the group waits to be adopted"
+            );
+        });
+        g.unclaimed = Some(Unclaimed { joined, until });
+        self.timers.insert((until, id));
+    }
+
+    /// A `create_group` of `id` (by `members`, to `identity`) while a
+    /// creation of it whose future was dropped is here: it adopts that
+    /// creation, if it is of the same group (the same members and shared
+    /// settings, as the digest says). Its `reply` back if it does not.
+    fn adopt(
+        &mut self,
+        id: GroupId,
+        members: &[NodeId],
+        identity: u128,
+        reply: CreateReply,
+    ) -> Result<(), CreateReply> {
+        let Some(g) = self.groups.get_mut(&id) else {
+            return Err(reply);
+        };
+        if g.members != members || g.identity != identity {
+            return Err(reply);
+        }
+        if let Some(creating) = g.creating.as_mut().filter(|c| c.reply.is_closed()) {
+            // Still in its rendezvous: the new future waits for it.
+            g.span
+                .in_scope(|| tracing::info!("a cancelled creation adopted"));
+            creating.reply = reply;
+            return Ok(());
+        }
+        let Some(unclaimed) = g.unclaimed.take() else {
+            return Err(reply);
+        };
+        g.span
+            .in_scope(|| tracing::info!("a cancelled creation's group adopted"));
+        self.timers.remove(&(unclaimed.until, id));
+        if let Err(Ok(joined)) = reply.send(Ok(unclaimed.joined)) {
+            self.keep_unclaimed(id, joined);
+        }
+        Ok(())
     }
 
     /// The creation of `group` failed here for a mismatch or a timeout: fail
@@ -302,10 +368,7 @@ impl<T: Transport> Actor<T> {
         let Some(mut g) = self.groups.remove(&group) else {
             return;
         };
-        if let Some(at) = g.deadline {
-            self.timers.remove(&(at, group));
-        }
-        if let Some(at) = g.grace {
+        for at in g.armed() {
             self.timers.remove(&(at, group));
         }
         self.transport.release_group(group);

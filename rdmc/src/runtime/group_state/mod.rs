@@ -53,6 +53,15 @@ pub(super) struct Creating {
     pub(super) joined: Joined,
 }
 
+/// The handle of a group whose create future was dropped (a cancelled
+/// `create_group`) once its rendezvous completed: it waits for a
+/// `create_group` of the same group to adopt it, until `until` (also in
+/// the actor's timers).
+pub(super) struct Unclaimed {
+    pub(super) joined: Joined,
+    pub(super) until: tokio::time::Instant,
+}
+
 /// Root: a message (or a batch of them) submitted and not yet complete.
 pub(super) struct Sending {
     pub(super) seq: u64,
@@ -113,6 +122,14 @@ pub(super) struct GroupState {
     pub(super) span: tracing::Span,
     /// Until every member has joined.
     pub(super) creating: Option<Creating>,
+    /// The group's digest as this node created it: a `create_group` that
+    /// adopts a cancelled creation of the group must come to the same.
+    pub(super) identity: u128,
+    /// How long a cancelled creation's group waits to be adopted: the
+    /// group's create timeout.
+    pub(super) create_timeout: std::time::Duration,
+    /// A cancelled creation's group waiting to be adopted.
+    pub(super) unclaimed: Option<Unclaimed>,
     /// The member's progress deadline as entered in the actor's timers
     /// (possibly earlier than the member's current one).
     pub(super) deadline: Option<tokio::time::Instant>,
@@ -150,6 +167,28 @@ pub(super) struct GroupState {
 }
 
 impl GroupState {
+    /// A cancelled creation's group that no `create_group` adopted before
+    /// its time ran out (`now`): it is left (the other members see this
+    /// node leave it).
+    pub(super) fn unclaimed_expired(&mut self, now: tokio::time::Instant) {
+        if self.unclaimed.as_ref().is_none_or(|u| u.until > now) {
+            return;
+        }
+        self.span.in_scope(|| {
+            tracing::warn!("no create_group adopted the cancelled creation's group: leaving it");
+        });
+        self.unclaimed = None;
+        self.left = true;
+        self.member.shutdown();
+    }
+
+    /// The group's entries in the actor's timers: its progress deadline,
+    /// the end of its grace period, and until when it waits to be adopted.
+    pub(super) fn armed(&self) -> impl Iterator<Item = tokio::time::Instant> + use<> {
+        let unclaimed = self.unclaimed.as_ref().map(|u| u.until);
+        [self.deadline, self.grace, unclaimed].into_iter().flatten()
+    }
+
     /// Receiver: the application took a message; whether that completes
     /// its transfer (the member counts transfers).
     pub(super) fn took_message(&mut self) -> bool {
