@@ -823,6 +823,33 @@ enum Death {
     Hung,
 }
 
+impl Death {
+    /// The cause every survivor reports: the victim's own word that it
+    /// left when it could say it (its report goes out before its
+    /// connections close), else the loss every survivor sees.
+    fn cause(self) -> FailureKind {
+        match self {
+            Death::Dropped => FailureKind::LocalShutdown,
+            Death::Crashed | Death::Hung => FailureKind::Unreachable,
+        }
+    }
+}
+
+/// A runtime of one worker thread (which a test can block, to hang it).
+fn one_worker_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Shut `runtime` down and wait until every task of it is gone.
+async fn shut_down(runtime: tokio::runtime::Runtime) {
+    let down = tokio::task::spawn_blocking(move || runtime.shutdown_timeout(LONG));
+    down.await.unwrap();
+}
+
 pub async fn a_member_dropped_mid_transfer_fails_its_groups_once_and_only_its_groups<F: Fixture>() {
     a_member_dies_mid_transfer::<F>(Death::Dropped).await;
 }
@@ -845,13 +872,7 @@ async fn a_member_dies_mid_transfer<F: Fixture>(death: Death) {
         ..Tuning::default()
     };
     // The victim runs on a runtime of its own, so that it can crash or hang.
-    let mut victim_rt = Some(
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap(),
-    );
+    let mut victim_rt = Some(one_worker_runtime());
     let victim = victim_rt
         .as_ref()
         .unwrap()
@@ -963,9 +984,7 @@ async fn a_member_dies_mid_transfer<F: Fixture>(death: Death) {
             // Every task of the node is gone before its handles are: a
             // handle dropped while its node still ran would say goodbye
             // (leave its group), which a crash does not.
-            let rt = victim_rt.take().unwrap();
-            let down = tokio::task::spawn_blocking(move || rt.shutdown_timeout(LONG));
-            down.await.unwrap();
+            shut_down(victim_rt.take().unwrap()).await;
             drop((x2, z2, victim));
         }
         Death::Hung => {
@@ -1021,13 +1040,7 @@ async fn a_member_dies_mid_transfer<F: Fixture>(death: Death) {
     })
     .await;
     let (sent, root_error, root_failed_at) = root_outcome;
-    // One cause at every survivor: the victim's own word that it left when
-    // it could say it (its report goes out before its connections close),
-    // else the loss every survivor sees.
-    let cause = match death {
-        Death::Dropped => FailureKind::LocalShutdown,
-        Death::Crashed | Death::Hung => FailureKind::Unreachable,
-    };
+    let cause = death.cause();
     assert_failed(&root_error, x, 2, cause, "group 1 root");
     assert_prompt(root_failed_at - killed, "group 1 root");
     assert!(

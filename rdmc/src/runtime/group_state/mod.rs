@@ -493,11 +493,8 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                         None => {
                             let suspect = senders.first().copied();
                             tracing::warn!(seq, ?senders, "message corrupted: digest mismatch");
-                            g.member.handle_local_failure(
-                                suspect,
-                                FailureKind::DigestMismatch { seq },
-                                None,
-                            );
+                            let corrupted = FailureKind::DigestMismatch { seq };
+                            g.member.handle_local_failure(suspect, corrupted, None);
                             return true;
                         }
                     }
@@ -509,11 +506,9 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                         Err(detail) => {
                             // Only the root packs batches (relays copy bytes).
                             tracing::warn!(seq, detail, "a batch that lies");
-                            g.member.handle_local_failure(
-                                Some(0),
-                                FailureKind::ProtocolViolation,
-                                Some(detail.to_owned()),
-                            );
+                            let detail = Some(detail.to_owned());
+                            let violation = FailureKind::ProtocolViolation;
+                            g.member.handle_local_failure(Some(0), violation, detail);
                             return g.digest;
                         }
                     }
