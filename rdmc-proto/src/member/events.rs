@@ -98,14 +98,15 @@ pub enum Control {
 /// delay: the earlier finding fails its member first (a cause of the
 /// first sort at once, one of the second a grace period later, which is
 /// no later than the later finding's own), and its report arrives before
-/// the later finding's grace period ends. Only findings within a report's
-/// delay of each other (a fraction of a millisecond on a LAN) can end in
-/// different kinds — and they are mostly the same fault seen the same way:
+/// the later finding's grace period ends. In general a member fails with
+/// its own finding only if no report reached it before, so two members
+/// end with different kinds only if each failed with its own finding
+/// within a report's delay (a fraction of a millisecond on a LAN) of the
+/// other — and then they mostly saw the same fault the same way:
 ///
-/// * a member that leaves, closes early or falls behind reports it before
-///   anything else sees it: its connections close after the report went
-///   out on them (links are FIFO), and a stuck member is found only a
-///   progress timeout later;
+/// * a member that leaves or closes early reports it before anything else
+///   sees it: its connections close after the report went out on them
+///   (links are FIFO), and it stops serving the group only then;
 /// * a fault nobody can report — a crashed or hung member, a dead link —
 ///   is seen from outside only, the same way by every member that sees it:
 ///   they agree on [`Unreachable`](Self::Unreachable) naming the member
