@@ -1,7 +1,7 @@
-//! The whole-group scenarios of what "delivered" means (see
-//! [`whole_group_suite!`](super::suite::whole_group_suite)): the
-//! application has it. The close waits for every receiver's application,
-//! and fails if one goes away, closes early or stalls.
+//! The whole-group scenarios of what "delivered" means, expanded by
+//! `whole_group_suite!`: the application has it. The close waits for every
+//! receiver's application, and fails if one goes away, closes early or
+//! stalls.
 
 use std::time::Duration;
 

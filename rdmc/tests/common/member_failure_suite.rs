@@ -1,8 +1,7 @@
 //! The whole-group scenarios where a member fails, expanded by
-//! [`whole_group_suite!`](super::suite::whole_group_suite): a member
-//! dropped, crashed or hung mid-transfer (exactly one failure per survivor,
-//! naming it; unaffected groups close `Ok`), and a member whose links go
-//! silent.
+//! `whole_group_suite!`: a member dropped, crashed or hung mid-transfer
+//! (exactly one failure per survivor, naming it; unaffected groups close
+//! `Ok`), and a member whose links go silent.
 
 use std::time::Duration;
 
