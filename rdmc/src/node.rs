@@ -268,6 +268,33 @@ impl Node {
         self.id
     }
 
+    /// Every peer this node has heard of: its id, its latest run
+    /// (incarnation), where it is connected, and whether it is up now.
+    ///
+    /// # Errors
+    /// [`Error::NodeShutDown`] if the node has shut down.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn peers(&self) -> Result<Vec<crate::Peer>, Error> {
+        let (reply, response) = tokio::sync::oneshot::channel();
+        let gone = || Error::NodeShutDown(self.id);
+        self.commands
+            .send(Command::Peers { reply })
+            .map_err(|_| gone())?;
+        response.await.map_err(|_| gone())
+    }
+
+    /// A stream of this node's [`PeerEvent`](crate::PeerEvent)s: an `Up`
+    /// for every peer connected now, then every peer that comes up (a new
+    /// connection, or a restarted node in a new incarnation) or goes down.
+    /// It ends when the node shuts down (at once if it has).
+    pub fn peer_events(&self) -> crate::PeerEvents {
+        let (events, stream) = mpsc::unbounded_channel();
+        let _ = self.commands.send(Command::WatchPeers { events });
+        crate::PeerEvents::new(stream)
+    }
+
     /// Create (join) group `id`. Every member calls this with the same
     /// `members` — node ids in rank order, the first being the root — and the
     /// same `config` (algorithm, block size, largest message size; the

@@ -586,11 +586,11 @@ async fn accept_loop(
                 },
             };
             match outcome {
-                Ok((peer, key)) if peer > me => {
+                Ok(handshake::Authenticated { peer, key, .. }) if peer > me => {
                     let _ = stream.set_nodelay(true);
                     let _ = found.send((peer, stream, key));
                 }
-                Ok((peer, _)) => {
+                Ok(handshake::Authenticated { peer, .. }) => {
                     tracing::warn!(%addr, peer = peer.0, "dropped peer: lower ranks are dialled, not accepted");
                 }
                 Err(e) => Refusals::refused(&refusals, addr, e.to_string()),
@@ -620,7 +620,8 @@ async fn dial(
             let key = handshake
                 .initiate_keyed(&mut stream, peer)
                 .await
-                .map_err(|e| (dial_reason(&e), true))?;
+                .map_err(|e| (dial_reason(&e), true))?
+                .key;
             Ok::<_, (String, bool)>((stream, key))
         };
         let outcome = tokio::select! {

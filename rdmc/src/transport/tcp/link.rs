@@ -87,6 +87,41 @@ pub(crate) enum Outgoing {
     Data(GroupId, BlockRef, u64),
 }
 
+/// Whether a link is down, and which run of the peer it connects to.
+#[derive(Debug)]
+pub(crate) struct LinkState {
+    down: AtomicBool,
+    /// The peer's incarnation on this connection.
+    incarnation: u64,
+    /// Cancelled once the link is down.
+    ended: CancellationToken,
+}
+
+impl LinkState {
+    fn new(incarnation: u64) -> Self {
+        LinkState {
+            down: AtomicBool::new(false),
+            incarnation,
+            ended: CancellationToken::new(),
+        }
+    }
+
+    /// Mark the link down.
+    pub(super) fn mark_down(&self) {
+        self.down.store(true, Ordering::Release);
+        self.ended.cancel();
+    }
+
+    /// Mark the link down and tell the node its peer is gone.
+    pub(super) fn report_down(&self, peer: NodeId, completions: &CompletionSender) {
+        self.mark_down();
+        let _ = completions.send(Completion::PeerDown {
+            node: peer,
+            incarnation: self.incarnation,
+        });
+    }
+}
+
 /// Receives posted for blocks from one peer, per group, in posting order.
 type Posted = Mutex<HashMap<GroupId, VecDeque<RecvRegion>>>;
 
@@ -95,7 +130,7 @@ type Posted = Mutex<HashMap<GroupId, VecDeque<RecvRegion>>>;
 pub(crate) struct Link {
     outgoing: mpsc::UnboundedSender<Outgoing>,
     posted: Arc<Posted>,
-    down: Arc<AtomicBool>,
+    state: Arc<LinkState>,
     writer: tokio::task::JoinHandle<()>,
     /// The key agreement's outcome, until [`Link::agreement`] takes it.
     agreed: Option<oneshot::Receiver<Result<(), AgreeError>>>,
@@ -103,11 +138,12 @@ pub(crate) struct Link {
 
 impl Link {
     /// Run a link over `stream` (already authenticated by the mesh
-    /// handshake) to `peer`; `lowat` tunes the stream's socket, if it is
-    /// one. The frame keys are agreed first; a failed agreement is a peer
-    /// failure, and its reason is told to [`Link::agreement`].
+    /// handshake) to `peer` in its run `incarnation`; `lowat` tunes the
+    /// stream's socket, if it is one. The frame keys are agreed first; a
+    /// failed agreement is a peer failure, and its reason is told to
+    /// [`Link::agreement`].
     pub(crate) fn spawn<S>(
-        peer: NodeId,
+        (peer, incarnation): (NodeId, u64),
         stream: S,
         lowat: RecvLowat,
         completions: CompletionSender,
@@ -119,11 +155,11 @@ impl Link {
     {
         let (outgoing, queue) = mpsc::unbounded_channel();
         let posted = Arc::new(Posted::default());
-        let down = Arc::new(AtomicBool::new(false));
+        let state = Arc::new(LinkState::new(incarnation));
         let span = tracing::debug_span!("rdmc_link", peer = peer.0);
         let _enter = span.enter();
         let reader_posted = Arc::clone(&posted);
-        let link_down = Arc::clone(&down);
+        let link_state = Arc::clone(&state);
         let (agreed_tx, agreed) = oneshot::channel();
         let writer = tokio::spawn(tracing::Instrument::in_current_span(async move {
             let (mut reader, mut writer) = tokio::io::split(stream);
@@ -144,10 +180,9 @@ impl Link {
                     halves
                 }
                 Err(reason) => {
-                    link_down.store(true, Ordering::Release);
                     tracing::warn!(peer = peer.0, %reason, "peer down");
                     let _ = agreed_tx.send(Err(reason));
-                    let _ = completions.send(Completion::PeerDown { node: peer });
+                    link_state.report_down(peer, &completions);
                     return;
                 }
             };
@@ -161,10 +196,10 @@ impl Link {
                 reader_posted,
                 completions.clone(),
                 config,
-                Arc::clone(&link_down),
+                Arc::clone(&link_state),
                 reader_done.clone().drop_guard(),
             )));
-            let writing = write_loop(peer, writer, sealer, queue, completions, config, link_down);
+            let writing = write_loop(peer, writer, sealer, queue, completions, config, link_state);
             tokio::select! {
                 () = writing => {}
                 () = reader_done.cancelled() => {}
@@ -173,7 +208,7 @@ impl Link {
         Link {
             outgoing,
             posted,
-            down,
+            state,
             writer,
             agreed: Some(agreed),
         }
@@ -200,7 +235,17 @@ impl Link {
 
     /// Whether the connection is gone.
     pub(crate) fn is_down(&self) -> bool {
-        self.down.load(Ordering::Acquire)
+        self.state.down.load(Ordering::Acquire)
+    }
+
+    /// The peer's incarnation on this link.
+    pub(crate) fn incarnation(&self) -> u64 {
+        self.state.incarnation
+    }
+
+    /// Cancelled once the link is down.
+    pub(crate) fn ended(&self) -> CancellationToken {
+        self.state.ended.clone()
     }
 
     /// Post a receive for the next block of `group` from this peer.

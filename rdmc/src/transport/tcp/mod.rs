@@ -132,7 +132,7 @@ impl TcpEndpoint {
                 (
                     peer,
                     Link::spawn(
-                        peer,
+                        (peer, 0),
                         stream,
                         lowat,
                         completions.clone(),

@@ -57,7 +57,7 @@ async fn run(
 
 /// A well-formed hello, as `role` from `from` to `to`.
 fn hello(role: Role, from: u32, to: u32, digest: ClusterDigest) -> [u8; HELLO_LEN] {
-    Hello::new(role, NodeId(from), NodeId(to), digest).encode()
+    Hello::new(role, (NodeId(from), 0), NodeId(to), digest).encode()
 }
 
 /// Feeds `transcript` to node 0's acceptor as a whole client, then closes
