@@ -565,7 +565,9 @@ impl<T: Transport> Actor<T> {
                 tracing::warn!(peer = peer.0, error, "transfer failed");
                 return self.peer_unreachable(group, rank);
             }
-            Completion::PeerDown { .. } | Completion::PeerUp { .. } | Completion::Progress { .. } => {
+            Completion::PeerDown { .. }
+            | Completion::PeerUp { .. }
+            | Completion::Progress { .. } => {
                 unreachable!("handled above")
             }
         }

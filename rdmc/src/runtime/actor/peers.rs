@@ -55,7 +55,11 @@ impl<T: Transport> Actor<T> {
     /// The transport connected `node`'s run `incarnation`.
     pub(super) fn peer_up(&mut self, node: NodeId, incarnation: u64, addr: SocketAddr) {
         if self.peers.is_stale(node, incarnation) {
-            tracing::debug!(peer = node.0, incarnation, "ignored a stale peer's connection");
+            tracing::debug!(
+                peer = node.0,
+                incarnation,
+                "ignored a stale peer's connection"
+            );
             return;
         }
         tracing::info!(peer = node.0, incarnation, %addr, "peer up");
@@ -80,7 +84,11 @@ impl<T: Transport> Actor<T> {
     /// it fails (unless a newer run has come up since, whose groups stand).
     pub(super) fn peer_down(&mut self, node: NodeId, incarnation: u64) {
         if self.peers.is_stale(node, incarnation) {
-            tracing::debug!(peer = node.0, incarnation, "a stale run of the peer is gone");
+            tracing::debug!(
+                peer = node.0,
+                incarnation,
+                "a stale run of the peer is gone"
+            );
             return;
         }
         tracing::warn!(peer = node.0, incarnation, "peer down");

@@ -262,7 +262,12 @@ struct Hello {
 
 impl Hello {
     /// A hello from `from` in `role` to `to`, with a fresh nonce.
-    fn new(role: Role, (from, incarnation): (NodeId, u64), to: NodeId, digest: ClusterDigest) -> Self {
+    fn new(
+        role: Role,
+        (from, incarnation): (NodeId, u64),
+        to: NodeId,
+        digest: ClusterDigest,
+    ) -> Self {
         let mut nonce = [0; 32];
         rand::rng().fill_bytes(&mut nonce);
         Hello {
@@ -396,6 +401,11 @@ impl Handshake {
         }
     }
 
+    /// The limit on one whole handshake.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// The same with this node's incarnation (0 unless set).
     pub(crate) fn with_incarnation(mut self, incarnation: u64) -> Self {
         self.incarnation = incarnation;
@@ -479,7 +489,10 @@ impl Handshake {
     /// Returns the member that connected, once it has proven it holds the
     /// cluster key: its id and incarnation, and the connection's
     /// [`SessionKey`]. Cancel-safe like [`Handshake::initiate_keyed`].
-    pub(crate) async fn accept_keyed<S>(&self, stream: &mut S) -> Result<Authenticated, HandshakeError>
+    pub(crate) async fn accept_keyed<S>(
+        &self,
+        stream: &mut S,
+    ) -> Result<Authenticated, HandshakeError>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {

@@ -39,9 +39,23 @@ fn pair() -> (
     let (ca, ra) = mpsc::unbounded_channel();
     let (cb, rb) = mpsc::unbounded_channel();
     (
-        Link::spawn((NodeId(1), 0), a, RecvLowat::none(), ca, CONFIG, security(0)),
+        Link::spawn(
+            (NodeId(1), 0),
+            a,
+            RecvLowat::none(),
+            ca,
+            CONFIG,
+            security(0),
+        ),
         ra,
-        Link::spawn((NodeId(0), 0), b, RecvLowat::none(), cb, CONFIG, security(1)),
+        Link::spawn(
+            (NodeId(0), 0),
+            b,
+            RecvLowat::none(),
+            cb,
+            CONFIG,
+            security(1),
+        ),
         rb,
     )
 }
@@ -165,11 +179,21 @@ async fn empty_blocks_complete() {
 async fn garbage_or_a_closed_connection_is_a_peer_failure() {
     let (a, mut b) = tokio::io::duplex(1024);
     let (ca, mut ra) = mpsc::unbounded_channel();
-    let link = Link::spawn((NodeId(4), 0), a, RecvLowat::none(), ca, CONFIG, security(0));
+    let link = Link::spawn(
+        (NodeId(4), 0),
+        a,
+        RecvLowat::none(),
+        ca,
+        CONFIG,
+        security(0),
+    );
     b.write_all(&[0xAB; AGREE_LEN + HEADER_LEN]).await.unwrap();
     assert!(matches!(
         ra.recv().await.unwrap(),
-        Completion::PeerDown { node: NodeId(4), .. }
+        Completion::PeerDown {
+            node: NodeId(4),
+            ..
+        }
     ));
     tokio::task::yield_now().await;
     assert!(link.is_down());
@@ -180,7 +204,14 @@ async fn garbage_or_a_closed_connection_is_a_peer_failure() {
 async fn garbage_after_a_genuine_key_agreement_is_a_peer_failure() {
     let (a, mut b) = tokio::io::duplex(1024);
     let (ca, mut ra) = mpsc::unbounded_channel();
-    let _link = Link::spawn((NodeId(4), 0), a, RecvLowat::none(), ca, CONFIG, security(0));
+    let _link = Link::spawn(
+        (NodeId(4), 0),
+        a,
+        RecvLowat::none(),
+        ca,
+        CONFIG,
+        security(0),
+    );
     let mut hello = [0u8; AGREE_LEN];
     hello[..8].copy_from_slice(&AGREE_MAGIC);
     hello[8] = WireSecurity::Authenticated.code();
@@ -191,7 +222,10 @@ async fn garbage_after_a_genuine_key_agreement_is_a_peer_failure() {
     b.write_all(&[0u8; 32]).await.unwrap();
     assert!(matches!(
         ra.recv().await.unwrap(),
-        Completion::PeerDown { node: NodeId(4), .. }
+        Completion::PeerDown {
+            node: NodeId(4),
+            ..
+        }
     ));
 }
 
@@ -222,14 +256,16 @@ async fn every_mode_carries_blocks_and_signals() {
         let (x, y) = tokio::io::duplex(64 * 1024);
         let (ca, _ra) = mpsc::unbounded_channel();
         let (cb, mut rb) = mpsc::unbounded_channel();
-        let a = Link::spawn((NodeId(1), 0),
+        let a = Link::spawn(
+            (NodeId(1), 0),
             x,
             RecvLowat::none(),
             ca,
             CONFIG,
             security_in(0, mode),
         );
-        let b = Link::spawn((NodeId(0), 0),
+        let b = Link::spawn(
+            (NodeId(0), 0),
             y,
             RecvLowat::none(),
             cb,
@@ -262,21 +298,35 @@ async fn ends_with_different_wire_security_fail_the_link() {
     let (x, y) = tokio::io::duplex(1024);
     let (ca, mut ra) = mpsc::unbounded_channel();
     let (cb, mut rb) = mpsc::unbounded_channel();
-    let mut a = Link::spawn((NodeId(1), 0),
+    let mut a = Link::spawn(
+        (NodeId(1), 0),
         x,
         RecvLowat::none(),
         ca,
         CONFIG,
         security_in(0, WireSecurity::None),
     );
-    let mut b = Link::spawn((NodeId(0), 0), y, RecvLowat::none(), cb, CONFIG, security(1));
+    let mut b = Link::spawn(
+        (NodeId(0), 0),
+        y,
+        RecvLowat::none(),
+        cb,
+        CONFIG,
+        security(1),
+    );
     assert!(matches!(
         ra.recv().await.unwrap(),
-        Completion::PeerDown { node: NodeId(1), .. }
+        Completion::PeerDown {
+            node: NodeId(1),
+            ..
+        }
     ));
     assert!(matches!(
         rb.recv().await.unwrap(),
-        Completion::PeerDown { node: NodeId(0), .. }
+        Completion::PeerDown {
+            node: NodeId(0),
+            ..
+        }
     ));
     // Each end knows why: both modes, its own first.
     assert_eq!(
@@ -299,7 +349,14 @@ async fn ends_with_different_wire_security_fail_the_link() {
 async fn a_mode_this_build_does_not_know_is_a_mismatch_and_other_failures_are_not() {
     let (a, mut b) = tokio::io::duplex(1024);
     let (ca, _ra) = mpsc::unbounded_channel();
-    let mut link = Link::spawn((NodeId(4), 0), a, RecvLowat::none(), ca, CONFIG, security(0));
+    let mut link = Link::spawn(
+        (NodeId(4), 0),
+        a,
+        RecvLowat::none(),
+        ca,
+        CONFIG,
+        security(0),
+    );
     let mut hello = [0u8; AGREE_LEN];
     hello[..8].copy_from_slice(&AGREE_MAGIC);
     hello[8] = 0xEE;
@@ -314,7 +371,14 @@ async fn a_mode_this_build_does_not_know_is_a_mismatch_and_other_failures_are_no
     // Another protocol altogether is a failure, not a mismatch.
     let (a, mut b) = tokio::io::duplex(1024);
     let (ca, _ra) = mpsc::unbounded_channel();
-    let mut link = Link::spawn((NodeId(4), 0), a, RecvLowat::none(), ca, CONFIG, security(0));
+    let mut link = Link::spawn(
+        (NodeId(4), 0),
+        a,
+        RecvLowat::none(),
+        ca,
+        CONFIG,
+        security(0),
+    );
     b.write_all(&[0xAB; AGREE_LEN]).await.unwrap();
     assert!(matches!(link.agreement().await, Err(AgreeError::Failed(_))));
     // A genuine agreement is Ok.
@@ -354,14 +418,16 @@ fn tampered_pair(
     let (ca, _ra) = mpsc::unbounded_channel();
     let (cb, rb) = mpsc::unbounded_channel();
     (
-        Link::spawn((NodeId(1), 0),
+        Link::spawn(
+            (NodeId(1), 0),
             x,
             RecvLowat::none(),
             ca,
             CONFIG,
             security_in(0, mode),
         ),
-        Link::spawn((NodeId(0), 0),
+        Link::spawn(
+            (NodeId(0), 0),
             y,
             RecvLowat::none(),
             cb,
@@ -385,7 +451,9 @@ async fn a_byte_flipped_anywhere_after_the_agreement_fails_the_link() {
             let _buf = signal_and_block(&a, &b, &data, 9);
             loop {
                 match events.recv().await.unwrap() {
-                    Completion::PeerDown { node: NodeId(0), .. } => break,
+                    Completion::PeerDown {
+                        node: NodeId(0), ..
+                    } => break,
                     Completion::Received { .. } => {
                         panic!("{mode:?}: a block with byte {offset} flipped was delivered")
                     }
@@ -430,7 +498,9 @@ async fn short_frames_are_as_protected_as_long_ones() {
             let (mut signals, mut blocks) = (0, 0);
             while blocks < 2 {
                 match events.recv().await.unwrap() {
-                    Completion::PeerDown { node: NodeId(0), .. } => break,
+                    Completion::PeerDown {
+                        node: NodeId(0), ..
+                    } => break,
                     Completion::Received {
                         group: GroupId(1),
                         from: NodeId(0),
@@ -468,11 +538,21 @@ async fn short_frames_are_as_protected_as_long_ones() {
 async fn a_silent_peer_is_declared_down_after_the_failure_timeout() {
     let (a, _b) = tokio::io::duplex(1024);
     let (ca, mut ra) = mpsc::unbounded_channel();
-    let _link = Link::spawn((NodeId(2), 0), a, RecvLowat::none(), ca, CONFIG, security(0));
+    let _link = Link::spawn(
+        (NodeId(2), 0),
+        a,
+        RecvLowat::none(),
+        ca,
+        CONFIG,
+        security(0),
+    );
     let start = tokio::time::Instant::now();
     assert!(matches!(
         ra.recv().await.unwrap(),
-        Completion::PeerDown { node: NodeId(2), .. }
+        Completion::PeerDown {
+            node: NodeId(2),
+            ..
+        }
     ));
     assert!(start.elapsed() >= CONFIG.failure_timeout);
 }
@@ -482,8 +562,22 @@ async fn heartbeats_keep_an_idle_link_up() {
     let (a, b) = tokio::io::duplex(1024);
     let (ca, mut ra) = mpsc::unbounded_channel();
     let (cb, mut rb) = mpsc::unbounded_channel();
-    let _x = Link::spawn((NodeId(1), 0), a, RecvLowat::none(), ca, CONFIG, security(0));
-    let _y = Link::spawn((NodeId(0), 0), b, RecvLowat::none(), cb, CONFIG, security(1));
+    let _x = Link::spawn(
+        (NodeId(1), 0),
+        a,
+        RecvLowat::none(),
+        ca,
+        CONFIG,
+        security(0),
+    );
+    let _y = Link::spawn(
+        (NodeId(0), 0),
+        b,
+        RecvLowat::none(),
+        cb,
+        CONFIG,
+        security(1),
+    );
     tokio::time::sleep(CONFIG.failure_timeout * 4).await;
     assert!(ra.try_recv().is_err());
     assert!(rb.try_recv().is_err());
@@ -507,9 +601,23 @@ fn early_pair(
     let (ca, ra) = mpsc::unbounded_channel();
     let (cb, rb) = mpsc::unbounded_channel();
     (
-        Link::spawn((NodeId(1), 0), a, RecvLowat::none(), ca, config, security(0)),
+        Link::spawn(
+            (NodeId(1), 0),
+            a,
+            RecvLowat::none(),
+            ca,
+            config,
+            security(0),
+        ),
         ra,
-        Link::spawn((NodeId(0), 0), b, RecvLowat::none(), cb, config, security(1)),
+        Link::spawn(
+            (NodeId(0), 0),
+            b,
+            RecvLowat::none(),
+            cb,
+            config,
+            security(1),
+        ),
         rb,
     )
 }
