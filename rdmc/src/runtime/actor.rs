@@ -529,6 +529,10 @@ impl<T: Transport> Actor<T> {
             );
             return;
         };
+        if g.lost.contains(&rank) {
+            tracing::debug!(group = group.0, peer = peer.0, "traffic from a lost member dropped");
+            return;
+        }
         let _enter = g.span.clone().entered();
         g.event_at = now;
         // The interval this event ends was spent as the member's state

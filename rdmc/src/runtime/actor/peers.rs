@@ -109,6 +109,11 @@ impl<T: Transport> Actor<T> {
             .filter_map(|(id, g)| g.rank_of.get(&node).map(|&r| (*id, r)))
             .collect();
         for (id, rank) in affected {
+            if let Some(g) = self.groups.get_mut(&id)
+                && !g.lost.contains(&rank)
+            {
+                g.lost.push(rank);
+            }
             self.peer_unreachable(id, rank);
         }
     }

@@ -86,7 +86,7 @@ pub(crate) enum MeshPurpose {
 
 impl MeshPurpose {
     /// How a member's address is written in the cluster digest.
-    fn digest_entry(self, member: &SocketAddr) -> String {
+    pub(crate) fn digest_entry(self, member: &SocketAddr) -> String {
         match self {
             MeshPurpose::Tcp => member.to_string(),
             #[cfg(any(feature = "ofi", test))]
@@ -292,6 +292,7 @@ pub(crate) async fn bring_up(
         connect_timeout,
         handshake_timeout,
         failure_timeout,
+        incarnation,
     } = cluster;
     let listener = match listener {
         Some(l) => l
@@ -302,7 +303,9 @@ pub(crate) async fn bring_up(
     .map_err(MeshError::Listen)?;
     let entries: Vec<String> = members.iter().map(|m| purpose.digest_entry(m)).collect();
     let digest = ClusterDigest::of_members(&entries);
-    let handshake = Handshake::new(key, digest, id, members.len()).with_timeout(handshake_timeout);
+    let handshake = Handshake::new(key, digest, id, members.len())
+        .with_timeout(handshake_timeout)
+        .with_incarnation(incarnation);
     establish(MeshConfig {
         me: id,
         members,

@@ -87,22 +87,29 @@ pub(crate) enum Outgoing {
     Data(GroupId, BlockRef, u64),
 }
 
-/// Whether a link is down, and which run of the peer it connects to.
+/// Whether a link is down, and which run of which peer it connects to.
 #[derive(Debug)]
 pub(crate) struct LinkState {
     down: AtomicBool,
+    peer: NodeId,
     /// The peer's incarnation on this connection.
     incarnation: u64,
     /// Cancelled once the link is down.
     ended: CancellationToken,
+    /// Whether the node was told the link is down: it is told once, and
+    /// the telling holds this lock, so that once someone holding it saw it
+    /// told, the report is queued ahead of anything queued after.
+    reported: Mutex<bool>,
 }
 
 impl LinkState {
-    fn new(incarnation: u64) -> Self {
+    fn new(peer: NodeId, incarnation: u64) -> Self {
         LinkState {
             down: AtomicBool::new(false),
+            peer,
             incarnation,
             ended: CancellationToken::new(),
+            reported: Mutex::new(false),
         }
     }
 
@@ -112,13 +119,18 @@ impl LinkState {
         self.ended.cancel();
     }
 
-    /// Mark the link down and tell the node its peer is gone.
-    pub(super) fn report_down(&self, peer: NodeId, completions: &CompletionSender) {
+    /// Mark the link down and tell the node (once) that this run of its
+    /// peer is gone.
+    pub(super) fn report_down(&self, completions: &CompletionSender) {
+        let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+        if !*reported {
+            *reported = true;
+            let _ = completions.send(Completion::PeerDown {
+                node: self.peer,
+                incarnation: self.incarnation,
+            });
+        }
         self.mark_down();
-        let _ = completions.send(Completion::PeerDown {
-            node: peer,
-            incarnation: self.incarnation,
-        });
     }
 }
 
@@ -155,7 +167,7 @@ impl Link {
     {
         let (outgoing, queue) = mpsc::unbounded_channel();
         let posted = Arc::new(Posted::default());
-        let state = Arc::new(LinkState::new(incarnation));
+        let state = Arc::new(LinkState::new(peer, incarnation));
         let span = tracing::debug_span!("rdmc_link", peer = peer.0);
         let _enter = span.enter();
         let reader_posted = Arc::clone(&posted);
@@ -182,7 +194,7 @@ impl Link {
                 Err(reason) => {
                     tracing::warn!(peer = peer.0, %reason, "peer down");
                     let _ = agreed_tx.send(Err(reason));
-                    link_state.report_down(peer, &completions);
+                    link_state.report_down(&completions);
                     return;
                 }
             };
@@ -216,16 +228,11 @@ impl Link {
 
     /// How the key agreement ended (within the agreement timeout): `Ok`
     /// once the frame keys are agreed, or why not. Asked again, `Ok`.
+    #[cfg(test)]
     pub(crate) async fn agreement(&mut self) -> Result<(), AgreeError> {
-        match self.agreed.take() {
-            Some(outcome) => outcome.await.unwrap_or_else(|_| {
-                Err(AgreeError::Failed(
-                    "the link ended before agreeing".to_owned(),
-                ))
-            }),
-            None => Ok(()),
-        }
+        self.take_agreement().await
     }
+
 
     /// Close the sending side: the writer puts everything queued on the
     /// wire, shuts the connection's write half and ends (the returned task).
@@ -246,6 +253,32 @@ impl Link {
     /// Cancelled once the link is down.
     pub(crate) fn ended(&self) -> CancellationToken {
         self.state.ended.clone()
+    }
+
+    /// The key agreement's outcome (as [`Link::agreement`]), to await
+    /// apart from the link.
+    pub(crate) fn take_agreement(
+        &mut self,
+    ) -> futures::future::BoxFuture<'static, Result<(), AgreeError>> {
+        let agreed = self.agreed.take();
+        Box::pin(async move {
+            match agreed {
+                Some(outcome) => outcome.await.unwrap_or_else(|_| {
+                    Err(AgreeError::Failed(
+                        "the link ended before agreeing".to_owned(),
+                    ))
+                }),
+                None => Ok(()),
+            }
+        })
+    }
+
+    /// Give the link up for a newer one to the same peer: the node is told
+    /// this run of the peer is gone (unless it was told already), ahead of
+    /// anything queued after; the connection closes once its queue is
+    /// written.
+    pub(crate) fn retire(self, completions: &CompletionSender) {
+        self.state.report_down(completions);
     }
 
     /// Post a receive for the next block of `group` from this peer.

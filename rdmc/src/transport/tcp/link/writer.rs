@@ -207,7 +207,7 @@ pub(super) async fn write_loop<W: AsyncWrite>(
     state.mark_down();
     if let Err(e) = result {
         tracing::warn!(peer = peer.0, error = %e, "connection lost while writing");
-        state.report_down(peer, &completions);
+        state.report_down(&completions);
     }
 }
 
