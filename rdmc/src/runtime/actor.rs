@@ -530,7 +530,11 @@ impl<T: Transport> Actor<T> {
             return;
         };
         if g.lost.contains(&rank) {
-            tracing::debug!(group = group.0, peer = peer.0, "traffic from a lost member dropped");
+            tracing::debug!(
+                group = group.0,
+                peer = peer.0,
+                "traffic from a lost member dropped"
+            );
             return;
         }
         let _enter = g.span.clone().entered();

@@ -64,6 +64,18 @@ impl<T: Transport> Actor<T> {
         }
         tracing::info!(peer = node.0, incarnation, %addr, "peer up");
         self.rendezvous.handle_peer_up(node);
+        // The groups that held the peer were made over its earlier
+        // connection, which is gone (they have failed, or are failing):
+        // what comes from it for them over the new one came after a gap,
+        // and is ignored. (What its old connection carried arrived before
+        // the old connection's end was reported, and counts.)
+        for g in self.groups.values_mut() {
+            if let Some(&rank) = g.rank_of.get(&node)
+                && !g.lost.contains(&rank)
+            {
+                g.lost.push(rank);
+            }
+        }
         self.peers.peers.insert(
             node,
             Peer {
@@ -109,11 +121,6 @@ impl<T: Transport> Actor<T> {
             .filter_map(|(id, g)| g.rank_of.get(&node).map(|&r| (*id, r)))
             .collect();
         for (id, rank) in affected {
-            if let Some(g) = self.groups.get_mut(&id)
-                && !g.lost.contains(&rank)
-            {
-                g.lost.push(rank);
-            }
             self.peer_unreachable(id, rank);
         }
     }

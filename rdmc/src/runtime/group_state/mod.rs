@@ -121,9 +121,9 @@ pub(super) struct GroupState {
     /// the grace period ends, unless a report of the failure that caused
     /// it arrived first (see [`FAILURE_GRACE`](super::actor::FAILURE_GRACE)).
     pub(super) unreachable: Vec<Rank>,
-    /// Members whose connection (the run of their node this group was
-    /// made with) is gone: whatever comes from them later came over
-    /// another connection, after a gap, and is ignored.
+    /// Members connected again since the group was made (a new
+    /// connection, or a new run of their node): whatever comes from them
+    /// over the new connection came after a gap, and is ignored.
     pub(super) lost: Vec<Rank>,
     /// The end of the grace period (also entered in the actor's timers).
     pub(super) grace: Option<tokio::time::Instant>,

@@ -129,9 +129,11 @@ const SESSION_LABEL: &[u8] = b"rdmc handshake v1 session";
 /// handshake v1 session" || hello_I || hello_A)`): what authenticates the
 /// mesh's own messages after the handshake
 /// ([`formation`](super::formation)). Never shown by `Debug`.
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 #[derive(Clone)]
 pub(crate) struct SessionKey([u8; 32]);
 
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 impl SessionKey {
     /// A MAC keyed with this key.
     pub(super) fn mac(&self) -> HmacSha256 {
@@ -376,6 +378,7 @@ pub(crate) struct Authenticated {
     /// The peer's incarnation.
     pub(crate) incarnation: u64,
     /// The connection's session key.
+    #[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
     pub(crate) key: SessionKey,
 }
 

@@ -98,6 +98,7 @@ impl MeshPurpose {
 }
 
 /// What a node needs to join the mesh, its listener bound.
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 #[derive(Debug)]
 struct MeshConfig {
     me: NodeId,
@@ -110,6 +111,7 @@ struct MeshConfig {
 }
 
 /// Why the mesh could not be built.
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum MeshError {
     #[error("node {me} is not in a cluster of {members}")]
@@ -169,6 +171,7 @@ fn list(ids: &[NodeId]) -> String {
 
 /// The established connections, one per peer, and the guard that keeps the
 /// listener turning strangers away until the node goes.
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 pub(crate) struct Mesh {
     pub(crate) peers: HashMap<NodeId, TcpStream>,
     pub(crate) _acceptor: DropGuard,
@@ -267,6 +270,7 @@ impl Mesh {
 
 impl Mesh {
     /// Put agreed connections back into the mesh.
+    #[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
     fn keep(&mut self, links: HashMap<NodeId, Link>) {
         for (peer, link) in links {
             self.peers.insert(peer, link.stream);
@@ -279,6 +283,7 @@ impl Mesh {
 /// given listener, or at its member address), authenticate with the
 /// cluster key and a digest of the member list, and connect to every other
 /// member within the connect timeout.
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 pub(crate) async fn bring_up(
     cluster: ClusterConfig,
     purpose: MeshPurpose,
@@ -323,6 +328,7 @@ pub(crate) async fn bring_up(
 /// nothing more is needed, so strangers get nothing and cost one `accept`
 /// each. (The listener stays open, so that the port does not look free to
 /// another process.)
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
     let me = config.me;
     let (found, mut arrivals) = mpsc::unbounded_channel::<Arrival>();
@@ -397,4 +403,5 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
 
 /// An authenticated connection to a member, as a dial or the acceptor hands
 /// it over, with its session key.
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 type Arrival = (NodeId, TcpStream, SessionKey);

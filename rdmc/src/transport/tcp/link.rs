@@ -233,7 +233,6 @@ impl Link {
         self.take_agreement().await
     }
 
-
     /// Close the sending side: the writer puts everything queued on the
     /// wire, shuts the connection's write half and ends (the returned task).
     pub(crate) fn close(self) -> tokio::task::JoinHandle<()> {

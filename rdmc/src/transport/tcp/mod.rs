@@ -200,9 +200,9 @@ impl Transport for TcpEndpoint {
     }
 
     fn post_send(&mut self, group: GroupId, to: NodeId, block: BlockRef, immediate: u64) {
-        let sent = self
-            .peers
-            .with_link(to, |link| link.send(Outgoing::Data(group, block, immediate)));
+        let sent = self.peers.with_link(to, |link| {
+            link.send(Outgoing::Data(group, block, immediate))
+        });
         if sent != Some(true) {
             self.unreachable(group, to);
         }
@@ -222,7 +222,12 @@ impl Transport for TcpEndpoint {
     }
 
     fn flush(&mut self) -> BoxFuture<'static, ()> {
-        let writers: Vec<_> = self.peers.close().into_iter().map(|link| link.close()).collect();
+        let writers: Vec<_> = self
+            .peers
+            .close()
+            .into_iter()
+            .map(|link| link.close())
+            .collect();
         let limit = self.flush_timeout;
         Box::pin(async move {
             let all = futures::future::join_all(writers);

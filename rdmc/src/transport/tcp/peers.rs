@@ -63,7 +63,11 @@ pub(crate) enum Admission {
 /// Whether to let in a connection from a peer's run `incarnation`, given
 /// the newest run of it seen (`known`) and its current connection's run,
 /// if any, and whether that connection is up.
-pub(crate) fn admit(known: Option<u64>, current: Option<(u64, bool)>, incarnation: u64) -> Admission {
+pub(crate) fn admit(
+    known: Option<u64>,
+    current: Option<(u64, bool)>,
+    incarnation: u64,
+) -> Admission {
     match (known, current) {
         (Some(known), _) if incarnation < known => Admission::Stale { known },
         (_, Some((run, true))) if run == incarnation => Admission::Duplicate,
@@ -106,7 +110,9 @@ struct Shared {
 
 impl std::fmt::Debug for Shared {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared").field("me", &self.me).finish_non_exhaustive()
+        f.debug_struct("Shared")
+            .field("me", &self.me)
+            .finish_non_exhaustive()
     }
 }
 
@@ -192,7 +198,11 @@ impl PeerSet {
     /// Wait until every member has been connected, or fail at `deadline` naming
     /// those that are not (and why their connections were refused, when
     /// known).
-    pub(crate) async fn all_connected(&self, deadline: Instant, timeout: Duration) -> Result<(), MeshError> {
+    pub(crate) async fn all_connected(
+        &self,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(), MeshError> {
         loop {
             let changed = self.shared.changed.notified();
             let missing = self.missing();
@@ -244,7 +254,11 @@ impl PeerSet {
     /// Stop letting peers in and dialling them; hand over every link.
     pub(crate) fn close(&self) -> Vec<Link> {
         self.shared.stop.cancel();
-        lock(&self.shared.table).links.drain().map(|(_, l)| l).collect()
+        lock(&self.shared.table)
+            .links
+            .drain()
+            .map(|(_, l)| l)
+            .collect()
     }
 }
 
@@ -252,13 +266,21 @@ impl Shared {
     /// Let in an authenticated connection to `peer`'s run, from (or to)
     /// `addr`: start its link, replacing an older run's; returns the
     /// token cancelled when the new link goes down.
-    fn let_in(&self, stream: TcpStream, peer: &Authenticated, addr: SocketAddr) -> Result<CancellationToken, String> {
+    fn let_in(
+        &self,
+        stream: TcpStream,
+        peer: &Authenticated,
+        addr: SocketAddr,
+    ) -> Result<CancellationToken, String> {
         if self.stop.is_cancelled() {
             return Err("the node is shutting down".to_owned());
         }
         let id = peer.peer;
         let mut table = lock(&self.table);
-        let current = table.links.get(&id).map(|l| (l.incarnation(), !l.is_down()));
+        let current = table
+            .links
+            .get(&id)
+            .map(|l| (l.incarnation(), !l.is_down()));
         match admit(table.known.get(&id).copied(), current, peer.incarnation) {
             Admission::Accept => {}
             Admission::Stale { known } => {
@@ -268,7 +290,10 @@ impl Shared {
                 ));
             }
             Admission::Duplicate => {
-                return Err(format!("run {} of node {id} is connected already", peer.incarnation));
+                return Err(format!(
+                    "run {} of node {id} is connected already",
+                    peer.incarnation
+                ));
             }
         }
         let setup = &self.setup;
@@ -319,9 +344,14 @@ async fn keep(shared: Arc<Shared>, peer: NodeId) {
     let addr = shared.members[peer.index()];
     let mut backoff = FIRST_DIAL_BACKOFF;
     loop {
-        let dialled =
-            connect::dial((peer, addr), &shared.handshake, &shared.refusals, &shared.stop, backoff)
-                .await;
+        let dialled = connect::dial(
+            (peer, addr),
+            &shared.handshake,
+            &shared.refusals,
+            &shared.stop,
+            backoff,
+        )
+        .await;
         let Some((stream, authenticated)) = dialled else {
             return;
         };
@@ -366,7 +396,10 @@ mod tests {
         // The connected run a second time.
         assert_eq!(admit(Some(5), Some((5, true)), 5), Admission::Duplicate);
         // An older run than one seen: never again.
-        assert_eq!(admit(Some(5), Some((5, true)), 4), Admission::Stale { known: 5 });
+        assert_eq!(
+            admit(Some(5), Some((5, true)), 4),
+            Admission::Stale { known: 5 }
+        );
         assert_eq!(admit(Some(5), None, 0), Admission::Stale { known: 5 });
     }
 }
