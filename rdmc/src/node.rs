@@ -64,6 +64,14 @@ impl Node {
     /// node's actor. Resolves once every member is connected and every
     /// connection's frame keys are agreed ([`TcpConfig::with_wire_security`]).
     ///
+    /// The connections are kept up for as long as the node runs: one that
+    /// breaks is dialled again, so a member that crashes and is started
+    /// again (at the same address) is let back in without any other member
+    /// restarting. It comes back as a new *incarnation*: the groups that
+    /// held its earlier run fail, nothing of the earlier run is accepted
+    /// again, new groups may include it. [`Node::peer_events`] reports each
+    /// peer's comings and goings.
+    ///
     /// Must be called within a tokio runtime.
     ///
     /// ```

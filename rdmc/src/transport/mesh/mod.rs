@@ -1,26 +1,29 @@
 //! The authenticated mesh: one TCP connection between every pair of nodes
 //! of the cluster, each authenticated with the cluster key ([`handshake`])
-//! before it is used. The `tcp` transport carries all its traffic over the
-//! mesh; the `ofi` transport uses it as the rendezvous where nodes swap
-//! their fabric addresses.
+//! before it is used. The `tcp` transport carries all its traffic over such
+//! connections, kept up by its peer set (`tcp::peers`: a member that
+//! restarts is let back in); the `ofi` and `rdma` transports form a mesh
+//! once ([`bring_up`]) as the rendezvous where nodes swap their fabric
+//! addresses.
 //!
-//! A node dials every node of lower rank and accepts the others.
-//! Connections that fail authentication — strangers, garbage, the wrong
-//! cluster — are dropped with a logged reason without stalling anything
-//! else, and what strangers can hold is bounded: at most
-//! [`MAX_PENDING_HANDSHAKES`](connect::MAX_PENDING_HANDSHAKES) connections are authenticated at once (a new
-//! one displaces the oldest), one that sends nothing is let go after
-//! [`FIRST_HELLO_TIMEOUT`](connect::FIRST_HELLO_TIMEOUT), and once every member is connected every new
-//! connection is closed as soon as it is accepted. A node's mesh is up
-//! once every member is connected to every member and every member has
-//! said so ([`Formation`]: `Ready`, then `Go`, each message authenticated
-//! with the connection's session key), so that no node starts timing a
-//! peer's silence while the peer still waits for a third member. A mesh
-//! that does not form names the members that kept it from forming — the
-//! same ones on every member that fails, never one that only gave up
-//! because of them: a node that gives up tells its peers whom it blames
-//! before it closes — and, when known, why their connections were refused
-//! (another cluster key or member list).
+//! A node dials every node of lower rank and accepts the others
+//! ([`connect`]). Connections that fail authentication — strangers,
+//! garbage, the wrong cluster — are dropped with a logged reason without
+//! stalling anything else, and what strangers can hold is bounded: at most
+//! [`MAX_PENDING_HANDSHAKES`](connect::MAX_PENDING_HANDSHAKES) connections
+//! are authenticated at once (a new one displaces the oldest), one that
+//! sends nothing is let go after
+//! [`FIRST_HELLO_TIMEOUT`](connect::FIRST_HELLO_TIMEOUT), and once every
+//! member of a formed mesh is connected every new connection is closed as
+//! soon as it is accepted. A formed mesh is up once every member is
+//! connected to every member and every member has said so ([`Formation`]:
+//! `Ready`, then `Go`, each message authenticated with the connection's
+//! session key), so that no node starts timing a peer's silence while the
+//! peer still waits for a third member. A mesh that does not form names the
+//! members that kept it from forming — the same ones on every member that
+//! fails, never one that only gave up because of them: a node that gives up
+//! tells its peers whom it blames before it closes — and, when known, why
+//! their connections were refused (another cluster key or member list).
 
 mod agreement;
 mod cluster;
