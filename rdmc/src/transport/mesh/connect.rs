@@ -158,7 +158,8 @@ impl Refusals {
 fn dial_reason(error: &HandshakeError) -> String {
     match error {
         HandshakeError::Closed => "it closed the connection during the handshake: it may hold \
-                                   another cluster key or member list (its own error says which)"
+                                   another cluster key or member list, or have seen a newer run \
+                                   of this node (its own log says which)"
             .to_owned(),
         e => e.to_string(),
     }

@@ -212,6 +212,9 @@ pub(crate) enum HandshakeError {
     /// The peer's proof is wrong: it does not hold the cluster key.
     #[error("peer failed to prove it holds the cluster key")]
     BadProof,
+    /// This end does not let the peer's run in (see [`Vet`]).
+    #[error("refused: {0}")]
+    Refused(String),
     /// The handshake did not complete in time.
     #[error("handshake not completed within {0:?}")]
     TimedOut(Duration),
@@ -354,7 +357,6 @@ where
 
 /// One member's side of the handshake: its key, identity and view of the
 /// cluster. Share it (in an `Arc`) among the tasks that handle connections.
-#[derive(Debug)]
 pub(crate) struct Handshake {
     /// The cluster key.
     key: ClusterKey,
@@ -368,6 +370,24 @@ pub(crate) struct Handshake {
     timeout: Duration,
     /// This node's incarnation, told to every peer.
     incarnation: u64,
+    /// Whether a peer's run may connect at all.
+    vet: Option<Vet>,
+}
+
+/// Whether a peer's run (its id and incarnation, from its hello) may
+/// connect: asked before this end proves itself, so that a refused peer's
+/// handshake fails (the connection closes) rather than succeeding on one end
+/// only. `Err` says why not.
+pub(crate) type Vet = std::sync::Arc<dyn Fn(NodeId, u64) -> Result<(), String> + Send + Sync>;
+
+impl std::fmt::Debug for Handshake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handshake")
+            .field("me", &self.me)
+            .field("members", &self.members)
+            .field("incarnation", &self.incarnation)
+            .finish_non_exhaustive()
+    }
 }
 
 /// The far end of a connection whose handshake succeeded.
@@ -401,6 +421,20 @@ impl Handshake {
             members,
             timeout: DEFAULT_TIMEOUT,
             incarnation: 0,
+            vet: None,
+        }
+    }
+
+    /// The same, asking `vet` whether each peer's run may connect.
+    pub(crate) fn with_vet(mut self, vet: Vet) -> Self {
+        self.vet = Some(vet);
+        self
+    }
+
+    fn vet(&self, peer: NodeId, incarnation: u64) -> Result<(), HandshakeError> {
+        match &self.vet {
+            Some(vet) => vet(peer, incarnation).map_err(HandshakeError::Refused),
+            None => Ok(()),
         }
     }
 
@@ -465,6 +499,7 @@ impl Handshake {
                 });
             }
             self.check_addressed_to_me(&theirs)?;
+            self.vet(expected_peer, theirs.incarnation)?;
 
             let proof = self.proof(Role::Initiator, &ours, &theirs_bytes);
             send(stream, &proof).await?;
@@ -515,6 +550,7 @@ impl Handshake {
                 return Err(HandshakeError::ImpersonatesUs(self.me));
             }
             self.check_addressed_to_me(&theirs)?;
+            self.vet(peer, theirs.incarnation)?;
 
             let me = (self.me, self.incarnation);
             let ours = Hello::new(Role::Acceptor, me, peer, self.digest).encode();

@@ -34,7 +34,7 @@ use super::link::{self, AgreeError, Link, LinkConfig, LinkSecurity, RecvLowat};
 use crate::config::EarlyAnnounce;
 use crate::ids::NodeId;
 use crate::transport::mesh::connect::{self, OnPeer, Refusals};
-use crate::transport::mesh::handshake::{Authenticated, Handshake};
+use crate::transport::mesh::handshake::{Authenticated, Handshake, Vet};
 use crate::transport::mesh::{ClusterConfig, ClusterDigest, MeshError, MeshPurpose};
 use crate::transport::{Completion, CompletionSender};
 
@@ -94,13 +94,32 @@ struct Table {
     starting: Option<Vec<(NodeId, BoxFuture<'static, Result<(), AgreeError>>)>>,
 }
 
+impl Table {
+    /// Whether a connection from `peer`'s run `incarnation` may come in.
+    fn admit(&self, peer: NodeId, incarnation: u64) -> Result<(), String> {
+        let current = self
+            .links
+            .get(&peer)
+            .map(|l| (l.incarnation(), !l.is_down()));
+        match admit(self.known.get(&peer).copied(), current, incarnation) {
+            Admission::Accept => Ok(()),
+            Admission::Stale { known } => Err(format!(
+                "run {incarnation} of node {peer} is over: run {known} was seen since"
+            )),
+            Admission::Duplicate => Err(format!(
+                "run {incarnation} of node {peer} is connected already"
+            )),
+        }
+    }
+}
+
 /// What the peer set's tasks share.
 struct Shared {
     me: NodeId,
     members: Vec<SocketAddr>,
     handshake: Arc<Handshake>,
     refusals: Arc<Mutex<Refusals>>,
-    table: Mutex<Table>,
+    table: Arc<Mutex<Table>>,
     /// Woken whenever a link is let in.
     changed: Notify,
     completions: CompletionSender,
@@ -146,6 +165,14 @@ impl PeerSet {
             .iter()
             .map(|m| MeshPurpose::Tcp.digest_entry(m))
             .collect();
+        let table = Arc::new(Mutex::new(Table {
+            starting: Some(Vec::new()),
+            ..Table::default()
+        }));
+        let vet: Vet = {
+            let table = Arc::clone(&table);
+            Arc::new(move |peer, incarnation| lock(&table).admit(peer, incarnation))
+        };
         let handshake = Handshake::new(
             cluster.key,
             ClusterDigest::of_members(&entries),
@@ -153,17 +180,15 @@ impl PeerSet {
             cluster.members.len(),
         )
         .with_timeout(cluster.handshake_timeout)
-        .with_incarnation(cluster.incarnation);
+        .with_incarnation(cluster.incarnation)
+        .with_vet(vet);
         let stop = CancellationToken::new();
         let shared = Arc::new(Shared {
             me: cluster.id,
             members: cluster.members,
             handshake: Arc::new(handshake),
             refusals: Arc::new(Mutex::new(Refusals::default())),
-            table: Mutex::new(Table {
-                starting: Some(Vec::new()),
-                ..Table::default()
-            }),
+            table,
             changed: Notify::new(),
             completions,
             setup,
@@ -277,25 +302,9 @@ impl Shared {
         }
         let id = peer.peer;
         let mut table = lock(&self.table);
-        let current = table
-            .links
-            .get(&id)
-            .map(|l| (l.incarnation(), !l.is_down()));
-        match admit(table.known.get(&id).copied(), current, peer.incarnation) {
-            Admission::Accept => {}
-            Admission::Stale { known } => {
-                return Err(format!(
-                    "a connection from run {} of node {id}, but run {known} was seen since",
-                    peer.incarnation
-                ));
-            }
-            Admission::Duplicate => {
-                return Err(format!(
-                    "run {} of node {id} is connected already",
-                    peer.incarnation
-                ));
-            }
-        }
+        // Asked in the handshake already; asked again, as another
+        // connection may have been let in since.
+        table.admit(id, peer.incarnation)?;
         let setup = &self.setup;
         if let Some(name) = setup.congestion.as_deref()
             && let Err(reason) = link::set_congestion_control(&stream, name)
