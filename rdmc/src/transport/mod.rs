@@ -95,7 +95,18 @@ pub(crate) enum Completion {
         error: &'static str,
     },
     /// `node` is gone: its connection broke or it stopped answering.
-    PeerDown { node: NodeId },
+    /// `incarnation` names the run of `node` that is gone (0 on transports
+    /// that do not tell runs apart), so that a late report about an old
+    /// run does not fail the groups of a newer one.
+    PeerDown { node: NodeId, incarnation: u64 },
+    /// `node`, in its run `incarnation`, is connected at `addr`: a new
+    /// connection, or a node that came back (reported by transports whose
+    /// peers can come and go).
+    PeerUp {
+        node: NodeId,
+        incarnation: u64,
+        addr: std::net::SocketAddr,
+    },
 }
 
 /// A control-plane message between two nodes about one group.

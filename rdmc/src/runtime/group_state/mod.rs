@@ -121,6 +121,10 @@ pub(super) struct GroupState {
     /// the grace period ends, unless a report of the failure that caused
     /// it arrived first (see [`FAILURE_GRACE`](super::actor::FAILURE_GRACE)).
     pub(super) unreachable: Vec<Rank>,
+    /// Members connected again since the group was made (a new
+    /// connection, or a new run of their node): whatever comes from them
+    /// over the new connection came after a gap, and is ignored.
+    pub(super) lost: Vec<Rank>,
     /// The end of the grace period (also entered in the actor's timers).
     pub(super) grace: Option<tokio::time::Instant>,
     /// Receiver: the application's hook choosing where messages go.

@@ -470,7 +470,10 @@ pub(crate) trait FabricDriver: Sized {
         p.write_backlog.clear();
         self.close_link(peer);
         self.core_mut().slots.drop_peer(peer);
-        self.emit(Completion::PeerDown { node: peer });
+        self.emit(Completion::PeerDown {
+            node: peer,
+            incarnation: 0,
+        });
     }
 
     /// Whether a flush is complete (or timed out); answers it if so.
