@@ -35,6 +35,9 @@ pub enum PeerEvent {
         node: NodeId,
         /// The run that is gone.
         incarnation: u64,
+        /// Why, in words: the connection's error, a silence past the
+        /// failure timeout, a newer run connecting, ...
+        reason: String,
     },
 }
 

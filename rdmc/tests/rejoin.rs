@@ -36,6 +36,24 @@ async fn next_up(events: &mut PeerEvents, node: u32) -> u64 {
     .await
 }
 
+/// The next `Down` of `node` in `events`: its incarnation and reason.
+async fn next_down(events: &mut PeerEvents, node: u32) -> (u64, String) {
+    bounded(LONG, "peer down", async {
+        loop {
+            match events.next().await {
+                Some(PeerEvent::Down {
+                    node: n,
+                    incarnation,
+                    reason,
+                }) if n == NodeId(node) => return (incarnation, reason),
+                Some(_) => {}
+                None => panic!("the node shut down"),
+            }
+        }
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_back_in_a_newer_incarnation_is_up_everywhere_and_an_older_one_is_refused() {
     let listeners: Vec<_> = (0..3).map(|_| common::loopback()).collect();
@@ -50,8 +68,14 @@ async fn a_member_back_in_a_newer_incarnation_is_up_everywhere_and_an_older_one_
         assert_eq!(next_up(w, 2).await, 10);
     }
 
-    // Node 2 leaves, and comes back in incarnation 11.
+    // Node 2 leaves (every other node sees run 10 go, and why), and comes
+    // back in incarnation 11.
     nodes.pop().unwrap().shutdown().await;
+    for w in &mut watch {
+        let (incarnation, reason) = next_down(w, 2).await;
+        assert_eq!(incarnation, 10);
+        assert!(!reason.is_empty());
+    }
     let back = bounded(
         LONG,
         "restart",

@@ -79,9 +79,11 @@ async fn child(me: NodeId, members: Vec<SocketAddr>) {
                 PeerEvent::Up {
                     node, incarnation, ..
                 } => println!("up {} {incarnation}", node.0),
-                PeerEvent::Down { node, incarnation } => {
-                    println!("down {} {incarnation}", node.0);
-                }
+                PeerEvent::Down {
+                    node,
+                    incarnation,
+                    reason,
+                } => println!("down {} {incarnation} {reason}", node.0),
                 other => println!("event {other:?}"),
             }
         }

@@ -463,8 +463,13 @@ impl<T: Transport> Actor<T> {
     fn on_completion(&mut self, c: Completion) {
         let now = Instant::now();
         let (group, peer) = match &c {
-            &Completion::PeerDown { node, incarnation } => {
-                return self.peer_down(node, incarnation);
+            Completion::PeerDown {
+                node,
+                incarnation,
+                reason,
+            } => {
+                let (node, incarnation, reason) = (*node, *incarnation, reason.clone());
+                return self.peer_down(node, incarnation, reason);
             }
             &Completion::PeerUp {
                 node,

@@ -164,10 +164,7 @@ impl Member {
     fn peer_down(&self, node: u32) {
         let node = NodeId(node);
         self.inject
-            .send(Completion::PeerDown {
-                node,
-                incarnation: 0,
-            })
+            .send(Completion::peer_down(node, 0, "lost in a test"))
             .unwrap();
     }
 
@@ -385,10 +382,7 @@ async fn a_moot_loss_does_not_hide_the_roots_loss_in_the_same_grace_period() {
         tokio::time::sleep(Duration::from_millis(1)).await;
         for node in [NodeId(2), NodeId(0)] {
             inject
-                .send(Completion::PeerDown {
-                    node,
-                    incarnation: 0,
-                })
+                .send(Completion::peer_down(node, 0, "lost in a test"))
                 .unwrap();
         }
     });

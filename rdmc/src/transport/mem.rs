@@ -95,10 +95,7 @@ impl MemCluster {
             .retain(|(_, from, to), _| *from != node && *to != node);
         for (i, peer) in state.nodes.iter().enumerate() {
             if let Some(peer) = peer.as_ref().filter(|_| i != node.index()) {
-                let _ = peer.send(Completion::PeerDown {
-                    node,
-                    incarnation: 0,
-                });
+                let _ = peer.send(Completion::peer_down(node, 0, "killed"));
             }
         }
     }

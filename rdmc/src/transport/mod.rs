@@ -98,7 +98,12 @@ pub(crate) enum Completion {
     /// `incarnation` names the run of `node` that is gone (0 on transports
     /// that do not tell runs apart), so that a late report about an old
     /// run does not fail the groups of a newer one.
-    PeerDown { node: NodeId, incarnation: u64 },
+    /// `reason` says why, in words.
+    PeerDown {
+        node: NodeId,
+        incarnation: u64,
+        reason: String,
+    },
     /// `node`, in its run `incarnation`, is connected at `addr`: a new
     /// connection, or a node that came back (reported by transports whose
     /// peers can come and go).
@@ -123,6 +128,17 @@ pub(crate) enum Signal {
     /// group protocol's ready-for-blocks in one signal: what the
     /// announcements a member makes to one peer at once travel as.
     ReadyForBlocks { count: u8 },
+}
+
+impl Completion {
+    /// [`Completion::PeerDown`] of `node`'s run `incarnation`, for `reason`.
+    pub(crate) fn peer_down(node: NodeId, incarnation: u64, reason: impl Into<String>) -> Self {
+        Completion::PeerDown {
+            node,
+            incarnation,
+            reason: reason.into(),
+        }
+    }
 }
 
 impl Signal {

@@ -94,7 +94,7 @@ impl<T: Transport> Actor<T> {
 
     /// The transport lost `node`'s run `incarnation`: every group holding
     /// it fails (unless a newer run has come up since, whose groups stand).
-    pub(super) fn peer_down(&mut self, node: NodeId, incarnation: u64) {
+    pub(super) fn peer_down(&mut self, node: NodeId, incarnation: u64, reason: String) {
         if self.peers.is_stale(node, incarnation) {
             tracing::debug!(
                 peer = node.0,
@@ -103,7 +103,7 @@ impl<T: Transport> Actor<T> {
             );
             return;
         }
-        tracing::warn!(peer = node.0, incarnation, "peer down");
+        tracing::warn!(peer = node.0, incarnation, %reason, "peer down");
         self.rendezvous.handle_peer_down(node);
         let entry = self.peers.peers.entry(node).or_insert(Peer {
             node,
@@ -113,7 +113,11 @@ impl<T: Transport> Actor<T> {
         });
         let was_up = std::mem::replace(&mut entry.up, false);
         if was_up || incarnation > 0 {
-            self.peers.tell(PeerEvent::Down { node, incarnation });
+            self.peers.tell(PeerEvent::Down {
+                node,
+                incarnation,
+                reason,
+            });
         }
         let affected: Vec<(GroupId, Rank)> = self
             .groups

@@ -121,14 +121,16 @@ impl LinkState {
 
     /// Mark the link down and tell the node (once) that this run of its
     /// peer is gone.
-    pub(super) fn report_down(&self, completions: &CompletionSender) {
+    pub(super) fn report_down(
+        &self,
+        completions: &CompletionSender,
+        reason: impl std::fmt::Display,
+    ) {
         let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
         if !*reported {
             *reported = true;
-            let _ = completions.send(Completion::PeerDown {
-                node: self.peer,
-                incarnation: self.incarnation,
-            });
+            let down = Completion::peer_down(self.peer, self.incarnation, reason.to_string());
+            let _ = completions.send(down);
         }
         self.mark_down();
     }
@@ -193,8 +195,8 @@ impl Link {
                 }
                 Err(reason) => {
                     tracing::warn!(peer = peer.0, %reason, "peer down");
+                    link_state.report_down(&completions, &reason);
                     let _ = agreed_tx.send(Err(reason));
-                    link_state.report_down(&completions);
                     return;
                 }
             };
@@ -277,7 +279,8 @@ impl Link {
     /// anything queued after; the connection closes once its queue is
     /// written.
     pub(crate) fn retire(self, completions: &CompletionSender) {
-        self.state.report_down(completions);
+        self.state
+            .report_down(completions, "a newer run of it connected");
     }
 
     /// Post a receive for the next block of `group` from this peer.

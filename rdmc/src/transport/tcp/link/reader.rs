@@ -229,7 +229,7 @@ pub(super) async fn read_loop<R: AsyncRead>(
         done.disarm();
     }
     tracing::warn!(peer = peer.0, %reason, "peer down");
-    state.report_down(&link.completions);
+    state.report_down(&link.completions, &reason);
 }
 
 impl<R: AsyncRead> LinkReader<R> {

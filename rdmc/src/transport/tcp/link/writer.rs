@@ -207,7 +207,10 @@ pub(super) async fn write_loop<W: AsyncWrite>(
     state.mark_down();
     if let Err(e) = result {
         tracing::warn!(peer = peer.0, error = %e, "connection lost while writing");
-        state.report_down(&completions);
+        state.report_down(
+            &completions,
+            format_args!("connection lost while writing: {e}"),
+        );
     }
 }
 
