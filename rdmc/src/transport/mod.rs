@@ -104,13 +104,13 @@ pub(crate) enum Completion {
         incarnation: u64,
         reason: String,
     },
-    /// `node`, in its run `incarnation`, is connected at `addr`: a new
-    /// connection, or a node that came back (reported by transports whose
-    /// peers can come and go).
+    /// `node`, in its run `incarnation`, is connected (at `addr`, on a
+    /// network): a new connection, or a node that came back (reported by
+    /// `tcp` and `mem`).
     PeerUp {
         node: NodeId,
         incarnation: u64,
-        addr: std::net::SocketAddr,
+        addr: Option<std::net::SocketAddr>,
     },
 }
 

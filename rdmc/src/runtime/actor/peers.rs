@@ -53,7 +53,7 @@ impl PeerView {
 
 impl<T: Transport> Actor<T> {
     /// The transport connected `node`'s run `incarnation`.
-    pub(super) fn peer_up(&mut self, node: NodeId, incarnation: u64, addr: SocketAddr) {
+    pub(super) fn peer_up(&mut self, node: NodeId, incarnation: u64, addr: Option<SocketAddr>) {
         if self.peers.is_stale(node, incarnation) {
             tracing::debug!(
                 peer = node.0,
@@ -62,7 +62,7 @@ impl<T: Transport> Actor<T> {
             );
             return;
         }
-        tracing::info!(peer = node.0, incarnation, %addr, "peer up");
+        tracing::info!(peer = node.0, incarnation, ?addr, "peer up");
         self.rendezvous.handle_peer_up(node);
         // The groups that held the peer were made over its earlier
         // connection, which is gone (they have failed, or are failing):
@@ -81,14 +81,14 @@ impl<T: Transport> Actor<T> {
             Peer {
                 node,
                 incarnation,
-                addr: Some(addr),
+                addr,
                 up: true,
             },
         );
         self.peers.tell(PeerEvent::Up {
             node,
             incarnation,
-            addr: Some(addr),
+            addr,
         });
     }
 

@@ -327,7 +327,7 @@ impl Shared {
         let _ = self.completions.send(Completion::PeerUp {
             node: id,
             incarnation: peer.incarnation,
-            addr,
+            addr: Some(addr),
         });
         let mut link = Link::spawn(
             (id, peer.incarnation),
