@@ -404,7 +404,7 @@ def start_members(lab, plan, rdmc, files, connect_timeout, flip_rank, transport)
         stdouts.append(so)
         stderrs.append(se)
         procs.append(lab.spawn(cmd, stdout=open(so, "w"), stderr=open(se, "w"),
-                               env=dict(os.environ, RUST_LOG="off,rdmc::transport::mesh=info",
+                               env=dict(os.environ, RUST_LOG="off,rdmc::transport::mesh=info,rdmc::transport::tcp=info",
                                         NO_COLOR="1")))
     return procs, stdouts, stderrs
 

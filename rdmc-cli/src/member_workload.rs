@@ -6,7 +6,7 @@
 //!
 //! * as a root, issues its writes in the workload's order, at most
 //!   `window` of them in flight: a write is in flight from its `send` until
-//!   every member of its group has delivered it ([`rdmc::SendFuture::delivered`]),
+//!   every member of its group has delivered it ([`rdmc::Receipt::delivered`]),
 //!   which is when it prints a `written` event (`group`, `seq`, `write`,
 //!   `size`, `t` the send, `acked_t` the acknowledgement);
 //! * as a receiver, checks every message byte for byte against the payload

@@ -615,6 +615,13 @@ impl<I: Copy + Ord> Rendezvous<I> {
         self.down.insert(node);
     }
 
+    /// `node` is connected again (a new run of it, or the same run after
+    /// its connection was restored): signals go to it again. Groups that
+    /// held it while it was down have failed; new ones may include it.
+    pub fn handle_peer_up(&mut self, node: NodeId) {
+        self.down.remove(&node);
+    }
+
     /// The driver dropped `group` (it closed or failed, the failure of a
     /// creation in progress included): its later signals are ignored.
     pub fn handle_group_ended(&mut self, group: GroupId) {

@@ -80,6 +80,7 @@ mod group;
 pub mod guide;
 mod in_flight;
 mod node;
+mod peer;
 pub mod proto;
 mod runtime;
 mod target;
@@ -105,6 +106,7 @@ pub use config::{
 pub use error::{Error, MembershipError};
 pub use group::{Delivered, Group, Permit, Receipt, Receiver, Sender, Sent};
 pub use node::Node;
+pub use peer::{Peer, PeerEvent, PeerEvents};
 pub use rdmc_proto::schedule;
 pub use rdmc_proto::{FailureKind, GroupId, GroupSetting, Mismatch, NodeId};
 pub use runtime::{Message, MessageTimings};

@@ -70,6 +70,14 @@ impl Node {
     /// node's actor. Resolves once every member is connected and every
     /// connection's frame keys are agreed ([`TcpConfig::with_wire_security`]).
     ///
+    /// The connections are kept up for as long as the node runs: one that
+    /// breaks is dialled again, so a member that crashes and is started
+    /// again (at the same address) is let back in without any other member
+    /// restarting. It comes back as a new *incarnation*: the groups that
+    /// held its earlier run fail, nothing of the earlier run is accepted
+    /// again, new groups may include it. [`Node::peer_events`] reports each
+    /// peer's comings and goings.
+    ///
     /// Must be called within a tokio runtime.
     ///
     /// ```
@@ -276,6 +284,33 @@ impl Node {
     /// This node's id.
     pub fn id(&self) -> NodeId {
         self.id
+    }
+
+    /// Every peer this node has heard of: its id, its latest run
+    /// (incarnation), where it is connected, and whether it is up now.
+    ///
+    /// # Errors
+    /// [`Error::NodeShutDown`] if the node has shut down.
+    ///
+    /// # Cancel safety
+    /// Cancel safe.
+    pub async fn peers(&self) -> Result<Vec<crate::Peer>, Error> {
+        let (reply, response) = tokio::sync::oneshot::channel();
+        let gone = || Error::NodeShutDown(self.id);
+        self.commands
+            .send(Command::Peers { reply })
+            .map_err(|_| gone())?;
+        response.await.map_err(|_| gone())
+    }
+
+    /// A stream of this node's [`PeerEvent`](crate::PeerEvent)s: an `Up`
+    /// for every peer connected now, then every peer that comes up (a new
+    /// connection, or a restarted node in a new incarnation) or goes down.
+    /// It ends when the node shuts down (at once if it has).
+    pub fn peer_events(&self) -> crate::PeerEvents {
+        let (events, stream) = mpsc::unbounded_channel();
+        let _ = self.commands.send(Command::WatchPeers { events });
+        crate::PeerEvents::new(stream)
     }
 
     /// Create (join) group `id`. Every member calls this with the same

@@ -424,3 +424,30 @@ async fn racks_are_part_of_the_group_identity() {
         .unwrap_err();
     assert!(matches!(err, Error::InvalidTopology(_)), "{err:?}");
 }
+
+#[tokio::test]
+async fn every_node_sees_its_peers_come_and_a_killed_one_go() {
+    let (cluster, nodes) = common::mem_nodes(3);
+    let mut events = nodes[0].peer_events();
+    let mut up = Vec::new();
+    while up.len() < 2 {
+        match common::bounded(common::LONG, "peers up", events.next()).await {
+            Some(rdmc::PeerEvent::Up { node, .. }) => up.push(node),
+            other => panic!("expected a peer up, got {other:?}"),
+        }
+    }
+    up.sort();
+    assert_eq!(up, common::ids(&[1, 2]));
+    cluster.kill(NodeId(2));
+    match common::bounded(common::LONG, "peer down", events.next()).await {
+        Some(rdmc::PeerEvent::Down { node, reason, .. }) => {
+            assert_eq!(node, NodeId(2));
+            assert_eq!(reason, "killed");
+        }
+        other => panic!("expected node 2 down, got {other:?}"),
+    }
+    let peers = nodes[0].peers().await.unwrap();
+    let up: Vec<(NodeId, bool)> = peers.iter().map(|p| (p.node, p.up)).collect();
+    assert_eq!(up, vec![(NodeId(1), true), (NodeId(2), false)]);
+    common::shutdown(nodes).await;
+}

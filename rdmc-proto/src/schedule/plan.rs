@@ -4,10 +4,10 @@
 //! [`Plan::verify`] checks a plan (possibly one read back from JSON) against
 //! the invariants every schedule must keep (each block reaches every member
 //! exactly once, relayed only after it arrived, within the step bound);
-//! [`verify_schedules`] checks the per-member functions against each other
-//! (sends match receives, the first block, the connection lists). These are
-//! the checks the original C++ RDMC ran in its schedule self-test, extended
-//! to all four algorithms.
+//! [`verify_schedules`](super::verify_schedules) checks the per-member
+//! functions against each other (sends match receives, the first block, the
+//! connection lists). These are the checks the original C++ RDMC ran in its
+//! schedule self-test, extended to all four algorithms.
 
 use super::{
     Algorithm, NodeSchedule, Schedule, ScheduleError, Topology, Transfer, ceil_log2, floor_log2,

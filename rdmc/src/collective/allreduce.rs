@@ -2,7 +2,7 @@
 //! the tree to rank 0 in chunks, and rank 0 multicasts each reduced chunk
 //! to every member as soon as it has it.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use futures::future::{join_all, try_join_all};
 
 use super::edge::{
@@ -12,13 +12,11 @@ use super::edge::{
 use super::halving::Halving;
 use super::model::{self, LinkParams};
 use super::op::ReduceOp;
-use crate::{Error, Group, GroupConfig, GroupId, Message, Node, NodeId, Receiver, Sender, Sent};
+use super::tree_wire::{Chunks, FirstMessage, Status, decode, encode, len_of};
+use crate::{Error, Group, GroupConfig, GroupId, Node, NodeId, Receiver, Sender, Sent};
 
 /// The default chunk: the unit the tree pipelines.
 pub const DEFAULT_CHUNK_SIZE: usize = 64 * 1024;
-
-/// Size of the header on each call's first message on every edge.
-const HEADER: usize = 32;
 
 /// How an [`Allreduce`] is built.
 #[derive(Clone, Debug)]
@@ -572,21 +570,51 @@ impl Allreduce {
                 element: element as u64,
             }
         };
-        let chunk = (self.chunk / element).max(1) * element;
-        let chunks_of = |len: u64| len.div_ceil(chunk as u64).max(1);
-        let n_bytes = buf.len();
-        let range = move |i: usize| (i * chunk).min(n_bytes)..((i + 1) * chunk).min(n_bytes);
+        let chunks = Chunks::new(self.chunk, element, buf.len());
+        let firsts = self.first_messages(len, &mut status).await?;
+        let mut sends: Vec<Sent> = Vec::new();
+        let mut root_result = None;
+        if status == Status::Ok {
+            let acc = self.reduce_up(buf, op, chunks, &firsts, &mut sends).await?;
+            if self.rank == 0 {
+                root_result = Some(acc);
+            }
+        } else {
+            self.drain_children(chunks, &firsts).await?;
+            sends.extend(self.send_up(encode(&status, len, &[])));
+        }
+        let outcome = if self.rank == 0 {
+            status
+        } else {
+            self.receive_result(buf, chunks).await?
+        };
+        for (send, peer) in sends.into_iter().map(|s| (s, self.up_peer())) {
+            send.await.map_err(|e| failed(peer, e))?;
+        }
+        outcome.into_result()?;
+        if let Some(acc) = root_result {
+            buf.copy_from_slice(&acc);
+        }
+        Ok(())
+    }
 
-        // Every child's first message: its subtree's status and chunk 0.
+    /// Every child's first message of a call: its subtree's status and
+    /// chunk 0. A call still fine (`status`) takes the first child's error,
+    /// or fails on a child's length other than `len`.
+    async fn first_messages(
+        &mut self,
+        len: u64,
+        status: &mut Status,
+    ) -> Result<Vec<FirstMessage>, AllreduceError> {
         let mut firsts = Vec::with_capacity(self.children.len());
         for (c, group) in &mut self.children {
             let peer = self.members[*c];
             let msg = next_message(group, peer).await?;
-            let (child_status, payload) = decode(&msg.data, peer)?;
-            if status == Status::Ok {
+            let (child_status, chunk) = decode(&msg.data, peer)?;
+            if *status == Status::Ok {
                 match child_status {
                     Status::Ok if len_of(&msg) != len => {
-                        status = Status::LengthMismatch {
+                        *status = Status::LengthMismatch {
                             member: peer,
                             len: len_of(&msg),
                             other: self.me,
@@ -594,130 +622,117 @@ impl Allreduce {
                         };
                     }
                     Status::Ok => {}
-                    ref bad => status = bad.clone(),
+                    ref bad => *status = bad.clone(),
                 }
             }
-            firsts.push((child_status, len_of(&msg), payload));
+            firsts.push(FirstMessage {
+                status: child_status,
+                len: len_of(&msg),
+                chunk,
+            });
         }
+        Ok(firsts)
+    }
 
-        let mut sends: Vec<Sent> = Vec::new();
-        let mut root_result = None;
-        if status == Status::Ok {
-            // The partial reductions go into a copy: the caller's buffer
-            // changes only when the whole call succeeds.
-            let mut acc = buf.to_vec();
-            let total = chunks_of(len) as usize;
-            for i in 0..total {
-                let r = range(i);
-                for (j, (c, group)) in self.children.iter_mut().enumerate() {
-                    if i == 0 {
-                        if firsts[j].2.len() != r.len() {
-                            return Err(AllreduceError::Protocol {
-                                member: self.members[*c],
-                                detail: "a first chunk of another length".into(),
-                            });
-                        }
-                        op.apply(&mut acc[r.clone()], &firsts[j].2);
-                    } else {
-                        let peer = self.members[*c];
-                        let msg = next_message(group, peer).await?;
-                        if msg.data.len() != r.len() {
-                            return Err(AllreduceError::Protocol {
-                                member: peer,
-                                detail: format!(
-                                    "chunk of {} bytes, expected {}",
-                                    msg.data.len(),
-                                    r.len()
-                                ),
-                            });
-                        }
-                        op.apply(&mut acc[r.clone()], &msg.data);
+    /// A call every subtree found fine: reduce the children's chunks into
+    /// a copy of `buf` (the caller's buffer changes only when the whole
+    /// call succeeds), queueing each reduced chunk up the tree (at rank 0:
+    /// to every member) into `sends`. The reduction.
+    async fn reduce_up(
+        &mut self,
+        buf: &[u8],
+        op: &ReduceOp,
+        chunks: Chunks,
+        firsts: &[FirstMessage],
+        sends: &mut Vec<Sent>,
+    ) -> Result<Vec<u8>, AllreduceError> {
+        let len = buf.len() as u64;
+        let mut acc = buf.to_vec();
+        for i in 0..chunks.count(len) as usize {
+            let r = chunks.range(i);
+            for ((c, group), first) in self.children.iter_mut().zip(firsts) {
+                let peer = self.members[*c];
+                if i == 0 {
+                    if first.chunk.len() != r.len() {
+                        return Err(AllreduceError::Protocol {
+                            member: peer,
+                            detail: "a first chunk of another length".into(),
+                        });
                     }
+                    op.apply(&mut acc[r.clone()], &first.chunk);
+                    continue;
                 }
-                let out = if i == 0 {
-                    encode(&status, len, &acc[r])
-                } else {
-                    Bytes::copy_from_slice(&acc[r])
-                };
-                let target = self.up.as_ref().or(result_sender(&self.result));
-                if let Some(group) = target {
-                    sends.push(group.queue(out).sent());
-                }
-            }
-            if self.rank == 0 {
-                root_result = Some(acc);
-            }
-        } else {
-            // Drain what the children that were fine will still send.
-            for (j, (c, group)) in self.children.iter_mut().enumerate() {
-                if firsts[j].0 == Status::Ok {
-                    for _ in 1..chunks_of(firsts[j].1) {
-                        next_message(group, self.members[*c]).await?;
-                    }
-                }
-            }
-            let target = self.up.as_ref().or(result_sender(&self.result));
-            if let Some(group) = target {
-                sends.push(group.queue(encode(&status, len, &[])).sent());
-            }
-        }
-
-        // The result, from rank 0.
-        let mut outcome = status.clone();
-        if self.rank != 0 {
-            let root = self.members[0];
-            let Some(Group::Receiver(group)) = self.result.as_mut() else {
-                unreachable!("a non-root receives the result")
-            };
-            let msg = next_message(group, root).await?;
-            let (root_status, payload) = decode(&msg.data, root)?;
-            outcome = root_status;
-            if outcome == Status::Ok {
-                if len_of(&msg) != len {
+                let msg = next_message(group, peer).await?;
+                if msg.data.len() != r.len() {
                     return Err(AllreduceError::Protocol {
-                        member: root,
-                        detail: "result of another length".into(),
+                        member: peer,
+                        detail: format!("chunk of {} bytes, expected {}", msg.data.len(), r.len()),
                     });
                 }
-                let r = range(0);
-                buf[r].copy_from_slice(&payload);
-                for i in 1..chunks_of(len) as usize {
-                    let msg = next_message(group, root).await?;
-                    copy_exact(&mut buf[range(i)], &msg.data, root, "result chunk")?;
+                op.apply(&mut acc[r.clone()], &msg.data);
+            }
+            let out = if i == 0 {
+                encode(&Status::Ok, len, &acc[r])
+            } else {
+                Bytes::copy_from_slice(&acc[r])
+            };
+            sends.extend(self.send_up(out));
+        }
+        Ok(acc)
+    }
+
+    /// A call that failed below or here: take what the children that were
+    /// fine will still send.
+    async fn drain_children(
+        &mut self,
+        chunks: Chunks,
+        firsts: &[FirstMessage],
+    ) -> Result<(), AllreduceError> {
+        for ((c, group), first) in self.children.iter_mut().zip(firsts) {
+            if first.status == Status::Ok {
+                for _ in 1..chunks.count(first.len) {
+                    next_message(group, self.members[*c]).await?;
                 }
             }
         }
-        for (send, peer) in sends.into_iter().map(|s| (s, self.up_peer())) {
-            send.await.map_err(|e| failed(peer, e))?;
-        }
-        match outcome {
-            Status::Ok => {
-                if let Some(acc) = root_result {
-                    buf.copy_from_slice(&acc);
-                }
-                Ok(())
+        Ok(())
+    }
+
+    /// Queue `msg` up the tree (at rank 0: to every member, as the result);
+    /// `None` with one member.
+    fn send_up(&self, msg: Bytes) -> Option<Sent> {
+        let target = self.up.as_ref().or(result_sender(&self.result));
+        target.map(|group| group.queue(msg).sent())
+    }
+
+    /// Not rank 0: the call's result from rank 0 into `buf`, if fine; the
+    /// call's outcome (rank 0's status).
+    async fn receive_result(
+        &mut self,
+        buf: &mut [u8],
+        chunks: Chunks,
+    ) -> Result<Status, AllreduceError> {
+        let len = buf.len() as u64;
+        let root = self.members[0];
+        let Some(Group::Receiver(group)) = self.result.as_mut() else {
+            unreachable!("a non-root receives the result")
+        };
+        let msg = next_message(group, root).await?;
+        let (outcome, payload) = decode(&msg.data, root)?;
+        if outcome == Status::Ok {
+            if len_of(&msg) != len {
+                return Err(AllreduceError::Protocol {
+                    member: root,
+                    detail: "result of another length".into(),
+                });
             }
-            Status::LengthMismatch {
-                member,
-                len,
-                other,
-                expected,
-            } => Err(AllreduceError::LengthMismatch {
-                member,
-                len,
-                other,
-                expected,
-            }),
-            Status::PartialElement {
-                member,
-                len,
-                element,
-            } => Err(AllreduceError::PartialElement {
-                member,
-                len,
-                element,
-            }),
+            buf[chunks.range(0)].copy_from_slice(&payload);
+            for i in 1..chunks.count(len) as usize {
+                let msg = next_message(group, root).await?;
+                copy_exact(&mut buf[chunks.range(i)], &msg.data, root, "result chunk")?;
+            }
         }
+        Ok(outcome)
     }
 
     fn up_peer(&self) -> NodeId {
@@ -774,91 +789,4 @@ fn result_sender(result: &Option<Group>) -> Option<&Sender> {
         Some(Group::Root(s)) => Some(s),
         _ => None,
     }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Status {
-    Ok,
-    LengthMismatch {
-        member: NodeId,
-        len: u64,
-        other: NodeId,
-        expected: u64,
-    },
-    PartialElement {
-        member: NodeId,
-        len: u64,
-        element: u64,
-    },
-}
-
-/// The header: a status tag, two node ids, the sender's length and one
-/// more number (the other length or the element size of an error).
-fn encode(status: &Status, len: u64, payload: &[u8]) -> Bytes {
-    let mut out = BytesMut::with_capacity(HEADER + payload.len());
-    let (tag, a, b, x, y) = match *status {
-        Status::Ok => (0u32, 0, 0, len, 0),
-        Status::LengthMismatch {
-            member,
-            len,
-            other,
-            expected,
-        } => (1, member.0, other.0, len, expected),
-        Status::PartialElement {
-            member,
-            len,
-            element,
-        } => (2, member.0, 0, len, element),
-    };
-    out.put_u32_le(tag);
-    out.put_u32_le(a);
-    out.put_u32_le(b);
-    out.put_u32_le(0);
-    out.put_u64_le(x);
-    out.put_u64_le(y);
-    out.extend_from_slice(payload);
-    out.freeze()
-}
-
-fn len_of(msg: &Message) -> u64 {
-    msg.data
-        .get(16..24)
-        .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-}
-
-fn decode(data: &Bytes, peer: NodeId) -> Result<(Status, Bytes), AllreduceError> {
-    if data.len() < HEADER {
-        return Err(AllreduceError::Protocol {
-            member: peer,
-            detail: format!(
-                "a first message of {} bytes, shorter than the header",
-                data.len()
-            ),
-        });
-    }
-    let u32_at = |i: usize| u32::from_le_bytes(data[i..i + 4].try_into().expect("4 bytes"));
-    let u64_at = |i: usize| u64::from_le_bytes(data[i..i + 8].try_into().expect("8 bytes"));
-    let (tag, a, b) = (u32_at(0), NodeId(u32_at(4)), NodeId(u32_at(8)));
-    let (x, y) = (u64_at(16), u64_at(24));
-    let status = match tag {
-        0 => Status::Ok,
-        1 => Status::LengthMismatch {
-            member: a,
-            len: x,
-            other: b,
-            expected: y,
-        },
-        2 => Status::PartialElement {
-            member: a,
-            len: x,
-            element: y,
-        },
-        t => {
-            return Err(AllreduceError::Protocol {
-                member: peer,
-                detail: format!("unknown status {t}"),
-            });
-        }
-    };
-    Ok((status, data.slice(HEADER..)))
 }

@@ -222,81 +222,76 @@ impl Halving {
         &mut self,
         buf: &mut [u8],
         op: &ReduceOp,
-        mut watch: Option<&mut Group>,
+        watch: Option<&mut Group>,
     ) -> Result<(), AllreduceError> {
         let element = op.element_size();
-        let rank = self.rank;
-        let members = &self.members;
-        let elems = buf.len() / element;
-        let whole = elems * element;
-        let bytes = |(lo, hi): (usize, usize)| lo * element..hi * element;
-        let mut verdict = Verdict::of(buf.len() as u64, rank as u64, element);
-        let mut sends: Vec<(NodeId, Sent)> = Vec::new();
-        // Per-step timings for `debug` events.
-        let started = std::time::Instant::now();
-        let since = || started.elapsed().as_micros() as u64;
-        let with_verdict = |verdict: &Verdict, payload: &[u8]| {
-            let mut msg = BytesMut::with_capacity(VERDICT + payload.len());
-            verdict.put(&mut msg);
-            msg.extend_from_slice(payload);
-            msg.freeze()
+        let mut call = Call {
+            element,
+            verdict: Verdict::of(buf.len() as u64, self.rank as u64, element),
+            sends: Vec::new(),
+            watch,
+            started: std::time::Instant::now(),
         };
-        let header = |msg: &Message, peer: NodeId| {
-            Verdict::get(&msg.data).ok_or_else(|| AllreduceError::Protocol {
-                member: peer,
-                detail: "a halving message shorter than its header".into(),
-            })
-        };
-
         if let Some(fold) = self.fold.as_mut().filter(|f| f.aside) {
-            // Set aside: the whole buffer to the partner, the result back.
-            let peer = members[fold.peer];
-            sends.push((peer, fold.out.queue(with_verdict(&verdict, buf)).sent()));
-            let msg = recv(&mut fold.inc, peer, &mut watch).await?;
-            let theirs = header(&msg, peer)?;
-            let outcome = match theirs.error(members, element) {
-                Some(error) => Err(error),
-                None if msg.data.len() - VERDICT != buf.len() => {
-                    return Err(AllreduceError::Protocol {
-                        member: peer,
-                        detail: "a result of another length".into(),
-                    });
-                }
-                None => {
-                    buf.copy_from_slice(&msg.data[VERDICT..]);
-                    Ok(())
-                }
-            };
-            finish(sends, &mut watch).await?;
-            return outcome;
+            return set_aside(fold, &self.members, buf, call).await;
         }
 
         let mut acc = std::mem::take(&mut self.scratch);
         acc.clear();
         acc.extend_from_slice(buf);
-        if let Some(fold) = self.fold.as_mut() {
-            // The partner set aside: its buffer first.
-            let peer = members[fold.peer];
-            let msg = recv(&mut fold.inc, peer, &mut watch).await?;
-            verdict.combine(&header(&msg, peer)?);
-            let data = &msg.data[VERDICT..];
-            if data.len() == acc.len() && whole == acc.len() {
-                op.apply(&mut acc, data);
-            } else if verdict.is_ok() {
-                return Err(AllreduceError::Protocol {
-                    member: peer,
-                    detail: "a folded buffer of another length".into(),
-                });
-            }
+        self.reduce_folded(&mut acc, op, &mut call).await?;
+        let parts = self.reduce_scatter(&mut acc, op, &mut call).await?;
+        if let Some(error) = call.verdict.error(&self.members, element) {
+            // Every active member has the same verdict: none goes on.
+            self.send_to_fold(&[], &mut call);
+            call.finish().await?;
+            return Err(error);
         }
+        self.allgather(&mut acc, parts, &mut call).await?;
+        self.send_to_fold(&acc, &mut call);
+        call.finish().await?;
+        buf.copy_from_slice(&acc);
+        self.scratch = acc;
+        Ok(())
+    }
 
-        // Reduce-scatter: halve the range held at each step.
+    /// With a partner set aside: its buffer reduced into `acc` first.
+    async fn reduce_folded(
+        &mut self,
+        acc: &mut [u8],
+        op: &ReduceOp,
+        call: &mut Call<'_>,
+    ) -> Result<(), AllreduceError> {
+        let Some(fold) = self.fold.as_mut() else {
+            return Ok(());
+        };
+        let peer = self.members[fold.peer];
+        let msg = call.recv(&mut fold.inc, peer).await?;
+        let whole = acc.len().is_multiple_of(call.element);
+        call.reduce(
+            op,
+            acc,
+            &msg,
+            peer,
+            whole,
+            "a folded buffer of another length",
+        )
+    }
+
+    /// Reduce-scatter: halve the range held at each step, reducing the
+    /// half kept. Per step: the part kept and the part given away (in
+    /// elements).
+    async fn reduce_scatter(
+        &mut self,
+        acc: &mut [u8],
+        op: &ReduceOp,
+        call: &mut Call<'_>,
+    ) -> Result<Vec<(Span, Span)>, AllreduceError> {
         let index = self.index.expect("an active member");
-        let mut window = (0, elems);
-        // Per step: the part kept and the part given away.
+        let mut window = (0, acc.len() / call.element);
         let mut parts = Vec::with_capacity(self.steps.len());
         for step in &mut self.steps {
-            let peer = members[step.peer];
+            let peer = self.members[step.peer];
             let (lo, hi) = window;
             let mid = lo + (hi - lo) / 2;
             let (keep, give) = if index & step.mask == 0 {
@@ -304,75 +299,183 @@ impl Halving {
             } else {
                 ((mid, hi), (lo, mid))
             };
-            sends.push((
+            let msg = call.with_verdict(&acc[call.bytes(give)]);
+            call.sends.push((peer, step.out.queue(msg).sent()));
+            let msg = call.recv_step(step, peer, "halving").await?;
+            let kept = &mut acc[call.bytes(keep)];
+            call.reduce(
+                op,
+                kept,
+                &msg,
                 peer,
-                step.out
-                    .queue(with_verdict(&verdict, &acc[bytes(give)]))
-                    .sent(),
-            ));
-            let msg = recv(&mut step.inc, peer, &mut watch).await?;
-            tracing::debug!(
-                mask = step.mask,
-                bytes = msg.data.len(),
-                arrived_us = since(),
-                "halving message arrived"
-            );
-            verdict.combine(&header(&msg, peer)?);
-            let data = &msg.data[VERDICT..];
-            let r = bytes(keep);
-            if data.len() == r.len() {
-                op.apply(&mut acc[r], data);
-            } else if verdict.is_ok() {
-                return Err(AllreduceError::Protocol {
-                    member: peer,
-                    detail: "a halving slice of another length".into(),
-                });
-            }
+                true,
+                "a halving slice of another length",
+            )?;
             parts.push((keep, give));
             window = keep;
         }
+        Ok(parts)
+    }
 
-        if let Some(error) = verdict.error(members, element) {
-            // Every active member has the same verdict: none goes on.
-            if let Some(fold) = &self.fold {
-                sends.push((
-                    members[fold.peer],
-                    fold.out.queue(with_verdict(&verdict, &[])).sent(),
-                ));
-            }
-            finish(sends, &mut watch).await?;
-            return Err(error);
-        }
-
-        // Allgather: the steps backwards, each side sending what it holds.
+    /// Allgather: the steps backwards, each side sending what it holds.
+    async fn allgather(
+        &mut self,
+        acc: &mut [u8],
+        parts: Vec<(Span, Span)>,
+        call: &mut Call<'_>,
+    ) -> Result<(), AllreduceError> {
         for (step, (keep, give)) in self.steps.iter_mut().zip(parts).rev() {
-            let peer = members[step.peer];
-            sends.push((
+            let peer = self.members[step.peer];
+            let msg = Bytes::copy_from_slice(&acc[call.bytes(keep)]);
+            call.sends.push((peer, step.out.queue(msg).sent()));
+            let msg = call.recv_step(step, peer, "doubling").await?;
+            copy_exact(
+                &mut acc[call.bytes(give)],
+                &msg.data,
                 peer,
-                step.out
-                    .queue(Bytes::copy_from_slice(&acc[bytes(keep)]))
-                    .sent(),
-            ));
-            let msg = recv(&mut step.inc, peer, &mut watch).await?;
-            tracing::debug!(
-                mask = step.mask,
-                bytes = msg.data.len(),
-                arrived_us = since(),
-                "doubling message arrived"
-            );
-            copy_exact(&mut acc[bytes(give)], &msg.data, peer, "a gathered slice")?;
+                "a gathered slice",
+            )?;
         }
-        if let Some(fold) = &self.fold {
-            sends.push((
-                members[fold.peer],
-                fold.out.queue(with_verdict(&verdict, &acc)).sent(),
-            ));
-        }
-        finish(sends, &mut watch).await?;
-        buf.copy_from_slice(&acc);
-        self.scratch = acc;
         Ok(())
     }
+
+    /// With a partner set aside: the verdict and `payload` (the result, or
+    /// nothing after a bad buffer) to it.
+    fn send_to_fold(&self, payload: &[u8], call: &mut Call<'_>) {
+        if let Some(fold) = &self.fold {
+            let msg = call.with_verdict(payload);
+            call.sends
+                .push((self.members[fold.peer], fold.out.queue(msg).sent()));
+        }
+    }
+}
+
+/// A range of elements, `(first, end)`.
+type Span = (usize, usize);
+
+/// One call of a member in progress.
+struct Call<'w> {
+    /// Bytes per element.
+    element: usize,
+    /// The verdict over the buffers reduced into this member's so far.
+    verdict: Verdict,
+    /// The messages queued, each with its peer (awaited at the call's end).
+    sends: Vec<(NodeId, Sent)>,
+    /// The group every member watches for failures.
+    watch: Option<&'w mut Group>,
+    /// For the per-step timings of `debug` events.
+    started: std::time::Instant,
+}
+
+impl Call<'_> {
+    /// The bytes of the elements `span`.
+    fn bytes(&self, (lo, hi): Span) -> std::ops::Range<usize> {
+        lo * self.element..hi * self.element
+    }
+
+    /// A message: the verdict, then `payload`.
+    fn with_verdict(&self, payload: &[u8]) -> Bytes {
+        let mut msg = BytesMut::with_capacity(VERDICT + payload.len());
+        self.verdict.put(&mut msg);
+        msg.extend_from_slice(payload);
+        msg.freeze()
+    }
+
+    /// Fold the verdict `msg` from `peer` starts with into this member's,
+    /// and reduce the rest of `msg` into `into` by `op`. A rest of another
+    /// length (or a buffer not `whole` elements) is skipped if the verdict
+    /// says the call fails anyway, and is the protocol error `what` if not.
+    fn reduce(
+        &mut self,
+        op: &ReduceOp,
+        into: &mut [u8],
+        msg: &Message,
+        peer: NodeId,
+        whole: bool,
+        what: &str,
+    ) -> Result<(), AllreduceError> {
+        self.verdict.combine(&verdict_of(msg, peer)?);
+        let data = &msg.data[VERDICT..];
+        if data.len() == into.len() && whole {
+            op.apply(into, data);
+        } else if self.verdict.is_ok() {
+            return Err(AllreduceError::Protocol {
+                member: peer,
+                detail: what.into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The next message of `group` (see [`recv`]).
+    async fn recv(
+        &mut self,
+        group: &mut Receiver,
+        peer: NodeId,
+    ) -> Result<Message, AllreduceError> {
+        recv(group, peer, &mut self.watch).await
+    }
+
+    /// The partner's message of `step` in the `phase` ("halving" or
+    /// "doubling"), its arrival logged.
+    async fn recv_step(
+        &mut self,
+        step: &mut Step,
+        peer: NodeId,
+        phase: &str,
+    ) -> Result<Message, AllreduceError> {
+        let msg = self.recv(&mut step.inc, peer).await?;
+        tracing::debug!(
+            mask = step.mask,
+            bytes = msg.data.len(),
+            arrived_us = self.started.elapsed().as_micros() as u64,
+            "{phase} message arrived"
+        );
+        Ok(msg)
+    }
+
+    /// Await the sends (see [`finish`]).
+    async fn finish(mut self) -> Result<(), AllreduceError> {
+        finish(self.sends, &mut self.watch).await
+    }
+}
+
+/// A member set aside by the fold: its whole buffer to the partner, the
+/// result (or the error every active member found) back.
+async fn set_aside(
+    fold: &mut Fold,
+    members: &[NodeId],
+    buf: &mut [u8],
+    mut call: Call<'_>,
+) -> Result<(), AllreduceError> {
+    let peer = members[fold.peer];
+    let msg = call.with_verdict(buf);
+    call.sends.push((peer, fold.out.queue(msg).sent()));
+    let msg = call.recv(&mut fold.inc, peer).await?;
+    let theirs = verdict_of(&msg, peer)?;
+    let outcome = match theirs.error(members, call.element) {
+        Some(error) => Err(error),
+        None if msg.data.len() - VERDICT != buf.len() => {
+            return Err(AllreduceError::Protocol {
+                member: peer,
+                detail: "a result of another length".into(),
+            });
+        }
+        None => {
+            buf.copy_from_slice(&msg.data[VERDICT..]);
+            Ok(())
+        }
+    };
+    call.finish().await?;
+    outcome
+}
+
+/// The verdict a message from `peer` starts with.
+fn verdict_of(msg: &Message, peer: NodeId) -> Result<Verdict, AllreduceError> {
+    Verdict::get(&msg.data).ok_or_else(|| AllreduceError::Protocol {
+        member: peer,
+        detail: "a halving message shorter than its header".into(),
+    })
 }
 
 /// The next message of `group`, or the failure `watch` reports first. A

@@ -38,6 +38,7 @@ mod allreduce;
 mod edge;
 mod halving;
 mod op;
+mod tree_wire;
 
 pub use allreduce::{
     Allreduce, AllreduceAlgorithm, AllreduceConfig, DEFAULT_CHUNK_SIZE, DEFAULT_RING_LANES,

@@ -111,6 +111,19 @@ impl TcpConfig {
         self.congestion_control = Some(name.into());
         self
     }
+
+    /// This run's *incarnation*: what tells a restarted node from its
+    /// earlier run. Every run must have a higher one than the node's runs
+    /// before it: the other members let a connection in only from the
+    /// newest run of a node they have seen. Default: the wall clock's
+    /// nanoseconds since the Unix epoch at the time the configuration is
+    /// made, which grows from run to run unless the clock is set back; set
+    /// it (from a counter the node keeps on disk, say) where that cannot
+    /// be relied on.
+    pub fn with_incarnation(mut self, incarnation: u64) -> Self {
+        self.cluster.incarnation = incarnation;
+        self
+    }
 }
 
 cluster_builders!(

@@ -13,6 +13,7 @@ use tokio::time;
 use tracing::Instrument;
 
 mod creation;
+mod peers;
 
 #[cfg(test)]
 pub(super) use creation::config_digest;
@@ -68,6 +69,14 @@ pub(crate) enum Command {
     Unclaimed {
         group: GroupId,
         joined: Joined,
+    },
+    /// Every peer the node has heard of.
+    Peers {
+        reply: oneshot::Sender<Vec<crate::peer::Peer>>,
+    },
+    /// Send the connected peers, then every change, to `events`.
+    WatchPeers {
+        events: mpsc::UnboundedSender<crate::peer::PeerEvent>,
     },
     /// How many entries the node's tables hold (tests of flat memory).
     #[cfg(test)]
@@ -143,6 +152,8 @@ pub(crate) struct Actor<T> {
     /// Where receive-target hooks report the buffers they chose.
     target_tx: mpsc::UnboundedSender<TargetReady>,
     targets: mpsc::UnboundedReceiver<TargetReady>,
+    /// Which peers are connected, and who watches them.
+    peers: peers::PeerView,
 }
 
 impl<T: Transport> Actor<T> {
@@ -171,6 +182,7 @@ impl<T: Transport> Actor<T> {
             timers: BTreeSet::new(),
             watchdog: None,
             stalled: None,
+            peers: peers::PeerView::default(),
         }
     }
 
@@ -323,6 +335,10 @@ impl<T: Transport> Actor<T> {
             }
             Command::Leave { group } => self.leave(group),
             Command::Unclaimed { group, joined } => self.keep_unclaimed(group, joined),
+            Command::Peers { reply } => {
+                let _ = reply.send(self.peers.list());
+            }
+            Command::WatchPeers { events } => self.peers.watch(events),
             #[cfg(test)]
             Command::TableSizes { reply } => {
                 let _ = reply.send(TableSizes {
@@ -462,20 +478,19 @@ impl<T: Transport> Actor<T> {
     fn on_completion(&mut self, c: Completion) {
         let now = Instant::now();
         let (group, peer) = match &c {
-            Completion::PeerDown { node } => {
-                let node = *node;
-                tracing::warn!(peer = node.0, "peer down");
-                self.rendezvous.handle_peer_down(node);
-                let affected: Vec<(GroupId, Rank)> = self
-                    .groups
-                    .iter()
-                    .filter_map(|(id, g)| g.rank_of.get(&node).map(|&r| (*id, r)))
-                    .collect();
-                for (id, rank) in affected {
-                    self.peer_unreachable(id, rank);
-                }
-                return;
+            Completion::PeerDown {
+                node,
+                incarnation,
+                reason,
+            } => {
+                let (node, incarnation, reason) = (*node, *incarnation, reason.clone());
+                return self.peer_down(node, incarnation, reason);
             }
+            &Completion::PeerUp {
+                node,
+                incarnation,
+                addr,
+            } => return self.peer_up(node, incarnation, addr),
             Completion::Progress {
                 group,
                 from,
@@ -535,6 +550,14 @@ impl<T: Transport> Actor<T> {
             );
             return;
         };
+        if g.lost.contains(&rank) {
+            tracing::debug!(
+                group = group.0,
+                peer = peer.0,
+                "traffic from a lost member dropped"
+            );
+            return;
+        }
         let _enter = g.span.clone().entered();
         g.event_at = now;
         // The interval this event ends was spent as the member's state
@@ -571,7 +594,9 @@ impl<T: Transport> Actor<T> {
                 tracing::warn!(peer = peer.0, error, "transfer failed");
                 return self.peer_unreachable(group, rank);
             }
-            Completion::PeerDown { .. } | Completion::Progress { .. } => {
+            Completion::PeerDown { .. }
+            | Completion::PeerUp { .. }
+            | Completion::Progress { .. } => {
                 unreachable!("handled above")
             }
         }

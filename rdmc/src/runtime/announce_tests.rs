@@ -83,7 +83,7 @@ async fn announce_a_tebibyte(group: GroupId, config: GroupConfig) -> Error {
                     signal: Signal::Group(Control::ReadyForBlock),
                     ..
                 } => break,
-                Completion::Signal { .. } => {}
+                Completion::Signal { .. } | Completion::PeerUp { .. } => {}
                 other => panic!("node 0 got {other:?}"),
             }
         }

@@ -301,7 +301,7 @@ async fn a_batch_cut_short_by_a_failure_fails_all_its_messages_together() {
     let blocks = pump(&m, 3).await;
     assert_eq!(blocks[2].1, 10 | BATCH_FLAG, "{blocks:?}");
     m.inject
-        .send(Completion::PeerDown { node: NodeId(2) })
+        .send(Completion::peer_down(NodeId(2), 0, "lost in a test"))
         .unwrap();
     a.await.expect("sent before the failure");
     let expected = Error::GroupFailed {
@@ -324,7 +324,7 @@ async fn a_receiver_delivers_nothing_of_a_batch_that_did_not_arrive_whole() {
     receive(&m, &batch[..1024], batch.len() as u64 | BATCH_FLAG);
     settle().await;
     m.inject
-        .send(Completion::PeerDown { node: NodeId(0) })
+        .send(Completion::peer_down(NodeId(0), 0, "lost in a test"))
         .unwrap();
     let first = m.receiver().next().await.expect("an item");
     assert!(

@@ -170,7 +170,9 @@ impl Member {
 
     fn peer_down(&self, node: u32) {
         let node = NodeId(node);
-        self.inject.send(Completion::PeerDown { node }).unwrap();
+        self.inject
+            .send(Completion::peer_down(node, 0, "lost in a test"))
+            .unwrap();
     }
 
     /// Node `from` reports that it found `kind`, naming `suspect`.
@@ -451,7 +453,9 @@ async fn a_moot_loss_does_not_hide_the_roots_loss_in_the_same_grace_period() {
         // Acknowledged: now lose receiver 2, then the root.
         tokio::time::sleep(Duration::from_millis(1)).await;
         for node in [NodeId(2), NodeId(0)] {
-            inject.send(Completion::PeerDown { node }).unwrap();
+            inject
+                .send(Completion::peer_down(node, 0, "lost in a test"))
+                .unwrap();
         }
     });
     let acked = m

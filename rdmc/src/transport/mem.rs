@@ -95,7 +95,7 @@ impl MemCluster {
             .retain(|(_, from, to), _| *from != node && *to != node);
         for (i, peer) in state.nodes.iter().enumerate() {
             if let Some(peer) = peer.as_ref().filter(|_| i != node.index()) {
-                let _ = peer.send(Completion::PeerDown { node });
+                let _ = peer.send(Completion::peer_down(node, 0, "killed"));
             }
         }
     }
@@ -116,6 +116,18 @@ impl MemCluster {
             Some(None) => {}
         }
         let (tx, rx) = mpsc::unbounded_channel();
+        // The node and the running nodes hear of each other.
+        let up = |node| Completion::PeerUp {
+            node,
+            incarnation: 0,
+            addr: None,
+        };
+        for (i, peer) in state.nodes.iter().enumerate() {
+            if let Some(peer) = peer {
+                let _ = peer.send(up(id));
+                let _ = tx.send(up(NodeId(i as u32)));
+            }
+        }
         state.nodes[id.index()] = Some(tx);
         let endpoint = MemEndpoint {
             me: id,

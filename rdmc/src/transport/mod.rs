@@ -95,7 +95,23 @@ pub(crate) enum Completion {
         error: &'static str,
     },
     /// `node` is gone: its connection broke or it stopped answering.
-    PeerDown { node: NodeId },
+    /// `incarnation` names the run of `node` that is gone (0 on transports
+    /// that do not tell runs apart), so that a late report about an old
+    /// run does not fail the groups of a newer one.
+    /// `reason` says why, in words.
+    PeerDown {
+        node: NodeId,
+        incarnation: u64,
+        reason: String,
+    },
+    /// `node`, in its run `incarnation`, is connected (at `addr`, on a
+    /// network): a new connection, or a node that came back (reported by
+    /// `tcp` and `mem`).
+    PeerUp {
+        node: NodeId,
+        incarnation: u64,
+        addr: Option<std::net::SocketAddr>,
+    },
 }
 
 /// A control-plane message between two nodes about one group.
@@ -120,6 +136,17 @@ pub(crate) enum Signal {
     /// group protocol's ready-for-blocks in one signal: what the
     /// announcements a member makes to one peer at once travel as.
     ReadyForBlocks { count: u8 },
+}
+
+impl Completion {
+    /// [`Completion::PeerDown`] of `node`'s run `incarnation`, for `reason`.
+    pub(crate) fn peer_down(node: NodeId, incarnation: u64, reason: impl Into<String>) -> Self {
+        Completion::PeerDown {
+            node,
+            incarnation,
+            reason: reason.into(),
+        }
+    }
 }
 
 impl Signal {

@@ -7,7 +7,9 @@
 
 #![allow(dead_code, unused_imports, unused_macros)]
 
+pub mod delivered_suite;
 pub mod fixture;
+pub mod member_failure_suite;
 pub mod relay;
 pub mod scratch;
 #[macro_use]

@@ -126,6 +126,7 @@ impl<T: Transport> Actor<T> {
                 }),
                 deadline: None,
                 unreachable: Vec::new(),
+                lost: Vec::new(),
                 grace: None,
                 targets: config.receive_targets().cloned(),
                 target_tx: self.target_tx.clone(),

@@ -19,7 +19,7 @@ use crate::in_flight::InFlight;
 use crate::proto::{
     Action, Control, Failure, FailureKind, GroupMember, MemberError, READY_WINDOW, Rank,
 };
-use crate::target::ReceiveTargets;
+use crate::target::{ReceiveTargets, ReceivedFile};
 use crate::transport::{BlockRef, MessageBuffer, Signal, Transport};
 use target::{PendingBegin, TargetReady};
 
@@ -138,6 +138,10 @@ pub(super) struct GroupState {
     /// the grace period ends, unless a report of the failure that caused
     /// it arrived first (see [`FAILURE_GRACE`](super::actor::FAILURE_GRACE)).
     pub(super) unreachable: Vec<Rank>,
+    /// Members connected again since the group was made (a new
+    /// connection, or a new run of their node): whatever comes from them
+    /// over the new connection came after a gap, and is ignored.
+    pub(super) lost: Vec<Rank>,
     /// The end of the grace period (also entered in the actor's timers).
     pub(super) grace: Option<tokio::time::Instant>,
     /// Receiver: the application's hook choosing where messages go.
@@ -202,6 +206,27 @@ impl GroupState {
                 true
             }
             None => true,
+        }
+    }
+
+    /// Receiver: hand the application its next message: `data`, or the
+    /// file it arrived in.
+    pub(super) fn deliver(
+        &mut self,
+        data: Bytes,
+        file: Option<ReceivedFile>,
+        timings: MessageTimings,
+    ) {
+        let message = Message {
+            group: self.id,
+            seq: self.next_seq,
+            data,
+            file,
+            timings,
+        };
+        self.next_seq += 1;
+        if let Some(tx) = &self.deliveries {
+            let _ = tx.send(Ok(message));
         }
     }
 
@@ -372,14 +397,9 @@ fn send_ready<T: Transport>(g: &GroupState, transport: &mut T, to: Rank, mut lef
 
 /// Carry out `action`; whether it hashed a message (checked its digest).
 pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, action: Action) -> bool {
-    let id = g.id;
     match action {
-        Action::PostFirstBlockRecv { from } => {
-            // A member without one failed at creation (out of memory).
-            if let Some(bounce) = g.bounce.as_ref() {
-                transport.post_recv(id, g.members[from], bounce.region(0, g.block_size));
-            }
-        }
+        // Receiving a transfer.
+        Action::PostFirstBlockRecv { from } => post_first_block_recv(g, transport, from),
         Action::BeginMessage {
             seq,
             size,
@@ -388,7 +408,6 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             block_size,
             batch,
         } => {
-            g.receiving_batch = batch;
             let pending = PendingBegin {
                 seq,
                 size,
@@ -398,18 +417,7 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                 watch: Stopwatch::start(g.event_at),
                 task: None,
             };
-            // A batch's messages go to memory: the hook chooses for one
-            // message at a time.
-            if g.targets.is_some() && !batch {
-                target::choose(g, pending);
-            } else if let Some(buf) = take_bounce_as_message(g, transport, &pending) {
-                target::begin_in_place(g, pending, buf);
-            } else {
-                let buf = transport
-                    .alloc_buffer(pending.len())
-                    .map_err(|_| (FailureKind::OutOfMemory { size }, None));
-                target::begin_message(g, pending, buf);
-            }
+            begin_message(g, transport, pending, batch);
         }
         Action::PostRecv {
             from,
@@ -418,186 +426,266 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             len,
         } => {
             if let Some(buf) = receiving(g, seq) {
-                transport.post_recv(id, g.members[from], buf.region(offset, len));
+                transport.post_recv(g.id, g.members[from], buf.region(offset, len));
             }
         }
+        // Sending (and relaying) blocks, and the member's control signals.
         Action::SendBlock {
             to,
             seq,
             offset,
             len,
             immediate,
-        } => {
-            if g.member.is_root() {
-                let sending = g
-                    .sending
-                    .iter_mut()
-                    .find(|s| s.seq == seq)
-                    .expect("the root sends only submitted messages");
-                let block = match &sending.digest {
-                    Some(digest) if offset + len > sending.data.len() => BlockRef::from_message(
-                        with_digest(&sending.data, digest, offset, len),
-                        0,
-                        len,
-                    ),
-                    // A file's block as part of its mapping (a transport that
-                    // registers memory sends it from a registered copy).
-                    _ => match &sending.source {
-                        Some(source) => source.block(offset, len),
-                        None => BlockRef::from_message(sending.data.clone(), offset, len),
-                    },
-                };
-                transport.post_send(id, g.members[to], block, immediate);
-                sending.watch.end_setup(Instant::now());
-            } else if let Some(buf) = receiving(g, seq) {
-                transport.post_send(id, g.members[to], buf.block(offset, len), immediate);
-            }
-        }
+        } => send_block(g, transport, to, seq, offset, len, immediate),
+        Action::ReleaseBlock { seq, offset, len } => release_block(g, seq, offset, len),
         Action::SendControl { to, control } => {
-            transport.send_signal(id, g.members[to], Signal::Group(control));
+            transport.send_signal(g.id, g.members[to], Signal::Group(control));
         }
-        Action::MessageComplete { seq } => {
-            let now = Instant::now();
-            if g.member.is_root() {
-                let sending = g.sending.pop_front().expect("a message was in flight");
-                debug_assert_eq!(sending.seq, seq);
-                let timings = sending.watch.finish(now);
-                for reply in sending.replies {
-                    let _ = reply.send(Ok(timings));
-                }
-                if g.sending.is_empty() {
-                    // Nothing in flight: what gathered meanwhile goes now.
-                    g.seal_batch();
-                }
-            } else {
-                let Some((s, buf)) = g.receiving.take() else {
-                    // Its buffer could not be had: the group failed, and
-                    // this completion (queued before) is moot.
-                    debug_assert!(g.member.is_finished());
-                    return false;
-                };
-                debug_assert_eq!(s, seq);
-                let watch = g
-                    .receive_watch
-                    .take()
-                    .unwrap_or_else(|| Stopwatch::start(g.event_at));
-                if buf.file().is_some() {
-                    g.untaken.push_back(1);
-                    return target::deliver_file(g, seq, buf, watch.finish(now));
-                }
-                let mut data = buf.into_bytes();
-                let senders = std::mem::take(&mut g.block_senders);
-                if g.digest {
-                    match checked(data) {
-                        Some(intact) => data = intact,
-                        None => {
-                            let suspect = senders.first().copied();
-                            tracing::warn!(seq, ?senders, "message corrupted: digest mismatch");
-                            let corrupted = FailureKind::DigestMismatch { seq };
-                            g.member.handle_local_failure(suspect, corrupted, None);
-                            return true;
-                        }
-                    }
-                }
-                let timings = watch.finish(now);
-                let messages = if std::mem::take(&mut g.receiving_batch) {
-                    match split_batch(&data) {
-                        Ok(messages) => messages,
-                        Err(detail) => {
-                            // Only the root packs batches (relays copy bytes).
-                            tracing::warn!(seq, detail, "a batch that lies");
-                            let detail = Some(detail.to_owned());
-                            let violation = FailureKind::ProtocolViolation;
-                            g.member.handle_local_failure(Some(0), violation, detail);
-                            return g.digest;
-                        }
-                    }
-                } else {
-                    vec![data]
-                };
-                g.untaken.push_back(messages.len());
-                for data in messages {
-                    let message = Message {
-                        group: id,
-                        seq: g.next_seq,
-                        data,
-                        file: None,
-                        timings,
-                    };
-                    g.next_seq += 1;
-                    if let Some(tx) = &g.deliveries {
-                        let _ = tx.send(Ok(message));
-                    }
-                }
-                tracing::debug!(seq, "message complete");
-                return g.digest;
-            }
-            tracing::debug!(seq, "message complete");
-        }
-        Action::ReleaseBlock { seq, offset, len } => {
-            if g.member.is_root() {
-                let source = g.sending.iter().find(|s| s.seq == seq);
-                if let Some(source) = source.and_then(|s| s.source.as_ref()) {
-                    // A block overlapping the digest is partly past the file.
-                    let len = len.min(source.len().saturating_sub(offset));
-                    source.release(offset, len);
-                }
-            } else if let Some(buf) = receiving(g, seq) {
-                buf.release(offset, len);
-            }
-        }
-        Action::MessageDelivered { seq } => {
-            // Every message of the transfer (more than one for a batch).
-            while g.durable.front().is_some_and(|(s, _)| *s == seq) {
-                let (_, reply) = g.durable.pop_front().expect("checked");
-                // Out of flight first: whoever `delivered` wakes sees it gone.
-                g.in_flight.remove();
-                let _ = reply.send(Ok(()));
-            }
-        }
+        // A transfer's end, and the application's taking its messages.
+        Action::MessageComplete { seq } => return complete_message(g, seq),
+        Action::MessageDelivered { seq } => answer_delivered(g, seq),
         Action::AllDelivered => {
             // Every message is in the stream: it ends once they are read.
             tracing::debug!("every message delivered");
             g.deliveries = None;
         }
-        Action::Closed => {
-            tracing::info!("group closed");
-            // Closed: every member's application took every message (their
-            // taken counts came before their close acknowledgements).
-            for (_, reply) in g.durable.drain(..) {
-                g.in_flight.remove();
-                let _ = reply.send(Ok(()));
-            }
-            finish(g, transport, Ok(()));
-        }
-        Action::Failed(failure) => {
-            tracing::warn!(%failure, "group failed");
-            let error = failure_error(g, &failure);
-            for sending in g.sending.drain(..) {
-                for reply in sending.replies {
-                    let _ = reply.send(Err(error.clone()));
-                }
-            }
-            if let Some(batch) = g.open_batch.take() {
-                for (reply, delivered) in batch.replies {
-                    g.fail_send(reply, delivered, &error);
-                }
-            }
-            for (_, reply) in g.durable.drain(..) {
-                let _ = reply.send(Err(error.clone()));
-            }
-            if let Some(pending) = g.pending_begin.take() {
-                pending.abort();
-            }
-            g.receiving = None;
-            g.receive_watch = None;
-            if let Some(tx) = &g.deliveries {
-                let _ = tx.send(Err(error.clone()));
-            }
-            finish(g, transport, Err(error));
-        }
+        // The group's end.
+        Action::Closed => close(g, transport),
+        Action::Failed(failure) => fail(g, transport, &failure),
     }
     false
+}
+
+/// Post the receive of a transfer's first block from `from` into the
+/// group's first-block buffer.
+fn post_first_block_recv<T: Transport>(g: &GroupState, transport: &mut T, from: Rank) {
+    // A member without one failed at creation (out of memory).
+    if let Some(bounce) = g.bounce.as_ref() {
+        transport.post_recv(g.id, g.members[from], bounce.region(0, g.block_size));
+    }
+}
+
+/// A transfer's first block arrived: give its message a buffer (the
+/// application's hook chooses one, the first-block buffer becomes it, or a
+/// fresh one is allocated) and begin it there.
+fn begin_message<T: Transport>(
+    g: &mut GroupState,
+    transport: &mut T,
+    pending: PendingBegin,
+    batch: bool,
+) {
+    g.receiving_batch = batch;
+    // A batch's messages go to memory: the hook chooses for one message at
+    // a time.
+    if g.targets.is_some() && !batch {
+        target::choose(g, pending);
+    } else if let Some(buf) = take_bounce_as_message(g, transport, &pending) {
+        target::begin_in_place(g, pending, buf);
+    } else {
+        let size = pending.size;
+        let buf = transport
+            .alloc_buffer(pending.len())
+            .map_err(|_| (FailureKind::OutOfMemory { size }, None));
+        target::begin_message(g, pending, buf);
+    }
+}
+
+/// Send bytes `offset..offset + len` of message `seq` to `to`: the root
+/// from the message it sends, a relay from the buffer it receives into.
+fn send_block<T: Transport>(
+    g: &mut GroupState,
+    transport: &mut T,
+    to: Rank,
+    seq: u64,
+    offset: usize,
+    len: usize,
+    immediate: u64,
+) {
+    let (id, peer) = (g.id, g.members[to]);
+    if !g.member.is_root() {
+        if let Some(buf) = receiving(g, seq) {
+            transport.post_send(id, peer, buf.block(offset, len), immediate);
+        }
+        return;
+    }
+    let sending = g
+        .sending
+        .iter_mut()
+        .find(|s| s.seq == seq)
+        .expect("the root sends only submitted messages");
+    let block = match &sending.digest {
+        Some(digest) if offset + len > sending.data.len() => {
+            BlockRef::from_message(with_digest(&sending.data, digest, offset, len), 0, len)
+        }
+        // A file's block as part of its mapping (a transport that registers
+        // memory sends it from a registered copy).
+        _ => match &sending.source {
+            Some(source) => source.block(offset, len),
+            None => BlockRef::from_message(sending.data.clone(), offset, len),
+        },
+    };
+    transport.post_send(id, peer, block, immediate);
+    sending.watch.end_setup(Instant::now());
+}
+
+/// The member is done with bytes `offset..offset + len` of message `seq`:
+/// the buffer (or the file sent from) may let them go.
+fn release_block(g: &GroupState, seq: u64, offset: usize, len: usize) {
+    if g.member.is_root() {
+        let source = g.sending.iter().find(|s| s.seq == seq);
+        if let Some(source) = source.and_then(|s| s.source.as_ref()) {
+            // A block overlapping the digest is partly past the file.
+            let len = len.min(source.len().saturating_sub(offset));
+            source.release(offset, len);
+        }
+    } else if let Some(buf) = receiving(g, seq) {
+        buf.release(offset, len);
+    }
+}
+
+/// Transfer `seq` is complete at this member: the root answers its send
+/// futures, a receiver delivers its messages. Whether it hashed the
+/// message (checked its digest).
+fn complete_message(g: &mut GroupState, seq: u64) -> bool {
+    let now = Instant::now();
+    if !g.member.is_root() {
+        return complete_receiving(g, seq, now);
+    }
+    let sending = g.sending.pop_front().expect("a message was in flight");
+    debug_assert_eq!(sending.seq, seq);
+    let timings = sending.watch.finish(now);
+    for reply in sending.replies {
+        let _ = reply.send(Ok(timings));
+    }
+    if g.sending.is_empty() {
+        // Nothing in flight: what gathered meanwhile goes now.
+        g.seal_batch();
+    }
+    tracing::debug!(seq, "message complete");
+    false
+}
+
+/// Receiver: transfer `seq` arrived whole; check its digest, split its
+/// batch and deliver its messages (or its file). Whether it hashed the
+/// message.
+fn complete_receiving(g: &mut GroupState, seq: u64, now: Instant) -> bool {
+    let Some((s, buf)) = g.receiving.take() else {
+        // Its buffer could not be had: the group failed, and this
+        // completion (queued before) is moot.
+        debug_assert!(g.member.is_finished());
+        return false;
+    };
+    debug_assert_eq!(s, seq);
+    let watch = g
+        .receive_watch
+        .take()
+        .unwrap_or_else(|| Stopwatch::start(g.event_at));
+    if buf.file().is_some() {
+        g.untaken.push_back(1);
+        return target::deliver_file(g, seq, buf, watch.finish(now));
+    }
+    let Some(data) = intact_received(g, seq, buf.into_bytes()) else {
+        return true;
+    };
+    let timings = watch.finish(now);
+    let Some(messages) = received_messages(g, seq, data) else {
+        return g.digest;
+    };
+    g.untaken.push_back(messages.len());
+    for data in messages {
+        g.deliver(data, None, timings);
+    }
+    tracing::debug!(seq, "message complete");
+    g.digest
+}
+
+/// Receiver: the bytes of transfer `seq` as received, without their digest
+/// if the group's messages carry one; `None` if the digest does not match
+/// (the member failed, blaming the first member that sent it a block).
+fn intact_received(g: &mut GroupState, seq: u64, data: Bytes) -> Option<Bytes> {
+    let senders = std::mem::take(&mut g.block_senders);
+    if !g.digest {
+        return Some(data);
+    }
+    let intact = checked(data);
+    if intact.is_none() {
+        let suspect = senders.first().copied();
+        tracing::warn!(seq, ?senders, "message corrupted: digest mismatch");
+        let corrupted = FailureKind::DigestMismatch { seq };
+        g.member.handle_local_failure(suspect, corrupted, None);
+    }
+    intact
+}
+
+/// Receiver: the messages transfer `seq` carries (a batch's, split, or the
+/// one it is); `None` if it is a batch that lies (the member failed,
+/// blaming the root).
+fn received_messages(g: &mut GroupState, seq: u64, data: Bytes) -> Option<Vec<Bytes>> {
+    if !std::mem::take(&mut g.receiving_batch) {
+        return Some(vec![data]);
+    }
+    match split_batch(&data) {
+        Ok(messages) => Some(messages),
+        Err(detail) => {
+            // Only the root packs batches (relays copy bytes).
+            tracing::warn!(seq, detail, "a batch that lies");
+            let detail = Some(detail.to_owned());
+            let violation = FailureKind::ProtocolViolation;
+            g.member.handle_local_failure(Some(0), violation, detail);
+            None
+        }
+    }
+}
+
+/// Root: every member took transfer `seq`: answer the delivered futures of
+/// its messages (more than one for a batch).
+fn answer_delivered(g: &mut GroupState, seq: u64) {
+    while g.durable.front().is_some_and(|(s, _)| *s == seq) {
+        let (_, reply) = g.durable.pop_front().expect("checked");
+        // Out of flight first: whoever `delivered` wakes sees it gone.
+        g.in_flight.remove();
+        let _ = reply.send(Ok(()));
+    }
+}
+
+/// The group closed: every member's application took every message (their
+/// taken counts came before their close acknowledgements).
+fn close<T: Transport>(g: &mut GroupState, transport: &mut T) {
+    tracing::info!("group closed");
+    for (_, reply) in g.durable.drain(..) {
+        g.in_flight.remove();
+        let _ = reply.send(Ok(()));
+    }
+    finish(g, transport, Ok(()));
+}
+
+/// The group failed: every send, delivered future, message in progress and
+/// the delivery stream learn why.
+fn fail<T: Transport>(g: &mut GroupState, transport: &mut T, failure: &Failure) {
+    tracing::warn!(%failure, "group failed");
+    let error = failure_error(g, failure);
+    for sending in g.sending.drain(..) {
+        for reply in sending.replies {
+            let _ = reply.send(Err(error.clone()));
+        }
+    }
+    if let Some(batch) = g.open_batch.take() {
+        for (reply, delivered) in batch.replies {
+            g.fail_send(reply, delivered, &error);
+        }
+    }
+    for (_, reply) in g.durable.drain(..) {
+        let _ = reply.send(Err(error.clone()));
+    }
+    if let Some(pending) = g.pending_begin.take() {
+        pending.abort();
+    }
+    g.receiving = None;
+    g.receive_watch = None;
+    if let Some(tx) = &g.deliveries {
+        let _ = tx.send(Err(error.clone()));
+    }
+    finish(g, transport, Err(error));
 }
 
 /// A message that arrived whole in the group's first-block buffer and

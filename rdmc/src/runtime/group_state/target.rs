@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
-use super::super::message::Message;
 use super::super::timing::{MessageTimings, Stopwatch};
 use super::{DIGEST_LEN, GroupState, checked_in_place};
 use crate::ids::GroupId;
@@ -182,17 +181,7 @@ pub(in crate::runtime) fn deliver_file(
     }
     g.block_senders.clear();
     drop(buf);
-    let message = Message {
-        group: g.id,
-        seq: g.next_seq,
-        data: Bytes::new(),
-        file: Some(ReceivedFile::new(file, len)),
-        timings,
-    };
-    g.next_seq += 1;
-    if let Some(tx) = &g.deliveries {
-        let _ = tx.send(Ok(message));
-    }
+    g.deliver(Bytes::new(), Some(ReceivedFile::new(file, len)), timings);
     tracing::debug!(seq, "message complete (in a file)");
     g.digest
 }

@@ -470,7 +470,7 @@ pub(crate) trait FabricDriver: Sized {
         p.write_backlog.clear();
         self.close_link(peer);
         self.core_mut().slots.drop_peer(peer);
-        self.emit(Completion::PeerDown { node: peer });
+        self.emit(Completion::peer_down(peer, 0, why));
     }
 
     /// Whether a flush is complete (or timed out); answers it if so.

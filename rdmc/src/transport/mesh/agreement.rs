@@ -9,6 +9,8 @@
 //! member starts, or every member that fails names the member that made the
 //! setup fail — never a member that only gave up because of it.
 
+#![cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
+
 use std::collections::HashMap;
 use std::time::Duration;
 

@@ -15,6 +15,15 @@ pub(crate) const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default time after which a silent peer is considered failed.
 pub(crate) const DEFAULT_FAILURE_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// An incarnation for a run starting now: the wall clock's nanoseconds
+/// since the Unix epoch, so that a node restarted on the same machine (or
+/// one whose clock is not behind) comes back with a higher one.
+pub(crate) fn fresh_incarnation() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
 /// What a node of a cluster is configured with on either network
 /// transport: the members, this node's place among them, the key, and the
 /// time limits.
@@ -34,6 +43,9 @@ pub(crate) struct ClusterConfig {
     pub(crate) handshake_timeout: Duration,
     /// A peer silent this long is considered failed.
     pub(crate) failure_timeout: Duration,
+    /// This run of the node: a restarted node's is higher than its last
+    /// run's (the `tcp` transport lets a restarted member back in by it).
+    pub(crate) incarnation: u64,
 }
 
 impl ClusterConfig {
@@ -47,6 +59,7 @@ impl ClusterConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             handshake_timeout: handshake::DEFAULT_TIMEOUT,
             failure_timeout: DEFAULT_FAILURE_TIMEOUT,
+            incarnation: fresh_incarnation(),
         }
     }
 

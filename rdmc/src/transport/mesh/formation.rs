@@ -26,6 +26,8 @@
 //! else is read, so a peer cannot make a member allocate more than the
 //! member list's size.
 
+#![cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
+
 use hmac::Mac;
 use tokio::io::{AsyncRead, AsyncReadExt};
 

@@ -45,26 +45,27 @@
 //! - the cluster digest is sent in the clear (it is a hash of the member
 //!   list, not a secret).
 //!
-//! # Wire format (version 4)
+//! # Wire format (version 5)
 //!
 //! Integers are big-endian. `I` is the initiator (the end that dialled), `A`
 //! the acceptor.
 //!
 //! ```text
-//! 1. I -> A  Hello   (83 bytes)
-//! 2. A -> I  Hello   (83 bytes)   only if A accepts I's hello
+//! 1. I -> A  Hello   (91 bytes)
+//! 2. A -> I  Hello   (91 bytes)   only if A accepts I's hello
 //! 3. I -> A  Proof   (32 bytes)
 //! 4. A -> I  Proof   (32 bytes)   only if A accepts I's proof
 //!
 //! Hello:
 //!   offset size field
 //!        0    8 magic      b"RDMC-HS\0"
-//!        8    2 version    2
+//!        8    2 version    5
 //!       10    1 role       1 = initiator, 2 = acceptor
 //!       11    4 from       the sender's node id
 //!       15    4 to         the node id the sender believes it talks to
 //!       19   32 digest     the cluster digest (see ClusterDigest)
 //!       51   32 nonce      fresh random bytes from a CSPRNG
+//!       83    8 incarnation the sender's incarnation (see below)
 //!
 //! Proof = HMAC-SHA256(cluster key,
 //!                     b"rdmc handshake v1 proof" || role || hello_I || hello_A)
@@ -77,6 +78,11 @@
 //! the initiator: the node it dialled), that `to` is itself, and the digest,
 //! before it answers. Proofs are compared in constant time. A rejecting end
 //! just closes the connection; the other end sees [`HandshakeError::Closed`].
+//!
+//! A node's *incarnation* tells its runs apart: a node that restarts comes
+//! back with a higher one, so that its peers can tell the new run from a
+//! late connection of the old one. The proofs cover it, so only a key
+//! holder can claim one.
 //!
 //! After both proofs, each end derives the connection's session key,
 //! `HMAC-SHA256(cluster key, b"rdmc handshake v1 session" || hello_I ||
@@ -106,13 +112,13 @@ pub(crate) const MAGIC: [u8; 8] = *b"RDMC-HS\0";
 /// authenticated frames with AES-256-GCM (version 1 used keyed BLAKE3);
 /// version 3 adds the short frame headers; version 4 evens out the
 /// automatic block size (members computing the old sizes would refuse
-/// each other's blocks); version 5 carries the cause of a failure in its
-/// report (a code per failure kind), and the rendezvous says what differs
-/// (a fingerprint of the settings before each join) and refuses an id in
-/// use.
-pub(crate) const VERSION: u16 = 5;
+/// each other's blocks); version 5 adds the sender's incarnation; version
+/// 6 carries the cause of a failure in its report (a code per failure
+/// kind), and the rendezvous says what differs (a fingerprint of the
+/// settings before each join) and refuses an id in use.
+pub(crate) const VERSION: u16 = 6;
 /// Size of a hello message in bytes.
-pub(crate) const HELLO_LEN: usize = 83;
+pub(crate) const HELLO_LEN: usize = 91;
 /// Size of a proof message in bytes (one HMAC-SHA256 tag).
 pub(crate) const PROOF_LEN: usize = 32;
 /// How long a handshake may take unless configured otherwise.
@@ -126,9 +132,11 @@ const SESSION_LABEL: &[u8] = b"rdmc handshake v1 session";
 /// handshake v1 session" || hello_I || hello_A)`): what authenticates the
 /// mesh's own messages after the handshake
 /// ([`formation`](super::formation)). Never shown by `Debug`.
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 #[derive(Clone)]
 pub(crate) struct SessionKey([u8; 32]);
 
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 impl SessionKey {
     /// A MAC keyed with this key.
     pub(super) fn mac(&self) -> HmacSha256 {
@@ -207,6 +215,9 @@ pub(crate) enum HandshakeError {
     /// The peer's proof is wrong: it does not hold the cluster key.
     #[error("peer failed to prove it holds the cluster key")]
     BadProof,
+    /// This end does not let the peer's run in (see [`Vet`]).
+    #[error("refused: {0}")]
+    Refused(String),
     /// The handshake did not complete in time.
     #[error("handshake not completed within {0:?}")]
     TimedOut(Duration),
@@ -253,11 +264,18 @@ struct Hello {
     digest: [u8; 32],
     /// The sender's nonce.
     nonce: [u8; 32],
+    /// The sender's incarnation.
+    incarnation: u64,
 }
 
 impl Hello {
     /// A hello from `from` in `role` to `to`, with a fresh nonce.
-    fn new(role: Role, from: NodeId, to: NodeId, digest: ClusterDigest) -> Self {
+    fn new(
+        role: Role,
+        (from, incarnation): (NodeId, u64),
+        to: NodeId,
+        digest: ClusterDigest,
+    ) -> Self {
         let mut nonce = [0; 32];
         rand::rng().fill_bytes(&mut nonce);
         Hello {
@@ -266,6 +284,7 @@ impl Hello {
             to: to.0,
             digest: digest.0,
             nonce,
+            incarnation,
         }
     }
 
@@ -279,6 +298,7 @@ impl Hello {
         buf[15..19].copy_from_slice(&self.to.to_be_bytes());
         buf[19..51].copy_from_slice(&self.digest);
         buf[51..83].copy_from_slice(&self.nonce);
+        buf[83..91].copy_from_slice(&self.incarnation.to_be_bytes());
         buf
     }
 
@@ -291,6 +311,7 @@ impl Hello {
             to: u32_at(15),
             digest: buf[19..51].try_into().unwrap(),
             nonce: buf[51..83].try_into().unwrap(),
+            incarnation: u64::from_be_bytes(buf[83..91].try_into().unwrap()),
         }
     }
 }
@@ -339,7 +360,6 @@ where
 
 /// One member's side of the handshake: its key, identity and view of the
 /// cluster. Share it (in an `Arc`) among the tasks that handle connections.
-#[derive(Debug)]
 pub(crate) struct Handshake {
     /// The cluster key.
     key: ClusterKey,
@@ -351,6 +371,38 @@ pub(crate) struct Handshake {
     members: usize,
     /// The limit on one whole handshake.
     timeout: Duration,
+    /// This node's incarnation, told to every peer.
+    incarnation: u64,
+    /// Whether a peer's run may connect at all.
+    vet: Option<Vet>,
+}
+
+/// Whether a peer's run (its id and incarnation, from its hello) may
+/// connect: asked before this end proves itself, so that a refused peer's
+/// handshake fails (the connection closes) rather than succeeding on one end
+/// only. `Err` says why not.
+pub(crate) type Vet = std::sync::Arc<dyn Fn(NodeId, u64) -> Result<(), String> + Send + Sync>;
+
+impl std::fmt::Debug for Handshake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Handshake")
+            .field("me", &self.me)
+            .field("members", &self.members)
+            .field("incarnation", &self.incarnation)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The far end of a connection whose handshake succeeded.
+#[derive(Debug)]
+pub(crate) struct Authenticated {
+    /// The peer's node id.
+    pub(crate) peer: NodeId,
+    /// The peer's incarnation.
+    pub(crate) incarnation: u64,
+    /// The connection's session key.
+    #[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
+    pub(crate) key: SessionKey,
 }
 
 impl Handshake {
@@ -371,7 +423,33 @@ impl Handshake {
             me,
             members,
             timeout: DEFAULT_TIMEOUT,
+            incarnation: 0,
+            vet: None,
         }
+    }
+
+    /// The same, asking `vet` whether each peer's run may connect.
+    pub(crate) fn with_vet(mut self, vet: Vet) -> Self {
+        self.vet = Some(vet);
+        self
+    }
+
+    fn vet(&self, peer: NodeId, incarnation: u64) -> Result<(), HandshakeError> {
+        match &self.vet {
+            Some(vet) => vet(peer, incarnation).map_err(HandshakeError::Refused),
+            None => Ok(()),
+        }
+    }
+
+    /// The limit on one whole handshake.
+    pub(crate) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The same with this node's incarnation (0 unless set).
+    pub(crate) fn with_incarnation(mut self, incarnation: u64) -> Self {
+        self.incarnation = incarnation;
+        self
     }
 
     /// The same with another limit on the duration of one handshake.
@@ -395,8 +473,8 @@ impl Handshake {
 
     /// Runs the dialling side over `stream`, a fresh connection to
     /// `expected_peer`. Succeeds once both ends have proven they hold the
-    /// cluster key, with the connection's [`SessionKey`]; the stream then
-    /// carries cluster traffic.
+    /// cluster key, with the peer's incarnation and the connection's
+    /// [`SessionKey`]; the stream then carries cluster traffic.
     ///
     /// Cancel-safe in the sense that dropping the future leaves nothing
     /// behind; the stream must be dropped too, as it is mid-handshake.
@@ -404,12 +482,13 @@ impl Handshake {
         &self,
         stream: &mut S,
         expected_peer: NodeId,
-    ) -> Result<SessionKey, HandshakeError>
+    ) -> Result<Authenticated, HandshakeError>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
         self.timed(async {
-            let ours = Hello::new(Role::Initiator, self.me, expected_peer, self.digest).encode();
+            let me = (self.me, self.incarnation);
+            let ours = Hello::new(Role::Initiator, me, expected_peer, self.digest).encode();
             send(stream, &ours).await?;
 
             let (theirs, theirs_bytes) = read_hello(stream).await?;
@@ -423,12 +502,17 @@ impl Handshake {
                 });
             }
             self.check_addressed_to_me(&theirs)?;
+            self.vet(expected_peer, theirs.incarnation)?;
 
             let proof = self.proof(Role::Initiator, &ours, &theirs_bytes);
             send(stream, &proof).await?;
             let their_proof = read_proof(stream).await?;
             self.verify(Role::Acceptor, &ours, &theirs_bytes, &their_proof)?;
-            Ok(self.session(&ours, &theirs_bytes))
+            Ok(Authenticated {
+                peer: expected_peer,
+                incarnation: theirs.incarnation,
+                key: self.session(&ours, &theirs_bytes),
+            })
         })
         .await
     }
@@ -439,17 +523,17 @@ impl Handshake {
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
-        self.accept_keyed(stream).await.map(|(peer, _)| peer)
+        self.accept_keyed(stream).await.map(|a| a.peer)
     }
 
     /// Runs the listening side over `stream`, a freshly accepted connection.
-    /// Returns the id of the member that connected, once it has proven it
-    /// holds the cluster key, and the connection's [`SessionKey`].
-    /// Cancel-safe like [`Handshake::initiate_keyed`].
+    /// Returns the member that connected, once it has proven it holds the
+    /// cluster key: its id and incarnation, and the connection's
+    /// [`SessionKey`]. Cancel-safe like [`Handshake::initiate_keyed`].
     pub(crate) async fn accept_keyed<S>(
         &self,
         stream: &mut S,
-    ) -> Result<(NodeId, SessionKey), HandshakeError>
+    ) -> Result<Authenticated, HandshakeError>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
@@ -469,15 +553,21 @@ impl Handshake {
                 return Err(HandshakeError::ImpersonatesUs(self.me));
             }
             self.check_addressed_to_me(&theirs)?;
+            self.vet(peer, theirs.incarnation)?;
 
-            let ours = Hello::new(Role::Acceptor, self.me, peer, self.digest).encode();
+            let me = (self.me, self.incarnation);
+            let ours = Hello::new(Role::Acceptor, me, peer, self.digest).encode();
             send(stream, &ours).await?;
 
             let their_proof = read_proof(stream).await?;
             self.verify(Role::Initiator, &theirs_bytes, &ours, &their_proof)?;
             let proof = self.proof(Role::Acceptor, &theirs_bytes, &ours);
             send(stream, &proof).await?;
-            Ok((peer, self.session(&theirs_bytes, &ours)))
+            Ok(Authenticated {
+                peer,
+                incarnation: theirs.incarnation,
+                key: self.session(&theirs_bytes, &ours),
+            })
         })
         .await
     }

@@ -1,38 +1,42 @@
 //! The authenticated mesh: one TCP connection between every pair of nodes
 //! of the cluster, each authenticated with the cluster key ([`handshake`])
-//! before it is used. The `tcp` transport carries all its traffic over the
-//! mesh; the `ofi` transport uses it as the rendezvous where nodes swap
-//! their fabric addresses.
+//! before it is used. The `tcp` transport carries all its traffic over such
+//! connections, kept up by its peer set (`tcp::peers`: a member that
+//! restarts is let back in); the `ofi` and `rdma` transports form a mesh
+//! once ([`bring_up`]) as the rendezvous where nodes swap their fabric
+//! addresses.
 //!
-//! A node dials every node of lower rank and accepts the others.
-//! Connections that fail authentication — strangers, garbage, the wrong
-//! cluster — are dropped with a logged reason without stalling anything
-//! else, and what strangers can hold is bounded: at most
-//! [`MAX_PENDING_HANDSHAKES`] connections are authenticated at once (a new
-//! one displaces the oldest), one that sends nothing is let go after
-//! [`FIRST_HELLO_TIMEOUT`], and once every member is connected every new
-//! connection is closed as soon as it is accepted. A node's mesh is up
-//! once every member is connected to every member and every member has
-//! said so ([`Formation`]: `Ready`, then `Go`, each message authenticated
-//! with the connection's session key), so that no node starts timing a
-//! peer's silence while the peer still waits for a third member. A mesh
-//! that does not form names the members that kept it from forming — the
-//! same ones on every member that fails, never one that only gave up
-//! because of them: a node that gives up tells its peers whom it blames
-//! before it closes — and, when known, why their connections were refused
-//! (another cluster key or member list).
+//! A node dials every node of lower rank and accepts the others
+//! ([`connect`]). Connections that fail authentication — strangers,
+//! garbage, the wrong cluster — are dropped with a logged reason without
+//! stalling anything else, and what strangers can hold is bounded: at most
+//! [`MAX_PENDING_HANDSHAKES`](connect::MAX_PENDING_HANDSHAKES) connections
+//! are authenticated at once (a new one displaces the oldest), one that
+//! sends nothing is let go after
+//! [`FIRST_HELLO_TIMEOUT`](connect::FIRST_HELLO_TIMEOUT), and once every
+//! member of a formed mesh is connected every new connection is closed as
+//! soon as it is accepted. A formed mesh is up once every member is
+//! connected to every member and every member has said so ([`Formation`]:
+//! `Ready`, then `Go`, each message authenticated with the connection's
+//! session key), so that no node starts timing a peer's silence while the
+//! peer still waits for a third member. A mesh that does not form names the
+//! members that kept it from forming — the same ones on every member that
+//! fails, never one that only gave up because of them: a node that gives up
+//! tells its peers whom it blames before it closes — and, when known, why
+//! their connections were refused (another cluster key or member list).
 
 mod agreement;
 mod cluster;
 #[cfg(test)]
 mod confirm_tests;
+pub(crate) mod connect;
 mod formation;
 pub(crate) mod handshake;
 mod key;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -45,8 +49,11 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use self::agreement::{Formation, Link};
 pub(crate) use self::cluster::{ClusterConfig, check_limit};
 pub use self::cluster::{ClusterConfigError, MAX_TIMEOUT};
+use self::connect::Refusals;
+#[cfg(test)]
+use self::connect::{FIRST_HELLO_TIMEOUT, MAX_PENDING_HANDSHAKES, REFUSAL_WARNING_INTERVAL};
 use self::formation::Direction;
-use self::handshake::{Handshake, HandshakeError, SessionKey};
+use self::handshake::{Handshake, SessionKey};
 pub(crate) use self::key::ClusterDigest;
 pub use self::key::{ClusterKey, ClusterKeyError};
 use crate::ids::NodeId;
@@ -82,7 +89,7 @@ pub(crate) enum MeshPurpose {
 
 impl MeshPurpose {
     /// How a member's address is written in the cluster digest.
-    fn digest_entry(self, member: &SocketAddr) -> String {
+    pub(crate) fn digest_entry(self, member: &SocketAddr) -> String {
         match self {
             MeshPurpose::Tcp => member.to_string(),
             #[cfg(any(feature = "ofi", test))]
@@ -94,6 +101,7 @@ impl MeshPurpose {
 }
 
 /// What a node needs to join the mesh, its listener bound.
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 #[derive(Debug)]
 struct MeshConfig {
     me: NodeId,
@@ -101,12 +109,12 @@ struct MeshConfig {
     listener: TcpListener,
     handshake: Arc<Handshake>,
     connect_timeout: Duration,
-    handshake_timeout: Duration,
     /// How late a correct member's formation message may be.
     margin: Duration,
 }
 
 /// Why the mesh could not be built.
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum MeshError {
     #[error("node {me} is not in a cluster of {members}")]
@@ -166,6 +174,7 @@ fn list(ids: &[NodeId]) -> String {
 
 /// The established connections, one per peer, and the guard that keeps the
 /// listener turning strangers away until the node goes.
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 pub(crate) struct Mesh {
     pub(crate) peers: HashMap<NodeId, TcpStream>,
     pub(crate) _acceptor: DropGuard,
@@ -264,6 +273,7 @@ impl Mesh {
 
 impl Mesh {
     /// Put agreed connections back into the mesh.
+    #[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
     fn keep(&mut self, links: HashMap<NodeId, Link>) {
         for (peer, link) in links {
             self.peers.insert(peer, link.stream);
@@ -276,6 +286,7 @@ impl Mesh {
 /// given listener, or at its member address), authenticate with the
 /// cluster key and a digest of the member list, and connect to every other
 /// member within the connect timeout.
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 pub(crate) async fn bring_up(
     cluster: ClusterConfig,
     purpose: MeshPurpose,
@@ -289,6 +300,7 @@ pub(crate) async fn bring_up(
         connect_timeout,
         handshake_timeout,
         failure_timeout,
+        incarnation,
     } = cluster;
     let listener = match listener {
         Some(l) => l
@@ -299,164 +311,18 @@ pub(crate) async fn bring_up(
     .map_err(MeshError::Listen)?;
     let entries: Vec<String> = members.iter().map(|m| purpose.digest_entry(m)).collect();
     let digest = ClusterDigest::of_members(&entries);
-    let handshake = Handshake::new(key, digest, id, members.len()).with_timeout(handshake_timeout);
+    let handshake = Handshake::new(key, digest, id, members.len())
+        .with_timeout(handshake_timeout)
+        .with_incarnation(incarnation);
     establish(MeshConfig {
         me: id,
         members,
         listener,
         handshake: Arc::new(handshake),
         connect_timeout,
-        handshake_timeout,
         margin: failure_timeout / 2,
     })
     .await
-}
-
-/// The most connections the acceptor authenticates at once. A connection
-/// beyond it displaces the oldest one pending, which is closed: a member
-/// completes its handshake within a round trip or two, so a flood must open
-/// this many connections in that time to keep a member out even once (and
-/// the member dials again). Members dial each other once (again only after
-/// a failure), so this is far above what a cluster needs, and it bounds
-/// what strangers can hold: this many sockets and tasks.
-pub(crate) const MAX_PENDING_HANDSHAKES: usize = 64;
-
-/// The handshakes under way at the acceptor, oldest first.
-#[derive(Debug, Default)]
-struct Pending {
-    queue: VecDeque<(u64, CancellationToken)>,
-    next: u64,
-}
-
-/// A handshake's place among the [`Pending`] ones, given up when dropped.
-struct Admitted {
-    pending: Arc<Mutex<Pending>>,
-    id: u64,
-}
-
-impl Pending {
-    /// Admit a new connection, displacing the oldest pending one at the cap;
-    /// the token is cancelled when the connection is displaced or `parent`
-    /// is cancelled.
-    fn admit(this: &Arc<Mutex<Self>>, parent: &CancellationToken) -> (Admitted, CancellationToken) {
-        let mut pending = this.lock().unwrap_or_else(|e| e.into_inner());
-        if pending.queue.len() >= MAX_PENDING_HANDSHAKES
-            && let Some((_, oldest)) = pending.queue.pop_front()
-        {
-            tracing::debug!("displaced the oldest pending handshake");
-            oldest.cancel();
-        }
-        let id = pending.next;
-        pending.next += 1;
-        let token = parent.child_token();
-        pending.queue.push_back((id, token.clone()));
-        let admitted = Admitted {
-            pending: Arc::clone(this),
-            id,
-        };
-        (admitted, token)
-    }
-}
-
-impl Drop for Admitted {
-    fn drop(&mut self) {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        pending.queue.retain(|(id, _)| *id != self.id);
-    }
-}
-
-/// How long an accepted connection may stay silent before the first byte of
-/// its hello (at most the handshake timeout). A member sends its hello right
-/// after connecting; a silent connection is let go after this, freeing its
-/// place among the [`MAX_PENDING_HANDSHAKES`].
-pub(crate) const FIRST_HELLO_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// Why connections were refused while the mesh formed: the last reason per
-/// member dialled, and the last few distinct reasons for refused incoming
-/// connections, so that a mesh that does not complete says why (another
-/// key, another member list, nobody listening) without the logs.
-#[derive(Debug, Default)]
-struct Refusals {
-    /// Per member dialled: why, and whether it got as far as the handshake.
-    dialled: HashMap<NodeId, (String, bool)>,
-    incoming: Vec<String>,
-    /// When a refused connection was last logged as a warning, and how
-    /// many were refused since without one: a flood of garbage gets one
-    /// warning a second, not one per connection.
-    warned: Option<(Instant, u64)>,
-}
-
-/// The least time between two warnings about refused connections.
-const REFUSAL_WARNING_INTERVAL: Duration = Duration::from_secs(1);
-
-/// The most distinct reasons for refused incoming connections kept.
-const INCOMING_REASONS_KEPT: usize = 3;
-
-impl Refusals {
-    /// A dial of `peer` failed: connecting (`handshake` false) or in the
-    /// handshake. A handshake's reason says more (another key, another
-    /// member list) than a later refused connection — the peer gave up and
-    /// closed its listener —, so it is kept.
-    fn dial_failed(this: &Mutex<Self>, peer: NodeId, reason: String, handshake: bool) {
-        let mut this = this.lock().unwrap_or_else(|e| e.into_inner());
-        let keep = this.dialled.get(&peer).is_some_and(|(_, h)| *h) && !handshake;
-        if !keep {
-            this.dialled.insert(peer, (reason, handshake));
-        }
-    }
-
-    fn refused(this: &Mutex<Self>, addr: SocketAddr, reason: String) {
-        let mut this = this.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        match &mut this.warned {
-            Some((at, quiet)) if now < *at + REFUSAL_WARNING_INTERVAL => {
-                *quiet += 1;
-                tracing::debug!(%addr, %reason, "dropped peer");
-            }
-            warned => {
-                let quiet = warned.map_or(0, |(_, quiet)| quiet);
-                tracing::warn!(%addr, %reason, refused_quietly_before = quiet, "dropped peer");
-                *warned = Some((now, 0));
-            }
-        }
-        let line = format!("refused a connection from {addr}: {reason}");
-        // Keep one entry per reason (the latest address), the newest last.
-        this.incoming
-            .retain(|old| !old.ends_with(&format!(": {reason}")));
-        this.incoming.push(line);
-        if this.incoming.len() > INCOMING_REASONS_KEPT {
-            this.incoming.remove(0);
-        }
-    }
-
-    /// The reasons that concern `missing`, as one line ("" when none).
-    fn explain(&self, missing: &[NodeId], members: &[SocketAddr]) -> String {
-        let mut parts: Vec<String> = missing
-            .iter()
-            .filter_map(|p| {
-                let (reason, _) = self.dialled.get(p)?;
-                Some(format!("node {p} at {}: {reason}", members[p.index()]))
-            })
-            .collect();
-        parts.extend(self.incoming.iter().cloned());
-        if parts.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", parts.join("; "))
-        }
-    }
-}
-
-/// A dialled member's reason for refusing us, worded for the operator: a
-/// member that closes the connection mid-handshake most likely holds
-/// another key or member list (its own error says which).
-fn dial_reason(error: &HandshakeError) -> String {
-    match error {
-        HandshakeError::Closed => "it closed the connection during the handshake: it may hold \
-                                   another cluster key or member list (its own error says which)"
-            .to_owned(),
-        e => e.to_string(),
-    }
 }
 
 /// Connect to every other member, then agree that the mesh formed (see
@@ -465,6 +331,7 @@ fn dial_reason(error: &HandshakeError) -> String {
 /// nothing more is needed, so strangers get nothing and cost one `accept`
 /// each. (The listener stays open, so that the port does not look free to
 /// another process.)
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
     let me = config.me;
     let (found, mut arrivals) = mpsc::unbounded_channel::<Arrival>();
@@ -472,21 +339,35 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
     // Cancelled once every member is connected: handshakes and dials stop.
     let complete = stop.child_token();
     let refusals = Arc::new(Mutex::new(Refusals::default()));
-    tokio::spawn(accept_loop(
+    let on_peer: connect::OnPeer = {
+        let found = found.clone();
+        Arc::new(move |stream, peer: handshake::Authenticated, addr| {
+            if peer.peer > me {
+                let _ = found.send((peer.peer, stream, peer.key));
+            } else {
+                tracing::warn!(%addr, peer = peer.peer.0, "dropped peer: lower ranks are dialled, not accepted");
+            }
+        })
+    };
+    tokio::spawn(connect::accept_loop(
         config.listener,
-        (Arc::clone(&config.handshake), me, config.handshake_timeout),
+        Arc::clone(&config.handshake),
         Arc::clone(&refusals),
-        found.clone(),
+        on_peer,
         (stop.clone(), complete.clone()),
     ));
     for peer in (0..me.0).map(NodeId) {
-        tokio::spawn(dial(
-            config.members[peer.index()],
-            Arc::clone(&config.handshake),
-            peer,
-            (found.clone(), Arc::clone(&refusals)),
-            complete.clone(),
-        ));
+        let (found, refusals) = (found.clone(), Arc::clone(&refusals));
+        let (handshake, stop) = (Arc::clone(&config.handshake), complete.clone());
+        let addr = config.members[peer.index()];
+        tokio::spawn(async move {
+            let backoff = (Duration::from_millis(10), Duration::from_millis(500));
+            if let Some((stream, a)) =
+                connect::dial((peer, addr), &handshake, &refusals, &stop, backoff).await
+            {
+                let _ = found.send((peer, stream, a.key));
+            }
+        });
     }
     drop(found);
     let now = Instant::now();
@@ -525,122 +406,5 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
 
 /// An authenticated connection to a member, as a dial or the acceptor hands
 /// it over, with its session key.
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 type Arrival = (NodeId, TcpStream, SessionKey);
-
-/// Accept connections until stopped: until the mesh is complete,
-/// authenticate each in its own task (at most [`MAX_PENDING_HANDSHAKES`] at
-/// once, the oldest displaced by a new one, each silent for at most
-/// [`FIRST_HELLO_TIMEOUT`]) and hand over the
-/// ones from higher-ranked members; once it is, close each at once.
-async fn accept_loop(
-    listener: TcpListener,
-    (handshake, me, handshake_timeout): (Arc<Handshake>, NodeId, Duration),
-    refusals: Arc<Mutex<Refusals>>,
-    found: mpsc::UnboundedSender<Arrival>,
-    (stop, complete): (CancellationToken, CancellationToken),
-) {
-    let first_hello = FIRST_HELLO_TIMEOUT.min(handshake_timeout);
-    let pending = Arc::new(Mutex::new(Pending::default()));
-    loop {
-        let (mut stream, addr) = tokio::select! {
-            _ = stop.cancelled() => return,
-            accepted = listener.accept() => match accepted {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed");
-                    tokio::select! {
-                        _ = stop.cancelled() => return,
-                        _ = tokio::time::sleep(Duration::from_millis(50)) => continue,
-                    }
-                }
-            },
-        };
-        if complete.is_cancelled() {
-            tracing::debug!(%addr, "closed a connection: every member is connected");
-            drop(stream);
-            continue;
-        }
-        let (slot, displaced) = Pending::admit(&pending, &complete);
-        let handshake = Arc::clone(&handshake);
-        let found = found.clone();
-        let refusals = Arc::clone(&refusals);
-        tokio::spawn(async move {
-            let _slot = slot;
-            let attempt = async {
-                let mut first = [0];
-                match tokio::time::timeout(first_hello, stream.peek(&mut first)).await {
-                    Ok(Ok(n)) if n > 0 => Some(handshake.accept_keyed(&mut stream).await),
-                    Ok(Ok(_)) => Some(Err(HandshakeError::Closed)),
-                    Ok(Err(e)) => Some(Err(e.into())),
-                    Err(_) => None,
-                }
-            };
-            let outcome = tokio::select! {
-                _ = displaced.cancelled() => return,
-                r = attempt => match r {
-                    Some(r) => r,
-                    None => {
-                        tracing::debug!(%addr, "dropped a connection silent for {first_hello:?}");
-                        return;
-                    }
-                },
-            };
-            match outcome {
-                Ok((peer, key)) if peer > me => {
-                    let _ = stream.set_nodelay(true);
-                    let _ = found.send((peer, stream, key));
-                }
-                Ok((peer, _)) => {
-                    tracing::warn!(%addr, peer = peer.0, "dropped peer: lower ranks are dialled, not accepted");
-                }
-                Err(e) => Refusals::refused(&refusals, addr, e.to_string()),
-            }
-        });
-    }
-}
-
-/// Dial `peer` until connected and authenticated, or stopped; record why
-/// each failed attempt failed.
-async fn dial(
-    addr: SocketAddr,
-    handshake: Arc<Handshake>,
-    peer: NodeId,
-    (found, refusals): (mpsc::UnboundedSender<Arrival>, Arc<Mutex<Refusals>>),
-    stop: CancellationToken,
-) {
-    let mut backoff = Duration::from_millis(10);
-    loop {
-        let attempt = async {
-            let mut stream = TcpStream::connect(addr)
-                .await
-                .map_err(|e| (format!("connecting: {e}"), false))?;
-            stream
-                .set_nodelay(true)
-                .map_err(|e| (e.to_string(), false))?;
-            let key = handshake
-                .initiate_keyed(&mut stream, peer)
-                .await
-                .map_err(|e| (dial_reason(&e), true))?;
-            Ok::<_, (String, bool)>((stream, key))
-        };
-        let outcome = tokio::select! {
-            _ = stop.cancelled() => return,
-            r = attempt => r,
-        };
-        match outcome {
-            Ok((stream, key)) => {
-                let _ = found.send((peer, stream, key));
-                return;
-            }
-            Err((reason, handshake)) => {
-                tracing::debug!(peer = peer.0, %addr, %reason, "connecting");
-                Refusals::dial_failed(&refusals, peer, reason, handshake);
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(backoff) => {}
-                }
-                backoff = (backoff * 2).min(Duration::from_millis(500));
-            }
-        }
-    }
-}

@@ -408,7 +408,8 @@ impl Played {
             .handshake
             .initiate_keyed(&mut stream, to)
             .await
-            .unwrap();
+            .unwrap()
+            .key;
         let out = Direction::new(key.clone(), self.id, to);
         let incoming = Direction::new(key, to, self.id);
         self.conns.insert(to, (stream, out, incoming));

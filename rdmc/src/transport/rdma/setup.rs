@@ -27,13 +27,13 @@ use super::driver::{
     CTRL_RECVS, CTRL_SENDS, ControlPool, Core, Driver, Peer, QpLink, WRITES_IN_FLIGHT,
 };
 use super::ffi::Notifier;
-use super::verbs::{Device, QpAddress, RdmaError};
+use super::verbs::{Device, Qp, QpAddress, RdmaError};
 use super::{DeviceOptions, RdmaEndpoint};
 use crate::error::Error;
 use crate::ids::NodeId;
 use crate::transport::Completions;
 use crate::transport::fabric_driver::{self, DriverOptions};
-use crate::transport::mesh::{self, ClusterConfig, MeshError, MeshPurpose};
+use crate::transport::mesh::{self, ClusterConfig, Mesh, MeshError, MeshPurpose};
 use crate::wait::CompletionMode;
 
 fn transport_error(what: &str, e: impl std::fmt::Display) -> Error {
@@ -74,42 +74,8 @@ pub(crate) async fn establish(
         .check_member()
         .map_err(|e| Error::Transport(e.to_string()))?;
     let me = cluster.id;
-    let nodes = cluster.members.len();
     let (swap_timeout, failure_timeout) = (cluster.handshake_timeout, cluster.failure_timeout);
-    let peers = nodes.saturating_sub(1) as u32;
-    let per_qp = (CTRL_RECVS + CTRL_SENDS + WRITES_IN_FLIGHT) as u32;
-    let cqe = peers * per_qp + 64;
-    // Opening a device and registering memory are system calls that can
-    // take a while (pinning pages): off the runtime's threads.
-    let opened = tokio::task::spawn_blocking({
-        let options = options.clone();
-        move || -> Result<_, RdmaError> {
-            let device = Device::open(&options, cqe)?;
-            let pool = ControlPool::new(&device, nodes)?;
-            let mut qps = HashMap::new();
-            for p in (0..nodes as u32).map(NodeId).filter(|&p| p != me) {
-                let mut qp =
-                    device.create_qp((CTRL_SENDS + WRITES_IN_FLIGHT) as u32, CTRL_RECVS as u32)?;
-                for i in 0..CTRL_RECVS {
-                    pool.post_recv(&mut qp, p, i)?;
-                }
-                qps.insert(p, qp);
-            }
-            Ok((device, pool, qps))
-        }
-    })
-    .await
-    .map_err(|e| transport_error("opening the device", e))?;
-    let (device, pool, mut qps) = opened.map_err(Error::Rdma)?;
-    tracing::info!(
-        device = %device.name,
-        port = device.port,
-        gid_index = device.gid_index,
-        gid = %device.gid,
-        lid = device.lid,
-        mtu = ?device.mtu,
-        "rdma device opened"
-    );
+    let (device, pool, qps) = open_device(options, me, cluster.members.len()).await?;
     let mut mesh = mesh::bring_up(cluster, MeshPurpose::RdmaRendezvous)
         .await
         .map_err(|e| match e {
@@ -121,87 +87,25 @@ pub(crate) async fn establish(
     // speak of.
     let timeout = swap_timeout + swap_timeout.max(Duration::from_secs(1));
     let deadline = tokio::time::Instant::now() + timeout;
-    // Every swap at once: one after another, two nodes could each wait for
-    // the other's answer while that one waits for a third.
-    let mut ours = HashMap::new();
-    for (&peer, qp) in &qps {
-        let mut psn = [0u8; 4];
-        rand::rng().fill_bytes(&mut psn);
-        let psn = u32::from_le_bytes(psn) & 0xFF_FFFF;
-        ours.insert(peer, (psn, device.address(qp, psn)));
-    }
-    let swaps = mesh.peers.iter_mut().map(|(&peer, stream)| {
-        let address = ours[&peer].1;
-        async move {
-            let r = tokio::time::timeout(swap_timeout, swap(stream, &address)).await;
-            (peer, r)
+    let connected = match connect_queue_pairs(&device, &mut mesh, qps, me, swap_timeout).await {
+        Ok(connected) => connected,
+        Err((error, blame)) => {
+            mesh.abandon(deadline, timeout, &[blame]).await;
+            return Err(error);
         }
-    });
-    let mut connected = HashMap::new();
-    let mut swapped = Vec::new();
-    let mut failed = None;
-    for (peer, r) in futures::future::join_all(swaps).await {
-        match r {
-            Ok(Ok(theirs)) => swapped.push((peer, theirs)),
-            Ok(Err(e)) if failed.is_none() => {
-                let error = transport_error("QP address exchange", format!("node {peer}: {e}"));
-                failed = Some((error, peer));
-            }
-            Err(_) if failed.is_none() => {
-                let error =
-                    transport_error("QP address exchange", format!("node {peer} timed out"));
-                failed = Some((error, peer));
-            }
-            _ => {}
-        }
-    }
-    for (peer, theirs) in swapped {
-        if failed.is_some() {
-            break;
-        }
-        let mut qp = qps.remove(&peer).expect("a QP per peer");
-        match device.connect(&mut qp, ours[&peer].0, &theirs) {
-            Ok(()) => {
-                connected.insert(peer, qp);
-            }
-            Err(e) => {
-                failed = Some((
-                    transport_error(&format!("connecting to node {peer}"), e),
-                    me,
-                ))
-            }
-        }
-    }
-    if let Some((error, blame)) = failed {
-        mesh.abandon(deadline, timeout, &[blame]).await;
-        return Err(error);
-    }
+    };
     // Every QP of ours is ready to receive: say so, and hear the same from
     // every member.
     mesh.confirm(deadline, timeout)
         .await
         .map_err(|e| transport_error("connecting queue pairs", e))?;
-    // The authenticated connections stay open, watched: a peer whose
-    // process dies has them closed by its kernel at once, which RC queue
-    // pairs would only find out after their retries (or the failure
-    // timeout) — the role `rdma_cm`'s disconnect plays elsewhere.
-    let (closed_tx, link_closed) = mpsc::unbounded_channel();
-    let watchers = std::mem::take(&mut mesh.peers)
-        .into_iter()
-        .map(|(peer, stream)| (peer, tokio::spawn(watch(peer, stream, closed_tx.clone()))))
-        .collect();
-    drop(mesh);
+    let (link_closed, watchers) = watch_links(mesh);
     let peers = connected
         .into_iter()
         .map(|(p, qp)| (p, Peer::new(QpLink::new(qp))))
         .collect();
     let device = Arc::new(device);
-    let notifier = Notifier::new(Arc::clone(&device.cq), Arc::clone(&device.channel));
-    // SAFETY: the fd is the completion channel's, which the notifier keeps
-    // open (it holds the channel) for as long as the registration lives.
-    let notifier =
-        unsafe { AsyncFd::register_with_interest(notifier, tokio::io::Interest::READABLE) }
-            .map_err(|e| transport_error("waiting on the completion channel", e))?;
+    let notifier = completion_notifier(&device)?;
     let span = tracing::debug_span!("rdmc_rdma", node = me.0);
     Ok(fabric_driver::spawn(
         &driver,
@@ -219,4 +123,135 @@ pub(crate) async fn establish(
             Driver::new(core, device, notifier).with_links(link_closed, watchers)
         },
     ))
+}
+
+/// Open the device for a cluster of `nodes` members (`me` among them), with
+/// a queue pair per peer, its receives posted.
+async fn open_device(
+    options: DeviceOptions,
+    me: NodeId,
+    nodes: usize,
+) -> Result<(Device, ControlPool, HashMap<NodeId, Qp>), Error> {
+    let peers = nodes.saturating_sub(1) as u32;
+    let per_qp = (CTRL_RECVS + CTRL_SENDS + WRITES_IN_FLIGHT) as u32;
+    let cqe = peers * per_qp + 64;
+    // Opening a device and registering memory are system calls that can
+    // take a while (pinning pages): off the runtime's threads.
+    let opened = tokio::task::spawn_blocking(move || -> Result<_, RdmaError> {
+        let device = Device::open(&options, cqe)?;
+        let pool = ControlPool::new(&device, nodes)?;
+        let mut qps = HashMap::new();
+        for p in (0..nodes as u32).map(NodeId).filter(|&p| p != me) {
+            let mut qp =
+                device.create_qp((CTRL_SENDS + WRITES_IN_FLIGHT) as u32, CTRL_RECVS as u32)?;
+            for i in 0..CTRL_RECVS {
+                pool.post_recv(&mut qp, p, i)?;
+            }
+            qps.insert(p, qp);
+        }
+        Ok((device, pool, qps))
+    })
+    .await
+    .map_err(|e| transport_error("opening the device", e))?;
+    let (device, pool, qps) = opened.map_err(Error::Rdma)?;
+    tracing::info!(
+        device = %device.name,
+        port = device.port,
+        gid_index = device.gid_index,
+        gid = %device.gid,
+        lid = device.lid,
+        mtu = ?device.mtu,
+        "rdma device opened"
+    );
+    Ok((device, pool, qps))
+}
+
+/// Swap queue pair addresses with every peer over the mesh (each swap
+/// within `swap_timeout`) and move each queue pair to RTS: the connected
+/// ones, or the first error with the node it blames.
+async fn connect_queue_pairs(
+    device: &Device,
+    mesh: &mut Mesh,
+    mut qps: HashMap<NodeId, Qp>,
+    me: NodeId,
+    swap_timeout: Duration,
+) -> Result<HashMap<NodeId, Qp>, (Error, NodeId)> {
+    // Every swap at once: one after another, two nodes could each wait for
+    // the other's answer while that one waits for a third.
+    let mut ours = HashMap::new();
+    for (&peer, qp) in &qps {
+        let mut psn = [0u8; 4];
+        rand::rng().fill_bytes(&mut psn);
+        let psn = u32::from_le_bytes(psn) & 0xFF_FFFF;
+        ours.insert(peer, (psn, device.address(qp, psn)));
+    }
+    let swaps = mesh.peers.iter_mut().map(|(&peer, stream)| {
+        let address = ours[&peer].1;
+        async move {
+            let r = tokio::time::timeout(swap_timeout, swap(stream, &address)).await;
+            (peer, r)
+        }
+    });
+    let mut swapped = Vec::new();
+    let mut failed = None;
+    for (peer, r) in futures::future::join_all(swaps).await {
+        match r {
+            Ok(Ok(theirs)) => swapped.push((peer, theirs)),
+            Ok(Err(e)) if failed.is_none() => {
+                let error = transport_error("QP address exchange", format!("node {peer}: {e}"));
+                failed = Some((error, peer));
+            }
+            Err(_) if failed.is_none() => {
+                let error =
+                    transport_error("QP address exchange", format!("node {peer} timed out"));
+                failed = Some((error, peer));
+            }
+            _ => {}
+        }
+    }
+    if let Some(failed) = failed {
+        return Err(failed);
+    }
+    let mut connected = HashMap::new();
+    for (peer, theirs) in swapped {
+        let mut qp = qps.remove(&peer).expect("a QP per peer");
+        device
+            .connect(&mut qp, ours[&peer].0, &theirs)
+            .map_err(|e| {
+                (
+                    transport_error(&format!("connecting to node {peer}"), e),
+                    me,
+                )
+            })?;
+        connected.insert(peer, qp);
+    }
+    Ok(connected)
+}
+
+/// Keep the mesh's authenticated connections open, watched: a peer whose
+/// process dies has them closed by its kernel at once, which RC queue
+/// pairs would only find out after their retries (or the failure timeout)
+/// — the role `rdma_cm`'s disconnect plays elsewhere. Where the watchers
+/// report a closed link, and their tasks.
+fn watch_links(
+    mut mesh: Mesh,
+) -> (
+    mpsc::UnboundedReceiver<NodeId>,
+    HashMap<NodeId, tokio::task::JoinHandle<()>>,
+) {
+    let (closed_tx, link_closed) = mpsc::unbounded_channel();
+    let watchers = std::mem::take(&mut mesh.peers)
+        .into_iter()
+        .map(|(peer, stream)| (peer, tokio::spawn(watch(peer, stream, closed_tx.clone()))))
+        .collect();
+    (link_closed, watchers)
+}
+
+/// The device's completion channel, registered with the runtime.
+fn completion_notifier(device: &Device) -> Result<AsyncFd<Notifier>, Error> {
+    let notifier = Notifier::new(Arc::clone(&device.cq), Arc::clone(&device.channel));
+    // SAFETY: the fd is the completion channel's, which the notifier keeps
+    // open (it holds the channel) for as long as the registration lives.
+    unsafe { AsyncFd::register_with_interest(notifier, tokio::io::Interest::READABLE) }
+        .map_err(|e| transport_error("waiting on the completion channel", e))
 }

@@ -87,6 +87,55 @@ pub(crate) enum Outgoing {
     Data(GroupId, BlockRef, u64),
 }
 
+/// Whether a link is down, and which run of which peer it connects to.
+#[derive(Debug)]
+pub(crate) struct LinkState {
+    down: AtomicBool,
+    peer: NodeId,
+    /// The peer's incarnation on this connection.
+    incarnation: u64,
+    /// Cancelled once the link is down.
+    ended: CancellationToken,
+    /// Whether the node was told the link is down: it is told once, and
+    /// the telling holds this lock, so that once someone holding it saw it
+    /// told, the report is queued ahead of anything queued after.
+    reported: Mutex<bool>,
+}
+
+impl LinkState {
+    fn new(peer: NodeId, incarnation: u64) -> Self {
+        LinkState {
+            down: AtomicBool::new(false),
+            peer,
+            incarnation,
+            ended: CancellationToken::new(),
+            reported: Mutex::new(false),
+        }
+    }
+
+    /// Mark the link down.
+    pub(super) fn mark_down(&self) {
+        self.down.store(true, Ordering::Release);
+        self.ended.cancel();
+    }
+
+    /// Mark the link down and tell the node (once) that this run of its
+    /// peer is gone.
+    pub(super) fn report_down(
+        &self,
+        completions: &CompletionSender,
+        reason: impl std::fmt::Display,
+    ) {
+        let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
+        if !*reported {
+            *reported = true;
+            let down = Completion::peer_down(self.peer, self.incarnation, reason.to_string());
+            let _ = completions.send(down);
+        }
+        self.mark_down();
+    }
+}
+
 /// Receives posted for blocks from one peer, per group, in posting order.
 type Posted = Mutex<HashMap<GroupId, VecDeque<RecvRegion>>>;
 
@@ -95,7 +144,7 @@ type Posted = Mutex<HashMap<GroupId, VecDeque<RecvRegion>>>;
 pub(crate) struct Link {
     outgoing: mpsc::UnboundedSender<Outgoing>,
     posted: Arc<Posted>,
-    down: Arc<AtomicBool>,
+    state: Arc<LinkState>,
     writer: tokio::task::JoinHandle<()>,
     /// The key agreement's outcome, until [`Link::agreement`] takes it.
     agreed: Option<oneshot::Receiver<Result<(), AgreeError>>>,
@@ -103,11 +152,12 @@ pub(crate) struct Link {
 
 impl Link {
     /// Run a link over `stream` (already authenticated by the mesh
-    /// handshake) to `peer`; `lowat` tunes the stream's socket, if it is
-    /// one. The frame keys are agreed first; a failed agreement is a peer
-    /// failure, and its reason is told to [`Link::agreement`].
+    /// handshake) to `peer` in its run `incarnation`; `lowat` tunes the
+    /// stream's socket, if it is one. The frame keys are agreed first; a
+    /// failed agreement is a peer failure, and its reason is told to
+    /// [`Link::agreement`].
     pub(crate) fn spawn<S>(
-        peer: NodeId,
+        (peer, incarnation): (NodeId, u64),
         stream: S,
         lowat: RecvLowat,
         completions: CompletionSender,
@@ -119,11 +169,11 @@ impl Link {
     {
         let (outgoing, queue) = mpsc::unbounded_channel();
         let posted = Arc::new(Posted::default());
-        let down = Arc::new(AtomicBool::new(false));
+        let state = Arc::new(LinkState::new(peer, incarnation));
         let span = tracing::debug_span!("rdmc_link", peer = peer.0);
         let _enter = span.enter();
         let reader_posted = Arc::clone(&posted);
-        let link_down = Arc::clone(&down);
+        let link_state = Arc::clone(&state);
         let (agreed_tx, agreed) = oneshot::channel();
         let writer = tokio::spawn(tracing::Instrument::in_current_span(async move {
             let (mut reader, mut writer) = tokio::io::split(stream);
@@ -144,10 +194,9 @@ impl Link {
                     halves
                 }
                 Err(reason) => {
-                    link_down.store(true, Ordering::Release);
                     tracing::warn!(peer = peer.0, %reason, "peer down");
+                    link_state.report_down(&completions, &reason);
                     let _ = agreed_tx.send(Err(reason));
-                    let _ = completions.send(Completion::PeerDown { node: peer });
                     return;
                 }
             };
@@ -161,10 +210,10 @@ impl Link {
                 reader_posted,
                 completions.clone(),
                 config,
-                Arc::clone(&link_down),
+                Arc::clone(&link_state),
                 reader_done.clone().drop_guard(),
             )));
-            let writing = write_loop(peer, writer, sealer, queue, completions, config, link_down);
+            let writing = write_loop(peer, writer, sealer, queue, completions, config, link_state);
             tokio::select! {
                 () = writing => {}
                 () = reader_done.cancelled() => {}
@@ -173,7 +222,7 @@ impl Link {
         Link {
             outgoing,
             posted,
-            down,
+            state,
             writer,
             agreed: Some(agreed),
         }
@@ -181,15 +230,9 @@ impl Link {
 
     /// How the key agreement ended (within the agreement timeout): `Ok`
     /// once the frame keys are agreed, or why not. Asked again, `Ok`.
+    #[cfg(test)]
     pub(crate) async fn agreement(&mut self) -> Result<(), AgreeError> {
-        match self.agreed.take() {
-            Some(outcome) => outcome.await.unwrap_or_else(|_| {
-                Err(AgreeError::Failed(
-                    "the link ended before agreeing".to_owned(),
-                ))
-            }),
-            None => Ok(()),
-        }
+        self.take_agreement().await
     }
 
     /// Close the sending side: the writer puts everything queued on the
@@ -200,7 +243,44 @@ impl Link {
 
     /// Whether the connection is gone.
     pub(crate) fn is_down(&self) -> bool {
-        self.down.load(Ordering::Acquire)
+        self.state.down.load(Ordering::Acquire)
+    }
+
+    /// The peer's incarnation on this link.
+    pub(crate) fn incarnation(&self) -> u64 {
+        self.state.incarnation
+    }
+
+    /// Cancelled once the link is down.
+    pub(crate) fn ended(&self) -> CancellationToken {
+        self.state.ended.clone()
+    }
+
+    /// The key agreement's outcome (as [`Link::agreement`]), to await
+    /// apart from the link.
+    pub(crate) fn take_agreement(
+        &mut self,
+    ) -> futures::future::BoxFuture<'static, Result<(), AgreeError>> {
+        let agreed = self.agreed.take();
+        Box::pin(async move {
+            match agreed {
+                Some(outcome) => outcome.await.unwrap_or_else(|_| {
+                    Err(AgreeError::Failed(
+                        "the link ended before agreeing".to_owned(),
+                    ))
+                }),
+                None => Ok(()),
+            }
+        })
+    }
+
+    /// Give the link up for a newer one to the same peer: the node is told
+    /// this run of the peer is gone (unless it was told already), ahead of
+    /// anything queued after; the connection closes once its queue is
+    /// written.
+    pub(crate) fn retire(self, completions: &CompletionSender) {
+        self.state
+            .report_down(completions, "a newer run of it connected");
     }
 
     /// Post a receive for the next block of `group` from this peer.

@@ -22,17 +22,18 @@
 //! over it, naming the peer) instead of reaching the application.
 
 pub(crate) mod link;
+mod peers;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
-use tokio_util::sync::DropGuard;
+use tokio::time::Instant;
 
-use self::link::{AgreeError, Link, LinkConfig, LinkSecurity, Outgoing, RecvLowat};
+use self::link::{AgreeError, LinkConfig, LinkSecurity, Outgoing};
+use self::peers::{LinkSetup, PeerSet};
 use super::frame::protect::WireSecurity;
-use super::mesh::{self, ClusterConfig, Mesh, MeshPurpose};
+use super::mesh::ClusterConfig;
 use super::pool::BufferPool;
 use super::{
     BlockRef, Completion, CompletionSender, Completions, MessageBuffer, RecvRegion, Signal,
@@ -45,35 +46,36 @@ use crate::ids::{GroupId, NodeId};
 /// One node's connections to all the others.
 #[derive(Debug)]
 pub(crate) struct TcpEndpoint {
-    links: HashMap<NodeId, Link>,
+    peers: PeerSet,
     completions: CompletionSender,
     /// How long a shutdown waits for queued frames to be written.
     flush_timeout: Duration,
     /// The early-announce threshold its links report blocks' progress at.
     early_announce: Option<u32>,
     pool: BufferPool,
-    _acceptor: DropGuard,
 }
 
 impl TcpEndpoint {
-    /// Bring node `cluster.id` into the mesh and start a link on every
-    /// connection, cutting blocks into chunks of `chunk_size` bytes and
-    /// protecting frames as `security` says, with a pool keeping at most
-    /// `pool_budget` bytes of spare message buffers; with `early`, every
-    /// socket keeps at most about `unsent_limit` bytes unsent and the links
-    /// report a block's progress at `threshold` bytes left
-    /// ([`EarlyAnnounce`]).
+    /// Bring node `cluster.id` into the cluster ([`peers`]: its listener,
+    /// a connection to every other member, kept up for as long as the node
+    /// runs) and start a link on every connection, cutting blocks into
+    /// chunks of `chunk_size` bytes and protecting frames as `security`
+    /// says, with a pool keeping at most `pool_budget` bytes of spare
+    /// message buffers; with `early`, every socket keeps at most about
+    /// `unsent_limit` bytes unsent and the links report a block's progress
+    /// at `threshold` bytes left ([`EarlyAnnounce`]).
     ///
-    /// Resolves once every link's frame keys are agreed, or its agreement
-    /// failed (at most the agreement timeout after the mesh formed). A
-    /// link that failed so is a peer failure the node learns of as
-    /// [`Completion::PeerDown`], like any later one — except a peer with
-    /// another wire security: a configuration error, so the node does not
-    /// start ([`Error::WireSecurityMismatch`], naming the lowest such
-    /// peer). A mesh that does not form is [`Error::Transport`]. With
-    /// `congestion`, every connection uses that TCP congestion control; a
-    /// name the kernel refuses is [`Error::CongestionControl`], found on a
-    /// throwaway socket before anything connects.
+    /// Resolves once every member is connected and every first link's
+    /// frame keys are agreed, or its agreement failed (at most the
+    /// agreement timeout later). A link that failed so is a peer failure
+    /// the node learns of as [`Completion::PeerDown`], like any later one —
+    /// except a peer with another wire security: a configuration error, so
+    /// the node does not start ([`Error::WireSecurityMismatch`], naming the
+    /// lowest such peer). Members not connected within the connect timeout
+    /// are [`Error::Transport`], naming them. With `congestion`, every
+    /// connection uses that TCP congestion control; a name the kernel
+    /// refuses is [`Error::CongestionControl`], found on a throwaway socket
+    /// before anything connects.
     pub(crate) async fn connect(
         cluster: ClusterConfig,
         chunk_size: u32,
@@ -101,50 +103,36 @@ impl TcpEndpoint {
             mode: security,
             key: cluster.key.clone(),
             me: cluster.id,
-            // Both ends start their links about together (the mesh's last
-            // step, every member's `Go`): a peer silent through the agreement is failed like
-            // any other, after half as long again as the failure timeout —
-            // so that a peer gone silent on an established link (a
-            // partition) is named first, not one still finishing its mesh.
+            // A peer silent through the agreement is failed like any other,
+            // after half as long again as the failure timeout — so that a
+            // peer gone silent on an established link (a partition) is
+            // named first, not one still finishing its own start.
             timeout: cluster
                 .handshake_timeout
                 .min(cluster.failure_timeout.saturating_mul(3) / 2),
         };
-        let Mesh {
-            peers, _acceptor, ..
-        } = mesh::bring_up(cluster, MeshPurpose::Tcp)
-            .await
-            .map_err(|e| Error::Transport(e.to_string()))?;
+        let setup = LinkSetup {
+            config: link,
+            security,
+            early,
+            congestion: congestion.map(str::to_owned),
+        };
+        let started = Instant::now();
+        // Validated: at most `MAX_TIMEOUT`, which the clock can add.
+        let timeout = cluster.connect_timeout;
         let (completions, queue) = mpsc::unbounded_channel();
-        if let Some(name) = congestion {
-            for stream in peers.values() {
-                link::set_congestion_control(stream, name)
-                    .map_err(|reason| refused(name, reason))?;
-            }
-        }
-        let mut links: HashMap<NodeId, Link> = peers
+        let transport = |e: super::mesh::MeshError| Error::Transport(e.to_string());
+        let peers = PeerSet::start(cluster, setup, completions.clone())
+            .await
+            .map_err(transport)?;
+        peers
+            .all_connected(started + timeout, timeout)
+            .await
+            .map_err(transport)?;
+        let agreements = peers
+            .agreements()
             .into_iter()
-            .map(|(peer, stream)| {
-                let lowat = RecvLowat::of(&stream);
-                if let Some(early) = early {
-                    link::limit_unsent(&stream, early.unsent_limit);
-                }
-                (
-                    peer,
-                    Link::spawn(
-                        peer,
-                        stream,
-                        lowat,
-                        completions.clone(),
-                        link,
-                        security.clone(),
-                    ),
-                )
-            })
-            .collect();
-        let agreements = links
-            .iter_mut()
-            .map(|(&peer, link)| async move { (peer, link.agreement().await) });
+            .map(|(peer, agreed)| async move { (peer, agreed.await) });
         let mismatch = futures::future::join_all(agreements)
             .await
             .into_iter()
@@ -154,21 +142,23 @@ impl TcpEndpoint {
             })
             .min_by_key(|&(peer, ..)| peer);
         if let Some((peer, local, remote)) = mismatch {
-            // Dropping the links closes every connection.
+            // Dropping the peer set closes every connection.
             return Err(Error::WireSecurityMismatch {
                 peer,
                 local,
                 remote,
             });
         }
+        // In the message, so that a campaign can read it whatever the log
+        // format.
+        tracing::info!("mesh formed in {} ms", started.elapsed().as_millis());
         Ok((
             TcpEndpoint {
-                links,
+                peers,
                 completions,
                 flush_timeout: link.failure_timeout,
                 early_announce: link.early_announce,
                 pool: BufferPool::new(pool_budget),
-                _acceptor,
             },
             queue,
         ))
@@ -201,40 +191,43 @@ impl Transport for TcpEndpoint {
     }
 
     fn post_recv(&mut self, group: GroupId, from: NodeId, region: RecvRegion) {
-        match self.links.get(&from) {
-            Some(link) if !link.is_down() => link.post_recv(group, region),
-            _ => self.unreachable(group, from),
+        let posted = self
+            .peers
+            .with_link(from, |link| link.post_recv(group, region));
+        if posted.is_none() {
+            self.unreachable(group, from);
         }
     }
 
     fn post_send(&mut self, group: GroupId, to: NodeId, block: BlockRef, immediate: u64) {
-        let sent = self
-            .links
-            .get(&to)
-            .is_some_and(|link| link.send(Outgoing::Data(group, block, immediate)));
-        if !sent {
+        let sent = self.peers.with_link(to, |link| {
+            link.send(Outgoing::Data(group, block, immediate))
+        });
+        if sent != Some(true) {
             self.unreachable(group, to);
         }
     }
 
     fn send_signal(&mut self, group: GroupId, to: NodeId, signal: Signal) {
         let sent = self
-            .links
-            .get(&to)
-            .is_some_and(|link| link.send(Outgoing::Signal(group, signal)));
-        if !sent {
+            .peers
+            .with_link(to, |link| link.send(Outgoing::Signal(group, signal)));
+        if sent != Some(true) {
             self.unreachable(group, to);
         }
     }
 
     fn release_group(&mut self, group: GroupId) {
-        for link in self.links.values() {
-            link.release_group(group);
-        }
+        self.peers.each_link(|link| link.release_group(group));
     }
 
     fn flush(&mut self) -> BoxFuture<'static, ()> {
-        let writers: Vec<_> = self.links.drain().map(|(_, link)| link.close()).collect();
+        let writers: Vec<_> = self
+            .peers
+            .close()
+            .into_iter()
+            .map(|link| link.close())
+            .collect();
         let limit = self.flush_timeout;
         Box::pin(async move {
             let all = futures::future::join_all(writers);

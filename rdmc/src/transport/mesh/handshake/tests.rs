@@ -57,7 +57,7 @@ async fn run(
 
 /// A well-formed hello, as `role` from `from` to `to`.
 fn hello(role: Role, from: u32, to: u32, digest: ClusterDigest) -> [u8; HELLO_LEN] {
-    Hello::new(role, NodeId(from), NodeId(to), digest).encode()
+    Hello::new(role, (NodeId(from), 0), NodeId(to), digest).encode()
 }
 
 /// Feeds `transcript` to node 0's acceptor as a whole client, then closes
@@ -234,12 +234,12 @@ async fn bad_magic_and_other_versions_are_refused_after_the_header() {
     let accepted = accept_transcript(&acceptor, b"GET / HTTP", true).await;
     assert_matches!(accepted, Err(HandshakeError::BadMagic));
 
-    for other in [1u16, 2, 3, 4, 6] {
+    for other in [1u16, 2, 3, 4, 5, 7] {
         let mut hello = hello(Role::Initiator, 1, 0, digest());
         hello[8..10].copy_from_slice(&other.to_be_bytes());
         let accepted = accept_transcript(&acceptor, &hello[..HEADER_LEN], true).await;
         let expected = HandshakeError::UnsupportedVersion {
-            ours: 5,
+            ours: 6,
             theirs: other,
         };
         assert_eq!(
@@ -356,14 +356,23 @@ async fn a_stranger_over_loopback_tcp_is_dropped_with_a_reason() {
 fn nonces_are_fresh_and_the_format_is_as_documented() {
     let one = hello(Role::Initiator, 1, 0, digest());
     let two = hello(Role::Initiator, 1, 0, digest());
-    assert_ne!(one[51..], two[51..]);
+    assert_ne!(one[51..83], two[51..83]);
     assert_eq!(one[..51], two[..51]);
+    assert_eq!(one[83..], two[83..]);
     assert_eq!(&one[..8], b"RDMC-HS\0");
-    assert_eq!(one[8..10], [0, 5]);
+    assert_eq!(one[8..10], [0, 6]);
     assert_eq!(one[10], 1);
     assert_eq!(one[11..15], [0, 0, 0, 1]);
     assert_eq!(one[15..19], [0, 0, 0, 0]);
     assert_eq!(one[19..51], digest().0);
+    let incarnation = Hello::new(
+        Role::Initiator,
+        (NodeId(1), 0x0102_0304_0506_0708),
+        NodeId(0),
+        digest(),
+    );
+    assert_eq!(incarnation.encode()[83..91], [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(one.len(), 91);
 }
 
 #[test]

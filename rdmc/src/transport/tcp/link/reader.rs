@@ -6,14 +6,13 @@ use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
 use tokio_util::sync::DropGuard;
 
 use super::socket::RecvLowat;
-use super::{LinkConfig, Posted, lock};
+use super::{LinkConfig, LinkState, Posted, lock};
 use crate::ids::{GroupId, NodeId};
 use crate::transport::frame::protect::{MAX_TAG_LEN, Opener};
 use crate::transport::frame::{Context, HEADER_LEN, Header, SHORT_HEADER_LEN};
@@ -197,7 +196,7 @@ pub(super) async fn read_loop<R: AsyncRead>(
     posted: Arc<Posted>,
     completions: CompletionSender,
     config: LinkConfig,
-    down: Arc<AtomicBool>,
+    state: Arc<LinkState>,
     done: DropGuard,
 ) {
     let tag_len = opener.mode().tag_len();
@@ -224,13 +223,13 @@ pub(super) async fn read_loop<R: AsyncRead>(
             break reason;
         }
     };
-    down.store(true, Ordering::Release);
+    state.mark_down();
     if link.orderly {
         // The peer closed its side in order: let the writer finish ours.
         done.disarm();
     }
     tracing::warn!(peer = peer.0, %reason, "peer down");
-    let _ = link.completions.send(Completion::PeerDown { node: peer });
+    state.report_down(&link.completions, &reason);
 }
 
 impl<R: AsyncRead> LinkReader<R> {

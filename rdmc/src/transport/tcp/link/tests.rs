@@ -29,21 +29,49 @@ fn security(me: u32) -> LinkSecurity {
     security_in(me, WireSecurity::Authenticated)
 }
 
-fn pair() -> (
+/// One end of a link to node 4, over `end`, reporting to `completions`.
+fn towards_4<S>(end: S, completions: CompletionSender) -> Link
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    Link::spawn(
+        (NodeId(4), 0),
+        end,
+        RecvLowat::none(),
+        completions,
+        CONFIG,
+        security(0),
+    )
+}
+
+/// Two linked ends, each with its completions.
+type Pair = (
     Link,
     mpsc::UnboundedReceiver<Completion>,
     Link,
     mpsc::UnboundedReceiver<Completion>,
-) {
+);
+
+fn pair() -> Pair {
+    pair_with(CONFIG)
+}
+
+/// A link pair over an in-memory pipe, both ends tuned as `config` says.
+fn pair_with(config: LinkConfig) -> Pair {
     let (a, b) = tokio::io::duplex(64 * 1024);
     let (ca, ra) = mpsc::unbounded_channel();
     let (cb, rb) = mpsc::unbounded_channel();
-    (
-        Link::spawn(NodeId(1), a, RecvLowat::none(), ca, CONFIG, security(0)),
-        ra,
-        Link::spawn(NodeId(0), b, RecvLowat::none(), cb, CONFIG, security(1)),
-        rb,
-    )
+    let spawn = |peer, end, completions, me| {
+        Link::spawn(
+            (NodeId(peer), 0),
+            end,
+            RecvLowat::none(),
+            completions,
+            config,
+            security(me),
+        )
+    };
+    (spawn(1, a, ca, 0), ra, spawn(0, b, cb, 1), rb)
 }
 
 #[tokio::test]
@@ -165,11 +193,14 @@ async fn empty_blocks_complete() {
 async fn garbage_or_a_closed_connection_is_a_peer_failure() {
     let (a, mut b) = tokio::io::duplex(1024);
     let (ca, mut ra) = mpsc::unbounded_channel();
-    let link = Link::spawn(NodeId(4), a, RecvLowat::none(), ca, CONFIG, security(0));
+    let link = towards_4(a, ca);
     b.write_all(&[0xAB; AGREE_LEN + HEADER_LEN]).await.unwrap();
     assert!(matches!(
         ra.recv().await.unwrap(),
-        Completion::PeerDown { node: NodeId(4) }
+        Completion::PeerDown {
+            node: NodeId(4),
+            ..
+        }
     ));
     tokio::task::yield_now().await;
     assert!(link.is_down());
@@ -180,7 +211,7 @@ async fn garbage_or_a_closed_connection_is_a_peer_failure() {
 async fn garbage_after_a_genuine_key_agreement_is_a_peer_failure() {
     let (a, mut b) = tokio::io::duplex(1024);
     let (ca, mut ra) = mpsc::unbounded_channel();
-    let _link = Link::spawn(NodeId(4), a, RecvLowat::none(), ca, CONFIG, security(0));
+    let _link = towards_4(a, ca);
     let mut hello = [0u8; AGREE_LEN];
     hello[..8].copy_from_slice(&AGREE_MAGIC);
     hello[8] = WireSecurity::Authenticated.code();
@@ -191,7 +222,10 @@ async fn garbage_after_a_genuine_key_agreement_is_a_peer_failure() {
     b.write_all(&[0u8; 32]).await.unwrap();
     assert!(matches!(
         ra.recv().await.unwrap(),
-        Completion::PeerDown { node: NodeId(4) }
+        Completion::PeerDown {
+            node: NodeId(4),
+            ..
+        }
     ));
 }
 
@@ -223,7 +257,7 @@ async fn every_mode_carries_blocks_and_signals() {
         let (ca, _ra) = mpsc::unbounded_channel();
         let (cb, mut rb) = mpsc::unbounded_channel();
         let a = Link::spawn(
-            NodeId(1),
+            (NodeId(1), 0),
             x,
             RecvLowat::none(),
             ca,
@@ -231,7 +265,7 @@ async fn every_mode_carries_blocks_and_signals() {
             security_in(0, mode),
         );
         let b = Link::spawn(
-            NodeId(0),
+            (NodeId(0), 0),
             y,
             RecvLowat::none(),
             cb,
@@ -265,21 +299,34 @@ async fn ends_with_different_wire_security_fail_the_link() {
     let (ca, mut ra) = mpsc::unbounded_channel();
     let (cb, mut rb) = mpsc::unbounded_channel();
     let mut a = Link::spawn(
-        NodeId(1),
+        (NodeId(1), 0),
         x,
         RecvLowat::none(),
         ca,
         CONFIG,
         security_in(0, WireSecurity::None),
     );
-    let mut b = Link::spawn(NodeId(0), y, RecvLowat::none(), cb, CONFIG, security(1));
+    let mut b = Link::spawn(
+        (NodeId(0), 0),
+        y,
+        RecvLowat::none(),
+        cb,
+        CONFIG,
+        security(1),
+    );
     assert!(matches!(
         ra.recv().await.unwrap(),
-        Completion::PeerDown { node: NodeId(1) }
+        Completion::PeerDown {
+            node: NodeId(1),
+            ..
+        }
     ));
     assert!(matches!(
         rb.recv().await.unwrap(),
-        Completion::PeerDown { node: NodeId(0) }
+        Completion::PeerDown {
+            node: NodeId(0),
+            ..
+        }
     ));
     // Each end knows why: both modes, its own first.
     assert_eq!(
@@ -302,7 +349,7 @@ async fn ends_with_different_wire_security_fail_the_link() {
 async fn a_mode_this_build_does_not_know_is_a_mismatch_and_other_failures_are_not() {
     let (a, mut b) = tokio::io::duplex(1024);
     let (ca, _ra) = mpsc::unbounded_channel();
-    let mut link = Link::spawn(NodeId(4), a, RecvLowat::none(), ca, CONFIG, security(0));
+    let mut link = towards_4(a, ca);
     let mut hello = [0u8; AGREE_LEN];
     hello[..8].copy_from_slice(&AGREE_MAGIC);
     hello[8] = 0xEE;
@@ -317,7 +364,7 @@ async fn a_mode_this_build_does_not_know_is_a_mismatch_and_other_failures_are_no
     // Another protocol altogether is a failure, not a mismatch.
     let (a, mut b) = tokio::io::duplex(1024);
     let (ca, _ra) = mpsc::unbounded_channel();
-    let mut link = Link::spawn(NodeId(4), a, RecvLowat::none(), ca, CONFIG, security(0));
+    let mut link = towards_4(a, ca);
     b.write_all(&[0xAB; AGREE_LEN]).await.unwrap();
     assert!(matches!(link.agreement().await, Err(AgreeError::Failed(_))));
     // A genuine agreement is Ok.
@@ -358,7 +405,7 @@ fn tampered_pair(
     let (cb, rb) = mpsc::unbounded_channel();
     (
         Link::spawn(
-            NodeId(1),
+            (NodeId(1), 0),
             x,
             RecvLowat::none(),
             ca,
@@ -366,7 +413,7 @@ fn tampered_pair(
             security_in(0, mode),
         ),
         Link::spawn(
-            NodeId(0),
+            (NodeId(0), 0),
             y,
             RecvLowat::none(),
             cb,
@@ -390,7 +437,9 @@ async fn a_byte_flipped_anywhere_after_the_agreement_fails_the_link() {
             let _buf = signal_and_block(&a, &b, &data, 9);
             loop {
                 match events.recv().await.unwrap() {
-                    Completion::PeerDown { node: NodeId(0) } => break,
+                    Completion::PeerDown {
+                        node: NodeId(0), ..
+                    } => break,
                     Completion::Received { .. } => {
                         panic!("{mode:?}: a block with byte {offset} flipped was delivered")
                     }
@@ -435,7 +484,9 @@ async fn short_frames_are_as_protected_as_long_ones() {
             let (mut signals, mut blocks) = (0, 0);
             while blocks < 2 {
                 match events.recv().await.unwrap() {
-                    Completion::PeerDown { node: NodeId(0) } => break,
+                    Completion::PeerDown {
+                        node: NodeId(0), ..
+                    } => break,
                     Completion::Received {
                         group: GroupId(1),
                         from: NodeId(0),
@@ -473,11 +524,21 @@ async fn short_frames_are_as_protected_as_long_ones() {
 async fn a_silent_peer_is_declared_down_after_the_failure_timeout() {
     let (a, _b) = tokio::io::duplex(1024);
     let (ca, mut ra) = mpsc::unbounded_channel();
-    let _link = Link::spawn(NodeId(2), a, RecvLowat::none(), ca, CONFIG, security(0));
+    let _link = Link::spawn(
+        (NodeId(2), 0),
+        a,
+        RecvLowat::none(),
+        ca,
+        CONFIG,
+        security(0),
+    );
     let start = tokio::time::Instant::now();
     assert!(matches!(
         ra.recv().await.unwrap(),
-        Completion::PeerDown { node: NodeId(2) }
+        Completion::PeerDown {
+            node: NodeId(2),
+            ..
+        }
     ));
     assert!(start.elapsed() >= CONFIG.failure_timeout);
 }
@@ -487,8 +548,22 @@ async fn heartbeats_keep_an_idle_link_up() {
     let (a, b) = tokio::io::duplex(1024);
     let (ca, mut ra) = mpsc::unbounded_channel();
     let (cb, mut rb) = mpsc::unbounded_channel();
-    let _x = Link::spawn(NodeId(1), a, RecvLowat::none(), ca, CONFIG, security(0));
-    let _y = Link::spawn(NodeId(0), b, RecvLowat::none(), cb, CONFIG, security(1));
+    let _x = Link::spawn(
+        (NodeId(1), 0),
+        a,
+        RecvLowat::none(),
+        ca,
+        CONFIG,
+        security(0),
+    );
+    let _y = Link::spawn(
+        (NodeId(0), 0),
+        b,
+        RecvLowat::none(),
+        cb,
+        CONFIG,
+        security(1),
+    );
     tokio::time::sleep(CONFIG.failure_timeout * 4).await;
     assert!(ra.try_recv().is_err());
     assert!(rb.try_recv().is_err());
@@ -496,27 +571,11 @@ async fn heartbeats_keep_an_idle_link_up() {
 
 /// A link pair whose reader reports a block's progress at `threshold`
 /// bytes left (early announcement).
-fn early_pair(
-    threshold: u32,
-) -> (
-    Link,
-    mpsc::UnboundedReceiver<Completion>,
-    Link,
-    mpsc::UnboundedReceiver<Completion>,
-) {
-    let config = LinkConfig {
+fn early_pair(threshold: u32) -> Pair {
+    pair_with(LinkConfig {
         early_announce: Some(threshold),
         ..CONFIG
-    };
-    let (a, b) = tokio::io::duplex(64 * 1024);
-    let (ca, ra) = mpsc::unbounded_channel();
-    let (cb, rb) = mpsc::unbounded_channel();
-    (
-        Link::spawn(NodeId(1), a, RecvLowat::none(), ca, config, security(0)),
-        ra,
-        Link::spawn(NodeId(0), b, RecvLowat::none(), cb, config, security(1)),
-        rb,
-    )
+    })
 }
 
 #[tokio::test]

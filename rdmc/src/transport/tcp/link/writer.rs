@@ -5,14 +5,13 @@ use std::collections::VecDeque;
 use std::io::IoSlice;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::{LinkConfig, Outgoing, other};
+use super::{LinkConfig, LinkState, Outgoing, other};
 use crate::ids::{GroupId, NodeId};
 use crate::transport::frame::protect::Sealer;
 use crate::transport::frame::{Context, Header};
@@ -90,7 +89,7 @@ pub(super) async fn write_loop<W: AsyncWrite>(
     mut queue: mpsc::UnboundedReceiver<Outgoing>,
     completions: CompletionSender,
     config: LinkConfig,
-    down: Arc<AtomicBool>,
+    state: Arc<LinkState>,
 ) {
     tokio::pin!(writer);
     // A write that makes no progress for this long means the peer is gone
@@ -205,10 +204,13 @@ pub(super) async fn write_loop<W: AsyncWrite>(
         }
     }
     .await;
-    down.store(true, Ordering::Release);
+    state.mark_down();
     if let Err(e) = result {
         tracing::warn!(peer = peer.0, error = %e, "connection lost while writing");
-        let _ = completions.send(Completion::PeerDown { node: peer });
+        state.report_down(
+            &completions,
+            format_args!("connection lost while writing: {e}"),
+        );
     }
 }
 

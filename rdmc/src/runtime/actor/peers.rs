@@ -1,0 +1,131 @@
+//! The actor's view of its peers: which run of each is connected, what the
+//! application is told about them, and what a peer's coming and going does
+//! to the node's groups.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use tokio::sync::mpsc;
+
+use super::Actor;
+use crate::ids::{GroupId, NodeId};
+use crate::peer::{Peer, PeerEvent};
+use crate::proto::Rank;
+use crate::transport::Transport;
+
+/// Every peer the node has heard of, and who watches them.
+#[derive(Debug, Default)]
+pub(super) struct PeerView {
+    peers: BTreeMap<NodeId, Peer>,
+    watchers: Vec<mpsc::UnboundedSender<PeerEvent>>,
+}
+
+impl PeerView {
+    /// Every peer the node has heard of, by id.
+    pub(super) fn list(&self) -> Vec<Peer> {
+        self.peers.values().cloned().collect()
+    }
+
+    /// Tell `watcher` of every connected peer, then of every change.
+    pub(super) fn watch(&mut self, watcher: mpsc::UnboundedSender<PeerEvent>) {
+        for peer in self.peers.values().filter(|p| p.up) {
+            let _ = watcher.send(PeerEvent::Up {
+                node: peer.node,
+                incarnation: peer.incarnation,
+                addr: peer.addr,
+            });
+        }
+        self.watchers.push(watcher);
+    }
+
+    fn tell(&mut self, event: PeerEvent) {
+        self.watchers.retain(|w| w.send(event.clone()).is_ok());
+    }
+
+    /// Whether a report that `node`'s run `incarnation` is gone is about a
+    /// run older than the latest one seen (a newer run is connected, or was).
+    fn is_stale(&self, node: NodeId, incarnation: u64) -> bool {
+        self.peers
+            .get(&node)
+            .is_some_and(|p| incarnation < p.incarnation)
+    }
+}
+
+impl<T: Transport> Actor<T> {
+    /// The transport connected `node`'s run `incarnation`.
+    pub(super) fn peer_up(&mut self, node: NodeId, incarnation: u64, addr: Option<SocketAddr>) {
+        if self.peers.is_stale(node, incarnation) {
+            tracing::debug!(
+                peer = node.0,
+                incarnation,
+                "ignored a stale peer's connection"
+            );
+            return;
+        }
+        tracing::info!(peer = node.0, incarnation, ?addr, "peer up");
+        self.rendezvous.handle_peer_up(node);
+        // The groups that held the peer were made over its earlier
+        // connection, which is gone (they have failed, or are failing):
+        // what comes from it for them over the new one came after a gap,
+        // and is ignored. (What its old connection carried arrived before
+        // the old connection's end was reported, and counts.)
+        for g in self.groups.values_mut() {
+            if let Some(&rank) = g.rank_of.get(&node)
+                && !g.lost.contains(&rank)
+            {
+                g.lost.push(rank);
+            }
+        }
+        self.peers.peers.insert(
+            node,
+            Peer {
+                node,
+                incarnation,
+                addr,
+                up: true,
+            },
+        );
+        self.peers.tell(PeerEvent::Up {
+            node,
+            incarnation,
+            addr,
+        });
+    }
+
+    /// The transport lost `node`'s run `incarnation`: every group holding
+    /// it fails (unless a newer run has come up since, whose groups stand).
+    pub(super) fn peer_down(&mut self, node: NodeId, incarnation: u64, reason: String) {
+        if self.peers.is_stale(node, incarnation) {
+            tracing::debug!(
+                peer = node.0,
+                incarnation,
+                "a stale run of the peer is gone"
+            );
+            return;
+        }
+        tracing::warn!(peer = node.0, incarnation, %reason, "peer down");
+        self.rendezvous.handle_peer_down(node);
+        let entry = self.peers.peers.entry(node).or_insert(Peer {
+            node,
+            incarnation,
+            addr: None,
+            up: false,
+        });
+        let was_up = std::mem::replace(&mut entry.up, false);
+        if was_up || incarnation > 0 {
+            self.peers.tell(PeerEvent::Down {
+                node,
+                incarnation,
+                reason,
+            });
+        }
+        let affected: Vec<(GroupId, Rank)> = self
+            .groups
+            .iter()
+            .filter_map(|(id, g)| g.rank_of.get(&node).map(|&r| (*id, r)))
+            .collect();
+        for (id, rank) in affected {
+            self.peer_unreachable(id, rank);
+        }
+    }
+}

@@ -1,0 +1,284 @@
+//! Connections of the mesh, one at a time: accepting them (a bounded number
+//! of handshakes at once, silent ones let go), dialling a member until it
+//! answers, and remembering why connections were refused, so that a peer
+//! that never connects can be explained. Both the mesh's formation
+//! ([`bring_up`](super::bring_up)) and the `tcp` transport's peer set use
+//! them.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::handshake::{Authenticated, Handshake, HandshakeError};
+use crate::ids::NodeId;
+
+/// The most connections the acceptor authenticates at once. A connection
+/// beyond it displaces the oldest one pending, which is closed: a member
+/// completes its handshake within a round trip or two, so a flood must open
+/// this many connections in that time to keep a member out even once (and
+/// the member dials again). Members dial each other once (again only after
+/// a failure), so this is far above what a cluster needs, and it bounds
+/// what strangers can hold: this many sockets and tasks.
+pub(crate) const MAX_PENDING_HANDSHAKES: usize = 64;
+
+/// The handshakes under way at the acceptor, oldest first.
+#[derive(Debug, Default)]
+struct Pending {
+    queue: VecDeque<(u64, CancellationToken)>,
+    next: u64,
+}
+
+/// A handshake's place among the [`Pending`] ones, given up when dropped.
+struct Admitted {
+    pending: Arc<Mutex<Pending>>,
+    id: u64,
+}
+
+impl Pending {
+    /// Admit a new connection, displacing the oldest pending one at the cap;
+    /// the token is cancelled when the connection is displaced or `parent`
+    /// is cancelled.
+    fn admit(this: &Arc<Mutex<Self>>, parent: &CancellationToken) -> (Admitted, CancellationToken) {
+        let mut pending = this.lock().unwrap_or_else(|e| e.into_inner());
+        if pending.queue.len() >= MAX_PENDING_HANDSHAKES
+            && let Some((_, oldest)) = pending.queue.pop_front()
+        {
+            tracing::debug!("displaced the oldest pending handshake");
+            oldest.cancel();
+        }
+        let id = pending.next;
+        pending.next += 1;
+        let token = parent.child_token();
+        pending.queue.push_back((id, token.clone()));
+        let admitted = Admitted {
+            pending: Arc::clone(this),
+            id,
+        };
+        (admitted, token)
+    }
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.queue.retain(|(id, _)| *id != self.id);
+    }
+}
+
+/// How long an accepted connection may stay silent before the first byte of
+/// its hello (at most the handshake timeout). A member sends its hello right
+/// after connecting; a silent connection is let go after this, freeing its
+/// place among the [`MAX_PENDING_HANDSHAKES`].
+pub(crate) const FIRST_HELLO_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Why connections were refused while the mesh formed: the last reason per
+/// member dialled, and the last few distinct reasons for refused incoming
+/// connections, so that a mesh that does not complete says why (another
+/// key, another member list, nobody listening) without the logs.
+#[derive(Debug, Default)]
+pub(crate) struct Refusals {
+    /// Per member dialled: why, and whether it got as far as the handshake.
+    dialled: HashMap<NodeId, (String, bool)>,
+    pub(super) incoming: Vec<String>,
+    /// When a refused connection was last logged as a warning, and how
+    /// many were refused since without one: a flood of garbage gets one
+    /// warning a second, not one per connection.
+    pub(super) warned: Option<(Instant, u64)>,
+}
+
+/// The least time between two warnings about refused connections.
+pub(crate) const REFUSAL_WARNING_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The most distinct reasons for refused incoming connections kept.
+const INCOMING_REASONS_KEPT: usize = 3;
+
+impl Refusals {
+    /// A dial of `peer` failed: connecting (`handshake` false) or in the
+    /// handshake. A handshake's reason says more (another key, another
+    /// member list) than a later refused connection — the peer gave up and
+    /// closed its listener —, so it is kept.
+    pub(crate) fn dial_failed(this: &Mutex<Self>, peer: NodeId, reason: String, handshake: bool) {
+        let mut this = this.lock().unwrap_or_else(|e| e.into_inner());
+        let keep = this.dialled.get(&peer).is_some_and(|(_, h)| *h) && !handshake;
+        if !keep {
+            this.dialled.insert(peer, (reason, handshake));
+        }
+    }
+
+    pub(crate) fn refused(this: &Mutex<Self>, addr: SocketAddr, reason: String) {
+        let mut this = this.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        match &mut this.warned {
+            Some((at, quiet)) if now < *at + REFUSAL_WARNING_INTERVAL => {
+                *quiet += 1;
+                tracing::debug!(%addr, %reason, "dropped peer");
+            }
+            warned => {
+                let quiet = warned.map_or(0, |(_, quiet)| quiet);
+                tracing::warn!(%addr, %reason, refused_quietly_before = quiet, "dropped peer");
+                *warned = Some((now, 0));
+            }
+        }
+        let line = format!("refused a connection from {addr}: {reason}");
+        // Keep one entry per reason (the latest address), the newest last.
+        this.incoming
+            .retain(|old| !old.ends_with(&format!(": {reason}")));
+        this.incoming.push(line);
+        if this.incoming.len() > INCOMING_REASONS_KEPT {
+            this.incoming.remove(0);
+        }
+    }
+
+    /// The reasons that concern `missing`, as one line ("" when none).
+    pub(crate) fn explain(&self, missing: &[NodeId], members: &[SocketAddr]) -> String {
+        let mut parts: Vec<String> = missing
+            .iter()
+            .filter_map(|p| {
+                let (reason, _) = self.dialled.get(p)?;
+                Some(format!("node {p} at {}: {reason}", members[p.index()]))
+            })
+            .collect();
+        parts.extend(self.incoming.iter().cloned());
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join("; "))
+        }
+    }
+}
+
+/// A dialled member's reason for refusing us, worded for the operator: a
+/// member that closes the connection mid-handshake most likely holds
+/// another key or member list (its own error says which).
+fn dial_reason(error: &HandshakeError) -> String {
+    match error {
+        HandshakeError::Closed => "it closed the connection during the handshake: it may hold \
+                                   another cluster key or member list, or have seen a newer run \
+                                   of this node (its own log says which)"
+            .to_owned(),
+        e => e.to_string(),
+    }
+}
+
+/// What to do with an authenticated connection: its stream, who is at the
+/// other end, and from where it came.
+pub(crate) type OnPeer = Arc<dyn Fn(TcpStream, Authenticated, SocketAddr) + Send + Sync>;
+
+/// Accept connections until `stop`: until `complete`, authenticate each in
+/// its own task (at most [`MAX_PENDING_HANDSHAKES`] at once, the oldest
+/// displaced by a new one, each silent for at most [`FIRST_HELLO_TIMEOUT`])
+/// and hand each authenticated one to `on_peer`; once `complete`, close
+/// each at once (strangers get nothing and cost one `accept` each; the
+/// listener stays open, so that the port does not look free to another
+/// process).
+pub(crate) async fn accept_loop(
+    listener: TcpListener,
+    handshake: Arc<Handshake>,
+    refusals: Arc<Mutex<Refusals>>,
+    on_peer: OnPeer,
+    (stop, complete): (CancellationToken, CancellationToken),
+) {
+    let first_hello = FIRST_HELLO_TIMEOUT.min(handshake.timeout());
+    let pending = Arc::new(Mutex::new(Pending::default()));
+    loop {
+        let (mut stream, addr) = tokio::select! {
+            _ = stop.cancelled() => return,
+            accepted = listener.accept() => match accepted {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::select! {
+                        _ = stop.cancelled() => return,
+                        _ = tokio::time::sleep(Duration::from_millis(50)) => continue,
+                    }
+                }
+            },
+        };
+        if complete.is_cancelled() {
+            tracing::debug!(%addr, "closed a connection: every member is connected");
+            drop(stream);
+            continue;
+        }
+        let (slot, displaced) = Pending::admit(&pending, &complete);
+        let handshake = Arc::clone(&handshake);
+        let on_peer = Arc::clone(&on_peer);
+        let refusals = Arc::clone(&refusals);
+        tokio::spawn(async move {
+            let _slot = slot;
+            let attempt = async {
+                let mut first = [0];
+                match tokio::time::timeout(first_hello, stream.peek(&mut first)).await {
+                    Ok(Ok(n)) if n > 0 => Some(handshake.accept_keyed(&mut stream).await),
+                    Ok(Ok(_)) => Some(Err(HandshakeError::Closed)),
+                    Ok(Err(e)) => Some(Err(e.into())),
+                    Err(_) => None,
+                }
+            };
+            let outcome = tokio::select! {
+                _ = displaced.cancelled() => return,
+                r = attempt => match r {
+                    Some(r) => r,
+                    None => {
+                        tracing::debug!(%addr, "dropped a connection silent for {first_hello:?}");
+                        return;
+                    }
+                },
+            };
+            match outcome {
+                Ok(peer) => {
+                    let _ = stream.set_nodelay(true);
+                    on_peer(stream, peer, addr);
+                }
+                Err(e) => Refusals::refused(&refusals, addr, e.to_string()),
+            }
+        });
+    }
+}
+
+/// Dial `peer` at `addr` until connected and authenticated (`None` if
+/// `stop` comes first), waiting between attempts from `backoff.0` doubling
+/// up to `backoff.1`; record why each failed attempt failed.
+pub(crate) async fn dial(
+    (peer, addr): (NodeId, SocketAddr),
+    handshake: &Handshake,
+    refusals: &Mutex<Refusals>,
+    stop: &CancellationToken,
+    (mut backoff, most): (Duration, Duration),
+) -> Option<(TcpStream, Authenticated)> {
+    loop {
+        let attempt = async {
+            let mut stream = TcpStream::connect(addr)
+                .await
+                .map_err(|e| (format!("connecting: {e}"), false))?;
+            stream
+                .set_nodelay(true)
+                .map_err(|e| (e.to_string(), false))?;
+            let authenticated = handshake
+                .initiate_keyed(&mut stream, peer)
+                .await
+                .map_err(|e| (dial_reason(&e), true))?;
+            Ok::<_, (String, bool)>((stream, authenticated))
+        };
+        let outcome = tokio::select! {
+            _ = stop.cancelled() => return None,
+            r = attempt => r,
+        };
+        match outcome {
+            Ok(connected) => return Some(connected),
+            Err((reason, handshake)) => {
+                tracing::debug!(peer = peer.0, %addr, %reason, "connecting");
+                Refusals::dial_failed(refusals, peer, reason, handshake);
+                tokio::select! {
+                    _ = stop.cancelled() => return None,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(most);
+            }
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! The `tcp` transport's peers as they come and go: one authenticated
+//! connection to each other member, kept up for as long as the node runs.
+//!
+//! Every pair of members has one connection, dialled by the member of higher
+//! id (its *keeper*) and accepted by the other. A keeper whose connection
+//! breaks dials again, with backoff, until the peer answers — the same run
+//! of it after a partition, or a new run after a restart — so a member that
+//! restarts is connected again to every member without any of them
+//! restarting: it dials the members below it, the members above it dial it.
+//!
+//! Each run of a node has an *incarnation*, told in the handshake (covered
+//! by its proofs): a restarted node's is higher than its last run's. A
+//! connection is let in when it comes from the peer's latest run seen or a
+//! newer one; a newer run replaces the connection of the older at once,
+//! reporting the older run down first
+//! ([`Completion::PeerDown`](super::Completion::PeerDown), so that the
+//! groups that held it fail) and the new one up
+//! ([`Completion::PeerUp`](super::Completion::PeerUp)). A connection from
+//! an older run than one already seen is refused, and so is a second
+//! connection of a run that is connected.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::link::{self, AgreeError, Link, LinkConfig, LinkSecurity, RecvLowat};
+use crate::config::EarlyAnnounce;
+use crate::ids::NodeId;
+use crate::transport::mesh::connect::{self, OnPeer, Refusals};
+use crate::transport::mesh::handshake::{Authenticated, Handshake, Vet};
+use crate::transport::mesh::{ClusterConfig, ClusterDigest, MeshError, MeshPurpose};
+use crate::transport::{Completion, CompletionSender};
+
+/// How a keeper waits between dials of a peer it has not reached yet.
+const FIRST_DIAL_BACKOFF: (Duration, Duration) =
+    (Duration::from_millis(10), Duration::from_millis(500));
+/// How a keeper waits between dials of a peer whose connection broke: soon
+/// enough that a restarted peer is back within about a second.
+const REDIAL_BACKOFF: (Duration, Duration) =
+    (Duration::from_millis(50), Duration::from_millis(800));
+
+/// What becomes of a new connection from a peer's run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Let it in (replacing the connection of an older run, or a broken one).
+    Accept,
+    /// A newer run of the peer was seen already.
+    Stale {
+        /// The newest run seen.
+        known: u64,
+    },
+    /// This run of the peer is connected already.
+    Duplicate,
+}
+
+/// Whether to let in a connection from a peer's run `incarnation`, given
+/// the newest run of it seen (`known`) and its current connection's run,
+/// if any, and whether that connection is up.
+pub(crate) fn admit(
+    known: Option<u64>,
+    current: Option<(u64, bool)>,
+    incarnation: u64,
+) -> Admission {
+    match (known, current) {
+        (Some(known), _) if incarnation < known => Admission::Stale { known },
+        (_, Some((run, true))) if run == incarnation => Admission::Duplicate,
+        _ => Admission::Accept,
+    }
+}
+
+/// How the node's links are set up.
+#[derive(Clone, Debug)]
+pub(crate) struct LinkSetup {
+    pub(crate) config: LinkConfig,
+    pub(crate) security: LinkSecurity,
+    pub(crate) early: Option<EarlyAnnounce>,
+    pub(crate) congestion: Option<String>,
+}
+
+/// A link's key agreement, to await apart from the link.
+type Agreement = BoxFuture<'static, Result<(), AgreeError>>;
+
+/// The node's connections, and the newest run of every peer seen.
+#[derive(Default)]
+struct Table {
+    links: HashMap<NodeId, Link>,
+    known: HashMap<NodeId, u64>,
+    /// The key agreements of the links made while the node starts, for
+    /// its start to check ([`PeerSet::agreements`]).
+    starting: Option<Vec<(NodeId, Agreement)>>,
+}
+
+impl Table {
+    /// Whether a connection from `peer`'s run `incarnation` may come in.
+    fn admit(&self, peer: NodeId, incarnation: u64) -> Result<(), String> {
+        let current = self
+            .links
+            .get(&peer)
+            .map(|l| (l.incarnation(), !l.is_down()));
+        match admit(self.known.get(&peer).copied(), current, incarnation) {
+            Admission::Accept => Ok(()),
+            Admission::Stale { known } => Err(format!(
+                "run {incarnation} of node {peer} is over: run {known} was seen since"
+            )),
+            Admission::Duplicate => Err(format!(
+                "run {incarnation} of node {peer} is connected already"
+            )),
+        }
+    }
+}
+
+/// What the peer set's tasks share.
+struct Shared {
+    me: NodeId,
+    members: Vec<SocketAddr>,
+    handshake: Arc<Handshake>,
+    refusals: Arc<Mutex<Refusals>>,
+    table: Arc<Mutex<Table>>,
+    /// Woken whenever a link is let in.
+    changed: Notify,
+    completions: CompletionSender,
+    setup: LinkSetup,
+    stop: CancellationToken,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("me", &self.me)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `tcp` transport's connections to its peers, as they come and go.
+#[derive(Debug)]
+pub(crate) struct PeerSet {
+    shared: Arc<Shared>,
+    _stop: DropGuard,
+}
+
+impl PeerSet {
+    /// Listen (on the configured listener, or at this node's member
+    /// address), accept the members above this one and keep a connection
+    /// to each member below it, reporting every link let in and every link
+    /// lost to `completions`.
+    pub(crate) async fn start(
+        cluster: ClusterConfig,
+        setup: LinkSetup,
+        completions: CompletionSender,
+    ) -> Result<Self, MeshError> {
+        cluster.check_member()?;
+        let listener = match cluster.listener {
+            Some(l) => l
+                .set_nonblocking(true)
+                .and_then(|()| TcpListener::from_std(l)),
+            None => TcpListener::bind(cluster.members[cluster.id.index()]).await,
+        }
+        .map_err(MeshError::Listen)?;
+        let entries: Vec<String> = cluster
+            .members
+            .iter()
+            .map(|m| MeshPurpose::Tcp.digest_entry(m))
+            .collect();
+        let table = Arc::new(Mutex::new(Table {
+            starting: Some(Vec::new()),
+            ..Table::default()
+        }));
+        let vet: Vet = {
+            let table = Arc::clone(&table);
+            Arc::new(move |peer, incarnation| lock(&table).admit(peer, incarnation))
+        };
+        let handshake = Handshake::new(
+            cluster.key,
+            ClusterDigest::of_members(&entries),
+            cluster.id,
+            cluster.members.len(),
+        )
+        .with_timeout(cluster.handshake_timeout)
+        .with_incarnation(cluster.incarnation)
+        .with_vet(vet);
+        let stop = CancellationToken::new();
+        let shared = Arc::new(Shared {
+            me: cluster.id,
+            members: cluster.members,
+            handshake: Arc::new(handshake),
+            refusals: Arc::new(Mutex::new(Refusals::default())),
+            table,
+            changed: Notify::new(),
+            completions,
+            setup,
+            stop: stop.clone(),
+        });
+        let on_peer: OnPeer = {
+            let shared = Arc::clone(&shared);
+            Arc::new(move |stream, peer: Authenticated, addr| {
+                if peer.peer < shared.me {
+                    tracing::warn!(%addr, peer = peer.peer.0, "dropped peer: lower ids are dialled, not accepted");
+                } else if let Err(reason) = shared.let_in(stream, &peer, addr) {
+                    tracing::warn!(%addr, peer = peer.peer.0, %reason, "dropped peer");
+                }
+            })
+        };
+        tokio::spawn(connect::accept_loop(
+            listener,
+            Arc::clone(&shared.handshake),
+            Arc::clone(&shared.refusals),
+            on_peer,
+            (stop.clone(), CancellationToken::new()),
+        ));
+        for peer in (0..shared.me.0).map(NodeId) {
+            tokio::spawn(keep(Arc::clone(&shared), peer));
+        }
+        Ok(PeerSet {
+            shared,
+            _stop: stop.drop_guard(),
+        })
+    }
+
+    /// Wait until every member has been connected, or fail at `deadline` naming
+    /// those that are not (and why their connections were refused, when
+    /// known).
+    pub(crate) async fn all_connected(
+        &self,
+        deadline: Instant,
+        timeout: Duration,
+    ) -> Result<(), MeshError> {
+        loop {
+            let changed = self.shared.changed.notified();
+            let missing = self.missing();
+            if missing.is_empty() {
+                return Ok(());
+            }
+            if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                let missing = self.missing();
+                if missing.is_empty() {
+                    return Ok(());
+                }
+                let why = lock(&self.shared.refusals).explain(&missing, &self.shared.members);
+                return Err(MeshError::TimedOut {
+                    missing,
+                    timeout,
+                    why,
+                });
+            }
+        }
+    }
+
+    /// The members never connected (a connection that was let in, and
+    /// then failed, is a peer failure reported as such).
+    fn missing(&self) -> Vec<NodeId> {
+        let table = lock(&self.shared.table);
+        (0..self.shared.members.len() as u32)
+            .map(NodeId)
+            .filter(|&p| p != self.shared.me && !table.known.contains_key(&p))
+            .collect()
+    }
+
+    /// The key agreements of the links made while the node started (asked
+    /// once; later links report a failed agreement as their peer down).
+    pub(crate) fn agreements(&self) -> Vec<(NodeId, Agreement)> {
+        lock(&self.shared.table).starting.take().unwrap_or_default()
+    }
+
+    /// Run `f` on the link to `peer`, if there is one that is up.
+    pub(crate) fn with_link<R>(&self, peer: NodeId, f: impl FnOnce(&Link) -> R) -> Option<R> {
+        let table = lock(&self.shared.table);
+        table.links.get(&peer).filter(|l| !l.is_down()).map(f)
+    }
+
+    /// Run `f` on every link.
+    pub(crate) fn each_link(&self, mut f: impl FnMut(&Link)) {
+        lock(&self.shared.table).links.values().for_each(&mut f);
+    }
+
+    /// Stop letting peers in and dialling them; hand over every link.
+    pub(crate) fn close(&self) -> Vec<Link> {
+        self.shared.stop.cancel();
+        lock(&self.shared.table)
+            .links
+            .drain()
+            .map(|(_, l)| l)
+            .collect()
+    }
+}
+
+impl Shared {
+    /// Let in an authenticated connection to `peer`'s run, from (or to)
+    /// `addr`: start its link, replacing an older run's; returns the
+    /// token cancelled when the new link goes down.
+    fn let_in(
+        &self,
+        stream: TcpStream,
+        peer: &Authenticated,
+        addr: SocketAddr,
+    ) -> Result<CancellationToken, String> {
+        if self.stop.is_cancelled() {
+            return Err("the node is shutting down".to_owned());
+        }
+        let id = peer.peer;
+        let mut table = lock(&self.table);
+        // Asked in the handshake already; asked again, as another
+        // connection may have been let in since.
+        table.admit(id, peer.incarnation)?;
+        let setup = &self.setup;
+        if let Some(name) = setup.congestion.as_deref()
+            && let Err(reason) = link::set_congestion_control(&stream, name)
+        {
+            tracing::warn!(peer = id.0, %reason, "could not set the congestion control");
+        }
+        let lowat = RecvLowat::of(&stream);
+        if let Some(early) = setup.early {
+            link::limit_unsent(&stream, early.unsent_limit);
+        }
+        // The older connection's groups fail before the new one is up, and
+        // the node hears it is up before anything arrives over it (its
+        // link starts after) or is sent over it (the table is locked).
+        if let Some(old) = table.links.remove(&id) {
+            old.retire(&self.completions);
+        }
+        let _ = self.completions.send(Completion::PeerUp {
+            node: id,
+            incarnation: peer.incarnation,
+            addr: Some(addr),
+        });
+        let mut link = Link::spawn(
+            (id, peer.incarnation),
+            stream,
+            lowat,
+            self.completions.clone(),
+            setup.config,
+            setup.security.clone(),
+        );
+        let ended = link.ended();
+        if let Some(starting) = table.starting.as_mut() {
+            starting.push((id, link.take_agreement()));
+        }
+        table.links.insert(id, link);
+        table.known.insert(id, peer.incarnation);
+        drop(table);
+        self.changed.notify_waiters();
+        Ok(ended)
+    }
+}
+
+/// Keep a connection to `peer` (a member below this node) for as long as
+/// the node runs: dial it, and dial it again whenever the connection
+/// breaks.
+async fn keep(shared: Arc<Shared>, peer: NodeId) {
+    let addr = shared.members[peer.index()];
+    let mut backoff = FIRST_DIAL_BACKOFF;
+    loop {
+        let dialled = connect::dial(
+            (peer, addr),
+            &shared.handshake,
+            &shared.refusals,
+            &shared.stop,
+            backoff,
+        )
+        .await;
+        let Some((stream, authenticated)) = dialled else {
+            return;
+        };
+        match shared.let_in(stream, &authenticated, addr) {
+            Ok(ended) => {
+                tokio::select! {
+                    () = shared.stop.cancelled() => return,
+                    () = ended.cancelled() => {}
+                }
+                backoff = REDIAL_BACKOFF;
+            }
+            Err(reason) => {
+                tracing::debug!(peer = peer.0, %reason, "dialled peer not let in");
+                tokio::select! {
+                    () = shared.stop.cancelled() => return,
+                    () = tokio::time::sleep(backoff.1) => {}
+                }
+            }
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_is_let_in_unless_a_newer_one_was_seen_or_it_is_connected() {
+        // Never seen: in.
+        assert_eq!(admit(None, None, 5), Admission::Accept);
+        // The same run again after its connection broke (a partition healed).
+        assert_eq!(admit(Some(5), Some((5, false)), 5), Admission::Accept);
+        assert_eq!(admit(Some(5), None, 5), Admission::Accept);
+        // A newer run (a restart), whether or not the old connection is
+        // known to be broken yet.
+        assert_eq!(admit(Some(5), Some((5, true)), 6), Admission::Accept);
+        assert_eq!(admit(Some(5), Some((5, false)), 9), Admission::Accept);
+        // The connected run a second time.
+        assert_eq!(admit(Some(5), Some((5, true)), 5), Admission::Duplicate);
+        // An older run than one seen: never again.
+        assert_eq!(
+            admit(Some(5), Some((5, true)), 4),
+            Admission::Stale { known: 5 }
+        );
+        assert_eq!(admit(Some(5), None, 0), Admission::Stale { known: 5 });
+    }
+}

@@ -1,0 +1,113 @@
+//! Members of a `tcp` cluster coming back, in one process: a member that
+//! leaves and starts again in a newer incarnation is reported up by every
+//! other member and can join new groups; a start claiming an older
+//! incarnation than one the others have seen is refused by all of them.
+
+mod common;
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use rdmc::{Error, GroupConfig, GroupId, Node, NodeId, PeerEvent, PeerEvents, TcpConfig};
+
+use common::{LONG, bounded, create_all, ids, key, node_config, payload, run_group, shutdown};
+
+fn config(members: &[std::net::SocketAddr], id: u32, incarnation: u64) -> TcpConfig {
+    TcpConfig::new(members.to_vec(), NodeId(id), key())
+        .with_incarnation(incarnation)
+        .with_connect_timeout(Duration::from_secs(2))
+}
+
+/// The next `Up` of `node` in `events`, skipping the others.
+async fn next_up(events: &mut PeerEvents, node: u32) -> u64 {
+    bounded(LONG, "peer up", async {
+        loop {
+            match events.next().await {
+                Some(PeerEvent::Up {
+                    node: n,
+                    incarnation,
+                    ..
+                }) if n == NodeId(node) => return incarnation,
+                Some(_) => {}
+                None => panic!("the node shut down"),
+            }
+        }
+    })
+    .await
+}
+
+/// The next `Down` of `node` in `events`: its incarnation and reason.
+async fn next_down(events: &mut PeerEvents, node: u32) -> (u64, String) {
+    bounded(LONG, "peer down", async {
+        loop {
+            match events.next().await {
+                Some(PeerEvent::Down {
+                    node: n,
+                    incarnation,
+                    reason,
+                }) if n == NodeId(node) => return (incarnation, reason),
+                Some(_) => {}
+                None => panic!("the node shut down"),
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_back_in_a_newer_incarnation_is_up_everywhere_and_an_older_one_is_refused() {
+    let listeners: Vec<_> = (0..3).map(|_| common::loopback()).collect();
+    let members: Vec<_> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+    drop(listeners);
+    let starts = (0..3).map(|id| Node::tcp(config(&members, id, 10), node_config()));
+    let mut nodes = bounded(LONG, "start", futures::future::try_join_all(starts))
+        .await
+        .unwrap();
+    let mut watch: Vec<PeerEvents> = nodes[..2].iter().map(Node::peer_events).collect();
+    for w in &mut watch {
+        assert_eq!(next_up(w, 2).await, 10);
+    }
+
+    // Node 2 leaves (every other node sees run 10 go, and why), and comes
+    // back in incarnation 11.
+    nodes.pop().unwrap().shutdown().await;
+    for w in &mut watch {
+        let (incarnation, reason) = next_down(w, 2).await;
+        assert_eq!(incarnation, 10);
+        assert!(!reason.is_empty());
+    }
+    let back = bounded(
+        LONG,
+        "restart",
+        Node::tcp(config(&members, 2, 11), node_config()),
+    )
+    .await
+    .unwrap();
+    for w in &mut watch {
+        assert_eq!(next_up(w, 2).await, 11);
+    }
+    for node in &nodes {
+        let peers = node.peers().await.unwrap();
+        let two = peers.iter().find(|p| p.node == NodeId(2)).unwrap();
+        assert!(two.up && two.incarnation == 11, "{peers:?}");
+    }
+    nodes.push(back);
+    let groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), GroupConfig::new()).await;
+    run_group(groups, &[payload(1, 1 << 20)]).await;
+
+    // Node 2 leaves again; a start claiming incarnation 10 (older than 11,
+    // which both others saw) is let in by nobody.
+    nodes.pop().unwrap().shutdown().await;
+    match Node::tcp(config(&members, 2, 10), node_config()).await {
+        Err(Error::Transport(reason)) => {
+            assert!(reason.contains("no connection to node(s) 0, 1"), "{reason}");
+        }
+        other => panic!("a stale incarnation started: {:?}", other.map(|n| n.id())),
+    }
+    for node in &nodes {
+        let peers = node.peers().await.unwrap();
+        let two = peers.iter().find(|p| p.node == NodeId(2)).unwrap();
+        assert!(!two.up && two.incarnation == 11, "{peers:?}");
+    }
+    shutdown(nodes).await;
+}
