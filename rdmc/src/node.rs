@@ -50,8 +50,13 @@ impl Node {
     /// # }
     /// ```
     ///
+    /// An id whose node [shut down](Node::shutdown) may start again (the
+    /// others see it [leave](crate::PeerEvent::Left) and come back
+    /// [up](crate::PeerEvent::Up)); one [killed](MemCluster::kill) may not.
+    ///
     /// # Errors
-    /// [`Error::Transport`] if `id` is not in the cluster or is already running.
+    /// [`Error::Transport`] if `id` is not in the cluster, is already
+    /// running, or was killed.
     pub fn in_memory(cluster: &MemCluster, id: NodeId, config: NodeConfig) -> Result<Self, Error> {
         let (transport, completions) = cluster
             .attach(id, config.buffer_pool().unwrap_or(DEFAULT_POOL_BUDGET))
@@ -437,7 +442,11 @@ impl Node {
     /// see this node leave), everything queued is put on the wire, and the
     /// actor task ends. Call this before a process exits, so that the last
     /// messages of a closed group (the root's "closed" to every member among
-    /// them) are not lost with the process.
+    /// them) are not lost with the process. The last word to every peer says
+    /// this node leaves for good: the peers report it
+    /// [`PeerEvent::Left`](crate::PeerEvent::Left), not down, and log no
+    /// warning (over `tcp` and in-process; `ofi` and `rdma` peers see a
+    /// peer down).
     ///
     /// ```
     /// use rdmc::{MemCluster, Node, NodeConfig, NodeId};

@@ -39,6 +39,17 @@ pub enum PeerEvent {
         /// failure timeout, a newer run connecting, ...
         reason: String,
     },
+    /// `node`'s run `incarnation` left for good: its node shut down
+    /// ([`Node::shutdown`](crate::Node::shutdown)) and said so. Not a
+    /// failure; the groups that still held it have failed, as for
+    /// [`PeerEvent::Down`]. A later run of the node (a restart) comes back
+    /// with [`PeerEvent::Up`].
+    Left {
+        /// The peer.
+        node: NodeId,
+        /// The run that left.
+        incarnation: u64,
+    },
 }
 
 /// A peer as a node sees it ([`Node::peers`](crate::Node::peers)).

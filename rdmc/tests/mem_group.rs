@@ -426,8 +426,8 @@ async fn racks_are_part_of_the_group_identity() {
 }
 
 #[tokio::test]
-async fn every_node_sees_its_peers_come_and_a_killed_one_go() {
-    let (cluster, nodes) = common::mem_nodes(3);
+async fn every_node_sees_its_peers_come_a_killed_one_go_and_one_shut_down_leave() {
+    let (cluster, mut nodes) = common::mem_nodes(3);
     let mut events = nodes[0].peer_events();
     let mut up = Vec::new();
     while up.len() < 2 {
@@ -449,5 +449,24 @@ async fn every_node_sees_its_peers_come_and_a_killed_one_go() {
     let peers = nodes[0].peers().await.unwrap();
     let up: Vec<(NodeId, bool)> = peers.iter().map(|p| (p.node, p.up)).collect();
     assert_eq!(up, vec![(NodeId(1), true), (NodeId(2), false)]);
+    // Node 1 shuts down: it left, as it said (no failure).
+    nodes.remove(1).shutdown().await;
+    assert_eq!(
+        common::bounded(common::LONG, "peer left", events.next()).await,
+        Some(rdmc::PeerEvent::Left {
+            node: NodeId(1),
+            incarnation: 0
+        })
+    );
+    let peers = nodes[0].peers().await.unwrap();
+    assert!(peers.iter().all(|p| !p.up), "{peers:?}");
+    // It may start again (a killed one may not).
+    let back = rdmc::Node::in_memory(&cluster, NodeId(1), common::node_config()).unwrap();
+    match common::bounded(common::LONG, "peer back", events.next()).await {
+        Some(rdmc::PeerEvent::Up { node, .. }) => assert_eq!(node, NodeId(1)),
+        other => panic!("expected node 1 up again, got {other:?}"),
+    }
+    assert!(rdmc::Node::in_memory(&cluster, NodeId(2), common::node_config()).is_err());
+    nodes.push(back);
     common::shutdown(nodes).await;
 }

@@ -1,5 +1,5 @@
 //! Members of a `tcp` cluster coming back, in one process: a member that
-//! leaves and starts again in a newer incarnation is reported up by every
+//! shuts down (and is reported as having left, not failed) and starts again in a newer incarnation is reported up by every
 //! other member and can join new groups; a start claiming an older
 //! incarnation than one the others have seen is refused by all of them.
 
@@ -36,16 +36,14 @@ async fn next_up(events: &mut PeerEvents, node: u32) -> u64 {
     .await
 }
 
-/// The next `Down` of `node` in `events`: its incarnation and reason.
-async fn next_down(events: &mut PeerEvents, node: u32) -> (u64, String) {
-    bounded(LONG, "peer down", async {
+/// The next `Down` or `Left` of `node` in `events`.
+async fn next_gone(events: &mut PeerEvents, node: u32) -> PeerEvent {
+    bounded(LONG, "peer gone", async {
         loop {
             match events.next().await {
-                Some(PeerEvent::Down {
-                    node: n,
-                    incarnation,
-                    reason,
-                }) if n == NodeId(node) => return (incarnation, reason),
+                Some(
+                    gone @ (PeerEvent::Down { node: n, .. } | PeerEvent::Left { node: n, .. }),
+                ) if n == NodeId(node) => return gone,
                 Some(_) => {}
                 None => panic!("the node shut down"),
             }
@@ -68,13 +66,18 @@ async fn a_member_back_in_a_newer_incarnation_is_up_everywhere_and_an_older_one_
         assert_eq!(next_up(w, 2).await, 10);
     }
 
-    // Node 2 leaves (every other node sees run 10 go, and why), and comes
-    // back in incarnation 11.
+    // Node 2 shuts down (every other node sees run 10 leave, as it said:
+    // no failure), and comes back in incarnation 11.
     nodes.pop().unwrap().shutdown().await;
     for w in &mut watch {
-        let (incarnation, reason) = next_down(w, 2).await;
-        assert_eq!(incarnation, 10);
-        assert!(!reason.is_empty());
+        let gone = next_gone(w, 2).await;
+        assert_eq!(
+            gone,
+            PeerEvent::Left {
+                node: NodeId(2),
+                incarnation: 10
+            }
+        );
     }
     let back = bounded(
         LONG,

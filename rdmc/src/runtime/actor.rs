@@ -491,6 +491,9 @@ impl<T: Transport> Actor<T> {
                 incarnation,
                 addr,
             } => return self.peer_up(node, incarnation, addr),
+            &Completion::PeerLeft { node, incarnation } => {
+                return self.peer_left(node, incarnation);
+            }
             Completion::Progress {
                 group,
                 from,
@@ -595,6 +598,7 @@ impl<T: Transport> Actor<T> {
                 return self.peer_unreachable(group, rank);
             }
             Completion::PeerDown { .. }
+            | Completion::PeerLeft { .. }
             | Completion::PeerUp { .. }
             | Completion::Progress { .. } => {
                 unreachable!("handled above")

@@ -84,20 +84,7 @@ impl MemCluster {
     /// Crash `node`: it stops sending and receiving at once, and every other
     /// node sees its connection break. Transfers to it fail from now on.
     pub fn kill(&self, node: NodeId) {
-        let mut state = self.fabric.lock();
-        let Some(slot) = state.nodes.get_mut(node.index()) else {
-            return;
-        };
-        slot.take();
-        state.dead[node.index()] = true;
-        state
-            .posted
-            .retain(|(_, from, to), _| *from != node && *to != node);
-        for (i, peer) in state.nodes.iter().enumerate() {
-            if let Some(peer) = peer.as_ref().filter(|_| i != node.index()) {
-                let _ = peer.send(Completion::peer_down(node, 0, "killed"));
-            }
-        }
+        self.fabric.detach(node, Detach::Kill);
     }
 
     /// Attach node `id`: its transport endpoint and completion queue.
@@ -147,7 +134,46 @@ pub(crate) enum AttachError {
     InUse(NodeId),
 }
 
+/// How a node goes off the fabric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Detach {
+    /// [`MemCluster::kill`]: at once, for good (it may not start again),
+    /// and the others see its connection break.
+    Kill,
+    /// Its endpoint went without a shutdown: like a kill, if it was on.
+    Crash,
+    /// It shut down: the others hear it left; its id may start again.
+    Leave,
+}
+
 impl Fabric {
+    /// Take `node` off the fabric, as `how` says.
+    fn detach(&self, node: NodeId, how: Detach) {
+        let mut state = self.lock();
+        let Some(slot) = state.nodes.get_mut(node.index()) else {
+            return;
+        };
+        if slot.take().is_none() && how != Detach::Kill {
+            return;
+        }
+        state.dead[node.index()] |= how != Detach::Leave;
+        state
+            .posted
+            .retain(|(_, from, to), _| *from != node && *to != node);
+        for (i, peer) in state.nodes.iter().enumerate() {
+            if let Some(peer) = peer.as_ref().filter(|_| i != node.index()) {
+                let _ = peer.send(if how == Detach::Leave {
+                    Completion::PeerLeft {
+                        node,
+                        incarnation: 0,
+                    }
+                } else {
+                    Completion::peer_down(node, 0, "killed")
+                });
+            }
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, FabricState> {
         // A panic while holding the lock leaves plain data behind; keep going.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -279,6 +305,8 @@ impl Transport for MemEndpoint {
     }
 
     fn flush(&mut self) -> futures::future::BoxFuture<'static, ()> {
+        // The node leaves for good, saying so; its id may start again.
+        self.fabric.detach(self.me, Detach::Leave);
         Self::nothing_to_flush()
     }
 
@@ -300,12 +328,9 @@ impl MemEndpoint {
 
 impl Drop for MemEndpoint {
     fn drop(&mut self) {
-        // A node that shuts down leaves like a crashed one, minus the crash:
-        // its queue closes and peers see its connection go.
-        let cluster = MemCluster {
-            fabric: Arc::clone(&self.fabric),
-        };
-        cluster.kill(self.me);
+        // Gone without a shutdown (which takes it off first): its peers
+        // see its connection go.
+        self.fabric.detach(self.me, Detach::Crash);
     }
 }
 

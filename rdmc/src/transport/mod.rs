@@ -104,6 +104,10 @@ pub(crate) enum Completion {
         incarnation: u64,
         reason: String,
     },
+    /// `node`'s run `incarnation` left for good, as it said (its node
+    /// shut down): like [`Completion::PeerDown`] for its groups, but no
+    /// failure of the peer.
+    PeerLeft { node: NodeId, incarnation: u64 },
     /// `node`, in its run `incarnation`, is connected (at `addr`, on a
     /// network): a new connection, or a node that came back (reported by
     /// `tcp` and `mem`).

@@ -104,6 +104,28 @@ impl<T: Transport> Actor<T> {
             return;
         }
         tracing::warn!(peer = node.0, incarnation, %reason, "peer down");
+        let event = PeerEvent::Down {
+            node,
+            incarnation,
+            reason,
+        };
+        self.peer_gone((node, incarnation), event);
+    }
+
+    /// `node`'s run `incarnation` left for good, saying so: like a peer
+    /// down for its groups (any still holding it fail), told as
+    /// [`PeerEvent::Left`] and logged as no failure.
+    pub(super) fn peer_left(&mut self, node: NodeId, incarnation: u64) {
+        if self.peers.is_stale(node, incarnation) {
+            return;
+        }
+        tracing::info!(peer = node.0, incarnation, "peer left");
+        self.peer_gone((node, incarnation), PeerEvent::Left { node, incarnation });
+    }
+
+    /// `node`'s run `incarnation` is gone, as `event` tells: tell the
+    /// watchers and fail every group holding it.
+    fn peer_gone(&mut self, (node, incarnation): (NodeId, u64), event: PeerEvent) {
         self.rendezvous.handle_peer_down(node);
         let entry = self.peers.peers.entry(node).or_insert(Peer {
             node,
@@ -113,11 +135,7 @@ impl<T: Transport> Actor<T> {
         });
         let was_up = std::mem::replace(&mut entry.up, false);
         if was_up || incarnation > 0 {
-            self.peers.tell(PeerEvent::Down {
-                node,
-                incarnation,
-                reason,
-            });
+            self.peers.tell(event);
         }
         let affected: Vec<(GroupId, Rank)> = self
             .groups

@@ -140,6 +140,7 @@ where
             signal,
         }),
         Just(Header::Heartbeat),
+        Just(Header::Goodbye),
     ]
 }
 

@@ -59,6 +59,7 @@ const KIND_SIGNAL: u8 = 2;
 const KIND_HEARTBEAT: u8 = 3;
 const KIND_DATA_CONTINUED: u8 = 4;
 const KIND_SIGNAL_SAME_GROUP: u8 = 5;
+const KIND_GOODBYE: u8 = 6;
 
 /// A decoded frame header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +75,9 @@ pub(crate) enum Header {
     Signal { group: GroupId, signal: Signal },
     /// Keeps an idle connection's failure detector quiet.
     Heartbeat,
+    /// The sender is leaving for good (its node shuts down): nothing
+    /// follows, and the connection's end is not a failure.
+    Goodbye,
 }
 
 /// Why a header could not be decoded: the peer speaks something else.
@@ -128,6 +132,7 @@ impl Header {
                 (KIND_SIGNAL, code, 0, group.0, a, b)
             }
             Header::Heartbeat => (KIND_HEARTBEAT, 0, 0, 0, 0, 0),
+            Header::Goodbye => (KIND_GOODBYE, 0, 0, 0, 0, 0),
         };
         out[0] = kind;
         out[1] = code;
@@ -174,11 +179,15 @@ impl Header {
                     signal: signal::decode(code, a, b)?,
                 })
             }
-            KIND_HEARTBEAT => {
+            KIND_HEARTBEAT | KIND_GOODBYE => {
                 if bytes[1..].iter().any(|&x| x != 0) {
                     return Err(FrameError::UnexpectedPayload);
                 }
-                Ok(Header::Heartbeat)
+                Ok(if bytes[0] == KIND_HEARTBEAT {
+                    Header::Heartbeat
+                } else {
+                    Header::Goodbye
+                })
             }
             other => Err(FrameError::UnknownKind(other)),
         }
@@ -235,6 +244,7 @@ impl Context {
         };
         let len = match *header {
             Header::Heartbeat => short(&mut bytes, KIND_HEARTBEAT, 0, 0),
+            Header::Goodbye => short(&mut bytes, KIND_GOODBYE, 0, 0),
             Header::Data {
                 group,
                 immediate,
@@ -277,7 +287,7 @@ impl Context {
                 self.group = Some(group);
             }
             Header::Signal { group, .. } => self.group = Some(group),
-            Header::Heartbeat => {}
+            Header::Heartbeat | Header::Goodbye => {}
         }
     }
 
@@ -287,9 +297,9 @@ impl Context {
     pub(crate) fn decode(&mut self, bytes: &[u8], max_chunk: u32) -> Result<Header, FrameError> {
         if let Ok(long) = <&[u8; HEADER_LEN]>::try_from(bytes) {
             let header = Header::decode(long, max_chunk)?;
-            if header == Header::Heartbeat {
-                // A heartbeat is short on `tcp`.
-                return Err(FrameError::UnknownKind(KIND_HEARTBEAT));
+            if let Header::Heartbeat | Header::Goodbye = header {
+                // Heartbeats and goodbyes are short on `tcp`.
+                return Err(FrameError::UnknownKind(long[0]));
             }
             self.advance(&header);
             return Ok(header);
@@ -303,11 +313,15 @@ impl Context {
         let (kind, code) = (bytes[0], bytes[1]);
         let arg = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
         let header = match kind {
-            KIND_HEARTBEAT => {
+            KIND_HEARTBEAT | KIND_GOODBYE => {
                 if code != 0 || arg != 0 {
                     return Err(FrameError::UnexpectedPayload);
                 }
-                Header::Heartbeat
+                if kind == KIND_HEARTBEAT {
+                    Header::Heartbeat
+                } else {
+                    Header::Goodbye
+                }
             }
             KIND_DATA_CONTINUED => {
                 if code != 0 {
@@ -554,13 +568,14 @@ mod tests {
             // Group 2's block again after group 1's: long.
             data(2, 32_768, 31_768),
             Header::Heartbeat,
+            Header::Goodbye,
         ];
         let (long, short) = (HEADER_LEN, SHORT_HEADER_LEN);
         assert_eq!(
             over_the_wire(&headers),
             [
                 short, long, short, long, long, short, long, short, short, long, short, long, long,
-                short, long, short,
+                short, long, short, short,
             ]
         );
     }
@@ -680,6 +695,7 @@ mod tests {
                         },
                     }),
                     Just(Header::Heartbeat),
+                    Just(Header::Goodbye),
                 ],
                 0..40,
             )

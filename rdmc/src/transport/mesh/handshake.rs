@@ -115,8 +115,9 @@ pub(crate) const MAGIC: [u8; 8] = *b"RDMC-HS\0";
 /// each other's blocks); version 5 adds the sender's incarnation; version
 /// 6 carries the cause of a failure in its report (a code per failure
 /// kind), and the rendezvous says what differs (a fingerprint of the
-/// settings before each join) and refuses an id in use.
-pub(crate) const VERSION: u16 = 6;
+/// settings before each join) and refuses an id in use; version 7 adds
+/// the goodbye frame of a node that shuts down.
+pub(crate) const VERSION: u16 = 7;
 /// Size of a hello message in bytes.
 pub(crate) const HELLO_LEN: usize = 91;
 /// Size of a proof message in bytes (one HMAC-SHA256 tag).

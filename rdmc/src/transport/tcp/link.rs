@@ -85,6 +85,9 @@ pub(crate) struct LinkSecurity {
 pub(crate) enum Outgoing {
     Signal(GroupId, Signal),
     Data(GroupId, BlockRef, u64),
+    /// This node leaves for good: the last frame (after everything queued
+    /// before it).
+    Goodbye,
 }
 
 /// Whether a link is down, and which run of which peer it connects to.
@@ -100,6 +103,12 @@ pub(crate) struct LinkState {
     /// the telling holds this lock, so that once someone holding it saw it
     /// told, the report is queued ahead of anything queued after.
     reported: Mutex<bool>,
+    /// Whether the peer said goodbye: it left for good, and the
+    /// connection's end is no failure.
+    left: AtomicBool,
+    /// Whether this node closed the link for good (it shuts down): the
+    /// connection's end is expected, not worth a warning.
+    closing: AtomicBool,
 }
 
 impl LinkState {
@@ -110,6 +119,8 @@ impl LinkState {
             incarnation,
             ended: CancellationToken::new(),
             reported: Mutex::new(false),
+            left: AtomicBool::new(false),
+            closing: AtomicBool::new(false),
         }
     }
 
@@ -126,13 +137,38 @@ impl LinkState {
         completions: &CompletionSender,
         reason: impl std::fmt::Display,
     ) {
+        self.report_once(completions, || {
+            Completion::peer_down(self.peer, self.incarnation, reason.to_string())
+        });
+    }
+
+    /// Mark the link down and tell the node (once) that this run of its
+    /// peer left for good, as it said.
+    pub(super) fn report_left(&self, completions: &CompletionSender) {
+        self.left.store(true, Ordering::Release);
+        self.report_once(completions, || Completion::PeerLeft {
+            node: self.peer,
+            incarnation: self.incarnation,
+        });
+    }
+
+    fn report_once(&self, completions: &CompletionSender, report: impl FnOnce() -> Completion) {
         let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
         if !*reported {
             *reported = true;
-            let down = Completion::peer_down(self.peer, self.incarnation, reason.to_string());
-            let _ = completions.send(down);
+            let _ = completions.send(report());
         }
         self.mark_down();
+    }
+
+    /// Whether the peer said goodbye.
+    pub(super) fn has_left(&self) -> bool {
+        self.left.load(Ordering::Acquire)
+    }
+
+    /// Whether this node closed the link for good.
+    pub(super) fn is_closing(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
     }
 }
 
@@ -235,9 +271,13 @@ impl Link {
         self.take_agreement().await
     }
 
-    /// Close the sending side: the writer puts everything queued on the
-    /// wire, shuts the connection's write half and ends (the returned task).
+    /// Close the sending side, for good: the writer puts everything queued
+    /// on the wire, then a goodbye (so that the peer takes the connection's
+    /// end for this node leaving, not failing), shuts the connection's write
+    /// half and ends (the returned task).
     pub(crate) fn close(self) -> tokio::task::JoinHandle<()> {
+        self.state.closing.store(true, Ordering::Release);
+        let _ = self.outgoing.send(Outgoing::Goodbye);
         self.writer
     }
 
@@ -249,6 +289,11 @@ impl Link {
     /// The peer's incarnation on this link.
     pub(crate) fn incarnation(&self) -> u64 {
         self.state.incarnation
+    }
+
+    /// Whether the peer said goodbye (it left for good).
+    pub(crate) fn peer_left(&self) -> bool {
+        self.state.has_left()
     }
 
     /// Cancelled once the link is down.

@@ -45,6 +45,10 @@ const FIRST_DIAL_BACKOFF: (Duration, Duration) =
 /// enough that a restarted peer is back within about a second.
 const REDIAL_BACKOFF: (Duration, Duration) =
     (Duration::from_millis(50), Duration::from_millis(800));
+/// How a keeper waits between dials of a peer that left for good: it is
+/// let back in when it starts again, at a more leisurely pace.
+const LEFT_REDIAL_BACKOFF: (Duration, Duration) =
+    (Duration::from_millis(500), Duration::from_secs(5));
 
 /// What becomes of a new connection from a peer's run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -373,7 +377,15 @@ async fn keep(shared: Arc<Shared>, peer: NodeId) {
                     () = shared.stop.cancelled() => return,
                     () = ended.cancelled() => {}
                 }
-                backoff = REDIAL_BACKOFF;
+                let left = lock(&shared.table)
+                    .links
+                    .get(&peer)
+                    .is_some_and(Link::peer_left);
+                backoff = if left {
+                    LEFT_REDIAL_BACKOFF
+                } else {
+                    REDIAL_BACKOFF
+                };
             }
             Err(reason) => {
                 tracing::debug!(peer = peer.0, %reason, "dialled peer not let in");

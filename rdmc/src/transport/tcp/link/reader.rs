@@ -183,11 +183,15 @@ struct LinkReader<R> {
     config: LinkConfig,
     /// Whether the peer closed its side in order, at a frame boundary.
     orderly: bool,
+    /// Whether the peer said goodbye (it leaves for good; its last frame,
+    /// after which the reader ends).
+    goodbye: bool,
 }
 
 /// Read `peer`'s frames from `reader` until the connection fails, goes
-/// silent or ends; then mark the link `down`, report the peer down and —
-/// unless the peer closed its side in order — end the writer too (`done`).
+/// silent or ends; then mark the link `down`, report the peer down (or,
+/// after its goodbye, gone for good) and — unless the peer closed its side
+/// in order — end the writer too (`done`).
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn read_loop<R: AsyncRead>(
     peer: NodeId,
@@ -217,6 +221,7 @@ pub(super) async fn read_loop<R: AsyncRead>(
         completions,
         config,
         orderly: false,
+        goodbye: false,
     };
     let reason = loop {
         if let Err(reason) = link.frame().await {
@@ -228,8 +233,18 @@ pub(super) async fn read_loop<R: AsyncRead>(
         // The peer closed its side in order: let the writer finish ours.
         done.disarm();
     }
-    tracing::warn!(peer = peer.0, %reason, "peer down");
-    state.report_down(&link.completions, &reason);
+    if link.goodbye {
+        tracing::info!(peer = peer.0, "peer left");
+        state.report_left(&link.completions);
+    } else {
+        if state.is_closing() {
+            // This node is leaving: the connection's end is expected.
+            tracing::debug!(peer = peer.0, %reason, "connection ended as this node leaves");
+        } else {
+            tracing::warn!(peer = peer.0, %reason, "peer down");
+        }
+        state.report_down(&link.completions, &reason);
+    }
 }
 
 impl<R: AsyncRead> LinkReader<R> {
@@ -253,18 +268,26 @@ impl<R: AsyncRead> LinkReader<R> {
             .decode(bytes, self.config.max_frame())
             .map_err(|e| format!("malformed frame: {e}"))?;
         match header {
-            Header::Heartbeat | Header::Signal { .. } => {
+            Header::Heartbeat | Header::Signal { .. } | Header::Goodbye => {
                 let tag = &mut self.tag[..self.tag_len];
                 self.wire.read(tag, " mid-frame").await?;
                 self.opener
                     .open(bytes, &mut [], tag)
                     .map_err(|e| e.to_string())?;
-                if let Header::Signal { group, signal } = header {
-                    let _ = self.completions.send(Completion::Signal {
-                        group,
-                        from: self.peer,
-                        signal,
-                    });
+                match header {
+                    Header::Signal { group, signal } => {
+                        let _ = self.completions.send(Completion::Signal {
+                            group,
+                            from: self.peer,
+                            signal,
+                        });
+                    }
+                    Header::Goodbye => {
+                        // Its last frame: nothing more is read.
+                        self.goodbye = true;
+                        return Err("it left".to_owned());
+                    }
+                    _ => {}
                 }
                 Ok(())
             }

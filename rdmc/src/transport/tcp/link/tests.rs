@@ -229,6 +229,58 @@ async fn garbage_after_a_genuine_key_agreement_is_a_peer_failure() {
     ));
 }
 
+/// What `events` reports until the link's end: whether a block arrived
+/// first, and how the end is reported.
+async fn until_the_end(events: &mut mpsc::UnboundedReceiver<Completion>) -> (bool, Completion) {
+    let mut block = false;
+    loop {
+        match events.recv().await.expect("the link reports its end") {
+            Completion::Received { .. } => block = true,
+            end @ (Completion::PeerLeft { .. } | Completion::PeerDown { .. }) => {
+                return (block, end);
+            }
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_link_closed_for_good_says_goodbye_after_its_queue_and_a_dropped_one_does_not() {
+    // Closed (the node shuts down): what was queued, then the goodbye.
+    let (a, _ra, b, mut rb) = pair();
+    let buf = signal_and_block(&a, &b, &[7; 3000], 9);
+    a.close().await.unwrap();
+    let (block, end) = until_the_end(&mut rb).await;
+    assert!(block, "the block queued before the close arrived");
+    assert_eq!(&buf.into_bytes()[..], &[7; 3000][..]);
+    assert!(
+        matches!(
+            end,
+            Completion::PeerLeft {
+                node: NodeId(0),
+                incarnation: 0
+            }
+        ),
+        "{end:?}"
+    );
+    assert!(b.peer_left());
+    // Dropped (the node is gone without a word): a failure.
+    let (a, _ra, b, mut rb) = pair();
+    drop(a);
+    let (_, end) = until_the_end(&mut rb).await;
+    assert!(
+        matches!(
+            end,
+            Completion::PeerDown {
+                node: NodeId(0),
+                ..
+            }
+        ),
+        "{end:?}"
+    );
+    assert!(!b.peer_left());
+}
+
 /// `b` posts a receive for `data` in group 1; `a` sends a signal, then
 /// `data` as a block with `immediate`. The receive's buffer.
 fn signal_and_block(a: &Link, b: &Link, data: &[u8], immediate: u64) -> Arc<MessageBuffer> {
@@ -447,6 +499,45 @@ async fn a_byte_flipped_anywhere_after_the_agreement_fails_the_link() {
                     Completion::Signal { .. } | Completion::TransferFailed { .. } => {}
                     other => panic!("unexpected {other:?}"),
                 }
+            }
+        }
+    }
+}
+
+/// A goodbye is as protected as any frame: with a byte of it flipped the
+/// peer is down (a failure), not gone for good; untouched (the flip past
+/// the stream's end), it left.
+#[tokio::test]
+async fn a_forged_goodbye_is_a_peer_failure() {
+    for mode in [WireSecurity::Authenticated, WireSecurity::Encrypted] {
+        // The stream: agreement, the goodbye.
+        let stream_len = AGREE_LEN + SHORT_HEADER_LEN + mode.tag_len();
+        for offset in AGREE_LEN..=stream_len {
+            let (a, _b, mut events) = tampered_pair(mode, offset);
+            let _writer = a.close();
+            let (_, end) = until_the_end(&mut events).await;
+            if offset < stream_len {
+                assert!(
+                    matches!(
+                        end,
+                        Completion::PeerDown {
+                            node: NodeId(0),
+                            ..
+                        }
+                    ),
+                    "{mode:?}, byte {offset} flipped: {end:?}"
+                );
+            } else {
+                assert!(
+                    matches!(
+                        end,
+                        Completion::PeerLeft {
+                            node: NodeId(0),
+                            ..
+                        }
+                    ),
+                    "{mode:?}, untouched: {end:?}"
+                );
             }
         }
     }

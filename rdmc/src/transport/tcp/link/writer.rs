@@ -29,25 +29,37 @@ struct PendingBlock {
 /// Groups with blocks to send, served round robin one chunk at a time.
 type Ring = VecDeque<(GroupId, VecDeque<PendingBlock>)>;
 
+/// What the writer holds between writes.
+#[derive(Default)]
+struct Pending {
+    /// Signal frames, sealed, to go ahead of the next data frame.
+    signals: Vec<u8>,
+    /// Blocks to send.
+    ring: Ring,
+    /// Whether to say goodbye once everything else is written.
+    goodbye: bool,
+}
+
 /// Take `item` into the writer's state: a signal is sealed into the
 /// pending signal frames at once (frames are sealed in the order they go
-/// on the wire), a block joins its group in the ring.
+/// on the wire), a block joins its group in the ring, a goodbye waits for
+/// everything else.
 fn enqueue(
     item: Outgoing,
     sealer: &mut Sealer,
     context: &mut Context,
-    signals: &mut Vec<u8>,
-    ring: &mut Ring,
+    pending: &mut Pending,
 ) -> std::io::Result<()> {
-    match item {
-        Outgoing::Signal(group, signal) => {
-            let header = context.encode(&Header::Signal { group, signal });
-            let tag = sealer
-                .seal_into(header.as_slice(), &[], &mut Vec::new())
-                .map_err(other)?
-                .0;
-            signals.extend_from_slice(header.as_slice());
-            signals.extend_from_slice(tag.as_slice());
+    let Pending {
+        signals,
+        ring,
+        goodbye,
+    } = pending;
+    let header = match item {
+        Outgoing::Signal(group, signal) => Header::Signal { group, signal },
+        Outgoing::Goodbye => {
+            *goodbye = true;
+            return Ok(());
         }
         Outgoing::Data(group, block, immediate) => {
             let pending = PendingBlock {
@@ -59,8 +71,16 @@ fn enqueue(
                 Some((_, blocks)) => blocks.push_back(pending),
                 None => ring.push_back((group, VecDeque::from([pending]))),
             }
+            return Ok(());
         }
-    }
+    };
+    let header = context.encode(&header);
+    let tag = sealer
+        .seal_into(header.as_slice(), &[], &mut Vec::new())
+        .map_err(other)?
+        .0;
+    signals.extend_from_slice(header.as_slice());
+    signals.extend_from_slice(tag.as_slice());
     Ok(())
 }
 
@@ -97,32 +117,27 @@ pub(super) async fn write_loop<W: AsyncWrite>(
     let liveness = config.liveness();
     let limit = liveness.failure_timeout();
     let mut clock = PeerClock::new(Instant::now());
-    let mut signals: Vec<u8> = Vec::new();
-    let mut ring: Ring = VecDeque::new();
+    let mut pending = Pending::default();
     // What the frames written so far let the next leave out.
     let mut context = Context::default();
     // Encrypted payloads, on their way to the wire.
     let mut scratch: Vec<u8> = Vec::new();
     let result: std::io::Result<()> = async {
         loop {
-            if signals.is_empty() && ring.is_empty() {
+            if pending.signals.is_empty() && pending.ring.is_empty() {
                 let due = liveness.heartbeat_due_at(&clock);
                 match tokio::time::timeout_at(due, queue.recv()).await {
-                    Ok(Some(item)) => {
-                        enqueue(item, &mut sealer, &mut context, &mut signals, &mut ring)?
+                    Ok(Some(item)) => enqueue(item, &mut sealer, &mut context, &mut pending)?,
+                    Ok(None) => {
+                        if pending.goodbye {
+                            let frame = (Header::Goodbye, &mut context, &mut sealer);
+                            write_bare(&mut writer, frame, &mut scratch, limit).await?;
+                        }
+                        return bounded(limit, writer.shutdown()).await;
                     }
-                    Ok(None) => return bounded(limit, writer.shutdown()).await,
                     Err(_) => {
-                        let header = context.encode(&Header::Heartbeat);
-                        let tag = sealer
-                            .seal_into(header.as_slice(), &[], &mut scratch)
-                            .map_err(other)?
-                            .0;
-                        let mut frame = [
-                            IoSlice::new(header.as_slice()),
-                            IoSlice::new(tag.as_slice()),
-                        ];
-                        bounded(limit, write_all_vectored(&mut writer, &mut frame)).await?;
+                        let frame = (Header::Heartbeat, &mut context, &mut sealer);
+                        write_bare(&mut writer, frame, &mut scratch, limit).await?;
                         clock.sent(Instant::now());
                         continue;
                     }
@@ -131,12 +146,12 @@ pub(super) async fn write_loop<W: AsyncWrite>(
             let mut yielded = false;
             loop {
                 while let Ok(item) = queue.try_recv() {
-                    enqueue(item, &mut sealer, &mut context, &mut signals, &mut ring)?;
+                    enqueue(item, &mut sealer, &mut context, &mut pending)?;
                 }
-                if yielded || signals.is_empty() || !ring.is_empty() {
+                if yielded || pending.signals.is_empty() || !pending.ring.is_empty() {
                     break;
                 }
-                // Only signals to write: let the tasks already woken run
+                // Only pending.signals to write: let the tasks already woken run
                 // first, once. A receiver's ready-for-block (queued as a
                 // message completes) and its taken count (queued once its
                 // application takes the message, a moment later) then go
@@ -153,20 +168,22 @@ pub(super) async fn write_loop<W: AsyncWrite>(
                 // transfers do not notice.
                 std::thread::yield_now();
             }
-            let Some((group, mut blocks)) = ring.pop_front() else {
-                bounded(limit, writer.write_all(&signals)).await?;
-                signals.clear();
+            let Some((group, mut blocks)) = pending.ring.pop_front() else {
+                bounded(limit, writer.write_all(&pending.signals)).await?;
+                pending.signals.clear();
                 clock.sent(Instant::now());
                 continue;
             };
             // Alone on the link: larger frames; else fair shares.
-            let frame = if ring.is_empty() {
+            let frame = if pending.ring.is_empty() {
                 config.max_frame()
             } else {
                 config.chunk_size
             };
             let frame = config.unsent_limit.map_or(frame, |u| frame.min(u.max(1)));
-            let block = blocks.front_mut().expect("groups in the ring have blocks");
+            let block = blocks
+                .front_mut()
+                .expect("groups in the pending.ring have blocks");
             let total = block.block.len();
             let len = (total - block.sent).min(frame as usize);
             let header = context.encode(&Header::Data {
@@ -180,17 +197,17 @@ pub(super) async fn write_loop<W: AsyncWrite>(
                 .seal_into(header.as_slice(), chunk, &mut scratch)
                 .map_err(other)?;
             let body = if encrypted { &scratch[..] } else { chunk };
-            // The signals sealed before this frame go ahead of it in the
+            // The pending.signals sealed before this frame go ahead of it in the
             // same write: a ready-for-block to the peer a block goes to
             // rides in the block's first segment instead of one of its own.
             let mut frame = [
-                IoSlice::new(&signals),
+                IoSlice::new(&pending.signals),
                 IoSlice::new(header.as_slice()),
                 IoSlice::new(body),
                 IoSlice::new(tag.as_slice()),
             ];
             bounded(limit, write_all_vectored(&mut writer, &mut frame)).await?;
-            signals.clear();
+            pending.signals.clear();
             block.sent += len;
             if block.sent == total {
                 blocks.pop_front();
@@ -198,7 +215,7 @@ pub(super) async fn write_loop<W: AsyncWrite>(
                 let _ = completions.send(Completion::Sent { group, to: peer });
             }
             if !blocks.is_empty() {
-                ring.push_back((group, blocks));
+                pending.ring.push_back((group, blocks));
             }
             clock.sent(Instant::now());
         }
@@ -206,12 +223,35 @@ pub(super) async fn write_loop<W: AsyncWrite>(
     .await;
     state.mark_down();
     if let Err(e) = result {
-        tracing::warn!(peer = peer.0, error = %e, "connection lost while writing");
+        if state.is_closing() {
+            tracing::debug!(peer = peer.0, error = %e, "connection lost as this node leaves");
+        } else {
+            tracing::warn!(peer = peer.0, error = %e, "connection lost while writing");
+        }
         state.report_down(
             &completions,
             format_args!("connection lost while writing: {e}"),
         );
     }
+}
+
+/// Write a frame of a header alone (a heartbeat, the goodbye), sealed.
+async fn write_bare<W: AsyncWrite>(
+    writer: &mut Pin<&mut W>,
+    (header, context, sealer): (Header, &mut Context, &mut Sealer),
+    scratch: &mut Vec<u8>,
+    limit: Duration,
+) -> std::io::Result<()> {
+    let header = context.encode(&header);
+    let tag = sealer
+        .seal_into(header.as_slice(), &[], scratch)
+        .map_err(other)?
+        .0;
+    let mut frame = [
+        IoSlice::new(header.as_slice()),
+        IoSlice::new(tag.as_slice()),
+    ];
+    bounded(limit, write_all_vectored(writer, &mut frame)).await
 }
 
 /// Run a write, failing it with `TimedOut` if it takes longer than `limit`.
