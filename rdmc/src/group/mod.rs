@@ -141,7 +141,11 @@ impl Group {
             commands,
         };
         if root {
-            Group::Root(Sender::new(handle, joined.in_flight))
+            Group::Root(Sender::new(
+                handle,
+                joined.in_flight,
+                joined.max_message_size,
+            ))
         } else {
             Group::Receiver(Receiver::new(handle, joined.deliveries))
         }
