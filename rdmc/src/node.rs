@@ -350,6 +350,13 @@ impl Node {
     ///   gave up on the group;
     /// - [`Error::NodeShutDown`].
     ///
+    /// A create that completes just as another member's create times out
+    /// (every other member's `Join` had come, and that member's word that
+    /// it gave up was still on its way) returns the group, which then fails
+    /// at once naming that member: its stream's first item, or the root's
+    /// first send, is the failure. Over the in-process transport, where
+    /// nothing is on its way, the create itself fails instead.
+    ///
     /// ```
     /// use rdmc::{Error, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId};
     ///

@@ -39,6 +39,12 @@ pub use sender::{Permit, Sender};
 /// Dropping a handle leaves the group: if it is still open, it fails, and
 /// the other members see this node as the failed one (unless this receiver
 /// already closed and its close was acknowledged: then nobody needs it).
+/// A root that gives up on its close (a `timeout` around it) and drops its
+/// `Sender` so leaves the group too: the close goes on only while the
+/// `Sender` lives. Stream combinators that take a stream by value and drop
+/// it when it ends (`select_all`, `flatten`, `chain`, ...) drop the
+/// `Receiver` before its close: give them `&mut` receivers instead
+/// (`select_all(receivers.iter_mut())`) and close each afterwards.
 ///
 /// # Durability and flow control
 ///
@@ -141,7 +147,11 @@ impl Group {
             commands,
         };
         if root {
-            Group::Root(Sender::new(handle, joined.in_flight))
+            Group::Root(Sender::new(
+                handle,
+                joined.in_flight,
+                joined.max_message_size,
+            ))
         } else {
             Group::Receiver(Receiver::new(handle, joined.deliveries))
         }

@@ -16,7 +16,9 @@ use crate::runtime::{Command, Deliveries, Message};
 ///
 /// The stream ends once the root has closed the group and every message
 /// has been read; after a failure it yields the failure once and then
-/// ends (it is a [`FusedStream`]). When the application has taken every
+/// ends (it is a [`FusedStream`]). Messages that had arrived whole before
+/// the failure, and were not read yet, come first: each is intact, and the
+/// failure says the group ended without the rest. When the application has taken every
 /// message and secured it, it calls [`close`](Self::close): see
 /// [`Group`](super::Group#delivered-means-the-application-has-it) for what
 /// that promises.

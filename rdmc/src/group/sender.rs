@@ -73,16 +73,19 @@ use crate::transport::MessageBuffer;
 pub struct Sender {
     pub(super) handle: Handle,
     in_flight: Arc<InFlight>,
+    /// The group's largest message.
+    max_message_size: u64,
     /// Room the [`Sink`] reserved for its next item.
     sink_room: bool,
     closing: Closing,
 }
 
 impl Sender {
-    pub(super) fn new(handle: Handle, in_flight: Arc<InFlight>) -> Self {
+    pub(super) fn new(handle: Handle, in_flight: Arc<InFlight>, max_message_size: u64) -> Self {
         Sender {
             handle,
             in_flight,
+            max_message_size,
             sink_room: false,
             closing: Closing::default(),
         }
@@ -117,9 +120,11 @@ impl Sender {
     ///
     /// # Errors
     /// [`Error::Closed`] after [`close`](Self::close) began;
-    /// [`Error::GroupFailed`] if the group failed; [`Error::NodeShutDown`].
-    /// A message that cannot be sent ([`Error::MessageTooLarge`], ...)
-    /// is queued and refused by the node: its receipt's futures fail.
+    /// [`Error::GroupFailed`] if the group failed; [`Error::NodeShutDown`];
+    /// [`Error::MessageTooLarge`] for a message over the group's limit
+    /// ([`GroupConfig::with_max_message_size`](crate::GroupConfig::with_max_message_size)),
+    /// at once. A message the node cannot take for another reason is
+    /// queued and refused there: its receipt's futures fail.
     ///
     /// # Cancel safety
     /// Cancel safe: a message is queued only when the future resolves; if
@@ -159,7 +164,21 @@ impl Sender {
     /// ```
     pub async fn send(&self, data: impl Into<Bytes>) -> Result<Receipt, Error> {
         let data = data.into();
+        self.check_size(data.len())?;
         Ok(self.reserve().await?.send(data))
+    }
+
+    /// A message of `len` bytes is within the group's limit; else
+    /// [`Error::MessageTooLarge`], before it takes room or reaches the node.
+    fn check_size(&self, len: usize) -> Result<(), Error> {
+        let size = len as u64;
+        if size > self.max_message_size {
+            return Err(Error::MessageTooLarge {
+                size,
+                max: self.max_message_size,
+            });
+        }
+        Ok(())
     }
 
     /// Queue `data` if there is room now, as [`send`](Self::send) does.
@@ -169,8 +188,10 @@ impl Sender {
     /// in flight, or other sends wait for room (it does not go before
     /// them); otherwise as [`send`](Self::send).
     pub fn try_send(&self, data: impl Into<Bytes>) -> Result<Receipt, Error> {
+        let data = data.into();
+        self.check_size(data.len())?;
         self.in_flight.try_reserve()?;
-        Ok(Permit { sender: self }.send(data.into()))
+        Ok(Permit { sender: self }.send(data))
     }
 
     /// Queue `data` at once, without a bound in mind: a refusal (the bound,
@@ -220,6 +241,7 @@ impl Sender {
         let source = tokio::task::spawn_blocking(map)
             .await
             .map_err(std::io::Error::other)??;
+        self.check_size(source.len())?;
         let permit = self.reserve().await?;
         Ok(permit.submit(Arc::clone(&source).into_bytes(), Some(source)))
     }
@@ -277,7 +299,9 @@ pub struct Permit<'a> {
 }
 
 impl Permit<'_> {
-    /// Queue `data` in the room this permit holds.
+    /// Queue `data` in the room this permit holds. A message over the
+    /// group's limit is refused (and the room given back): the receipt's
+    /// futures fail with [`Error::MessageTooLarge`].
     pub fn send(self, data: impl Into<Bytes>) -> Receipt {
         self.submit(data.into(), None)
     }
@@ -300,6 +324,10 @@ impl Drop for Permit<'_> {
 /// Queue `data` (in room already reserved) with the node's actor.
 fn submit(sender: &Sender, data: Bytes, source: Option<Arc<MessageBuffer>>) -> Receipt {
     let node = sender.handle.node;
+    if let Err(e) = sender.check_size(data.len()) {
+        sender.in_flight.remove();
+        return Receipt::refused(e, node);
+    }
     let (reply, response) = oneshot::channel();
     let (delivered_tx, delivered) = oneshot::channel();
     let command = Command::Send {
@@ -333,6 +361,12 @@ impl Sink<Bytes> for Sender {
     }
 
     fn start_send(mut self: Pin<&mut Self>, item: Bytes) -> Result<(), Error> {
+        if let Err(e) = self.check_size(item.len()) {
+            if std::mem::take(&mut self.sink_room) {
+                self.in_flight.remove();
+            }
+            return Err(e);
+        }
         if !std::mem::take(&mut self.sink_room) {
             // `poll_ready` was not called first: take room if there is some.
             self.in_flight.try_reserve()?;

@@ -39,6 +39,7 @@ macro_rules! storage_suite {
                 a_slow_reader_fails_the_group_naming_it,
                 the_slow_reader_timeout_fires_within_its_bound,
                 closing_the_sink_twice_returns_ok_twice,
+                a_message_over_the_limit_is_refused_at_once_by_every_way_of_sending,
                 a_failing_receive_target_fails_the_group_naming_its_member,
                 files_sent_by_the_root_arrive_byte_exact,
             );
@@ -641,6 +642,56 @@ pub async fn closing_the_sink_twice_returns_ok_twice<F: Fixture>() {
         bounded(LONG, "the second close", SinkExt::close(&mut root)).await,
         Ok(())
     );
+    drop((root, receiver));
+    shutdown(nodes).await;
+}
+
+/// A message over the group's limit is refused where it is sent — by
+/// `send`, `try_send`, a permit and the `Sink` alike — and nothing else is
+/// lost: the messages within the limit arrive, and the close is `Ok`
+/// (it once was `Ok` with the large message silently missing).
+pub async fn a_message_over_the_limit_is_refused_at_once_by_every_way_of_sending<F: Fixture>() {
+    let (nodes, _) = cluster::<F>(2, Tuning::default()).await;
+    let members = ids(&[0, 1]);
+    let config = GroupConfig::new().with_max_message_size(1000);
+    let (mut root, mut receiver) = pair(create_all(&nodes, GroupId(1), &members, config).await);
+    let too_large = |e: Error| {
+        matches!(
+            e,
+            Error::MessageTooLarge {
+                size: 5000,
+                max: 1000
+            }
+        )
+    };
+    let reading = async {
+        let mut got = Vec::new();
+        while let Some(m) = receiver.next().await {
+            got.push(m.unwrap().data);
+        }
+        receiver.close().await.unwrap();
+        got
+    };
+    let sending = async {
+        let big = || payload(9, 5000);
+        root.send(payload(1, 10)).await.unwrap();
+        assert!(too_large(root.send(big()).await.unwrap_err()));
+        assert!(too_large(root.try_send(big()).unwrap_err()));
+        let permit = root.reserve().await.unwrap();
+        assert!(too_large(permit.send(big()).sent().await.unwrap_err()));
+        assert!(root.in_flight() <= 1, "the refusals hold no room");
+        assert!(too_large(
+            SinkExt::send(&mut root, big()).await.unwrap_err()
+        ));
+        SinkExt::send(&mut root, payload(2, 1000)).await.unwrap();
+        root.close().await
+    };
+    let (got, closed) = bounded(LONG, "send and read", async {
+        tokio::join!(reading, sending)
+    })
+    .await;
+    assert_eq!(closed, Ok(()));
+    assert_eq!(got, [payload(1, 10), payload(2, 1000)]);
     drop((root, receiver));
     shutdown(nodes).await;
 }

@@ -122,6 +122,7 @@ impl<T: Transport> Actor<T> {
                     joined: Joined {
                         deliveries: rx,
                         in_flight: std::sync::Arc::clone(&in_flight),
+                        max_message_size: config.max_message_size(),
                     },
                 }),
                 deadline: None,

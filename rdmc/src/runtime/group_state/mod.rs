@@ -40,6 +40,8 @@ pub(crate) type DeliveredReply = oneshot::Sender<Result<(), Error>>;
 pub(crate) struct Joined {
     pub(crate) deliveries: Deliveries,
     pub(crate) in_flight: Arc<InFlight>,
+    /// The group's largest message (its root's sends check it).
+    pub(crate) max_message_size: u64,
 }
 
 /// Where a `create_group` future learns its outcome.
