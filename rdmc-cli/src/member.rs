@@ -43,8 +43,6 @@ fn parse_block_size(text: &str) -> Result<BlockSizeArg, String> {
 /// Arguments of `rdmc member`.
 #[derive(Debug, Args)]
 pub(crate) struct MemberArgs {
-    #[command(flatten)]
-    source: MembersArgs,
     /// This process's rank in the member list: needed with --members;
     /// launchers give it (a given one must agree); with etcd, without it,
     /// the root (given files) is rank 0 and any other member claims the
@@ -151,6 +149,9 @@ pub(crate) struct MemberArgs {
     /// one is opened and checked (a readable regular file, within
     /// --max-message-size) before the member contacts anyone.
     files: Vec<PathBuf>,
+    // Last: its help heading holds for the options after it.
+    #[command(flatten)]
+    source: MembersArgs,
 }
 
 fn parse_algorithm(s: &str) -> Result<Algorithm, String> {

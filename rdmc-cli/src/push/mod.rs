@@ -37,10 +37,6 @@ const GROUP: rdmc::GroupId = rdmc::GroupId(1);
 /// What the root and the receivers must give alike.
 #[derive(Debug, Args)]
 pub(crate) struct ClusterArgs {
-    /// The members (`--members FILE`, one `host:port` per line in rank
-    /// order: the pushing host, rank 0, first), or where to find them.
-    #[command(flatten)]
-    source: MembersArgs,
     /// File holding the cluster key every member shares (`rdmc keygen FILE`
     /// makes one). Required: rdmc has no default key.
     #[arg(long, value_name = "F")]
@@ -67,24 +63,28 @@ pub(crate) struct ClusterArgs {
     /// One JSON object per line on stdout instead of progress bars and text.
     #[arg(long)]
     json: bool,
+    /// The members (`--members FILE`, one `host:port` per line in rank
+    /// order: the pushing host, rank 0, first), or where to find them.
+    /// Last: its help heading holds for the options after it.
+    #[command(flatten)]
+    source: MembersArgs,
 }
 
 /// Arguments of `rdmc push`.
 #[derive(Debug, Args)]
 pub(crate) struct PushArgs {
-    #[command(flatten)]
-    cluster: ClusterArgs,
     /// Files and directories to push (directories recursively). Each
     /// lands under its own name in every receiver's --out directory.
     #[arg(required = true, value_name = "PATHS")]
     paths: Vec<PathBuf>,
+    // Last: the members' help heading holds for the options after them.
+    #[command(flatten)]
+    cluster: ClusterArgs,
 }
 
 /// Arguments of `rdmc receive`.
 #[derive(Debug, Args)]
 pub(crate) struct ReceiveArgs {
-    #[command(flatten)]
-    cluster: ClusterArgs,
     /// This receiver's rank in the members file (1 or more: rank 0
     /// pushes). Launchers give it; with etcd, without it, the receiver
     /// claims the lowest free rank from 1.
@@ -95,6 +95,9 @@ pub(crate) struct ReceiveArgs {
     /// fails.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+    // Last: the members' help heading holds for the options after them.
+    #[command(flatten)]
+    cluster: ClusterArgs,
 }
 
 /// Why a push or a receive failed.
