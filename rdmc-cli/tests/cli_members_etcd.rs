@@ -122,6 +122,15 @@ fn members_register_multicast_and_see_a_killed_member_go_and_come_back() {
     );
     scratch.check_copies(1..4);
 
+    // A second process claiming live member 1's rank is refused, naming it.
+    let mut impostor = spawn(1, "imp", &["--connect-timeout", "3"]);
+    let (status, err) = finish(&mut impostor, Duration::from_secs(30));
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("rank 1 is held in etcd") && err.contains("another live member"),
+        "{err}"
+    );
+
     members[2].kill().unwrap();
     let _ = members[2].wait();
     let limit = Duration::from_secs(TTL) + MARGIN;

@@ -139,9 +139,10 @@ fn key(prefix: &str, rank: u32) -> String {
     format!("{prefix}{rank}")
 }
 
-/// Put this member's address at its rank, or claim the lowest free rank
-/// from 1 (retrying while every rank is taken: a dead member's key goes
-/// when its lease expires).
+/// Claim this member's rank (or, without one, the lowest free rank from 1)
+/// and put its address there, under its lease: a rank is taken only while
+/// no live member holds it, so two processes never share one (a dead
+/// member's key goes when its lease expires; until then, retry).
 async fn register(
     client: &mut Client,
     spec: &Spec,
@@ -149,42 +150,51 @@ async fn register(
     address: &(dyn Fn(u32) -> Result<SocketAddr, String> + Sync),
     deadline: Instant,
 ) -> Result<u32, String> {
-    let put = || Some(PutOptions::new().with_lease(lease));
-    if let Some(rank) = spec.rank {
-        let value = address(rank)?.to_string();
-        bounded(deadline, async {
-            client
-                .put(key(&spec.prefix, rank), value, put())
-                .await
-                .map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(|e| format!("registering rank {rank} in etcd: {e}"))?;
-        return Ok(rank);
-    }
+    let ranks: Vec<u32> = match spec.rank {
+        Some(rank) => vec![rank],
+        None => (1..spec.size).collect(),
+    };
     loop {
-        for rank in 1..spec.size {
+        for &rank in &ranks {
             let k = key(&spec.prefix, rank);
+            let put = PutOptions::new().with_lease(lease);
             let txn = Txn::new()
                 .when([Compare::create_revision(k.clone(), CompareOp::Equal, 0)])
-                .and_then([TxnOp::put(k, address(rank)?.to_string(), put())]);
+                .and_then([TxnOp::put(k, address(rank)?.to_string(), Some(put))]);
             let claimed = bounded(deadline, async {
                 client.txn(txn).await.map_err(|e| e.to_string())
             })
             .await
-            .map_err(|e| format!("claiming a rank in etcd: {e}"))?;
+            .map_err(|e| format!("claiming rank {rank} in etcd: {e}"))?;
             if claimed.succeeded() {
                 return Ok(rank);
             }
         }
         if Instant::now() + POLL >= deadline {
-            return Err(format!(
-                "every rank from 1 to {} is taken under {} in etcd: the cluster is full \
-                 (--size {}), or a dead member's registration has not expired yet",
-                spec.size - 1,
-                spec.prefix,
-                spec.size
-            ));
+            return Err(match spec.rank {
+                Some(rank) => {
+                    let k = key(&spec.prefix, rank);
+                    let holder = client
+                        .get(k.clone(), None)
+                        .await
+                        .ok()
+                        .and_then(|r| r.kvs().first().map(|kv| kv.value_str().map(str::to_owned)))
+                        .and_then(Result::ok)
+                        .unwrap_or_else(|| "an unknown address".to_owned());
+                    format!(
+                        "rank {rank} is held in etcd ({k}) by another live member at {holder}: \
+                         two processes cannot be one member (a dead member's registration \
+                         goes when its lease expires)"
+                    )
+                }
+                None => format!(
+                    "every rank from 1 to {} is taken under {} in etcd: the cluster is full \
+                     (--size {}), or a dead member's registration has not expired yet",
+                    spec.size - 1,
+                    spec.prefix,
+                    spec.size
+                ),
+            });
         }
         tokio::time::sleep(POLL).await;
     }
