@@ -8,6 +8,8 @@
 mod bench_members;
 #[path = "../../rdmc-cli/tests/child/mod.rs"]
 mod child;
+// Not every helper of the shared module is used here.
+#[allow(dead_code)]
 #[path = "../../rdmc-cli/tests/cluster_ports/mod.rs"]
 mod cluster_ports;
 #[path = "../../rdmc/tests/common/scratch.rs"]

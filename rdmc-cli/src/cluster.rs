@@ -4,10 +4,13 @@
 //! wire security and completion mode as the command line names them, and
 //! starting this process's node.
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::members::exchange::ExchangeKey;
+pub use crate::members::file::read_members;
+use crate::members::{self, How, MembersArgs, Want};
 use clap::ValueEnum;
 use rdmc::{
     ClusterKey, CompletionMode, MAX_TIMEOUT, Node, NodeConfig, NodeId, TcpConfig, WireSecurity,
@@ -92,13 +95,22 @@ impl From<ModeChoice> for CompletionMode {
 }
 
 /// Everything needed to start this process's node: the cluster (the
-/// members file's addresses, this member's rank, the key), the time limits
-/// and the transport.
+/// members' addresses, this member's rank, the key), the time limits and
+/// the transport.
 pub struct ClusterSetup {
-    /// The members file's addresses, in rank order.
+    /// The members' addresses, in rank order (empty until
+    /// [`join`](Self::join) where the source needs the network).
     pub members: Vec<SocketAddr>,
-    /// This member's rank.
+    /// How many members the cluster has.
+    pub size: usize,
+    /// This member's rank (until [`join`](Self::join) with an etcd claim:
+    /// the lowest it can get, 1; see [`rank_known`](Self::rank_known)).
     pub rank: u32,
+    /// Where the members come from.
+    pub source: members::Source,
+    /// Where the members come from, for error messages: the file, or
+    /// `--members-from SOURCE`.
+    pub origin: String,
     /// The cluster key every member shares.
     pub key: ClusterKey,
     /// How long to wait for every member to be connected.
@@ -117,6 +129,17 @@ pub struct ClusterSetup {
     /// With `Transport::Tcp`: the connections' TCP congestion control
     /// (default: the machine's).
     pub congestion_control: Option<String>,
+    /// How membership changes seen while running (etcd) are written.
+    pub report: members::Report,
+    /// What [`join`](Self::join) still has to do.
+    pending: Option<members::Plan>,
+    /// Whether the rank is still to be claimed (etcd) by
+    /// [`join`](Self::join).
+    claiming: bool,
+    /// The bootstrap exchange's key, derived from the cluster key.
+    exchange_key: ExchangeKey,
+    /// The membership source's watch, once joined (etcd).
+    watch: Option<members::Watch>,
 }
 
 impl ClusterSetup {
@@ -127,29 +150,47 @@ impl ClusterSetup {
         members_file: &Path,
         rank: u32,
         key_file: Option<&Path>,
+        timeouts: (f64, f64),
+        transport: Transport,
+        ofi_provider: &str,
+    ) -> Result<Self, String> {
+        let plan = members::file::plan(members_file, Want::Rank(rank), "--rank")?;
+        Self::from_plan(plan, key_file, timeouts, transport, ofi_provider)
+    }
+
+    /// Like [`prepare`](Self::prepare), the members from wherever `args`
+    /// say: everything that needs no network is read and checked here;
+    /// the rest happens in [`join`](Self::join). `flag` names the rank's
+    /// option in errors.
+    pub fn from_args(
+        args: &MembersArgs,
+        (want, flag): (Want, &str),
+        key_file: Option<&Path>,
+        timeouts: (f64, f64),
+        transport: Transport,
+        ofi_provider: &str,
+    ) -> Result<Self, String> {
+        let plan = members::plan(args, want, flag, members::process_env())?;
+        Self::from_plan(plan, key_file, timeouts, transport, ofi_provider)
+    }
+
+    fn from_plan(
+        plan: members::Plan,
+        key_file: Option<&Path>,
         (connect_timeout, failure_timeout): (f64, f64),
         transport: Transport,
         ofi_provider: &str,
     ) -> Result<Self, String> {
-        let members = read_members(members_file)?;
-        if rank as usize >= members.len() {
-            return Err(format!(
-                "rank {rank} is not in the cluster: {} lists {} members",
-                members_file.display(),
-                members.len()
-            ));
-        }
         let connect_timeout = seconds(connect_timeout, "--connect-timeout")?;
         let failure_timeout = seconds(failure_timeout, "--failure-timeout")?;
         let key = load_key(key_file)?;
-        TcpConfig::new(members.clone(), NodeId(rank), key.clone())
-            .with_connect_timeout(connect_timeout)
-            .with_failure_timeout(failure_timeout)
-            .validate()
-            .map_err(|e| format!("{}: {e}", members_file.display()))?;
-        Ok(ClusterSetup {
-            members,
-            rank,
+        let secret = key_file.map(read_secret).transpose()?.unwrap_or_default();
+        let mut setup = ClusterSetup {
+            members: Vec::new(),
+            size: plan.size,
+            rank: plan.rank.unwrap_or(1),
+            source: plan.source,
+            origin: plan.origin.clone(),
             key,
             connect_timeout,
             failure_timeout,
@@ -158,12 +199,72 @@ impl ClusterSetup {
             early_announce: None,
             wire_security: rdmc::WireSecurity::default(),
             congestion_control: None,
-        })
+            report: members::Report::default(),
+            pending: None,
+            claiming: plan.rank.is_none(),
+            exchange_key: ExchangeKey::derive(&secret),
+            watch: None,
+        };
+        match plan.how {
+            How::Ready(members) => {
+                setup.members = members;
+                setup.validate()?;
+            }
+            _ => setup.pending = Some(plan),
+        }
+        Ok(setup)
+    }
+
+    /// Check the cluster through the library's own check.
+    fn validate(&self) -> Result<(), String> {
+        TcpConfig::new(self.members.clone(), NodeId(self.rank), self.key.clone())
+            .with_connect_timeout(self.connect_timeout)
+            .with_failure_timeout(self.failure_timeout)
+            .validate()
+            .map_err(|e| format!("{}: {e}", self.origin))
+    }
+
+    /// Whether this member's rank is known (it is, except while an etcd
+    /// claim waits for [`join`](Self::join)).
+    pub fn rank_known(&self) -> bool {
+        !self.claiming
+    }
+
+    /// Whether the members come from a launcher (Slurm, MPI, Kubernetes),
+    /// which runs one command line for every rank.
+    pub fn launched(&self) -> bool {
+        use members::Source::{K8s, Mpi, Slurm};
+        matches!(self.source, Slurm | Mpi | K8s)
+    }
+
+    /// Find the members where the source needs the network (resolve
+    /// names, exchange addresses, register in etcd), within the connect
+    /// timeout; nothing to do for a members file, or once joined.
+    pub async fn join(&mut self) -> Result<(), String> {
+        let Some(plan) = self.pending.take() else {
+            return Ok(());
+        };
+        let deadline = std::time::Instant::now() + self.connect_timeout;
+        let joined = members::join(plan, &self.exchange_key, deadline, self.report).await?;
+        self.members = joined.members;
+        self.rank = joined.rank;
+        self.claiming = false;
+        self.watch = joined.watch;
+        self.validate()
+    }
+
+    /// Resolves with the reason once the membership source that watches
+    /// the cluster while it runs (etcd) is lost; never otherwise.
+    pub async fn lost(&self) -> String {
+        match &self.watch {
+            Some(watch) => watch.lost().await,
+            None => std::future::pending().await,
+        }
     }
 
     /// The ids of every member, in rank order.
     pub fn ids(&self) -> Vec<NodeId> {
-        (0..self.members.len() as u32).map(NodeId).collect()
+        (0..self.size as u32).map(NodeId).collect()
     }
 
     /// How to name member `node` to a user: its rank and address.
@@ -174,9 +275,16 @@ impl ClusterSetup {
         }
     }
 
-    /// Start this member's node: it waits (up to the connect timeout) for
-    /// every member to be connected.
+    /// Start this member's node, once [joined](Self::join) where the
+    /// source needs it: it waits (up to the connect timeout) for every
+    /// member to be connected.
     pub async fn start(&self, node_config: NodeConfig) -> Result<Node, String> {
+        if self.pending.is_some() {
+            return Err(format!(
+                "the members from {} are not known yet",
+                self.origin
+            ));
+        }
         let (members, me, key) = (self.members.clone(), NodeId(self.rank), self.key.clone());
         let node = match self.transport {
             Transport::Tcp => {
@@ -280,26 +388,18 @@ pub fn kind_of(file_type: std::fs::FileType) -> &'static str {
     }
 }
 
-/// Read the members file: one `host:port` per line, in rank order.
-pub fn read_members(path: &Path) -> Result<Vec<SocketAddr>, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    let members: Vec<SocketAddr> = text
-        .lines()
-        .map(|l| l.split('#').next().unwrap_or("").trim())
-        .enumerate()
-        .filter(|(_, l)| !l.is_empty())
-        .map(|(line, l)| {
-            l.to_socket_addrs()
-                .ok()
-                .and_then(|mut addrs| addrs.next())
-                .ok_or_else(|| format!("{}:{}: {l:?} is not a host:port", path.display(), line + 1))
-        })
-        .collect::<Result<_, _>>()?;
-    if members.is_empty() {
-        return Err(format!("{} lists no members", path.display()));
+/// The key file's bytes, as [`ClusterKey::from_file`] reads them (one
+/// trailing newline dropped): the bootstrap exchange's key is derived from
+/// them.
+fn read_secret(path: &Path) -> Result<Vec<u8>, String> {
+    let mut bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if bytes.last() == Some(&b'\n') {
+        bytes.pop();
+        if bytes.last() == Some(&b'\r') {
+            bytes.pop();
+        }
     }
-    Ok(members)
+    Ok(bytes)
 }
 
 /// `error`'s message without the temporary file's path that `tempfile`

@@ -14,6 +14,7 @@ pub mod bench_protocol;
 pub mod clocks;
 pub mod cluster;
 pub mod keygen;
+pub mod members;
 pub mod report;
 pub mod size;
 pub mod workload;

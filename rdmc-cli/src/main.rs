@@ -7,7 +7,9 @@
 //! * `rdmc demo [...]`: multicast among N members in this process, verify
 //!   every copy, report the time (see `rdmc demo --help`).
 //! * `rdmc member --members FILE --rank R [...] [FILES...]`: one member of a
-//!   cluster of processes over TCP or libfabric (see `rdmc member --help`).
+//!   cluster of processes over TCP or libfabric (see `rdmc member --help`);
+//!   `--members-from slurm|mpi|k8s|etcd` finds the rank and the peers
+//!   instead (`rdmc_cli::members`).
 //! * `rdmc push --members FILE --key-file F PATHS...` and `rdmc receive
 //!   --members FILE --me I --out DIR --key-file F`: copy files and
 //!   directories to every member, checked end to end (see `rdmc push --help`).

@@ -20,6 +20,7 @@ use rdmc_cli::clocks::cpu_seconds;
 use rdmc_cli::cluster::{
     ClusterSetup, ModeChoice, SecurityChoice, Transport, kind_of, without_path,
 };
+use rdmc_cli::members::{MembersArgs, Want};
 use rdmc_cli::size::{human, parse_size};
 use rdmc_cli::workload::Workload;
 
@@ -42,13 +43,17 @@ fn parse_block_size(text: &str) -> Result<BlockSizeArg, String> {
 /// Arguments of `rdmc member`.
 #[derive(Debug, Args)]
 pub(crate) struct MemberArgs {
-    /// File listing the members, one `host:port` per line in rank order
-    /// (rank 0, the root, first; blank lines and `#` comments are skipped).
-    #[arg(long, value_name = "FILE")]
-    members: PathBuf,
-    /// This process's rank in the member list.
+    /// This process's rank in the member list: needed with --members;
+    /// launchers give it (a given one must agree); with etcd, without it,
+    /// the root (given files) is rank 0 and any other member claims the
+    /// lowest free rank from 1.
     #[arg(long)]
-    rank: u32,
+    rank: Option<u32>,
+    /// After its work, keep the node and the membership watch (etcd) for
+    /// this many seconds before exiting: members that leave and come back
+    /// meanwhile are reported, and a restarted member finds its peers.
+    #[arg(long, default_value_t = 0.0, value_name = "SECONDS")]
+    linger: f64,
     /// Multicast algorithm.
     #[arg(long, default_value = "binomial-pipeline", value_parser = parse_algorithm)]
     algorithm: Algorithm,
@@ -144,6 +149,9 @@ pub(crate) struct MemberArgs {
     /// one is opened and checked (a readable regular file, within
     /// --max-message-size) before the member contacts anyone.
     files: Vec<PathBuf>,
+    // Last: its help heading holds for the options after it.
+    #[command(flatten)]
+    source: MembersArgs,
 }
 
 fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
@@ -157,8 +165,12 @@ pub(crate) fn run(args: MemberArgs) -> ExitCode {
     // output directory is found here, before this member contacts anyone.
     let prepared = match prepare(&args) {
         Ok(p) => p,
-        Err(e) => return fail(&args, e),
+        Err(e) => return fail(&args, args.rank, e),
     };
+    let known = prepared
+        .cluster
+        .rank_known()
+        .then_some(prepared.cluster.rank);
     let mut builder = if args.worker_threads == 0 {
         tokio::runtime::Builder::new_current_thread()
     } else {
@@ -168,14 +180,14 @@ pub(crate) fn run(args: MemberArgs) -> ExitCode {
     };
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
-        Err(e) => return fail(&args, format!("cannot start the runtime: {e}")),
+        Err(e) => return fail(&args, known, format!("cannot start the runtime: {e}")),
     };
     // The member runs as a task, not as `block_on`'s own future: with one
     // thread, a task the node wakes (a message delivered, a send complete)
     // runs in the same pass of the scheduler, where `block_on`'s future is
     // polled only once every queued task has run, after a wake-up through
     // the I/O driver (an eventfd write and an epoll round).
-    let (args, outcome) = runtime
+    let (args, (rank, outcome)) = runtime
         .block_on(async move {
             let task = tokio::spawn(async move {
                 let outcome = member(&args, prepared).await;
@@ -186,18 +198,22 @@ pub(crate) fn run(args: MemberArgs) -> ExitCode {
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(&args, e),
+        Err(e) => fail(&args, rank, e),
     }
 }
 
-fn fail(args: &MemberArgs, error: String) -> ExitCode {
+/// Report `error` of the member of rank `rank` (`None`: not known yet).
+fn fail(args: &MemberArgs, rank: Option<u32>, error: String) -> ExitCode {
     if args.json {
         println!(
             "{}",
-            json!({"event": "error", "rank": args.rank, "error": error})
+            json!({"event": "error", "rank": rank, "error": error})
         );
     }
-    eprintln!("rdmc member {}: {error}", args.rank);
+    match rank {
+        Some(rank) => eprintln!("rdmc member {rank}: {error}"),
+        None => eprintln!("rdmc member: {error}"),
+    }
     ExitCode::FAILURE
 }
 
@@ -224,23 +240,41 @@ struct Input {
 /// Check the command line, the members file, the key, every input (root)
 /// and the output directory (receivers), and say what is wrong in one line.
 fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
-    let mut cluster = ClusterSetup::prepare(
-        &args.members,
-        args.rank,
+    let want = match args.rank {
+        Some(rank) => Want::Rank(rank),
+        None if !args.files.is_empty() => Want::Root,
+        None => Want::Receiver,
+    };
+    let mut cluster = ClusterSetup::from_args(
+        &args.source,
+        (want, "--rank"),
         args.key_file.as_deref(),
         (args.connect_timeout, args.failure_timeout),
         args.transport,
         &args.ofi_provider,
     )?;
+    cluster.report.json = args.json;
+    if args.linger != 0.0 {
+        rdmc_cli::cluster::seconds(args.linger, "--linger")?;
+    }
+    // The root is rank 0; until an etcd claim, a member without a rank is
+    // not the root.
+    let root = cluster.rank_known() && cluster.rank == 0;
     cluster.early_announce = early_announce(args)?;
     cluster.wire_security = args.wire_security.into();
     if args.tcp_congestion_control.is_some() && !matches!(args.transport, Transport::Tcp) {
         return Err("--tcp-congestion-control needs --transport tcp".into());
     }
     cluster.congestion_control = args.tcp_congestion_control.clone();
-    if args.rank != 0 && !args.files.is_empty() {
+    // A launcher runs one command line for every rank: the files are the
+    // root's, the others ignore them.
+    let files: &[PathBuf] = if root || cluster.launched() {
+        if root { &args.files } else { &[] }
+    } else if !args.files.is_empty() {
         return Err("only the root (rank 0) sends files".into());
-    }
+    } else {
+        &[]
+    };
     let block_size = args
         .block_size
         .0
@@ -258,13 +292,12 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
     if args.max_message_size == 0 {
         return Err("--max-message-size must be at least 1 byte".into());
     }
-    let inputs = args
-        .files
+    let inputs = files
         .iter()
         .map(|path| open_input(path, args.max_message_size))
         .collect::<Result<Vec<_>, _>>()?;
     let out = match &args.out {
-        Some(dir) if args.rank != 0 && !args.bench => Some(check_output_dir(dir)?),
+        Some(dir) if !root && !args.bench => Some(check_output_dir(dir)?),
         _ => None,
     };
     let group = GroupConfig::new()
@@ -276,15 +309,15 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
     };
     let group = args
         .topology
-        .apply(group, cluster.members.len())
-        .map_err(|e| format!("{}: {e}", args.members.display()))?;
+        .apply(group, cluster.size)
+        .map_err(|e| format!("{}: {e}", cluster.origin))?;
     let workload = args
         .workload
         .as_deref()
         .map(|path| {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("reading {}: {e}", path.display()))?;
-            rdmc_cli::workload::parse(&text, cluster.members.len())
+            rdmc_cli::workload::parse(&text, cluster.size)
                 .map_err(|e| format!("{} {e}", path.display()))
         })
         .transpose()?;
@@ -384,35 +417,75 @@ fn check_output_dir(dir: &Path) -> Result<PathBuf, String> {
     Ok(dir.to_owned())
 }
 
-async fn member(args: &MemberArgs, prepared: Prepared) -> Result<(), String> {
+/// Join, do the work, linger if asked: this member's rank (once known)
+/// and the outcome.
+async fn member(args: &MemberArgs, prepared: Prepared) -> (Option<u32>, Result<(), String>) {
+    let Prepared {
+        mut cluster,
+        group,
+        inputs,
+        out,
+        workload,
+    } = prepared;
     let node_config = NodeConfig::new().with_completion_mode(CompletionMode::from(args.completion));
-    let node = prepared.cluster.start(node_config).await?;
-    let ids = prepared.cluster.ids();
-    let outcome = match &prepared.workload {
-        Some(workload) => {
-            let start = Instant::now();
-            member_workload::run(args.rank, &node, &ids, prepared.group, workload)
-                .await
-                .map(|()| start.elapsed().as_secs_f64())
-        }
-        None => {
-            let work = (prepared.inputs, prepared.out);
-            multicast(args, &node, &ids, prepared.group, work).await
+    let joined = match cluster.join().await {
+        Ok(()) => cluster.start(node_config).await,
+        Err(e) => Err(e),
+    };
+    let node = match joined {
+        Ok(node) => node,
+        Err(e) => return (cluster.rank_known().then_some(cluster.rank), Err(e)),
+    };
+    let (rank, ids) = (cluster.rank, cluster.ids());
+    let work = async {
+        match &workload {
+            Some(workload) => {
+                let start = Instant::now();
+                member_workload::run(rank, &node, &ids, group, workload)
+                    .await
+                    .map(|()| start.elapsed().as_secs_f64())
+            }
+            None => multicast(args, rank, &node, &ids, group, (inputs, out)).await,
         }
     };
+    // A membership source that is lost (etcd gone) ends the member.
+    let mut outcome = tokio::select! {
+        outcome = work => outcome,
+        reason = cluster.lost() => Err(reason),
+    };
+    let mut said_closed = false;
+    if args.linger > 0.0 {
+        // The group is closed now, though the node lingers.
+        if let Ok(seconds) = outcome {
+            say_closed(args, rank, seconds);
+            said_closed = true;
+        }
+        tokio::select! {
+            () = tokio::time::sleep(std::time::Duration::from_secs_f64(args.linger)) => {}
+            reason = cluster.lost() => outcome = outcome.and(Err(reason)),
+        }
+    }
     // Put the last signals on the wire before the process exits: the root's
     // "closed" to every member, or this member's report of a failure, which
     // must reach the others before they see its connection close.
     node.shutdown().await;
-    let seconds = outcome?;
+    match outcome {
+        Ok(seconds) if !said_closed => say_closed(args, rank, seconds),
+        Ok(_) => {}
+        Err(e) => return (Some(rank), Err(e)),
+    }
+    (Some(rank), Ok(()))
+}
+
+/// With `--json`: the group closed, `seconds` after its creation.
+fn say_closed(args: &MemberArgs, rank: u32, seconds: f64) {
     if args.json {
         println!(
             "{}",
-            json!({"event": "closed", "rank": args.rank, "seconds": seconds,
+            json!({"event": "closed", "rank": rank, "seconds": seconds,
                    "cpu": cpu_seconds()})
         );
     }
-    Ok(())
 }
 
 /// The group's part: send the inputs (root) or write the messages to `out`
@@ -421,6 +494,7 @@ async fn member(args: &MemberArgs, prepared: Prepared) -> Result<(), String> {
 /// receiver that cannot persist one fails the group instead.
 async fn multicast(
     args: &MemberArgs,
+    rank: u32,
     node: &Node,
     ids: &[NodeId],
     config: GroupConfig,
@@ -432,7 +506,7 @@ async fn multicast(
         .map_err(|e| e.to_string())?;
     let start = Instant::now();
     if args.bench {
-        member_bench::run(args.rank, args.max_size, &mut group).await?;
+        member_bench::run(rank, args.max_size, &mut group).await?;
     } else {
         match &mut group {
             Group::Root(root) => {
@@ -441,7 +515,7 @@ async fn multicast(
                     let size = data.len();
                     let receipt = root.send(data).await.map_err(|e| e.to_string())?;
                     receipt.sent().await.map_err(|e| e.to_string())?;
-                    report(args, i as u64, size, start, "sent");
+                    report(args, rank, (i as u64, size), start, "sent");
                 }
             }
             Group::Receiver(receiver) => {
@@ -451,7 +525,7 @@ async fn multicast(
                     if let Some(dir) = &out {
                         persist(dir.clone(), seq, message.data).await?;
                     }
-                    report(args, seq, len, start, "delivered");
+                    report(args, rank, (seq, len), start, "delivered");
                 }
             }
         }
@@ -460,17 +534,16 @@ async fn multicast(
     Ok(start.elapsed().as_secs_f64())
 }
 
-fn report(args: &MemberArgs, seq: u64, size: usize, start: Instant, event: &str) {
+fn report(args: &MemberArgs, rank: u32, (seq, size): (u64, usize), start: Instant, event: &str) {
     let seconds = start.elapsed().as_secs_f64();
     if args.json {
         println!(
             "{}",
-            json!({"event": event, "rank": args.rank, "seq": seq, "size": size, "seconds": seconds})
+            json!({"event": event, "rank": rank, "seq": seq, "size": size, "seconds": seconds})
         );
     } else {
         println!(
-            "rank {} {event} message {seq} ({}) at {seconds:.3} s",
-            args.rank,
+            "rank {rank} {event} message {seq} ({}) at {seconds:.3} s",
             human(size as u64)
         );
     }

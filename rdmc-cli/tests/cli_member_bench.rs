@@ -5,6 +5,7 @@
 
 mod bench_members;
 mod child;
+#[allow(dead_code)]
 mod cluster_ports;
 #[path = "../../rdmc/tests/common/scratch.rs"]
 mod scratch;

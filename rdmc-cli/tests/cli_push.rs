@@ -6,6 +6,7 @@
 //! contacted; an existing output is never overwritten.
 
 mod child;
+#[allow(dead_code)]
 mod cluster_ports;
 #[path = "../../rdmc/tests/common/scratch.rs"]
 mod scratch;

@@ -28,6 +28,7 @@ use rdmc::{Error, GroupConfig, NodeConfig};
 use serde_json::json;
 
 use rdmc_cli::cluster::{ClusterSetup, Transport};
+use rdmc_cli::members::{MembersArgs, Want};
 use rdmc_cli::size::parse_size;
 
 /// The group every push runs in.
@@ -36,11 +37,6 @@ const GROUP: rdmc::GroupId = rdmc::GroupId(1);
 /// What the root and the receivers must give alike.
 #[derive(Debug, Args)]
 pub(crate) struct ClusterArgs {
-    /// File listing the members, one `host:port` per line in rank order:
-    /// the pushing host (rank 0) first, then the receivers (blank lines
-    /// and `#` comments are skipped).
-    #[arg(long, value_name = "FILE")]
-    members: PathBuf,
     /// File holding the cluster key every member shares (`rdmc keygen FILE`
     /// makes one). Required: rdmc has no default key.
     #[arg(long, value_name = "F")]
@@ -67,32 +63,41 @@ pub(crate) struct ClusterArgs {
     /// One JSON object per line on stdout instead of progress bars and text.
     #[arg(long)]
     json: bool,
+    /// The members (`--members FILE`, one `host:port` per line in rank
+    /// order: the pushing host, rank 0, first), or where to find them.
+    /// Last: its help heading holds for the options after it.
+    #[command(flatten)]
+    source: MembersArgs,
 }
 
 /// Arguments of `rdmc push`.
 #[derive(Debug, Args)]
 pub(crate) struct PushArgs {
-    #[command(flatten)]
-    cluster: ClusterArgs,
     /// Files and directories to push (directories recursively). Each
     /// lands under its own name in every receiver's --out directory.
     #[arg(required = true, value_name = "PATHS")]
     paths: Vec<PathBuf>,
+    // Last: the members' help heading holds for the options after them.
+    #[command(flatten)]
+    cluster: ClusterArgs,
 }
 
 /// Arguments of `rdmc receive`.
 #[derive(Debug, Args)]
 pub(crate) struct ReceiveArgs {
-    #[command(flatten)]
-    cluster: ClusterArgs,
-    /// This receiver's rank in the members file (1 or more: rank 0 pushes).
+    /// This receiver's rank in the members file (1 or more: rank 0
+    /// pushes). Launchers give it; with etcd, without it, the receiver
+    /// claims the lowest free rank from 1.
     #[arg(long, visible_alias = "rank", value_name = "I")]
-    me: u32,
+    me: Option<u32>,
     /// Directory the pushed files and directories land in, created if need
     /// be. Nothing in it is overwritten: a push naming an existing entry
     /// fails.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
+    // Last: the members' help heading holds for the options after them.
+    #[command(flatten)]
+    cluster: ClusterArgs,
 }
 
 /// Why a push or a receive failed.
@@ -181,18 +186,21 @@ fn node_config(args: &ClusterArgs) -> NodeConfig {
     NodeConfig::new().with_buffer_pool(usize::try_from(pool).unwrap_or(usize::MAX))
 }
 
-fn prepare_cluster(args: &ClusterArgs, rank: u32) -> Result<ClusterSetup, String> {
+/// The cluster, for the rank `want` (named `flag` in errors).
+fn prepare_cluster(args: &ClusterArgs, want: (Want, &str)) -> Result<ClusterSetup, String> {
     if args.max_message_size == 0 {
         return Err("--max-message-size must be at least 1 byte".into());
     }
-    ClusterSetup::prepare(
-        &args.members,
-        rank,
+    let mut cluster = ClusterSetup::from_args(
+        &args.source,
+        want,
         args.key_file.as_deref(),
         (args.connect_timeout, args.failure_timeout),
         args.transport,
         &args.ofi_provider,
-    )
+    )?;
+    cluster.report.json = args.json;
+    Ok(cluster)
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -205,23 +213,27 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 /// Run `rdmc push`.
 pub(crate) fn run_push(args: PushArgs) -> ExitCode {
     let outcome = send::run(&args);
-    finish("rdmc push", &args.cluster, 0, outcome)
+    finish("rdmc push", &args.cluster, Some(0), outcome)
 }
 
 /// Run `rdmc receive`.
 pub(crate) fn run_receive(args: ReceiveArgs) -> ExitCode {
-    let outcome = receive::run(&args);
-    finish(
-        &format!("rdmc receive {}", args.me),
-        &args.cluster,
-        args.me,
-        outcome,
-    )
+    let (rank, outcome) = receive::run(&args);
+    let who = match rank {
+        Some(rank) => format!("rdmc receive {rank}"),
+        None => "rdmc receive".to_owned(),
+    };
+    finish(&who, &args.cluster, rank, outcome)
 }
 
 /// Report the outcome: exit status 0; 1 for an error here; 2 when other
 /// members failed (each named on stderr, and in the JSON error event).
-fn finish(who: &str, args: &ClusterArgs, rank: u32, outcome: Result<(), Failure>) -> ExitCode {
+fn finish(
+    who: &str,
+    args: &ClusterArgs,
+    rank: Option<u32>,
+    outcome: Result<(), Failure>,
+) -> ExitCode {
     let Err(failure) = outcome else {
         return ExitCode::SUCCESS;
     };

@@ -18,43 +18,64 @@ use super::output::{Staging, leftover_staging};
 use super::progress::{Progress, Style};
 use super::{Failure, ReceiveArgs, create_group, node_config, prepare_cluster, runtime};
 use rdmc_cli::cluster::{ClusterSetup, check_output_dir};
+use rdmc_cli::members::Want;
 
 /// Messages received and not yet written.
 const WRITE_QUEUE: usize = 2;
 
-/// Check everything, then receive.
-pub(super) fn run(args: &ReceiveArgs) -> Result<(), Failure> {
-    let style = Style::pick(args.cluster.json);
-    let checked = || -> Result<ClusterSetup, String> {
-        if args.me == 0 {
-            return Err(
-                "rank 0 is the pushing host (it runs `rdmc push`); give --me 1 or more".into(),
-            );
-        }
-        let cluster = prepare_cluster(&args.cluster, args.me)?;
-        check_output_dir(&args.out)?;
-        for name in leftover_staging(&args.out) {
-            eprintln!(
-                "rdmc receive {}: note: {} holds {name}, the partial files of a receiver \
-                 that was killed (or of one still running there); remove it when none is",
-                args.me,
-                args.out.display()
-            );
-        }
-        Ok(cluster)
+/// Check everything, then receive: this receiver's rank (once known) and the outcome.
+pub(super) fn run(args: &ReceiveArgs) -> (Option<u32>, Result<(), Failure>) {
+    let mut cluster = match check(args) {
+        Ok(cluster) => cluster,
+        Err(e) => return (args.me, Err(e.into())),
     };
-    let cluster = checked().map_err(Failure::from)?;
-    let runtime = runtime().map_err(Failure::from)?;
-    let span = tracing::info_span!("receive", rank = args.me);
-    runtime.block_on(
+    let runtime = match runtime() {
+        Ok(runtime) => runtime,
+        Err(e) => return (args.me, Err(e.into())),
+    };
+    let outcome = runtime.block_on(async {
+        cluster.join().await?;
+        let span = tracing::info_span!("receive", rank = cluster.rank);
+        let style = Style::pick(args.cluster.json);
         async {
             tokio::select! {
                 outcome = receive(&cluster, args, style) => outcome,
                 _ = tokio::signal::ctrl_c() => Err(Failure::from("interrupted".to_owned())),
+                reason = cluster.lost() => Err(Failure::from(reason)),
             }
         }
-        .instrument(span),
-    )
+        .instrument(span)
+        .await
+    });
+    (cluster.rank_known().then_some(cluster.rank), outcome)
+}
+
+/// Check the command line, the cluster and the output directory.
+fn check(args: &ReceiveArgs) -> Result<ClusterSetup, String> {
+    if args.me == Some(0) {
+        return Err("rank 0 is the pushing host (it runs `rdmc push`); give --me 1 or more".into());
+    }
+    let want = args.me.map_or(Want::Receiver, Want::Rank);
+    let cluster = prepare_cluster(&args.cluster, (want, "--me"))?;
+    if cluster.rank_known() && cluster.rank == 0 {
+        return Err(format!(
+            "{} makes this process rank 0, the pushing host: run `rdmc push` there",
+            cluster.origin
+        ));
+    }
+    check_output_dir(&args.out)?;
+    let who = match cluster.rank_known() {
+        true => format!("rdmc receive {}", cluster.rank),
+        false => "rdmc receive".to_owned(),
+    };
+    for name in leftover_staging(&args.out) {
+        eprintln!(
+            "{who}: note: {} holds {name}, the partial files of a receiver \
+             that was killed (or of one still running there); remove it when none is",
+            args.out.display()
+        );
+    }
+    Ok(cluster)
 }
 
 async fn receive(cluster: &ClusterSetup, args: &ReceiveArgs, style: Style) -> Result<(), Failure> {
@@ -80,7 +101,7 @@ async fn receive_all(
         .map_err(|_| "a receiving member is first in the member list".to_owned())?;
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
     let writer = {
-        let (out, rank) = (args.out.clone(), args.me);
+        let (out, rank) = (args.out.clone(), cluster.rank);
         tokio::task::spawn_blocking(move || write_push(&out, rx, style, rank))
     };
     let mut failure = None;

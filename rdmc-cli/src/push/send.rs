@@ -12,6 +12,7 @@ use super::manifest::{Manifest, Piece};
 use super::progress::{Progress, Style};
 use super::{Failure, PushArgs, create_group, node_config, prepare_cluster, runtime};
 use rdmc_cli::cluster::ClusterSetup;
+use rdmc_cli::members::Want;
 use rdmc_cli::size::human;
 
 /// Files of at most this size are batched with their neighbours.
@@ -28,16 +29,23 @@ pub(super) fn run(args: &PushArgs) -> Result<(), Failure> {
     let style = Style::pick(args.cluster.json);
     // Everything that can be wrong here is found before anyone is contacted:
     // the command line, the members file, the key, every input.
-    let cluster = prepare_cluster(&args.cluster, 0).map_err(Failure::from)?;
-    if cluster.members.len() < 2 {
+    let mut cluster = prepare_cluster(&args.cluster, (Want::Rank(0), "rdmc push is rank"))
+        .map_err(Failure::from)?;
+    if cluster.size < 2 {
         return Err(Failure::from(format!(
             "{} lists no receivers: the pushing host is its first line, receivers follow",
-            args.cluster.members.display()
+            cluster.origin
         )));
     }
     let prepared = prepare(args, style).map_err(Failure::from)?;
     let runtime = runtime().map_err(Failure::from)?;
-    runtime.block_on(push(&cluster, args, prepared, style).instrument(tracing::info_span!("push")))
+    runtime.block_on(
+        async {
+            cluster.join().await?;
+            push(&cluster, args, prepared, style).await
+        }
+        .instrument(tracing::info_span!("push")),
+    )
 }
 
 /// The inputs and their manifest.
@@ -79,7 +87,7 @@ async fn push(
 ) -> Result<(), Failure> {
     let manifest = prepared.manifest.clone();
     let progress = Progress::new(style, "sent", 0, &manifest);
-    let receivers = cluster.members.len() - 1;
+    let receivers = cluster.size - 1;
     progress.status(Some(&format!("connecting to {receivers} receivers")));
     let outcome = async {
         let node_config = node_config(&args.cluster);
@@ -93,6 +101,7 @@ async fn push(
     let outcome = tokio::select! {
         outcome = outcome => outcome,
         _ = tokio::signal::ctrl_c() => Err(Failure::from("interrupted".to_owned())),
+        reason = cluster.lost() => Err(Failure::from(reason)),
     };
     match outcome {
         Ok(()) => {
@@ -179,7 +188,7 @@ async fn send_all(
     progress.status(Some(&format!(
         "{} files sent; waiting for {} receivers to confirm",
         manifest.files.len(),
-        cluster.members.len() - 1
+        cluster.size - 1
     )));
     group.close().await.map_err(group_failed)
 }

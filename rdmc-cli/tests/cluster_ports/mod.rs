@@ -20,10 +20,7 @@ pub struct ClusterPorts {
 impl ClusterPorts {
     /// Wait for the tests before this one to drop theirs, then choose `n`.
     pub fn new(n: usize) -> Self {
-        // A test that failed while holding it poisoned it; the others go on.
-        let serial = ONE_CLUSTER_AT_A_TIME
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let serial = Self::serial();
         let host = std::net::Ipv4Addr::LOCALHOST.into();
         ClusterPorts {
             addrs: free_ports(host, n)
@@ -32,6 +29,37 @@ impl ClusterPorts {
                 .collect(),
             _serial: serial,
         }
+    }
+
+    /// Like [`new`](Self::new), `n` consecutive ports: a host's members
+    /// listen at a base port plus their local rank.
+    pub fn consecutive(n: u16) -> Self {
+        let serial = Self::serial();
+        let seed = std::process::id() as u16;
+        let base = (0..2000u16)
+            .map(|attempt| 20000 + (seed.wrapping_mul(7).wrapping_add(attempt * 37)) % 40000)
+            .find(|&base| {
+                (0..n).all(|i| std::net::TcpListener::bind(("127.0.0.1", base + i)).is_ok())
+            })
+            .unwrap_or_else(|| panic!("no {n} consecutive free ports"));
+        ClusterPorts {
+            addrs: (0..n)
+                .map(|i| std::net::SocketAddr::from(([127, 0, 0, 1], base + i)))
+                .collect(),
+            _serial: serial,
+        }
+    }
+
+    /// The first port.
+    pub fn base(&self) -> u16 {
+        self.addrs[0].port()
+    }
+
+    fn serial() -> MutexGuard<'static, ()> {
+        // A test that failed while holding it poisoned it; the others go on.
+        ONE_CLUSTER_AT_A_TIME
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Write them to `path` as a members file, one address per line.
