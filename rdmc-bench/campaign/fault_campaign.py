@@ -16,12 +16,20 @@ and link rate, injects one fault, and checks the outcome. Fault kinds:
   flip       one byte flipped on the way to a receiver, by an on-path relay of
              this script's own (the receiver lives in a namespace of its own
              whose every link passes through the relay)
+  restart    kill -9 of a random member (the root or not) at a random moment,
+             then the same member started again (same namespace, address,
+             rank and arguments, a fresh output directory) 0-0.5 s after the
+             kill, once the killed process is gone; every member of the run
+             has --linger (failure timeout + 4 s), so that the survivors are
+             still there to let the new run in
 
 Checks after every run (each failed check is a violation, named by its class):
 
   success_without_data  a member exited 0 although some member does not hold
                         every message byte-identically (outputs compared with
-                        the inputs; a member killed before writing counts)
+                        the inputs; a member killed before writing counts); a
+                        restarted member's exit 0 answers for its own fresh
+                        output and the other members', not its killed run's
   flip_undetected       a byte was flipped on the wire, yet every member exited 0
   control_failed        a member failed in a run without a fault
   unnamed               a survivor of a fault exited non-zero without naming a
@@ -34,14 +42,25 @@ Checks after every run (each failed check is a violation, named by its class):
                         the fault (connect timeout + failure timeout + 1 s when
                         no member had reported progress yet at the fault); the
                         moment of a full disk is its receiver's exit, of a flip
-                        the relay's report; after a flip only non-zero exits
+                        the relay's report; after a flip only non-zero exits;
+                        in a restart run (members linger) the moment its work
+                        ended (its log's "group closed", "group failed" or
+                        "group not created"), or its exit if earlier
   hang                  a member was still running at the run's wall-time bound
-                        (then every process is killed)
+                        (then every process is killed); a restarted member that
+                        had not ended its work (as above) within connect
+                        timeout + failure timeout + 1 s of its start, unless
+                        it went on to exit 0
   partial_file          a `.part` file left in an output directory (the
                         directory of a member killed with -9 excepted)
+  not_readmitted        in a restart run, a member other than the victim still
+                        running 2 s after the restart had not logged the
+                        victim's "peer up" with a newer incarnation than its
+                        first run's (tracing target rdmc::runtime) by then
 
 A survivor is a member still running at the moment of the fault and not its
-victim (the flip's receiver counts as a survivor: it must name a peer).
+victim (the flip's receiver counts as a survivor: it must name a peer; in a
+restart run a member only lingering after its work is none).
 Control runs and faults that land after every member exited are checked for
 the general promises only (success_without_data, hang, partial_file).
 
@@ -60,7 +79,7 @@ Usage:
 The members' connect timeout grows with the machine's load (see
 connect_timeout_for); --hogs N keeps N busy processes running to make a
 loaded machine; --transport ofi runs the members on libfabric's tcp provider
-(a build with --features ofi; every kind but flip).
+(a build with --features ofi; every kind but flip and restart).
   fault_campaign.py --cleanup
 
 Exit status: 0 when no run of a kind listed in --require had a violation
@@ -82,10 +101,16 @@ import sys
 import tempfile
 import time
 
+import campaign_restart
 from campaign_lab import (BRIDGE2, MAX_MEMBERS, NS_PREFIX, PRIVATE_NS, SUBNET, VETH_PREFIX, Lab,
                           host_addr, log, sh, start_relay)
 
-KINDS = ["none", "kill", "stop", "link", "partition", "disk", "flip"]
+KINDS = ["none", "kill", "stop", "link", "partition", "disk", "flip", "restart"]
+# The kinds only the tcp transport can run, and why.
+TCP_ONLY = {
+    "flip": "its relay carries the members' TCP connections, not libfabric's",
+    "restart": "only tcp lets a restarted member in again (a new incarnation)",
+}
 ALGORITHMS = ["sequential", "chain", "binomial-tree", "binomial-pipeline"]
 BLOCK_SIZES = [4096, 16384, 65536, 262144, 1048576]
 
@@ -106,6 +131,10 @@ CONNECT_TIMEOUT_MAX = 12.0
 # MiB it sends, has hung (a debug build on a loaded machine moves ~1 MiB/s).
 RUN_WALL = 20.0
 RUN_WALL_PER_MIB = 2.0
+# In restart runs every member lingers this long after its work (its node,
+# connections and logs kept), so that the survivors are there to let the
+# restarted victim in; the run's wall-time bound grows accordingly.
+LINGER = FAILURE_TIMEOUT + 4.0
 # Blocks per message at most: a small block size is drawn for small messages.
 MAX_BLOCKS = 512
 # Examples of each violation class whose files are kept, unless told otherwise.
@@ -190,7 +219,7 @@ def plan_run(kind, seed):
     # a moment within the transfer's expected span (plus process start-up)
     span = 0.3 + total * 8 / (plan["rate_mbit"] * 1e6) * 1.5
     plan["fault_at"] = round(rng.uniform(0.15, span), 3)
-    if kind in ("kill", "stop", "link"):
+    if kind in ("kill", "stop", "link", "restart"):
         plan["victims"] = [rng.randrange(n)]
     elif kind == "partition":
         ranks = list(range(n))
@@ -203,6 +232,8 @@ def plan_run(kind, seed):
         plan["victims"] = []
     if kind == "disk":
         plan["tmpfs_bytes"] = rng.randint(4096, max(4096, total // 2))
+    if kind == "restart":
+        plan["restart_delay"] = round(rng.uniform(0, 0.5), 3)
     if kind == "flip":
         plan["flip_after"] = rng.randint(200, max(201, int(total * 0.9)))
         plan["flip_mask"] = 1 << rng.randrange(8)
@@ -250,35 +281,56 @@ def prepare_run(plan, workdir):
     return run_dir, inputs, members_file, key_file, outs
 
 
-def start_members(lab, plan, rdmc, files, connect_timeout, flip_rank, transport):
+def start_members(lab, plan, rdmc, files, options):
     """Every member, rank 0 sending the inputs: the processes and the paths
-    of their stdouts and stderrs."""
-    n = plan["members"]
+    of their stdouts and stderrs. options: (connect timeout, flip rank,
+    transport)."""
+    started = [start_member(lab, plan, rdmc, files, options, r) for r in range(plan["members"])]
+    return tuple(list(x) for x in zip(*started))
+
+
+def start_member(lab, plan, rdmc, files, options, r, again=""):
+    """Member r's process, and the paths of its stdout and stderr; again is
+    a suffix for the files (and the output directory) of a restart."""
     run_dir, inputs, members_file, key_file, outs = files
-    procs, stdouts, stderrs = [], [], []
-    for r in range(n):
-        ns = PRIVATE_NS if r == flip_rank else f"{NS_PREFIX}{r}"
-        cmd = ["ip", "netns", "exec", ns, rdmc, "member", "--members", members_file,
-               "--rank", str(r), "--algorithm", plan["algorithm"],
-               "--block-size", str(plan["block_size"]), "--key-file", key_file,
-               "--connect-timeout", str(connect_timeout),
-               "--failure-timeout", str(FAILURE_TIMEOUT)]
-        if transport != "tcp":
-            cmd += ["--transport", transport]
-        cmd += inputs if r == 0 else ["--out", outs[r]]
-        so, se = os.path.join(run_dir, f"stdout{r}"), os.path.join(run_dir, f"stderr{r}")
-        stdouts.append(so)
-        stderrs.append(se)
-        procs.append(lab.spawn(cmd, stdout=open(so, "w"), stderr=open(se, "w"),
-                               env=dict(os.environ, RUST_LOG="off,rdmc::transport::mesh=info,rdmc::transport::tcp=info",
-                                        NO_COLOR="1")))
-    return procs, stdouts, stderrs
+    connect_timeout, flip_rank, transport = options
+    ns = PRIVATE_NS if r == flip_rank else f"{NS_PREFIX}{r}"
+    cmd = ["ip", "netns", "exec", ns, rdmc, "member", "--members", members_file,
+           "--rank", str(r), "--algorithm", plan["algorithm"],
+           "--block-size", str(plan["block_size"]), "--key-file", key_file,
+           "--connect-timeout", str(connect_timeout),
+           "--failure-timeout", str(FAILURE_TIMEOUT)]
+    logs = "off,rdmc::transport::mesh=info,rdmc::transport::tcp=info"
+    if plan["kind"] == "restart":
+        cmd += ["--linger", str(LINGER)]
+        logs += ",rdmc::runtime=info"  # peer up, group closed or failed
+    if transport != "tcp":
+        cmd += ["--transport", transport]
+    cmd += inputs if r == 0 else ["--out", outs[r] + again]
+    so = os.path.join(run_dir, f"stdout{r}{again}")
+    se = os.path.join(run_dir, f"stderr{r}{again}")
+    proc = lab.spawn(cmd, stdout=open(so, "w"), stderr=open(se, "w"),
+                     env=dict(os.environ, RUST_LOG=logs, NO_COLOR="1"))
+    return proc, so, se
 
 
-def watch(plan, procs, stdouts, t0):
-    """Until every member exits (or the run's wall limit): each one's exit
-    time, the fault injected at its moment. Returns exit_at, fault_time,
-    the members running at the fault and whether any had reported progress."""
+def wall_bound(plan, connect_timeout):
+    """The run's wall-time bound: a member still running then has hung."""
+    bound = RUN_WALL + RUN_WALL_PER_MIB * sum(plan["sizes"]) / 2**20
+    if plan["kind"] == "restart":
+        # the survivors linger after their work; the restarted victim forms
+        # its mesh, waits for its group until they leave, then lingers too
+        bound += plan["restart_delay"] + connect_timeout + 2 * LINGER
+    return bound
+
+
+def watch(plan, procs, stdouts, t0, bound, restart):
+    """Until every member exits (or the run's wall-time bound): each one's
+    exit time, the fault injected at its moment; in a restart run the
+    victim started again by restart() (which returns its process) once its
+    delay is over and the killed process is gone. Returns exit_at,
+    fault_time, the members running at the fault, whether any had reported
+    progress, and the restarted process with its start and exit times."""
     kind, n, victims = plan["kind"], plan["members"], plan["victims"]
     exit_at = [None] * n
     # disk and flip faults happen when the data gets there: their moment is
@@ -287,12 +339,15 @@ def watch(plan, procs, stdouts, t0):
     fault_time = None
     running_at_fault = set()
     progressed_at_fault = False
-    stop_until = None
+    stop_until = restart_at = None
+    again = {"proc": None, "at": None, "exit_at": None}
     while True:
         now = time.monotonic() - t0
         for r, p in enumerate(procs):
             if exit_at[r] is None and p.poll() is not None:
                 exit_at[r] = now
+        if again["proc"] is not None and again["exit_at"] is None and again["proc"].poll() is not None:
+            again["exit_at"] = now
         if not fault_done and now >= plan["fault_at"]:
             fault_done = True
             fault_time = now
@@ -301,74 +356,104 @@ def watch(plan, procs, stdouts, t0):
             inject(plan, procs)
             if kind == "stop":
                 stop_until = now + FAILURE_TIMEOUT + 1.5
+            if kind == "restart":
+                restart_at = now + plan["restart_delay"]
         if stop_until is not None and now >= stop_until:
             try:
                 os.kill(procs[victims[0]].pid, signal.SIGCONT)
             except ProcessLookupError:
                 pass
             stop_until = None
-        if all(e is not None for e in exit_at) and stop_until is None:
+        if restart_at is not None and now >= restart_at and exit_at[victims[0]] is not None:
+            again["proc"], again["at"] = restart(), now
+            restart_at = None
+        waiting = stop_until is not None or restart_at is not None or (
+            again["proc"] is not None and again["exit_at"] is None)
+        if all(e is not None for e in exit_at) and not waiting:
             break
-        if now > RUN_WALL + RUN_WALL_PER_MIB * sum(plan["sizes"]) / 2**20:
+        if now > bound:
             break
         time.sleep(0.01)
-    return exit_at, fault_time, running_at_fault, progressed_at_fault
+    return exit_at, fault_time, running_at_fault, progressed_at_fault, again
 
 
 def holdings(plan, inputs, outs, running_at_fault):
     """Who holds every message byte-identically (complete, by rank), and
     the members that left a temporary file behind (partial)."""
     kind, n, victims = plan["kind"], plan["members"], plan["victims"]
-    expected = []
-    for path in inputs:
-        with open(path, "rb") as f:
-            expected.append(hashlib.sha256(f.read()).digest())
+    expected = digests(inputs)
     complete = [True] * n
     partial = []
     for r in range(1, n):
-        for i, digest in enumerate(expected):
-            got = os.path.join(outs[r], f"{i}.bin")
-            try:
-                with open(got, "rb") as f:
-                    if hashlib.sha256(f.read()).digest() != digest:
-                        complete[r] = False
-            except OSError:
-                complete[r] = False
-        try:
-            names = os.listdir(outs[r])
-        except OSError:
-            names = []
-        # a message nobody sent is not holding the messages either
-        if any(x.endswith(".bin") and x[:-4].isdigit() and int(x[:-4]) >= len(inputs)
-               for x in names):
-            complete[r] = False
-        killed = kind == "kill" and r in victims and r in running_at_fault
+        complete[r], names = holds(outs[r], expected)
+        killed = kind in ("kill", "restart") and r in victims and r in running_at_fault
         if not killed and any(x.endswith(".part") for x in names):
             partial.append(r)
     return complete, partial
 
 
+def digests(inputs):
+    expected = []
+    for path in inputs:
+        with open(path, "rb") as f:
+            expected.append(hashlib.sha256(f.read()).digest())
+    return expected
+
+
+def holds(out, expected):
+    """Whether the output directory out holds every message (whose
+    digests are expected) byte-identically, and the names in it."""
+    complete = True
+    for i, digest in enumerate(expected):
+        try:
+            with open(os.path.join(out, f"{i}.bin"), "rb") as f:
+                if hashlib.sha256(f.read()).digest() != digest:
+                    complete = False
+        except OSError:
+            complete = False
+    try:
+        names = os.listdir(out)
+    except OSError:
+        names = []
+    # a message nobody sent is not holding the messages either
+    if any(x.endswith(".bin") and x[:-4].isdigit() and int(x[:-4]) >= len(expected)
+           for x in names):
+        complete = False
+    return complete, names
+
+
 def judge(plan, outcome, connect_timeout):
     """The run's violations, and whether the fault was effective (it hit
-    running members, and a flip run's bit was flipped)."""
+    running members, and a flip run's bit was flipped). The restarted
+    member of a restart run (outcome["again"]) is named "restarted"."""
     kind, n = plan["kind"], plan["members"]
     hung, codes, complete = outcome["hung"], outcome["codes"], outcome["complete"]
     running_at_fault, flipped = outcome["running_at_fault"], outcome["flipped"]
-    exit_at, fault_time = outcome["exit_at"], outcome["fault_time"]
+    ended, fault_time = outcome["ended"], outcome["fault_time"]
+    again = outcome["again"]
     violations = []
-    if hung:
-        violations.append({"class": "hang", "members": hung})
+    if hung or (again and again["hung"]):
+        violations.append({"class": "hang",
+                           "members": hung + (["restarted"] if again and again["hung"] else [])})
     succeeded = [r for r in range(n) if codes[r] == 0 and r not in hung]
-    if succeeded and not all(complete):
+    missing = [r for r in range(n) if not complete[r]]
+    if again and again["code"] == 0:
+        # the restarted member's success speaks for its own output, not for
+        # what its killed run left
+        succeeded.append("restarted")
+        missing = [r for r in missing if r != plan["victims"][0] or codes[r] == 0]
+        missing += [] if again["complete"] else ["restarted"]
+    if succeeded and missing:
         violations.append({"class": "success_without_data", "succeeded": succeeded,
-                           "missing": [r for r in range(n) if not complete[r]]})
+                           "missing": missing})
     if kind == "none" and any(c != 0 for c in codes):
         violations.append({"class": "control_failed",
                            "failed": [r for r in range(n) if codes[r] != 0]})
     if kind == "flip" and flipped and len(succeeded) == n:
         violations.append({"class": "flip_undetected"})
-    if outcome["partial"]:
-        violations.append({"class": "partial_file", "members": outcome["partial"]})
+    partial = outcome["partial"] + (["restarted"] if again and again["partial"] else [])
+    if partial:
+        violations.append({"class": "partial_file", "members": partial})
     effective = kind != "none" and bool(running_at_fault) and (kind != "flip" or flipped)
     if effective:
         bound = FAILURE_TIMEOUT + 1.0
@@ -382,14 +467,26 @@ def judge(plan, outcome, connect_timeout):
             # after a flip, a member that went on to exit 0 is already a
             # flip_undetected (or success_without_data) violation
             timed = kind != "flip" or codes[r] != 0
-            if timed and exit_at[r] - fault_time > bound:
-                late.append({"member": r, "after": round(exit_at[r] - fault_time, 3)})
+            # after a restart, survivors may go on with the victim's new run
+            # (the restart came before their group was made): a success of
+            # both is checked for the data, not timed
+            timed = timed and not (again and again["code"] == 0 and codes[r] == 0)
+            if timed and ended[r] - fault_time > bound:
+                late.append({"member": r, "after": round(ended[r] - fault_time, 3)})
             if codes[r] != 0 and not (culprits_named(outcome["errors"][r]) & blame):
                 unnamed.append(r)
         if late:
             violations.append({"class": "slow", "members": late, "bound": bound})
         if unnamed:
             violations.append({"class": "unnamed", "members": unnamed})
+    if again:
+        for v in campaign_restart.judge_restart(plan, outcome, again,
+                                                connect_timeout + FAILURE_TIMEOUT + 1.0):
+            same = [w for w in violations if w["class"] == v["class"]]
+            if same:  # one violation of a class a run
+                same[0]["members"] += v["members"]
+            else:
+                violations.append(v)
     return violations, effective
 
 
@@ -409,12 +506,18 @@ def execute(lab, plan, rdmc, workdir, transport="tcp"):
 
     load = current_load()
     connect_timeout = connect_timeout_for(load, os.cpu_count() or 1)
-    t0 = time.monotonic()
-    procs, stdouts, stderrs = start_members(lab, plan, rdmc, files, connect_timeout,
-                                            flip_rank, transport)
-    exit_at, fault_time, running_at_fault, progressed_at_fault = watch(plan, procs, stdouts, t0)
+    options = (connect_timeout, flip_rank, transport)
+    t0, wall0 = time.monotonic(), time.time()
+    procs, stdouts, stderrs = start_members(lab, plan, rdmc, files, options)
+
+    def restart():
+        return start_member(lab, plan, rdmc, files, options, victims[0], again=".restart")[0]
+
+    watched = watch(plan, procs, stdouts, t0, wall_bound(plan, connect_timeout), restart)
+    exit_at, fault_time, running_at_fault, progressed_at_fault, again = watched
     wall = time.monotonic() - t0
     hung = [r for r in range(n) if exit_at[r] is None]
+    again["hung"] = again["proc"] is not None and again["exit_at"] is None
     lab.kill_all()
     flipped = False
     if relay is not None:
@@ -436,14 +539,18 @@ def execute(lab, plan, rdmc, workdir, transport="tcp"):
     errors = [last_error(se) for se in stderrs]
     complete, partial = holdings(plan, inputs, outs, running_at_fault)
     lab.unmount_all()
+    ended = exit_at
+    if kind == "restart":
+        ended, running_at_fault = restart_outcome(plan, files, stderrs, (wall0, fault_time),
+                                                  exit_at, running_at_fault, again)
 
     violations, effective = judge(plan, {
         "hung": hung, "codes": codes, "complete": complete, "partial": partial,
         "running_at_fault": running_at_fault, "flipped": flipped, "exit_at": exit_at,
-        "fault_time": fault_time, "progressed_at_fault": progressed_at_fault,
-        "errors": errors,
+        "ended": ended, "fault_time": fault_time, "progressed_at_fault": progressed_at_fault,
+        "errors": errors, "again": again if kind == "restart" else None,
     }, connect_timeout)
-    return {
+    result = {
         "kind": kind, "seed": seed, "replay": f"{kind}:{seed}", "transport": transport,
         "members": n, "algorithm": plan["algorithm"], "block_size": plan["block_size"],
         "sizes": plan["sizes"], "rate_mbit": plan["rate_mbit"], "victims": victims,
@@ -455,6 +562,51 @@ def execute(lab, plan, rdmc, workdir, transport="tcp"):
         "formed": [formed_after(se) for se in stderrs],
         "violations": violations, "dir": run_dir,
     }
+    if kind == "restart":
+        result["restart"] = {k: again[k] for k in ("delay", "at", "exit_code", "exit_at",
+                                                  "ended_at", "complete", "error", "readmitted")}
+        result["ended_at"] = [None if e is None else round(e, 3) for e in ended]
+    return result
+
+
+def restart_outcome(plan, files, stderrs, moments, exit_at, alive_at_fault, again):
+    """What a restart run's logs tell: when each member's work ended (the
+    members linger after it), the members still at work at the fault (a
+    member lingering after its group closed is not hit by it), and the
+    restarted process's outcome, into again."""
+    n, victim = plan["members"], plan["victims"][0]
+    wall0, fault_time = moments
+    run_dir, inputs, _, _, outs = files
+    lines = [campaign_restart.stamped_lines(se, wall0) for se in stderrs]
+    ended = []
+    for r in range(n):
+        known = [t for t in (exit_at[r], campaign_restart.ended_at(lines[r])) if t is not None]
+        ended.append(min(known) if known else None)
+    working = {r for r in alive_at_fault
+               if fault_time is None or ended[r] is None or ended[r] >= fault_time - 0.015}
+    proc = again.pop("proc")
+    again["delay"] = plan["restart_delay"]
+    again["exit_code"] = None if proc is None else proc.returncode
+    again["code"] = None if again["hung"] else again["exit_code"]
+    again["complete"], again["partial"] = None, False
+    if proc is not None and victim != 0:
+        again["complete"], names = holds(outs[victim] + ".restart", digests(inputs))
+        again["partial"] = not again["hung"] and any(x.endswith(".part") for x in names)
+    elif proc is not None:
+        again["complete"] = True  # the root holds its inputs
+    again_log = os.path.join(run_dir, f"stderr{victim}.restart")
+    again["error"] = last_error(again_log)
+    known = [t for t in (again["exit_at"], campaign_restart.ended_at(
+        campaign_restart.stamped_lines(again_log, wall0))) if t is not None]
+    again["ended_at"] = min(known) if known else None
+    again["readmitted"] = [
+        None if r == victim or again["at"] is None
+        else campaign_restart.readmitted_after(lines[r], victim, again["at"])
+        for r in range(n)]
+    again["readmitted"] = [None if a is None else round(a, 3) for a in again["readmitted"]]
+    for key in ("at", "exit_at", "ended_at"):
+        again[key] = None if again[key] is None else round(again[key], 3)
+    return ended, working
 
 
 def culprit_set(plan, r):
@@ -474,7 +626,7 @@ def culprit_set(plan, r):
 
 def inject(plan, procs):
     kind, victims = plan["kind"], plan["victims"]
-    if kind == "kill":
+    if kind in ("kill", "restart"):
         try:
             os.kill(procs[victims[0]].pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -501,7 +653,8 @@ def main():
     ap.add_argument("--runs", type=int, default=70)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--kinds", default=None,
-                    help="the fault kinds to cycle through (default: all; with ofi all but flip)")
+                    help="the fault kinds to cycle through (default: all; with ofi all but "
+                         "flip and restart)")
     ap.add_argument("--transport", choices=["tcp", "ofi"], default="tcp",
                     help="the members' transport; ofi (libfabric's tcp provider) needs a build "
                          "with --features ofi")
@@ -537,12 +690,8 @@ def main():
         lab.down()
         return 0
     if args.kinds is None:
-        args.kinds = ",".join(k for k in KINDS if args.transport == "tcp" or k != "flip")
+        args.kinds = ",".join(k for k in KINDS if args.transport == "tcp" or k not in TCP_ONLY)
     kinds = [k for k in args.kinds.split(",") if k]
-    if args.transport != "tcp" and "flip" in kinds:
-        log("flip needs --transport tcp: its relay carries the members' TCP connections, "
-            "not libfabric's")
-        return 2
     require = {k for k in args.require.split(",") if k}
     for k in kinds + sorted(require):
         if k not in KINDS:
@@ -565,6 +714,10 @@ def main():
         specs = [(kind, int(seed))]
     else:
         specs = [(kinds[i % len(kinds)], run_seed(args.seed, i)) for i in range(args.runs)]
+    for k in sorted({k for k, _ in specs} & set(TCP_ONLY)):
+        if args.transport != "tcp":
+            log(f"{k} needs --transport tcp: {TCP_ONLY[k]}")
+            return 2
 
     def interrupted(signum, _frame):
         raise KeyboardInterrupt
