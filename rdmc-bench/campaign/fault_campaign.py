@@ -273,7 +273,7 @@ def prepare_run(plan, workdir):
         for r in range(n):
             f.write(f"{host_addr(r)}:{plan['port']}\n")
     key_file = os.path.join(run_dir, "key")
-    with open(key_file, "wb") as f:
+    with open(os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
         f.write(rng.randbytes(32))
     outs = [os.path.join(run_dir, f"out{r}") for r in range(n)]
     for o in outs[1:]:

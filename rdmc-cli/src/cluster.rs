@@ -184,7 +184,7 @@ impl ClusterSetup {
         let connect_timeout = seconds(connect_timeout, "--connect-timeout")?;
         let failure_timeout = seconds(failure_timeout, "--failure-timeout")?;
         let key = load_key(key_file)?;
-        let secret = key_file.map(read_secret).transpose()?.unwrap_or_default();
+        let exchange_key = ExchangeKey::derive(&key);
         let mut setup = ClusterSetup {
             members: Vec::new(),
             size: plan.size,
@@ -202,7 +202,7 @@ impl ClusterSetup {
             report: members::Report::default(),
             pending: None,
             claiming: plan.rank.is_none(),
-            exchange_key: ExchangeKey::derive(&secret),
+            exchange_key,
             watch: None,
         };
         match plan.how {
@@ -349,8 +349,27 @@ pub const NO_KEY: &str = "no --key-file: every member needs the same secret clus
 
 /// The cluster key in `key_file`; without one, the [`NO_KEY`] error.
 pub fn load_key(key_file: Option<&Path>) -> Result<ClusterKey, String> {
+    use std::os::unix::fs::PermissionsExt;
     let path = key_file.ok_or_else(|| NO_KEY.to_owned())?;
-    ClusterKey::from_file(path).map_err(|e| format!("{}: {e}", path.display()))
+    let key = ClusterKey::from_file(path).map_err(|e| match e {
+        // The errors about the key itself do not name its file.
+        rdmc::ClusterKeyError::Empty | rdmc::ClusterKeyError::TooShort { .. } => {
+            format!("{}: {e}", path.display())
+        }
+        e => e.to_string(),
+    })?;
+    if let Ok(meta) = std::fs::metadata(path)
+        && meta.permissions().mode() & 0o077 != 0
+    {
+        eprintln!(
+            "rdmc: the cluster key file {} can be read by other users (mode {:o}): \
+             `chmod 600 {}` (the key must stay secret)",
+            path.display(),
+            meta.permissions().mode() & 0o777,
+            path.display()
+        );
+    }
+    Ok(key)
 }
 
 /// A time limit in seconds: a number above zero, at most a year.
@@ -386,20 +405,6 @@ pub fn kind_of(file_type: std::fs::FileType) -> &'static str {
     } else {
         "not a regular file"
     }
-}
-
-/// The key file's bytes, as [`ClusterKey::from_file`] reads them (one
-/// trailing newline dropped): the bootstrap exchange's key is derived from
-/// them.
-fn read_secret(path: &Path) -> Result<Vec<u8>, String> {
-    let mut bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if bytes.last() == Some(&b'\n') {
-        bytes.pop();
-        if bytes.last() == Some(&b'\r') {
-            bytes.pop();
-        }
-    }
-    Ok(bytes)
 }
 
 /// `error`'s message without the temporary file's path that `tempfile`

@@ -34,7 +34,6 @@ pub fn run(args: &KeygenArgs) -> Result<(), String> {
 /// Write `KEY_BYTES` bytes from the operating system's random source, as
 /// hex and a newline, to a new file of mode 0600, flushed to disk.
 pub fn write_key(path: &Path) -> Result<(), String> {
-    let named = |e: std::io::Error| format!("{}: {e}", path.display());
     let mut random = [0u8; KEY_BYTES];
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut random))
@@ -42,15 +41,20 @@ pub fn write_key(path: &Path) -> Result<(), String> {
     let mut text: String = random.iter().map(|b| format!("{b:02x}")).collect();
     text.push('\n');
     random.fill(0);
+    write_secret(path, text.as_bytes())
+}
+
+/// Write `key` to a new file of mode 0600 (readable by its owner only),
+/// flushed to disk; an existing file is never overwritten.
+pub fn write_secret(path: &Path, key: &[u8]) -> Result<(), String> {
+    let named = |e: std::io::Error| format!("{}: {e}", path.display());
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
         .map_err(named)?;
-    let written = file
-        .write_all(text.as_bytes())
-        .and_then(|()| file.sync_all());
+    let written = file.write_all(key).and_then(|()| file.sync_all());
     if let Err(e) = written {
         let _ = std::fs::remove_file(path);
         return Err(named(e));

@@ -89,6 +89,9 @@ fn main() -> ExitCode {
         .with(
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
+                // Colour only to a terminal: no escape codes in log files
+                // and pipes.
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .with_filter(EnvFilter::from_default_env()),
         )
         .with(

@@ -249,6 +249,32 @@ fn over_tcp_eight_members_get_identical_copies() {
     check_copies(&dir, 8, 20 * 100_000);
 }
 
+/// Logs written to a pipe (here, or `rdmc ... | cat`, or a log file)
+/// carry no terminal escape codes.
+#[test]
+fn logs_to_a_pipe_have_no_escape_codes() {
+    let dir = tempdir("logs");
+    let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
+        .args([
+            "demo",
+            "--transport",
+            "tcp",
+            "--nodes",
+            "3",
+            "--size",
+            "1000",
+            "--out",
+        ])
+        .arg(&*dir)
+        .env("RUST_LOG", "rdmc=info")
+        .output()
+        .expect("rdmc runs");
+    assert!(output.status.success());
+    let logs = String::from_utf8_lossy(&output.stderr);
+    assert!(logs.contains("INFO"), "info lines were logged: {logs}");
+    assert!(!logs.contains('\x1b'), "an escape code in: {logs:?}");
+}
+
 #[cfg(feature = "ofi")]
 #[test]
 fn over_ofi_seven_members_get_identical_copies_of_odd_messages() {

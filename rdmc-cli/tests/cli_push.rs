@@ -76,7 +76,7 @@ impl Scratch {
                 "60",
             ])
             .args(extra)
-            // Warnings shown: a successful push must print none.
+            // Warnings shown: a successful push reports no peer down.
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -219,7 +219,11 @@ fn a_tree_of_small_files_and_a_large_file_reach_three_receivers_checked() {
     let receivers: Vec<Child> = (1..4).map(|r| scratch.receiver(r)).collect();
     let (status, out, err) = finish(scratch.push(&inputs), Duration::from_secs(300));
     assert!(status.success(), "push failed: {err}\n{out}");
-    assert!(!err.contains("WARN"), "a successful push warned: {err}");
+    // Every member leaves saying so: none reports another down.
+    assert!(
+        !err.contains("peer down"),
+        "a successful push warned: {err}"
+    );
     let pushed = events(&out);
     let done = pushed.iter().find(|e| e["event"] == "done").expect("done");
     assert_eq!(done["files"], 301);
@@ -228,7 +232,11 @@ fn a_tree_of_small_files_and_a_large_file_reach_three_receivers_checked() {
     for (i, receiver) in receivers.into_iter().enumerate() {
         let (status, out, err) = finish(receiver, Duration::from_secs(120));
         assert!(status.success(), "receiver {} failed: {err}", i + 1);
-        assert!(!err.contains("WARN"), "receiver {} warned: {err}", i + 1);
+        assert!(
+            !err.contains("peer down"),
+            "receiver {} warned: {err}",
+            i + 1
+        );
         assert_eq!(tree(&scratch.path(&format!("out{}", i + 1))), expected);
         // Every file reported once, with the SHA-256 of its contents.
         let mut received: Vec<(String, String)> = events(&out)
@@ -345,27 +353,8 @@ fn inputs_that_cannot_be_read_are_refused_before_anyone_is_contacted() {
 #[test]
 fn without_a_key_file_every_command_refuses_and_says_how_to_make_one() {
     let scratch = Scratch::new("no_key", 2);
-    std::fs::write(scratch.path("file"), b"data").unwrap();
     let members = scratch.path("members");
-    let out = scratch.path("out");
-    let file = scratch.path("file");
-    let commands: [Vec<&std::ffi::OsStr>; 3] = [
-        vec!["push".as_ref(), file.as_os_str()],
-        vec![
-            "receive".as_ref(),
-            "--me".as_ref(),
-            "1".as_ref(),
-            "--out".as_ref(),
-            out.as_os_str(),
-        ],
-        vec![
-            "member".as_ref(),
-            "--rank".as_ref(),
-            "0".as_ref(),
-            file.as_os_str(),
-        ],
-    ];
-    for args in commands {
+    for args in every_command(&scratch) {
         let mut command = Command::new(env!("CARGO_BIN_EXE_rdmc"));
         command
             .args(&args)
@@ -382,6 +371,71 @@ fn without_a_key_file_every_command_refuses_and_says_how_to_make_one() {
             .unwrap();
         let err = String::from_utf8_lossy(&output.stderr);
         assert!(err.contains("rdmc keygen"), "{args:?}: {err}");
+    }
+}
+
+/// `push`, `receive` and `member`'s arguments (a file to send, an output
+/// directory) in `scratch`, before `--members` and `--key-file`.
+fn every_command(scratch: &Scratch) -> [Vec<std::ffi::OsString>; 3] {
+    std::fs::write(scratch.path("file"), b"data").unwrap();
+    let (file, out) = (scratch.path("file"), scratch.path("out"));
+    [
+        vec!["push".into(), file.clone().into()],
+        vec![
+            "receive".into(),
+            "--me".into(),
+            "1".into(),
+            "--out".into(),
+            out.into(),
+        ],
+        vec!["member".into(), "--rank".into(), "0".into(), file.into()],
+    ]
+}
+
+/// A key file that is no key — a device that never ends, a FIFO nobody
+/// writes, a 1 GiB file — is refused at once by every command, in one
+/// line, unread.
+#[test]
+fn key_files_that_cannot_be_keys_are_refused_at_once_by_every_command() {
+    let scratch = Scratch::new("bad_keys", 2);
+    let fifo = scratch.path("fifo");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let large = scratch.path("large");
+    std::fs::File::create(&large)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    let keys = [
+        (PathBuf::from("/dev/zero"), "is not a regular file"),
+        (PathBuf::from("/dev/urandom"), "is not a regular file"),
+        (fifo, "is not a regular file"),
+        (large, "a key file has at most 4096"),
+    ];
+    for (key, expected) in &keys {
+        for args in every_command(&scratch) {
+            let mut command = Command::new(env!("CARGO_BIN_EXE_rdmc"));
+            command
+                .args(&args)
+                .arg("--members")
+                .arg(scratch.path("members"))
+                .arg("--key-file")
+                .arg(key)
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            let started = Instant::now();
+            refused(command, expected);
+            assert!(
+                started.elapsed() < Duration::from_secs(5),
+                "{args:?} with {}: not at once",
+                key.display()
+            );
+        }
     }
 }
 

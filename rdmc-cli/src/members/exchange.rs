@@ -37,11 +37,9 @@ const NONCE: usize = 16;
 pub struct ExchangeKey([u8; 32]);
 
 impl ExchangeKey {
-    /// Derive it from the cluster key's bytes.
-    pub fn derive(cluster_key: &[u8]) -> Self {
-        let mut mac = HmacSha256::new_from_slice(cluster_key).expect("HMAC takes any key");
-        mac.update(LABEL);
-        ExchangeKey(mac.finalize().into_bytes().into())
+    /// Derive it from the cluster key.
+    pub fn derive(cluster_key: &rdmc::ClusterKey) -> Self {
+        ExchangeKey(cluster_key.derive(LABEL))
     }
 
     fn mac(&self, parts: &[&[u8]]) -> HmacSha256 {

@@ -1,5 +1,9 @@
 use super::*;
 
+fn cluster_key(bytes: &[u8]) -> rdmc::ClusterKey {
+    rdmc::ClusterKey::from_bytes(bytes.to_vec()).unwrap()
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -24,7 +28,7 @@ fn soon(seconds: u64) -> Instant {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_rank_gets_the_same_list_in_rank_order() {
     let bootstrap = format!("127.0.0.1:{}", free_port());
-    let key = ExchangeKey::derive(b"a cluster key of sixteen bytes or more");
+    let key = ExchangeKey::derive(&cluster_key(b"a cluster key of sixteen bytes or more"));
     // Rank 0 last: the others retry until it listens.
     let mut tasks = Vec::new();
     for rank in [3u32, 1, 2, 0] {
@@ -50,8 +54,8 @@ async fn every_rank_gets_the_same_list_in_rank_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stranger_cannot_register_or_answer() {
     let bootstrap = format!("127.0.0.1:{}", free_port());
-    let key = ExchangeKey::derive(b"a cluster key of sixteen bytes or more");
-    let stranger = ExchangeKey::derive(b"some other key, also long enough");
+    let key = ExchangeKey::derive(&cluster_key(b"a cluster key of sixteen bytes or more"));
+    let stranger = ExchangeKey::derive(&cluster_key(b"some other key, also long enough"));
     let zero = {
         let (spec, key) = (spec(&bootstrap, 0, 2, Own::Port(9200)), key.clone());
         tokio::spawn(async move { run(&spec, &key, soon(20)).await })
@@ -83,7 +87,7 @@ async fn a_stranger_cannot_register_or_answer() {
 #[tokio::test]
 async fn a_bootstrap_that_never_answers_is_an_error_at_the_deadline() {
     let bootstrap = format!("127.0.0.1:{}", free_port());
-    let key = ExchangeKey::derive(b"a cluster key of sixteen bytes or more");
+    let key = ExchangeKey::derive(&cluster_key(b"a cluster key of sixteen bytes or more"));
     let started = Instant::now();
     let err = run(&spec(&bootstrap, 1, 2, Own::Port(1)), &key, soon(1))
         .await
@@ -98,7 +102,7 @@ async fn a_bootstrap_that_never_answers_is_an_error_at_the_deadline() {
 #[tokio::test]
 async fn rank_zero_names_the_ranks_that_never_registered() {
     let bootstrap = format!("127.0.0.1:{}", free_port());
-    let key = ExchangeKey::derive(b"a cluster key of sixteen bytes or more");
+    let key = ExchangeKey::derive(&cluster_key(b"a cluster key of sixteen bytes or more"));
     let err = run(&spec(&bootstrap, 0, 3, Own::Port(1)), &key, soon(1))
         .await
         .unwrap_err();

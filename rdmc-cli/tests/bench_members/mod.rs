@@ -37,7 +37,7 @@ pub fn members_file(name: &str, n: usize) -> Members {
     let dir = ScratchDir::new(&format!("cli_bench_{name}"));
     let path = dir.join("members");
     ports.write_members_file(&path);
-    std::fs::write(dir.join("key"), "the bench tests' cluster key").unwrap();
+    rdmc_cli::keygen::write_secret(&dir.join("key"), b"the bench tests' cluster key").unwrap();
     Members {
         path,
         _dir: dir,

@@ -146,7 +146,7 @@ pub struct Scratch {
 impl Scratch {
     pub fn new(transport: &'static Transport, test: &str, n: usize, key: &str) -> Self {
         let dir = ScratchDir::new(&format!("cli_member_{}_{test}", transport.name));
-        std::fs::write(dir.join("key"), key).unwrap();
+        rdmc_cli::keygen::write_secret(&dir.join("key"), key.as_bytes()).unwrap();
         let members = dir.join("members");
         let host = transport.host();
         let text: String = free_ports(host, n)
@@ -371,7 +371,7 @@ pub fn a_member_that_hangs_is_detected_within_the_failure_timeout(transport: &'s
 
 pub fn members_with_different_keys_say_so_without_logs(transport: &'static Transport) {
     let scratch = Scratch::new(transport, "keys", 2, "the cluster key of rank zero");
-    std::fs::write(scratch.path("key1"), "the cluster key of rank one!").unwrap();
+    rdmc_cli::keygen::write_secret(&scratch.path("key1"), b"the cluster key of rank one!").unwrap();
     let file = scratch.path("f");
     write_file(&file, 1000, 1);
     // Long enough that both processes are up before either gives up, even on

@@ -25,9 +25,9 @@ impl Scratch {
     pub fn new(test: &str, ports: u16) -> Self {
         let ports = ClusterPorts::consecutive(ports);
         let dir = ScratchDir::new(&format!("cli_members_from_{test}"));
-        std::fs::write(
-            dir.join("key"),
-            "a cluster key of more than sixteen bytes\n",
+        rdmc_cli::keygen::write_secret(
+            &dir.join("key"),
+            b"a cluster key of more than sixteen bytes\n",
         )
         .unwrap();
         let content: Vec<u8> = (0..300_001u32)

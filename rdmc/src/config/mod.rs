@@ -21,4 +21,6 @@ pub use self::ofi::OfiConfig;
 pub use self::rdma::RdmaConfig;
 pub use self::tcp::{EarlyAnnounce, TcpConfig};
 pub use crate::transport::frame::protect::WireSecurity;
-pub use crate::transport::mesh::{ClusterConfigError, ClusterKey, ClusterKeyError, MAX_TIMEOUT};
+pub use crate::transport::mesh::{
+    ClusterConfigError, ClusterKey, ClusterKeyError, MAX_KEY_FILE_LEN, MAX_TIMEOUT,
+};

@@ -9,6 +9,9 @@ use sha2::{Digest, Sha256};
 
 /// The shortest cluster key accepted, in bytes.
 pub(crate) const MIN_KEY_LEN: usize = 16;
+/// The longest key file read ([`ClusterKey::from_file`]), in bytes: a key is
+/// far shorter (`rdmc keygen` writes 65 bytes), so a longer file is not one.
+pub const MAX_KEY_FILE_LEN: u64 = 4096;
 /// Domain separation for the cluster digest.
 const DIGEST_LABEL: &[u8] = b"rdmc cluster digest v1";
 
@@ -46,6 +49,26 @@ pub enum ClusterKeyError {
         #[source]
         source: io::Error,
     },
+    /// The key file is not a regular file (a FIFO, a device such as
+    /// `/dev/urandom`, a directory, a socket): it is refused, not read.
+    #[error("the cluster key file {} is not a regular file", path.display())]
+    NotAFile {
+        /// The path given.
+        path: PathBuf,
+    },
+    /// The key file is longer than any key ([`MAX_KEY_FILE_LEN`]).
+    #[error(
+        "the cluster key file {} is {len} bytes long; a key file has at most {max}",
+        path.display()
+    )]
+    FileTooLarge {
+        /// The key file.
+        path: PathBuf,
+        /// Its length (at least; it is not read past the limit).
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
 }
 
 impl ClusterKey {
@@ -64,12 +87,47 @@ impl ClusterKey {
 
     /// The key stored in the file at `path`, without one trailing newline
     /// (`\n` or `\r\n`), so a key written with `echo` or an editor works.
+    ///
+    /// Only a regular file of at most [`MAX_KEY_FILE_LEN`] bytes is read: a
+    /// FIFO, a device (`/dev/zero`, `/dev/urandom`) or a large file is
+    /// refused at once, without blocking or reading it.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ClusterKeyError> {
+        use std::io::Read;
+        use std::os::unix::fs::OpenOptionsExt;
         let path = path.as_ref();
-        let mut bytes = std::fs::read(path).map_err(|source| ClusterKeyError::Read {
+        let read = |source| ClusterKeyError::Read {
             path: path.to_owned(),
             source,
-        })?;
+        };
+        let too_large = |len| ClusterKeyError::FileTooLarge {
+            path: path.to_owned(),
+            len,
+            max: MAX_KEY_FILE_LEN,
+        };
+        // Opened without blocking: a FIFO without a writer is refused below,
+        // not waited on.
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(read)?;
+        let meta = file.metadata().map_err(read)?;
+        if !meta.is_file() {
+            return Err(ClusterKeyError::NotAFile {
+                path: path.to_owned(),
+            });
+        }
+        if meta.len() > MAX_KEY_FILE_LEN {
+            return Err(too_large(meta.len()));
+        }
+        let mut bytes = Vec::new();
+        file.take(MAX_KEY_FILE_LEN + 1)
+            .read_to_end(&mut bytes)
+            .map_err(read)?;
+        if bytes.len() as u64 > MAX_KEY_FILE_LEN {
+            // It grew since.
+            return Err(too_large(bytes.len() as u64));
+        }
         if bytes.last() == Some(&b'\n') {
             bytes.pop();
             if bytes.last() == Some(&b'\r') {
@@ -77,6 +135,18 @@ impl ClusterKey {
             }
         }
         Self::from_bytes(bytes)
+    }
+
+    /// A 32-byte key for another purpose, named by `label`, derived from
+    /// this one (HMAC-SHA256 of the label under the cluster key): an
+    /// application can authenticate its own messages among the members
+    /// without handling the cluster key itself. Different labels give
+    /// unrelated keys.
+    pub fn derive(&self, label: &[u8]) -> [u8; 32] {
+        use hmac::Mac;
+        let mut mac = self.mac();
+        mac.update(label);
+        mac.finalize().into_bytes().into()
     }
 
     /// The key's bytes, as input to the `tcp` frame key derivation.
@@ -181,6 +251,47 @@ mod tests {
         let error = ClusterKey::from_file(&missing).unwrap_err();
         assert!(matches!(error, ClusterKeyError::Read { .. }));
         assert!(error.to_string().contains("missing"), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A FIFO, a device, a directory or a file longer than any key is
+    /// refused at once, unread (a FIFO without a writer would block a read
+    /// forever, `/dev/zero` would fill memory).
+    #[test]
+    fn only_a_regular_file_of_a_key_s_size_is_read() {
+        let dir = std::env::temp_dir().join(format!("rdmc-key-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.unwrap().success(), "mkfifo");
+        for path in [
+            fifo.as_path(),
+            Path::new("/dev/zero"),
+            Path::new("/dev/urandom"),
+            &dir,
+        ] {
+            let started = std::time::Instant::now();
+            let error = ClusterKey::from_file(path).unwrap_err();
+            assert!(
+                matches!(error, ClusterKeyError::NotAFile { .. }),
+                "{}: {error}",
+                path.display()
+            );
+            assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        }
+        let at_most = dir.join("at_most");
+        std::fs::write(&at_most, vec![b'k'; MAX_KEY_FILE_LEN as usize]).unwrap();
+        assert!(ClusterKey::from_file(&at_most).is_ok());
+        let large = dir.join("large");
+        std::fs::File::create(&large)
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+        let error = ClusterKey::from_file(&large).unwrap_err();
+        assert!(
+            matches!(error, ClusterKeyError::FileTooLarge { len, max: MAX_KEY_FILE_LEN, .. } if len == 1 << 30),
+            "{error}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -55,7 +55,7 @@ use self::connect::{FIRST_HELLO_TIMEOUT, MAX_PENDING_HANDSHAKES, REFUSAL_WARNING
 use self::formation::Direction;
 use self::handshake::{Handshake, SessionKey};
 pub(crate) use self::key::ClusterDigest;
-pub use self::key::{ClusterKey, ClusterKeyError};
+pub use self::key::{ClusterKey, ClusterKeyError, MAX_KEY_FILE_LEN};
 use crate::ids::NodeId;
 
 impl ClusterConfig {

@@ -234,12 +234,12 @@ async fn bad_magic_and_other_versions_are_refused_after_the_header() {
     let accepted = accept_transcript(&acceptor, b"GET / HTTP", true).await;
     assert_matches!(accepted, Err(HandshakeError::BadMagic));
 
-    for other in [1u16, 2, 3, 4, 5, 7] {
+    for other in [1u16, 2, 3, 4, 5, 6, 8] {
         let mut hello = hello(Role::Initiator, 1, 0, digest());
         hello[8..10].copy_from_slice(&other.to_be_bytes());
         let accepted = accept_transcript(&acceptor, &hello[..HEADER_LEN], true).await;
         let expected = HandshakeError::UnsupportedVersion {
-            ours: 6,
+            ours: 7,
             theirs: other,
         };
         assert_eq!(
@@ -360,7 +360,7 @@ fn nonces_are_fresh_and_the_format_is_as_documented() {
     assert_eq!(one[..51], two[..51]);
     assert_eq!(one[83..], two[83..]);
     assert_eq!(&one[..8], b"RDMC-HS\0");
-    assert_eq!(one[8..10], [0, 6]);
+    assert_eq!(one[8..10], [0, 7]);
     assert_eq!(one[10], 1);
     assert_eq!(one[11..15], [0, 0, 0, 1]);
     assert_eq!(one[15..19], [0, 0, 0, 0]);
