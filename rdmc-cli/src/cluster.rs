@@ -113,6 +113,9 @@ pub struct ClusterSetup {
     pub origin: String,
     /// The cluster key every member shares.
     pub key: ClusterKey,
+    /// This member's identity (`--identity`), when nodes prove which node
+    /// they are.
+    pub identity: Option<rdmc::NodeIdentity>,
     /// How long to wait for every member to be connected.
     pub connect_timeout: Duration,
     /// Silence after which a peer is considered failed.
@@ -192,6 +195,7 @@ impl ClusterSetup {
             source: plan.source,
             origin: plan.origin.clone(),
             key,
+            identity: None,
             connect_timeout,
             failure_timeout,
             transport,
@@ -217,11 +221,29 @@ impl ClusterSetup {
 
     /// Check the cluster through the library's own check.
     fn validate(&self) -> Result<(), String> {
-        TcpConfig::new(self.members.clone(), NodeId(self.rank), self.key.clone())
+        let config = TcpConfig::new(self.members.clone(), NodeId(self.rank), self.key.clone())
             .with_connect_timeout(self.connect_timeout)
-            .with_failure_timeout(self.failure_timeout)
+            .with_failure_timeout(self.failure_timeout);
+        let config = match &self.identity {
+            Some(identity) => config.with_identity(identity.clone()),
+            None => config,
+        };
+        config
             .validate()
             .map_err(|e| format!("{}: {e}", self.origin))
+    }
+
+    /// Prove which member this is with the identity in `dir` (made by
+    /// `rdmc keygen --node`), if given; checked against the rank when it
+    /// is known.
+    pub fn set_identity(&mut self, dir: Option<&Path>) -> Result<(), String> {
+        if let Some(dir) = dir {
+            self.identity = Some(crate::identity::load(dir)?);
+            if self.pending.is_none() {
+                self.validate()?;
+            }
+        }
+        Ok(())
     }
 
     /// Whether this member's rank is known (it is, except while an etcd
@@ -293,6 +315,10 @@ impl ClusterSetup {
                     .with_failure_timeout(self.failure_timeout)
                     .with_early_announce(self.early_announce)
                     .with_wire_security(self.wire_security);
+                let config = match &self.identity {
+                    Some(identity) => config.with_identity(identity.clone()),
+                    None => config,
+                };
                 let config = match &self.congestion_control {
                     Some(name) => config.with_congestion_control(name.clone()),
                     None => config,
@@ -315,6 +341,10 @@ impl ClusterSetup {
                 .with_connect_timeout(self.connect_timeout)
                 .with_failure_timeout(self.failure_timeout)
                 .with_provider(self.ofi_provider.clone());
+        let config = match &self.identity {
+            Some(identity) => config.with_identity(identity.clone()),
+            None => config,
+        };
         Ok(Node::ofi(config, node_config).await)
     }
 
@@ -332,6 +362,10 @@ impl ClusterSetup {
             rdmc::RdmaConfig::new(self.members.clone(), NodeId(self.rank), self.key.clone())
                 .with_connect_timeout(self.connect_timeout)
                 .with_failure_timeout(self.failure_timeout);
+        let config = match &self.identity {
+            Some(identity) => config.with_identity(identity.clone()),
+            None => config,
+        };
         Ok(Node::rdma(config, node_config).await)
     }
 

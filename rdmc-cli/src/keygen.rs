@@ -16,18 +16,58 @@ const KEY_BYTES: usize = 32;
 pub struct KeygenArgs {
     /// The key file to create (mode 0600). An existing file is never
     /// overwritten.
-    file: PathBuf,
+    #[arg(required_unless_present = "authority", conflicts_with = "authority")]
+    file: Option<PathBuf>,
+    /// Per-node identities: create a certificate authority in the new
+    /// directory DIR (`authority.pem`, and `authority.key` readable by you
+    /// only: keep it off the cluster's hosts); with `--node`, the
+    /// authority to issue from.
+    #[arg(long, value_name = "DIR")]
+    authority: Option<PathBuf>,
+    /// Issue node N's identity from `--authority` into the new directory
+    /// `--out` (`authority.pem`, `node.pem`, `node.key`); give that
+    /// directory to node N only, as `--identity DIR`.
+    #[arg(long, value_name = "N", requires_all = ["authority", "out"])]
+    node: Option<u32>,
+    /// With `--node`: the identity directory to create.
+    #[arg(long, value_name = "DIR", requires = "node")]
+    out: Option<PathBuf>,
 }
 
-/// Create the key file and say how to use it.
+/// Create the key file, the authority or a node's identity, and say how to
+/// use it.
 pub fn run(args: &KeygenArgs) -> Result<(), String> {
-    write_key(&args.file)?;
-    println!(
-        "wrote a new cluster key to {} (readable by you only); copy it to every host \
-         and give every member --key-file {}",
-        args.file.display(),
-        args.file.display()
-    );
+    match (&args.file, &args.authority, args.node, &args.out) {
+        (Some(file), None, None, None) => {
+            write_key(file)?;
+            println!(
+                "wrote a new cluster key to {} (readable by you only); copy it to every host \
+                 and give every member --key-file {}",
+                file.display(),
+                file.display()
+            );
+        }
+        (None, Some(authority), None, None) => {
+            crate::identity::create_authority(authority)?;
+            println!(
+                "created a certificate authority in {}; issue each node's identity with \
+                 `rdmc keygen --authority {} --node N --out DIR` (keep authority.key off the \
+                 cluster's hosts)",
+                authority.display(),
+                authority.display()
+            );
+        }
+        (None, Some(authority), Some(node), Some(out)) => {
+            crate::identity::issue(authority, node, out)?;
+            println!(
+                "wrote node {node}'s identity to {}; copy it to node {node}'s host only and \
+                 give that member --identity {}",
+                out.display(),
+                out.display()
+            );
+        }
+        _ => return Err("give a key FILE, or --authority DIR [--node N --out DIR]".to_owned()),
+    }
     Ok(())
 }
 

@@ -13,6 +13,7 @@
 pub mod bench_protocol;
 pub mod clocks;
 pub mod cluster;
+pub mod identity;
 pub mod keygen;
 pub mod members;
 pub mod report;

@@ -76,6 +76,11 @@ pub(crate) struct MemberArgs {
     /// (`rdmc keygen FILE` makes one). Required: there is no default key.
     #[arg(long, value_name = "F")]
     key_file: Option<PathBuf>,
+    /// This member's identity (a directory made by `rdmc keygen --node`):
+    /// every member then proves which member it is with its certificate,
+    /// besides holding the key. Give every member its own, or none.
+    #[arg(long, value_name = "DIR")]
+    identity: Option<PathBuf>,
     /// Worker threads of the member's tokio runtime, or 0 (the default):
     /// one thread runs everything (reading, the protocol, writing and the
     /// application), so a block is read, handled and forwarded without
@@ -254,6 +259,7 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
         &args.ofi_provider,
     )?;
     cluster.report.json = args.json;
+    cluster.set_identity(args.identity.as_deref())?;
     if args.linger != 0.0 {
         rdmc_cli::cluster::seconds(args.linger, "--linger")?;
     }

@@ -41,6 +41,11 @@ pub(crate) struct ClusterArgs {
     /// makes one). Required: rdmc has no default key.
     #[arg(long, value_name = "F")]
     key_file: Option<PathBuf>,
+    /// This member's identity (a directory made by `rdmc keygen --node`):
+    /// every member then proves which member it is with its certificate,
+    /// besides holding the key. Give every member its own, or none.
+    #[arg(long, value_name = "DIR")]
+    identity: Option<PathBuf>,
     /// Transport between the members: `tcp`, `ofi` (libfabric) or `rdma`;
     /// `ofi` and `rdma` need a build with the feature of the same name.
     #[arg(long, value_enum, default_value_t = Transport::Tcp)]
@@ -200,6 +205,7 @@ fn prepare_cluster(args: &ClusterArgs, want: (Want, &str)) -> Result<ClusterSetu
         &args.ofi_provider,
     )?;
     cluster.report.json = args.json;
+    cluster.set_identity(args.identity.as_deref())?;
     Ok(cluster)
 }
 

@@ -42,6 +42,20 @@ macro_rules! cluster_builders {
                 self
             }
 
+            /// Prove which node this is, and ask every peer which it is,
+            /// with per-node certificates: each connection's handshake
+            /// starts with TLS 1.3 in which both ends present a
+            /// certificate the cluster's authority issued for their node id
+            /// (see [`NodeIdentity`]($crate::NodeIdentity)); its frame keys
+            /// come from the TLS session. Every member must be configured
+            /// with an identity (a member without one cannot connect to one
+            /// with one). The configuration's check refuses an identity
+            /// whose certificate names another node.
+            pub fn with_identity(mut self, identity: $crate::NodeIdentity) -> Self {
+                self.cluster.identity = Some(identity);
+                self
+            }
+
             $(#[$failure_timeout_doc])*
             pub fn with_failure_timeout(mut self, timeout: std::time::Duration) -> Self {
                 self.cluster.failure_timeout = timeout;

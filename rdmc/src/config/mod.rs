@@ -22,5 +22,6 @@ pub use self::rdma::RdmaConfig;
 pub use self::tcp::{EarlyAnnounce, TcpConfig};
 pub use crate::transport::frame::protect::WireSecurity;
 pub use crate::transport::mesh::{
-    ClusterConfigError, ClusterKey, ClusterKeyError, MAX_KEY_FILE_LEN, MAX_TIMEOUT,
+    ClusterConfigError, ClusterKey, ClusterKeyError, IdentityError, MAX_IDENTITY_FILE_LEN,
+    MAX_KEY_FILE_LEN, MAX_TIMEOUT, NodeIdentity,
 };

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::handshake;
+use super::identity::{IdentityError, NodeIdentity};
 use super::key::ClusterKey;
 use crate::ids::NodeId;
 
@@ -46,6 +47,8 @@ pub(crate) struct ClusterConfig {
     /// This run of the node: a restarted node's is higher than its last
     /// run's (the `tcp` transport lets a restarted member back in by it).
     pub(crate) incarnation: u64,
+    /// This node's certificate, when nodes prove which node they are.
+    pub(crate) identity: Option<NodeIdentity>,
 }
 
 impl ClusterConfig {
@@ -60,6 +63,7 @@ impl ClusterConfig {
             handshake_timeout: handshake::DEFAULT_TIMEOUT,
             failure_timeout: DEFAULT_FAILURE_TIMEOUT,
             incarnation: fresh_incarnation(),
+            identity: None,
         }
     }
 
@@ -97,6 +101,11 @@ impl ClusterConfig {
             ("failure timeout", self.failure_timeout),
         ] {
             check_limit(what, value)?;
+        }
+        if let Some(identity) = &self.identity {
+            identity
+                .check_names(self.id)
+                .map_err(ClusterConfigError::Identity)?;
         }
         Ok(())
     }
@@ -160,6 +169,10 @@ pub enum ClusterConfigError {
         /// Which limit, for example `failure timeout`.
         what: &'static str,
     },
+    /// This node's identity ([`NodeIdentity`]) is not this node's: its
+    /// certificate names another.
+    #[error("the node identity does not fit: {0}")]
+    Identity(IdentityError),
     /// A time limit is longer than [`MAX_TIMEOUT`].
     #[error("the {what} of {value:?} is longer than the most accepted, {MAX_TIMEOUT:?}")]
     TimeoutTooLong {

@@ -39,9 +39,16 @@
 //!   `WireSecurity::None`, and on the `ofi` rendezvous connection (which
 //!   only swaps fabric addresses), an attacker on the path who relays a
 //!   genuine handshake can inject or alter what follows.
-//! - **one key for the whole cluster**: any key holder can claim any member
-//!   id; the key authenticates membership of the cluster, not a particular
-//!   rank.
+//! - **one key for the whole cluster**, unless nodes have identities: any
+//!   key holder can claim any member id; the key authenticates membership
+//!   of the cluster, not a particular rank. With a [`NodeIdentity`] per
+//!   node, the exchange below runs inside TLS 1.3 (rustls) in which both
+//!   ends present a certificate of the cluster's authority: the dialling
+//!   end checks that the acceptor's names the node it dialled, the
+//!   accepting end that the initiator's names the node its hello claims,
+//!   and the session key and the frame keys' secret are exported from the
+//!   TLS session (bound to both hellos), so that only the two certified
+//!   ends know them. The connection then leaves TLS ([`tls`]).
 //! - the cluster digest is sent in the clear (it is a hash of the member
 //!   list, not a secret).
 //!
@@ -96,6 +103,7 @@ use hmac::{KeyInit, Mac};
 use rand::Rng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
+use super::identity::NodeIdentity;
 use super::key::{ClusterDigest, ClusterKey, HmacSha256};
 use crate::ids::NodeId;
 
@@ -103,6 +111,9 @@ use crate::ids::NodeId;
 mod fuzz_tests;
 #[cfg(test)]
 mod tests;
+mod tls;
+#[cfg(test)]
+mod tls_tests;
 
 /// The protocol magic that opens every hello.
 pub(crate) const MAGIC: [u8; 8] = *b"RDMC-HS\0";
@@ -216,6 +227,19 @@ pub(crate) enum HandshakeError {
     /// The peer's proof is wrong: it does not hold the cluster key.
     #[error("peer failed to prove it holds the cluster key")]
     BadProof,
+    /// With per-node identities: the TLS handshake failed (a certificate
+    /// the cluster's authority did not issue, a refusal by the peer).
+    #[error("TLS handshake failed: {0}")]
+    Tls(String),
+    /// With per-node identities: the peer's certificate does not name the
+    /// node it claims to be (or, dialling, the node dialled).
+    #[error("peer claims to be node {claimed}, but its certificate is for {presented}")]
+    NotCertified {
+        /// The node claimed (or dialled).
+        claimed: u32,
+        /// The names its certificate carries.
+        presented: String,
+    },
     /// This end does not let the peer's run in (see [`Vet`]).
     #[error("refused: {0}")]
     Refused(String),
@@ -359,6 +383,13 @@ where
     Ok(proof)
 }
 
+/// What the hellos and proofs established: the peer, and the two hellos
+/// (the initiator's first) that a TLS session's keys are bound to.
+struct Exchanged {
+    done: Authenticated,
+    hellos: Option<([u8; HELLO_LEN], [u8; HELLO_LEN])>,
+}
+
 /// One member's side of the handshake: its key, identity and view of the
 /// cluster. Share it (in an `Arc`) among the tasks that handle connections.
 pub(crate) struct Handshake {
@@ -376,6 +407,8 @@ pub(crate) struct Handshake {
     incarnation: u64,
     /// Whether a peer's run may connect at all.
     vet: Option<Vet>,
+    /// This node's certificate, when nodes prove which node they are.
+    identity: Option<NodeIdentity>,
 }
 
 /// Whether a peer's run (its id and incarnation, from its hello) may
@@ -404,6 +437,10 @@ pub(crate) struct Authenticated {
     /// The connection's session key.
     #[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
     pub(crate) key: SessionKey,
+    /// With per-node identities: the secret the connection's frame keys
+    /// are derived from, exported from its TLS session (without: the
+    /// cluster key).
+    pub(crate) link_secret: Option<[u8; 32]>,
 }
 
 impl Handshake {
@@ -426,7 +463,15 @@ impl Handshake {
             timeout: DEFAULT_TIMEOUT,
             incarnation: 0,
             vet: None,
+            identity: None,
         }
+    }
+
+    /// The same, proving this node's identity with `identity` (TLS 1.3
+    /// with certificates first) and asking the peer's.
+    pub(crate) fn with_identity(mut self, identity: Option<NodeIdentity>) -> Self {
+        self.identity = identity;
+        self
     }
 
     /// The same, asking `vet` whether each peer's run may connect.
@@ -488,6 +533,29 @@ impl Handshake {
         S: AsyncRead + AsyncWrite + Unpin,
     {
         self.timed(async {
+            let Some(identity) = &self.identity else {
+                return self.initiate_exchange(stream, expected_peer).await;
+            };
+            let mut tls = tls::connect(identity, stream, expected_peer).await?;
+            let mut auth = self.initiate_exchange(&mut tls, expected_peer).await?;
+            let hellos = auth.hellos.take().expect("set by the exchange");
+            tls::bind(&mut auth.done, tls.get_ref().1, (&hellos.0, &hellos.1))?;
+            Ok(auth)
+        })
+        .await
+        .map(|auth| auth.done)
+    }
+
+    /// The dialling side's hellos and proofs over `stream`.
+    async fn initiate_exchange<S>(
+        &self,
+        stream: &mut S,
+        expected_peer: NodeId,
+    ) -> Result<Exchanged, HandshakeError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        {
             let me = (self.me, self.incarnation);
             let ours = Hello::new(Role::Initiator, me, expected_peer, self.digest).encode();
             send(stream, &ours).await?;
@@ -509,13 +577,16 @@ impl Handshake {
             send(stream, &proof).await?;
             let their_proof = read_proof(stream).await?;
             self.verify(Role::Acceptor, &ours, &theirs_bytes, &their_proof)?;
-            Ok(Authenticated {
-                peer: expected_peer,
-                incarnation: theirs.incarnation,
-                key: self.session(&ours, &theirs_bytes),
+            Ok(Exchanged {
+                done: Authenticated {
+                    peer: expected_peer,
+                    incarnation: theirs.incarnation,
+                    key: self.session(&ours, &theirs_bytes),
+                    link_secret: None,
+                },
+                hellos: Some((ours, theirs_bytes)),
             })
-        })
-        .await
+        }
     }
 
     /// [`Handshake::accept_keyed`] without the session key.
@@ -539,6 +610,30 @@ impl Handshake {
         S: AsyncRead + AsyncWrite + Unpin,
     {
         self.timed(async {
+            let Some(identity) = &self.identity else {
+                return self.accept_exchange(stream, None).await;
+            };
+            let (mut tls, certificate) = tls::accept(identity, stream).await?;
+            let mut auth = self.accept_exchange(&mut tls, Some(&certificate)).await?;
+            let hellos = auth.hellos.take().expect("set by the exchange");
+            tls::bind(&mut auth.done, tls.get_ref().1, (&hellos.0, &hellos.1))?;
+            Ok(auth)
+        })
+        .await
+        .map(|auth| auth.done)
+    }
+
+    /// The listening side's hellos and proofs over `stream`; the peer must
+    /// be the node `certificate` names, if there is one.
+    async fn accept_exchange<S>(
+        &self,
+        stream: &mut S,
+        certificate: Option<&rustls::pki_types::CertificateDer<'static>>,
+    ) -> Result<Exchanged, HandshakeError>
+    where
+        S: AsyncRead + AsyncWrite + Unpin,
+    {
+        {
             let (theirs, theirs_bytes) = read_hello(stream).await?;
             if theirs.role != Role::Initiator as u8 {
                 return Err(HandshakeError::WrongRole(theirs.role));
@@ -553,6 +648,9 @@ impl Handshake {
             if peer == self.me {
                 return Err(HandshakeError::ImpersonatesUs(self.me));
             }
+            if let Some(certificate) = certificate {
+                tls::check_certified(certificate, theirs.from)?;
+            }
             self.check_addressed_to_me(&theirs)?;
             self.vet(peer, theirs.incarnation)?;
 
@@ -564,13 +662,16 @@ impl Handshake {
             self.verify(Role::Initiator, &theirs_bytes, &ours, &their_proof)?;
             let proof = self.proof(Role::Acceptor, &theirs_bytes, &ours);
             send(stream, &proof).await?;
-            Ok(Authenticated {
-                peer,
-                incarnation: theirs.incarnation,
-                key: self.session(&theirs_bytes, &ours),
+            Ok(Exchanged {
+                done: Authenticated {
+                    peer,
+                    incarnation: theirs.incarnation,
+                    key: self.session(&theirs_bytes, &ours),
+                    link_secret: None,
+                },
+                hellos: Some((theirs_bytes, ours)),
             })
-        })
-        .await
+        }
     }
 
     /// Runs `handshake` under the timeout.

@@ -32,6 +32,7 @@ mod confirm_tests;
 pub(crate) mod connect;
 mod formation;
 pub(crate) mod handshake;
+mod identity;
 mod key;
 #[cfg(test)]
 mod tests;
@@ -54,6 +55,7 @@ use self::connect::Refusals;
 use self::connect::{FIRST_HELLO_TIMEOUT, MAX_PENDING_HANDSHAKES, REFUSAL_WARNING_INTERVAL};
 use self::formation::Direction;
 use self::handshake::{Handshake, SessionKey};
+pub use self::identity::{IdentityError, MAX_IDENTITY_FILE_LEN, NodeIdentity};
 pub(crate) use self::key::ClusterDigest;
 pub use self::key::{ClusterKey, ClusterKeyError, MAX_KEY_FILE_LEN};
 use crate::ids::NodeId;
@@ -301,6 +303,7 @@ pub(crate) async fn bring_up(
         handshake_timeout,
         failure_timeout,
         incarnation,
+        identity,
     } = cluster;
     let listener = match listener {
         Some(l) => l
@@ -313,7 +316,8 @@ pub(crate) async fn bring_up(
     let digest = ClusterDigest::of_members(&entries);
     let handshake = Handshake::new(key, digest, id, members.len())
         .with_timeout(handshake_timeout)
-        .with_incarnation(incarnation);
+        .with_incarnation(incarnation)
+        .with_identity(identity);
     establish(MeshConfig {
         me: id,
         members,

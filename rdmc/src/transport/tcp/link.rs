@@ -80,6 +80,20 @@ pub(crate) struct LinkSecurity {
     pub(crate) timeout: Duration,
 }
 
+impl LinkSecurity {
+    /// The security of one connection: its frame keys come from
+    /// `link_secret` (exported from its TLS session, with per-node
+    /// identities) instead of the cluster key when there is one.
+    pub(crate) fn for_connection(&self, link_secret: Option<[u8; 32]>) -> Self {
+        let mut security = self.clone();
+        if let Some(secret) = link_secret {
+            security.key =
+                ClusterKey::from_bytes(secret.to_vec()).expect("32 bytes is long enough");
+        }
+        security
+    }
+}
+
 /// What the writer sends.
 #[derive(Debug)]
 pub(crate) enum Outgoing {

@@ -188,6 +188,7 @@ impl PeerSet {
         )
         .with_timeout(cluster.handshake_timeout)
         .with_incarnation(cluster.incarnation)
+        .with_identity(cluster.identity)
         .with_vet(vet);
         let stop = CancellationToken::new();
         let shared = Arc::new(Shared {
@@ -339,7 +340,7 @@ impl Shared {
             lowat,
             self.completions.clone(),
             setup.config,
-            setup.security.clone(),
+            setup.security.for_connection(peer.link_secret),
         );
         let ended = link.ended();
         if let Some(starting) = table.starting.as_mut() {
