@@ -166,7 +166,7 @@ async fn killed_mid_way_every_surviving_replica_holds_every_acknowledged_write(
     // Closing: the groups without the killed node close cleanly; the
     // others report its failure.
     for (group, outcome) in store.shutdown().await {
-        let members = store::members_of(group.0 as usize, NODES);
+        let members = store::members_of(group.0 as usize % NODES, NODES);
         match outcome {
             Ok(()) => assert!(!members.contains(&KILLED), "group {group} closed Ok"),
             Err(e) => assert!(
@@ -188,6 +188,95 @@ async fn mem_killed_mid_way_every_surviving_replica_holds_every_acknowledged_wri
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tcp_killed_mid_way_every_surviving_replica_holds_every_acknowledged_write() {
     let run = killed_mid_way_every_surviving_replica_holds_every_acknowledged_write(Transport::Tcp);
+    tokio::time::timeout(LIMIT, run)
+        .await
+        .expect("within the limit");
+}
+
+/// Put objects `ids`, `CONCURRENCY` at a time: each put's id and outcome.
+async fn put_all(
+    store: &BlobStore,
+    ids: std::ops::Range<u64>,
+) -> Vec<(u64, Result<BlobRef, StoreError>)> {
+    futures::stream::iter(ids)
+        .map(|id| {
+            let put = store.put(id, object(id));
+            async move { (id, put.await) }
+        })
+        .buffer_unordered(CONCURRENCY)
+        .collect()
+        .await
+}
+
+/// On `tcp`, a replica is taken down and started again while the others run
+/// on: writes to its groups fail naming it while it is down; once it is
+/// back, its groups form again, the failed writes are retried and new
+/// ones made, and every acknowledged write is, byte for byte, on all three
+/// of its replicas — the restarted one included — and every group closes
+/// cleanly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tcp_a_restarted_replica_rejoins_its_groups_and_every_write_is_on_every_replica() {
+    let run = async {
+        let scratch = ScratchDir::new("blob-store-test-restart");
+        let store = BlobStore::start(Transport::Tcp, NODES, &scratch)
+            .await
+            .expect("the store starts");
+        let mut stored: Vec<BlobRef> = Vec::new();
+        for (id, put) in put_all(&store, 0..30).await {
+            stored.push(put.unwrap_or_else(|e| panic!("put {id}: {e}")));
+        }
+        store.kill(KILLED).await;
+        let mut failed = Vec::new();
+        for (id, put) in put_all(&store, 30..60).await {
+            let with_killed = store.replicas_of(id).contains(&KILLED);
+            match put {
+                Ok(blob) => {
+                    assert!(!with_killed, "put {id} acknowledged without node {KILLED}");
+                    stored.push(blob);
+                }
+                Err(StoreError::Replication(e)) if with_killed && names(&e, KILLED) => {
+                    failed.push(id);
+                }
+                Err(e) => panic!("put {id}: {e}"),
+            }
+        }
+        assert!(
+            !failed.is_empty(),
+            "some writes failed while node {KILLED} was down"
+        );
+        let before = store.group_of(KILLED.0 as u64);
+        store.restart(KILLED).await.expect("the node restarts");
+        assert_ne!(
+            store.group_of(KILLED.0 as u64),
+            before,
+            "its groups formed again"
+        );
+        for &id in &failed {
+            let blob = store.put(id, object(id)).await;
+            stored.push(blob.unwrap_or_else(|e| panic!("retried put {id}: {e}")));
+        }
+        for (id, put) in put_all(&store, 60..OBJECTS).await {
+            stored.push(put.unwrap_or_else(|e| panic!("put {id} after the restart: {e}")));
+        }
+        assert_eq!(stored.len(), OBJECTS as usize);
+        for blob in &stored {
+            let expected = object(blob.id);
+            for &node in &blob.replicas {
+                let path = store::replica_file(&scratch, node, blob.group, blob.seq);
+                let held = std::fs::read(&path)
+                    .unwrap_or_else(|e| panic!("object {} on node {node}: {e}", blob.id));
+                assert!(
+                    held == expected[..],
+                    "object {} on node {node} differs",
+                    blob.id
+                );
+            }
+            assert_eq!(store.get(blob).await.expect("a get"), expected);
+        }
+        for (group, outcome) in store.shutdown().await {
+            assert!(outcome.is_ok(), "group {group}: {outcome:?}");
+        }
+    };
     tokio::time::timeout(LIMIT, run)
         .await
         .expect("within the limit");

@@ -7,6 +7,7 @@
 //! cargo run --example blob_store                  # 6 in-process nodes
 //! cargo run --example blob_store -- --tcp         # 6 tcp nodes on loopback
 //! cargo run --example blob_store -- --nodes 8 --objects 200 --kill 3
+//! cargo run --example blob_store -- --tcp --restart  # the killed node comes back
 //! ```
 //!
 //! The store itself is in `store.rs`; its test (`rdmc/tests/blob_store.rs`)
@@ -28,6 +29,7 @@ struct Options {
     nodes: usize,
     objects: u64,
     kill: Option<u32>,
+    restart: bool,
 }
 
 fn options() -> Result<Options, String> {
@@ -36,6 +38,7 @@ fn options() -> Result<Options, String> {
         nodes: 6,
         objects: 60,
         kill: Some(1),
+        restart: false,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -50,10 +53,11 @@ fn options() -> Result<Options, String> {
             "--objects" => options.objects = value("a number of objects")?,
             "--kill" => options.kill = Some(value("a node id")? as u32),
             "--no-kill" => options.kill = None,
+            "--restart" => options.restart = true,
             other => {
                 return Err(format!(
                     "unknown option {other:?}; options: --tcp, --nodes N, --objects N, \
-                     --kill NODE, --no-kill"
+                     --kill NODE, --no-kill, --restart (with --tcp)"
                 ));
             }
         }
@@ -104,12 +108,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         store.kill(NodeId(node)).await;
         println!("node {node} is down");
     }
-    let mut failed = 0;
+    let mut failed = Vec::new();
     for (id, put) in put_all(&store, half..options.objects).await {
         match put {
             Ok(blob) => stored.push(blob),
             Err(e) => {
-                failed += 1;
+                failed.push(id);
                 println!(
                     "put {id} (replicas {:?}) failed: {e}",
                     store.replicas_of(id)
@@ -117,7 +121,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
             }
         }
     }
-    println!("second half: {failed} puts failed");
+    println!("second half: {} puts failed", failed.len());
+
+    // The node comes back: its groups form again, and the failed puts are
+    // retried.
+    if let (Some(node), true) = (options.kill, options.restart) {
+        store.restart(NodeId(node)).await?;
+        println!("node {node} is back; retrying {} puts", failed.len());
+        for id in failed {
+            stored.push(store.put(id, object(id)).await?);
+        }
+    }
 
     // Read every acknowledged object back from a replica that is up.
     futures::stream::iter(&stored)

@@ -22,6 +22,13 @@
 //!   `mem` transport; a node leaving on `tcp`). Every group it belongs to
 //!   fails, naming it: writes to those groups fail from then on; the other
 //!   groups carry on.
+//! - **Restarts** (`tcp`): [`BlobStore::restart`] starts a killed node again
+//!   at its address, in a new incarnation; the other nodes let it back in
+//!   without restarting, and the three groups it belongs to are formed
+//!   again under new ids (group `r`'s `k`-th form has id `r + k·N`, so
+//!   `id mod N` is still its root). Writes to them succeed again: an
+//!   application retries the writes that failed while the node was down,
+//!   and every object is on its three replicas once more.
 
 use std::future::Future;
 use std::net::{SocketAddr, TcpListener};
@@ -95,6 +102,11 @@ struct Root {
 pub struct BlobStore {
     dir: PathBuf,
     mem: Option<MemCluster>,
+    /// On `tcp`: the nodes' addresses and the cluster key, to restart a
+    /// node with.
+    tcp: Option<(Vec<SocketAddr>, ClusterKey)>,
+    /// Per group (= root node): the id of its current form.
+    ids: Mutex<Vec<GroupId>>,
     /// The nodes; `None` once killed.
     nodes: Mutex<Vec<Option<Node>>>,
     /// Root handles, indexed by group (= root node); `None` once its root
@@ -140,46 +152,107 @@ impl BlobStore {
                 format!("a store of {REPLICAS} replicas needs at least {REPLICAS} nodes").into(),
             );
         }
-        let (nodes, mem) = start_nodes(transport, n).await?;
+        let (nodes, mem, tcp) = start_nodes(transport, n).await?;
         for id in 0..n {
             std::fs::create_dir_all(replica_dir(dir, NodeId(id as u32)))?;
         }
 
-        // Every member of every group creates it; all groups at once.
-        let node_refs = &nodes;
-        let creates = (0..n).map(|root| async move {
-            let members = members_of(root, n);
-            let joins = members.map(|node| {
-                let config =
-                    GroupConfig::new().with_receive_targets(files_in(replica_dir(dir, node)));
-                node_refs[node.index()].create_group(GroupId(root as u64), &members, config)
-            });
-            futures::future::try_join_all(joins).await
-        });
-        let groups = futures::future::try_join_all(creates).await?;
+        let store = BlobStore {
+            dir: dir.to_path_buf(),
+            mem,
+            tcp,
+            ids: Mutex::new((0..n as u64).map(GroupId).collect()),
+            nodes: Mutex::new(nodes.into_iter().map(Some).collect()),
+            roots: (0..n).map(|_| Mutex::new(None)).collect(),
+            replicas: Mutex::new((0..n).map(|_| Vec::new()).collect()),
+        };
+        // All groups at once.
+        let roots: Vec<usize> = (0..n).collect();
+        store.form(&roots).await?;
+        Ok(store)
+    }
 
-        let mut roots = Vec::with_capacity(n);
-        let mut replicas: Vec<Vec<_>> = (0..n).map(|_| Vec::new()).collect();
-        // Group `r`'s handles, its root's first: group `r` is rooted at node `r`.
+    /// Form the groups rooted at `roots` under their current ids: every
+    /// member creates each, the root's sender replaces the old form's and
+    /// each replica starts reading.
+    async fn form(&self, roots: &[usize]) -> Result<(), rdmc::Error> {
+        let n = self.len();
+        let ids = lock(&self.ids).clone();
+        let creates = {
+            let nodes = lock(&self.nodes);
+            roots
+                .iter()
+                .map(|&root| {
+                    let members = members_of(root, n);
+                    let joins = members
+                        .iter()
+                        .map(|&node| {
+                            let handle = nodes[node.index()]
+                                .as_ref()
+                                .ok_or(rdmc::Error::NodeShutDown(node))?;
+                            let files = files_in(replica_dir(&self.dir, node));
+                            let config = GroupConfig::new().with_receive_targets(files);
+                            Ok(handle.create_group(ids[root], &members, config))
+                        })
+                        .collect::<Result<Vec<_>, rdmc::Error>>()?;
+                    Ok(futures::future::try_join_all(joins))
+                })
+                .collect::<Result<Vec<_>, rdmc::Error>>()?
+        };
+        let groups = futures::future::try_join_all(creates).await?;
         for group in groups.into_iter().flatten() {
             match group {
-                Group::Root(sender) => roots.push(Mutex::new(Some(Root {
-                    sender,
-                    next_seq: 0,
-                }))),
+                Group::Root(sender) => {
+                    let root = sender.members()[0].index();
+                    *lock(&self.roots[root]) = Some(Root {
+                        sender,
+                        next_seq: 0,
+                    });
+                }
                 Group::Receiver(receiver) => {
                     let node = receiver.members()[receiver.rank()];
-                    replicas[node.index()].push(tokio::spawn(keep_replicas(receiver)));
+                    lock(&self.replicas)[node.index()].push(tokio::spawn(keep_replicas(receiver)));
                 }
             }
         }
-        Ok(BlobStore {
-            dir: dir.to_path_buf(),
-            mem,
-            nodes: Mutex::new(nodes.into_iter().map(Some).collect()),
-            roots,
-            replicas: Mutex::new(replicas),
-        })
+        Ok(())
+    }
+
+    /// Start `node`, killed before, again (on `tcp`: at its address, in a
+    /// new incarnation; the other nodes let it back in and go on), and form
+    /// the three groups it belongs to again, under new ids. Its replicas
+    /// of the writes acknowledged before it went down are still in its
+    /// directory; writes that failed while it was down are for the
+    /// application to retry.
+    ///
+    /// # Errors
+    /// On `mem` (a crashed in-process node cannot come back), or if the
+    /// node cannot start or the groups cannot form.
+    pub async fn restart(
+        &self,
+        node: NodeId,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        let Some((addresses, key)) = &self.tcp else {
+            return Err("only the tcp store restarts nodes".into());
+        };
+        if self.is_up(node) {
+            return Err(format!("node {node} is up").into());
+        }
+        // The address is free again once the old node shut down.
+        let listener = TcpListener::bind(addresses[node.index()])?;
+        let config = TcpConfig::new(addresses.clone(), node, key.clone()).with_listener(listener);
+        let started = Node::tcp(config, NodeConfig::new()).await?;
+        lock(&self.nodes)[node.index()] = Some(started);
+        let n = self.len();
+        let roots: Vec<usize> = (0..REPLICAS).map(|k| (node.index() + n - k) % n).collect();
+        {
+            let mut ids = lock(&self.ids);
+            for &root in &roots {
+                ids[root] = GroupId(ids[root].0 + n as u64);
+            }
+        }
+        self.form(&roots).await?;
+        Ok(())
     }
 
     /// How many nodes the store has.
@@ -187,14 +260,15 @@ impl BlobStore {
         self.roots.len()
     }
 
-    /// The group (and so the root) that writes object `id`.
+    /// The group (and so the root) that writes object `id`: the current
+    /// form of the group rooted at node `id mod N`.
     pub fn group_of(&self, id: u64) -> GroupId {
-        GroupId(id % self.len() as u64)
+        lock(&self.ids)[(id % self.len() as u64) as usize]
     }
 
     /// The replicas of object `id`, the root first.
     pub fn replicas_of(&self, id: u64) -> [NodeId; REPLICAS] {
-        members_of(self.group_of(id).0 as usize, self.len())
+        members_of((id % self.len() as u64) as usize, self.len())
     }
 
     /// Whether `node` is up.
@@ -228,7 +302,7 @@ impl BlobStore {
         let len = data.len() as u64;
         // Queue the message at once and number it under the same lock, so
         // concurrent puts agree with the group.
-        let queued = match lock(&self.roots[group.0 as usize]).as_mut() {
+        let queued = match lock(&self.roots[replicas[0].index()]).as_mut() {
             Some(root) => root.sender.try_send(data.clone()).map(|receipt| {
                 let seq = root.next_seq;
                 root.next_seq += 1;
@@ -306,14 +380,19 @@ impl BlobStore {
     /// its close ended: `Ok` once every replica holds every message, or
     /// the group's failure (a group with a killed member).
     pub async fn shutdown(self) -> Vec<(GroupId, Result<(), rdmc::Error>)> {
+        let ids = into_inner(self.ids);
         let mut roots: Vec<_> = self.roots.into_iter().map(into_inner).collect();
-        let closes = roots.iter_mut().enumerate().map(|(g, root)| async move {
-            let outcome = match root {
-                Some(root) => root.sender.close().await,
-                None => Err(rdmc::Error::NodeShutDown(NodeId(g as u32))),
-            };
-            (GroupId(g as u64), outcome)
-        });
+        let closes = roots
+            .iter_mut()
+            .zip(ids)
+            .enumerate()
+            .map(|(g, (root, id))| async move {
+                let outcome = match root {
+                    Some(root) => root.sender.close().await,
+                    None => Err(rdmc::Error::NodeShutDown(NodeId(g as u32))),
+                };
+                (id, outcome)
+            });
         let outcomes = futures::future::join_all(closes).await;
         for reader in into_inner(self.replicas).into_iter().flatten() {
             let _ = reader.await;
@@ -351,17 +430,24 @@ fn files_in(dir: PathBuf) -> ReceiveTargets {
     })
 }
 
-/// Start `n` nodes on `transport`; on `mem`, also the cluster (to kill
-/// nodes with).
+/// What [`start_nodes`] starts: the nodes, and on `mem` the cluster (to
+/// kill nodes with), on `tcp` the addresses and key (to restart them with).
+type Started = (
+    Vec<Node>,
+    Option<MemCluster>,
+    Option<(Vec<SocketAddr>, ClusterKey)>,
+);
+
+/// Start `n` nodes on `transport`.
 async fn start_nodes(
     transport: Transport,
     n: usize,
-) -> Result<(Vec<Node>, Option<MemCluster>), Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<Started, Box<dyn std::error::Error + Send + Sync>> {
     match transport {
         Transport::Mem => {
             let cluster = MemCluster::new(n);
             let nodes = Node::in_memory_all(&cluster, NodeConfig::new())?;
-            Ok((nodes, Some(cluster)))
+            Ok((nodes, Some(cluster), None))
         }
         Transport::Tcp => {
             // Bind every port first, so the member list is known up front.
@@ -378,7 +464,8 @@ async fn start_nodes(
                     .with_listener(listener);
                 Node::tcp(config, NodeConfig::new())
             });
-            Ok((futures::future::try_join_all(starts).await?, None))
+            let nodes = futures::future::try_join_all(starts).await?;
+            Ok((nodes, None, Some((addresses, key))))
         }
     }
 }
