@@ -273,6 +273,20 @@ fn logs_to_a_pipe_have_no_escape_codes() {
     let logs = String::from_utf8_lossy(&output.stderr);
     assert!(logs.contains("INFO"), "info lines were logged: {logs}");
     assert!(!logs.contains('\x1b'), "an escape code in: {logs:?}");
+    // One line per member at the group's creation says what it runs.
+    let created: Vec<&str> = logs.lines().filter(|l| l.contains("group created")).collect();
+    assert_eq!(created.len(), 3, "{logs}");
+    for line in created {
+        for field in [
+            "members=0,1,2",
+            "algorithm=",
+            "block_size=",
+            "transport=tcp, authenticated frames",
+            "completion=",
+        ] {
+            assert!(line.contains(field), "{field} in {line}");
+        }
+    }
 }
 
 #[cfg(feature = "ofi")]

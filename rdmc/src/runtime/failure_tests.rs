@@ -49,6 +49,10 @@ struct Scripted {
 }
 
 impl Transport for Scripted {
+    fn describe(&self) -> String {
+        "scripted".to_owned()
+    }
+
     fn post_recv(&mut self, _: GroupId, _: NodeId, region: RecvRegion) {
         self.posted.lock().unwrap().push(region);
     }

@@ -210,6 +210,10 @@ impl MemEndpoint {
 }
 
 impl Transport for MemEndpoint {
+    fn describe(&self) -> String {
+        "mem".to_owned()
+    }
+
     fn alloc_buffer(&mut self, len: usize) -> Result<Arc<MessageBuffer>, super::AllocError> {
         self.pool.try_alloc(len)
     }

@@ -196,6 +196,10 @@ pub(crate) trait Transport: Send + 'static {
     fn digest_by_default(&self) -> bool {
         false
     }
+    /// What this transport is and how it protects its traffic, for the
+    /// info line of each group's creation (for example `tcp, authenticated
+    /// frames`).
+    fn describe(&self) -> String;
     /// Whether a send completes only once its bytes have left this node
     /// (RDMA's semantics), rather than once the transport buffered them
     /// (TCP's socket buffer): it decides how a receiver announces receives

@@ -59,7 +59,20 @@ impl<T: Transport> Actor<T> {
             nodes = members.len(),
             algorithm = %config.algorithm()
         );
-        span.in_scope(|| tracing::info!(digest = format_args!("{digest:032x}"), "group created"));
+        span.in_scope(|| {
+            let ids: Vec<String> = members.iter().map(|m| m.0.to_string()).collect();
+            tracing::info!(
+                group = id.0,
+                rank,
+                members = %ids.join(","),
+                algorithm = %config.algorithm(),
+                block_size = ?config.block_size_policy(),
+                transport = %self.transport.describe(),
+                completion = ?self.mode,
+                digest = format_args!("{digest:032x}"),
+                "group created"
+            );
+        });
         let (tx, rx) = mpsc::unbounded_channel();
         let in_flight = std::sync::Arc::new(InFlight::new(id, config.max_in_flight()));
         // A member known to be down fails the group at once. The member's

@@ -60,6 +60,8 @@ pub(crate) struct DrivenEndpoint<X = Infallible> {
     /// Whether a send completes once the provider buffered it (a
     /// socket-based libfabric provider) rather than once delivered.
     buffered_sends: bool,
+    /// What [`Transport::describe`] says.
+    description: String,
 }
 
 impl<X> DrivenEndpoint<X> {
@@ -79,6 +81,16 @@ impl<X> DrivenEndpoint<X> {
             task: Some(task),
             pool,
             buffered_sends: false,
+            description: String::new(),
+        }
+    }
+
+    /// The same, described as `description` (see [`Transport::describe`]).
+    #[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
+    pub(crate) fn with_description(self, description: String) -> Self {
+        DrivenEndpoint {
+            description,
+            ..self
         }
     }
 
@@ -105,6 +117,10 @@ impl<X> DrivenEndpoint<X> {
 }
 
 impl<X: Send + 'static> Transport for DrivenEndpoint<X> {
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+
     fn sends_complete_when_delivered(&self) -> bool {
         !self.buffered_sends
     }

@@ -678,7 +678,9 @@ fn start_driver(
         driver
     });
     // A socket provider completes a send once its socket took the bytes.
-    let endpoint = endpoint.with_buffered_sends(buffered_provider(&info.summary.provider));
+    let endpoint = endpoint
+        .with_buffered_sends(buffered_provider(&info.summary.provider))
+        .with_description(format!("ofi, provider {}", info.summary.provider));
     Ok((endpoint, completions))
 }
 

@@ -107,7 +107,13 @@ pub(crate) async fn establish(
     let device = Arc::new(device);
     let notifier = completion_notifier(&device)?;
     let span = tracing::debug_span!("rdmc_rdma", node = me.0);
-    Ok(fabric_driver::spawn(
+    let described = |(endpoint, completions): (RdmaEndpoint, Completions)| {
+        (
+            endpoint.with_description("rdma verbs".to_owned()),
+            completions,
+        )
+    };
+    Ok(described(fabric_driver::spawn(
         &driver,
         span,
         |commands, completions| {
@@ -122,7 +128,7 @@ pub(crate) async fn establish(
             );
             Driver::new(core, device, notifier).with_links(link_closed, watchers)
         },
-    ))
+    )))
 }
 
 /// Open the device for a cluster of `nodes` members (`me` among them), with

@@ -53,6 +53,8 @@ pub(crate) struct TcpEndpoint {
     /// The early-announce threshold its links report blocks' progress at.
     early_announce: Option<u32>,
     pool: BufferPool,
+    /// What [`Transport::describe`] says.
+    description: String,
 }
 
 impl TcpEndpoint {
@@ -117,6 +119,14 @@ impl TcpEndpoint {
             early,
             congestion: congestion.map(str::to_owned),
         };
+        let description = format!(
+            "tcp, {} frames{}",
+            setup.security.mode.name(),
+            match cluster.identity {
+                Some(_) => ", per-node identities",
+                None => "",
+            }
+        );
         let started = Instant::now();
         // Validated: at most `MAX_TIMEOUT`, which the clock can add.
         let timeout = cluster.connect_timeout;
@@ -159,6 +169,7 @@ impl TcpEndpoint {
                 flush_timeout: link.failure_timeout,
                 early_announce: link.early_announce,
                 pool: BufferPool::new(pool_budget),
+                description,
             },
             queue,
         ))
@@ -174,6 +185,10 @@ impl TcpEndpoint {
 }
 
 impl Transport for TcpEndpoint {
+    fn describe(&self) -> String {
+        self.description.clone()
+    }
+
     /// A block's send completes once the socket took its last byte.
     fn sends_complete_when_delivered(&self) -> bool {
         false
