@@ -9,11 +9,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # The VM runs the host's binaries unchanged, so build them here first.
-cargo build --locked -p rdmc-cli --features ofi,rdma
+cargo build --locked -p rdmcast-cli --features ofi,rdma
 tests=$({
     cargo test --locked --features ofi,rdma --no-run --test whole_group --test ofi_resources \
         --test cli_member --message-format=json
-    cargo test --locked -p rdmc --features ofi,rdma --no-run --lib --message-format=json
+    cargo test --locked -p rdmcast --features ofi,rdma --no-run --lib --message-format=json
 } | python3 -c '
 import json, sys
 for line in sys.stdin:

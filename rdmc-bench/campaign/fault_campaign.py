@@ -703,7 +703,7 @@ def main():
         rdmc = os.path.join(here, "..", "..", "target", "debug", "rdmc")
     rdmc = os.path.abspath(rdmc)
     if not os.access(rdmc, os.X_OK):
-        log(f"no rdmc binary at {rdmc} (cargo build -p rdmc-cli, or --rdmc PATH)")
+        log(f"no rdmc binary at {rdmc} (cargo build -p rdmcast-cli, or --rdmc PATH)")
         return 2
 
     if args.replay:

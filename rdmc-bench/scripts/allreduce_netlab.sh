@@ -24,7 +24,7 @@ note() { echo "allreduce_netlab: $*" >&2; }
 [ $# -ge 6 ] || die "usage: allreduce_netlab.sh N RATE SIZE RUNS WARMUP OUT.jsonl [member options]"
 N=$1 RATE=$2 SIZE=$3 RUNS=$4 WARMUP=$5 OUT=$6
 shift 6
-[ -x "$RDMC" ] || die "no rdmc binary at $RDMC (cargo build --release -p rdmc-cli, or set RDMC)"
+[ -x "$RDMC" ] || die "no rdmc binary at $RDMC (cargo build --release -p rdmcast-cli, or set RDMC)"
 [ -x "$RDMC_BENCH" ] || die "no rdmc-bench binary at $RDMC_BENCH (cargo build --release -p rdmc-bench, or set RDMC_BENCH)"
 if [ -z "${NETLAB_HOSTS:-}" ]; then
     exec "$NETLAB" run "$N" "$RATE" -- "$0" "$N" "$RATE" "$SIZE" "$RUNS" "$WARMUP" "$OUT" "$@"

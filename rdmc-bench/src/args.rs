@@ -27,7 +27,7 @@ pub(crate) struct BenchArgs {
     pub(crate) scripts: PathBuf,
     /// The `rdmc` binary whose members the run measures (`rdmc member`,
     /// `rdmc simulate`); default: `$RDMC`, else the `rdmc` beside this
-    /// program (`cargo build --release -p rdmc-cli -p rdmc-bench` puts
+    /// program (`cargo build --release -p rdmcast-cli -p rdmc-bench` puts
     /// both in target/release).
     #[arg(long, value_name = "PATH")]
     pub(crate) rdmc: Option<PathBuf>,

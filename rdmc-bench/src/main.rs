@@ -118,7 +118,7 @@ fn bench(args: &BenchArgs) -> Result<(), String> {
     }
     if cfg!(debug_assertions) {
         eprintln!(
-            "rdmc-bench: warning: this is a debug build; measure with `cargo build --release -p rdmc-cli -p rdmc-bench` and target/release/rdmc-bench"
+            "rdmc-bench: warning: this is a debug build; measure with `cargo build --release -p rdmcast-cli -p rdmc-bench` and target/release/rdmc-bench"
         );
     }
     let netlab = args.scripts.join("netlab.sh");
@@ -156,7 +156,7 @@ fn rdmc_binary(args: &BenchArgs) -> Result<PathBuf, String> {
     };
     if !path.is_file() {
         return Err(format!(
-            "no rdmc binary at {} (cargo build --release -p rdmc-cli, or pass --rdmc PATH)",
+            "no rdmc binary at {} (cargo build --release -p rdmcast-cli, or pass --rdmc PATH)",
             path.display()
         ));
     }

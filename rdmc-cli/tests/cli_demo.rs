@@ -274,7 +274,10 @@ fn logs_to_a_pipe_have_no_escape_codes() {
     assert!(logs.contains("INFO"), "info lines were logged: {logs}");
     assert!(!logs.contains('\x1b'), "an escape code in: {logs:?}");
     // One line per member at the group's creation says what it runs.
-    let created: Vec<&str> = logs.lines().filter(|l| l.contains("group created")).collect();
+    let created: Vec<&str> = logs
+        .lines()
+        .filter(|l| l.contains("group created"))
+        .collect();
     assert_eq!(created.len(), 3, "{logs}");
     for line in created {
         for field in [

@@ -2,7 +2,7 @@
 //! announces ahead (its ready window) and the link latency: 16 members,
 //! 1 MiB blocks, the lab's 250 Mbit/s, ratio to one unicast.
 //!
-//! `cargo run --release -p rdmc-sim --example ready_window`
+//! `cargo run --release -p rdmcast-sim --example ready_window`
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Time the simulator itself: every algorithm at a group size (default
 //! 4096) with 256 MiB in 1 MiB blocks, on the lab's network.
 //!
-//! `cargo run --release -p rdmc-sim --example scale -- 4096`
+//! `cargo run --release -p rdmcast-sim --example scale -- 4096`
 
 use std::time::Instant;
 

@@ -72,6 +72,8 @@
 
 #![warn(missing_docs, missing_debug_implementations, rust_2018_idioms)]
 #![deny(unsafe_code)]
+// docs.rs builds with every feature and marks what each item needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod collective;
 mod config;

@@ -12,7 +12,7 @@
 //! directory); run it in release mode:
 //!
 //! ```text
-//! cargo test --release -p rdmc --test file_target_memory -- --ignored --nocapture
+//! cargo test --release -p rdmcast --test file_target_memory -- --ignored --nocapture
 //! ```
 
 use std::fs::File;

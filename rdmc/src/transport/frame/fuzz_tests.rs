@@ -5,7 +5,7 @@
 //!
 //! The small variants run with every `cargo test`; the `#[ignore]`d ones are
 //! the long campaign (millions of cases, see RELIABILITY.md):
-//! `cargo test -p rdmc --lib fuzz -- --ignored --nocapture`. The environment
+//! `cargo test -p rdmcast --lib fuzz -- --ignored --nocapture`. The environment
 //! variable `RDMC_FUZZ_CASES` overrides the case count of every fuzz test.
 //! This file also holds the runner the other decoders' fuzz tests share.
 
