@@ -2,7 +2,7 @@
 //! owner only. Every member of a cluster is then given the same file
 //! (`--key-file`); rdmc has no default key.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -71,14 +71,14 @@ pub fn run(args: &KeygenArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Write `KEY_BYTES` bytes from the operating system's random source, as
+/// Write `KEY_BYTES` bytes from the operating system's random source
+/// (`getrandom`), as
 /// hex and a newline, to a new file of mode 0600, flushed to disk.
 pub fn write_key(path: &Path) -> Result<(), String> {
     let mut random = [0u8; KEY_BYTES];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut random))
-        .map_err(|e| format!("reading /dev/urandom: {e}"))?;
-    let mut text: String = random.iter().map(|b| format!("{b:02x}")).collect();
+    getrandom::fill(&mut random)
+        .map_err(|e| format!("the operating system's random source: {e}"))?;
+    let mut text = hex::encode(random);
     text.push('\n');
     random.fill(0);
     write_secret(path, text.as_bytes())

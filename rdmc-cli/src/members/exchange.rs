@@ -338,17 +338,12 @@ async fn receive(stream: &mut TcpStream) -> Result<(Vec<u8>, [u8; 32]), String> 
 }
 
 fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(bytes)
 }
 
 fn from_hex(text: &str) -> Option<[u8; NONCE]> {
     let mut out = [0u8; NONCE];
-    if text.len() != 2 * NONCE {
-        return None;
-    }
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
+    hex::decode_to_slice(text, &mut out).ok()?;
     Some(out)
 }
 

@@ -168,7 +168,7 @@ fn changed(source: &Source, now: u64) -> String {
 
 /// Lowercase hex of a digest.
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(bytes)
 }
 
 /// Read every source whole and build the manifest: each file's SHA-256,
