@@ -88,11 +88,13 @@ impl Timeline {
     }
 }
 
-/// Where this process writes its timeline, given `RDMC_EVENT_TIMELINE`.
-pub(crate) fn file_for(value: std::ffi::OsString) -> std::path::PathBuf {
+/// Where this process writes its timeline (or trace), given
+/// `RDMC_EVENT_TIMELINE` (`RDMC_TRACE`): the file, or in a directory
+/// `PID.extension`, one per process of a cluster.
+pub(crate) fn file_for(value: std::ffi::OsString, extension: &str) -> std::path::PathBuf {
     let path = std::path::PathBuf::from(value);
     if path.is_dir() {
-        path.join(format!("{}.jsonl", std::process::id()))
+        path.join(format!("{}.{extension}", std::process::id()))
     } else {
         path
     }

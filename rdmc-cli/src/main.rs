@@ -81,10 +81,27 @@ fn main() -> ExitCode {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::{EnvFilter, Layer};
-    let timeline_path = std::env::var_os("RDMC_EVENT_TIMELINE").map(event_timeline::file_for);
+    let timeline_path =
+        std::env::var_os("RDMC_EVENT_TIMELINE").map(|v| event_timeline::file_for(v, "jsonl"));
     let timeline = timeline_path
         .as_ref()
         .map(|_| std::sync::Arc::new(event_timeline::Timeline::new()));
+    // RDMC_TRACE=FILE (or DIR: DIR/PID.json): a trace a viewer opens; it is
+    // written out when `_trace` drops, at the end of main.
+    let (trace, _trace) = match std::env::var_os("RDMC_TRACE") {
+        Some(value) => {
+            let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new()
+                .file(event_timeline::file_for(value, "json"))
+                .trace_style(tracing_chrome::TraceStyle::Async)
+                .include_args(true)
+                .build();
+            (
+                Some(layer.with_filter(EnvFilter::new("rdmc=debug"))),
+                Some(guard),
+            )
+        }
+        None => (None, None),
+    };
     tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()
@@ -94,6 +111,7 @@ fn main() -> ExitCode {
                 .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
                 .with_filter(EnvFilter::from_default_env()),
         )
+        .with(trace)
         .with(
             timeline.clone().map(|t| {
                 event_timeline::TimelineLayer(t).with_filter(EnvFilter::new("rdmc=trace"))

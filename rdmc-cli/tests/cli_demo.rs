@@ -437,3 +437,43 @@ fn the_baseline_warm_up_is_neither_written_nor_counted() {
         }
     }
 }
+
+/// `RDMC_TRACE=FILE`: Chrome trace-event JSON (what Perfetto opens), one
+/// `rdmc_message` slice per message and member, from its start to its
+/// completion there.
+#[test]
+fn a_trace_of_a_multicast_opens_in_a_trace_viewer() {
+    let dir = tempdir("trace");
+    let trace = dir.join("trace.json");
+    let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
+        .args([
+            "demo",
+            "--transport",
+            "tcp",
+            "--nodes",
+            "3",
+            "--size",
+            "100000",
+        ])
+        .args(["--messages", "2", "--out"])
+        .arg(dir.join("out"))
+        .env("RDMC_TRACE", &trace)
+        .output()
+        .expect("rdmc runs");
+    assert!(output.status.success());
+    let events: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&trace).unwrap()).expect("a JSON array");
+    let slices = |phase: &str| {
+        let mut seqs: Vec<String> = events
+            .iter()
+            .filter(|e| e["name"] == "rdmc_message" && e["ph"] == phase)
+            .map(|e| e["args"]["seq"].as_str().unwrap().to_owned())
+            .collect();
+        seqs.sort();
+        seqs
+    };
+    // Two messages, at each of three members: begun and ended.
+    let expected = ["0", "0", "0", "1", "1", "1"];
+    assert_eq!(slices("b"), expected);
+    assert_eq!(slices("e"), expected);
+}

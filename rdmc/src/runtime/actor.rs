@@ -24,7 +24,7 @@ use super::group_state::{
     CreateReply, DeliveredReply, GroupState, Joined, OpenBatch, ReadyForBlocks, SendReply, Sending,
     execute, member_error,
 };
-use super::timing::{Lap, Stopwatch};
+use super::timing::{Lap, Stopwatch, message_span};
 
 use crate::config::{BATCH_HEADER_BYTES, GroupConfig};
 use crate::error::Error;
@@ -415,13 +415,14 @@ impl<T: Transport> Actor<T> {
                 // Computed here, on the actor (it adds to the message's
                 // time); not counted as the actor standing still.
                 let digest = g.digest.then(|| blake3::hash(&data));
+                let span = message_span(&g.span, seq, data.len());
                 g.sending.push_back(Sending {
                     seq,
                     data,
                     digest,
                     source,
                     replies: vec![reply],
-                    watch: Stopwatch::start(started),
+                    watch: Stopwatch::start(started).traced(span),
                 });
                 g.durable.push_back((seq, delivered));
                 if digest.is_some() {

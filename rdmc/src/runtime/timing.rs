@@ -73,6 +73,15 @@ pub(crate) struct Stopwatch {
     timings: MessageTimings,
     /// The end of the last interval accounted for; `None` until setup ends.
     last: Option<Instant>,
+    /// The message's `rdmc_message` span: open for as long as the message
+    /// is in flight here (a trace viewer draws it as one slice).
+    _span: tracing::Span,
+}
+
+/// The span of message `seq` (`bytes` long) of the group of `group`'s
+/// span, from its start here to its completion or failure.
+pub(crate) fn message_span(group: &tracing::Span, seq: u64, bytes: usize) -> tracing::Span {
+    tracing::debug_span!(parent: group, "rdmc_message", seq, bytes)
 }
 
 impl Stopwatch {
@@ -81,6 +90,16 @@ impl Stopwatch {
         Stopwatch {
             timings: MessageTimings::new(started),
             last: None,
+            _span: tracing::Span::none(),
+        }
+    }
+
+    /// The same, its message's span `span`, closed when the message
+    /// completes (or fails) here.
+    pub(crate) fn traced(self, span: tracing::Span) -> Self {
+        Stopwatch {
+            _span: span,
+            ..self
         }
     }
 

@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot};
 pub(super) mod target;
 
 use super::message::Message;
-use super::timing::{MessageTimings, Stopwatch};
+use super::timing::{MessageTimings, Stopwatch, message_span};
 use crate::config::BATCH_HEADER_BYTES;
 use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
@@ -280,6 +280,7 @@ impl GroupState {
             Ok(seq) => {
                 tracing::trace!(seq, messages = replies.len(), bytes = size, "batch sealed");
                 let digest = self.digest.then(|| blake3::hash(&data));
+                let span = message_span(&self.span, seq, data.len());
                 let mut sends = Vec::with_capacity(replies.len());
                 for (reply, delivered) in replies {
                     sends.push(reply);
@@ -291,7 +292,7 @@ impl GroupState {
                     digest,
                     source: None,
                     replies: sends,
-                    watch: Stopwatch::start(started),
+                    watch: Stopwatch::start(started).traced(span),
                 });
             }
             Err(e) => {
@@ -416,7 +417,11 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
                 first_block,
                 first_block_len,
                 block_size,
-                watch: Stopwatch::start(g.event_at),
+                watch: Stopwatch::start(g.event_at).traced(message_span(
+                    &g.span,
+                    seq,
+                    usize::try_from(size).unwrap_or(usize::MAX),
+                )),
                 task: None,
             };
             begin_message(g, transport, pending, batch);
