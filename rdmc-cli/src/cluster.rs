@@ -5,7 +5,7 @@
 //! starting this process's node.
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::members::exchange::ExchangeKey;
@@ -91,6 +91,38 @@ impl From<ModeChoice> for CompletionMode {
             },
             ModeChoice::Adaptive => CompletionMode::default(),
         }
+    }
+}
+
+/// What proves a member and what it shows: the options `rdmc member`,
+/// `push` and `receive` share.
+#[derive(Debug, clap::Args)]
+pub struct Credentials {
+    /// File holding the cluster key (at least 16 bytes) every member shares
+    /// (`rdmc keygen FILE` makes one). Required: there is no default key.
+    #[arg(long, value_name = "F")]
+    pub key_file: Option<PathBuf>,
+    /// This member's identity (a directory made by `rdmc keygen --node`):
+    /// every member then proves which member it is with its certificate,
+    /// besides holding the key. Give every member its own, or none.
+    #[arg(long, value_name = "DIR")]
+    pub identity: Option<PathBuf>,
+    /// Serve this member's metrics (bytes per peer, message latencies,
+    /// failures, ...) as Prometheus text at http://ADDR/metrics while it
+    /// runs.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+impl Credentials {
+    /// Load the identity into `cluster` and start serving the metrics, if
+    /// asked.
+    pub fn apply(&self, cluster: &mut ClusterSetup) -> Result<(), String> {
+        cluster.set_identity(self.identity.as_deref())?;
+        if let Some(addr) = self.metrics_addr {
+            crate::metrics_addr::serve(addr)?;
+        }
+        Ok(())
     }
 }
 

@@ -16,6 +16,7 @@ pub mod cluster;
 pub mod identity;
 pub mod keygen;
 pub mod members;
+pub mod metrics_addr;
 pub mod report;
 pub mod size;
 pub mod workload;

@@ -72,15 +72,8 @@ pub(crate) struct MemberArgs {
     /// need be; it must be writable and hold no outputs of an earlier run.
     #[arg(long, value_name = "DIR")]
     out: Option<PathBuf>,
-    /// File holding the cluster key (at least 16 bytes) every member shares
-    /// (`rdmc keygen FILE` makes one). Required: there is no default key.
-    #[arg(long, value_name = "F")]
-    key_file: Option<PathBuf>,
-    /// This member's identity (a directory made by `rdmc keygen --node`):
-    /// every member then proves which member it is with its certificate,
-    /// besides holding the key. Give every member its own, or none.
-    #[arg(long, value_name = "DIR")]
-    identity: Option<PathBuf>,
+    #[command(flatten)]
+    credentials: rdmc_cli::cluster::Credentials,
     /// Worker threads of the member's tokio runtime, or 0 (the default):
     /// one thread runs everything (reading, the protocol, writing and the
     /// application), so a block is read, handled and forwarded without
@@ -253,13 +246,13 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
     let mut cluster = ClusterSetup::from_args(
         &args.source,
         (want, "--rank"),
-        args.key_file.as_deref(),
+        args.credentials.key_file.as_deref(),
         (args.connect_timeout, args.failure_timeout),
         args.transport,
         &args.ofi_provider,
     )?;
     cluster.report.json = args.json;
-    cluster.set_identity(args.identity.as_deref())?;
+    args.credentials.apply(&mut cluster)?;
     if args.linger != 0.0 {
         rdmc_cli::cluster::seconds(args.linger, "--linger")?;
     }

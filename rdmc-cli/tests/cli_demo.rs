@@ -5,7 +5,7 @@
 mod scratch;
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 use scratch::ScratchDir;
 
@@ -216,37 +216,51 @@ fn overlapping_groups_all_deliver_and_report_fairness() {
     check_copies(&dir, 5, 50_001);
 }
 
-#[test]
-fn over_tcp_eight_members_get_identical_copies() {
-    let dir = tempdir("tcp");
-    let out = demo_over(
-        "tcp",
-        &dir,
-        &["--nodes", "8", "--size", "3000017", "--block-size", "64KiB"],
-    );
-    check_reports(&out, 8, 3_000_017, 1);
+/// `transport` gives every member an identical copy: of one large odd
+/// message among `nodes` members, then of `messages` messages of `size`
+/// bytes among `members` (with `extra` options).
+fn identical_copies_over(transport: &str, nodes: u64, many: (u64, u64, u64), extra: &[&str]) {
+    let dir = tempdir(transport);
+    let n = nodes.to_string();
+    let first = ["--nodes", &n, "--size", "3000017", "--block-size", "64KiB"];
+    let out = demo_over(transport, &dir, &first);
+    check_reports(&out, nodes, 3_000_017, 1);
     for line in out.lines() {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        assert_eq!(v["transport"], "tcp");
+        assert_eq!(v["transport"], transport);
     }
-    check_copies(&dir, 8, 3_000_017);
-    let dir = tempdir("tcp_many");
-    let out = demo_over(
-        "tcp",
-        &dir,
-        &[
-            "--nodes",
-            "8",
-            "--size",
-            "100000",
-            "--block-size",
-            "16KiB",
-            "--messages",
-            "20",
-        ],
-    );
-    check_reports(&out, 8, 100_000, 20);
-    check_copies(&dir, 8, 20 * 100_000);
+    check_copies(&dir, nodes as usize, 3_000_017);
+    let (members, size, messages) = many;
+    let dir = tempdir(&format!("{transport}_many"));
+    let (m, l, k) = (members.to_string(), size.to_string(), messages.to_string());
+    let mut args = vec!["--nodes", &m, "--size", &l, "--block-size", "16KiB"];
+    args.extend(["--messages", &k]);
+    args.extend_from_slice(extra);
+    let out = demo_over(transport, &dir, &args);
+    check_reports(&out, members, size, messages);
+    check_copies(&dir, members as usize, messages * size);
+}
+
+#[test]
+fn over_tcp_eight_members_get_identical_copies() {
+    identical_copies_over("tcp", 8, (8, 100_000, 20), &[]);
+}
+
+/// `rdmc demo` over tcp among three members writing to `out`, with `extra`
+/// arguments and the environment variable `env` set: its output, once it
+/// succeeded.
+fn demo_of_three(out: &Path, extra: &[&str], env: (&str, &std::ffi::OsStr)) -> Output {
+    let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
+        .args(["demo", "--transport", "tcp", "--nodes", "3"])
+        .args(extra)
+        .arg("--out")
+        .arg(out)
+        .env(env.0, env.1)
+        .output()
+        .expect("rdmc runs");
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{err}");
+    output
 }
 
 /// Logs written to a pipe (here, or `rdmc ... | cat`, or a log file)
@@ -254,22 +268,11 @@ fn over_tcp_eight_members_get_identical_copies() {
 #[test]
 fn logs_to_a_pipe_have_no_escape_codes() {
     let dir = tempdir("logs");
-    let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
-        .args([
-            "demo",
-            "--transport",
-            "tcp",
-            "--nodes",
-            "3",
-            "--size",
-            "1000",
-            "--out",
-        ])
-        .arg(&*dir)
-        .env("RUST_LOG", "rdmc=info")
-        .output()
-        .expect("rdmc runs");
-    assert!(output.status.success());
+    let output = demo_of_three(
+        &dir,
+        &["--size", "1000"],
+        ("RUST_LOG", "rdmc=info".as_ref()),
+    );
     let logs = String::from_utf8_lossy(&output.stderr);
     assert!(logs.contains("INFO"), "info lines were logged: {logs}");
     assert!(!logs.contains('\x1b'), "an escape code in: {logs:?}");
@@ -295,37 +298,7 @@ fn logs_to_a_pipe_have_no_escape_codes() {
 #[cfg(feature = "ofi")]
 #[test]
 fn over_ofi_seven_members_get_identical_copies_of_odd_messages() {
-    let dir = tempdir("ofi");
-    let out = demo_over(
-        "ofi",
-        &dir,
-        &["--nodes", "7", "--size", "3000017", "--block-size", "64KiB"],
-    );
-    check_reports(&out, 7, 3_000_017, 1);
-    for line in out.lines() {
-        let v: serde_json::Value = serde_json::from_str(line).unwrap();
-        assert_eq!(v["transport"], "ofi");
-    }
-    check_copies(&dir, 7, 3_000_017);
-    let dir = tempdir("ofi_many");
-    let out = demo_over(
-        "ofi",
-        &dir,
-        &[
-            "--nodes",
-            "5",
-            "--size",
-            "1",
-            "--block-size",
-            "16KiB",
-            "--messages",
-            "30",
-            "--completion",
-            "polling",
-        ],
-    );
-    check_reports(&out, 5, 1, 30);
-    check_copies(&dir, 5, 30);
+    identical_copies_over("ofi", 7, (5, 1, 30), &["--completion", "polling"]);
 }
 
 /// `--ofi-addr` reaches the fabric: loopback works, an address this host
@@ -445,22 +418,8 @@ fn the_baseline_warm_up_is_neither_written_nor_counted() {
 fn a_trace_of_a_multicast_opens_in_a_trace_viewer() {
     let dir = tempdir("trace");
     let trace = dir.join("trace.json");
-    let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
-        .args([
-            "demo",
-            "--transport",
-            "tcp",
-            "--nodes",
-            "3",
-            "--size",
-            "100000",
-        ])
-        .args(["--messages", "2", "--out"])
-        .arg(dir.join("out"))
-        .env("RDMC_TRACE", &trace)
-        .output()
-        .expect("rdmc runs");
-    assert!(output.status.success());
+    let args = ["--size", "100000", "--messages", "2"];
+    demo_of_three(&dir.join("out"), &args, ("RDMC_TRACE", trace.as_ref()));
     let events: Vec<serde_json::Value> =
         serde_json::from_slice(&std::fs::read(&trace).unwrap()).expect("a JSON array");
     let slices = |phase: &str| {

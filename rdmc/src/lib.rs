@@ -85,6 +85,7 @@ mod node;
 mod peer;
 pub mod proto;
 mod runtime;
+pub mod stats;
 mod target;
 pub(crate) mod transport;
 pub(crate) mod wait;
@@ -114,6 +115,7 @@ pub use rdmc_proto::schedule;
 pub use rdmc_proto::{FailureKind, GroupId, GroupSetting, Mismatch, NodeId};
 pub use runtime::{Message, MessageTimings};
 pub use schedule::{Algorithm, BlockSize};
+pub use stats::{GroupStats, NodeStats, PeerStats};
 pub use target::{Incoming, ReceiveTarget, ReceiveTargets, ReceivedFile};
 pub use transport::mem::MemCluster;
 #[cfg(feature = "rdma")]

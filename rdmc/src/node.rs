@@ -21,6 +21,7 @@ use crate::transport::{Completions, Transport};
 pub struct Node {
     id: NodeId,
     commands: mpsc::UnboundedSender<Command>,
+    counters: std::sync::Arc<crate::stats::NodeCounters>,
     actor: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -267,10 +268,12 @@ impl Node {
         let (commands, inbox) = mpsc::unbounded_channel();
         let mode = config.completion_mode();
         let actor = Actor::new(id, nodes, transport, inbox, completions, mode);
+        let counters = actor.counters();
         let actor = tokio::spawn(actor.run());
         Node {
             id,
             commands,
+            counters,
             actor: Some(actor),
         }
     }
@@ -289,6 +292,15 @@ impl Node {
     /// This node's id.
     pub fn id(&self) -> NodeId {
         self.id
+    }
+
+    /// What this node has moved so far, per peer over all its groups (block
+    /// bytes and blocks each way), and how many groups it is in: a snapshot
+    /// of counters the node keeps as it works (cheap to take). The same
+    /// numbers go to the `metrics` facade ([`stats`](crate::stats) lists
+    /// the names), for an application with a recorder installed.
+    pub fn stats(&self) -> crate::NodeStats {
+        self.counters.snapshot()
     }
 
     /// Every peer this node has heard of: its id, its latest run

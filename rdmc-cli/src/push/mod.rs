@@ -37,15 +37,8 @@ const GROUP: rdmc::GroupId = rdmc::GroupId(1);
 /// What the root and the receivers must give alike.
 #[derive(Debug, Args)]
 pub(crate) struct ClusterArgs {
-    /// File holding the cluster key every member shares (`rdmc keygen FILE`
-    /// makes one). Required: rdmc has no default key.
-    #[arg(long, value_name = "F")]
-    key_file: Option<PathBuf>,
-    /// This member's identity (a directory made by `rdmc keygen --node`):
-    /// every member then proves which member it is with its certificate,
-    /// besides holding the key. Give every member its own, or none.
-    #[arg(long, value_name = "DIR")]
-    identity: Option<PathBuf>,
+    #[command(flatten)]
+    credentials: rdmc_cli::cluster::Credentials,
     /// Transport between the members: `tcp`, `ofi` (libfabric) or `rdma`;
     /// `ofi` and `rdma` need a build with the feature of the same name.
     #[arg(long, value_enum, default_value_t = Transport::Tcp)]
@@ -199,13 +192,13 @@ fn prepare_cluster(args: &ClusterArgs, want: (Want, &str)) -> Result<ClusterSetu
     let mut cluster = ClusterSetup::from_args(
         &args.source,
         want,
-        args.key_file.as_deref(),
+        args.credentials.key_file.as_deref(),
         (args.connect_timeout, args.failure_timeout),
         args.transport,
         &args.ofi_provider,
     )?;
     cluster.report.json = args.json;
-    cluster.set_identity(args.identity.as_deref())?;
+    args.credentials.apply(&mut cluster)?;
     Ok(cluster)
 }
 

@@ -145,6 +145,7 @@ impl Group {
             node,
             members,
             commands,
+            counters: joined.counters,
         };
         if root {
             Group::Root(Sender::new(
@@ -167,6 +168,12 @@ impl Group {
     /// The group's id.
     pub fn id(&self) -> GroupId {
         self.handle().id
+    }
+
+    /// What this member of the group has moved so far (see
+    /// [`Sender::stats`]).
+    pub fn stats(&self) -> crate::GroupStats {
+        self.handle().counters.snapshot()
     }
 
     /// The members, in rank order; the first is the root.
@@ -246,6 +253,7 @@ pub(crate) struct Handle {
     node: NodeId,
     members: Vec<NodeId>,
     commands: mpsc::UnboundedSender<Command>,
+    counters: std::sync::Arc<crate::stats::GroupCounters>,
 }
 
 impl fmt::Debug for Handle {

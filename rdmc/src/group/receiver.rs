@@ -60,6 +60,15 @@ pub struct Receiver {
 }
 
 impl Receiver {
+    /// What this member has moved so far: messages delivered to the
+    /// application, block bytes and blocks received, and those it relayed
+    /// to other members. A snapshot of counters the node keeps as it works,
+    /// cheap to take; they also go to the `metrics` facade
+    /// ([`stats`](crate::stats)).
+    pub fn stats(&self) -> crate::GroupStats {
+        self.handle.counters.snapshot()
+    }
+
     pub(super) fn new(handle: Handle, deliveries: Deliveries) -> Self {
         Receiver {
             handle,

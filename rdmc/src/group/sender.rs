@@ -81,6 +81,14 @@ pub struct Sender {
 }
 
 impl Sender {
+    /// What this member (the root) has moved so far: messages complete
+    /// (every block sent), block bytes and blocks sent. A snapshot of
+    /// counters the node keeps as it works, cheap to take; they also go to
+    /// the `metrics` facade ([`stats`](crate::stats)).
+    pub fn stats(&self) -> crate::GroupStats {
+        self.handle.counters.snapshot()
+    }
+
     pub(super) fn new(handle: Handle, in_flight: Arc<InFlight>, max_message_size: u64) -> Self {
         Sender {
             handle,

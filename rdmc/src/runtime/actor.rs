@@ -154,6 +154,8 @@ pub(crate) struct Actor<T> {
     targets: mpsc::UnboundedReceiver<TargetReady>,
     /// Which peers are connected, and who watches them.
     peers: peers::PeerView,
+    /// What the node moved ([`Node::stats`](crate::Node::stats)).
+    counters: std::sync::Arc<crate::stats::NodeCounters>,
 }
 
 impl<T: Transport> Actor<T> {
@@ -183,7 +185,13 @@ impl<T: Transport> Actor<T> {
             watchdog: None,
             stalled: None,
             peers: peers::PeerView::default(),
+            counters: std::sync::Arc::default(),
         }
+    }
+
+    /// The node's counters, shared with its handle.
+    pub(crate) fn counters(&self) -> std::sync::Arc<crate::stats::NodeCounters> {
+        std::sync::Arc::clone(&self.counters)
     }
 
     /// The earliest deadline: a creation's, or a group's progress timeout.
@@ -583,6 +591,7 @@ impl<T: Transport> Actor<T> {
                 if g.digest && !g.block_senders.contains(&rank) {
                     g.block_senders.push(rank);
                 }
+                g.node_counters.received(&g.counters, peer, len);
                 g.member.handle_block(rank, immediate, len)
             }
             Completion::Sent { .. } => g.member.handle_send_complete(rank),

@@ -18,6 +18,7 @@ use crate::proto::{
     Announce, CreateFailure, FailureKind, GroupMember, GroupSummary, MemberConfig, Rank,
     RendezvousAction, SharedSettings,
 };
+use crate::stats::GroupCounters;
 use crate::transport::{Completion, Signal, Transport};
 
 impl<T: Transport> Actor<T> {
@@ -75,6 +76,8 @@ impl<T: Transport> Actor<T> {
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let in_flight = std::sync::Arc::new(InFlight::new(id, config.max_in_flight()));
+        let counters = std::sync::Arc::new(GroupCounters::default());
+        self.counters.group_opened();
         // A member known to be down fails the group at once. The member's
         // actions are carried out only after the rendezvous sent its Joins:
         // signals are FIFO per link, so every peer checks this member's
@@ -135,6 +138,7 @@ impl<T: Transport> Actor<T> {
                     joined: Joined {
                         deliveries: rx,
                         in_flight: std::sync::Arc::clone(&in_flight),
+                        counters: std::sync::Arc::clone(&counters),
                         max_message_size: config.max_message_size(),
                     },
                 }),
@@ -152,6 +156,8 @@ impl<T: Transport> Actor<T> {
                 receiving_batch: false,
                 next_seq: 0,
                 untaken: VecDeque::new(),
+                counters,
+                node_counters: std::sync::Arc::clone(&self.counters),
             },
         );
         self.rendezvous.create(id, members, summary, deadline);
@@ -387,6 +393,7 @@ impl<T: Transport> Actor<T> {
             self.timers.remove(&(at, group));
         }
         self.transport.release_group(group);
+        g.node_counters.group_ended();
         let error = match failure {
             CreateFailure::Mismatch { peer, mismatch } => Error::MembershipMismatch {
                 group,

@@ -19,6 +19,7 @@ use crate::in_flight::InFlight;
 use crate::proto::{
     Action, Control, Failure, FailureKind, GroupMember, MemberError, READY_WINDOW, Rank,
 };
+use crate::stats::{GroupCounters, NodeCounters, Role};
 use crate::target::{ReceiveTargets, ReceivedFile};
 use crate::transport::{BlockRef, MessageBuffer, Signal, Transport};
 use target::{PendingBegin, TargetReady};
@@ -40,6 +41,8 @@ pub(crate) type DeliveredReply = oneshot::Sender<Result<(), Error>>;
 pub(crate) struct Joined {
     pub(crate) deliveries: Deliveries,
     pub(crate) in_flight: Arc<InFlight>,
+    /// The group's counters ([`GroupStats`](crate::GroupStats)).
+    pub(crate) counters: Arc<GroupCounters>,
     /// The group's largest message (its root's sends check it).
     pub(crate) max_message_size: u64,
 }
@@ -170,6 +173,10 @@ pub(super) struct GroupState {
     /// Receiver: for each transfer delivered whose messages the
     /// application has not all taken, how many it has not taken yet.
     pub(super) untaken: VecDeque<usize>,
+    /// The group's counters, shared with its handle.
+    pub(super) counters: Arc<GroupCounters>,
+    /// The node's counters.
+    pub(super) node_counters: Arc<NodeCounters>,
 }
 
 impl GroupState {
@@ -227,6 +234,12 @@ impl GroupState {
             timings,
         };
         self.next_seq += 1;
+        NodeCounters::completed(
+            &self.counters,
+            Role::Receiver,
+            1,
+            (message.timings.total, message.timings.waiting),
+        );
         if let Some(tx) = &self.deliveries {
             let _ = tx.send(Ok(message));
         }
@@ -512,6 +525,7 @@ fn send_block<T: Transport>(
     if !g.member.is_root() {
         if let Some(buf) = receiving(g, seq) {
             transport.post_send(id, peer, buf.block(offset, len), immediate);
+            g.node_counters.sent(&g.counters, peer, len);
         }
         return;
     }
@@ -533,6 +547,7 @@ fn send_block<T: Transport>(
     };
     transport.post_send(id, peer, block, immediate);
     sending.watch.end_setup(Instant::now());
+    g.node_counters.sent(&g.counters, peer, len);
 }
 
 /// The member is done with bytes `offset..offset + len` of message `seq`:
@@ -561,6 +576,13 @@ fn complete_message(g: &mut GroupState, seq: u64) -> bool {
     let sending = g.sending.pop_front().expect("a message was in flight");
     debug_assert_eq!(sending.seq, seq);
     let timings = sending.watch.finish(now);
+    let messages = sending.replies.len() as u64;
+    NodeCounters::completed(
+        &g.counters,
+        Role::Root,
+        messages,
+        (timings.total, timings.waiting),
+    );
     for reply in sending.replies {
         let _ = reply.send(Ok(timings));
     }
@@ -670,6 +692,7 @@ fn close<T: Transport>(g: &mut GroupState, transport: &mut T) {
 /// the delivery stream learn why.
 fn fail<T: Transport>(g: &mut GroupState, transport: &mut T, failure: &Failure) {
     tracing::warn!(%failure, "group failed");
+    NodeCounters::group_failed(&failure.kind);
     let error = failure_error(g, failure);
     for sending in g.sending.drain(..) {
         for reply in sending.replies {
@@ -780,6 +803,9 @@ pub(super) fn receiving(g: &GroupState, seq: u64) -> Option<&Arc<MessageBuffer>>
 }
 
 fn finish<T: Transport>(g: &mut GroupState, transport: &mut T, outcome: Result<(), Error>) {
+    if g.outcome.is_none() {
+        g.node_counters.group_ended();
+    }
     transport.release_group(g.id);
     g.in_flight.end(outcome.clone());
     g.deliveries = None;
