@@ -110,8 +110,8 @@ impl Refusals {
         }
     }
 
-    pub(crate) fn refused(this: &Mutex<Self>, addr: SocketAddr, reason: String) {
-        let mut this = this.lock().unwrap_or_else(|e| e.into_inner());
+    pub(crate) fn refused(refusals: &Mutex<Self>, addr: SocketAddr, reason: String) {
+        let mut this = refusals.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         match &mut this.warned {
             Some((at, quiet)) if now < *at + REFUSAL_WARNING_INTERVAL => {
@@ -124,6 +124,13 @@ impl Refusals {
                 *warned = Some((now, 0));
             }
         }
+        drop(this);
+        Self::remember(refusals, addr, reason);
+    }
+
+    /// Keep `reason` for `addr` among the incoming refusals, without a log.
+    pub(crate) fn remember(this: &Mutex<Self>, addr: SocketAddr, reason: String) {
+        let mut this = this.lock().unwrap_or_else(|e| e.into_inner());
         let line = format!("refused a connection from {addr}: {reason}");
         // Keep one entry per reason (the latest address), the newest last.
         this.incoming
@@ -233,6 +240,15 @@ pub(crate) async fn accept_loop(
                 Ok(peer) => {
                     let _ = stream.set_nodelay(true);
                     on_peer(stream, peer, addr);
+                }
+                // A peer that went away mid-handshake (a dialler that gave
+                // up, a node shutting down, a port scan) is remembered for
+                // the explanation of a mesh that does not form, but is no
+                // cause for a warning: a refusal for a reason (another key,
+                // another member list, a certificate) is.
+                Err(HandshakeError::Closed) => {
+                    tracing::debug!(%addr, "a connection closed during its handshake");
+                    Refusals::remember(&refusals, addr, HandshakeError::Closed.to_string());
                 }
                 Err(e) => Refusals::refused(&refusals, addr, e.to_string()),
             }
