@@ -302,6 +302,13 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
     let group = GroupConfig::new()
         .with_algorithm(args.algorithm)
         .with_max_message_size(args.max_message_size);
+    // Receivers with an output directory receive straight into their files:
+    // memory stays bounded whatever the size, and the bytes are written as
+    // they arrive.
+    let group = match &out {
+        Some(dir) => group.with_receive_targets(file_targets(dir.clone())),
+        None => group,
+    };
     let group = match block_size {
         Some(size) => group.with_block_size(size),
         None => group.with_automatic_block_size(),
@@ -518,14 +525,11 @@ async fn multicast(
                 }
             }
             Group::Receiver(receiver) => {
-                while let Some(message) = receiver.next().await {
-                    let message = message.map_err(|e| e.to_string())?;
-                    let (seq, len) = (message.seq, message.data.len());
-                    if let Some(dir) = &out {
-                        persist(dir.clone(), seq, message.data).await?;
-                    }
-                    report(args, rank, (seq, len), start, "delivered");
+                let received = receive_all(args, rank, receiver, out.as_deref(), start).await;
+                if let (Err(_), Some(dir)) = (&received, &out) {
+                    remove_parts(dir);
                 }
+                received?;
             }
         }
     }
@@ -545,6 +549,115 @@ fn report(args: &MemberArgs, rank: u32, (seq, size): (u64, usize), start: Instan
             "rank {rank} {event} message {seq} ({}) at {seconds:.3} s",
             human(size as u64)
         );
+    }
+}
+
+/// Take every message, putting each in `out` (if given) as `SEQ.bin`.
+async fn receive_all(
+    args: &MemberArgs,
+    rank: u32,
+    receiver: &mut rdmc::Receiver,
+    out: Option<&Path>,
+    start: Instant,
+) -> Result<(), String> {
+    while let Some(message) = receiver.next().await {
+        let message = message.map_err(|e| e.to_string())?;
+        let seq = message.seq;
+        let len = message
+            .file
+            .as_ref()
+            .map_or(message.data.len() as u64, |f| f.len());
+        match (out, message.file) {
+            (Some(dir), Some(file)) => persist_received(dir.to_owned(), seq, file).await?,
+            (Some(dir), None) => persist(dir.to_owned(), seq, message.data).await?,
+            (None, _) => {}
+        }
+        report(args, rank, (seq, len as usize), start, "delivered");
+    }
+    Ok(())
+}
+
+/// Where a receiver's message `seq` lands while it arrives:
+/// `DIR/SEQ.bin.PID.part`.
+fn part_path(dir: &Path, seq: u64) -> PathBuf {
+    dir.join(format!("{seq}.bin.{}.part", std::process::id()))
+}
+
+/// The receive targets of an output directory: each message straight into
+/// its part file, its blocks reserved first, so that a full disk is an
+/// error naming the file before any byte lands.
+fn file_targets(dir: PathBuf) -> rdmc::ReceiveTargets {
+    rdmc::ReceiveTargets::new(move |incoming| {
+        let path = part_path(&dir, incoming.seq);
+        let done = dir.join(format!("{}.bin", incoming.seq));
+        let open = move || -> std::io::Result<rdmc::ReceiveTarget> {
+            let named = |e: std::io::Error| {
+                std::io::Error::new(e.kind(), format!("writing {}: {e}", done.display()))
+            };
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)
+                .map_err(named)?;
+            reserve(&file, incoming.size).map_err(named)?;
+            Ok(rdmc::ReceiveTarget::File(file))
+        };
+        async move {
+            tokio::task::spawn_blocking(open)
+                .await
+                .map_err(std::io::Error::other)?
+        }
+    })
+}
+
+/// Reserve `len` bytes of disk for `file` (`posix_fallocate`).
+fn reserve(file: &File, len: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    if len == 0 {
+        return Ok(());
+    }
+    let len = libc::off_t::try_from(len).map_err(std::io::Error::other)?;
+    // SAFETY: the descriptor is `file`'s, open for writing for the call.
+    #[allow(unsafe_code)]
+    let errno = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
+    match errno {
+        0 => Ok(()),
+        errno => Err(std::io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// Message `seq`, delivered into its part file: flush it to disk, give it
+/// its name `DIR/SEQ.bin` (never over an existing file), flush the
+/// directory; off the async threads.
+async fn persist_received(dir: PathBuf, seq: u64, file: rdmc::ReceivedFile) -> Result<(), String> {
+    let place = move || {
+        let (part, done) = (part_path(&dir, seq), dir.join(format!("{seq}.bin")));
+        let write = || -> std::io::Result<()> {
+            file.file().sync_all()?;
+            std::fs::hard_link(&part, &done)?;
+            std::fs::remove_file(&part)?;
+            File::open(&dir)?.sync_all()
+        };
+        write().map_err(|e| format!("writing {}: {e}", done.display()))
+    };
+    tokio::task::spawn_blocking(place)
+        .await
+        .map_err(|e| format!("writing message {seq}: {e}"))?
+}
+
+/// Remove this process's part files from `dir` (a receive that failed).
+fn remove_parts(dir: &Path) {
+    let suffix = format!(".{}.part", std::process::id());
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if is_output_name(&name) && name.ends_with(&suffix) {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 }
 

@@ -796,7 +796,7 @@ impl<T: Transport> Actor<T> {
                 .transport
                 .alloc_buffer(pending.len())
                 .map_err(|_| (FailureKind::OutOfMemory { size: pending.size }, None)),
-            Err(detail) => Err((FailureKind::ReceiveTarget, Some(detail))),
+            Err(no_buffer) => Err(no_buffer),
         };
         super::group_state::target::begin_message(g, pending, buf);
         self.drive(ready.group);

@@ -48,7 +48,7 @@ pub(crate) struct TargetReady {
     pub(in crate::runtime) group: GroupId,
     pub(in crate::runtime) seq: u64,
     /// The buffer (`None`: memory from the node's pool), or why there is none.
-    pub(in crate::runtime) result: Result<Option<Arc<MessageBuffer>>, String>,
+    pub(in crate::runtime) result: Result<Option<Arc<MessageBuffer>>, NoBuffer>,
 }
 
 /// Ask the group's hook where `pending` goes; the actor hears back through
@@ -70,7 +70,10 @@ pub(in crate::runtime) fn choose(g: &mut GroupState, mut pending: PendingBegin) 
             Ok(ReceiveTarget::Memory) => Ok(None),
             Ok(ReceiveTarget::Buffer(vec)) => Ok(Some(MessageBuffer::from_vec(vec, len))),
             Ok(ReceiveTarget::File(file)) => map(file, len).await.map(Some),
-            Err(e) => Err(format!("the hook failed: {e}")),
+            Err(e) => Err((
+                FailureKind::ReceiveTarget,
+                Some(format!("the hook failed: {e}")),
+            )),
         };
         let _ = tx.send(TargetReady { group, seq, result });
     });
@@ -79,17 +82,28 @@ pub(in crate::runtime) fn choose(g: &mut GroupState, mut pending: PendingBegin) 
     g.pending_begin = Some(pending);
 }
 
+/// The file's mapping; a mapping the address space has no room for is the
+/// member running out of memory, as a buffer it could not get would be.
 #[cfg(target_os = "linux")]
-async fn map(file: std::fs::File, len: usize) -> Result<Arc<MessageBuffer>, String> {
-    tokio::task::spawn_blocking(move || MessageBuffer::map_file(file, len, true))
-        .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| format!("cannot map the file: {e}"))
+async fn map(file: std::fs::File, len: usize) -> Result<Arc<MessageBuffer>, NoBuffer> {
+    let target = |detail: String| (FailureKind::ReceiveTarget, Some(detail));
+    match tokio::task::spawn_blocking(move || MessageBuffer::map_file(file, len, true)).await {
+        Err(e) => Err(target(e.to_string())),
+        Ok(Ok(buf)) => Ok(buf),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::OutOfMemory => Err((
+            FailureKind::OutOfMemory { size: len as u64 },
+            Some(format!("cannot map the file: {e}")),
+        )),
+        Ok(Err(e)) => Err(target(format!("cannot map the file: {e}"))),
+    }
 }
 
 #[cfg(not(target_os = "linux"))]
-async fn map(_file: std::fs::File, _len: usize) -> Result<Arc<MessageBuffer>, String> {
-    Err("file targets need Linux".to_owned())
+async fn map(_file: std::fs::File, _len: usize) -> Result<Arc<MessageBuffer>, NoBuffer> {
+    Err((
+        FailureKind::ReceiveTarget,
+        Some("file targets need Linux".to_owned()),
+    ))
 }
 
 /// Why a message has no buffer: the cause its group fails with, and what
