@@ -471,3 +471,23 @@ async fn a_moot_loss_does_not_hide_the_roots_loss_in_the_same_grace_period() {
     assert!(acked, "the member acknowledged the close");
     assert_eq!(closed.unwrap_err(), failed(0, FailureKind::Unreachable));
 }
+
+/// A peer that comes back in a new run while the group it was in fails is
+/// not told of that group: its new run may have made a group of the same
+/// id, which must not take the old one's failure for its own.
+#[tokio::test(start_paused = true)]
+async fn a_peer_back_in_a_new_run_hears_nothing_of_its_old_group() {
+    let mut m = member(usize::MAX).await;
+    m.peer_down(2);
+    m.inject
+        .send(Completion::PeerUp {
+            node: NodeId(2),
+            incarnation: 7,
+            addr: None,
+        })
+        .unwrap();
+    assert_eq!(m.failure().await, failed(2, FailureKind::Unreachable));
+    // Node 0 hears of the failure; node 2's new run does not.
+    let own = report(2, FailureKind::Unreachable, 1);
+    assert_eq!(m.reports_sent(), vec![(0, own)]);
+}

@@ -400,6 +400,10 @@ impl ReadyForBlocks {
 
 /// Send `left` ready-for-blocks to `to`, a window's worth per signal.
 fn send_ready<T: Transport>(g: &GroupState, transport: &mut T, to: Rank, mut left: usize) {
+    // Not to a member connected again since (see `Action::SendControl`).
+    if g.lost.contains(&to) {
+        return;
+    }
     while left > 0 {
         let count = left.min(READY_WINDOW);
         let signal = match count {
@@ -458,9 +462,13 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
             immediate,
         } => send_block(g, transport, to, seq, offset, len, immediate),
         Action::ReleaseBlock { seq, offset, len } => release_block(g, seq, offset, len),
-        Action::SendControl { to, control } => {
+        // Not to a member connected again since the group was made (a new
+        // run of its node, or a new connection): it is not in this group
+        // any more, and a new run may have made a group of the same id.
+        Action::SendControl { to, control } if !g.lost.contains(&to) => {
             transport.send_signal(g.id, g.members[to], Signal::Group(control));
         }
+        Action::SendControl { .. } => {}
         // A transfer's end, and the application's taking its messages.
         Action::MessageComplete { seq } => return complete_message(g, seq),
         Action::MessageDelivered { seq } => answer_delivered(g, seq),
