@@ -237,9 +237,15 @@ impl Process {
         self.stdin.flush().await.unwrap();
     }
 
-    /// The next line that `pick` makes something of (the lines before it
-    /// are kept, to show if none comes).
+    /// The first line that `pick` makes something of: among those no
+    /// expectation took yet (a node's threads print in any order: its peer
+    /// events may come before its "ready"), else the next one printed
+    /// (the lines before it are kept, to show if none comes).
     async fn expect<T>(&mut self, what: &str, mut pick: impl FnMut(&str) -> Option<T>) -> T {
+        if let Some(at) = self.seen.iter().position(|l| pick(l).is_some()) {
+            let line = self.seen.remove(at);
+            return pick(&line).expect("it matched");
+        }
         let limit = scaled(Duration::from_secs(120));
         let seen = &mut self.seen;
         let lines = &mut self.lines;
