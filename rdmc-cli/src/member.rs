@@ -451,7 +451,7 @@ async fn member(args: &MemberArgs, prepared: Prepared) -> (Option<u32>, Result<(
                     .await
                     .map(|()| start.elapsed().as_secs_f64())
             }
-            None => multicast(args, rank, &node, &ids, group, (inputs, out)).await,
+            None => multicast(args, rank, &node, &ids, group, (inputs, out.clone())).await,
         }
     };
     // A membership source that is lost (etcd gone) ends the member.
@@ -475,6 +475,11 @@ async fn member(args: &MemberArgs, prepared: Prepared) -> (Option<u32>, Result<(
     // "closed" to every member, or this member's report of a failure, which
     // must reach the others before they see its connection close.
     node.shutdown().await;
+    // A receive target still being opened when the group failed may have
+    // made its part file after the receiver removed the others.
+    if let (Err(_), Some(dir)) = (&outcome, &out) {
+        remove_parts(dir);
+    }
     match outcome {
         Ok(seconds) if !said_closed => say_closed(args, rank, seconds),
         Ok(_) => {}
