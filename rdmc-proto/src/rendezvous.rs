@@ -273,6 +273,10 @@ struct Created<I> {
     rank: Rank,
     /// Until every other member has joined.
     pending: Option<Pending<I>>,
+    /// The members whose `Join` had not come when the group completed
+    /// here anyway (its root closed it): theirs may still come, and is
+    /// taken without a word.
+    late: Vec<NodeId>,
 }
 
 /// A creation in progress.
@@ -456,6 +460,7 @@ impl<I: Copy + Ord> Rendezvous<I> {
                 heard: HashMap::new(),
                 rank,
                 pending: Some(Pending { waiting, deadline }),
+                late: Vec::new(),
             },
         );
         if let Some(early) = self.early.remove(&group) {
@@ -510,16 +515,17 @@ impl<I: Copy + Ord> Rendezvous<I> {
         };
         let theirs = c.heard.remove(&from);
         let mine = c.summary;
-        if digest == mine.digest && c.members.contains(&from) {
-            if let Some(p) = &mut c.pending {
-                p.waiting.retain(|&n| n != from);
-            }
-            self.complete_if_joined(group);
+        if c.pending.is_none() && digest == mine.digest && c.late.contains(&from) {
+            // A Join still on its way when the group completed.
+            c.late.retain(|&n| n != from);
             return;
         }
         if c.pending.is_none() {
             // The group runs here: every member's matching `Join` came, so
-            // this one is of a new creation with the id in use here.
+            // this one is of a new creation with the id in use here — a
+            // new run of a member (same settings: a restarted process)
+            // included, which would otherwise wait for its peers' Joins
+            // until its create timeout.
             tracing::warn!(
                 group = group.0,
                 peer = from.0,
@@ -527,6 +533,13 @@ impl<I: Copy + Ord> Rendezvous<I> {
             );
             self.actions
                 .push_back(RendezvousAction::SendIdInUse { group, to: from });
+            return;
+        }
+        if digest == mine.digest && c.members.contains(&from) {
+            if let Some(p) = &mut c.pending {
+                p.waiting.retain(|&n| n != from);
+            }
+            self.complete_if_joined(group);
             return;
         }
         let mismatch = if c.members.contains(&from) {
@@ -641,7 +654,11 @@ impl<I: Copy + Ord> Rendezvous<I> {
     /// before its own creation completed, which needs every member's
     /// matching `Join`.
     pub fn handle_group_closed(&mut self, group: GroupId) {
-        if let Some(p) = self.created.get_mut(&group).and_then(|c| c.pending.take()) {
+        let Some(c) = self.created.get_mut(&group) else {
+            return;
+        };
+        if let Some(p) = c.pending.take() {
+            c.late = p.waiting;
             self.deadlines.remove(&(p.deadline, group));
             self.actions.push_back(RendezvousAction::Ready { group });
         }

@@ -490,6 +490,26 @@ fn a_closed_group_completes_its_creation() {
     assert_eq!(actions(&mut r), []);
 }
 
+#[test]
+fn a_members_second_join_of_a_running_group_is_a_new_run_and_refused() {
+    let mut r = Rendezvous::new(NodeId(1));
+    r.create(G, nodes([0, 1, 2]), summary(42), 10);
+    actions(&mut r);
+    r.handle_join(NodeId(0), G, 42);
+    r.handle_join(NodeId(2), G, 42);
+    assert_eq!(actions(&mut r), [RendezvousAction::Ready { group: G }]);
+    // Node 2 restarted and makes the group again, the same way: its new
+    // run is told the id is in use (it would wait for Joins otherwise).
+    r.handle_join(NodeId(2), G, 42);
+    assert_eq!(
+        actions(&mut r),
+        [RendezvousAction::SendIdInUse {
+            group: G,
+            to: NodeId(2)
+        }]
+    );
+}
+
 // ---- what a mismatch says --------------------------------------------------
 
 /// The fingerprint of a group differing from [`summary`]'s in `settings`
