@@ -15,7 +15,7 @@ mod member_suite;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use member_suite::{Scratch, Transport, wait, write_file};
 
@@ -88,15 +88,7 @@ fn members_with_their_own_identities_multicast_and_another_nodes_is_refused() {
     let mut real: Vec<Child> = (0..4)
         .map(|r| member(&scratch, r, r, &extra, if r == 0 { &files } else { &[] }))
         .collect();
-    let first = out(1).join("0.bin");
-    let start = Instant::now();
-    while !first.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "the cluster never formed"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    scratch.wait_for_output(1, 0, Duration::from_secs(60));
     // Node 3 is up: a second process given node 2's identity for rank 3
     // refuses to start, naming the mismatch (the members refuse such a
     // process too, whether node 3 is up or down: the library's tests).

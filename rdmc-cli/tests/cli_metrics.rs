@@ -14,7 +14,7 @@ mod member_suite;
 
 use std::io::{Read, Write};
 use std::process::Child;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use member_suite::{Scratch, Transport, wait, write_file};
 
@@ -72,15 +72,7 @@ fn a_members_metrics_count_every_byte_and_message_it_received() {
             scratch.spawn_member(rank, &extra, if rank == 0 { &files } else { &[] })
         })
         .collect();
-    let last = scratch.path(&format!("out1/{}.bin", sizes.len() - 1));
-    let start = Instant::now();
-    while !last.exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(60),
-            "rank 1 never got the files"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    scratch.wait_for_output(1, sizes.len() - 1, Duration::from_secs(60));
     let text = scrape(addr);
     let total: usize = sizes.iter().sum();
     assert_eq!(

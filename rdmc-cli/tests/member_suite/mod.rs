@@ -215,12 +215,17 @@ impl Scratch {
 
     /// Wait until rank `rank` has written its first file.
     fn wait_for_first_file(&self, rank: usize) {
-        let first = self.dir.join(format!("out{rank}/0.bin"));
+        self.wait_for_output(rank, 0, Duration::from_secs(30));
+    }
+
+    /// Wait (at most `limit`) until rank `rank` has written message `seq`.
+    pub fn wait_for_output(&self, rank: usize, seq: usize, limit: Duration) {
+        let path = self.dir.join(format!("out{rank}/{seq}.bin"));
         let start = Instant::now();
-        while !first.exists() {
+        while !path.exists() {
             assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "rank {rank} never got the first file"
+                start.elapsed() < limit,
+                "rank {rank} never got message {seq}"
             );
             std::thread::sleep(Duration::from_millis(5));
         }
