@@ -204,6 +204,14 @@ impl GroupMember {
         Ok(member)
     }
 
+    /// The members this one exchanges blocks with (its schedule's
+    /// connections), by rank, in increasing order.
+    pub fn connections(&self) -> Vec<Rank> {
+        (0..self.neighbour.len())
+            .filter(|&r| self.neighbour[r])
+            .collect()
+    }
+
     /// This member's configuration.
     pub fn config(&self) -> &MemberConfig {
         &self.config

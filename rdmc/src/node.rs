@@ -140,7 +140,7 @@ impl Node {
             config.wire_security,
             budget,
             config.early_announce,
-            config.congestion_control.as_deref(),
+            (config.congestion_control.as_deref(), config.connections),
         )
         .await?;
         Ok(Self::start(id, nodes, transport, completions, node))

@@ -635,6 +635,11 @@ macro_rules! on_every_transport {
                     super::$scenario::<super::TcpFixture>().await;
                 }
 
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn tcp_on_demand() {
+                    super::$scenario::<super::common::TcpOnDemandFixture>().await;
+                }
+
                 #[cfg(feature = "ofi")]
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn ofi() {

@@ -7,6 +7,7 @@ mod common;
 
 storage_suite!(mem, common::MemFixture);
 storage_suite!(tcp, common::TcpFixture);
+storage_suite!(tcp_on_demand, common::TcpOnDemandFixture);
 #[cfg(feature = "ofi")]
 storage_suite!(ofi, common::OfiFixture);
 #[cfg(feature = "rdma")]

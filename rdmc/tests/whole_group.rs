@@ -10,6 +10,13 @@ mod common;
 
 whole_group_suite!(mem, common::MemFixture);
 whole_group_suite!(tcp, common::TcpFixture, listens, relayable, heartbeats);
+whole_group_suite!(
+    tcp_on_demand,
+    common::TcpOnDemandFixture,
+    listens,
+    relayable,
+    heartbeats
+);
 #[cfg(feature = "ofi")]
 whole_group_suite!(ofi, common::OfiFixture, heartbeats);
 #[cfg(feature = "rdma")]

@@ -19,7 +19,7 @@ pub use self::node::{CompletionMode, NodeConfig};
 pub use self::ofi::OfiConfig;
 #[cfg(feature = "rdma")]
 pub use self::rdma::RdmaConfig;
-pub use self::tcp::{EarlyAnnounce, TcpConfig};
+pub use self::tcp::{Connections, EarlyAnnounce, TcpConfig};
 pub use crate::transport::frame::protect::WireSecurity;
 pub use crate::transport::mesh::{
     ClusterConfigError, ClusterKey, ClusterKeyError, IdentityError, MAX_IDENTITY_FILE_LEN,

@@ -30,6 +30,33 @@ pub struct EarlyAnnounce {
     pub unsent_limit: u32,
 }
 
+/// Which peers a node on the `tcp` transport connects to, and when
+/// ([`TcpConfig::with_connections`]).
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Connections {
+    /// Every pair of members is connected at start (the default):
+    /// [`Node::tcp`](crate::Node::tcp) returns once every member is, and a
+    /// node knows at once of every peer's failure. N members keep N − 1
+    /// connections each, with a heartbeat on each.
+    #[default]
+    All,
+    /// A node connects to a peer when a group it creates needs it: the
+    /// members it exchanges blocks with, and its neighbours in the group's
+    /// relay tree (the binomial tree over the group's ranks). Signals to
+    /// the other members travel hop by hop along that tree. A member of
+    /// groups of N keeps about 2⌈log₂ N⌉ connections at most for each
+    /// group (for the binomial pipeline over a power of two, ⌈log₂ N⌉), so
+    /// that hundreds of members can share a machine.
+    /// [`Node::tcp`](crate::Node::tcp) returns once the node listens. A
+    /// member that cannot be reached within the connect timeout fails its
+    /// groups, naming it; a peer's failure is noticed by those connected
+    /// to it and reaches the other members of its groups as the groups'
+    /// failure reports. A relaying member vouches for the origin of what
+    /// it relays (each hop is an authenticated connection of the cluster).
+    OnDemand,
+}
+
 /// Configuration of a node on the `tcp` transport: the cluster's members
 /// (one address per node id, in id order), this node's id, and the cluster
 /// key every member holds.
@@ -42,6 +69,7 @@ pub struct TcpConfig {
     pub(crate) wire_security: WireSecurity,
     pub(crate) early_announce: Option<EarlyAnnounce>,
     pub(crate) congestion_control: Option<String>,
+    pub(crate) connections: Connections,
 }
 
 impl TcpConfig {
@@ -54,7 +82,16 @@ impl TcpConfig {
             wire_security: WireSecurity::default(),
             early_announce: None,
             congestion_control: None,
+            connections: Connections::All,
         }
+    }
+
+    /// Which peers the node connects to, and when (default
+    /// [`Connections::All`]: every member at start). Every member should
+    /// choose the same.
+    pub fn with_connections(mut self, connections: Connections) -> Self {
+        self.connections = connections;
+        self
     }
 
     /// How the bytes on the wire are protected after the handshake

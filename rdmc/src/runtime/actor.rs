@@ -503,6 +503,26 @@ impl<T: Transport> Actor<T> {
             &Completion::PeerLeft { node, incarnation } => {
                 return self.peer_left(node, incarnation);
             }
+            Completion::Relayed { .. } => {
+                let Completion::Relayed {
+                    group,
+                    from,
+                    signal,
+                    route,
+                } = c
+                else {
+                    unreachable!("matched")
+                };
+                let Some(origin) = self.transport.forward(group, from, signal, route) else {
+                    return;
+                };
+                let from = origin;
+                return self.on_completion(Completion::Signal {
+                    group,
+                    from,
+                    signal,
+                });
+            }
             Completion::Progress {
                 group,
                 from,
@@ -610,6 +630,7 @@ impl<T: Transport> Actor<T> {
             Completion::PeerDown { .. }
             | Completion::PeerLeft { .. }
             | Completion::PeerUp { .. }
+            | Completion::Relayed { .. }
             | Completion::Progress { .. } => {
                 unreachable!("handled above")
             }

@@ -116,6 +116,14 @@ pub(crate) enum Completion {
         incarnation: u64,
         addr: Option<std::net::SocketAddr>,
     },
+    /// A signal of `group` relayed to or through this node arrived from
+    /// `from`, along `route` ([`Transport::forward`] passes it on).
+    Relayed {
+        group: GroupId,
+        from: NodeId,
+        signal: Signal,
+        route: frame::relay::Route,
+    },
 }
 
 /// A control-plane message between two nodes about one group.
@@ -184,6 +192,31 @@ pub(crate) trait Transport: Send + 'static {
     fn send_signal(&mut self, group: GroupId, to: NodeId, signal: Signal);
     /// The group is over here: drop its posted receives.
     fn release_group(&mut self, group: GroupId);
+    /// This node created `group` with `members` (in rank order, this
+    /// node at `rank`), exchanging blocks with the members at `partners`:
+    /// a transport that connects peers on demand connects what the group
+    /// needs now. The default does nothing (every peer is connected).
+    fn open_group(
+        &mut self,
+        _group: GroupId,
+        _members: &[NodeId],
+        _rank: usize,
+        _partners: &[usize],
+    ) {
+    }
+    /// A relayed signal arrived ([`Completion::Relayed`]): pass it on
+    /// along its route, or, if this node is its destination, return the
+    /// node it came from first, for the signal to be taken as arrived from
+    /// it. The default (no transport of which relays): drop it.
+    fn forward(
+        &mut self,
+        _group: GroupId,
+        _from: NodeId,
+        _signal: Signal,
+        _route: frame::relay::Route,
+    ) -> Option<NodeId> {
+        None
+    }
     /// A buffer of `len` bytes for a message (or a group's first-block
     /// buffer) this node receives, from the node's [`pool::BufferPool`];
     /// an error, never an abort, if the memory cannot be had.

@@ -135,6 +135,9 @@ pub trait Fixture: 'static {
     /// Members exchange heartbeats: one gone silent is found within the
     /// failure timeout (capability `heartbeats`).
     const HEARTBEATS: bool;
+    /// Members connect to each other as their groups need, not all at
+    /// start: a node's start succeeds without its peers.
+    const ON_DEMAND: bool = false;
 
     /// Whether the transport can run on this machine, or why not (no
     /// device): a scenario of a transport that cannot run here is skipped,
@@ -216,6 +219,28 @@ impl Fixture for TcpFixture {
 
     fn start(member: Member<'_>) -> BoxFuture<'static, Result<Node, Error>> {
         let mut config = tuned!(TcpConfig, member);
+        if let Some(bytes) = member.tuning.chunk_size {
+            config = config.with_chunk_size(bytes);
+        }
+        Box::pin(Node::tcp(config, node_config()))
+    }
+}
+
+/// The `tcp` transport on loopback, connected on demand
+/// ([`Connections::OnDemand`](rdmc::Connections::OnDemand)): a member
+/// starts once it listens, connects to the peers its groups need as they
+/// are created, and relays the rest of their signals.
+pub struct TcpOnDemandFixture;
+
+impl Fixture for TcpOnDemandFixture {
+    const NAME: &'static str = "tcp-on-demand";
+    const LISTENS: bool = true;
+    const RELAYABLE: bool = true;
+    const HEARTBEATS: bool = true;
+    const ON_DEMAND: bool = true;
+
+    fn start(member: Member<'_>) -> BoxFuture<'static, Result<Node, Error>> {
+        let mut config = tuned!(TcpConfig, member).with_connections(rdmc::Connections::OnDemand);
         if let Some(bytes) = member.tuning.chunk_size {
             config = config.with_chunk_size(bytes);
         }

@@ -32,7 +32,7 @@ use tokio::time::Instant;
 pub use fixture::OfiFixture;
 #[cfg(feature = "rdma")]
 pub use fixture::RdmaFixture;
-pub use fixture::{Fixture, Layout, MemFixture, TcpFixture, Tuning, cluster};
+pub use fixture::{Fixture, Layout, MemFixture, TcpFixture, TcpOnDemandFixture, Tuning, cluster};
 
 /// Bound for connecting a cluster, creating groups and whole transfers.
 pub const LONG: Duration = Duration::from_secs(60);

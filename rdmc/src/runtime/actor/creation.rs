@@ -48,6 +48,9 @@ impl<T: Transport> Actor<T> {
                 return;
             }
         };
+        // Connections the group needs, before its first signal goes out.
+        self.transport
+            .open_group(id, &members, rank, &member.connections());
         let digest = summary.digest;
         let now = time::Instant::now();
         let deadline = now

@@ -68,8 +68,11 @@ impl<T: Transport> Actor<T> {
         // connection, which is gone (they have failed, or are failing):
         // what comes from it for them over the new one came after a gap,
         // and is ignored. (What its old connection carried arrived before
-        // the old connection's end was reported, and counts.)
-        for g in self.groups.values_mut() {
+        // the old connection's end was reported, and counts.) A peer's
+        // first connection, made on demand for groups that hold it, comes
+        // after no gap.
+        let first = !self.peers.peers.contains_key(&node);
+        for g in self.groups.values_mut().filter(|_| !first) {
             if let Some(&rank) = g.rank_of.get(&node)
                 && !g.lost.contains(&rank)
             {

@@ -139,6 +139,11 @@ where
             group: GroupId(g),
             signal,
         }),
+        (field(), any_signal(), field()).prop_map(|(g, signal, len)| Header::Relay {
+            group: GroupId(g),
+            signal,
+            route_len: len as u32,
+        }),
         Just(Header::Heartbeat),
         Just(Header::Goodbye),
     ]

@@ -10,13 +10,17 @@
 //!
 //! | bytes | field |
 //! |---|---|
-//! | 0 | kind: 1 data chunk, 2 signal |
+//! | 0 | kind: 1 data chunk, 2 signal, 7 relayed signal |
 //! | 1 | signal code (signals only, else 0) |
 //! | 2..4 | reserved, 0 |
-//! | 4..8 | payload length (data chunks only, else 0) |
+//! | 4..8 | payload length (data chunks and relayed signals only, else 0) |
 //! | 8..16 | group id |
 //! | 16..24 | data: the block's immediate value (the message size); signal: first argument |
 //! | 24..32 | data: the block's total length; signal: second argument |
+//!
+//! A relayed signal travels between two members of a group that share no
+//! connection, hop by hop over members that do; its payload is its route
+//! ([`relay`]).
 //!
 //! Short headers, which on `tcp` say only what the frames before them on
 //! the same connection do not ([`Context`]):
@@ -40,6 +44,7 @@
 //! (The `ofi` transport embeds only long signal headers.)
 
 pub(crate) mod protect;
+pub(crate) mod relay;
 pub(crate) mod signal;
 
 #[cfg(test)]
@@ -60,6 +65,7 @@ const KIND_HEARTBEAT: u8 = 3;
 const KIND_DATA_CONTINUED: u8 = 4;
 const KIND_SIGNAL_SAME_GROUP: u8 = 5;
 const KIND_GOODBYE: u8 = 6;
+const KIND_RELAY: u8 = 7;
 
 /// A decoded frame header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +79,13 @@ pub(crate) enum Header {
     },
     /// A control-plane signal.
     Signal { group: GroupId, signal: Signal },
+    /// A control-plane signal on its way to another member; its route
+    /// ([`relay::Route`]), `route_len` bytes, follows.
+    Relay {
+        group: GroupId,
+        signal: Signal,
+        route_len: u32,
+    },
     /// Keeps an idle connection's failure detector quiet.
     Heartbeat,
     /// The sender is leaving for good (its node shuts down): nothing
@@ -99,6 +112,8 @@ pub(crate) enum FrameError {
     BadArgument,
     #[error("a short frame with no previous frame to continue")]
     NothingToContinue,
+    #[error("a relayed signal's route is malformed")]
+    BadRoute,
 }
 
 /// A data chunk of `chunk` bytes is within the receiver's limit and its
@@ -130,6 +145,14 @@ impl Header {
             Header::Signal { group, signal } => {
                 let (code, a, b) = signal::encode(signal);
                 (KIND_SIGNAL, code, 0, group.0, a, b)
+            }
+            Header::Relay {
+                group,
+                signal,
+                route_len,
+            } => {
+                let (code, a, b) = signal::encode(signal);
+                (KIND_RELAY, code, route_len, group.0, a, b)
             }
             Header::Heartbeat => (KIND_HEARTBEAT, 0, 0, 0, 0, 0),
             Header::Goodbye => (KIND_GOODBYE, 0, 0, 0, 0, 0),
@@ -177,6 +200,14 @@ impl Header {
                 Ok(Header::Signal {
                     group,
                     signal: signal::decode(code, a, b)?,
+                })
+            }
+            KIND_RELAY => {
+                relay::check_len(chunk_len)?;
+                Ok(Header::Relay {
+                    group,
+                    signal: signal::decode(code, a, b)?,
+                    route_len: chunk_len,
                 })
             }
             KIND_HEARTBEAT | KIND_GOODBYE => {
@@ -227,7 +258,7 @@ impl Context {
     /// refused there).
     pub(crate) fn header_len(kind: u8) -> usize {
         match kind {
-            KIND_DATA | KIND_SIGNAL => HEADER_LEN,
+            KIND_DATA | KIND_SIGNAL | KIND_RELAY => HEADER_LEN,
             _ => SHORT_HEADER_LEN,
         }
     }
@@ -264,7 +295,7 @@ impl Context {
                     }
                 }
             }
-            Header::Data { .. } | Header::Signal { .. } => {
+            Header::Data { .. } | Header::Signal { .. } | Header::Relay { .. } => {
                 bytes = header.encode();
                 HEADER_LEN
             }
@@ -287,7 +318,8 @@ impl Context {
                 self.group = Some(group);
             }
             Header::Signal { group, .. } => self.group = Some(group),
-            Header::Heartbeat | Header::Goodbye => {}
+            // A relayed signal leaves the context as it was.
+            Header::Relay { .. } | Header::Heartbeat | Header::Goodbye => {}
         }
     }
 

@@ -98,6 +98,8 @@ impl LinkSecurity {
 #[derive(Debug)]
 pub(crate) enum Outgoing {
     Signal(GroupId, Signal),
+    /// A signal on its way along a route (this link's peer its next hop).
+    Relay(GroupId, Signal, crate::transport::frame::relay::Route),
     Data(GroupId, BlockRef, u64),
     /// This node leaves for good: the last frame (after everything queued
     /// before it).

@@ -23,7 +23,9 @@
 
 pub(crate) mod link;
 mod peers;
+mod route;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -31,15 +33,17 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use self::link::{AgreeError, LinkConfig, LinkSecurity, Outgoing};
-use self::peers::{LinkSetup, PeerSet};
+use self::peers::{Handed, LinkSetup, PeerSet, Waiting};
+use self::route::GroupRoute;
 use super::frame::protect::WireSecurity;
+use super::frame::relay::Route;
 use super::mesh::ClusterConfig;
 use super::pool::BufferPool;
 use super::{
     BlockRef, Completion, CompletionSender, Completions, MessageBuffer, RecvRegion, Signal,
     Transport,
 };
-use crate::config::EarlyAnnounce;
+use crate::config::{Connections, EarlyAnnounce};
 use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
 
@@ -55,7 +59,18 @@ pub(crate) struct TcpEndpoint {
     pool: BufferPool,
     /// What [`Transport::describe`] says.
     description: String,
+    /// This node.
+    me: NodeId,
+    /// Connecting on demand: each group's routes ([`route`]).
+    routes: Option<HashMap<GroupId, GroupRoute>>,
+    /// Connecting on demand: the way back to the origin of each signal
+    /// relayed here, by group and origin, for the groups this node has no
+    /// routes of (answers to a join for a group unknown here).
+    returns: HashMap<(GroupId, NodeId), Route>,
 }
+
+/// The most ways back kept; more are forgotten all at once.
+const MAX_RETURNS: usize = 1 << 16;
 
 impl TcpEndpoint {
     /// Bring node `cluster.id` into the cluster ([`peers`]: its listener,
@@ -84,7 +99,7 @@ impl TcpEndpoint {
         security: WireSecurity,
         pool_budget: usize,
         early: Option<EarlyAnnounce>,
-        congestion: Option<&str>,
+        (congestion, connections): (Option<&str>, Connections),
     ) -> Result<(Self, Completions), Error> {
         let refused = |name: &str, reason: String| Error::CongestionControl {
             name: name.to_owned(),
@@ -119,22 +134,46 @@ impl TcpEndpoint {
             early,
             congestion: congestion.map(str::to_owned),
         };
+        let on_demand = connections == Connections::OnDemand;
         let description = format!(
-            "tcp, {} frames{}",
+            "tcp, {} frames{}{}",
             setup.security.mode.name(),
             match cluster.identity {
                 Some(_) => ", per-node identities",
                 None => "",
+            },
+            if on_demand {
+                ", connected on demand"
+            } else {
+                ""
             }
         );
+        let me = cluster.id;
         let started = Instant::now();
         // Validated: at most `MAX_TIMEOUT`, which the clock can add.
         let timeout = cluster.connect_timeout;
         let (completions, queue) = mpsc::unbounded_channel();
         let transport = |e: super::mesh::MeshError| Error::Transport(e.to_string());
-        let peers = PeerSet::start(cluster, setup, completions.clone())
+        let peers = PeerSet::start(cluster, setup, completions.clone(), on_demand)
             .await
             .map_err(transport)?;
+        if on_demand {
+            tracing::info!("listening; peers are connected as groups need them");
+            return Ok((
+                TcpEndpoint {
+                    peers,
+                    completions,
+                    flush_timeout: link.failure_timeout,
+                    early_announce: link.early_announce,
+                    pool: BufferPool::new(pool_budget),
+                    description,
+                    me,
+                    routes: Some(HashMap::new()),
+                    returns: HashMap::new(),
+                },
+                queue,
+            ));
+        }
         peers
             .all_connected(started + timeout, timeout)
             .await
@@ -170,9 +209,27 @@ impl TcpEndpoint {
                 early_announce: link.early_announce,
                 pool: BufferPool::new(pool_budget),
                 description,
+                me,
+                routes: None,
+                returns: HashMap::new(),
             },
             queue,
         ))
+    }
+
+    /// Hand `item` of `group` to `peer`'s link, or report the peer
+    /// unreachable for the group.
+    fn hand(&mut self, group: GroupId, peer: NodeId, item: Waiting) {
+        if self.peers.hand(peer, item) == Handed::Unreachable {
+            self.unreachable(group, peer);
+        }
+    }
+
+    /// Send `signal` of `group` along `route` (its next hop).
+    fn relay(&mut self, group: GroupId, signal: Signal, route: Route) {
+        let next = route.here();
+        let item = Outgoing::Relay(group, signal, route);
+        self.hand(group, next, Waiting::Send(group, item));
     }
 
     fn unreachable(&self, group: GroupId, peer: NodeId) {
@@ -206,34 +263,80 @@ impl Transport for TcpEndpoint {
     }
 
     fn post_recv(&mut self, group: GroupId, from: NodeId, region: RecvRegion) {
-        let posted = self
-            .peers
-            .with_link(from, |link| link.post_recv(group, region));
-        if posted.is_none() {
-            self.unreachable(group, from);
-        }
+        self.hand(group, from, Waiting::Post(group, region));
     }
 
     fn post_send(&mut self, group: GroupId, to: NodeId, block: BlockRef, immediate: u64) {
-        let sent = self.peers.with_link(to, |link| {
-            link.send(Outgoing::Data(group, block, immediate))
-        });
-        if sent != Some(true) {
-            self.unreachable(group, to);
-        }
+        let item = Outgoing::Data(group, block, immediate);
+        self.hand(group, to, Waiting::Send(group, item));
     }
 
     fn send_signal(&mut self, group: GroupId, to: NodeId, signal: Signal) {
-        let sent = self
-            .peers
-            .with_link(to, |link| link.send(Outgoing::Signal(group, signal)));
-        if sent != Some(true) {
-            self.unreachable(group, to);
+        if let Some(routes) = &self.routes {
+            let route = match routes.get(&group) {
+                Some(routes) => routes.route_to(to),
+                None => self.returns.get(&(group, to)).cloned(),
+            };
+            if let Some(route) = route {
+                return self.relay(group, signal, route);
+            }
         }
+        let item = Outgoing::Signal(group, signal);
+        self.hand(group, to, Waiting::Send(group, item));
     }
 
     fn release_group(&mut self, group: GroupId) {
         self.peers.each_link(|link| link.release_group(group));
+        if let Some(routes) = self.routes.as_mut() {
+            routes.remove(&group);
+            self.returns.retain(|&(g, _), _| g != group);
+            self.peers.release_waiting(group);
+        }
+    }
+
+    fn open_group(&mut self, group: GroupId, members: &[NodeId], rank: usize, partners: &[usize]) {
+        let Some(routes) = self.routes.as_mut() else {
+            return;
+        };
+        let route = GroupRoute::new(members, rank, partners);
+        for peer in route.direct() {
+            self.peers.want(peer);
+        }
+        routes.insert(group, route);
+    }
+
+    /// Relayed signals are taken only when connecting on demand (the
+    /// relaying peer vouches for the origin: it authenticated as a member
+    /// of the cluster, and the hop before it too).
+    fn forward(
+        &mut self,
+        group: GroupId,
+        from: NodeId,
+        signal: Signal,
+        route: Route,
+    ) -> Option<NodeId> {
+        if self.routes.is_none() || route.here() != self.me {
+            tracing::warn!(
+                peer = from.0,
+                group = group.0,
+                "dropped a relayed signal not routed to this node"
+            );
+            return None;
+        }
+        if !route.arrived() {
+            self.relay(group, signal, route.next_hop());
+            return None;
+        }
+        let origin = route.origin();
+        if self.returns.len() >= MAX_RETURNS {
+            self.returns.clear();
+        }
+        let mut back = route.path;
+        back.reverse();
+        if let Some(back) = Route::new(back) {
+            self.returns.insert((group, origin), back);
+        }
+        Some(origin)
     }
 
     fn flush(&mut self) -> BoxFuture<'static, ()> {

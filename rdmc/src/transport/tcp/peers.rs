@@ -30,9 +30,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::link::{self, AgreeError, Link, LinkConfig, LinkSecurity, RecvLowat};
+use super::link::{self, AgreeError, Link, LinkConfig, LinkSecurity, Outgoing, RecvLowat};
 use crate::config::EarlyAnnounce;
-use crate::ids::NodeId;
+use crate::ids::{GroupId, NodeId};
+use crate::transport::RecvRegion;
 use crate::transport::mesh::connect::{self, OnPeer, Refusals};
 use crate::transport::mesh::handshake::{Authenticated, Handshake, Vet};
 use crate::transport::mesh::{ClusterConfig, ClusterDigest, MeshError, MeshPurpose};
@@ -91,6 +92,25 @@ pub(crate) struct LinkSetup {
 /// A link's key agreement, to await apart from the link.
 type Agreement = BoxFuture<'static, Result<(), AgreeError>>;
 
+/// What waits for a peer's first connection.
+#[derive(Debug)]
+pub(crate) enum Waiting {
+    /// A frame to send.
+    Send(GroupId, Outgoing),
+    /// A receive to post.
+    Post(GroupId, RecvRegion),
+}
+
+/// What became of something handed to a peer's link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Handed {
+    /// Queued on the link, or waiting for its first connection.
+    Queued,
+    /// The peer's connection is gone (or, connecting every peer at
+    /// start, never was).
+    Unreachable,
+}
+
 /// The node's connections, and the newest run of every peer seen.
 #[derive(Default)]
 struct Table {
@@ -99,6 +119,10 @@ struct Table {
     /// The key agreements of the links made while the node starts, for
     /// its start to check ([`PeerSet::agreements`]).
     starting: Option<Vec<(NodeId, Agreement)>>,
+    /// On demand: what waits for each peer's first connection.
+    waiting: HashMap<NodeId, Vec<Waiting>>,
+    /// On demand: the peers below this node it keeps a connection to.
+    kept: std::collections::HashSet<NodeId>,
 }
 
 impl Table {
@@ -132,6 +156,10 @@ struct Shared {
     completions: CompletionSender,
     setup: LinkSetup,
     stop: CancellationToken,
+    /// Whether peers are connected on demand, not all at start.
+    on_demand: bool,
+    /// How long what waits for a peer's first connection waits.
+    connect_timeout: Duration,
 }
 
 impl std::fmt::Debug for Shared {
@@ -158,6 +186,7 @@ impl PeerSet {
         cluster: ClusterConfig,
         setup: LinkSetup,
         completions: CompletionSender,
+        on_demand: bool,
     ) -> Result<Self, MeshError> {
         cluster.check_member()?;
         let listener = match cluster.listener {
@@ -173,7 +202,7 @@ impl PeerSet {
             .map(|m| MeshPurpose::Tcp.digest_entry(m))
             .collect();
         let table = Arc::new(Mutex::new(Table {
-            starting: Some(Vec::new()),
+            starting: (!on_demand).then(Vec::new),
             ..Table::default()
         }));
         let vet: Vet = {
@@ -191,7 +220,10 @@ impl PeerSet {
         .with_identity(cluster.identity)
         .with_vet(vet);
         let stop = CancellationToken::new();
+        let connect_timeout = cluster.connect_timeout;
         let shared = Arc::new(Shared {
+            on_demand,
+            connect_timeout,
             me: cluster.id,
             members: cluster.members,
             handshake: Arc::new(handshake),
@@ -219,8 +251,10 @@ impl PeerSet {
             on_peer,
             (stop.clone(), CancellationToken::new()),
         ));
-        for peer in (0..shared.me.0).map(NodeId) {
-            tokio::spawn(keep(Arc::clone(&shared), peer));
+        if !on_demand {
+            for peer in (0..shared.me.0).map(NodeId) {
+                tokio::spawn(keep(Arc::clone(&shared), peer));
+            }
         }
         Ok(PeerSet {
             shared,
@@ -273,10 +307,57 @@ impl PeerSet {
         lock(&self.shared.table).starting.take().unwrap_or_default()
     }
 
-    /// Run `f` on the link to `peer`, if there is one that is up.
-    pub(crate) fn with_link<R>(&self, peer: NodeId, f: impl FnOnce(&Link) -> R) -> Option<R> {
-        let table = lock(&self.shared.table);
-        table.links.get(&peer).filter(|l| !l.is_down()).map(f)
+    /// On demand: connect to `peer` (if it is below this node: it dials
+    /// it; else it waits for the peer to dial). Connecting every peer at
+    /// start: nothing to do.
+    pub(crate) fn want(&self, peer: NodeId) {
+        let shared = &self.shared;
+        if !shared.on_demand || peer >= shared.me || peer.index() >= shared.members.len() {
+            return;
+        }
+        if lock(&shared.table).kept.insert(peer) {
+            tokio::spawn(keep(Arc::clone(shared), peer));
+        }
+    }
+
+    /// Hand `item` to `peer`'s link; on demand, it waits for the link's
+    /// first connection if there has been none yet.
+    pub(crate) fn hand(&self, peer: NodeId, item: Waiting) -> Handed {
+        let mut table = lock(&self.shared.table);
+        if let Some(link) = table.links.get(&peer) {
+            let queued = match item {
+                Waiting::Send(_, item) => link.send(item),
+                Waiting::Post(group, region) => {
+                    link.post_recv(group, region);
+                    !link.is_down()
+                }
+            };
+            return if queued {
+                Handed::Queued
+            } else {
+                Handed::Unreachable
+            };
+        }
+        if !self.shared.on_demand || peer == self.shared.me {
+            return Handed::Unreachable;
+        }
+        let queue = table.waiting.entry(peer).or_default();
+        if queue.is_empty() {
+            tokio::spawn(expire(Arc::clone(&self.shared), peer));
+        }
+        queue.push(item);
+        drop(table);
+        self.want(peer);
+        Handed::Queued
+    }
+
+    /// Forget what waits for a connection for `group`.
+    pub(crate) fn release_waiting(&self, group: GroupId) {
+        for queue in lock(&self.shared.table).waiting.values_mut() {
+            queue.retain(|w| match w {
+                Waiting::Send(g, _) | Waiting::Post(g, _) => *g != group,
+            });
+        }
     }
 
     /// Run `f` on every link.
@@ -346,6 +427,15 @@ impl Shared {
         if let Some(starting) = table.starting.as_mut() {
             starting.push((id, link.take_agreement()));
         }
+        // What waited for the peer's first connection goes first.
+        for item in table.waiting.remove(&id).unwrap_or_default() {
+            match item {
+                Waiting::Send(_, item) => {
+                    link.send(item);
+                }
+                Waiting::Post(group, region) => link.post_recv(group, region),
+            }
+        }
         table.links.insert(id, link);
         table.known.insert(id, peer.incarnation);
         drop(table);
@@ -396,6 +486,38 @@ async fn keep(shared: Arc<Shared>, peer: NodeId) {
                 }
             }
         }
+    }
+}
+
+/// On demand: once the connect timeout has passed since something began
+/// waiting for `peer`'s first connection, and it still waits, the peer is
+/// unreachable for the groups it waited for.
+async fn expire(shared: Arc<Shared>, peer: NodeId) {
+    tokio::select! {
+        () = shared.stop.cancelled() => return,
+        () = tokio::time::sleep(shared.connect_timeout) => {}
+    }
+    let waited = lock(&shared.table)
+        .waiting
+        .remove(&peer)
+        .unwrap_or_default();
+    let mut groups: Vec<GroupId> = waited
+        .iter()
+        .map(|w| match w {
+            Waiting::Send(g, _) | Waiting::Post(g, _) => *g,
+        })
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    if !groups.is_empty() {
+        tracing::warn!(peer = peer.0, timeout = ?shared.connect_timeout, "peer not connected within the connect timeout");
+    }
+    for group in groups {
+        let _ = shared.completions.send(Completion::TransferFailed {
+            group,
+            peer,
+            error: "not connected within the connect timeout",
+        });
     }
 }
 

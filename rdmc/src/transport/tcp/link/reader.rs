@@ -15,6 +15,7 @@ use super::socket::RecvLowat;
 use super::{LinkConfig, LinkState, Posted, lock};
 use crate::ids::{GroupId, NodeId};
 use crate::transport::frame::protect::{MAX_TAG_LEN, Opener};
+use crate::transport::frame::relay::Route;
 use crate::transport::frame::{Context, HEADER_LEN, Header, SHORT_HEADER_LEN};
 use crate::transport::liveness::{Liveness, PeerClock};
 use crate::transport::{Completion, CompletionSender, RecvRegion};
@@ -289,6 +290,34 @@ impl<R: AsyncRead> LinkReader<R> {
                     }
                     _ => {}
                 }
+                Ok(())
+            }
+            Header::Relay {
+                group,
+                signal,
+                route_len,
+            } => {
+                let mut payload = vec![0; route_len as usize];
+                self.wire.read(&mut payload, " mid-frame").await?;
+                let tag = &mut self.tag[..self.tag_len];
+                self.wire.read(tag, " mid-frame").await?;
+                self.opener
+                    .open(bytes, &mut payload, tag)
+                    .map_err(|e| e.to_string())?;
+                let route = Route::decode(&payload)
+                    .map_err(|e| format!("malformed relayed signal: {e}"))?;
+                if route.previous() != self.peer {
+                    return Err(format!(
+                        "relayed a signal whose route has node {} before this hop",
+                        route.previous().0
+                    ));
+                }
+                let _ = self.completions.send(Completion::Relayed {
+                    group,
+                    from: self.peer,
+                    signal,
+                    route,
+                });
                 Ok(())
             }
             Header::Data {

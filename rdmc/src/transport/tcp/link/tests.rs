@@ -5,6 +5,7 @@ use super::socket::congestion_control;
 use super::*;
 use crate::proto::Control;
 use crate::transport::MessageBuffer;
+use crate::transport::frame::relay::Route;
 use crate::transport::frame::{Context, HEADER_LEN, Header, SHORT_HEADER_LEN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -737,6 +738,69 @@ async fn a_socket_takes_the_congestion_control_it_is_given_or_says_why_not() {
                 set_congestion_control(socket, bad).is_err(),
                 "{bad:?} accepted"
             );
+        }
+    }
+}
+
+/// A route from node 0 (the sending end) through node 1 to node 2.
+fn route_via_1() -> Route {
+    Route::new(vec![NodeId(0), NodeId(1), NodeId(2)]).unwrap()
+}
+
+#[tokio::test]
+async fn a_relayed_signal_arrives_with_its_route_in_every_mode() {
+    for mode in [
+        WireSecurity::None,
+        WireSecurity::Authenticated,
+        WireSecurity::Encrypted,
+    ] {
+        // Offset past the stream's end: nothing flipped.
+        let (a, _b, mut events) = tampered_pair(mode, usize::MAX);
+        let signal = Signal::Join { digest: 7 << 70 };
+        assert!(a.send(Outgoing::Relay(GroupId(9), signal, route_via_1())));
+        match events.recv().await.unwrap() {
+            Completion::Relayed {
+                group,
+                from,
+                signal: got,
+                route,
+            } => {
+                assert_eq!((group, from, got), (GroupId(9), NodeId(0), signal));
+                assert_eq!(route, route_via_1(), "{mode:?}");
+            }
+            other => panic!("{mode:?}: unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_relayed_signal_from_a_hop_its_route_does_not_name_fails_the_link() {
+    let (a, _b, mut events) = tampered_pair(WireSecurity::Authenticated, usize::MAX);
+    // The route says node 3 sends this hop; node 0 does.
+    let route = Route::new(vec![NodeId(3), NodeId(1), NodeId(2)]).unwrap();
+    assert!(a.send(Outgoing::Relay(GroupId(9), Signal::IdInUse, route)));
+    assert!(matches!(
+        events.recv().await.unwrap(),
+        Completion::PeerDown {
+            node: NodeId(0),
+            ..
+        }
+    ));
+}
+
+#[tokio::test]
+async fn a_byte_flipped_in_a_relayed_signal_fails_the_link() {
+    for mode in [WireSecurity::Authenticated, WireSecurity::Encrypted] {
+        let frame_len = HEADER_LEN + route_via_1().encoded_len() + mode.tag_len();
+        for offset in AGREE_LEN..AGREE_LEN + frame_len {
+            let (a, _b, mut events) = tampered_pair(mode, offset);
+            assert!(a.send(Outgoing::Relay(GroupId(9), Signal::IdInUse, route_via_1())));
+            match events.recv().await.unwrap() {
+                Completion::PeerDown {
+                    node: NodeId(0), ..
+                } => {}
+                other => panic!("{mode:?}: byte {offset} flipped: {other:?}"),
+            }
         }
     }
 }

@@ -57,6 +57,25 @@ fn enqueue(
     } = pending;
     let header = match item {
         Outgoing::Signal(group, signal) => Header::Signal { group, signal },
+        Outgoing::Relay(group, signal, route) => {
+            let mut payload = route.encode();
+            let header = context.encode(&Header::Relay {
+                group,
+                signal,
+                route_len: payload.len() as u32,
+            });
+            let mut sealed = Vec::new();
+            let (tag, encrypted) = sealer
+                .seal_into(header.as_slice(), &payload, &mut sealed)
+                .map_err(other)?;
+            if encrypted {
+                payload = sealed;
+            }
+            signals.extend_from_slice(header.as_slice());
+            signals.extend_from_slice(&payload);
+            signals.extend_from_slice(tag.as_slice());
+            return Ok(());
+        }
         Outgoing::Goodbye => {
             *goodbye = true;
             return Ok(());
