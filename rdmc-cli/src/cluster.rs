@@ -67,6 +67,26 @@ impl From<SecurityChoice> for WireSecurity {
     }
 }
 
+/// `--connections`: which members a member connects to, and when.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ConnectionsChoice {
+    /// Only the members its groups exchange blocks with and its
+    /// neighbours in their relay trees (about log2 N), as the groups
+    /// need them; signals to the others are relayed.
+    OnDemand,
+    /// Every member, at start (N - 1 connections each).
+    All,
+}
+
+impl From<ConnectionsChoice> for rdmc::Connections {
+    fn from(c: ConnectionsChoice) -> Self {
+        match c {
+            ConnectionsChoice::OnDemand => rdmc::Connections::OnDemand,
+            ConnectionsChoice::All => rdmc::Connections::All,
+        }
+    }
+}
+
 /// `--completion`: the completion modes, as the command line names them.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ModeChoice {
@@ -164,6 +184,9 @@ pub struct ClusterSetup {
     /// With `Transport::Tcp`: the connections' TCP congestion control
     /// (default: the machine's).
     pub congestion_control: Option<String>,
+    /// With `Transport::Tcp`: which members to connect to, and when
+    /// (default: all, at start).
+    pub connections: rdmc::Connections,
     /// How membership changes seen while running (etcd) are written.
     pub report: members::Report,
     /// What [`join`](Self::join) still has to do.
@@ -235,6 +258,7 @@ impl ClusterSetup {
             early_announce: None,
             wire_security: rdmc::WireSecurity::default(),
             congestion_control: None,
+            connections: rdmc::Connections::All,
             report: members::Report::default(),
             pending: None,
             claiming: plan.rank.is_none(),
@@ -330,8 +354,9 @@ impl ClusterSetup {
     }
 
     /// Start this member's node, once [joined](Self::join) where the
-    /// source needs it: it waits (up to the connect timeout) for every
-    /// member to be connected.
+    /// source needs it: connecting every member at start, it waits (up to
+    /// the connect timeout) for every member to be connected; on demand,
+    /// only until it listens.
     pub async fn start(&self, node_config: NodeConfig) -> Result<Node, String> {
         if self.pending.is_some() {
             return Err(format!(
@@ -346,7 +371,8 @@ impl ClusterSetup {
                     .with_connect_timeout(self.connect_timeout)
                     .with_failure_timeout(self.failure_timeout)
                     .with_early_announce(self.early_announce)
-                    .with_wire_security(self.wire_security);
+                    .with_wire_security(self.wire_security)
+                    .with_connections(self.connections);
                 let config = match &self.identity {
                     Some(identity) => config.with_identity(identity.clone()),
                     None => config,

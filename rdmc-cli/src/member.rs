@@ -18,7 +18,7 @@ use serde_json::json;
 
 use rdmc_cli::clocks::cpu_seconds;
 use rdmc_cli::cluster::{
-    ClusterSetup, ModeChoice, SecurityChoice, Transport, kind_of, without_path,
+    ClusterSetup, ConnectionsChoice, ModeChoice, SecurityChoice, Transport, kind_of, without_path,
 };
 use rdmc_cli::members::{MembersArgs, Want};
 use rdmc_cli::size::{human, parse_size};
@@ -81,7 +81,8 @@ pub(crate) struct MemberArgs {
     /// that many members share (see BENCHMARKS.md).
     #[arg(long, default_value_t = 0, value_name = "N")]
     worker_threads: usize,
-    /// Seconds to wait for every member to be connected.
+    /// Seconds to wait for the members to be connected and the group to
+    /// form.
     #[arg(long, default_value_t = 30.0)]
     connect_timeout: f64,
     /// Seconds of silence after which a peer is considered failed (a peer
@@ -123,6 +124,14 @@ pub(crate) struct MemberArgs {
     /// With `--early-announce`: most bytes a socket holds unsent.
     #[arg(long, default_value = "64KiB", value_parser = parse_size, value_name = "BYTES")]
     unsent_limit: u64,
+    /// With `--transport tcp`: which members this one connects to.
+    /// `on-demand`: only those its group exchanges blocks with and its
+    /// neighbours in the group's relay tree (about log2 N, so that hundreds
+    /// of members can share a machine), when the group is created; signals
+    /// to the others travel through them. `all`: every member, before the
+    /// group is created. Every member should choose the same.
+    #[arg(long, value_enum, default_value_t = ConnectionsChoice::OnDemand)]
+    connections: ConnectionsChoice,
     /// With `--transport tcp`: the connections' TCP congestion control
     /// (`cubic`, `bbr`, `reno`, ...: one the kernel has; default: the
     /// machine's). Every member should choose the same.
@@ -265,6 +274,7 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
         return Err("--tcp-congestion-control needs --transport tcp".into());
     }
     cluster.congestion_control = args.tcp_congestion_control.clone();
+    cluster.connections = args.connections.into();
     // A launcher runs one command line for every rank: the files are the
     // root's, the others ignore them.
     let files: &[PathBuf] = if root || cluster.launched() {
@@ -299,9 +309,12 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
         Some(dir) if !root && !args.bench => Some(check_output_dir(dir)?),
         _ => None,
     };
+    // Connected on demand, members are connected as the group forms: the
+    // connect timeout bounds that.
     let group = GroupConfig::new()
         .with_algorithm(args.algorithm)
-        .with_max_message_size(args.max_message_size);
+        .with_max_message_size(args.max_message_size)
+        .with_create_timeout(cluster.connect_timeout);
     // Receivers with an output directory receive straight into their files:
     // memory stays bounded whatever the size, and the bytes are written as
     // they arrive.

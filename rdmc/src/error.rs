@@ -211,13 +211,28 @@ pub enum Error {
     /// Not every other member created the group within the create timeout
     /// ([`GroupConfig::with_create_timeout`](crate::GroupConfig::with_create_timeout)).
     /// The group is not created; its id stays used.
-    #[error("group {group}: timed out waiting for {} to create it", Nodes(missing))]
+    #[error("group {group}: timed out waiting for {} to create it{}", Nodes(missing), Why(why.as_deref()))]
     CreateTimedOut {
         /// The group.
         group: GroupId,
         /// The members whose creation had not been heard of, in rank order.
         missing: Vec<NodeId>,
+        /// What this node knows of why some of them could not be reached
+        /// (connecting on demand: a connection refused, and why), in words.
+        why: Option<String>,
     },
+}
+
+/// " (why)", or nothing.
+struct Why<'a>(Option<&'a str>);
+
+impl std::fmt::Display for Why<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(why) => write!(f, " ({why})"),
+            None => Ok(()),
+        }
+    }
 }
 
 struct Nodes<'a>(&'a [NodeId]);

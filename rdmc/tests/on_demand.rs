@@ -176,3 +176,67 @@ async fn a_member_gone_mid_transfer_fails_the_group_everywhere_naming_it() {
     }
     shutdown(nodes).await;
 }
+
+/// Two nodes that cannot connect: each one's group fails naming the
+/// other, and says why.
+async fn two_that_cannot_connect(
+    zero: TcpConfig,
+    one: TcpConfig,
+) -> (Result<Group, Error>, Result<Group, Error>) {
+    let config = GroupConfig::new().with_create_timeout(Duration::from_secs(3));
+    let start = |c: TcpConfig| Node::tcp(c.with_connections(Connections::OnDemand), node_config());
+    let (a, b) = tokio::try_join!(start(zero), start(one)).expect("both listen");
+    let members = [NodeId(0), NodeId(1)];
+    let created = bounded(LONG, "creating", async {
+        tokio::join!(
+            a.create_group(GroupId(1), &members, config.clone()),
+            b.create_group(GroupId(1), &members, config.clone())
+        )
+    })
+    .await;
+    shutdown(vec![a, b]).await;
+    created
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_that_cannot_connect_say_why() {
+    // Node 1 holds `key_one`.
+    let pair = |key_one: rdmc::ClusterKey| {
+        let listeners = [common::loopback(), common::loopback()];
+        let members: Vec<_> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+        let [l0, l1] = listeners;
+        let config = |id: u32, l, key| {
+            TcpConfig::new(members.clone(), NodeId(id), key)
+                .with_listener(l)
+                .with_connect_timeout(Duration::from_secs(2))
+        };
+        (config(0, l0, key()), config(1, l1, key_one))
+    };
+    // Another wire security.
+    let (zero, one) = pair(key());
+    let zero = zero.with_wire_security(rdmc::WireSecurity::None);
+    let (a, b) = two_that_cannot_connect(zero, one).await;
+    for (who, other, result) in [(0, 1, a), (1, 0, b)] {
+        let error = result
+            .err()
+            .unwrap_or_else(|| panic!("node {who} created the group"));
+        let text = error.to_string();
+        assert!(
+            text.contains(&format!("node {other}")) && text.contains("wire security mismatch"),
+            "node {who}: {text}"
+        );
+    }
+    // Another key: node 0, which node 1 dials, knows node 1 did not prove
+    // it holds the key.
+    let other_key =
+        rdmc::ClusterKey::from_bytes(b"another cluster key, 32 bytes!!!".to_vec()).unwrap();
+    let (zero, one) = pair(other_key);
+    let (a, b) = two_that_cannot_connect(zero, one).await;
+    let text = a.expect_err("node 0 created the group").to_string();
+    assert!(
+        text.contains("node 1") && text.contains("prove it holds the cluster key"),
+        "node 0: {text}"
+    );
+    let text = b.expect_err("node 1 created the group").to_string();
+    assert!(text.contains("node 0"), "node 1: {text}");
+}

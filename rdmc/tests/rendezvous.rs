@@ -286,7 +286,8 @@ async fn a_member_that_never_creates_the_group_times_the_others_out() {
             err,
             Error::CreateTimedOut {
                 group: G,
-                missing: vec![NodeId(2)]
+                missing: vec![NodeId(2)],
+                why: None,
             },
             "{who}"
         );
@@ -331,7 +332,8 @@ async fn the_timeout_names_every_missing_member_in_rank_order() {
         err,
         Error::CreateTimedOut {
             group: G,
-            missing: ids(&[3, 2, 1])
+            missing: ids(&[3, 2, 1]),
+            why: None,
         }
     );
     assert_eq!(
@@ -488,7 +490,8 @@ async fn the_mismatch_error_reads_well() {
     assert_eq!(
         std::io::Error::from(Error::CreateTimedOut {
             group: G,
-            missing: vec![NodeId(1)]
+            missing: vec![NodeId(1)],
+            why: None,
         })
         .kind(),
         std::io::ErrorKind::TimedOut
@@ -518,7 +521,16 @@ async fn the_timeout_fires_in_polling_and_hybrid_modes_too() {
             .await
             .unwrap_err();
         let missing = vec![NodeId(1)];
-        assert_eq!(err, Error::CreateTimedOut { group: G, missing }, "{mode:?}");
+        let why = None;
+        assert_eq!(
+            err,
+            Error::CreateTimedOut {
+                group: G,
+                missing,
+                why
+            },
+            "{mode:?}"
+        );
     }
 }
 

@@ -79,11 +79,21 @@ impl GroupMember {
     /// every message and closed), the failure of any member but the root,
     /// whose verdict (closed or failed) then decides.
     pub fn handle_peer_failure(&mut self, peer: Option<Rank>) {
+        self.handle_peer_failure_because(peer, None);
+    }
+
+    /// [`handle_peer_failure`](Self::handle_peer_failure), with what this
+    /// member knows of why the peer is unreachable, in words
+    /// ([`Failure::detail`]; it stays here).
+    pub fn handle_peer_failure_because(&mut self, peer: Option<Rank>, detail: Option<String>) {
         if self.failure_is_moot(peer, None) {
             tracing::debug!(peer, "failure after the close acknowledgement ignored");
             return;
         }
-        self.fail(Failure::new(peer, FailureKind::Unreachable));
+        self.fail(Failure {
+            detail,
+            ..Failure::new(peer, FailureKind::Unreachable)
+        });
     }
 
     /// Something local to this member broke the group: its driver could

@@ -710,7 +710,8 @@ impl<T: Transport> Actor<T> {
                         if g.member.is_finished() {
                             break;
                         }
-                        g.member.handle_peer_failure(Some(rank));
+                        let why = self.peers.why_down(g.members[rank]);
+                        g.member.handle_peer_failure_because(Some(rank), why);
                     }
                 }
             }

@@ -204,6 +204,11 @@ pub(crate) trait Transport: Send + 'static {
         _partners: &[usize],
     ) {
     }
+    /// What this transport knows of why `peers` could not be reached, in
+    /// words (connecting on demand: refused connections, and why).
+    fn why_unreachable(&self, _peers: &[NodeId]) -> Option<String> {
+        None
+    }
     /// A relayed signal arrived ([`Completion::Relayed`]): pass it on
     /// along its route, or, if this node is its destination, return the
     /// node it came from first, for the signal to be taken as arrived from

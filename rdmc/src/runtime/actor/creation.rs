@@ -85,12 +85,11 @@ impl<T: Transport> Actor<T> {
         // actions are carried out only after the rendezvous sent its Joins:
         // signals are FIFO per link, so every peer checks this member's
         // Join before anything else of the group.
-        if let Some(&suspect) = members
+        if let Some(&down) = members
             .iter()
             .find(|&&n| n != self.me && self.rendezvous.is_down(n))
-            .map(|n| &rank_of[n])
         {
-            member.handle_peer_failure(Some(suspect));
+            member.handle_peer_failure_because(Some(rank_of[&down]), self.peers.why_down(down));
         }
         // Where each message's first block lands; without its memory the
         // group fails at once, naming this member (never an abort).
@@ -403,7 +402,14 @@ impl<T: Transport> Actor<T> {
                 peer,
                 mismatch,
             },
-            CreateFailure::TimedOut { missing } => Error::CreateTimedOut { group, missing },
+            CreateFailure::TimedOut { missing } => {
+                let why = self.transport.why_unreachable(&missing);
+                Error::CreateTimedOut {
+                    group,
+                    missing,
+                    why,
+                }
+            }
         };
         g.span
             .in_scope(|| tracing::warn!(%error, "group not created"));

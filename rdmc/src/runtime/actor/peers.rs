@@ -18,6 +18,8 @@ use crate::transport::Transport;
 pub(super) struct PeerView {
     peers: BTreeMap<NodeId, Peer>,
     watchers: Vec<mpsc::UnboundedSender<PeerEvent>>,
+    /// Why each peer that is down went down, as the transport said.
+    down_because: BTreeMap<NodeId, String>,
 }
 
 impl PeerView {
@@ -36,6 +38,11 @@ impl PeerView {
             });
         }
         self.watchers.push(watcher);
+    }
+
+    /// Why `node` is down, as the transport said, if it is.
+    pub(super) fn why_down(&self, node: NodeId) -> Option<String> {
+        self.down_because.get(&node).cloned()
     }
 
     fn tell(&mut self, event: PeerEvent) {
@@ -63,6 +70,17 @@ impl<T: Transport> Actor<T> {
             return;
         }
         tracing::info!(peer = node.0, incarnation, ?addr, "peer up");
+        // A new run's failures have reasons of their own; the same run
+        // connected again keeps why its connection failed last (a
+        // configuration error fails each of its connections alike).
+        if self
+            .peers
+            .peers
+            .get(&node)
+            .is_some_and(|p| p.incarnation != incarnation)
+        {
+            self.peers.down_because.remove(&node);
+        }
         self.rendezvous.handle_peer_up(node);
         // The groups that held the peer were made over its earlier
         // connection, which is gone (they have failed, or are failing):
@@ -107,6 +125,7 @@ impl<T: Transport> Actor<T> {
             return;
         }
         tracing::warn!(peer = node.0, incarnation, %reason, "peer down");
+        self.peers.down_because.insert(node, reason.clone());
         let event = PeerEvent::Down {
             node,
             incarnation,

@@ -143,6 +143,17 @@ impl Refusals {
 
     /// The reasons that concern `missing`, as one line ("" when none).
     pub(crate) fn explain(&self, missing: &[NodeId], members: &[SocketAddr]) -> String {
+        let parts = self.reasons(missing, members);
+        if parts.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", parts.join("; "))
+        }
+    }
+
+    /// The reasons that concern `missing`: why each refused this node's
+    /// dial, and why this node refused the latest connections.
+    pub(crate) fn reasons(&self, missing: &[NodeId], members: &[SocketAddr]) -> Vec<String> {
         let mut parts: Vec<String> = missing
             .iter()
             .filter_map(|p| {
@@ -151,11 +162,7 @@ impl Refusals {
             })
             .collect();
         parts.extend(self.incoming.iter().cloned());
-        if parts.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", parts.join("; "))
-        }
+        parts
     }
 }
 

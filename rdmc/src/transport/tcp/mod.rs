@@ -305,6 +305,11 @@ impl Transport for TcpEndpoint {
         routes.insert(group, route);
     }
 
+    fn why_unreachable(&self, peers: &[NodeId]) -> Option<String> {
+        self.routes.as_ref()?;
+        self.peers.why_unreachable(peers)
+    }
+
     /// Relayed signals are taken only when connecting on demand (the
     /// relaying peer vouches for the origin: it authenticated as a member
     /// of the cluster, and the hop before it too).

@@ -351,6 +351,12 @@ impl PeerSet {
         Handed::Queued
     }
 
+    /// Why `peers` refused this node's connections, or this node theirs.
+    pub(crate) fn why_unreachable(&self, peers: &[NodeId]) -> Option<String> {
+        let reasons = lock(&self.shared.refusals).reasons(peers, &self.shared.members);
+        (!reasons.is_empty()).then(|| reasons.join("; "))
+    }
+
     /// Forget what waits for a connection for `group`.
     pub(crate) fn release_waiting(&self, group: GroupId) {
         for queue in lock(&self.shared.table).waiting.values_mut() {
@@ -509,16 +515,21 @@ async fn expire(shared: Arc<Shared>, peer: NodeId) {
         .collect();
     groups.sort_unstable();
     groups.dedup();
-    if !groups.is_empty() {
-        tracing::warn!(peer = peer.0, timeout = ?shared.connect_timeout, "peer not connected within the connect timeout");
+    if groups.is_empty() {
+        return;
     }
-    for group in groups {
-        let _ = shared.completions.send(Completion::TransferFailed {
-            group,
-            peer,
-            error: "not connected within the connect timeout",
-        });
-    }
+    let why = lock(&shared.refusals).explain(&[peer], &shared.members);
+    let reason = format!(
+        "not connected within the connect timeout of {:?}{why}",
+        shared.connect_timeout
+    );
+    // Its groups fail, naming it, with the reason; a later connection of
+    // it is a peer up as any.
+    let _ = shared.completions.send(Completion::PeerDown {
+        node: peer,
+        incarnation: 0,
+        reason,
+    });
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
