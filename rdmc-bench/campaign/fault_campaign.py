@@ -21,7 +21,8 @@ and link rate, injects one fault, and checks the outcome. Fault kinds:
              rank and arguments, a fresh output directory) 0-0.5 s after the
              kill, once the killed process is gone; every member of the run
              has --linger (failure timeout + 4 s), so that the survivors are
-             still there to let the new run in
+             still there to let the new run in, and --connections all, so
+             that every survivor connects to the new run
 
 Checks after every run (each failed check is a violation, named by its class):
 
@@ -302,7 +303,9 @@ def start_member(lab, plan, rdmc, files, options, r, again=""):
            "--failure-timeout", str(FAILURE_TIMEOUT)]
     logs = "off,rdmc::transport::mesh=info,rdmc::transport::tcp=info"
     if plan["kind"] == "restart":
-        cmd += ["--linger", str(LINGER)]
+        # Every member connected at start (not on demand): every survivor
+        # then sees the restarted member's new run come up.
+        cmd += ["--linger", str(LINGER), "--connections", "all"]
         logs += ",rdmc::runtime=info"  # peer up, group closed or failed
     if transport != "tcp":
         cmd += ["--transport", transport]
