@@ -92,11 +92,11 @@ class Sampler:
 
 
 def cpu_times():
-    """The machine's CPU seconds so far: busy (user, nice, system) and idle
-    (idle, iowait), from /proc/stat."""
+    """The machine's CPU seconds so far (/proc/stat): busy, user .. steal (as a
+    member's rusage may hold softirq and steal time), and idle with iowait."""
     with open("/proc/stat") as f:
-        v = [int(x) / os.sysconf("SC_CLK_TCK") for x in f.readline().split()[1:6]]
-    return v[0] + v[1] + v[2], v[3] + v[4]
+        v = [int(x) / os.sysconf("SC_CLK_TCK") for x in f.readline().split()[1:9]]
+    return sum(v) - v[3] - v[4], v[3] + v[4]
 
 
 def our_cpu():

@@ -305,6 +305,8 @@ impl Node {
 
     /// Every peer this node has heard of: its id, its latest run
     /// (incarnation), where it is connected, and whether it is up now.
+    /// Connected on demand ([`Connections::OnDemand`](crate::Connections)),
+    /// only the peers this node's groups have connected it to.
     ///
     /// # Errors
     /// [`Error::NodeShutDown`] if the node has shut down.
@@ -323,6 +325,10 @@ impl Node {
     /// A stream of this node's [`PeerEvent`](crate::PeerEvent)s: an `Up`
     /// for every peer connected now, then every peer that comes up (a new
     /// connection, or a restarted node in a new incarnation) or goes down.
+    /// Connected on demand ([`Connections::OnDemand`](crate::Connections)),
+    /// it tells of the peers this node's groups connect it to; an
+    /// application that watches every node's coming and going connects
+    /// every member ([`Connections::All`](crate::Connections)).
     /// It ends when the node shuts down (at once if it has).
     pub fn peer_events(&self) -> crate::PeerEvents {
         let (events, stream) = mpsc::unbounded_channel();
