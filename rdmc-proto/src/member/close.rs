@@ -86,7 +86,24 @@ impl GroupMember {
     /// member knows of why the peer is unreachable, in words
     /// ([`Failure::detail`]; it stays here).
     pub fn handle_peer_failure_because(&mut self, peer: Option<Rank>, detail: Option<String>) {
-        if self.failure_is_moot(peer, None) {
+        self.handle_peer_failure_cutting_off(peer, &[], detail);
+    }
+
+    /// [`handle_peer_failure_because`](Self::handle_peer_failure_because)
+    /// where the members at `cut_off` can no longer be heard from either
+    /// (their signals came through the peer: relayed). The failure is moot
+    /// only if it is moot for each of them too: a receiver that
+    /// acknowledged the close still fails when the root's verdict came
+    /// through the peer, and the root when an acknowledgement it waits for
+    /// did.
+    pub fn handle_peer_failure_cutting_off(
+        &mut self,
+        peer: Option<Rank>,
+        cut_off: &[Rank],
+        detail: Option<String>,
+    ) {
+        let moot = |r: &Rank| self.failure_is_moot(Some(*r), None);
+        if self.failure_is_moot(peer, None) && cut_off.iter().all(moot) {
             tracing::debug!(peer, "failure after the close acknowledgement ignored");
             return;
         }

@@ -729,3 +729,53 @@ fn a_topology_of_another_size_is_refused() {
     );
     assert!(GroupMember::new(c).is_ok());
 }
+
+#[test]
+fn after_its_acknowledgement_a_receiver_fails_only_when_cut_off_from_the_root() {
+    let acked = || {
+        let mut m = chain_member(4, 2);
+        m.handle_control(0, Control::Close { messages: 0 });
+        actions(&mut m);
+        assert_acknowledges_on_close(&mut m);
+        m
+    };
+    // Member 1 fails: the root's verdict still comes (moot).
+    let mut m = acked();
+    m.handle_peer_failure_cutting_off(Some(1), &[], None);
+    assert_eq!(actions(&mut m), []);
+    assert!(m.failure().is_none());
+    // Member 1 carried the root's signals here: the verdict cannot come.
+    let mut m = acked();
+    m.handle_peer_failure_cutting_off(Some(1), &[0, 3], Some("it relayed".into()));
+    let done = actions(&mut m);
+    let failed = the_failure(&done);
+    assert_eq!(
+        (failed.suspect, failed.kind, failed.detail.as_deref()),
+        (Some(1), FailureKind::Unreachable, Some("it relayed"))
+    );
+    // Cut off from another receiver only: still moot.
+    let mut m = acked();
+    m.handle_peer_failure_cutting_off(Some(1), &[3], None);
+    assert!(m.failure().is_none());
+}
+
+#[test]
+fn the_root_fails_when_an_acknowledgement_it_waits_for_is_cut_off() {
+    let closing = || {
+        let mut root = chain_member(4, 0);
+        root.close().unwrap();
+        actions(&mut root);
+        root.handle_control(1, Control::CloseAck);
+        root.handle_control(2, Control::CloseAck);
+        actions(&mut root);
+        root
+    };
+    // 1 and 2 acknowledged: losing 1, which relayed 2's signals, is moot.
+    let mut root = closing();
+    root.handle_peer_failure_cutting_off(Some(1), &[2], None);
+    assert!(root.failure().is_none());
+    // 3 has not: losing 1, through which 3's acknowledgement comes, fails.
+    let mut root = closing();
+    root.handle_peer_failure_cutting_off(Some(1), &[3], None);
+    assert_eq!(root.failure().map(|f| f.suspect), Some(Some(1)));
+}

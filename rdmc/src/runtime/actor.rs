@@ -710,8 +710,16 @@ impl<T: Transport> Actor<T> {
                         if g.member.is_finished() {
                             break;
                         }
-                        let why = self.peers.why_down(g.members[rank]);
-                        g.member.handle_peer_failure_because(Some(rank), why);
+                        let node = g.members[rank];
+                        let why = self.peers.why_down(node);
+                        let cut = self.transport.cut_off_by(group, node);
+                        let cut: Vec<Rank> = cut
+                            .iter()
+                            .filter_map(|n| g.rank_of.get(n))
+                            .copied()
+                            .collect();
+                        g.member
+                            .handle_peer_failure_cutting_off(Some(rank), &cut, why);
                     }
                 }
             }

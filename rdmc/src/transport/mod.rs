@@ -209,6 +209,12 @@ pub(crate) trait Transport: Send + 'static {
     fn why_unreachable(&self, _peers: &[NodeId]) -> Option<String> {
         None
     }
+    /// The members of `group` whose signals reach this node through `peer`
+    /// (relayed), and so are cut off with it. The default: none (every
+    /// member is connected straight).
+    fn cut_off_by(&self, _group: GroupId, _peer: NodeId) -> Vec<NodeId> {
+        Vec::new()
+    }
     /// A relayed signal arrived ([`Completion::Relayed`]): pass it on
     /// along its route, or, if this node is its destination, return the
     /// node it came from first, for the signal to be taken as arrived from

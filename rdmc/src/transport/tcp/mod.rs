@@ -305,6 +305,13 @@ impl Transport for TcpEndpoint {
         routes.insert(group, route);
     }
 
+    fn cut_off_by(&self, group: GroupId, peer: NodeId) -> Vec<NodeId> {
+        match self.routes.as_ref().and_then(|r| r.get(&group)) {
+            Some(route) => route.cut_off_by(peer),
+            None => Vec::new(),
+        }
+    }
+
     fn why_unreachable(&self, peers: &[NodeId]) -> Option<String> {
         self.routes.as_ref()?;
         self.peers.why_unreachable(peers)

@@ -90,6 +90,17 @@ impl GroupRoute {
         self.direct.iter().copied()
     }
 
+    /// The members whose signals come through `peer`: those the route to
+    /// which passes it (routes are the same both ways).
+    pub(crate) fn cut_off_by(&self, peer: NodeId) -> Vec<NodeId> {
+        self.members
+            .iter()
+            .copied()
+            .filter(|&m| m != peer)
+            .filter(|&m| self.route_to(m).is_some_and(|r| r.path.contains(&peer)))
+            .collect()
+    }
+
     /// How a signal to member `to` goes: `None` straight (a direct peer,
     /// or not a member: the caller's problem), else along the route.
     pub(crate) fn route_to(&self, to: NodeId) -> Option<Route> {
@@ -137,6 +148,12 @@ mod tests {
         assert_eq!(relayed.here(), NodeId(41));
         // Not a member: the caller's problem.
         assert_eq!(route.route_to(NodeId(9)), None);
+        // Losing node 41 (rank 1) cuts rank 5 off from ranks 0, 2, 3 and
+        // 6 (its signals to them go up through rank 1); losing 44, a
+        // partner only, cuts off nobody.
+        let cut: Vec<u32> = route.cut_off_by(NodeId(41)).iter().map(|n| n.0).collect();
+        assert_eq!(cut, vec![40, 42, 43, 46]);
+        assert_eq!(route.cut_off_by(NodeId(44)), Vec::<NodeId>::new());
     }
 
     proptest! {
