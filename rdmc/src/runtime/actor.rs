@@ -841,6 +841,14 @@ impl<T: Transport> Actor<T> {
     /// transport put everything queued on the wire before it goes.
     async fn shutdown(mut self) {
         tracing::debug!("node shutting down");
+        // Signals on their way through this node that arrived go on first.
+        for _ in 0..BATCH {
+            match self.completions.try_recv() {
+                Ok(c @ Completion::Relayed { .. }) => self.on_completion(c),
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
         self.fail_all();
         self.transport.flush().await;
     }
