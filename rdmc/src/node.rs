@@ -140,7 +140,11 @@ impl Node {
             config.wire_security,
             budget,
             config.early_announce,
-            (config.congestion_control.as_deref(), config.connections),
+            (
+                config.congestion_control.as_deref(),
+                config.connections,
+                config.idle_timeout,
+            ),
         )
         .await?;
         Ok(Self::start(id, nodes, transport, completions, node))

@@ -1,11 +1,16 @@
 //! The configuration of a node on the `tcp` transport.
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use super::cluster::cluster_builders;
 use crate::ids::NodeId;
 use crate::transport::frame::protect::WireSecurity;
 use crate::transport::mesh::{ClusterConfig, ClusterKey};
+
+/// How long a connection no group needs stays open, connected on demand
+/// ([`TcpConfig::with_idle_timeout`]).
+pub(crate) const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Default size of the chunks the `tcp` transport cuts blocks into on the
 /// wire: 256 KiB.
@@ -70,6 +75,7 @@ pub struct TcpConfig {
     pub(crate) early_announce: Option<EarlyAnnounce>,
     pub(crate) congestion_control: Option<String>,
     pub(crate) connections: Connections,
+    pub(crate) idle_timeout: Option<Duration>,
 }
 
 impl TcpConfig {
@@ -83,7 +89,17 @@ impl TcpConfig {
             early_announce: None,
             congestion_control: None,
             connections: Connections::All,
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
         }
+    }
+
+    /// Connected on demand: how long a connection no group of this node
+    /// has needed stays open before the node that dialled it closes it
+    /// (default 60 s; `None`: never). It is made again when a group needs
+    /// it. Connecting every member at start, connections never close.
+    pub fn with_idle_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.idle_timeout = timeout;
+        self
     }
 
     /// Which peers the node connects to, and when (default

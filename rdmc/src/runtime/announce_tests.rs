@@ -66,7 +66,7 @@ async fn announce_a_tebibyte(group: GroupId, config: GroupConfig) -> Error {
             fake.wire_security,
             0,
             None,
-            (None, crate::Connections::All)
+            (None, crate::Connections::All, None)
         ),
         Node::tcp(real, NodeConfig::new()),
     );

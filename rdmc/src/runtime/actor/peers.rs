@@ -88,9 +88,14 @@ impl<T: Transport> Actor<T> {
         // and is ignored. (What its old connection carried arrived before
         // the old connection's end was reported, and counts.) A peer's
         // first connection, made on demand for groups that hold it, comes
-        // after no gap.
-        let first = !self.peers.peers.contains_key(&node);
-        for g in self.groups.values_mut().filter(|_| !first) {
+        // after no gap, and neither does the same run connected again
+        // after its connection was closed as idle (nothing reported).
+        let gap = self
+            .peers
+            .peers
+            .get(&node)
+            .is_some_and(|p| !p.up || p.incarnation != incarnation);
+        for g in self.groups.values_mut().filter(|_| gap) {
             if let Some(&rank) = g.rank_of.get(&node)
                 && !g.lost.contains(&rank)
             {

@@ -146,6 +146,7 @@ where
         }),
         Just(Header::Heartbeat),
         Just(Header::Goodbye),
+        Just(Header::Idle),
     ]
 }
 

@@ -28,6 +28,8 @@
 //! | kind (byte 0) | bytes 1..4 | bytes 4..8 | meaning |
 //! |---|---|---|---|
 //! | 3 heartbeat | 0 | 0 | keeps an idle connection's failure detector quiet |
+//! | 6 goodbye | 0 | 0 | the sender leaves for good: its last frame |
+//! | 8 idle close | 0 | 0 | the sender closes the connection, idle: its last frame |
 //! | 4 data chunk continued | 0 | payload length | a chunk of the group, immediate value and block length of the previous data frame |
 //! | 5 signal, same group | code, 0, 0 | first argument (the second is 0) | a signal to the group the previous frame named |
 //!
@@ -66,6 +68,7 @@ const KIND_DATA_CONTINUED: u8 = 4;
 const KIND_SIGNAL_SAME_GROUP: u8 = 5;
 const KIND_GOODBYE: u8 = 6;
 const KIND_RELAY: u8 = 7;
+const KIND_IDLE: u8 = 8;
 
 /// A decoded frame header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -91,6 +94,9 @@ pub(crate) enum Header {
     /// The sender is leaving for good (its node shuts down): nothing
     /// follows, and the connection's end is not a failure.
     Goodbye,
+    /// The sender closes the connection, which no group needs any more:
+    /// nothing follows, and its end is not the peer leaving or failing.
+    Idle,
 }
 
 /// Why a header could not be decoded: the peer speaks something else.
@@ -114,6 +120,15 @@ pub(crate) enum FrameError {
     NothingToContinue,
     #[error("a relayed signal's route is malformed")]
     BadRoute,
+}
+
+/// The header of a frame that is its kind alone.
+fn bare(kind: u8) -> Header {
+    match kind {
+        KIND_HEARTBEAT => Header::Heartbeat,
+        KIND_GOODBYE => Header::Goodbye,
+        _ => Header::Idle,
+    }
 }
 
 /// A data chunk of `chunk` bytes is within the receiver's limit and its
@@ -156,6 +171,7 @@ impl Header {
             }
             Header::Heartbeat => (KIND_HEARTBEAT, 0, 0, 0, 0, 0),
             Header::Goodbye => (KIND_GOODBYE, 0, 0, 0, 0, 0),
+            Header::Idle => (KIND_IDLE, 0, 0, 0, 0, 0),
         };
         out[0] = kind;
         out[1] = code;
@@ -210,15 +226,11 @@ impl Header {
                     route_len: chunk_len,
                 })
             }
-            KIND_HEARTBEAT | KIND_GOODBYE => {
+            KIND_HEARTBEAT | KIND_GOODBYE | KIND_IDLE => {
                 if bytes[1..].iter().any(|&x| x != 0) {
                     return Err(FrameError::UnexpectedPayload);
                 }
-                Ok(if bytes[0] == KIND_HEARTBEAT {
-                    Header::Heartbeat
-                } else {
-                    Header::Goodbye
-                })
+                Ok(bare(bytes[0]))
             }
             other => Err(FrameError::UnknownKind(other)),
         }
@@ -276,6 +288,7 @@ impl Context {
         let len = match *header {
             Header::Heartbeat => short(&mut bytes, KIND_HEARTBEAT, 0, 0),
             Header::Goodbye => short(&mut bytes, KIND_GOODBYE, 0, 0),
+            Header::Idle => short(&mut bytes, KIND_IDLE, 0, 0),
             Header::Data {
                 group,
                 immediate,
@@ -319,7 +332,7 @@ impl Context {
             }
             Header::Signal { group, .. } => self.group = Some(group),
             // A relayed signal leaves the context as it was.
-            Header::Relay { .. } | Header::Heartbeat | Header::Goodbye => {}
+            Header::Relay { .. } | Header::Heartbeat | Header::Goodbye | Header::Idle => {}
         }
     }
 
@@ -329,8 +342,8 @@ impl Context {
     pub(crate) fn decode(&mut self, bytes: &[u8], max_chunk: u32) -> Result<Header, FrameError> {
         if let Ok(long) = <&[u8; HEADER_LEN]>::try_from(bytes) {
             let header = Header::decode(long, max_chunk)?;
-            if let Header::Heartbeat | Header::Goodbye = header {
-                // Heartbeats and goodbyes are short on `tcp`.
+            if let Header::Heartbeat | Header::Goodbye | Header::Idle = header {
+                // Heartbeats, goodbyes and idle closes are short on `tcp`.
                 return Err(FrameError::UnknownKind(long[0]));
             }
             self.advance(&header);
@@ -345,15 +358,11 @@ impl Context {
         let (kind, code) = (bytes[0], bytes[1]);
         let arg = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
         let header = match kind {
-            KIND_HEARTBEAT | KIND_GOODBYE => {
+            KIND_HEARTBEAT | KIND_GOODBYE | KIND_IDLE => {
                 if code != 0 || arg != 0 {
                     return Err(FrameError::UnexpectedPayload);
                 }
-                if kind == KIND_HEARTBEAT {
-                    Header::Heartbeat
-                } else {
-                    Header::Goodbye
-                }
+                bare(kind)
             }
             KIND_DATA_CONTINUED => {
                 if code != 0 {
@@ -728,6 +737,7 @@ mod tests {
                     }),
                     Just(Header::Heartbeat),
                     Just(Header::Goodbye),
+                    Just(Header::Idle),
                 ],
                 0..40,
             )

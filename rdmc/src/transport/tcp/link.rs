@@ -104,6 +104,9 @@ pub(crate) enum Outgoing {
     /// This node leaves for good: the last frame (after everything queued
     /// before it).
     Goodbye,
+    /// This node closes the connection, which no group needs: the last
+    /// frame (after everything queued before it).
+    Idle,
 }
 
 /// Whether a link is down, and which run of which peer it connects to.
@@ -125,6 +128,9 @@ pub(crate) struct LinkState {
     /// Whether this node closed the link for good (it shuts down): the
     /// connection's end is expected, not worth a warning.
     closing: AtomicBool,
+    /// Whether the link was closed as idle, by either end: its end is
+    /// neither a failure nor the peer leaving, and is not reported.
+    idle: AtomicBool,
 }
 
 impl LinkState {
@@ -137,7 +143,18 @@ impl LinkState {
             reported: Mutex::new(false),
             left: AtomicBool::new(false),
             closing: AtomicBool::new(false),
+            idle: AtomicBool::new(false),
         }
+    }
+
+    /// The link was closed as idle (by either end).
+    pub(super) fn mark_idle(&self) {
+        self.idle.store(true, Ordering::Release);
+    }
+
+    /// Whether the link was closed as idle.
+    pub(super) fn is_idle(&self) -> bool {
+        self.idle.load(Ordering::Acquire)
     }
 
     /// Mark the link down.
@@ -170,7 +187,7 @@ impl LinkState {
 
     fn report_once(&self, completions: &CompletionSender, report: impl FnOnce() -> Completion) {
         let mut reported = self.reported.lock().unwrap_or_else(|e| e.into_inner());
-        if !*reported {
+        if !*reported && !self.is_idle() {
             *reported = true;
             let _ = completions.send(report());
         }
@@ -295,6 +312,19 @@ impl Link {
         self.state.closing.store(true, Ordering::Release);
         let _ = self.outgoing.send(Outgoing::Goodbye);
         self.writer
+    }
+
+    /// Close the link as idle: the writer puts everything queued on the
+    /// wire, then the idle close, and ends; the link's end is reported to
+    /// nobody (no group needs it).
+    pub(crate) fn close_idle(self) {
+        self.state.mark_idle();
+        let _ = self.outgoing.send(Outgoing::Idle);
+    }
+
+    /// Whether the link was closed as idle (by either end).
+    pub(crate) fn is_idle(&self) -> bool {
+        self.state.is_idle()
     }
 
     /// Whether the connection is gone.

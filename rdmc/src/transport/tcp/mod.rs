@@ -99,7 +99,7 @@ impl TcpEndpoint {
         security: WireSecurity,
         pool_budget: usize,
         early: Option<EarlyAnnounce>,
-        (congestion, connections): (Option<&str>, Connections),
+        (congestion, connections, idle): (Option<&str>, Connections, Option<Duration>),
     ) -> Result<(Self, Completions), Error> {
         let refused = |name: &str, reason: String| Error::CongestionControl {
             name: name.to_owned(),
@@ -154,7 +154,8 @@ impl TcpEndpoint {
         let timeout = cluster.connect_timeout;
         let (completions, queue) = mpsc::unbounded_channel();
         let transport = |e: super::mesh::MeshError| Error::Transport(e.to_string());
-        let peers = PeerSet::start(cluster, setup, completions.clone(), on_demand)
+        let demand = on_demand.then_some(idle);
+        let peers = PeerSet::start(cluster, setup, completions.clone(), demand)
             .await
             .map_err(transport)?;
         if on_demand {
@@ -288,7 +289,9 @@ impl Transport for TcpEndpoint {
     fn release_group(&mut self, group: GroupId) {
         self.peers.each_link(|link| link.release_group(group));
         if let Some(routes) = self.routes.as_mut() {
-            routes.remove(&group);
+            for peer in routes.remove(&group).iter().flat_map(GroupRoute::direct) {
+                self.peers.unclaim(peer);
+            }
             self.returns.retain(|&(g, _), _| g != group);
             self.peers.release_waiting(group);
         }
@@ -300,7 +303,7 @@ impl Transport for TcpEndpoint {
         };
         let route = GroupRoute::new(members, rank, partners);
         for peer in route.direct() {
-            self.peers.want(peer);
+            self.peers.claim(peer);
         }
         routes.insert(group, route);
     }
@@ -351,19 +354,26 @@ impl Transport for TcpEndpoint {
         Some(origin)
     }
 
+    /// Every link writes what it has queued and its goodbye; then the node
+    /// reads on until each peer has closed its side too (at most the
+    /// failure timeout), so that no connection is reset with bytes unread: a reset
+    /// can discard, at the peer, frames this node wrote last (signals it
+    /// relayed, among them).
     fn flush(&mut self) -> BoxFuture<'static, ()> {
-        let writers: Vec<_> = self
+        let (ended, writers): (Vec<_>, Vec<_>) = self
             .peers
             .close()
             .into_iter()
-            .map(|link| link.close())
-            .collect();
+            .map(|link| (link.ended(), link.close()))
+            .unzip();
         let limit = self.flush_timeout;
         Box::pin(async move {
             let all = futures::future::join_all(writers);
             if tokio::time::timeout(limit, all).await.is_err() {
                 tracing::warn!("gave up flushing connections after {limit:?}");
             }
+            let closed = futures::future::join_all(ended.iter().map(|e| e.cancelled()));
+            let _ = tokio::time::timeout(limit, closed).await;
         })
     }
 }

@@ -18,6 +18,17 @@
 //! ([`Completion::PeerUp`](super::Completion::PeerUp)). A connection from
 //! an older run than one already seen is refused, and so is a second
 //! connection of a run that is connected.
+//!
+//! Connected on demand ([`Connections::OnDemand`](crate::Connections::OnDemand)),
+//! a node keeps no connection at start: a connection to a peer is made
+//! when the node first needs it ([`PeerSet::want`]), by the keeper as
+//! always — the peer of lower id waits for the other to dial, which it
+//! does as it creates the same group. What is sent or posted to a peer
+//! meanwhile waits for its connection, as long as the connect timeout;
+//! then its groups fail, naming the peer. A connection no group of its
+//! keeper has claimed for the idle timeout is closed by the keeper (an
+//! idle close, after everything queued: neither end reports it), and made
+//! again when a group needs it.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -121,8 +132,13 @@ struct Table {
     starting: Option<Vec<(NodeId, Agreement)>>,
     /// On demand: what waits for each peer's first connection.
     waiting: HashMap<NodeId, Vec<Waiting>>,
-    /// On demand: the peers below this node it keeps a connection to.
-    kept: std::collections::HashSet<NodeId>,
+    /// On demand: the peers below this node it keeps a connection to,
+    /// each with the generation of its keeper task.
+    kept: HashMap<NodeId, u64>,
+    /// On demand: how many of this node's groups need each peer.
+    claims: HashMap<NodeId, usize>,
+    /// The last keeper task's generation.
+    generation: u64,
 }
 
 impl Table {
@@ -158,6 +174,8 @@ struct Shared {
     stop: CancellationToken,
     /// Whether peers are connected on demand, not all at start.
     on_demand: bool,
+    /// On demand: how long a connection no group needs stays open.
+    idle_timeout: Option<Duration>,
     /// How long what waits for a peer's first connection waits.
     connect_timeout: Duration,
 }
@@ -186,8 +204,9 @@ impl PeerSet {
         cluster: ClusterConfig,
         setup: LinkSetup,
         completions: CompletionSender,
-        on_demand: bool,
+        demand: Option<Option<Duration>>,
     ) -> Result<Self, MeshError> {
+        let on_demand = demand.is_some();
         cluster.check_member()?;
         let listener = match cluster.listener {
             Some(l) => l
@@ -223,6 +242,7 @@ impl PeerSet {
         let connect_timeout = cluster.connect_timeout;
         let shared = Arc::new(Shared {
             on_demand,
+            idle_timeout: demand.flatten(),
             connect_timeout,
             me: cluster.id,
             members: cluster.members,
@@ -253,7 +273,7 @@ impl PeerSet {
         ));
         if !on_demand {
             for peer in (0..shared.me.0).map(NodeId) {
-                tokio::spawn(keep(Arc::clone(&shared), peer));
+                tokio::spawn(keep(Arc::clone(&shared), peer, 0));
             }
         }
         Ok(PeerSet {
@@ -315,8 +335,42 @@ impl PeerSet {
         if !shared.on_demand || peer >= shared.me || peer.index() >= shared.members.len() {
             return;
         }
-        if lock(&shared.table).kept.insert(peer) {
-            tokio::spawn(keep(Arc::clone(shared), peer));
+        let mut table = lock(&shared.table);
+        if table.kept.contains_key(&peer) {
+            return;
+        }
+        table.generation += 1;
+        let generation = table.generation;
+        table.kept.insert(peer, generation);
+        tokio::spawn(keep(Arc::clone(shared), peer, generation));
+    }
+
+    /// On demand: one more group of this node needs `peer`.
+    pub(crate) fn claim(&self, peer: NodeId) {
+        if !self.shared.on_demand {
+            return;
+        }
+        *lock(&self.shared.table).claims.entry(peer).or_default() += 1;
+        self.want(peer);
+    }
+
+    /// On demand: a group that needed `peer` is over here; once no group
+    /// has needed it for the idle timeout, its keeper (this node, if
+    /// above it) closes the connection.
+    pub(crate) fn unclaim(&self, peer: NodeId) {
+        let mut table = lock(&self.shared.table);
+        let Some(claims) = table.claims.get_mut(&peer) else {
+            return;
+        };
+        *claims -= 1;
+        if *claims > 0 {
+            return;
+        }
+        table.claims.remove(&peer);
+        if let Some(timeout) = self.shared.idle_timeout
+            && peer < self.shared.me
+        {
+            tokio::spawn(close_when_idle(Arc::clone(&self.shared), peer, timeout));
         }
     }
 
@@ -324,6 +378,10 @@ impl PeerSet {
     /// first connection if there has been none yet.
     pub(crate) fn hand(&self, peer: NodeId, item: Waiting) -> Handed {
         let mut table = lock(&self.shared.table);
+        if table.links.get(&peer).is_some_and(Link::is_idle) {
+            // Closed as idle: made again.
+            table.links.remove(&peer);
+        }
         if let Some(link) = table.links.get(&peer) {
             let queued = match item {
                 Waiting::Send(_, item) => link.send(item),
@@ -430,6 +488,17 @@ impl Shared {
             setup.security.for_connection(peer.link_secret),
         );
         let ended = link.ended();
+        if self.on_demand {
+            // A link its peer closed as idle leaves the table as it ends.
+            let (table, ended) = (Arc::clone(&self.table), ended.clone());
+            tokio::spawn(async move {
+                ended.cancelled().await;
+                let mut table = lock(&table);
+                if table.links.get(&id).is_some_and(Link::is_idle) {
+                    table.links.remove(&id);
+                }
+            });
+        }
         if let Some(starting) = table.starting.as_mut() {
             starting.push((id, link.take_agreement()));
         }
@@ -453,8 +522,10 @@ impl Shared {
 /// Keep a connection to `peer` (a member below this node) for as long as
 /// the node runs: dial it, and dial it again whenever the connection
 /// breaks.
-async fn keep(shared: Arc<Shared>, peer: NodeId) {
+async fn keep(shared: Arc<Shared>, peer: NodeId, generation: u64) {
     let addr = shared.members[peer.index()];
+    // On demand, a keeper ends once its connection was closed as idle.
+    let current = || !shared.on_demand || lock(&shared.table).kept.get(&peer) == Some(&generation);
     let mut backoff = FIRST_DIAL_BACKOFF;
     loop {
         let dialled = connect::dial(
@@ -474,6 +545,9 @@ async fn keep(shared: Arc<Shared>, peer: NodeId) {
                     () = shared.stop.cancelled() => return,
                     () = ended.cancelled() => {}
                 }
+                if !current() {
+                    return;
+                }
                 let left = lock(&shared.table)
                     .links
                     .get(&peer)
@@ -492,6 +566,27 @@ async fn keep(shared: Arc<Shared>, peer: NodeId) {
                 }
             }
         }
+    }
+}
+
+/// On demand: close the connection to `peer` (below this node, its
+/// keeper) once no group of this node has needed it for `timeout`.
+async fn close_when_idle(shared: Arc<Shared>, peer: NodeId, timeout: Duration) {
+    tokio::select! {
+        () = shared.stop.cancelled() => return,
+        () = tokio::time::sleep(timeout) => {}
+    }
+    let mut table = lock(&shared.table);
+    let idle = !table.claims.contains_key(&peer)
+        && !table.waiting.contains_key(&peer)
+        && table.links.get(&peer).is_some_and(|l| !l.is_down());
+    if !idle {
+        return;
+    }
+    table.kept.remove(&peer);
+    if let Some(link) = table.links.remove(&peer) {
+        tracing::debug!(peer = peer.0, "closing an idle connection");
+        link.close_idle();
     }
 }
 

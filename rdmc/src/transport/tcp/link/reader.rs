@@ -187,6 +187,8 @@ struct LinkReader<R> {
     /// Whether the peer said goodbye (it leaves for good; its last frame,
     /// after which the reader ends).
     goodbye: bool,
+    /// Whether the peer closed the connection as idle (its last frame).
+    idle: bool,
 }
 
 /// Read `peer`'s frames from `reader` until the connection fails, goes
@@ -223,18 +225,24 @@ pub(super) async fn read_loop<R: AsyncRead>(
         config,
         orderly: false,
         goodbye: false,
+        idle: false,
     };
     let reason = loop {
         if let Err(reason) = link.frame().await {
             break reason;
         }
     };
+    if link.idle {
+        state.mark_idle();
+    }
     state.mark_down();
-    if link.orderly {
+    if link.orderly || link.idle {
         // The peer closed its side in order: let the writer finish ours.
         done.disarm();
     }
-    if link.goodbye {
+    if state.is_idle() {
+        tracing::debug!(peer = peer.0, %reason, "idle connection closed");
+    } else if link.goodbye {
         tracing::info!(peer = peer.0, "peer left");
         state.report_left(&link.completions);
     } else {
@@ -269,7 +277,7 @@ impl<R: AsyncRead> LinkReader<R> {
             .decode(bytes, self.config.max_frame())
             .map_err(|e| format!("malformed frame: {e}"))?;
         match header {
-            Header::Heartbeat | Header::Signal { .. } | Header::Goodbye => {
+            Header::Heartbeat | Header::Signal { .. } | Header::Goodbye | Header::Idle => {
                 let tag = &mut self.tag[..self.tag_len];
                 self.wire.read(tag, " mid-frame").await?;
                 self.opener
@@ -287,6 +295,11 @@ impl<R: AsyncRead> LinkReader<R> {
                         // Its last frame: nothing more is read.
                         self.goodbye = true;
                         return Err("it left".to_owned());
+                    }
+                    Header::Idle => {
+                        // Its last frame too: the link ends, unreported.
+                        self.idle = true;
+                        return Err("it closed the idle connection".to_owned());
                     }
                     _ => {}
                 }

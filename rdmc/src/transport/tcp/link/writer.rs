@@ -36,8 +36,9 @@ struct Pending {
     signals: Vec<u8>,
     /// Blocks to send.
     ring: Ring,
-    /// Whether to say goodbye once everything else is written.
-    goodbye: bool,
+    /// The last frame, once everything else is written: the goodbye, or
+    /// the idle close.
+    last: Option<Header>,
 }
 
 /// Take `item` into the writer's state: a signal is sealed into the
@@ -53,7 +54,7 @@ fn enqueue(
     let Pending {
         signals,
         ring,
-        goodbye,
+        last,
     } = pending;
     let header = match item {
         Outgoing::Signal(group, signal) => Header::Signal { group, signal },
@@ -76,8 +77,12 @@ fn enqueue(
             signals.extend_from_slice(tag.as_slice());
             return Ok(());
         }
-        Outgoing::Goodbye => {
-            *goodbye = true;
+        Outgoing::Goodbye | Outgoing::Idle => {
+            *last = Some(if matches!(item, Outgoing::Idle) {
+                Header::Idle
+            } else {
+                Header::Goodbye
+            });
             return Ok(());
         }
         Outgoing::Data(group, block, immediate) => {
@@ -148,8 +153,8 @@ pub(super) async fn write_loop<W: AsyncWrite>(
                 match tokio::time::timeout_at(due, queue.recv()).await {
                     Ok(Some(item)) => enqueue(item, &mut sealer, &mut context, &mut pending)?,
                     Ok(None) => {
-                        if pending.goodbye {
-                            let frame = (Header::Goodbye, &mut context, &mut sealer);
+                        if let Some(last) = pending.last {
+                            let frame = (last, &mut context, &mut sealer);
                             write_bare(&mut writer, frame, &mut scratch, limit).await?;
                         }
                         return bounded(limit, writer.shutdown()).await;
