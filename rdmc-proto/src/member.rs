@@ -440,6 +440,12 @@ impl GroupMember {
                 self.actions.push_back(Action::Closed);
             }
             Control::Taken { messages } => self.handle_taken(from, messages),
+            Control::Suspect { suspect } => {
+                if !self.is_root() || suspect == 0 || suspect >= self.config.group_size {
+                    return self.violation(from, "a suspicion the root alone takes, of a receiver");
+                }
+                self.handle_peer_failure(Some(suspect));
+            }
             Control::Failed {
                 suspect,
                 kind,

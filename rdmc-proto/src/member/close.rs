@@ -105,6 +105,12 @@ impl GroupMember {
         let moot = |r: &Rank| self.failure_is_moot(Some(*r), None);
         if self.failure_is_moot(peer, None) && cut_off.iter().all(moot) {
             tracing::debug!(peer, "failure after the close acknowledgement ignored");
+            // The root decides, and may not see the peer itself (members
+            // connected on demand): it hears of the failure, and fails the
+            // group unless the peer acknowledged the close already.
+            if let Some(suspect) = peer.filter(|_| !self.is_root() && !self.is_finished()) {
+                self.control(0, Control::Suspect { suspect });
+            }
             return;
         }
         self.fail(Failure {

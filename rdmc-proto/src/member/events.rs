@@ -42,6 +42,15 @@ pub enum Control {
         /// How many messages the application has taken so far.
         messages: u64,
     },
+    /// Receiver → root: "I lost `suspect`, after acknowledging the close."
+    /// The member's own outcome is the root's verdict, which it waits
+    /// for; the root, which may not reach `suspect` itself (members
+    /// connected on demand), takes it as its own finding: the group fails,
+    /// naming `suspect`, unless `suspect` acknowledged the close already.
+    Suspect {
+        /// The member lost.
+        suspect: Rank,
+    },
     /// "This group failed: `detector` found `kind`, naming `suspect`."
     ///
     /// Every member that fails tells every other member so, the suspect

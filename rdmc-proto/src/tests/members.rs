@@ -739,10 +739,17 @@ fn after_its_acknowledgement_a_receiver_fails_only_when_cut_off_from_the_root() 
         assert_acknowledges_on_close(&mut m);
         m
     };
-    // Member 1 fails: the root's verdict still comes (moot).
+    // Member 1 fails: the root's verdict still comes (moot here); the
+    // root, which may not reach member 1 itself, hears of it.
     let mut m = acked();
     m.handle_peer_failure_cutting_off(Some(1), &[], None);
-    assert_eq!(actions(&mut m), []);
+    assert_eq!(
+        actions(&mut m),
+        [Action::SendControl {
+            to: 0,
+            control: Control::Suspect { suspect: 1 }
+        }]
+    );
     assert!(m.failure().is_none());
     // Member 1 carried the root's signals here: the verdict cannot come.
     let mut m = acked();
@@ -778,4 +785,42 @@ fn the_root_fails_when_an_acknowledgement_it_waits_for_is_cut_off() {
     let mut root = closing();
     root.handle_peer_failure_cutting_off(Some(1), &[3], None);
     assert_eq!(root.failure().map(|f| f.suspect), Some(Some(1)));
+}
+
+#[test]
+fn the_root_takes_a_receivers_suspicion_as_its_own_finding_and_no_one_else_does() {
+    let closing = || {
+        let mut root = chain_member(4, 0);
+        root.close().unwrap();
+        actions(&mut root);
+        root.handle_control(1, Control::CloseAck);
+        actions(&mut root);
+        root
+    };
+    // Member 1 acknowledged: its loss changes nothing.
+    let mut root = closing();
+    root.handle_control(2, Control::Suspect { suspect: 1 });
+    assert!(root.failure().is_none());
+    // Member 3 has not: the group fails, naming it, found by the root.
+    let mut root = closing();
+    root.handle_control(2, Control::Suspect { suspect: 3 });
+    let done = actions(&mut root);
+    let failed = the_failure(&done);
+    assert_eq!(
+        (failed.suspect, failed.kind, failed.reported_by),
+        (Some(3), FailureKind::Unreachable, None)
+    );
+    // The root suspected, or a suspicion sent to a receiver: violations.
+    let mut root = closing();
+    root.handle_control(2, Control::Suspect { suspect: 0 });
+    assert_eq!(
+        root.failure().map(|f| f.kind),
+        Some(FailureKind::ProtocolViolation)
+    );
+    let mut m = chain_member(4, 2);
+    m.handle_control(1, Control::Suspect { suspect: 3 });
+    assert_eq!(
+        m.failure().map(|f| f.kind),
+        Some(FailureKind::ProtocolViolation)
+    );
 }

@@ -432,6 +432,10 @@ mod tests {
                 detector: 1,
             }),
             Signal::Group(Control::Taken { messages: 1 }),
+            Signal::Group(Control::Suspect { suspect: 0 }),
+            Signal::Group(Control::Suspect {
+                suspect: u32::MAX as usize - 1,
+            }),
             Signal::Group(Control::Taken { messages: u64::MAX }),
             Signal::Join { digest: 0 },
             Signal::Join {

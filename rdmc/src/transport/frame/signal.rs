@@ -13,6 +13,7 @@
 //! | 7 | taken | messages | 0 |
 //! | 8 | join-settings (the fingerprint, before a join or join-rejected) | fingerprint, low 64 bits | fingerprint, high 64 bits |
 //! | 9 | id-in-use | 0 | 0 |
+//! | 10 | suspect (receiver → root) | the suspect's rank | 0 |
 //! | 32 to 63 | failed, the cause's kind being the code − 32 (below) | suspect rank (low 32 bits, `u32::MAX`: none), detector rank (high 32 bits) | the kind's number, else 0 |
 //!
 //! A failure report carries its cause (the detector's
@@ -83,6 +84,7 @@ pub(crate) fn encode(signal: Signal) -> (u8, u64, u64) {
             (8, lo, hi)
         }
         Signal::IdInUse => (9, 0, 0),
+        Signal::Group(Control::Suspect { suspect }) => (10, rank_bits(suspect), 0),
     }
 }
 
@@ -109,6 +111,9 @@ pub(crate) fn decode(code: u8, a: u64, b: u64) -> Result<Signal, FrameError> {
             fingerprint: digest,
         }),
         9 => no_args(Signal::IdInUse),
+        10 if b == 0 && a < NO_SUSPECT => {
+            Ok(Signal::Group(Control::Suspect { suspect: a as Rank }))
+        }
         FAILED..=FAILED_LAST => {
             let kind = match FailureKind::from_code(code - FAILED, b) {
                 Some(kind) => kind,
@@ -129,7 +134,7 @@ pub(crate) fn decode(code: u8, a: u64, b: u64) -> Result<Signal, FrameError> {
                 detector,
             }))
         }
-        0 | 1 | 7 => Err(FrameError::BadArgument),
+        0 | 1 | 7 | 10 => Err(FrameError::BadArgument),
         other => Err(FrameError::UnknownSignal(other)),
     }
 }
