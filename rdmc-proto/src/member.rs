@@ -145,6 +145,10 @@ pub struct GroupMember {
     delivered: u64,
     /// Receiver: since when a delivered message waits for the application.
     unread: Option<Unread>,
+    /// Receiver: the first failure another member reported after this one
+    /// acknowledged the close (moot while the root's verdict can come; the
+    /// cause this member fails with if it is cut off from the root).
+    heard: Option<Failure>,
 }
 
 impl GroupMember {
@@ -197,6 +201,7 @@ impl GroupMember {
             taken: vec![0; config.group_size],
             delivered: 0,
             unread: None,
+            heard: None,
             schedule,
             config,
         };

@@ -113,10 +113,18 @@ impl GroupMember {
             }
             return;
         }
-        self.fail(Failure {
+        // Cut off from the root's verdict after hearing of a failure: that
+        // failure is the cause, not the member that carried the verdict.
+        let lost = Failure {
             detail,
             ..Failure::new(peer, FailureKind::Unreachable)
-        });
+        };
+        let verdict_lost = !self.is_root() && cut_off.contains(&0);
+        let failure = match self.heard.take() {
+            Some(heard) if verdict_lost => heard,
+            _ => lost,
+        };
+        self.fail(failure);
     }
 
     /// Something local to this member broke the group: its driver could
@@ -177,11 +185,14 @@ impl GroupMember {
             // to nothing more.
             return self.violation(from, "a failure report this member did not make");
         }
+        let failure = Failure {
+            reported_by: Some(detector),
+            ..Failure::new(suspect, kind)
+        };
         if !self.failure_is_moot(suspect, Some(from)) {
-            self.fail(Failure {
-                reported_by: Some(detector),
-                ..Failure::new(suspect, kind)
-            });
+            self.fail(failure);
+        } else if !self.is_root() && self.heard.is_none() {
+            self.heard = Some(failure);
         }
     }
 

@@ -824,3 +824,27 @@ fn the_root_takes_a_receivers_suspicion_as_its_own_finding_and_no_one_else_does(
         Some(FailureKind::ProtocolViolation)
     );
 }
+
+#[test]
+fn cut_off_from_the_root_a_receiver_fails_with_the_failure_it_heard_of() {
+    let mut m = chain_member(4, 2);
+    m.handle_control(0, Control::Close { messages: 0 });
+    actions(&mut m);
+    assert_acknowledges_on_close(&mut m);
+    // Member 1 reports member 3 failed: moot, the root's verdict decides.
+    let report = Control::Failed {
+        suspect: Some(3),
+        kind: FailureKind::Stalled { millis: 5 },
+        detector: 1,
+    };
+    m.handle_control(1, report);
+    assert!(m.failure().is_none());
+    // Then member 1, which carried the root's signals, is gone: the cause
+    // is what member 1 found, not member 1.
+    m.handle_peer_failure_cutting_off(Some(1), &[0], None);
+    let failure = m.failure().expect("failed");
+    assert_eq!(
+        (failure.suspect, failure.kind, failure.reported_by),
+        (Some(3), FailureKind::Stalled { millis: 5 }, Some(1))
+    );
+}

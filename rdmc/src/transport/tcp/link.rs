@@ -118,6 +118,9 @@ pub(crate) struct LinkState {
     incarnation: u64,
     /// Cancelled once the link is down.
     ended: CancellationToken,
+    /// Cancelled once the reader is done: the peer closed its side, or
+    /// the connection failed (or never got past the key agreement).
+    read_done: CancellationToken,
     /// Whether the node was told the link is down: it is told once, and
     /// the telling holds this lock, so that once someone holding it saw it
     /// told, the report is queued ahead of anything queued after.
@@ -140,6 +143,7 @@ impl LinkState {
             peer,
             incarnation,
             ended: CancellationToken::new(),
+            read_done: CancellationToken::new(),
             reported: Mutex::new(false),
             left: AtomicBool::new(false),
             closing: AtomicBool::new(false),
@@ -264,6 +268,7 @@ impl Link {
                 }
                 Err(reason) => {
                     tracing::warn!(peer = peer.0, %reason, "peer down");
+                    link_state.read_done.cancel();
                     link_state.report_down(&completions, &reason);
                     let _ = agreed_tx.send(Err(reason));
                     return;
@@ -345,6 +350,12 @@ impl Link {
     /// Cancelled once the link is down.
     pub(crate) fn ended(&self) -> CancellationToken {
         self.state.ended.clone()
+    }
+
+    /// Cancelled once nothing more is read from the connection: the peer
+    /// closed its side, or the connection failed.
+    pub(crate) fn read_done(&self) -> CancellationToken {
+        self.state.read_done.clone()
     }
 
     /// The key agreement's outcome (as [`Link::agreement`]), to await

@@ -364,7 +364,7 @@ impl Transport for TcpEndpoint {
             .peers
             .close()
             .into_iter()
-            .map(|link| (link.ended(), link.close()))
+            .map(|link| (link.read_done(), link.close()))
             .unzip();
         let limit = self.flush_timeout;
         Box::pin(async move {

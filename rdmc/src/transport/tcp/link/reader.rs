@@ -236,6 +236,7 @@ pub(super) async fn read_loop<R: AsyncRead>(
         state.mark_idle();
     }
     state.mark_down();
+    state.read_done.cancel();
     if link.orderly || link.idle {
         // The peer closed its side in order: let the writer finish ours.
         done.disarm();
