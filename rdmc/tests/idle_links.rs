@@ -9,9 +9,9 @@ mod common;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use rdmc::{Connections, GroupConfig, GroupId, Node, NodeId, PeerEvent, TcpConfig};
+use rdmc::{GroupConfig, GroupId, NodeId, PeerEvent};
 
-use common::{LONG, bounded, create_all, key, node_config, payload, run_group, shutdown};
+use common::{TcpOnDemandFixture, Tuning, create_all, payload, run_group, shutdown};
 
 /// The sockets this process holds.
 fn sockets() -> usize {
@@ -38,18 +38,11 @@ async fn settle_at(want: usize, within: Duration) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_close_and_are_made_again_when_a_group_needs_them() {
     let n = 8;
-    let listeners: Vec<_> = (0..n).map(|_| common::loopback()).collect();
-    let members: Vec<_> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
-    let starts = listeners.into_iter().enumerate().map(|(id, listener)| {
-        let config = TcpConfig::new(members.clone(), NodeId(id as u32), key())
-            .with_listener(listener)
-            .with_connections(Connections::OnDemand)
-            .with_idle_timeout(Some(Duration::from_millis(300)));
-        Node::tcp(config, node_config())
-    });
-    let nodes = bounded(LONG, "starting", futures::future::try_join_all(starts))
-        .await
-        .unwrap();
+    let tuning = Tuning {
+        idle_timeout: Some(Duration::from_millis(300)),
+        ..Tuning::default()
+    };
+    let (nodes, _layout) = common::cluster::<TcpOnDemandFixture>(n, tuning).await;
     let mut events = nodes[0].peer_events();
     let listening = sockets();
 

@@ -15,26 +15,30 @@ use bytes::Bytes;
 use rdmc::schedule::Algorithm;
 use rdmc::{Connections, Error, Group, GroupConfig, GroupId, Node, NodeId, TcpConfig};
 
-use common::{LONG, bounded, create_all, key, node_config, payload, run_group, shutdown};
+use common::{
+    LONG, Layout, TcpOnDemandFixture, Tuning, all_sent, bounded, create_all, key, node_config,
+    payload, queue_all, receive_all, run_group, shutdown,
+};
 
 /// `n` nodes on loopback connected on demand; node ids `absent` are
 /// left out (listed, never started).
 async fn cluster(n: usize, absent: &[u32]) -> Vec<Option<Node>> {
-    let listeners: Vec<_> = (0..n).map(|_| common::loopback()).collect();
-    let members: Vec<_> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
-    let starts = listeners.into_iter().enumerate().map(|(id, listener)| {
-        let config = TcpConfig::new(members.clone(), NodeId(id as u32), key())
-            .with_listener(listener)
-            .with_connections(Connections::OnDemand)
-            .with_connect_timeout(Duration::from_secs(5));
-        let absent = absent.contains(&(id as u32));
+    let mut layout = Layout::new(n);
+    let tuning = Tuning {
+        connect_timeout: Some(Duration::from_secs(5)),
+        ..Tuning::default()
+    };
+    let starts = (0..n as u32).map(|id| {
+        let start = layout.start::<TcpOnDemandFixture>(NodeId(id), tuning);
+        let absent = absent.contains(&id);
         async move {
             if absent {
                 return Ok(None);
             }
-            Node::tcp(config, node_config()).await.map(Some)
+            start.await.map(Some)
         }
     });
+    let starts: Vec<_> = starts.collect();
     bounded(LONG, "starting", futures::future::try_join_all(starts))
         .await
         .expect("every node listens")
@@ -134,15 +138,10 @@ async fn a_member_gone_mid_transfer_fails_the_group_everywhere_naming_it() {
         panic!("node 0 is the root")
     };
     let mut receivers: Vec<_> = groups.map(|g| g.into_receiver().unwrap()).collect();
-    root.send(first.clone())
-        .await
-        .unwrap()
-        .sent()
-        .await
-        .unwrap();
+    let first = [first];
+    all_sent(GroupId(3), queue_all(&root, &first).await).await;
     for r in &mut receivers {
-        let got = bounded(LONG, "first message", futures::StreamExt::next(r)).await;
-        assert!(got.unwrap().unwrap().data == first);
+        bounded(LONG, "the first message", receive_all(r, &first)).await;
     }
     // Node 5 goes away: connected to 4 and 1 (and 7) only, yet every
     // member hears of it.

@@ -22,6 +22,9 @@ pub struct Tuning {
     /// The largest piece of a block written at once (the `tcp` transport
     /// interleaves groups at this grain).
     pub chunk_size: Option<u32>,
+    /// Connected on demand: how long a connection no group needs stays
+    /// open.
+    pub idle_timeout: Option<Duration>,
 }
 
 /// A test cluster before it starts: where each member is reached, the
@@ -241,6 +244,9 @@ impl Fixture for TcpOnDemandFixture {
 
     fn start(member: Member<'_>) -> BoxFuture<'static, Result<Node, Error>> {
         let mut config = tuned!(TcpConfig, member).with_connections(rdmc::Connections::OnDemand);
+        if let Some(timeout) = member.tuning.idle_timeout {
+            config = config.with_idle_timeout(Some(timeout));
+        }
         if let Some(bytes) = member.tuning.chunk_size {
             config = config.with_chunk_size(bytes);
         }

@@ -160,48 +160,9 @@ impl TcpEndpoint {
             .map_err(transport)?;
         if on_demand {
             tracing::info!("listening; peers are connected as groups need them");
-            return Ok((
-                TcpEndpoint {
-                    peers,
-                    completions,
-                    flush_timeout: link.failure_timeout,
-                    early_announce: link.early_announce,
-                    pool: BufferPool::new(pool_budget),
-                    description,
-                    me,
-                    routes: Some(HashMap::new()),
-                    returns: HashMap::new(),
-                },
-                queue,
-            ));
+        } else {
+            mesh_formed(&peers, started, timeout).await?;
         }
-        peers
-            .all_connected(started + timeout, timeout)
-            .await
-            .map_err(transport)?;
-        let agreements = peers
-            .agreements()
-            .into_iter()
-            .map(|(peer, agreed)| async move { (peer, agreed.await) });
-        let mismatch = futures::future::join_all(agreements)
-            .await
-            .into_iter()
-            .filter_map(|(peer, agreed)| match agreed {
-                Err(AgreeError::Mismatch { local, remote }) => Some((peer, local, remote)),
-                _ => None,
-            })
-            .min_by_key(|&(peer, ..)| peer);
-        if let Some((peer, local, remote)) = mismatch {
-            // Dropping the peer set closes every connection.
-            return Err(Error::WireSecurityMismatch {
-                peer,
-                local,
-                remote,
-            });
-        }
-        // In the message, so that a campaign can read it whatever the log
-        // format.
-        tracing::info!("mesh formed in {} ms", started.elapsed().as_millis());
         Ok((
             TcpEndpoint {
                 peers,
@@ -211,7 +172,7 @@ impl TcpEndpoint {
                 pool: BufferPool::new(pool_budget),
                 description,
                 me,
-                routes: None,
+                routes: on_demand.then(HashMap::new),
                 returns: HashMap::new(),
             },
             queue,
@@ -240,6 +201,43 @@ impl TcpEndpoint {
             error: "peer unreachable",
         });
     }
+}
+
+/// Every member connected at start: wait until every member is
+/// connected and every first link's frame keys are agreed (or failed),
+/// within `timeout` of `started`; a peer with another wire security is a
+/// configuration error ([`Error::WireSecurityMismatch`], the lowest such
+/// peer).
+async fn mesh_formed(peers: &PeerSet, started: Instant, timeout: Duration) -> Result<(), Error> {
+    let transport = |e: super::mesh::MeshError| Error::Transport(e.to_string());
+    peers
+        .all_connected(started + timeout, timeout)
+        .await
+        .map_err(transport)?;
+    let agreements = peers
+        .agreements()
+        .into_iter()
+        .map(|(peer, agreed)| async move { (peer, agreed.await) });
+    let mismatch = futures::future::join_all(agreements)
+        .await
+        .into_iter()
+        .filter_map(|(peer, agreed)| match agreed {
+            Err(AgreeError::Mismatch { local, remote }) => Some((peer, local, remote)),
+            _ => None,
+        })
+        .min_by_key(|&(peer, ..)| peer);
+    if let Some((peer, local, remote)) = mismatch {
+        // Dropping the peer set closes every connection.
+        return Err(Error::WireSecurityMismatch {
+            peer,
+            local,
+            remote,
+        });
+    }
+    // In the message, so that a campaign can read it whatever the log
+    // format.
+    tracing::info!("mesh formed in {} ms", started.elapsed().as_millis());
+    Ok(())
 }
 
 impl Transport for TcpEndpoint {
