@@ -304,13 +304,7 @@ async fn a_batch_cut_short_by_a_failure_fails_all_its_messages_together() {
         .send(Completion::peer_down(NodeId(2), 0, "lost in a test"))
         .unwrap();
     a.await.expect("sent before the failure");
-    let expected = Error::GroupFailed {
-        group: GROUP,
-        suspect: Some(NodeId(2)),
-        kind: FailureKind::Unreachable,
-        reported_by: None,
-        detail: None,
-    };
+    let expected = super::failure_tests::lost(2);
     assert_eq!(b.await.unwrap_err(), expected);
     assert_eq!(c.await.unwrap_err(), expected);
 }

@@ -230,6 +230,18 @@ pub(super) fn failed(suspect: u32, kind: FailureKind) -> Error {
     }
 }
 
+/// Node `suspect` lost by the transport ("lost in a test"), as this node
+/// found it: unreachable, with the transport's reason.
+pub(super) fn lost(suspect: u32) -> Error {
+    Error::GroupFailed {
+        group: GROUP,
+        suspect: Some(NodeId(suspect)),
+        kind: FailureKind::Unreachable,
+        reported_by: None,
+        detail: Some("lost in a test".to_owned()),
+    }
+}
+
 /// The failure of node `suspect` node `by` found as `kind` and reported.
 fn reported(suspect: u32, kind: FailureKind, by: u32) -> Error {
     Error::GroupFailed {
@@ -278,7 +290,7 @@ async fn a_peer_lost_without_a_report_is_named_after_the_grace_period() {
     let start = tokio::time::Instant::now();
     m.peer_down(2);
     let error = m.failure().await;
-    assert_eq!(error, failed(2, FailureKind::Unreachable));
+    assert_eq!(error, lost(2));
     assert_eq!(tokio::time::Instant::now() - start, FAILURE_GRACE);
     // The suspect is told too: it may only have been stopped.
     let own = report(2, FailureKind::Unreachable, 1);
@@ -295,7 +307,7 @@ async fn the_first_peer_lost_is_named_when_two_are() {
     m.peer_down(2);
     tokio::time::sleep(Duration::from_millis(10)).await;
     m.peer_down(0);
-    assert_eq!(m.failure().await, failed(2, FailureKind::Unreachable));
+    assert_eq!(m.failure().await, lost(2));
 }
 
 /// A member that was stopped and declared failed by the others hears of it
@@ -469,7 +481,7 @@ async fn a_moot_loss_does_not_hide_the_roots_loss_in_the_same_grace_period() {
         .iter()
         .any(|(to, s)| *to == NodeId(0) && *s == Signal::Group(Control::CloseAck));
     assert!(acked, "the member acknowledged the close");
-    assert_eq!(closed.unwrap_err(), failed(0, FailureKind::Unreachable));
+    assert_eq!(closed.unwrap_err(), lost(0));
 }
 
 /// A peer that comes back in a new run while the group it was in fails is
