@@ -52,27 +52,31 @@
 //! - the cluster digest is sent in the clear (it is a hash of the member
 //!   list, not a secret).
 //!
-//! # Wire format (version 5)
+//! # Wire format (version 8)
 //!
 //! Integers are big-endian. `I` is the initiator (the end that dialled), `A`
 //! the acceptor.
 //!
 //! ```text
-//! 1. I -> A  Hello   (91 bytes)
-//! 2. A -> I  Hello   (91 bytes)   only if A accepts I's hello
+//! 1. I -> A  Hello   (110 bytes)
+//! 2. A -> I  Hello   (110 bytes)  only if A accepts I's hello
 //! 3. I -> A  Proof   (32 bytes)
 //! 4. A -> I  Proof   (32 bytes)   only if A accepts I's proof
 //!
 //! Hello:
 //!   offset size field
 //!        0    8 magic      b"RDMC-HS\0"
-//!        8    2 version    5
+//!        8    2 version    8
 //!       10    1 role       1 = initiator, 2 = acceptor
 //!       11    4 from       the sender's node id
 //!       15    4 to         the node id the sender believes it talks to
 //!       19   32 digest     the cluster digest (see ClusterDigest)
 //!       51   32 nonce      fresh random bytes from a CSPRNG
 //!       83    8 incarnation the sender's incarnation (see below)
+//!       91    1 family     of the sender's listening address: 0 = none
+//!                          told, 4 = IPv4, 6 = IPv6
+//!       92   16 ip         the address (IPv4: the first 4 bytes, then zeros)
+//!      108    2 port       its port
 //!
 //! Proof = HMAC-SHA256(cluster key,
 //!                     b"rdmc handshake v1 proof" || role || hello_I || hello_A)
@@ -82,8 +86,8 @@
 //! hellos exactly as sent. A receiver reads the magic and version first and
 //! stops there if they are wrong (so a future version may change the rest);
 //! it then checks the role, that `from` is a member other than itself (for
-//! the initiator: the node it dialled), that `to` is itself, and the digest,
-//! before it answers. Proofs are compared in constant time. A rejecting end
+//! the initiator: the node it dialled; with open membership any other id),
+//! that `to` is itself, and the digest, before it answers. Proofs are compared in constant time. A rejecting end
 //! just closes the connection; the other end sees [`HandshakeError::Closed`].
 //!
 //! A node's *incarnation* tells its runs apart: a node that restarts comes
@@ -91,12 +95,20 @@
 //! late connection of the old one. The proofs cover it, so only a key
 //! holder can claim one.
 //!
+//! The *listening address* is where the sender takes connections, as its
+//! configuration says (its entry in its member list). With *open
+//! membership* the member lists may differ — a node may join that is not in
+//! the others' lists, or come back at another address — so the digest
+//! covers no list, and a peer learns the address from here (covered by the
+//! proofs like the rest of the hello).
+//!
 //! After both proofs, each end derives the connection's session key,
 //! `HMAC-SHA256(cluster key, b"rdmc handshake v1 session" || hello_I ||
 //! hello_A)`, which authenticates the mesh's formation messages that follow
 //! ([`SessionKey`]).
 
 use std::io;
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use hmac::{KeyInit, Mac};
@@ -127,10 +139,12 @@ pub(crate) const MAGIC: [u8; 8] = *b"RDMC-HS\0";
 /// 6 carries the cause of a failure in its report (a code per failure
 /// kind), and the rendezvous says what differs (a fingerprint of the
 /// settings before each join) and refuses an id in use; version 7 adds
-/// the goodbye frame of a node that shuts down.
-pub(crate) const VERSION: u16 = 7;
+/// the goodbye frame of a node that shuts down; version 8 the relayed
+/// signals and the idle close of connections made on demand, and the
+/// sender's listening address in the hello.
+pub(crate) const VERSION: u16 = 8;
 /// Size of a hello message in bytes.
-pub(crate) const HELLO_LEN: usize = 91;
+pub(crate) const HELLO_LEN: usize = 110;
 /// Size of a proof message in bytes (one HMAC-SHA256 tag).
 pub(crate) const PROOF_LEN: usize = 32;
 /// How long a handshake may take unless configured otherwise.
@@ -193,6 +207,9 @@ pub(crate) enum HandshakeError {
     /// an acceptor or the other way round (for example a reflected hello).
     #[error("peer sent a hello with the wrong role byte {0}")]
     WrongRole(u8),
+    /// The peer's hello names its listening address in an unknown family.
+    #[error("peer sent a hello with an unknown address family {0}")]
+    BadAddress(u8),
     /// The peer claims a node id that is not in the cluster.
     #[error("peer claims node id {claimed}, but the cluster has {members} members")]
     UnknownNode {
@@ -222,7 +239,10 @@ pub(crate) enum HandshakeError {
     },
     /// The peer has another cluster digest: another member list or
     /// configuration.
-    #[error("cluster digest mismatch: the peer is configured with another member list")]
+    #[error(
+        "cluster digest mismatch: the peer is configured with another member list (or one of \
+         the two has open membership and the other not)"
+    )]
     DigestMismatch,
     /// The peer's proof is wrong: it does not hold the cluster key.
     #[error("peer failed to prove it holds the cluster key")]
@@ -291,6 +311,8 @@ struct Hello {
     nonce: [u8; 32],
     /// The sender's incarnation.
     incarnation: u64,
+    /// Where the sender takes connections, if it says.
+    listen: Option<SocketAddr>,
 }
 
 impl Hello {
@@ -310,6 +332,7 @@ impl Hello {
             digest: digest.0,
             nonce,
             incarnation,
+            listen: None,
         }
     }
 
@@ -324,20 +347,48 @@ impl Hello {
         buf[19..51].copy_from_slice(&self.digest);
         buf[51..83].copy_from_slice(&self.nonce);
         buf[83..91].copy_from_slice(&self.incarnation.to_be_bytes());
+        match self.listen {
+            None => {}
+            Some(SocketAddr::V4(addr)) => {
+                buf[91] = 4;
+                buf[92..96].copy_from_slice(&addr.ip().octets());
+            }
+            Some(SocketAddr::V6(addr)) => {
+                buf[91] = 6;
+                buf[92..108].copy_from_slice(&addr.ip().octets());
+            }
+        }
+        if let Some(addr) = self.listen {
+            buf[108..110].copy_from_slice(&addr.port().to_be_bytes());
+        }
         buf
     }
 
     /// Decodes the fields after the header (magic and version) of `buf`.
-    fn decode(buf: &[u8; HELLO_LEN]) -> Self {
+    fn decode(buf: &[u8; HELLO_LEN]) -> Result<Self, HandshakeError> {
         let u32_at = |at: usize| u32::from_be_bytes(buf[at..at + 4].try_into().unwrap());
-        Hello {
+        let port = u16::from_be_bytes([buf[108], buf[109]]);
+        let listen = match buf[91] {
+            0 => None,
+            4 => {
+                let ip: [u8; 4] = buf[92..96].try_into().unwrap();
+                Some(SocketAddr::from((ip, port)))
+            }
+            6 => {
+                let ip: [u8; 16] = buf[92..108].try_into().unwrap();
+                Some(SocketAddr::from((ip, port)))
+            }
+            family => return Err(HandshakeError::BadAddress(family)),
+        };
+        Ok(Hello {
             role: buf[10],
             from: u32_at(11),
             to: u32_at(15),
             digest: buf[19..51].try_into().unwrap(),
             nonce: buf[51..83].try_into().unwrap(),
             incarnation: u64::from_be_bytes(buf[83..91].try_into().unwrap()),
-        }
+            listen,
+        })
     }
 }
 
@@ -360,7 +411,7 @@ where
         });
     }
     stream.read_exact(&mut buf[HEADER_LEN..]).await?;
-    Ok((Hello::decode(&buf), buf))
+    Ok((Hello::decode(&buf)?, buf))
 }
 
 /// Writes `bytes` and flushes them.
@@ -399,8 +450,13 @@ pub(crate) struct Handshake {
     digest: ClusterDigest,
     /// This node.
     me: NodeId,
-    /// The number of members; valid ids are `0..members`.
+    /// The number of members; valid ids are `0..members` (any id, with
+    /// open membership).
     members: usize,
+    /// Whether nodes beyond this node's member list may connect.
+    open: bool,
+    /// Where this node takes connections, told to every peer.
+    listen: Option<SocketAddr>,
     /// The limit on one whole handshake.
     timeout: Duration,
     /// This node's incarnation, told to every peer.
@@ -434,6 +490,8 @@ pub(crate) struct Authenticated {
     pub(crate) peer: NodeId,
     /// The peer's incarnation.
     pub(crate) incarnation: u64,
+    /// Where the peer takes connections, as it says.
+    pub(crate) listen: Option<SocketAddr>,
     /// The connection's session key.
     #[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
     pub(crate) key: SessionKey,
@@ -460,6 +518,8 @@ impl Handshake {
             digest,
             me,
             members,
+            open: false,
+            listen: None,
             timeout: DEFAULT_TIMEOUT,
             incarnation: 0,
             vet: None,
@@ -471,6 +531,20 @@ impl Handshake {
     /// with certificates first) and asking the peer's.
     pub(crate) fn with_identity(mut self, identity: Option<NodeIdentity>) -> Self {
         self.identity = identity;
+        self
+    }
+
+    /// The same, letting in any node id but this node's own (open
+    /// membership: nodes beyond the member list may join).
+    pub(crate) fn with_open_membership(mut self, open: bool) -> Self {
+        self.open = open;
+        self
+    }
+
+    /// The same, telling every peer that this node takes connections at
+    /// `listen`.
+    pub(crate) fn with_listen(mut self, listen: SocketAddr) -> Self {
+        self.listen = Some(listen);
         self
     }
 
@@ -556,8 +630,7 @@ impl Handshake {
         S: AsyncRead + AsyncWrite + Unpin,
     {
         {
-            let me = (self.me, self.incarnation);
-            let ours = Hello::new(Role::Initiator, me, expected_peer, self.digest).encode();
+            let ours = self.hello(Role::Initiator, expected_peer).encode();
             send(stream, &ours).await?;
 
             let (theirs, theirs_bytes) = read_hello(stream).await?;
@@ -581,6 +654,7 @@ impl Handshake {
                 done: Authenticated {
                     peer: expected_peer,
                     incarnation: theirs.incarnation,
+                    listen: theirs.listen,
                     key: self.session(&ours, &theirs_bytes),
                     link_secret: None,
                 },
@@ -638,7 +712,7 @@ impl Handshake {
             if theirs.role != Role::Initiator as u8 {
                 return Err(HandshakeError::WrongRole(theirs.role));
             }
-            if theirs.from as usize >= self.members {
+            if !self.open && theirs.from as usize >= self.members {
                 return Err(HandshakeError::UnknownNode {
                     claimed: theirs.from,
                     members: self.members,
@@ -654,8 +728,7 @@ impl Handshake {
             self.check_addressed_to_me(&theirs)?;
             self.vet(peer, theirs.incarnation)?;
 
-            let me = (self.me, self.incarnation);
-            let ours = Hello::new(Role::Acceptor, me, peer, self.digest).encode();
+            let ours = self.hello(Role::Acceptor, peer).encode();
             send(stream, &ours).await?;
 
             let their_proof = read_proof(stream).await?;
@@ -666,11 +739,20 @@ impl Handshake {
                 done: Authenticated {
                     peer,
                     incarnation: theirs.incarnation,
+                    listen: theirs.listen,
                     key: self.session(&theirs_bytes, &ours),
                     link_secret: None,
                 },
                 hellos: Some((theirs_bytes, ours)),
             })
+        }
+    }
+
+    /// This node's hello as `role` to `to`, with a fresh nonce.
+    fn hello(&self, role: Role, to: NodeId) -> Hello {
+        Hello {
+            listen: self.listen,
+            ..Hello::new(role, (self.me, self.incarnation), to, self.digest)
         }
     }
 

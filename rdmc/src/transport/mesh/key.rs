@@ -182,6 +182,16 @@ impl Drop for ClusterKey {
 pub(crate) struct ClusterDigest(pub(crate) [u8; 32]);
 
 impl ClusterDigest {
+    /// The digest of a cluster with open membership, whose member lists may
+    /// differ: it covers no list, only that the membership is open (so
+    /// that a node with open membership and one without refuse each other).
+    pub(crate) fn open() -> Self {
+        let mut hash = Sha256::new();
+        hash.update(DIGEST_LABEL);
+        hash.update(b"open membership");
+        ClusterDigest(hash.finalize().into())
+    }
+
     /// The digest of a member list: `members[i]` is the address (`host:port`)
     /// of node `i`. SHA-256 over a label, the member count, and each address
     /// prefixed with its length.

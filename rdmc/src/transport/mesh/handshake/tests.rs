@@ -234,12 +234,12 @@ async fn bad_magic_and_other_versions_are_refused_after_the_header() {
     let accepted = accept_transcript(&acceptor, b"GET / HTTP", true).await;
     assert_matches!(accepted, Err(HandshakeError::BadMagic));
 
-    for other in [1u16, 2, 3, 4, 5, 6, 8] {
+    for other in [1u16, 2, 3, 4, 5, 6, 7, 9] {
         let mut hello = hello(Role::Initiator, 1, 0, digest());
         hello[8..10].copy_from_slice(&other.to_be_bytes());
         let accepted = accept_transcript(&acceptor, &hello[..HEADER_LEN], true).await;
         let expected = HandshakeError::UnsupportedVersion {
-            ours: 7,
+            ours: 8,
             theirs: other,
         };
         assert_eq!(
@@ -360,7 +360,7 @@ fn nonces_are_fresh_and_the_format_is_as_documented() {
     assert_eq!(one[..51], two[..51]);
     assert_eq!(one[83..], two[83..]);
     assert_eq!(&one[..8], b"RDMC-HS\0");
-    assert_eq!(one[8..10], [0, 7]);
+    assert_eq!(one[8..10], [0, 8]);
     assert_eq!(one[10], 1);
     assert_eq!(one[11..15], [0, 0, 0, 1]);
     assert_eq!(one[15..19], [0, 0, 0, 0]);
@@ -372,7 +372,66 @@ fn nonces_are_fresh_and_the_format_is_as_documented() {
         digest(),
     );
     assert_eq!(incarnation.encode()[83..91], [1, 2, 3, 4, 5, 6, 7, 8]);
-    assert_eq!(one.len(), 91);
+    // No listening address told: family 0, the rest zeros.
+    assert_eq!(one[91..], [0; 19]);
+    let v4 = Hello {
+        listen: Some("10.1.2.3:4000".parse().unwrap()),
+        ..Hello::new(Role::Initiator, (NodeId(1), 0), NodeId(0), digest())
+    };
+    let bytes = v4.encode();
+    assert_eq!(bytes[91], 4);
+    assert_eq!(bytes[92..96], [10, 1, 2, 3]);
+    assert_eq!(bytes[96..108], [0; 12]);
+    assert_eq!(bytes[108..110], 4000u16.to_be_bytes());
+    assert_eq!(Hello::decode(&bytes).unwrap().listen, v4.listen);
+    let v6 = Hello {
+        listen: Some("[fe80::1:2]:65535".parse().unwrap()),
+        ..v4
+    };
+    let bytes = v6.encode();
+    assert_eq!(bytes[91], 6);
+    assert_eq!(Hello::decode(&bytes).unwrap().listen, v6.listen);
+    assert_eq!(one.len(), 110);
+}
+
+#[tokio::test]
+async fn an_unknown_address_family_is_refused_before_an_answer() {
+    let acceptor = node(0, 7);
+    let mut hello = hello(Role::Initiator, 1, 0, digest());
+    hello[91] = 5;
+    let accepted = accept_transcript(&acceptor, &hello, true).await;
+    assert_matches!(accepted, Err(HandshakeError::BadAddress(5)));
+}
+
+#[tokio::test]
+async fn open_membership_lets_in_an_id_beyond_the_list_and_learns_its_address() {
+    let open = |me: u32| {
+        // Its own list reaches as far as itself.
+        let listed = MEMBERS.len().max(me as usize + 1);
+        Handshake::new(key(7), ClusterDigest::open(), NodeId(me), listed).with_open_membership(true)
+    };
+    let joining = open(9).with_listen("10.0.0.9:4000".parse().unwrap());
+    let (mut a, mut b) = pipe();
+    let acceptor = open(0);
+    let (dialled, accepted) = tokio::join!(
+        async move { joining.initiate_keyed(&mut a, NodeId(0)).await },
+        async move { acceptor.accept_keyed(&mut b).await },
+    );
+    assert_eq!(dialled.unwrap().peer, NodeId(0));
+    let accepted = accepted.unwrap();
+    assert_eq!(accepted.peer, NodeId(9));
+    assert_eq!(accepted.listen, Some("10.0.0.9:4000".parse().unwrap()));
+    // Without open membership, the same id is refused; and an open node
+    // and a closed one refuse each other whatever the ids.
+    let (refused, accepted) = run(&open(9), NodeId(0), &node(0, 7)).await;
+    assert!(refused.is_err());
+    assert_matches!(
+        accepted,
+        Err(HandshakeError::UnknownNode { claimed: 9, .. })
+    );
+    let (refused, accepted) = run(&open(1), NodeId(0), &node(0, 7)).await;
+    assert!(refused.is_err());
+    assert_matches!(accepted, Err(HandshakeError::DigestMismatch));
 }
 
 #[test]
