@@ -132,7 +132,11 @@ impl Node {
     /// Cancel safe: dropping the future drops the connections made so far.
     pub async fn tcp(config: TcpConfig, node: NodeConfig) -> Result<Self, Error> {
         config.validate()?;
-        let (id, nodes) = (config.cluster.id, config.cluster.members.len());
+        let (id, mut nodes) = (config.cluster.id, config.cluster.members.len());
+        if config.cluster.open_membership {
+            // Any node id may join.
+            nodes = u32::MAX as usize + 1;
+        }
         let budget = node.buffer_pool().unwrap_or(DEFAULT_POOL_BUDGET);
         let (transport, completions) = TcpEndpoint::connect(
             config.cluster,

@@ -177,6 +177,35 @@ impl TcpConfig {
         self.cluster.incarnation = incarnation;
         self
     }
+
+    /// *Open membership* (default off): the member list is where this node
+    /// starts, not the whole cluster. A node that is not in the other
+    /// members' lists may join — give it the next free id and a list with
+    /// its own address appended — and a member may come back, restarted,
+    /// at another address. Every member of the cluster must choose the
+    /// same (a member with open membership and one without refuse each
+    /// other).
+    ///
+    /// A node tells its address (its entry in its member list) in every
+    /// handshake, and when it starts it introduces itself to the members
+    /// above it in its list (one short authenticated connection each), so
+    /// that those who dial it learn where it now is. Without open
+    /// membership, the handshake binds the whole member list, so that
+    /// members configured with different lists refuse each other instead
+    /// of misbehaving; with it, what is checked is the cluster key (or
+    /// the node's certificate) and the claimed id, so give every node a
+    /// [`NodeIdentity`](crate::NodeIdentity) where members must not be
+    /// able to claim each other's ids.
+    ///
+    /// A joined node beyond a member's list is known to that member once
+    /// it has connected: [`Node::peers`](crate::Node::peers) lists it, and
+    /// a group may include it. Connecting every member at start
+    /// ([`Connections::All`]), [`Node::tcp`](crate::Node::tcp) waits for
+    /// the members of its own list.
+    pub fn with_open_membership(mut self, open: bool) -> Self {
+        self.cluster.open_membership = open;
+        self
+    }
 }
 
 cluster_builders!(

@@ -204,6 +204,12 @@ pub(crate) trait Transport: Send + 'static {
         _partners: &[usize],
     ) {
     }
+    /// Whether a peer whose connection ended is connected again when a new
+    /// group needs it (connecting on demand), rather than failing the
+    /// group at once.
+    fn reconnects_on_demand(&self) -> bool {
+        false
+    }
     /// What this transport knows of why `peers` could not be reached, in
     /// words (connecting on demand: refused connections, and why).
     fn why_unreachable(&self, _peers: &[NodeId]) -> Option<String> {

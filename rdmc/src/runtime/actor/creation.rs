@@ -51,6 +51,19 @@ impl<T: Transport> Actor<T> {
         // Connections the group needs, before its first signal goes out.
         self.transport
             .open_group(id, &members, rank, &member.connections());
+        self.peers.made += 1;
+        let made = self.peers.made;
+        // Connected on demand, a member whose connection ended is tried
+        // again (it may have come back, and is connected only when a group
+        // needs it): the transport fails it if it cannot be reached within
+        // the connect timeout.
+        if self.transport.reconnects_on_demand() {
+            for &n in members.iter().filter(|&&n| n != self.me) {
+                if self.rendezvous.is_down(n) {
+                    self.rendezvous.handle_peer_up(n);
+                }
+            }
+        }
         let digest = summary.digest;
         let now = time::Instant::now();
         let deadline = now
@@ -147,6 +160,7 @@ impl<T: Transport> Actor<T> {
                 deadline: None,
                 unreachable: Vec::new(),
                 lost: Vec::new(),
+                made,
                 grace: None,
                 targets: config.receive_targets().cloned(),
                 target_tx: self.target_tx.clone(),

@@ -20,6 +20,11 @@ pub(super) struct PeerView {
     watchers: Vec<mpsc::UnboundedSender<PeerEvent>>,
     /// Why each peer that is down went down, as the transport said.
     down_because: BTreeMap<NodeId, String>,
+    /// How many groups the node has created.
+    pub(super) made: u64,
+    /// How many groups the node had created when each peer last went:
+    /// those held its connection that ended.
+    gone_at: BTreeMap<NodeId, u64>,
 }
 
 impl PeerView {
@@ -95,7 +100,15 @@ impl<T: Transport> Actor<T> {
             .peers
             .get(&node)
             .is_some_and(|p| !p.up || p.incarnation != incarnation);
-        for g in self.groups.values_mut().filter(|_| gap) {
+        // Only the groups made before the peer went: one made since (connected
+        // on demand, it waited for the peer to come back) is made over the
+        // new connection.
+        let gone_at = self.peers.gone_at.get(&node).copied().unwrap_or(u64::MAX);
+        for g in self
+            .groups
+            .values_mut()
+            .filter(|g| gap && g.made <= gone_at)
+        {
             if let Some(&rank) = g.rank_of.get(&node)
                 && !g.lost.contains(&rank)
             {
@@ -154,6 +167,7 @@ impl<T: Transport> Actor<T> {
     /// watchers and fail every group holding it.
     fn peer_gone(&mut self, (node, incarnation): (NodeId, u64), event: PeerEvent) {
         self.rendezvous.handle_peer_down(node);
+        self.peers.gone_at.insert(node, self.peers.made);
         let entry = self.peers.peers.entry(node).or_insert(Peer {
             node,
             incarnation,

@@ -147,6 +147,10 @@ pub(super) struct GroupState {
     /// connection, or a new run of their node): whatever comes from them
     /// over the new connection came after a gap, and is ignored.
     pub(super) lost: Vec<Rank>,
+    /// Which of the node's groups this is, counted as they are created
+    /// (a peer's new connection is a gap only for groups made before its
+    /// last one ended).
+    pub(super) made: u64,
     /// The end of the grace period (also entered in the actor's timers).
     pub(super) grace: Option<tokio::time::Instant>,
     /// Receiver: the application's hook choosing where messages go.

@@ -49,6 +49,9 @@ pub(crate) struct ClusterConfig {
     pub(crate) incarnation: u64,
     /// This node's certificate, when nodes prove which node they are.
     pub(crate) identity: Option<NodeIdentity>,
+    /// Whether nodes beyond the member list may join and members come back
+    /// at other addresses (`tcp` only).
+    pub(crate) open_membership: bool,
 }
 
 impl ClusterConfig {
@@ -64,6 +67,7 @@ impl ClusterConfig {
             failure_timeout: DEFAULT_FAILURE_TIMEOUT,
             incarnation: fresh_incarnation(),
             identity: None,
+            open_membership: false,
         }
     }
 

@@ -141,9 +141,14 @@ impl Refusals {
         }
     }
 
-    /// The reasons that concern `missing`, as one line ("" when none).
-    pub(crate) fn explain(&self, missing: &[NodeId], members: &[SocketAddr]) -> String {
-        let parts = self.reasons(missing, members);
+    /// The reasons that concern `missing`, as one line ("" when none);
+    /// `addr_of` says where each peer was dialled.
+    pub(crate) fn explain(
+        &self,
+        missing: &[NodeId],
+        addr_of: impl Fn(NodeId) -> Option<SocketAddr>,
+    ) -> String {
+        let parts = self.reasons(missing, addr_of);
         if parts.is_empty() {
             String::new()
         } else {
@@ -153,12 +158,19 @@ impl Refusals {
 
     /// The reasons that concern `missing`: why each refused this node's
     /// dial, and why this node refused the latest connections.
-    pub(crate) fn reasons(&self, missing: &[NodeId], members: &[SocketAddr]) -> Vec<String> {
+    pub(crate) fn reasons(
+        &self,
+        missing: &[NodeId],
+        addr_of: impl Fn(NodeId) -> Option<SocketAddr>,
+    ) -> Vec<String> {
         let mut parts: Vec<String> = missing
             .iter()
-            .filter_map(|p| {
-                let (reason, _) = self.dialled.get(p)?;
-                Some(format!("node {p} at {}: {reason}", members[p.index()]))
+            .filter_map(|&p| {
+                let (reason, _) = self.dialled.get(&p)?;
+                Some(match addr_of(p) {
+                    Some(addr) => format!("node {p} at {addr}: {reason}"),
+                    None => format!("node {p}: {reason}"),
+                })
             })
             .collect();
         parts.extend(self.incoming.iter().cloned());
@@ -265,16 +277,28 @@ pub(crate) async fn accept_loop(
 
 /// Dial `peer` at `addr` until connected and authenticated (`None` if
 /// `stop` comes first), waiting between attempts from `backoff.0` doubling
-/// up to `backoff.1`; record why each failed attempt failed.
+/// up to `backoff.1`; record why each failed attempt failed. `addr` is
+/// asked again before each attempt (a peer may tell a new one meanwhile),
+/// and `wake`, if given, cuts a wait short. Returns the connection, the
+/// peer, and the address dialled.
 pub(crate) async fn dial(
-    (peer, addr): (NodeId, SocketAddr),
+    (peer, addr): (NodeId, impl Fn() -> Option<SocketAddr>),
     handshake: &Handshake,
     refusals: &Mutex<Refusals>,
-    stop: &CancellationToken,
+    (stop, wake): (&CancellationToken, Option<&tokio::sync::Notify>),
     (mut backoff, most): (Duration, Duration),
-) -> Option<(TcpStream, Authenticated)> {
+) -> Option<(TcpStream, Authenticated, SocketAddr)> {
     loop {
+        let addr = addr();
         let attempt = async {
+            let addr = addr.ok_or_else(|| {
+                (
+                    "its address is not known here (it is not in this node's member list \
+                     and has not told it)"
+                        .to_owned(),
+                    false,
+                )
+            })?;
             let mut stream = TcpStream::connect(addr)
                 .await
                 .map_err(|e| (format!("connecting: {e}"), false))?;
@@ -285,7 +309,7 @@ pub(crate) async fn dial(
                 .initiate_keyed(&mut stream, peer)
                 .await
                 .map_err(|e| (dial_reason(&e), true))?;
-            Ok::<_, (String, bool)>((stream, authenticated))
+            Ok::<_, (String, bool)>((stream, authenticated, addr))
         };
         let outcome = tokio::select! {
             _ = stop.cancelled() => return None,
@@ -294,11 +318,18 @@ pub(crate) async fn dial(
         match outcome {
             Ok(connected) => return Some(connected),
             Err((reason, handshake)) => {
-                tracing::debug!(peer = peer.0, %addr, %reason, "connecting");
+                tracing::debug!(peer = peer.0, ?addr, %reason, "connecting");
                 Refusals::dial_failed(refusals, peer, reason, handshake);
+                let woken = async {
+                    match wake {
+                        Some(wake) => wake.notified().await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     _ = stop.cancelled() => return None,
                     _ = tokio::time::sleep(backoff) => {}
+                    _ = woken => {}
                 }
                 backoff = (backoff * 2).min(most);
             }

@@ -304,6 +304,7 @@ pub(crate) async fn bring_up(
         failure_timeout,
         incarnation,
         identity,
+        open_membership: _,
     } = cluster;
     let listener = match listener {
         Some(l) => l
@@ -366,8 +367,14 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
         let addr = config.members[peer.index()];
         tokio::spawn(async move {
             let backoff = (Duration::from_millis(10), Duration::from_millis(500));
-            if let Some((stream, a)) =
-                connect::dial((peer, addr), &handshake, &refusals, &stop, backoff).await
+            if let Some((stream, a, _)) = connect::dial(
+                (peer, || Some(addr)),
+                &handshake,
+                &refusals,
+                (&stop, None),
+                backoff,
+            )
+            .await
             {
                 let _ = found.send((peer, stream, a.key));
             }
@@ -388,7 +395,7 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
         refusals
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .explain(missing, &config.members)
+            .explain(missing, |p| config.members.get(p.index()).copied())
     };
     let links = formation
         .run(hearing, &mut arrivals, &complete, &why)

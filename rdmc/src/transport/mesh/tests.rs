@@ -666,11 +666,17 @@ fn a_handshake_refusal_is_not_hidden_by_a_later_refused_connection() {
     Refusals::dial_failed(&refusals, peer, "connecting: refused".into(), false);
     Refusals::dial_failed(&refusals, peer, "another cluster key".into(), true);
     Refusals::dial_failed(&refusals, peer, "connecting: refused".into(), false);
-    let why = refusals.lock().unwrap().explain(&[peer], &members);
+    let why = refusals
+        .lock()
+        .unwrap()
+        .explain(&[peer], |p| members.get(p.index()).copied());
     assert!(why.contains("another cluster key"), "{why}");
     assert!(!why.contains("refused"), "{why}");
     // A newer handshake reason replaces an older one.
     Refusals::dial_failed(&refusals, peer, "another member list".into(), true);
-    let why = refusals.lock().unwrap().explain(&[peer], &members);
+    let why = refusals
+        .lock()
+        .unwrap()
+        .explain(&[peer], |p| members.get(p.index()).copied());
     assert!(why.contains("another member list"), "{why}");
 }

@@ -67,6 +67,9 @@ pub(crate) struct TcpEndpoint {
     /// relayed here, by group and origin, for the groups this node has no
     /// routes of (answers to a join for a group unknown here).
     returns: HashMap<(GroupId, NodeId), Route>,
+    /// Connecting on demand: when each group was opened
+    /// ([`PeerSet::open_epoch`]).
+    opened: HashMap<GroupId, u64>,
 }
 
 /// The most ways back kept; more are forgotten all at once.
@@ -174,6 +177,7 @@ impl TcpEndpoint {
                 me,
                 routes: on_demand.then(HashMap::new),
                 returns: HashMap::new(),
+                opened: HashMap::new(),
             },
             queue,
         ))
@@ -182,7 +186,8 @@ impl TcpEndpoint {
     /// Hand `item` of `group` to `peer`'s link, or report the peer
     /// unreachable for the group.
     fn hand(&mut self, group: GroupId, peer: NodeId, item: Waiting) {
-        if self.peers.hand(peer, item) == Handed::Unreachable {
+        let epoch = self.opened.get(&group).copied().unwrap_or(0);
+        if self.peers.hand(peer, item, epoch) == Handed::Unreachable {
             self.unreachable(group, peer);
         }
     }
@@ -291,6 +296,7 @@ impl Transport for TcpEndpoint {
                 self.peers.unclaim(peer);
             }
             self.returns.retain(|&(g, _), _| g != group);
+            self.opened.remove(&group);
             self.peers.release_waiting(group);
         }
     }
@@ -304,6 +310,7 @@ impl Transport for TcpEndpoint {
             self.peers.claim(peer);
         }
         routes.insert(group, route);
+        self.opened.insert(group, self.peers.open_epoch());
     }
 
     fn cut_off_by(&self, group: GroupId, peer: NodeId) -> Vec<NodeId> {
@@ -311,6 +318,10 @@ impl Transport for TcpEndpoint {
             Some(route) => route.cut_off_by(peer),
             None => Vec::new(),
         }
+    }
+
+    fn reconnects_on_demand(&self) -> bool {
+        self.routes.is_some()
     }
 
     fn why_unreachable(&self, peers: &[NodeId]) -> Option<String> {

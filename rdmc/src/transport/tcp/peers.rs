@@ -29,6 +29,13 @@
 //! keeper has claimed for the idle timeout is closed by the keeper (an
 //! idle close, after everything queued: neither end reports it), and made
 //! again when a group needs it.
+//!
+//! With open membership ([`TcpConfig::with_open_membership`](crate::TcpConfig::with_open_membership)),
+//! the member lists may differ: a node beyond a member's list is let in
+//! like any (it has the highest id, so it dials), and every node tells its
+//! address in its handshakes. A node that starts introduces itself to the
+//! members above it (one authenticated connection each, closed at once),
+//! so that its keepers dial it where it now is.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -139,6 +146,12 @@ struct Table {
     claims: HashMap<NodeId, usize>,
     /// The last keeper task's generation.
     generation: u64,
+    /// On demand: counts the groups opened ([`PeerSet::open_epoch`]).
+    epoch: u64,
+    /// On demand: the epoch at which each peer's last connection ended.
+    /// A group opened since waits for a new connection of the peer; one
+    /// opened before held the connection that ended.
+    ended: HashMap<NodeId, u64>,
 }
 
 impl Table {
@@ -163,7 +176,16 @@ impl Table {
 /// What the peer set's tasks share.
 struct Shared {
     me: NodeId,
-    members: Vec<SocketAddr>,
+    /// Where each peer takes connections: the member list's addresses,
+    /// and, with open membership, what peers told since.
+    book: Mutex<HashMap<NodeId, SocketAddr>>,
+    /// How many members the member list names.
+    listed: usize,
+    /// Whether the member lists may differ.
+    open: bool,
+    /// With open membership: woken when a peer tells a new address, for
+    /// its keeper to dial it there at once.
+    moved: Notify,
     handshake: Arc<Handshake>,
     refusals: Arc<Mutex<Refusals>>,
     table: Arc<Mutex<Table>>,
@@ -228,16 +250,19 @@ impl PeerSet {
             let table = Arc::clone(&table);
             Arc::new(move |peer, incarnation| lock(&table).admit(peer, incarnation))
         };
-        let handshake = Handshake::new(
-            cluster.key,
-            ClusterDigest::of_members(&entries),
-            cluster.id,
-            cluster.members.len(),
-        )
-        .with_timeout(cluster.handshake_timeout)
-        .with_incarnation(cluster.incarnation)
-        .with_identity(cluster.identity)
-        .with_vet(vet);
+        let open = cluster.open_membership;
+        let digest = if open {
+            ClusterDigest::open()
+        } else {
+            ClusterDigest::of_members(&entries)
+        };
+        let handshake = Handshake::new(cluster.key, digest, cluster.id, cluster.members.len())
+            .with_open_membership(open)
+            .with_listen(cluster.members[cluster.id.index()])
+            .with_timeout(cluster.handshake_timeout)
+            .with_incarnation(cluster.incarnation)
+            .with_identity(cluster.identity)
+            .with_vet(vet);
         let stop = CancellationToken::new();
         let connect_timeout = cluster.connect_timeout;
         let shared = Arc::new(Shared {
@@ -245,7 +270,16 @@ impl PeerSet {
             idle_timeout: demand.flatten(),
             connect_timeout,
             me: cluster.id,
-            members: cluster.members,
+            listed: cluster.members.len(),
+            book: Mutex::new(
+                (0..)
+                    .map(NodeId)
+                    .zip(cluster.members)
+                    .filter(|&(id, _)| id != cluster.id)
+                    .collect(),
+            ),
+            open,
+            moved: Notify::new(),
             handshake: Arc::new(handshake),
             refusals: Arc::new(Mutex::new(Refusals::default())),
             table,
@@ -257,7 +291,12 @@ impl PeerSet {
         let on_peer: OnPeer = {
             let shared = Arc::clone(&shared);
             Arc::new(move |stream, peer: Authenticated, addr| {
-                if peer.peer < shared.me {
+                if shared.open {
+                    shared.learn(peer.peer, peer.listen);
+                }
+                if peer.peer < shared.me && shared.open {
+                    tracing::debug!(%addr, peer = peer.peer.0, "a peer introduced itself");
+                } else if peer.peer < shared.me {
                     tracing::warn!(%addr, peer = peer.peer.0, "dropped peer: lower ids are dialled, not accepted");
                 } else if let Err(reason) = shared.let_in(stream, &peer, addr) {
                     tracing::warn!(%addr, peer = peer.peer.0, %reason, "dropped peer");
@@ -274,6 +313,11 @@ impl PeerSet {
         if !on_demand {
             for peer in (0..shared.me.0).map(NodeId) {
                 tokio::spawn(keep(Arc::clone(&shared), peer, 0));
+            }
+        }
+        if open {
+            for peer in (shared.me.0 + 1..shared.listed as u32).map(NodeId) {
+                tokio::spawn(introduce(Arc::clone(&shared), peer));
             }
         }
         Ok(PeerSet {
@@ -301,7 +345,7 @@ impl PeerSet {
                 if missing.is_empty() {
                     return Ok(());
                 }
-                let why = lock(&self.shared.refusals).explain(&missing, &self.shared.members);
+                let why = lock(&self.shared.refusals).explain(&missing, |p| self.shared.addr_of(p));
                 return Err(MeshError::TimedOut {
                     missing,
                     timeout,
@@ -315,7 +359,7 @@ impl PeerSet {
     /// then failed, is a peer failure reported as such).
     fn missing(&self) -> Vec<NodeId> {
         let table = lock(&self.shared.table);
-        (0..self.shared.members.len() as u32)
+        (0..self.shared.listed as u32)
             .map(NodeId)
             .filter(|&p| p != self.shared.me && !table.known.contains_key(&p))
             .collect()
@@ -332,7 +376,7 @@ impl PeerSet {
     /// start: nothing to do.
     pub(crate) fn want(&self, peer: NodeId) {
         let shared = &self.shared;
-        if !shared.on_demand || peer >= shared.me || peer.index() >= shared.members.len() {
+        if !shared.on_demand || peer >= shared.me || shared.addr_of(peer).is_none() {
             return;
         }
         let mut table = lock(&shared.table);
@@ -343,6 +387,15 @@ impl PeerSet {
         let generation = table.generation;
         table.kept.insert(peer, generation);
         tokio::spawn(keep(Arc::clone(shared), peer, generation));
+    }
+
+    /// On demand: a group is opened; what it hands to a peer whose
+    /// connection ended before now waits for a new connection
+    /// ([`PeerSet::hand`]).
+    pub(crate) fn open_epoch(&self) -> u64 {
+        let mut table = lock(&self.shared.table);
+        table.epoch += 1;
+        table.epoch
     }
 
     /// On demand: one more group of this node needs `peer`.
@@ -374,13 +427,26 @@ impl PeerSet {
         }
     }
 
-    /// Hand `item` to `peer`'s link; on demand, it waits for the link's
-    /// first connection if there has been none yet.
-    pub(crate) fn hand(&self, peer: NodeId, item: Waiting) -> Handed {
+    /// Hand `item` of a group opened at `epoch` to `peer`'s link; on
+    /// demand, it waits for the link's first connection if there has been
+    /// none yet, or for a new one if the last ended before the group was
+    /// opened (a group opened before held the connection that ended).
+    pub(crate) fn hand(&self, peer: NodeId, item: Waiting, epoch: u64) -> Handed {
         let mut table = lock(&self.shared.table);
+        let ended = |table: &Table| table.ended.get(&peer).copied();
         if table.links.get(&peer).is_some_and(Link::is_idle) {
             // Closed as idle: made again.
             table.links.remove(&peer);
+        } else if self.shared.on_demand
+            && table.links.get(&peer).is_some_and(Link::is_down)
+            && ended(&table).is_some_and(|e| e < epoch)
+        {
+            // Gone before the group was opened: a new run of the peer, or
+            // the same one connected again, is waited for.
+            table.links.remove(&peer);
+        }
+        if !table.links.contains_key(&peer) && ended(&table).is_some_and(|e| epoch <= e) {
+            return Handed::Unreachable;
         }
         if let Some(link) = table.links.get(&peer) {
             let queued = match item {
@@ -411,7 +477,7 @@ impl PeerSet {
 
     /// Why `peers` refused this node's connections, or this node theirs.
     pub(crate) fn why_unreachable(&self, peers: &[NodeId]) -> Option<String> {
-        let reasons = lock(&self.shared.refusals).reasons(peers, &self.shared.members);
+        let reasons = lock(&self.shared.refusals).reasons(peers, |p| self.shared.addr_of(p));
         (!reasons.is_empty()).then(|| reasons.join("; "))
     }
 
@@ -441,6 +507,24 @@ impl PeerSet {
 }
 
 impl Shared {
+    /// Where `peer` takes connections, if known.
+    fn addr_of(&self, peer: NodeId) -> Option<SocketAddr> {
+        lock(&self.book).get(&peer).copied()
+    }
+
+    /// With open membership: `peer` says it takes connections at `listen`.
+    fn learn(&self, peer: NodeId, listen: Option<SocketAddr>) {
+        let Some(listen) = listen else {
+            return;
+        };
+        if let Some(old) = lock(&self.book).insert(peer, listen)
+            && old != listen
+        {
+            tracing::info!(peer = peer.0, %old, new = %listen, "a peer takes connections at a new address");
+            self.moved.notify_waiters();
+        }
+    }
+
     /// Let in an authenticated connection to `peer`'s run, from (or to)
     /// `addr`: start its link, replacing an older run's; returns the
     /// token cancelled when the new link goes down.
@@ -489,13 +573,18 @@ impl Shared {
         );
         let ended = link.ended();
         if self.on_demand {
-            // A link its peer closed as idle leaves the table as it ends.
+            // A link its peer closed as idle leaves the table as it ends;
+            // the end of any other is noted, for the groups opened since
+            // to wait for a new connection.
             let (table, ended) = (Arc::clone(&self.table), ended.clone());
             tokio::spawn(async move {
                 ended.cancelled().await;
                 let mut table = lock(&table);
                 if table.links.get(&id).is_some_and(Link::is_idle) {
                     table.links.remove(&id);
+                } else {
+                    let epoch = table.epoch;
+                    table.ended.insert(id, epoch);
                 }
             });
         }
@@ -523,20 +612,19 @@ impl Shared {
 /// the node runs: dial it, and dial it again whenever the connection
 /// breaks.
 async fn keep(shared: Arc<Shared>, peer: NodeId, generation: u64) {
-    let addr = shared.members[peer.index()];
     // On demand, a keeper ends once its connection was closed as idle.
     let current = || !shared.on_demand || lock(&shared.table).kept.get(&peer) == Some(&generation);
     let mut backoff = FIRST_DIAL_BACKOFF;
     loop {
         let dialled = connect::dial(
-            (peer, addr),
+            (peer, || shared.addr_of(peer)),
             &shared.handshake,
             &shared.refusals,
-            &shared.stop,
+            (&shared.stop, Some(&shared.moved)),
             backoff,
         )
         .await;
-        let Some((stream, authenticated)) = dialled else {
+        let Some((stream, authenticated, addr)) = dialled else {
             return;
         };
         match shared.let_in(stream, &authenticated, addr) {
@@ -598,10 +686,11 @@ async fn expire(shared: Arc<Shared>, peer: NodeId) {
         () = shared.stop.cancelled() => return,
         () = tokio::time::sleep(shared.connect_timeout) => {}
     }
-    let waited = lock(&shared.table)
-        .waiting
-        .remove(&peer)
-        .unwrap_or_default();
+    let (waited, incarnation) = {
+        let mut table = lock(&shared.table);
+        let waited = table.waiting.remove(&peer).unwrap_or_default();
+        (waited, table.known.get(&peer).copied().unwrap_or(0))
+    };
     let mut groups: Vec<GroupId> = waited
         .iter()
         .map(|w| match w {
@@ -613,7 +702,7 @@ async fn expire(shared: Arc<Shared>, peer: NodeId) {
     if groups.is_empty() {
         return;
     }
-    let why = lock(&shared.refusals).explain(&[peer], &shared.members);
+    let why = lock(&shared.refusals).explain(&[peer], |p| shared.addr_of(p));
     let reason = format!(
         "not connected within the connect timeout of {:?}{why}",
         shared.connect_timeout
@@ -622,9 +711,50 @@ async fn expire(shared: Arc<Shared>, peer: NodeId) {
     // it is a peer up as any.
     let _ = shared.completions.send(Completion::PeerDown {
         node: peer,
-        incarnation: 0,
+        incarnation,
         reason,
     });
+}
+
+/// With open membership: tell `peer` (above this node, so its keeper)
+/// where this node takes connections, by one authenticated connection
+/// closed at once — unless the peer has dialled it already. Gives up after
+/// the connect timeout: a peer not running then learns nothing, and dials
+/// the address its own list has.
+async fn introduce(shared: Arc<Shared>, peer: NodeId) {
+    let connected = || {
+        lock(&shared.table)
+            .links
+            .get(&peer)
+            .is_some_and(|l| !l.is_down())
+    };
+    let mut backoff = FIRST_DIAL_BACKOFF.0;
+    let deadline = Instant::now() + shared.connect_timeout;
+    while !connected() && Instant::now() < deadline && !shared.stop.is_cancelled() {
+        let attempt = async {
+            let addr = shared.addr_of(peer)?;
+            let mut stream = TcpStream::connect(addr).await.ok()?;
+            shared
+                .handshake
+                .initiate_keyed(&mut stream, peer)
+                .await
+                .ok()
+        };
+        if tokio::time::timeout_at(deadline, attempt)
+            .await
+            .ok()
+            .flatten()
+            .is_some()
+        {
+            tracing::debug!(peer = peer.0, "introduced this node");
+            return;
+        }
+        tokio::select! {
+            () = shared.stop.cancelled() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(FIRST_DIAL_BACKOFF.1);
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
