@@ -8,12 +8,11 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use futures::StreamExt;
-use rdmc::{
-    Connections, Error, GroupConfig, GroupId, Node, NodeId, PeerEvent, PeerEvents, TcpConfig,
-};
+use rdmc::{Connections, Error, GroupConfig, GroupId, Node, NodeId, PeerEvents, TcpConfig};
 
-use common::{LONG, bounded, create_all, ids, key, node_config, payload, run_group, shutdown};
+use common::{
+    LONG, bounded, create_all, ids, key, next_up, node_config, payload, run_group, shutdown,
+};
 
 fn config(members: &[SocketAddr], id: u32, incarnation: u64) -> TcpConfig {
     TcpConfig::new(members.to_vec(), NodeId(id), key())
@@ -26,24 +25,6 @@ fn config(members: &[SocketAddr], id: u32, incarnation: u64) -> TcpConfig {
 fn addresses(n: usize) -> Vec<SocketAddr> {
     let listeners: Vec<_> = (0..n).map(|_| common::loopback()).collect();
     listeners.iter().map(|l| l.local_addr().unwrap()).collect()
-}
-
-/// Wait for `Up` of `node` in `events`, returning its incarnation.
-async fn next_up(events: &mut PeerEvents, node: u32) -> u64 {
-    bounded(LONG, "peer up", async {
-        loop {
-            match events.next().await {
-                Some(PeerEvent::Up {
-                    node: n,
-                    incarnation,
-                    ..
-                }) if n == NodeId(node) => return incarnation,
-                Some(_) => {}
-                None => panic!("the node shut down"),
-            }
-        }
-    })
-    .await
 }
 
 async fn start(configs: Vec<TcpConfig>) -> Vec<Node> {

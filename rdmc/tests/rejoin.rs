@@ -10,30 +10,14 @@ use std::time::Duration;
 use futures::StreamExt;
 use rdmc::{Error, GroupConfig, GroupId, Node, NodeId, PeerEvent, PeerEvents, TcpConfig};
 
-use common::{LONG, bounded, create_all, ids, key, node_config, payload, run_group, shutdown};
+use common::{
+    LONG, bounded, create_all, ids, key, next_up, node_config, payload, run_group, shutdown,
+};
 
 fn config(members: &[std::net::SocketAddr], id: u32, incarnation: u64) -> TcpConfig {
     TcpConfig::new(members.to_vec(), NodeId(id), key())
         .with_incarnation(incarnation)
         .with_connect_timeout(Duration::from_secs(2))
-}
-
-/// The next `Up` of `node` in `events`, skipping the others.
-async fn next_up(events: &mut PeerEvents, node: u32) -> u64 {
-    bounded(LONG, "peer up", async {
-        loop {
-            match events.next().await {
-                Some(PeerEvent::Up {
-                    node: n,
-                    incarnation,
-                    ..
-                }) if n == NodeId(node) => return incarnation,
-                Some(_) => {}
-                None => panic!("the node shut down"),
-            }
-        }
-    })
-    .await
 }
 
 /// The next `Down` or `Left` of `node` in `events`.

@@ -42,6 +42,24 @@ pub fn key() -> ClusterKey {
     ClusterKey::from_bytes(b"rdmc test cluster key, 32 bytes!".to_vec()).unwrap()
 }
 
+/// The next `Up` of `node` in `events`, skipping the others.
+pub async fn next_up(events: &mut rdmc::PeerEvents, node: u32) -> u64 {
+    bounded(LONG, "peer up", async {
+        loop {
+            match events.next().await {
+                Some(rdmc::PeerEvent::Up {
+                    node: n,
+                    incarnation,
+                    ..
+                }) if n == NodeId(node) => return incarnation,
+                Some(_) => {}
+                None => panic!("the node shut down"),
+            }
+        }
+    })
+    .await
+}
+
 /// The node configuration of the test clusters.
 pub fn node_config() -> NodeConfig {
     NodeConfig::new().with_completion_mode(CompletionMode::Interrupt)
