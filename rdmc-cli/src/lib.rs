@@ -18,6 +18,7 @@ pub mod keygen;
 pub mod members;
 pub mod metrics_addr;
 pub mod report;
+pub mod signals;
 pub mod size;
 pub mod workload;
 

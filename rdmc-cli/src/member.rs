@@ -467,10 +467,13 @@ async fn member(args: &MemberArgs, prepared: Prepared) -> (Option<u32>, Result<(
             None => multicast(args, rank, &node, &ids, group, (inputs, out.clone())).await,
         }
     };
-    // A membership source that is lost (etcd gone) ends the member.
+    // A membership source that is lost (etcd gone) ends the member, and so
+    // does SIGINT or SIGTERM: it leaves (its peers are told) and removes
+    // its part files.
     let mut outcome = tokio::select! {
         outcome = work => outcome,
         reason = cluster.lost() => Err(reason),
+        reason = rdmc_cli::signals::interrupted() => Err(reason),
     };
     let mut said_closed = false;
     if args.linger > 0.0 {
@@ -482,6 +485,8 @@ async fn member(args: &MemberArgs, prepared: Prepared) -> (Option<u32>, Result<(
         tokio::select! {
             () = tokio::time::sleep(std::time::Duration::from_secs_f64(args.linger)) => {}
             reason = cluster.lost() => outcome = outcome.and(Err(reason)),
+            // Lingering after its work, the member just stops.
+            _ = rdmc_cli::signals::interrupted() => {}
         }
     }
     // Put the last signals on the wire before the process exits: the root's

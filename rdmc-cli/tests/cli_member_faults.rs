@@ -143,3 +143,52 @@ fn a_member_stopped_for_more_than_the_failure_timeout_is_declared_failed_and_tol
         );
     }
 }
+
+/// `SIGTERM` (what `kill`, systemd and docker send) mid-transfer: the
+/// member leaves, removes its part file, and exits 1 with one line naming
+/// the signal; the others fail naming it.
+#[test]
+fn a_member_terminated_mid_transfer_says_so_and_leaves_no_part_file() {
+    let scratch = Scratch::new(&TCP, "sigterm", 3, "a key for the SIGTERM test");
+    let files = scratch.small_and_big(256 << 20);
+    let extra = [&SLOW_CHAIN[..], &["--failure-timeout", "30"]].concat();
+    let mut children: Vec<Child> = (0..3)
+        .map(|r| {
+            let files = if r == 0 { &files[..] } else { &[] };
+            scratch.command(r, "key", &extra, files).spawn().unwrap()
+        })
+        .collect();
+    let out = scratch.path("out2");
+    let parts = || {
+        std::fs::read_dir(&out).map_or(0, |d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".part"))
+            })
+            .count()
+        })
+    };
+    let start = std::time::Instant::now();
+    while parts() == 0 {
+        assert!(start.elapsed() < Duration::from_secs(60), "no part file");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pid = children[2].id() as libc::pid_t;
+    // SAFETY: signalling our own child process, which is still running.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let (status, err) = wait(&mut children[2], Duration::from_secs(20));
+    assert_eq!(status.signal(), None, "rank 2 died of the signal: {err}");
+    assert_eq!(status.code(), Some(1), "rank 2: {err}");
+    assert!(err.contains("terminated (SIGTERM)"), "rank 2: {err}");
+    assert_eq!(err.lines().count(), 1, "rank 2: one line: {err}");
+    assert_eq!(parts(), 0, "rank 2 left a part file");
+    assert!(!out.join("1.bin").exists(), "rank 2 finished the big file");
+    for rank in [0, 1] {
+        let (status, err) = wait(&mut children[rank], Duration::from_secs(60));
+        assert!(!status.success(), "rank {rank} should fail");
+        assert!(
+            err.contains("node 2"),
+            "rank {rank} should name rank 2: {err}"
+        );
+    }
+}

@@ -40,7 +40,7 @@ pub(super) fn run(args: &ReceiveArgs) -> (Option<u32>, Result<(), Failure>) {
         async {
             tokio::select! {
                 outcome = receive(&cluster, args, style) => outcome,
-                _ = tokio::signal::ctrl_c() => Err(Failure::from("interrupted".to_owned())),
+                reason = rdmc_cli::signals::interrupted() => Err(Failure::from(reason)),
                 reason = cluster.lost() => Err(Failure::from(reason)),
             }
         }

@@ -100,7 +100,7 @@ async fn push(
     };
     let outcome = tokio::select! {
         outcome = outcome => outcome,
-        _ = tokio::signal::ctrl_c() => Err(Failure::from("interrupted".to_owned())),
+        reason = rdmc_cli::signals::interrupted() => Err(Failure::from(reason)),
         reason = cluster.lost() => Err(Failure::from(reason)),
     };
     match outcome {
