@@ -265,7 +265,26 @@ fn a_tree_of_small_files_and_a_large_file_reach_three_receivers_checked() {
 
 #[test]
 fn a_receiver_killed_mid_push_fails_the_push_naming_it() {
-    let scratch = Scratch::new("killed", 4);
+    stop_a_receiver_mid_push("killed", libc::SIGKILL);
+}
+
+/// `SIGTERM` (what `kill`, systemd and docker send) to a receiver: as a
+/// kill for the others, and the receiver itself says why and leaves no
+/// staging directory behind.
+#[test]
+fn a_receiver_terminated_mid_push_says_so_and_keeps_nothing() {
+    let (status, err, left) = stop_a_receiver_mid_push("terminated", libc::SIGTERM);
+    assert_eq!(status.code(), Some(1), "receiver 2: {err}");
+    assert!(err.contains("terminated (SIGTERM)"), "receiver 2: {err}");
+    assert_eq!(left, 0, "receiver 2 kept files of the push");
+}
+
+/// Four members, rank 2 sent `signal` once it has received its first
+/// file: the push exits 2 naming it, and the other receivers fail naming
+/// it and keep nothing. Rank 2's exit status, its stderr, and how many
+/// entries its output directory holds.
+fn stop_a_receiver_mid_push(test: &str, signal: libc::c_int) -> (ExitStatus, String, usize) {
+    let scratch = Scratch::new(test, 4);
     // Twenty 1.5 MiB files, each cut into two messages.
     let root = scratch.path("src/files");
     std::fs::create_dir_all(&root).unwrap();
@@ -274,13 +293,15 @@ fn a_receiver_killed_mid_push_fails_the_push_naming_it() {
     }
     let mut receivers: Vec<Child> = (1..4).map(|r| scratch.receiver(r)).collect();
     let push = scratch.push(&[root]);
-    // Kill rank 2 once it has received its first file.
     let mut victim = receivers.remove(1);
-    let mut lines = BufReader::new(victim.stdout.take().unwrap()).lines();
-    let first = lines.next().expect("an event").unwrap();
+    let mut stdout = BufReader::new(victim.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
     assert!(first.contains("\"received\""), "{first}");
-    victim.kill().unwrap();
-    victim.wait().unwrap();
+    // SAFETY: signalling our own child process, which is still running.
+    assert_eq!(unsafe { libc::kill(victim.id() as libc::pid_t, signal) }, 0);
+    victim.stdout = Some(stdout.into_inner());
+    let (victim_status, _, victim_err) = finish(victim, Duration::from_secs(60));
     let (status, out, err) = finish(push, Duration::from_secs(120));
     assert_eq!(status.code(), Some(2), "push: {err}\n{out}");
     let named = format!("{} (rank 2)", scratch.addr(2));
@@ -290,16 +311,19 @@ fn a_receiver_killed_mid_push_fails_the_push_naming_it() {
         .find(|e| e["event"] == "error")
         .expect("an error event");
     assert_eq!(error["failed_hosts"], serde_json::json!([named]));
+    let left = |rank: usize| {
+        std::fs::read_dir(scratch.path(&format!("out{rank}")))
+            .unwrap()
+            .count()
+    };
     for (rank, receiver) in [(1, receivers.remove(0)), (3, receivers.remove(0))] {
         let (status, _, err) = finish(receiver, Duration::from_secs(120));
         assert!(!status.success(), "receiver {rank} must fail");
         assert!(err.contains(&named), "receiver {rank}: {err}");
         // A failed push leaves nothing: no partial file, no staging.
-        let left = std::fs::read_dir(scratch.path(&format!("out{rank}")))
-            .unwrap()
-            .count();
-        assert_eq!(left, 0, "receiver {rank} kept files of a failed push");
+        assert_eq!(left(rank), 0, "receiver {rank} kept files of a failed push");
     }
+    (victim_status, victim_err, left(2))
 }
 
 /// Rank 0 alone: it must refuse within seconds (no receiver is listening,
