@@ -63,7 +63,11 @@ pub struct Peer {
     pub incarnation: u64,
     /// Where it is connected, when the transport knows.
     pub addr: Option<SocketAddr>,
-    /// Whether it is connected now.
+    /// Whether it is connected now. Connected on demand
+    /// ([`Connections::OnDemand`](crate::Connections::OnDemand)), a peer
+    /// whose connection was closed as idle (nothing wrong, made again when
+    /// a group needs it) stays up; a peer that went down or left is not,
+    /// until a connection of it is made again.
     pub up: bool,
 }
 
