@@ -155,13 +155,18 @@ struct Table {
 }
 
 impl Table {
-    /// Whether a connection from `peer`'s run `incarnation` may come in.
-    fn admit(&self, peer: NodeId, incarnation: u64) -> Result<(), String> {
+    /// What becomes of a connection from `peer`'s run `incarnation`.
+    fn admission(&self, peer: NodeId, incarnation: u64) -> Admission {
         let current = self
             .links
             .get(&peer)
             .map(|l| (l.incarnation(), !l.is_down()));
-        match admit(self.known.get(&peer).copied(), current, incarnation) {
+        admit(self.known.get(&peer).copied(), current, incarnation)
+    }
+
+    /// Whether a connection from `peer`'s run `incarnation` may come in.
+    fn admit(&self, peer: NodeId, incarnation: u64) -> Result<(), String> {
+        match self.admission(peer, incarnation) {
             Admission::Accept => Ok(()),
             Admission::Stale { known } => Err(format!(
                 "run {incarnation} of node {peer} is over: run {known} was seen since"
@@ -246,11 +251,20 @@ impl PeerSet {
             starting: (!on_demand).then(Vec::new),
             ..Table::default()
         }));
-        let vet: Vet = {
-            let table = Arc::clone(&table);
-            Arc::new(move |peer, incarnation| lock(&table).admit(peer, incarnation))
-        };
         let open = cluster.open_membership;
+        let vet: Vet = {
+            let (table, me) = (Arc::clone(&table), cluster.id);
+            Arc::new(move |peer, incarnation| {
+                let table = lock(&table);
+                // A connected run's introduction (with open membership, a
+                // node below introduces itself as it starts, maybe after
+                // this node dialled it) only tells its address again.
+                if open && peer < me && table.admission(peer, incarnation) == Admission::Duplicate {
+                    return Ok(());
+                }
+                table.admit(peer, incarnation)
+            })
+        };
         let digest = if open {
             ClusterDigest::open()
         } else {
