@@ -180,33 +180,78 @@ fn contents(len: usize, seed: u64) -> Vec<u8> {
 }
 
 /// Every file under `dir`: relative path and contents, sorted.
+/// Every file under `dir` (not following links) with its contents.
 fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    fn walk(root: &Path, dir: &Path, files: &mut Vec<(String, Vec<u8>)>) {
+    entries(dir)
+        .into_iter()
+        .filter_map(|(rel, entry)| match entry {
+            Entry::File { data, .. } => Some((rel, data)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What a push must reproduce of one entry of a tree.
+#[derive(Debug, PartialEq, Eq)]
+enum Entry {
+    File {
+        data: Vec<u8>,
+        mode: u32,
+        mtime: (i64, i64),
+    },
+    Dir {
+        mode: u32,
+        mtime: (i64, i64),
+    },
+    Link(PathBuf),
+}
+
+/// Every entry under `dir`, by relative path, in order.
+fn entries(dir: &Path) -> Vec<(String, Entry)> {
+    use std::os::unix::fs::MetadataExt;
+    fn walk(root: &Path, dir: &Path, found: &mut Vec<(String, Entry)>) {
         for entry in std::fs::read_dir(dir).unwrap() {
             let path = entry.unwrap().path();
-            if path.is_dir() {
-                walk(root, &path, files);
+            let rel = path.strip_prefix(root).unwrap().to_string_lossy().into();
+            let meta = path.symlink_metadata().unwrap();
+            let (mode, mtime) = (meta.mode() & 0o777, (meta.mtime(), meta.mtime_nsec()));
+            if meta.file_type().is_symlink() {
+                found.push((rel, Entry::Link(std::fs::read_link(&path).unwrap())));
+            } else if meta.is_dir() {
+                walk(root, &path, found);
+                found.push((rel, Entry::Dir { mode, mtime }));
             } else {
-                let rel = path.strip_prefix(root).unwrap().to_string_lossy().into();
-                files.push((rel, std::fs::read(&path).unwrap()));
+                let data = std::fs::read(&path).unwrap();
+                found.push((rel, Entry::File { data, mode, mtime }));
             }
         }
     }
-    let mut files = Vec::new();
-    walk(dir, dir, &mut files);
-    files.sort();
-    files
+    let mut found = Vec::new();
+    walk(dir, dir, &mut found);
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
 }
 
 /// A directory `tree` of `small` small files (some empty, in nested
-/// directories) and a file `large` of `large_len` bytes.
+/// directories, one executable, one read-only), an empty directory and a
+/// link to one of its files, and a file `large` of `large_len` bytes.
 fn make_inputs(scratch: &Scratch, small: usize, large_len: usize) -> Vec<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
     let root = scratch.path("src/tree");
     for i in 0..small {
         let dir = root.join(format!("d{}/e{}", i % 7, i % 3));
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(format!("f{i}")), contents(i * 37 % 5000, i as u64)).unwrap();
     }
+    let mode = |rel: &str, mode: u32| {
+        let path = root.join(rel);
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    mode("d1/e1/f1", 0o755);
+    mode("d2/e2/f2", 0o444);
+    std::fs::create_dir_all(root.join("empty")).unwrap();
+    mode("empty", 0o700);
+    std::os::unix::fs::symlink("../e1/f1", root.join("d1/e0/link")).unwrap();
     let large = scratch.path("src/large.bin");
     std::fs::write(&large, contents(large_len, 99)).unwrap();
     vec![root, large]
@@ -233,11 +278,18 @@ fn a_tree_of_small_files_and_a_large_file_reach_three_receivers_checked() {
     assert_eq!(done["files"], 301);
     let expected = tree(&scratch.path("src"));
     assert_eq!(expected.len(), 301);
+    // Every file with its mode and time, every directory (the empty one
+    // too) with its own, the link as a link.
+    let sent = entries(&scratch.path("src"));
     for (i, receiver) in receivers.into_iter().enumerate() {
         let (status, out, err) = finish(receiver, Duration::from_secs(120));
         assert!(status.success(), "receiver {} failed: {err}", i + 1);
         assert!(!warned(&err), "receiver {} warned: {err}", i + 1);
-        assert_eq!(tree(&scratch.path(&format!("out{}", i + 1))), expected);
+        assert!(
+            entries(&scratch.path(&format!("out{}", i + 1))) == sent,
+            "receiver {} differs",
+            i + 1
+        );
         // Every file reported once, with the SHA-256 of its contents.
         let mut received: Vec<(String, String)> = events(&out)
             .iter()

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::manifest::{FileEntry, Manifest, Segment};
+use super::manifest::{DirEntry, FileEntry, LinkEntry, MODE_BITS, Manifest, Segment, resolve_link};
 use rdmc_cli::cluster::kind_of;
 
 /// A file to send: where it is here and the relative path it gets there.
@@ -21,13 +21,25 @@ pub(crate) struct Source {
     pub(crate) size: u64,
 }
 
+/// What a push sends: its files, and the directories and links of the
+/// trees they are in.
+#[derive(Debug, Default)]
+pub(crate) struct Collected {
+    pub(crate) files: Vec<Source>,
+    pub(crate) dirs: Vec<DirEntry>,
+    pub(crate) links: Vec<LinkEntry>,
+}
+
 /// Every regular file named by `paths` or found under the directories
 /// among them (in name order), with its relative path: the argument's own
-/// name, then the path below it. Symbolic links to files are followed;
-/// other kinds of files, links to directories, names that are not UTF-8
-/// and two arguments of the same name are refused.
-pub(crate) fn collect(paths: &[PathBuf]) -> Result<Vec<Source>, String> {
-    let mut sources = Vec::new();
+/// name, then the path below it; and every directory (empty ones too).
+/// A symbolic link whose text leads, as written, to a file of the same
+/// tree is kept as a link; other links to files are followed. Other kinds
+/// of files, links to directories, names that are not UTF-8 and two
+/// arguments of the same name are refused.
+pub(crate) fn collect(paths: &[PathBuf]) -> Result<Collected, String> {
+    let mut found = Collected::default();
+    let mut linked = Vec::new();
     let mut names = HashSet::new();
     for path in paths {
         let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -46,13 +58,14 @@ pub(crate) fn collect(paths: &[PathBuf]) -> Result<Vec<Source>, String> {
             ));
         }
         if meta.is_file() {
-            sources.push(Source {
+            found.files.push(Source {
                 path: path.clone(),
                 rel: name,
                 size: meta.len(),
             });
         } else if meta.is_dir() {
-            walk(path, &name, &mut sources)?;
+            found.dirs.push(dir_entry(&name, &meta));
+            walk(path, &name, (&mut found, &mut linked))?;
         } else {
             return Err(format!(
                 "{}: is {}; only regular files and directories can be pushed",
@@ -61,7 +74,41 @@ pub(crate) fn collect(paths: &[PathBuf]) -> Result<Vec<Source>, String> {
             ));
         }
     }
-    Ok(sources)
+    // A link is kept when it leads to a file of the push that is not a
+    // link itself; else it stays a file (the link followed).
+    let links: HashSet<&str> = linked.iter().map(|l: &LinkEntry| l.path.as_str()).collect();
+    let files: HashSet<&str> = found
+        .files
+        .iter()
+        .map(|s| s.rel.as_str())
+        .filter(|rel| !links.contains(rel))
+        .collect();
+    let kept: Vec<LinkEntry> = linked
+        .iter()
+        .filter(|l| resolve_link(&l.path, &l.target).is_some_and(|to| files.contains(to.as_str())))
+        .cloned()
+        .collect();
+    let kept_paths: HashSet<String> = kept.iter().map(|l| l.path.clone()).collect();
+    found.files.retain(|s| !kept_paths.contains(&s.rel));
+    found.links = kept;
+    Ok(found)
+}
+
+/// The nanoseconds since the Unix epoch of a modification time.
+fn mtime_ns(meta: &std::fs::Metadata) -> i64 {
+    use std::os::unix::fs::MetadataExt;
+    meta.mtime()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(meta.mtime_nsec())
+}
+
+fn dir_entry(rel: &str, meta: &std::fs::Metadata) -> DirEntry {
+    use std::os::unix::fs::PermissionsExt;
+    DirEntry {
+        path: rel.to_owned(),
+        mode: meta.permissions().mode() & MODE_BITS,
+        mtime_ns: mtime_ns(meta),
+    }
 }
 
 /// The last name of `path` once `.` and `..` are resolved as written
@@ -89,8 +136,14 @@ fn utf8(name: &std::ffi::OsStr, path: &Path) -> Result<String, String> {
     })
 }
 
-/// Add every file under `dir` (relative path `rel`), in name order.
-fn walk(dir: &Path, rel: &str, sources: &mut Vec<Source>) -> Result<(), String> {
+/// Add every file and directory under `dir` (relative path `rel`), in
+/// name order; a link to a file is added as the file it leads to, and to
+/// `linked`, to be kept as a link instead once every file is known.
+fn walk(
+    dir: &Path,
+    rel: &str,
+    (found, linked): (&mut Collected, &mut Vec<LinkEntry>),
+) -> Result<(), String> {
     let named = |e: std::io::Error| format!("{}: {e}", dir.display());
     let mut entries = std::fs::read_dir(dir)
         .map_err(named)?
@@ -111,13 +164,23 @@ fn walk(dir: &Path, rel: &str, sources: &mut Vec<Source>) -> Result<(), String> 
                 .map_err(|e| format!("{}: {e}", path.display()))?
         };
         if meta.is_file() {
-            sources.push(Source {
+            if kind.is_symlink()
+                && let Ok(target) = std::fs::read_link(&path)
+                && let Some(target) = target.to_str()
+            {
+                linked.push(LinkEntry {
+                    path: child.clone(),
+                    target: target.to_owned(),
+                });
+            }
+            found.files.push(Source {
                 path,
                 rel: child,
                 size: meta.len(),
             });
         } else if meta.is_dir() && !kind.is_symlink() {
-            walk(&path, &child, sources)?;
+            found.dirs.push(dir_entry(&child, &meta));
+            walk(&path, &child, (found, linked))?;
         } else {
             let what = if meta.is_dir() {
                 "a symbolic link to a directory (not followed)"
@@ -135,8 +198,9 @@ fn walk(dir: &Path, rel: &str, sources: &mut Vec<Source>) -> Result<(), String> 
 
 /// Open a source for reading and check, on the open handle, that it is
 /// still a regular file of the expected size. Opened without blocking (a
-/// file replaced by a FIFO would block until a writer came).
-fn open_checked(source: &Source) -> Result<File, String> {
+/// file replaced by a FIFO would block until a writer came). Returns the
+/// file and its metadata.
+fn open_checked(source: &Source) -> Result<(File, std::fs::Metadata), String> {
     use std::os::unix::fs::OpenOptionsExt;
     let named = |e: std::io::Error| format!("{}: {e}", source.path.display());
     let file = std::fs::OpenOptions::new()
@@ -155,7 +219,7 @@ fn open_checked(source: &Source) -> Result<File, String> {
     if meta.len() != source.size {
         return Err(changed(source, meta.len()));
     }
-    Ok(file)
+    Ok((file, meta))
 }
 
 fn changed(source: &Source, now: u64) -> String {
@@ -176,15 +240,17 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 /// A file that cannot be opened or read fails here, before anything is
 /// sent.
 pub(crate) fn hash_all(
-    sources: &[Source],
+    found: &Collected,
     (chunk_size, batch_limit): (u64, u64),
     hashed: &dyn Fn(u64),
 ) -> Result<Manifest, String> {
+    use std::os::unix::fs::PermissionsExt;
     let mut buffer = vec![0u8; 1 << 20];
-    let files = sources
+    let files = found
+        .files
         .iter()
         .map(|source| {
-            let mut file = open_checked(source)?;
+            let (mut file, meta) = open_checked(source)?;
             let mut hash = Sha256::new();
             let mut total = 0u64;
             loop {
@@ -205,6 +271,8 @@ pub(crate) fn hash_all(
                 path: source.rel.clone(),
                 size: source.size,
                 sha256: hex(&hash.finalize()),
+                mode: meta.permissions().mode() & MODE_BITS,
+                mtime_ns: mtime_ns(&meta),
             })
         })
         .collect::<Result<Vec<_>, String>>()?;
@@ -213,6 +281,8 @@ pub(crate) fn hash_all(
         chunk_size,
         batch_limit,
         files,
+        dirs: found.dirs.clone(),
+        links: found.links.clone(),
     })
 }
 
@@ -243,7 +313,7 @@ impl<'a> PieceReader<'a> {
             .map_err(|_| format!("cannot allocate a message of {len} bytes"))?;
         for segment in piece {
             if self.open.as_ref().map(|(i, _, _)| *i) != Some(segment.file) {
-                let file = open_checked(&self.sources[segment.file])?;
+                let (file, _) = open_checked(&self.sources[segment.file])?;
                 self.open = Some((segment.file, file, Sha256::new()));
             }
             let source = &self.sources[segment.file];
@@ -258,7 +328,15 @@ impl<'a> PieceReader<'a> {
             }
             hash.update(&data[start..]);
             if segment.offset + segment.len == source.size {
-                let (_, _, hash) = self.open.take().expect("opened above");
+                let (_, file, hash) = self.open.take().expect("opened above");
+                // Grown meanwhile (an append): what was sent is a prefix.
+                let now = file
+                    .metadata()
+                    .map_err(|e| format!("{}: {e}", source.path.display()))?
+                    .len();
+                if now != source.size {
+                    return Err(changed(source, now));
+                }
                 if hex(&hash.finalize()) != self.manifest.files[segment.file].sha256 {
                     return Err(format!(
                         "{}: changed while being pushed (its SHA-256 differs from the manifest's)",
@@ -288,7 +366,8 @@ mod tests {
         let single = dir.join("single");
         std::fs::write(&single, b"123").unwrap();
         let got = collect(&[root.join("."), single]).unwrap();
-        let rels: Vec<_> = got.iter().map(|s| (s.rel.as_str(), s.size)).collect();
+        let rels: Vec<_> = got.files.iter().map(|s| (s.rel.as_str(), s.size)).collect();
+        // A link by an absolute path is followed.
         assert_eq!(
             rels,
             [
@@ -299,6 +378,51 @@ mod tests {
                 ("single", 3)
             ]
         );
+        let dirs: Vec<_> = got.dirs.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(dirs, ["tree", "tree/b", "tree/b/c"]);
+        assert!(got.links.is_empty());
+    }
+
+    #[test]
+    fn links_within_the_tree_stay_links_and_others_are_followed() {
+        use std::os::unix::fs::{PermissionsExt, symlink};
+        let dir = ScratchDir::new("push-inputs");
+        let root = dir.join("t");
+        std::fs::create_dir_all(root.join("sub/empty")).unwrap();
+        std::fs::write(root.join("f"), b"ff").unwrap();
+        std::fs::set_permissions(root.join("f"), std::fs::Permissions::from_mode(0o751)).unwrap();
+        std::fs::write(dir.join("outside"), b"out").unwrap();
+        symlink("../f", root.join("sub/up")).unwrap();
+        symlink(dir.join("outside"), root.join("abs")).unwrap();
+        symlink("../outside", root.join("rel-out")).unwrap();
+        symlink("sub/up", root.join("chain")).unwrap();
+        let got = collect(std::slice::from_ref(&root)).unwrap();
+        let files: Vec<_> = got.files.iter().map(|s| s.rel.as_str()).collect();
+        // Followed: a link out of the tree (by an absolute or a relative
+        // text) and a link to a link; kept: the link to a file.
+        assert_eq!(files, ["t/abs", "t/chain", "t/f", "t/rel-out"]);
+        let links: Vec<_> = got
+            .links
+            .iter()
+            .map(|l| (l.path.as_str(), l.target.as_str()))
+            .collect();
+        assert_eq!(links, [("t/sub/up", "../f")]);
+        let dirs: Vec<_> = got.dirs.iter().map(|d| d.path.as_str()).collect();
+        assert_eq!(dirs, ["t", "t/sub", "t/sub/empty"]);
+        let manifest = hash_all(&got, (1 << 20, 1 << 10), &|_| {}).unwrap();
+        let f = manifest.files.iter().find(|e| e.path == "t/f").unwrap();
+        assert_eq!(f.mode, 0o751);
+        let mtime = std::fs::metadata(root.join("f"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        let ns = mtime
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as i64;
+        assert_eq!(f.mtime_ns, ns);
+        // What a receiver checks, the sender's manifest passes.
+        Manifest::from_bytes(&manifest.to_bytes()).unwrap();
     }
 
     #[test]
@@ -338,18 +462,29 @@ mod tests {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
         let plan = manifest.plan();
-        let mut reader = PieceReader::new(&sources, &manifest);
+        let mut reader = PieceReader::new(&sources.files, &manifest);
         assert_eq!(reader.read(&plan[0]).unwrap(), b"ab");
         assert_eq!(reader.read(&plan[1]).unwrap(), b"c");
         std::fs::write(&path, b"abd").unwrap();
-        let mut reader = PieceReader::new(&sources, &manifest);
+        let mut reader = PieceReader::new(&sources.files, &manifest);
         reader.read(&plan[0]).unwrap();
         let err = reader.read(&plan[1]).unwrap_err();
         assert!(err.contains("SHA-256 differs"), "{err}");
         std::fs::write(&path, b"abcd").unwrap();
-        let err = PieceReader::new(&sources, &manifest)
+        let err = PieceReader::new(&sources.files, &manifest)
             .read(&plan[0])
             .unwrap_err();
         assert!(err.contains("was 3 bytes, now 4"), "{err}");
+        // An append after the file was opened, before its last piece.
+        std::fs::write(&path, b"abc").unwrap();
+        let mut reader = PieceReader::new(&sources.files, &manifest);
+        reader.read(&plan[0]).unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut file, b"appended").unwrap();
+        let err = reader.read(&plan[1]).unwrap_err();
+        assert!(err.contains("was 3 bytes, now 11"), "{err}");
     }
 }

@@ -2,8 +2,9 @@
 //! messages.
 //!
 //! The first message of a push is the [`Manifest`]: every file's relative
-//! path, size and SHA-256, and the two numbers that cut the contents into
-//! messages. Both sides compute the same [`plan`] from it, so the messages
+//! path, size, SHA-256, permissions and modification time, every directory
+//! (empty ones too) and symbolic link of the pushed trees, and the two
+//! numbers that cut the contents into messages. Both sides compute the same [`plan`] from it, so the messages
 //! after it carry file bytes only: small files are batched into one message
 //! (up to `chunk_size` bytes), a larger file is cut into `chunk_size`
 //! pieces, and empty files take no message at all.
@@ -14,7 +15,11 @@ use std::path::{Component, Path};
 use serde::{Deserialize, Serialize};
 
 /// The manifest format this build writes and reads.
-pub(crate) const FORMAT: &str = "rdmc-push/1";
+pub(crate) const FORMAT: &str = "rdmc-push/2";
+
+/// The permission bits a push carries (no set-user-id, set-group-id or
+/// sticky bit).
+pub(crate) const MODE_BITS: u32 = 0o777;
 
 /// What a push carries.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,6 +32,10 @@ pub(crate) struct Manifest {
     pub(crate) batch_limit: u64,
     /// Every file, in the order their bytes are sent.
     pub(crate) files: Vec<FileEntry>,
+    /// Every directory of the pushed trees, parents first.
+    pub(crate) dirs: Vec<DirEntry>,
+    /// Symbolic links to files of the push, kept as links.
+    pub(crate) links: Vec<LinkEntry>,
 }
 
 /// One file of a push.
@@ -37,6 +46,31 @@ pub(crate) struct FileEntry {
     pub(crate) size: u64,
     /// Lowercase hex.
     pub(crate) sha256: String,
+    /// Permission bits (within [`MODE_BITS`]).
+    pub(crate) mode: u32,
+    /// Modification time, nanoseconds since the Unix epoch.
+    pub(crate) mtime_ns: i64,
+}
+
+/// One directory of a push.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct DirEntry {
+    /// As [`FileEntry::path`].
+    pub(crate) path: String,
+    /// Permission bits (within [`MODE_BITS`]).
+    pub(crate) mode: u32,
+    /// Modification time, nanoseconds since the Unix epoch.
+    pub(crate) mtime_ns: i64,
+}
+
+/// A symbolic link of a push, to a file of the same push.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct LinkEntry {
+    /// As [`FileEntry::path`].
+    pub(crate) path: String,
+    /// The link's text: a relative path from the link's directory to a
+    /// file of the push.
+    pub(crate) target: String,
 }
 
 /// A run of one file's bytes inside a message.
@@ -69,7 +103,8 @@ impl Manifest {
     }
 
     /// Parse a received manifest and check it: the format, the cutting
-    /// numbers, and every path ([`check_paths`]).
+    /// numbers, the modes, every path ([`check_paths`]) and every link's
+    /// target ([`check_links`]).
     pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
         let manifest: Manifest = serde_json::from_slice(bytes)
             .map_err(|e| format!("the first message is not a push manifest: {e}"))?;
@@ -98,7 +133,20 @@ impl Manifest {
                 ));
             }
         }
-        check_paths(manifest.files.iter().map(|f| f.path.as_str()))?;
+        let modes = manifest.files.iter().map(|f| (&f.path, f.mode));
+        let modes = modes.chain(manifest.dirs.iter().map(|d| (&d.path, d.mode)));
+        if let Some((path, mode)) = modes.into_iter().find(|(_, m)| m & !MODE_BITS != 0) {
+            return Err(format!("{path}: mode {mode:o} in the manifest"));
+        }
+        check_paths(
+            manifest
+                .files
+                .iter()
+                .map(|f| f.path.as_str())
+                .chain(manifest.links.iter().map(|l| l.path.as_str())),
+        )?;
+        check_dirs(&manifest)?;
+        check_links(&manifest)?;
         Ok(manifest)
     }
 
@@ -110,9 +158,13 @@ impl Manifest {
     /// The first component of every path: what lands directly in the
     /// output directory.
     pub(crate) fn top_level_names(&self) -> BTreeSet<&str> {
-        self.files
-            .iter()
-            .map(|f| f.path.split('/').next().unwrap_or(""))
+        let files = self.files.iter().map(|f| f.path.as_str());
+        let dirs = self.dirs.iter().map(|d| d.path.as_str());
+        let links = self.links.iter().map(|l| l.path.as_str());
+        files
+            .chain(dirs)
+            .chain(links)
+            .map(|path| path.split('/').next().unwrap_or(""))
             .collect()
     }
 }
@@ -156,26 +208,31 @@ fn plan(manifest: &Manifest) -> Vec<Piece> {
     pieces
 }
 
-/// Check received paths before anything is written: each relative, made
-/// of plain names only (no `.`, `..`, empty or absolute parts), each file
-/// once, and no file standing where another's directory must be. A path
-/// that fails could write outside the output directory or clobber a file.
+/// Whether `path` is relative and made of plain names only (no `.`, `..`,
+/// empty or absolute parts).
+fn plain(path: &str) -> bool {
+    !path.is_empty()
+        && path.split('/').all(|part| {
+            !part.is_empty()
+                && part != "."
+                && part != ".."
+                && !part.contains('\0')
+                && matches!(
+                    Path::new(part).components().collect::<Vec<_>>()[..],
+                    [Component::Normal(_)]
+                )
+        })
+}
+
+/// Check received paths of files and links before anything is written:
+/// each plain ([`plain`]), each once, and none standing where another's
+/// directory must be. A path that fails could write outside the output
+/// directory, clobber a file, or write through a link.
 pub(crate) fn check_paths<'a>(paths: impl Iterator<Item = &'a str>) -> Result<(), String> {
     let mut files = HashSet::new();
     let mut dirs = HashSet::new();
     for path in paths {
-        let plain = !path.is_empty()
-            && path.split('/').all(|part| {
-                !part.is_empty()
-                    && part != "."
-                    && part != ".."
-                    && !part.contains('\0')
-                    && matches!(
-                        Path::new(part).components().collect::<Vec<_>>()[..],
-                        [Component::Normal(_)]
-                    )
-            });
-        if !plain {
+        if !plain(path) {
             return Err(format!(
                 "{path:?}: not a relative path of plain names; refusing to write it"
             ));
@@ -192,6 +249,82 @@ pub(crate) fn check_paths<'a>(paths: impl Iterator<Item = &'a str>) -> Result<()
     }
     if let Some(clash) = files.iter().find(|f| dirs.contains(*f)) {
         return Err(format!("{clash:?} is both a file and a directory"));
+    }
+    Ok(())
+}
+
+/// Check the directories of a manifest: plain paths, each once, none a
+/// file or a link (or below one).
+fn check_dirs(manifest: &Manifest) -> Result<(), String> {
+    let leaves: HashSet<&str> = manifest
+        .files
+        .iter()
+        .map(|f| f.path.as_str())
+        .chain(manifest.links.iter().map(|l| l.path.as_str()))
+        .collect();
+    let mut seen = HashSet::new();
+    for dir in &manifest.dirs {
+        let path = dir.path.as_str();
+        if !plain(path) {
+            return Err(format!(
+                "{path:?}: not a relative path of plain names; refusing to write it"
+            ));
+        }
+        if !seen.insert(path) {
+            return Err(format!("{path:?} is listed twice"));
+        }
+        let mut end = 0;
+        let mut prefixes = vec![path];
+        while let Some(slash) = path[end..].find('/') {
+            end += slash;
+            prefixes.push(&path[..end]);
+            end += 1;
+        }
+        if let Some(clash) = prefixes.iter().find(|p| leaves.contains(*p)) {
+            return Err(format!("{clash:?} is both a file and a directory"));
+        }
+    }
+    Ok(())
+}
+
+/// Where a link's `target` leads from the link at `path`, resolved as
+/// written (`..` takes a name off): `None` if it leaves the push (above
+/// its top-level entry) or is not a relative path.
+pub(crate) fn resolve_link(path: &str, target: &str) -> Option<String> {
+    if target.is_empty() || target.starts_with('/') || target.contains('\0') {
+        return None;
+    }
+    let mut parts: Vec<&str> = path.split('/').collect();
+    parts.pop();
+    for part in target.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                // Never above the link's top-level entry.
+                if parts.len() <= 1 {
+                    return None;
+                }
+                parts.pop();
+            }
+            name => parts.push(name),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// Check the links of a manifest: each leads (as written, see
+/// [`resolve_link`]) to a file of the push, so that a receiver never makes
+/// a link out of its output directory or to what the push did not bring.
+fn check_links(manifest: &Manifest) -> Result<(), String> {
+    let files: HashSet<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
+    for link in &manifest.links {
+        let leads = resolve_link(&link.path, &link.target);
+        if !leads.as_deref().is_some_and(|to| files.contains(to)) {
+            return Err(format!(
+                "{:?}: a link to {:?}, not to a file of the push; refusing to make it",
+                link.path, link.target
+            ));
+        }
     }
     Ok(())
 }
@@ -213,8 +346,16 @@ mod tests {
                     path: format!("d/f{i}"),
                     size,
                     sha256: "0".repeat(64),
+                    mode: 0o644,
+                    mtime_ns: 1_700_000_000_123_456_789,
                 })
                 .collect(),
+            dirs: vec![DirEntry {
+                path: "d".into(),
+                mode: 0o755,
+                mtime_ns: 0,
+            }],
+            links: Vec::new(),
         }
     }
 
@@ -296,6 +437,69 @@ mod tests {
                 .contains("plain names")
         );
         assert!(Manifest::from_bytes(b"not json").is_err());
+        let mut bad = m.clone();
+        bad.files[0].mode = 0o4755;
+        assert!(
+            Manifest::from_bytes(&bad.to_bytes())
+                .unwrap_err()
+                .contains("mode 4755")
+        );
+    }
+
+    #[test]
+    fn links_lead_to_files_of_the_push_and_directories_hold_no_file() {
+        let m = manifest(&[1, 2], 1 << 20, 1 << 10);
+        let with_link = |path: &str, target: &str| {
+            let mut m = m.clone();
+            m.links.push(LinkEntry {
+                path: path.into(),
+                target: target.into(),
+            });
+            Manifest::from_bytes(&m.to_bytes())
+        };
+        assert!(with_link("d/l", "f0").is_ok());
+        assert!(with_link("d/e/l", "../f1").is_ok());
+        assert!(with_link("d/e/l", "./../f1").is_ok());
+        for (path, target) in [
+            ("d/l", "/etc/passwd"),
+            ("d/l", "../d/f0"),
+            ("d/l", "f9"),
+            ("d/l", "../../x"),
+            ("d/l", ""),
+            ("d/f0", "f1"),
+            ("../l", "d/f0"),
+        ] {
+            let err = with_link(path, target).unwrap_err();
+            assert!(
+                err.contains("refusing") || err.contains("twice"),
+                "{path} -> {target}: {err}"
+            );
+        }
+        // A directory where a file (or a link) is, or below one.
+        for dir in ["d/f0", "d/f0/x", "d", "/abs"] {
+            let mut bad = m.clone();
+            bad.dirs.push(DirEntry {
+                path: dir.into(),
+                mode: 0o755,
+                mtime_ns: 0,
+            });
+            let err = Manifest::from_bytes(&bad.to_bytes()).unwrap_err();
+            assert!(
+                err.contains("both a file") || err.contains("twice") || err.contains("plain"),
+                "{dir}: {err}"
+            );
+        }
+        let mut linked = m.clone();
+        linked.links.push(LinkEntry {
+            path: "d/l".into(),
+            target: "f0".into(),
+        });
+        linked.dirs.push(DirEntry {
+            path: "d/l".into(),
+            mode: 0o755,
+            mtime_ns: 0,
+        });
+        assert!(Manifest::from_bytes(&linked.to_bytes()).is_err());
     }
 
     #[test]

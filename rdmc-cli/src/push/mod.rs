@@ -4,7 +4,8 @@
 //! The root (rank 0 of the members file) runs `rdmc push PATHS...`; every
 //! other member runs `rdmc receive --me RANK --out DIR`. The root hashes
 //! every file first (an unreadable file fails before anything is sent),
-//! sends a manifest (relative paths, sizes, SHA-256s), then the files'
+//! sends a manifest (relative paths, sizes, SHA-256s, modes and times;
+//! directories and links), then the files'
 //! bytes: small files batched into one message, large ones cut into
 //! messages of at most `--max-message-size`. Each receiver writes into a
 //! staging directory inside DIR, checks every file's SHA-256, flushes

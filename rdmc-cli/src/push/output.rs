@@ -4,7 +4,10 @@
 //! every file of the push is there and checked. On any error — or if the
 //! push fails — the staging directory and everything in it are removed:
 //! the output directory then holds what it held before, never a mix of an
-//! earlier run's files and this one's, nor a partial file.
+//! earlier run's files and this one's, nor a partial file. Files get the
+//! sender's permissions and modification times; directories (empty ones
+//! too) theirs once everything is in place; links are made last, so that
+//! nothing is ever written through one.
 //!
 //! Blocking: run it on a blocking thread. Today it is given each message's
 //! bytes in memory ([`Staging::write_piece`]); a receiver that lets the
@@ -73,6 +76,10 @@ impl Staging {
             dir,
             open: None,
         };
+        for dir in &staging.manifest.dirs {
+            std::fs::create_dir_all(staging.dir.path().join(&dir.path))
+                .map_err(|e| format!("creating {}: {e}", dir.path))?;
+        }
         for index in 0..staging.manifest.files.len() {
             if staging.manifest.files[index].size == 0 {
                 let file = staging.create(index)?;
@@ -140,9 +147,10 @@ impl Staging {
         Ok(done)
     }
 
-    /// Check a complete file's SHA-256 against the manifest's and flush it
-    /// to disk.
+    /// Check a complete file's SHA-256 against the manifest's, give it the
+    /// sender's permissions and modification time, and flush it to disk.
     fn finish_file(&self, index: usize, file: File, hash: Sha256) -> Result<(), String> {
+        use std::os::unix::fs::PermissionsExt;
         let entry = &self.manifest.files[index];
         let got = hex(&hash.finalize());
         if got != entry.sha256 {
@@ -151,6 +159,11 @@ impl Staging {
                 entry.path, entry.sha256
             ));
         }
+        let named = |e: std::io::Error| format!("{}: {e}", entry.path);
+        file.set_times(std::fs::FileTimes::new().set_modified(system_time(entry.mtime_ns)))
+            .map_err(named)?;
+        file.set_permissions(std::fs::Permissions::from_mode(entry.mode))
+            .map_err(named)?;
         file.sync_all()
             .map_err(|e| format!("flushing {}: {e}", entry.path))
     }
@@ -165,6 +178,15 @@ impl Staging {
                 "{}: the push ended before the whole file came",
                 self.manifest.files[index].path
             ));
+        }
+        for link in &self.manifest.links {
+            let at = self.dir.path().join(&link.path);
+            if let Some(parent) = at.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| format!("creating {}: {e}", link.path))?;
+            }
+            std::os::unix::fs::symlink(&link.target, &at)
+                .map_err(|e| format!("making the link {}: {e}", link.path))?;
         }
         sync_tree(self.dir.path()).map_err(|e| format!("flushing the received files: {e}"))?;
         let names: Vec<String> = self
@@ -184,9 +206,45 @@ impl Staging {
             }
             moved.push(name);
         }
+        self.apply_dir_attributes()?;
         File::open(&self.out)
             .and_then(|d| d.sync_all())
             .map_err(|e| format!("flushing {}: {}", self.out.display(), without_path(e)))
+    }
+}
+
+impl Staging {
+    /// Give every directory, in place, the sender's modification time and
+    /// permissions: the deepest first, so that setting one touches no
+    /// other's time, and after the move (a directory without write
+    /// permission could not be moved).
+    fn apply_dir_attributes(&self) -> Result<(), String> {
+        use std::os::unix::fs::PermissionsExt;
+        let mut dirs: Vec<_> = self.manifest.dirs.iter().collect();
+        dirs.sort_by_key(|d| std::cmp::Reverse(d.path.matches('/').count()));
+        for dir in dirs {
+            let path = self.out.join(&dir.path);
+            let named = |e: std::io::Error| format!("{}: {e}", path.display());
+            File::open(&path)
+                .and_then(|d| {
+                    d.set_times(std::fs::FileTimes::new().set_modified(system_time(dir.mtime_ns)))
+                })
+                .map_err(named)?;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(dir.mode))
+                .map_err(named)?;
+        }
+        Ok(())
+    }
+}
+
+/// The time `ns` nanoseconds from the Unix epoch (before it if negative).
+fn system_time(ns: i64) -> std::time::SystemTime {
+    let epoch = std::time::UNIX_EPOCH;
+    let offset = std::time::Duration::from_nanos(ns.unsigned_abs());
+    if ns >= 0 {
+        epoch + offset
+    } else {
+        epoch - offset
     }
 }
 
@@ -231,7 +289,7 @@ fn rename_noreplace(from: &Path, to: &Path) -> std::io::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::inputs::{Source, hash_all};
+    use super::super::inputs::{Collected, PieceReader, Source, collect, hash_all};
     use super::*;
     use crate::scratch::ScratchDir;
 
@@ -252,7 +310,15 @@ mod tests {
             })
             .collect();
         (
-            hash_all(&sources, (chunk, chunk / 2), &|_| {}).unwrap(),
+            hash_all(
+                &Collected {
+                    files: sources,
+                    ..Collected::default()
+                },
+                (chunk, chunk / 2),
+                &|_| {},
+            )
+            .unwrap(),
             src,
         )
     }
@@ -360,5 +426,71 @@ mod tests {
         let err = Staging::begin(&out, manifest).err().unwrap();
         assert!(err.contains("top exists"), "{err}");
         assert_eq!(staged(&out), ["top"]);
+    }
+
+    #[test]
+    fn modes_times_empty_directories_and_links_arrive_as_sent() {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+        let src = ScratchDir::new("push-fidelity-src");
+        let root = src.join("tree");
+        std::fs::create_dir_all(root.join("empty")).unwrap();
+        std::fs::create_dir_all(root.join("bin")).unwrap();
+        std::fs::write(root.join("bin/tool"), b"#!/bin/sh\n").unwrap();
+        std::fs::write(root.join("data"), vec![7u8; 5000]).unwrap();
+        symlink("../data", root.join("bin/data-link")).unwrap();
+        let mode = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap()
+        };
+        mode(&root.join("bin/tool"), 0o755);
+        mode(&root.join("data"), 0o600);
+        mode(&root.join("empty"), 0o700);
+        // A directory without write permission: made once its files are in.
+        mode(&root.join("bin"), 0o555);
+        let old = std::time::UNIX_EPOCH + std::time::Duration::new(1_600_000_000, 123_456_789);
+        let times = std::fs::FileTimes::new().set_modified(old);
+        for p in ["data", "empty", "bin", "."] {
+            File::open(root.join(p)).unwrap().set_times(times).unwrap();
+        }
+        let found = collect(std::slice::from_ref(&root)).unwrap();
+        let manifest = hash_all(&found, (1024, 512), &|_| {}).unwrap();
+        let out = ScratchDir::new("push-fidelity-out");
+        let mut staging = Staging::begin(&out, manifest.clone()).unwrap();
+        let mut reader = PieceReader::new(&found.files, &manifest);
+        for piece in manifest.plan() {
+            let data = reader.read(&piece).unwrap();
+            staging.write_piece(&piece, &data).unwrap();
+        }
+        staging.commit().unwrap();
+        let got = out.join("tree");
+        for (rel, want) in [
+            ("bin/tool", 0o755),
+            ("data", 0o600),
+            ("empty", 0o700),
+            ("bin", 0o555),
+        ] {
+            let meta = std::fs::metadata(got.join(rel)).unwrap();
+            assert_eq!(meta.permissions().mode() & 0o777, want, "{rel}");
+        }
+        for rel in ["data", "empty", "bin", "."] {
+            let meta = std::fs::metadata(got.join(rel)).unwrap();
+            assert_eq!(
+                (meta.mtime(), meta.mtime_nsec()),
+                (1_600_000_000, 123_456_789),
+                "{rel}"
+            );
+        }
+        assert!(
+            std::fs::read_dir(got.join("empty"))
+                .unwrap()
+                .next()
+                .is_none()
+        );
+        let link = got.join("bin/data-link");
+        assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(std::fs::read_link(&link).unwrap(), Path::new("../data"));
+        assert_eq!(std::fs::read(&link).unwrap(), vec![7u8; 5000]);
+        // The test's own clean-up needs to write into the tree again.
+        mode(&got.join("bin"), 0o755);
+        mode(&root.join("bin"), 0o755);
     }
 }

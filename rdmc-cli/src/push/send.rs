@@ -57,10 +57,10 @@ struct Prepared {
 
 fn prepare(args: &PushArgs, style: Style) -> Result<Prepared, String> {
     let max = args.cluster.max_message_size;
-    let sources = inputs::collect(&args.paths)?;
-    let total: u64 = sources.iter().map(|s| s.size).sum();
+    let found = inputs::collect(&args.paths)?;
+    let total: u64 = found.files.iter().map(|s| s.size).sum();
     let bar = Progress::hashing(style, total);
-    let manifest = inputs::hash_all(&sources, (max, BATCH_LIMIT.min(max)), &|n| bar.inc(n))?;
+    let manifest = inputs::hash_all(&found, (max, BATCH_LIMIT.min(max)), &|n| bar.inc(n))?;
     bar.finish_and_clear();
     let manifest_bytes = Bytes::from(manifest.to_bytes());
     if manifest_bytes.len() as u64 > max {
@@ -73,7 +73,7 @@ fn prepare(args: &PushArgs, style: Style) -> Result<Prepared, String> {
         ));
     }
     Ok(Prepared {
-        sources: Arc::new(sources),
+        sources: Arc::new(found.files),
         manifest: Arc::new(manifest),
         manifest_bytes,
     })
