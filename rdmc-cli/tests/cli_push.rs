@@ -599,3 +599,84 @@ fn a_receivers_memory_is_bounded_by_the_message_size_not_the_file_size() {
         );
     }
 }
+
+/// `--dry-run` checks and hashes the inputs and says what would be sent,
+/// contacting nobody (no receiver runs).
+#[test]
+fn a_dry_run_says_what_would_be_sent_and_contacts_nobody() {
+    let scratch = Scratch::new("dry_run", 3);
+    let inputs = make_inputs(&scratch, 20, 3_000_000);
+    let mut json = scratch.command("push", &["--json", "--dry-run"]);
+    let (status, out, err) = finish(json.args(&inputs).spawn().unwrap(), Duration::from_secs(60));
+    assert!(status.success(), "dry run failed: {err}");
+    let said = events(&out);
+    assert_eq!(said.len(), 1, "{out}");
+    let dry = &said[0];
+    assert_eq!(dry["event"], "dry_run");
+    assert_eq!(
+        (dry["files"].as_u64(), dry["links"].as_u64()),
+        (Some(21), Some(1))
+    );
+    assert_eq!(dry["receivers"], 2);
+    // The tree, its 7 directories d*, their e* directories, and `empty`.
+    assert_eq!(dry["directories"], 1 + 7 + 20 + 1);
+    // The manifest, then 3 MB in messages of at most 1 MiB, and the small
+    // files batched.
+    assert!(dry["messages"].as_u64().unwrap() >= 4, "{dry}");
+    let mut text = scratch.command("push", &["--dry-run"]);
+    let (status, out, _) = finish(text.args(&inputs).spawn().unwrap(), Duration::from_secs(60));
+    assert!(status.success());
+    assert!(
+        out.starts_with("rdmc push: dry run: would push 21 files")
+            && out.contains("nothing was sent"),
+        "{out}"
+    );
+}
+
+/// `--rate` holds the push to its rate (a lower bound on its time, which
+/// a loaded machine only lengthens), here over encrypted frames
+/// (`--wire-security encrypted` on every member), every byte arriving.
+#[test]
+fn a_rate_limited_encrypted_push_takes_its_time_and_arrives_whole() {
+    let scratch = Scratch::new("rate", 3);
+    let file = scratch.path("src/six.bin");
+    std::fs::create_dir_all(scratch.path("src")).unwrap();
+    std::fs::write(&file, contents(6 << 20, 7)).unwrap();
+    let receivers: Vec<Child> = (1..3)
+        .map(|r| {
+            let rank = r.to_string();
+            let extra = [
+                "--json",
+                "--me",
+                &rank,
+                "--wire-security",
+                "encrypted",
+                "--out",
+            ];
+            scratch
+                .command("receive", &extra)
+                .arg(scratch.path(&format!("out{r}")))
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let start = Instant::now();
+    let extra = ["--json", "--rate", "2MiB", "--wire-security", "encrypted"];
+    let push = scratch.command("push", &extra).arg(&file).spawn().unwrap();
+    let (status, out, err) = finish(push, Duration::from_secs(120));
+    let took = start.elapsed();
+    assert!(status.success(), "push failed: {err}\n{out}");
+    // Six 1 MiB messages at 2 MiB/s: the last may leave 2.5 s after the
+    // first.
+    assert!(took >= Duration::from_millis(2500), "took {took:?}");
+    for (i, receiver) in receivers.into_iter().enumerate() {
+        let (status, _, err) = finish(receiver, Duration::from_secs(60));
+        assert!(status.success(), "receiver {} failed: {err}", i + 1);
+        let got = std::fs::read(scratch.path(&format!("out{}/six.bin", i + 1))).unwrap();
+        assert!(
+            got == contents(6 << 20, 7),
+            "receiver {} got other bytes",
+            i + 1
+        );
+    }
+}

@@ -28,7 +28,7 @@ use clap::Args;
 use rdmc::{Error, GroupConfig, NodeConfig};
 use serde_json::json;
 
-use rdmc_cli::cluster::{ClusterSetup, Transport};
+use rdmc_cli::cluster::{ClusterSetup, SecurityChoice, Transport};
 use rdmc_cli::members::{MembersArgs, Want};
 use rdmc_cli::size::parse_size;
 
@@ -47,6 +47,11 @@ pub(crate) struct ClusterArgs {
     /// With `--transport ofi`: the libfabric provider (`tcp`, `verbs`, ...).
     #[arg(long, default_value = "tcp", value_name = "NAME")]
     ofi_provider: String,
+    /// How frames are protected on the wire with `--transport tcp`:
+    /// authenticated (the default), encrypted too, or `none`, for trusted
+    /// fabrics only. Every member must give the same.
+    #[arg(long, value_enum, default_value_t = SecurityChoice::Authenticated)]
+    wire_security: SecurityChoice,
     /// The largest message: files are cut into messages of at most this
     /// size. Memory use grows with it (about 9 messages resident at a
     /// receiver, 5 at the pushing host). Every member must give the same.
@@ -76,6 +81,16 @@ pub(crate) struct PushArgs {
     /// lands under its own name in every receiver's --out directory.
     #[arg(required = true, value_name = "PATHS")]
     paths: Vec<PathBuf>,
+    /// The most bytes a second the push sends (e.g. `100MB`, `1GiB`),
+    /// so that it leaves room on the network for other traffic; every
+    /// receiver gets them at that rate. Default: as fast as the slowest
+    /// receiver takes them.
+    #[arg(long, value_parser = parse_size, value_name = "BYTES")]
+    rate: Option<u64>,
+    /// Check and hash the inputs and say what the push would send (files,
+    /// directories, links, bytes, messages), without contacting anyone.
+    #[arg(long)]
+    dry_run: bool,
     // Last: the members' help heading holds for the options after them.
     #[command(flatten)]
     cluster: ClusterArgs,
@@ -199,6 +214,7 @@ fn prepare_cluster(args: &ClusterArgs, want: (Want, &str)) -> Result<ClusterSetu
         &args.ofi_provider,
     )?;
     cluster.report.json = args.json;
+    cluster.wire_security = args.wire_security.into();
     args.credentials.apply(&mut cluster)?;
     Ok(cluster)
 }

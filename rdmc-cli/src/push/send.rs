@@ -2,6 +2,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::mpsc;
@@ -38,6 +39,15 @@ pub(super) fn run(args: &PushArgs) -> Result<(), Failure> {
         )));
     }
     let prepared = prepare(args, style).map_err(Failure::from)?;
+    if args.dry_run {
+        dry_run(&cluster, &prepared.manifest, args.cluster.json);
+        return Ok(());
+    }
+    if args.rate == Some(0) {
+        return Err(Failure::from(
+            "--rate must be at least 1 byte a second".to_owned(),
+        ));
+    }
     let runtime = runtime().map_err(Failure::from)?;
     runtime.block_on(
         async {
@@ -46,6 +56,28 @@ pub(super) fn run(args: &PushArgs) -> Result<(), Failure> {
         }
         .instrument(tracing::info_span!("push")),
     )
+}
+
+/// `--dry-run`: what the push would send, and to how many receivers.
+fn dry_run(cluster: &ClusterSetup, manifest: &Manifest, json: bool) {
+    let (files, bytes) = (manifest.files.len(), manifest.total_bytes());
+    let (dirs, links) = (manifest.dirs.len(), manifest.links.len());
+    let messages = 1 + manifest.plan().len();
+    let receivers = cluster.size - 1;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"event": "dry_run", "files": files, "bytes": bytes,
+                               "directories": dirs, "links": links, "messages": messages,
+                               "receivers": receivers})
+        );
+    } else {
+        println!(
+            "rdmc push: dry run: would push {files} files ({}), {dirs} directories and {links} \
+             links in {messages} messages to {receivers} receivers; nothing was sent",
+            human(bytes)
+        );
+    }
 }
 
 /// The inputs and their manifest.
@@ -159,13 +191,24 @@ async fn send_all(
     };
     let mut in_flight = VecDeque::new();
     let mut sent_files = 0;
+    let (started, mut sent_bytes) = (tokio::time::Instant::now(), 0u64);
     for index in 0..plan.len() {
+        // With --rate: each message waits until the bytes before it are
+        // within the rate.
+        if let Some(rate) = args.rate {
+            let due = started + Duration::from_secs_f64(sent_bytes as f64 / rate as f64);
+            tokio::select! {
+                () = tokio::time::sleep_until(due) => {}
+                Err(e) = group.closed() => return Err(group_failed(e)),
+            }
+        }
         let data = tokio::select! {
             data = rx.recv() => data.ok_or_else(|| "the file reader stopped".to_owned())??,
             // The group's failure as soon as it happens: do not wait for
             // the next file to learn of it.
             Err(e) = group.closed() => return Err(group_failed(e)),
         };
+        sent_bytes += data.len() as u64;
         let receipt = group.send(data).await.map_err(group_failed)?;
         in_flight.push_back((index, receipt.sent()));
         if in_flight.len() >= SEND_WINDOW {
