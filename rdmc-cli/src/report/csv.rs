@@ -38,8 +38,9 @@ pub(super) const CSV_COLUMNS: &[&str] = &[
     "total_us",
 ];
 
-/// The whole `results.csv`.
-pub(super) fn csv_text(records: &[Value]) -> String {
+/// The whole `results.csv`: RFC 4180 quoting (a cell with a comma, quote or
+/// line break is quoted, its quotes doubled), lines ending in `\n`.
+pub(super) fn csv_text(records: &[Value]) -> Result<String, String> {
     let fixed: BTreeSet<&str> = CSV_COLUMNS.iter().copied().collect();
     let extra: BTreeSet<&str> = records
         .iter()
@@ -48,32 +49,19 @@ pub(super) fn csv_text(records: &[Value]) -> String {
         .filter(|k| !fixed.contains(k))
         .collect();
     let columns: Vec<&str> = CSV_COLUMNS.iter().copied().chain(extra).collect();
-    let mut out = String::new();
-    push_csv_row(&mut out, columns.iter().map(|c| (*c).to_owned()));
+    let failed = |e: ::csv::Error| format!("results.csv: {e}");
+    let mut writer = ::csv::WriterBuilder::new()
+        .terminator(::csv::Terminator::Any(b'\n'))
+        .from_writer(Vec::new());
+    writer.write_record(&columns).map_err(failed)?;
     for record in records.iter().filter(|r| r.is_object()) {
-        push_csv_row(&mut out, columns.iter().map(|c| csv_value(record.get(*c))));
+        let cells = columns.iter().map(|c| csv_value(record.get(*c)));
+        writer.write_record(cells).map_err(failed)?;
     }
-    out
-}
-
-/// One CSV line. The quoting is RFC 4180's, written out here rather than
-/// taken from the `csv` crate: the cells are plain numbers and short names,
-/// and the rule (quote a cell containing a comma, quote or line break, and
-/// double its quotes) is all there is to it.
-fn push_csv_row(out: &mut String, cells: impl Iterator<Item = String>) {
-    for (i, cell) in cells.enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        if cell.contains([',', '"', '\n', '\r']) {
-            out.push('"');
-            out.push_str(&cell.replace('"', "\"\""));
-            out.push('"');
-        } else {
-            out.push_str(&cell);
-        }
-    }
-    out.push('\n');
+    let bytes = writer
+        .into_inner()
+        .map_err(|e| format!("results.csv: {}", e.error()))?;
+    String::from_utf8(bytes).map_err(|e| format!("results.csv: {e}"))
 }
 
 /// The text of one cell: empty when missing or null, strings as they are,

@@ -41,7 +41,7 @@ mod topologies;
 pub use records::read_records;
 pub use storage::percentile;
 
-use csv::csv_text;
+use self::csv::csv_text;
 use datasets::latency_tables;
 use plots::write_plots;
 use records::Rec;
@@ -82,7 +82,7 @@ pub fn write_report(dir: &Path, records: &[Value], machine: &Value) -> Result<Re
     plots.extend(topologies::validation_plots(dir, &recs)?);
 
     let csv = dir.join("results.csv");
-    write_file(&csv, &csv_text(records))?;
+    write_file(&csv, &csv_text(records)?)?;
 
     let summary_markdown = summary_text(&recs, &latency, machine, &file_names(&plots));
     let summary = dir.join("summary.md");
