@@ -187,6 +187,10 @@ pub struct ClusterSetup {
     /// With `Transport::Tcp`: which members to connect to, and when
     /// (default: all, at start).
     pub connections: rdmc::Connections,
+    /// With `Transport::Tcp`: whether nodes beyond the member list may join
+    /// and members come back at other addresses
+    /// ([`rdmc::TcpConfig::with_open_membership`]).
+    pub open_membership: bool,
     /// How membership changes seen while running (etcd) are written.
     pub report: members::Report,
     /// What [`join`](Self::join) still has to do.
@@ -259,6 +263,7 @@ impl ClusterSetup {
             wire_security: rdmc::WireSecurity::default(),
             congestion_control: None,
             connections: rdmc::Connections::All,
+            open_membership: false,
             report: members::Report::default(),
             pending: None,
             claiming: plan.rank.is_none(),
@@ -372,7 +377,8 @@ impl ClusterSetup {
                     .with_failure_timeout(self.failure_timeout)
                     .with_early_announce(self.early_announce)
                     .with_wire_security(self.wire_security)
-                    .with_connections(self.connections);
+                    .with_connections(self.connections)
+                    .with_open_membership(self.open_membership);
                 let config = match &self.identity {
                     Some(identity) => config.with_identity(identity.clone()),
                     None => config,

@@ -132,6 +132,12 @@ pub(crate) struct MemberArgs {
     /// group is created. Every member should choose the same.
     #[arg(long, value_enum, default_value_t = ConnectionsChoice::OnDemand)]
     connections: ConnectionsChoice,
+    /// With `--transport tcp`: a member restarted at another address (a
+    /// rescheduled pod, a moved host) is let back in there, the others
+    /// learning its new address from it; without, the members must all
+    /// give the same list. Every member should choose the same.
+    #[arg(long)]
+    open_membership: bool,
     /// With `--transport tcp`: the connections' TCP congestion control
     /// (`cubic`, `bbr`, `reno`, ...: one the kernel has; default: the
     /// machine's). Every member should choose the same.
@@ -275,6 +281,10 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
     }
     cluster.congestion_control = args.tcp_congestion_control.clone();
     cluster.connections = args.connections.into();
+    if args.open_membership && !matches!(args.transport, Transport::Tcp) {
+        return Err("--open-membership needs --transport tcp".into());
+    }
+    cluster.open_membership = args.open_membership;
     // A launcher runs one command line for every rank: the files are the
     // root's, the others ignore them.
     let files: &[PathBuf] = if root || cluster.launched() {

@@ -156,3 +156,42 @@ mod congestion_control {
         assert_eq!(err.lines().count(), 1, "one line: {err}");
     }
 }
+
+/// `--open-membership` (tcp): members that all give it deliver a file
+/// byte-exact; a member with it and one without refuse each other, each
+/// failing in one line.
+mod open_membership {
+    use std::time::Duration;
+
+    use super::member_suite::{Scratch, Transport, time_scale, wait};
+
+    const TCP: Transport = Transport::tcp("tcp");
+
+    #[test]
+    fn members_with_open_membership_deliver_and_a_mixed_pair_refuse_each_other() {
+        super::three_members_deliver_a_file("open", &["--open-membership"], 11);
+
+        let mixed = Scratch::new(
+            &TCP,
+            "open_mixed",
+            2,
+            "a cluster key of more than sixteen bytes\n",
+        );
+        let connect = (3 * time_scale()).to_string();
+        let file = mixed.path("f");
+        super::member_suite::write_file(&file, 1000, 5);
+        let mut zero = mixed.spawn_member(
+            0,
+            &["--open-membership", "--connect-timeout", &connect],
+            std::slice::from_ref(&file),
+        );
+        let mut one = mixed.spawn_member(1, &["--connect-timeout", &connect], &[]);
+        for (rank, child) in [(0, &mut zero), (1, &mut one)] {
+            let (status, err) = wait(child, Duration::from_secs(60 * time_scale()));
+            assert!(!status.success(), "rank {rank} should fail");
+            // Why: another member list, or open membership on one side.
+            assert!(err.contains("member list"), "rank {rank} says why: {err}");
+            assert_eq!(err.lines().count(), 1, "rank {rank}: one line: {err}");
+        }
+    }
+}
