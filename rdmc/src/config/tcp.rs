@@ -59,6 +59,8 @@ pub enum Connections {
     /// to it and reaches the other members of its groups as the groups'
     /// failure reports. A relaying member vouches for the origin of what
     /// it relays (each hop is an authenticated connection of the cluster).
+    /// A peer whose connection ended (it left, crashed or restarted) is
+    /// tried again by the next group that includes it.
     OnDemand,
 }
 
@@ -199,7 +201,10 @@ impl TcpConfig {
     ///
     /// A joined node beyond a member's list is known to that member once
     /// it has connected: [`Node::peers`](crate::Node::peers) lists it, and
-    /// a group may include it. Connecting every member at start
+    /// a group may include it. A later run claiming the same id is taken
+    /// for a restart of it (a higher incarnation replaces the lower), so
+    /// give every node a [`NodeIdentity`](crate::NodeIdentity) where only
+    /// the holder of a node's certificate may be that node. Connecting every member at start
     /// ([`Connections::All`]), [`Node::tcp`](crate::Node::tcp) waits for
     /// the members of its own list.
     pub fn with_open_membership(mut self, open: bool) -> Self {
