@@ -46,6 +46,8 @@ struct Scripted {
     posted: Posted,
     blocks: Blocks,
     max_alloc: usize,
+    /// Whether it connects peers on demand (tries a peer that went again).
+    on_demand: bool,
 }
 
 impl Transport for Scripted {
@@ -64,6 +66,9 @@ impl Transport for Scripted {
         self.sent.lock().unwrap().push((to, signal));
     }
     fn release_group(&mut self, _: GroupId) {}
+    fn reconnects_on_demand(&self) -> bool {
+        self.on_demand
+    }
     fn alloc_buffer(&mut self, len: usize) -> Result<Arc<MessageBuffer>, AllocError> {
         if len > self.max_alloc {
             return Err(AllocError { len });
@@ -84,7 +89,7 @@ pub(super) struct Member {
     pub(super) sent: Sent,
     pub(super) posted: Posted,
     pub(super) blocks: Blocks,
-    _commands: mpsc::UnboundedSender<Command>,
+    commands: mpsc::UnboundedSender<Command>,
 }
 
 pub(super) fn config() -> GroupConfig {
@@ -103,6 +108,11 @@ async fn member_with(max_alloc: usize, config: GroupConfig) -> Member {
 
 /// Node `me` of the group {0, 1, 2}, as [`member_with`].
 pub(super) async fn node_with(me: u32, max_alloc: usize, config: GroupConfig) -> Member {
+    node_on(me, (max_alloc, false), config).await
+}
+
+/// As [`node_with`], over a transport that connects on demand or not.
+async fn node_on(me: u32, (max_alloc, on_demand): (usize, bool), config: GroupConfig) -> Member {
     let me = NodeId(me);
     let members = vec![NodeId(0), NodeId(1), NodeId(2)];
     let sent = Sent::default();
@@ -113,6 +123,7 @@ pub(super) async fn node_with(me: u32, max_alloc: usize, config: GroupConfig) ->
         posted: Arc::clone(&posted),
         blocks: Arc::clone(&blocks),
         max_alloc,
+        on_demand,
     };
     let (inject, completions) = mpsc::unbounded_channel();
     let (commands, inbox) = mpsc::unbounded_channel();
@@ -151,7 +162,7 @@ pub(super) async fn node_with(me: u32, max_alloc: usize, config: GroupConfig) ->
         sent,
         posted,
         blocks,
-        _commands: commands,
+        commands,
     }
 }
 
@@ -502,4 +513,78 @@ async fn a_peer_back_in_a_new_run_hears_nothing_of_its_old_group() {
     // Node 0 hears of the failure; node 2's new run does not.
     let own = report(2, FailureKind::Unreachable, 1);
     assert_eq!(m.reports_sent(), vec![(0, own)]);
+}
+
+/// Connected on demand, a peer whose connection ended is tried again by a
+/// new group (it may have restarted): the group sends it its `Join` and
+/// forms once the peer's new run joins; the new run's connection is no
+/// gap for it. Connected at start, such a group fails at once.
+#[tokio::test(start_paused = true)]
+async fn on_demand_a_new_group_takes_a_peer_back_after_it_went() {
+    for on_demand in [true, false] {
+        let mut m = node_on(1, (usize::MAX, on_demand), config()).await;
+        m.peer_down(2);
+        assert_eq!(m.failure().await, lost(2));
+        let joins_to_two = |m: &Member| {
+            let sent = m.sent.lock().unwrap();
+            sent.iter()
+                .filter(|(to, s)| *to == NodeId(2) && matches!(s, Signal::Join { .. }))
+                .count()
+        };
+        let before = joins_to_two(&m);
+        let (id, members) = (GroupId(8), vec![NodeId(0), NodeId(1), NodeId(2)]);
+        let (reply, response) = oneshot::channel();
+        m.commands
+            .send(Command::CreateGroup {
+                id,
+                members: members.clone(),
+                config: config(),
+                reply,
+            })
+            .unwrap();
+        // The creation is under way before anything of node 2's new run.
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        if !on_demand {
+            let error = response.await.unwrap().unwrap_err();
+            assert!(
+                matches!(
+                    &error,
+                    Error::GroupFailed {
+                        suspect: Some(NodeId(2)),
+                        ..
+                    }
+                ),
+                "{error:?}"
+            );
+            continue;
+        }
+        // Node 2's new run connects, and both others join.
+        m.inject
+            .send(Completion::PeerUp {
+                node: NodeId(2),
+                incarnation: 9,
+                addr: None,
+            })
+            .unwrap();
+        let digest = config_digest(id, &members, &config());
+        for from in [NodeId(0), NodeId(2)] {
+            m.inject
+                .send(Completion::Signal {
+                    group: id,
+                    from,
+                    signal: Signal::Join { digest },
+                })
+                .unwrap();
+        }
+        let joined = tokio::time::timeout(std::time::Duration::from_secs(5), response)
+            .await
+            .expect("the group forms")
+            .unwrap();
+        assert!(joined.is_ok(), "{:?}", joined.err());
+        assert_eq!(
+            joins_to_two(&m),
+            before + 1,
+            "node 2 was sent the new group's Join"
+        );
+    }
 }
