@@ -137,18 +137,19 @@ fn run(command: Command) -> ExitCode {
         Command::Member(args) => member::run(args),
         Command::Push(args) => push::run_push(args),
         Command::Receive(args) => push::run_receive(args),
-        Command::Keygen(args) => exit_status(keygen::run(&args)),
+        Command::Keygen(args) => exit_status(keygen::run(&args).map_err(anyhow::Error::msg)),
         Command::Simulate(args) => exit_status(simulate::run(&args)),
         Command::Model(args) => exit_status(model::run(&args)),
     }
 }
 
-/// Print a subcommand's error, if any, and turn its outcome into an exit status.
-fn exit_status(outcome: Result<(), String>) -> ExitCode {
+/// Print a subcommand's error, if any (with its context, on one line), and
+/// turn its outcome into an exit status.
+fn exit_status(outcome: anyhow::Result<()>) -> ExitCode {
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("rdmc: error: {message}");
+        Err(error) => {
+            eprintln!("rdmc: error: {error:#}");
             ExitCode::FAILURE
         }
     }

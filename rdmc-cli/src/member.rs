@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use anyhow::{Context as _, anyhow, bail};
 use bytes::Bytes;
 use clap::Args;
 use futures::StreamExt;
@@ -193,7 +194,7 @@ pub(crate) fn run(args: MemberArgs) -> ExitCode {
     };
     let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
-        Err(e) => return fail(&args, known, format!("cannot start the runtime: {e}")),
+        Err(e) => return fail(&args, known, anyhow!("cannot start the runtime: {e}")),
     };
     // The member runs as a task, not as `block_on`'s own future: with one
     // thread, a task the node wakes (a message delivered, a send complete)
@@ -216,7 +217,9 @@ pub(crate) fn run(args: MemberArgs) -> ExitCode {
 }
 
 /// Report `error` of the member of rank `rank` (`None`: not known yet).
-fn fail(args: &MemberArgs, rank: Option<u32>, error: String) -> ExitCode {
+fn fail(args: &MemberArgs, rank: Option<u32>, error: anyhow::Error) -> ExitCode {
+    // The error with its context, on one line.
+    let error = format!("{error:#}");
     if args.json {
         println!(
             "{}",
@@ -252,7 +255,7 @@ struct Input {
 
 /// Check the command line, the members file, the key, every input (root)
 /// and the output directory (receivers), and say what is wrong in one line.
-fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
+fn prepare(args: &MemberArgs) -> anyhow::Result<Prepared> {
     let want = match args.rank {
         Some(rank) => Want::Rank(rank),
         None if !args.files.is_empty() => Want::Root,
@@ -265,11 +268,14 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
         (args.connect_timeout, args.failure_timeout),
         args.transport,
         &args.ofi_provider,
-    )?;
+    )
+    .map_err(anyhow::Error::msg)?;
     cluster.report.json = args.json;
-    args.credentials.apply(&mut cluster)?;
+    args.credentials
+        .apply(&mut cluster)
+        .map_err(anyhow::Error::msg)?;
     if args.linger != 0.0 {
-        rdmc_cli::cluster::seconds(args.linger, "--linger")?;
+        rdmc_cli::cluster::seconds(args.linger, "--linger").map_err(anyhow::Error::msg)?;
     }
     // The root is rank 0; until an etcd claim, a member without a rank is
     // not the root.
@@ -277,12 +283,12 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
     cluster.early_announce = early_announce(args)?;
     cluster.wire_security = args.wire_security.into();
     if args.tcp_congestion_control.is_some() && !matches!(args.transport, Transport::Tcp) {
-        return Err("--tcp-congestion-control needs --transport tcp".into());
+        bail!("--tcp-congestion-control needs --transport tcp");
     }
     cluster.congestion_control = args.tcp_congestion_control.clone();
     cluster.connections = args.connections.into();
     if args.open_membership && !matches!(args.transport, Transport::Tcp) {
-        return Err("--open-membership needs --transport tcp".into());
+        bail!("--open-membership needs --transport tcp");
     }
     cluster.open_membership = args.open_membership;
     // A launcher runs one command line for every rank: the files are the
@@ -290,7 +296,7 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
     let files: &[PathBuf] = if root || cluster.launched() {
         if root { &args.files } else { &[] }
     } else if !args.files.is_empty() {
-        return Err("only the root (rank 0) sends files".into());
+        bail!("only the root (rank 0) sends files");
     } else {
         &[]
     };
@@ -302,14 +308,14 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
                 .ok()
                 .filter(|b| (1..=MAX_BLOCK_SIZE).contains(b))
                 .ok_or_else(|| {
-                    format!(
+                    anyhow!(
                         "--block-size must be at least 1 byte and at most 1 GiB ({given} bytes given)"
                     )
                 })
         })
         .transpose()?;
     if args.max_message_size == 0 {
-        return Err("--max-message-size must be at least 1 byte".into());
+        bail!("--max-message-size must be at least 1 byte");
     }
     let inputs = files
         .iter()
@@ -339,15 +345,15 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
     let group = args
         .topology
         .apply(group, cluster.size)
-        .map_err(|e| format!("{}: {e}", cluster.origin))?;
+        .with_context(|| cluster.origin.to_string())?;
     let workload = args
         .workload
         .as_deref()
         .map(|path| {
             let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("reading {}: {e}", path.display()))?;
+                .map_err(|e| anyhow!("reading {}: {e}", path.display()))?;
             rdmc_cli::workload::parse(&text, cluster.size)
-                .map_err(|e| format!("{} {e}", path.display()))
+                .map_err(|e| anyhow!("{} {e}", path.display()))
         })
         .transpose()?;
     Ok(Prepared {
@@ -362,9 +368,9 @@ fn prepare(args: &MemberArgs) -> Result<Prepared, String> {
 /// Open an input: a readable regular file of at most `max` bytes. Opened
 /// without blocking (a FIFO would block until a writer came) and checked
 /// on the open handle, so that what is checked is what is read.
-fn open_input(path: &Path, max: u64) -> Result<Input, String> {
+fn open_input(path: &Path, max: u64) -> anyhow::Result<Input> {
     use std::os::unix::fs::OpenOptionsExt;
-    let named = |e: std::io::Error| format!("{}: {e}", path.display());
+    let named = |e: std::io::Error| anyhow!("{}: {e}", path.display());
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -372,19 +378,19 @@ fn open_input(path: &Path, max: u64) -> Result<Input, String> {
         .map_err(named)?;
     let meta = file.metadata().map_err(named)?;
     if !meta.is_file() {
-        return Err(format!(
+        bail!(
             "{}: is {}; only regular files can be sent",
             path.display(),
             kind_of(meta.file_type())
-        ));
+        );
     }
     if meta.len() > max {
-        return Err(format!(
+        bail!(
             "{}: {} is more than the largest message, {} (see --max-message-size)",
             path.display(),
             human(meta.len()),
             human(max)
-        ));
+        );
     }
     Ok(Input {
         path: path.to_owned(),
@@ -395,24 +401,24 @@ fn open_input(path: &Path, max: u64) -> Result<Input, String> {
 
 /// Read an opened input whole, off the async threads; it must still have
 /// the size it was checked with.
-async fn read_input(input: Input) -> Result<Bytes, String> {
+async fn read_input(input: Input) -> anyhow::Result<Bytes> {
     tokio::task::spawn_blocking(move || {
         let Input { path, file, len } = input;
         let mut data = Vec::with_capacity(len as usize);
         file.take(len + 1)
             .read_to_end(&mut data)
-            .map_err(|e| format!("reading {}: {e}", path.display()))?;
+            .map_err(|e| anyhow!("reading {}: {e}", path.display()))?;
         if data.len() as u64 != len {
-            return Err(format!(
+            bail!(
                 "{}: changed while being sent (was {len} bytes, now {})",
                 path.display(),
                 data.len()
-            ));
+            );
         }
         Ok(Bytes::from(data))
     })
     .await
-    .map_err(|e| format!("reading an input: {e}"))?
+    .map_err(|e| anyhow!("reading an input: {e}"))?
 }
 
 /// Whether `name` is one of the names this command writes in an output
@@ -429,18 +435,18 @@ fn is_output_name(name: &str) -> bool {
 /// Create the output directory if need be, and check that it is a
 /// directory this process can write, holding no outputs of an earlier run
 /// (which would mix with this run's).
-fn check_output_dir(dir: &Path) -> Result<PathBuf, String> {
-    rdmc_cli::cluster::check_output_dir(dir)?;
-    let named = |e: std::io::Error| format!("output directory {}: {e}", dir.display());
+fn check_output_dir(dir: &Path) -> anyhow::Result<PathBuf> {
+    rdmc_cli::cluster::check_output_dir(dir).map_err(anyhow::Error::msg)?;
+    let named = |e: std::io::Error| anyhow!("output directory {}: {e}", dir.display());
     for entry in std::fs::read_dir(dir).map_err(named)? {
         let name = entry.map_err(named)?.file_name();
         let name = name.to_string_lossy();
         if is_output_name(&name) {
-            return Err(format!(
+            bail!(
                 "output directory {} holds {name} from an earlier run: remove it or choose \
                  another --out",
                 dir.display()
-            ));
+            );
         }
     }
     Ok(dir.to_owned())
@@ -448,7 +454,7 @@ fn check_output_dir(dir: &Path) -> Result<PathBuf, String> {
 
 /// Join, do the work, linger if asked: this member's rank (once known)
 /// and the outcome.
-async fn member(args: &MemberArgs, prepared: Prepared) -> (Option<u32>, Result<(), String>) {
+async fn member(args: &MemberArgs, prepared: Prepared) -> (Option<u32>, anyhow::Result<()>) {
     let Prepared {
         mut cluster,
         group,
@@ -461,7 +467,7 @@ async fn member(args: &MemberArgs, prepared: Prepared) -> (Option<u32>, Result<(
         Ok(()) => cluster.start(node_config).await,
         Err(e) => Err(e),
     };
-    let node = match joined {
+    let node = match joined.map_err(anyhow::Error::msg) {
         Ok(node) => node,
         Err(e) => return (cluster.rank_known().then_some(cluster.rank), Err(e)),
     };
@@ -482,8 +488,8 @@ async fn member(args: &MemberArgs, prepared: Prepared) -> (Option<u32>, Result<(
     // its part files.
     let mut outcome = tokio::select! {
         outcome = work => outcome,
-        reason = cluster.lost() => Err(reason),
-        reason = rdmc_cli::signals::interrupted() => Err(reason),
+        reason = cluster.lost() => Err(anyhow!(reason)),
+        reason = rdmc_cli::signals::interrupted() => Err(anyhow!(reason)),
     };
     let mut said_closed = false;
     if args.linger > 0.0 {
@@ -494,7 +500,7 @@ async fn member(args: &MemberArgs, prepared: Prepared) -> (Option<u32>, Result<(
         }
         tokio::select! {
             () = tokio::time::sleep(std::time::Duration::from_secs_f64(args.linger)) => {}
-            reason = cluster.lost() => outcome = outcome.and(Err(reason)),
+            reason = cluster.lost() => outcome = outcome.and(Err(anyhow!(reason))),
             // Lingering after its work, the member just stops.
             _ = rdmc_cli::signals::interrupted() => {}
         }
@@ -538,11 +544,11 @@ async fn multicast(
     ids: &[NodeId],
     config: GroupConfig,
     (inputs, out): (Vec<Input>, Option<PathBuf>),
-) -> Result<f64, String> {
+) -> anyhow::Result<f64> {
     let mut group = node
         .create_group(GroupId(1), ids, config)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| anyhow!("{e}"))?;
     let start = Instant::now();
     if args.bench {
         member_bench::run(rank, args.max_size, &mut group).await?;
@@ -552,8 +558,8 @@ async fn multicast(
                 for (i, input) in inputs.into_iter().enumerate() {
                     let data = read_input(input).await?;
                     let size = data.len();
-                    let receipt = root.send(data).await.map_err(|e| e.to_string())?;
-                    receipt.sent().await.map_err(|e| e.to_string())?;
+                    let receipt = root.send(data).await.map_err(|e| anyhow!("{e}"))?;
+                    receipt.sent().await.map_err(|e| anyhow!("{e}"))?;
                     report(args, rank, (i as u64, size), start, "sent");
                 }
             }
@@ -566,7 +572,7 @@ async fn multicast(
             }
         }
     }
-    group.close().await.map_err(|e| e.to_string())?;
+    group.close().await.map_err(|e| anyhow!("{e}"))?;
     Ok(start.elapsed().as_secs_f64())
 }
 
@@ -592,9 +598,9 @@ async fn receive_all(
     receiver: &mut rdmc::Receiver,
     out: Option<&Path>,
     start: Instant,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     while let Some(message) = receiver.next().await {
-        let message = message.map_err(|e| e.to_string())?;
+        let message = message.map_err(|e| anyhow!("{e}"))?;
         let seq = message.seq;
         let len = message
             .file
@@ -663,7 +669,7 @@ fn reserve(file: &File, len: u64) -> std::io::Result<()> {
 /// Message `seq`, delivered into its part file: flush it to disk, give it
 /// its name `DIR/SEQ.bin` (never over an existing file), flush the
 /// directory; off the async threads.
-async fn persist_received(dir: PathBuf, seq: u64, file: rdmc::ReceivedFile) -> Result<(), String> {
+async fn persist_received(dir: PathBuf, seq: u64, file: rdmc::ReceivedFile) -> anyhow::Result<()> {
     let place = move || {
         let (part, done) = (part_path(&dir, seq), dir.join(format!("{seq}.bin")));
         let write = || -> std::io::Result<()> {
@@ -672,11 +678,11 @@ async fn persist_received(dir: PathBuf, seq: u64, file: rdmc::ReceivedFile) -> R
             std::fs::remove_file(&part)?;
             File::open(&dir)?.sync_all()
         };
-        write().map_err(|e| format!("writing {}: {e}", done.display()))
+        write().map_err(|e| anyhow!("writing {}: {e}", done.display()))
     };
     tokio::task::spawn_blocking(place)
         .await
-        .map_err(|e| format!("writing message {seq}: {e}"))?
+        .map_err(|e| anyhow!("writing message {seq}: {e}"))?
 }
 
 /// Remove this process's part files from `dir` (a receive that failed).
@@ -698,13 +704,13 @@ fn remove_parts(dir: &Path) {
 /// async threads: write a uniquely named temporary file, flush it to disk,
 /// rename it into place (never over an existing file), and flush the
 /// directory. On failure the temporary file is removed.
-async fn persist(dir: PathBuf, seq: u64, data: Bytes) -> Result<(), String> {
+async fn persist(dir: PathBuf, seq: u64, data: Bytes) -> anyhow::Result<()> {
     tokio::task::spawn_blocking(move || write_atomically(&dir, seq, &data))
         .await
-        .map_err(|e| format!("writing message {seq}: {e}"))?
+        .map_err(|e| anyhow!("writing message {seq}: {e}"))?
 }
 
-fn write_atomically(dir: &Path, seq: u64, data: &[u8]) -> Result<(), String> {
+fn write_atomically(dir: &Path, seq: u64, data: &[u8]) -> anyhow::Result<()> {
     let done = dir.join(format!("{seq}.bin"));
     let write = || -> std::io::Result<()> {
         let mut part = tempfile::Builder::new()
@@ -718,7 +724,7 @@ fn write_atomically(dir: &Path, seq: u64, data: &[u8]) -> Result<(), String> {
         part.persist_noclobber(&done).map_err(|e| e.error)?;
         File::open(dir)?.sync_all()
     };
-    write().map_err(|e| format!("writing {}: {}", done.display(), without_path(e)))
+    write().map_err(|e| anyhow!("writing {}: {}", done.display(), without_path(e)))
 }
 
 #[cfg(test)]
@@ -745,7 +751,9 @@ mod tests {
     #[test]
     fn write_errors_name_the_final_file_not_the_temporary_one() {
         let missing = std::env::temp_dir().join("rdmc: no such directory");
-        let err = write_atomically(&missing, 4, b"data").unwrap_err();
+        let err = write_atomically(&missing, 4, b"data")
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             err,
             format!(
@@ -771,12 +779,12 @@ fn parse_early(text: &str) -> Result<Early, String> {
 }
 
 /// The library's early-announce setting from the command line.
-fn early_announce(args: &MemberArgs) -> Result<Option<rdmc::EarlyAnnounce>, String> {
+fn early_announce(args: &MemberArgs) -> anyhow::Result<Option<rdmc::EarlyAnnounce>> {
     let Early(Some(threshold)) = args.early_announce else {
         return Ok(None);
     };
     let bytes = |value: u64, what: &str| {
-        u32::try_from(value).map_err(|_| format!("{what} must be below 4 GiB, not {value}"))
+        u32::try_from(value).map_err(|_| anyhow!("{what} must be below 4 GiB, not {value}"))
     };
     Ok(Some(rdmc::EarlyAnnounce {
         threshold: bytes(threshold, "--early-announce")?,

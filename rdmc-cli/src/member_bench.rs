@@ -36,6 +36,7 @@ use std::os::fd::AsFd;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
+use anyhow::{anyhow, bail};
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt};
 use rdmc::{Group, MessageTimings, Receiver, Sender};
@@ -47,11 +48,11 @@ use rdmc_cli::clocks::{cpu_seconds, mono_ns};
 
 /// Run the benchmark part of member `rank` on its group, with a payload of
 /// `max_size` bytes (`--max-size`); then the caller closes.
-pub(crate) async fn run(rank: u32, max_size: u64, group: &mut Group) -> Result<(), String> {
-    let max = usize::try_from(max_size).map_err(|_| "--max-size is too large")?;
+pub(crate) async fn run(rank: u32, max_size: u64, group: &mut Group) -> anyhow::Result<()> {
+    let max = usize::try_from(max_size).map_err(|_| anyhow!("--max-size is too large"))?;
     let payload = tokio::task::spawn_blocking(move || payload(max))
         .await
-        .map_err(|e| format!("generating the payload: {e}"))?;
+        .map_err(|e| anyhow!("generating the payload: {e}"))?;
     emit(
         json!({"event": "ready", "rank": rank, "t": mono_ns(Instant::now()),
                 "cpu": cpu_seconds(), "checks": "announced"}),
@@ -62,27 +63,27 @@ pub(crate) async fn run(rank: u32, max_size: u64, group: &mut Group) -> Result<(
     }
 }
 
-async fn send_commanded(rank: u32, group: &mut Sender, payload: &Bytes) -> Result<(), String> {
+async fn send_commanded(rank: u32, group: &mut Sender, payload: &Bytes) -> anyhow::Result<()> {
     let mut lines = BufReader::new(commands()).lines();
     let mut seq = 0u64;
     while let Some(line) = lines
         .next_line()
         .await
-        .map_err(|e| format!("reading stdin: {e}"))?
+        .map_err(|e| anyhow!("reading stdin: {e}"))?
     {
         let words: Vec<&str> = line.split_whitespace().collect();
         match words.as_slice() {
             [] => continue,
             ["close"] => break,
             ["send", size, count] => {
-                let size: usize = size.parse().map_err(|_| format!("bad size in {line:?}"))?;
+                let size: usize = size.parse().map_err(|_| anyhow!("bad size in {line:?}"))?;
                 let count: u64 = count
                     .parse()
                     .ok()
                     .filter(|&c| c > 0)
-                    .ok_or_else(|| format!("bad count in {line:?}"))?;
+                    .ok_or_else(|| anyhow!("bad count in {line:?}"))?;
                 if size > payload.len() {
-                    return Err(format!("size {size} is above --max-size {}", payload.len()));
+                    bail!("size {size} is above --max-size {}", payload.len());
                 }
                 let data = payload.slice(..size);
                 // The CPU count first: its system call stays out of the time.
@@ -90,17 +91,17 @@ async fn send_commanded(rank: u32, group: &mut Sender, payload: &Bytes) -> Resul
                 let t0 = Instant::now();
                 let mut receipts = Vec::with_capacity(usize::try_from(count).unwrap_or(0));
                 for _ in 0..count {
-                    receipts.push(group.send(data.clone()).await.map_err(|e| e.to_string())?);
+                    receipts.push(group.send(data.clone()).await.map_err(|e| anyhow!("{e}"))?);
                 }
                 let mut first = None;
                 for receipt in receipts {
-                    let timings = receipt.sent().await.map_err(|e| e.to_string())?;
+                    let timings = receipt.sent().await.map_err(|e| anyhow!("{e}"))?;
                     first.get_or_insert(timings);
                 }
                 let done = Instant::now();
                 // Every member's application has taken every message sent
                 // (the group's in-flight messages are all delivered).
-                group.flush().await.map_err(|e| e.to_string())?;
+                group.flush().await.map_err(|e| anyhow!("{e}"))?;
                 let mut event = json!({"event": "sent", "rank": rank, "seq": seq,
                     "count": count, "size": size, "t": mono_ns(t0), "done_t": mono_ns(done),
                     "acknowledged_t": mono_ns(Instant::now()), "acknowledged": true,
@@ -111,7 +112,7 @@ async fn send_commanded(rank: u32, group: &mut Sender, payload: &Bytes) -> Resul
                 emit(event);
                 seq += count;
             }
-            _ => return Err(format!("unknown command {line:?}")),
+            _ => bail!("unknown command {line:?}"),
         }
     }
     Ok(())
@@ -157,7 +158,7 @@ const CHECK_SLICE: usize = 16 << 20;
 /// The events are held until the group is quiet (see the module docs):
 /// printing and the driver's reading stay out of the time the next members
 /// need the cores for the same message.
-async fn receiver(rank: u32, group: &mut Receiver, payload: &Bytes) -> Result<(), String> {
+async fn receiver(rank: u32, group: &mut Receiver, payload: &Bytes) -> anyhow::Result<()> {
     let mut checker = Checker::spawn(payload.clone())?;
     // What each event says, kept raw: the JSON is built when printed.
     let mut held: Vec<Delivery> = Vec::new();
@@ -174,7 +175,7 @@ async fn receiver(rank: u32, group: &mut Receiver, payload: &Bytes) -> Result<()
                 judged = checker.judge_one() => {
                     if let Err(e) = judged {
                         report_intact(rank, &mut held, &e);
-                        return Err(e.reason);
+                        bail!(e.reason);
                     }
                     announce_checked(rank, &mut checker);
                     continue;
@@ -199,7 +200,7 @@ async fn receiver(rank: u32, group: &mut Receiver, payload: &Bytes) -> Result<()
                 Err(e) => {
                     // What was delivered intact is still reported.
                     report(rank, &mut held, &mut checker).await?;
-                    return Err(e.to_string());
+                    return Err(anyhow!("{e}"));
                 }
             };
             held.push(Delivery {
@@ -214,7 +215,7 @@ async fn receiver(rank: u32, group: &mut Receiver, payload: &Bytes) -> Result<()
         }
         if let Err(e) = checker.settle(MAX_UNCHECKED).await {
             report_intact(rank, &mut held, &e);
-            return Err(e.reason);
+            bail!(e.reason);
         }
         announce_checked(rank, &mut checker);
         if held.len() >= REPORT_HELD {
@@ -226,7 +227,7 @@ async fn receiver(rank: u32, group: &mut Receiver, payload: &Bytes) -> Result<()
 
 /// Print `held`'s `delivered` events once every one of their messages has
 /// passed its check; if one failed, print those before it and say why.
-async fn report(rank: u32, held: &mut Vec<Delivery>, checker: &mut Checker) -> Result<(), String> {
+async fn report(rank: u32, held: &mut Vec<Delivery>, checker: &mut Checker) -> anyhow::Result<()> {
     match checker.settle(0).await {
         Ok(()) => {
             announce_checked(rank, checker);
@@ -235,7 +236,7 @@ async fn report(rank: u32, held: &mut Vec<Delivery>, checker: &mut Checker) -> R
         }
         Err(e) => {
             report_intact(rank, held, &e);
-            Err(e.reason)
+            Err(anyhow!(e.reason))
         }
     }
 }
@@ -333,7 +334,7 @@ struct CheckFailed {
 
 impl Checker {
     /// Start the checking thread.
-    fn spawn(payload: Bytes) -> Result<Self, String> {
+    fn spawn(payload: Bytes) -> anyhow::Result<Self> {
         use std::sync::atomic::Ordering;
         let (jobs, queue) = std::sync::mpsc::channel::<(u64, Bytes)>();
         let (verdict, verdicts) = tokio::sync::mpsc::unbounded_channel();
@@ -378,7 +379,7 @@ impl Checker {
                     }
                 }
             })
-            .map_err(|e| format!("starting the checking thread: {e}"))?;
+            .map_err(|e| anyhow!("starting the checking thread: {e}"))?;
         Ok(Checker {
             jobs: Some(jobs),
             verdicts,

@@ -19,6 +19,7 @@
 
 use std::time::Instant;
 
+use anyhow::{anyhow, bail};
 use futures::stream::FuturesUnordered;
 use futures::{StreamExt, future::try_join_all};
 use rdmc::{Group, GroupConfig, GroupId, Node, NodeId, Receiver, Sender};
@@ -35,11 +36,11 @@ pub(crate) async fn run(
     ids: &[NodeId],
     config: GroupConfig,
     workload: &Workload,
-) -> Result<(), String> {
-    let max = usize::try_from(workload.largest()).map_err(|_| "a write is too large")?;
+) -> anyhow::Result<()> {
+    let max = usize::try_from(workload.largest()).map_err(|_| anyhow!("a write is too large"))?;
     let payload = tokio::task::spawn_blocking(move || payload(max))
         .await
-        .map_err(|e| format!("generating the payload: {e}"))?;
+        .map_err(|e| anyhow!("generating the payload: {e}"))?;
     let mine: Vec<usize> = (0..workload.groups.len())
         .filter(|&g| workload.groups[g].contains(&rank))
         .collect();
@@ -52,7 +53,7 @@ pub(crate) async fn run(
         async move {
             node.create_group(GroupId(g as u64), &members, config)
                 .await
-                .map_err(|e| format!("creating group {g}: {e}"))
+                .map_err(|e| anyhow!("creating group {g}: {e}"))
         }
     });
     let groups = try_join_all(creates).await?;
@@ -79,7 +80,7 @@ pub(crate) async fn run(
             group
                 .close()
                 .await
-                .map_err(|e| format!("closing group {g}: {e}"))
+                .map_err(|e| anyhow!("closing group {g}: {e}"))
         }))
         .await
     };
@@ -93,7 +94,7 @@ async fn send(
     roots: &[(usize, Sender)],
     workload: &Workload,
     payload: &bytes::Bytes,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let mut next_seq = vec![0u64; workload.groups.len()];
     // The writes this member is the root of, in trace order.
     let mut mine = workload
@@ -120,19 +121,19 @@ async fn send(
             let delivered = group
                 .send(payload.slice(..size as usize))
                 .await
-                .map_err(|e| format!("write {i} (group {g}, message {seq}): {e}"))?
+                .map_err(|e| anyhow!("write {i} (group {g}, message {seq}): {e}"))?
                 .delivered();
             in_flight.push(async move {
                 delivered
                     .await
-                    .map_err(|e| format!("write {i} (group {g}, message {seq}): {e}"))?;
+                    .map_err(|e| anyhow!("write {i} (group {g}, message {seq}): {e}"))?;
                 println!(
                     "{}",
                     json!({"event": "written", "rank": rank, "group": g, "seq": seq,
                            "write": i, "size": size, "t": mono_ns(t),
                            "acked_t": mono_ns(Instant::now()), "cpu": cpu_seconds()})
                 );
-                Ok::<(), String>(())
+                Ok::<(), anyhow::Error>(())
             });
         }
         match in_flight.next().await {
@@ -149,16 +150,16 @@ async fn receive(
     g: usize,
     mut group: Receiver,
     payload: &bytes::Bytes,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     while let Some(message) = group.next().await {
         let now = Instant::now();
-        let message = message.map_err(|e| format!("group {g}: {e}"))?;
+        let message = message.map_err(|e| anyhow!("group {g}: {e}"))?;
         let len = message.data.len();
         if len > payload.len() || message.data != payload[..len] {
-            return Err(format!(
+            bail!(
                 "group {g}: message {} ({len} bytes) differs from the root's payload",
                 message.seq
-            ));
+            );
         }
         println!(
             "{}",
@@ -169,5 +170,5 @@ async fn receive(
     group
         .close()
         .await
-        .map_err(|e| format!("closing group {g}: {e}"))
+        .map_err(|e| anyhow!("closing group {g}: {e}"))
 }

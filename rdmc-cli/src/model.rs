@@ -7,6 +7,7 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
+use anyhow::{Context as _, bail};
 use clap::{Args, ValueEnum};
 use rdmc::collective::model::{self, LinkParams};
 use serde_json::json;
@@ -41,7 +42,7 @@ const PAPER_SIZES: [u64; 12] = [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 409
 /// The paper's broadcast block size.
 const PAPER_BLOCK: u64 = 3073;
 
-pub(crate) fn run(args: &ModelArgs) -> Result<(), String> {
+pub(crate) fn run(args: &ModelArgs) -> anyhow::Result<()> {
     let p = match args.link {
         Link::Paper => LinkParams::paper(),
         Link::Lab => LinkParams::lab(),
@@ -54,7 +55,7 @@ pub(crate) fn run(args: &ModelArgs) -> Result<(), String> {
     let mut text = String::new();
     for &n in &args.nodes {
         if n == 0 {
-            return Err("--nodes: a cluster has at least one node".into());
+            bail!("--nodes: a cluster has at least one node");
         }
         let degrees = model::paper_degrees(n);
         let _ = writeln!(text, "\n{n} nodes ({:?} link), times in µs", args.link);
@@ -120,13 +121,13 @@ pub(crate) fn run(args: &ModelArgs) -> Result<(), String> {
             }
         }
         if let Some(dir) = &args.out {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
             let path = dir.join(format!(
                 "model-{}-{n}.svg",
                 format!("{:?}", args.link).to_lowercase()
             ));
             let title = format!("Modelled allreduce and broadcast, {n} nodes");
-            draw_model_chart(&path, &title, &curves)?;
+            draw_model_chart(&path, &title, &curves).map_err(anyhow::Error::msg)?;
             let _ = writeln!(text, "plot: {}", path.display());
         }
     }
@@ -137,7 +138,7 @@ pub(crate) fn run(args: &ModelArgs) -> Result<(), String> {
             format!("{:?}", args.link).to_lowercase()
         ));
         let body: String = records.iter().map(|r| format!("{r}\n")).collect();
-        std::fs::write(&path, body).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(&path, body).with_context(|| path.display().to_string())?;
         println!("records: {}", path.display());
     }
     Ok(())

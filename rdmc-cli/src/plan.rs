@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use anyhow::anyhow;
 use clap::Args;
 use rdmc::schedule::{Algorithm, Plan, step_bound, step_bound_in};
 
@@ -50,18 +51,20 @@ fn parse_positive(s: &str) -> Result<usize, String> {
 }
 
 /// `rdmc plan`: print what [`render`] makes of the arguments.
-pub(crate) fn run(args: &PlanArgs) -> Result<(), String> {
+pub(crate) fn run(args: &PlanArgs) -> anyhow::Result<()> {
     println!("{}", render(args)?);
     Ok(())
 }
 
 /// Assemble the plan, check it, and render it as JSON or a table (without
 /// the final newline).
-fn render(args: &PlanArgs) -> Result<String, String> {
+fn render(args: &PlanArgs) -> anyhow::Result<String> {
     let too_large = || {
-        format!(
+        anyhow!(
             "a {} plan for {} nodes and {} blocks is too large to print",
-            args.algorithm, args.nodes, args.blocks
+            args.algorithm,
+            args.nodes,
+            args.blocks
         )
     };
     // Slow members stretch a plan to about twice the steps: checked before
@@ -81,15 +84,15 @@ fn render(args: &PlanArgs) -> Result<String, String> {
         return Err(too_large());
     }
     let plan =
-        Plan::with_topology(args.algorithm, &topology, args.blocks).map_err(|e| e.to_string())?;
+        Plan::with_topology(args.algorithm, &topology, args.blocks).map_err(|e| anyhow!("{e}"))?;
     plan.verify().map_err(|e| {
-        format!(
+        anyhow!(
             "internal error: the {} plan is invalid: {e}",
             plan.algorithm
         )
     })?;
     if args.json {
-        serde_json::to_string(&plan).map_err(|e| e.to_string())
+        serde_json::to_string(&plan).map_err(|e| anyhow!("{e}"))
     } else {
         Ok(table(&plan))
     }
@@ -206,7 +209,7 @@ mod tests {
             topology: TopologyArgs::default(),
         };
         let err = render(&args).unwrap_err();
-        assert!(err.contains("too large"), "{err}");
+        assert!(err.to_string().contains("too large"), "{err}");
     }
 
     fn hybrid_args(n: usize, k: usize, racks: &str, slow: Option<&str>, json: bool) -> PlanArgs {
@@ -252,7 +255,10 @@ mod tests {
         assert!(table.contains("racks by rank: 0,1,0,1"), "{table}");
         assert!(table.contains("slow members: 3"), "{table}");
         let err = render(&hybrid_args(4, 2, "0,1", None, false)).unwrap_err();
-        assert!(err.contains("2 racks given for a group of 4"), "{err}");
+        assert!(
+            err.to_string().contains("2 racks given for a group of 4"),
+            "{err}"
+        );
     }
 
     /// `--buffered-sends` gives TCP's layout of slow members (power-of-two

@@ -8,6 +8,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::time::Duration;
 
+use anyhow::{Context as _, anyhow};
 use clap::{Args, ValueEnum};
 use rdmc::Algorithm;
 use rdmc::proto::READY_WINDOW;
@@ -282,7 +283,7 @@ impl SimulateArgs {
 }
 
 /// `rdmc simulate`.
-pub(crate) fn run(args: &SimulateArgs) -> Result<(), String> {
+pub(crate) fn run(args: &SimulateArgs) -> anyhow::Result<()> {
     let network = args.network();
     let mut jobs = Vec::new();
     for &algorithm in &args.algorithm.0 {
@@ -311,9 +312,9 @@ pub(crate) fn run(args: &SimulateArgs) -> Result<(), String> {
                 let slow = slow.filter(|_| racks.is_some() || args.name_slow);
                 let mut topology = rdmc::schedule::Topology::flat(nodes)
                     .and_then(|t| t.with_slow_members(slow))
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| anyhow!("{e}"))?;
                 if let Some(list) = racks {
-                    topology = topology.with_racks(list).map_err(|e| e.to_string())?;
+                    topology = topology.with_racks(list).map_err(|e| anyhow!("{e}"))?;
                 }
                 multicast =
                     multicast.with_topology(topology.with_buffered_sends(args.send_buffer > 0));
@@ -327,7 +328,7 @@ pub(crate) fn run(args: &SimulateArgs) -> Result<(), String> {
     let mut outcomes = Vec::with_capacity(jobs.len());
     for (multicast, outcome) in jobs.iter().zip(run_all(&jobs, &network, workers)) {
         let outcome = outcome
-            .map_err(|e| format!("{}, {} nodes: {e}", multicast.algorithm, multicast.nodes))?;
+            .map_err(|e| anyhow!("{}, {} nodes: {e}", multicast.algorithm, multicast.nodes))?;
         if args.json {
             println!("{}", record(&outcome, args, &network));
         }
@@ -344,16 +345,16 @@ pub(crate) fn run(args: &SimulateArgs) -> Result<(), String> {
             "latency": format!("{:?}", network.latency),
             "ready window": args.ready_window,
         });
-        let files = write_report(dir, &records, &machine)?;
+        let files = write_report(dir, &records, &machine).map_err(anyhow::Error::msg)?;
         // The records too, so runs can be combined into one report
         // (concatenate them, then `rdmc-bench --replot --out DIR`).
         let jsonl = dir.join("results.jsonl");
         let text: String = records.iter().map(|r| format!("{r}\n")).collect();
-        std::fs::write(&jsonl, text).map_err(|e| format!("writing {}: {e}", jsonl.display()))?;
+        std::fs::write(&jsonl, text).with_context(|| format!("writing {}", jsonl.display()))?;
         eprintln!("wrote {}", jsonl.display());
         let machine_json = dir.join("machine.json");
         std::fs::write(&machine_json, format!("{machine}\n"))
-            .map_err(|e| format!("writing {}: {e}", machine_json.display()))?;
+            .with_context(|| format!("writing {}", machine_json.display()))?;
         for path in files.paths() {
             eprintln!("wrote {}", path.display());
         }

@@ -1,6 +1,7 @@
 //! `--racks` and `--slow`: the group's racks and slow members, shared by
 //! `rdmc demo`, `rdmc member` and `rdmc plan`.
 
+use anyhow::{anyhow, bail};
 use clap::Args;
 use rdmc::GroupConfig;
 use rdmc::schedule::Topology;
@@ -83,7 +84,7 @@ pub(crate) struct TopologyArgs {
 impl TopologyArgs {
     /// `config` with these racks and slow members, for a group of `n`
     /// (checked: a wrong rack count or a rank outside the group is an error).
-    pub(crate) fn apply(&self, config: GroupConfig, n: usize) -> Result<GroupConfig, String> {
+    pub(crate) fn apply(&self, config: GroupConfig, n: usize) -> anyhow::Result<GroupConfig> {
         let mut config = config;
         if let Some(racks) = &self.racks {
             config = config.with_racks(racks.racks(n));
@@ -91,7 +92,7 @@ impl TopologyArgs {
         if let Some(Ranks(slow)) = &self.slow {
             config = config.with_slow_members(slow.iter().copied());
         }
-        config.topology(n).map_err(|e| e.to_string())?;
+        config.topology(n).map_err(|e| anyhow!("{e}"))?;
         Ok(config)
     }
 
@@ -102,22 +103,22 @@ impl TopologyArgs {
         &self,
         config: GroupConfig,
         nodes: &[usize],
-    ) -> Result<GroupConfig, String> {
+    ) -> anyhow::Result<GroupConfig> {
         let n = nodes.len();
         let mut config = config;
         if let Some(racks) = &self.racks {
             let by_node = racks.racks(n);
             if by_node.len() != n {
-                return Err(format!(
+                bail!(
                     "{} racks given for a group of {n} members (one per member, in rank order)",
                     by_node.len()
-                ));
+                );
             }
             config = config.with_racks(nodes.iter().map(|&node| by_node[node]).collect());
         }
         if let Some(Ranks(slow)) = &self.slow {
             if let Some(&bad) = slow.iter().find(|&&s| s >= n) {
-                return Err(format!("slow member {bad} is not in a group of {n}"));
+                bail!("slow member {bad} is not in a group of {n}");
             }
             let ranks = (0..n).filter(|&r| slow.contains(&nodes[r]));
             config = config.with_slow_members(ranks);
@@ -126,10 +127,10 @@ impl TopologyArgs {
     }
 
     /// The schedule topology of a group of `n`.
-    pub(crate) fn topology(&self, n: usize) -> Result<Topology, String> {
+    pub(crate) fn topology(&self, n: usize) -> anyhow::Result<Topology> {
         self.apply(GroupConfig::new(), n)?
             .topology(n)
-            .map_err(|e| e.to_string())
+            .map_err(|e| anyhow!("{e}"))
     }
 }
 
@@ -156,13 +157,16 @@ mod tests {
             slow: None,
         };
         let e = args.topology(3).unwrap_err();
-        assert!(e.contains("2 racks given for a group of 3"), "{e}");
+        assert!(
+            e.to_string().contains("2 racks given for a group of 3"),
+            "{e}"
+        );
         let args = TopologyArgs {
             racks: None,
             slow: Some(Ranks(vec![7])),
         };
         let e = args.topology(3).unwrap_err();
-        assert!(e.contains("slow member 7"), "{e}");
+        assert!(e.to_string().contains("slow member 7"), "{e}");
         let args = TopologyArgs {
             racks: Some(RackSpec::Interleaved(2)),
             slow: Some(Ranks(vec![1])),

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use anyhow::anyhow;
 use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use futures::StreamExt;
@@ -218,7 +219,7 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
     let messages = match load_messages(&args) {
         Ok(m) => m,
         Err(e) => {
-            eprintln!("rdmc demo: {e}");
+            eprintln!("rdmc demo: {e:#}");
             return ExitCode::FAILURE;
         }
     };
@@ -230,7 +231,7 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
         return ExitCode::FAILURE;
     };
     if let Err(e) = args.topology.topology(args.nodes as usize) {
-        eprintln!("rdmc demo: {e}");
+        eprintln!("rdmc demo: {e:#}");
         return ExitCode::FAILURE;
     }
     let algorithms: Vec<Algorithm> = match args.algorithm {
@@ -250,7 +251,7 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
                     Some(("tcp-copy", seconds))
                 }
                 Err(e) => {
-                    eprintln!("rdmc demo: the tcp baseline failed: {e}");
+                    eprintln!("rdmc demo: the tcp baseline failed: {e:#}");
                     return ExitCode::FAILURE;
                 }
             }
@@ -260,7 +261,7 @@ pub(crate) fn run(args: DemoArgs) -> ExitCode {
         (true, TransportChoice::Tcp) => match baseline::tls_copy_seconds(&messages, args.nodes) {
             Ok(seconds) => Some(seconds),
             Err(e) => {
-                eprintln!("rdmc demo: the TLS baseline failed: {e}");
+                eprintln!("rdmc demo: the TLS baseline failed: {e:#}");
                 return ExitCode::FAILURE;
             }
         },
@@ -295,7 +296,7 @@ fn report_of(
     algorithm: Algorithm,
     messages: &[Bytes],
     baseline: Option<(&'static str, f64)>,
-    outcome: Result<Run, String>,
+    outcome: anyhow::Result<Run>,
 ) -> Report {
     let size = messages.first().map_or(0, |m| m.len() as u64);
     let mut report = Report {
@@ -352,18 +353,18 @@ fn report_of(
                 report.error = Some(format!("writing {}: {e}", dir.display()));
             }
         }
-        Err(e) => report.error = Some(e),
+        Err(e) => report.error = Some(format!("{e:#}")),
     }
     report
 }
 
-fn load_messages(args: &DemoArgs) -> Result<Vec<Bytes>, String> {
+fn load_messages(args: &DemoArgs) -> anyhow::Result<Vec<Bytes>> {
     if let Some(path) = &args.file {
-        let data = std::fs::read(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let data = std::fs::read(path).map_err(|e| anyhow!("reading {}: {e}", path.display()))?;
         let data = Bytes::from(data);
         return Ok((0..args.messages).map(|_| data.clone()).collect());
     }
-    let len = usize::try_from(args.size).map_err(|_| "the size does not fit in memory")?;
+    let len = usize::try_from(args.size).map_err(|_| anyhow!("the size does not fit in memory"))?;
     Ok((0..args.messages)
         .map(|i| {
             let mut data = vec![0u8; len];
@@ -396,7 +397,7 @@ async fn run_group(
     config: GroupConfig,
     messages: &[Bytes],
     run: u64,
-) -> Result<Run, String> {
+) -> anyhow::Result<Run> {
     let n = args.nodes;
     let node_config = node_config(args, messages.first().map_or(0, Bytes::len))?;
     let nodes = start_nodes(args, n, node_config).await?;
@@ -418,7 +419,7 @@ async fn run_group(
     }
     let groups = futures::future::try_join_all(creates)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| anyhow!("{e}"))?;
     // Everyone (the roots, the receivers and this task) meets here once
     // the warm-up messages are through; the clock starts after it.
     let warmup: Vec<Bytes> = (0..warmup_messages(args))
@@ -508,8 +509,8 @@ async fn run_group(
     for (g, root) in roots.into_iter().enumerate() {
         let took = root
             .await
-            .map_err(|e| format!("group {g} root: {e}"))?
-            .map_err(|e| format!("group {g} root: {e}"))?;
+            .map_err(|e| anyhow!("group {g} root: {e}"))?
+            .map_err(|e| anyhow!("group {g} root: {e}"))?;
         group_elapsed.push(took);
     }
     let elapsed = start.elapsed();
@@ -523,8 +524,8 @@ async fn run_group(
         for (rank, task) in tasks.into_iter().enumerate() {
             let (intact, got) = task
                 .await
-                .map_err(|e| format!("group {g} rank {}: {e}", rank + 1))?
-                .map_err(|e| format!("group {g} rank {}: {e}", rank + 1))?;
+                .map_err(|e| anyhow!("group {g} rank {}: {e}", rank + 1))?
+                .map_err(|e| anyhow!("group {g} rank {}: {e}", rank + 1))?;
             verified &= intact;
             ranks.push(got);
         }
@@ -548,10 +549,10 @@ fn warmup_messages(args: &DemoArgs) -> u64 {
 
 /// The nodes' configuration: `--buffer-pool`, or with a warm-up a buffer
 /// pool large enough for every message a node holds in the run.
-fn node_config(args: &DemoArgs, message_len: usize) -> Result<NodeConfig, String> {
+fn node_config(args: &DemoArgs, message_len: usize) -> anyhow::Result<NodeConfig> {
     let config = NodeConfig::new().with_completion_mode(args.completion.into());
     if let Some(bytes) = args.buffer_pool {
-        let bytes = usize::try_from(bytes).map_err(|_| "--buffer-pool is too large")?;
+        let bytes = usize::try_from(bytes).map_err(|_| anyhow!("--buffer-pool is too large"))?;
         return Ok(config.with_buffer_pool(bytes));
     }
     if warmup_messages(args) == 0 {
@@ -570,10 +571,10 @@ fn node_config(args: &DemoArgs, message_len: usize) -> Result<NodeConfig, String
 const DEFAULT_POOL: usize = 512 << 20;
 
 /// Start `n` nodes in this process on the chosen transport.
-async fn start_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<Vec<Node>, String> {
+async fn start_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> anyhow::Result<Vec<Node>> {
     match args.transport {
         TransportChoice::Mem => {
-            Node::in_memory_all(&MemCluster::new(n as usize), config).map_err(|e| e.to_string())
+            Node::in_memory_all(&MemCluster::new(n as usize), config).map_err(|e| anyhow!("{e}"))
         }
         TransportChoice::Tcp => {
             let (listeners, members, key) = loopback_cluster(n)?;
@@ -586,7 +587,7 @@ async fn start_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<Vec<
                 },
             ))
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| anyhow!("{e}"))
         }
         TransportChoice::Ofi => start_ofi_nodes(args, n, config).await,
         TransportChoice::Rdma => start_rdma_nodes(n, config).await,
@@ -598,31 +599,28 @@ async fn start_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<Vec<
 /// and the demo's key.
 fn loopback_cluster(
     n: u32,
-) -> Result<
-    (
-        Vec<std::net::TcpListener>,
-        Vec<std::net::SocketAddr>,
-        ClusterKey,
-    ),
-    String,
-> {
+) -> anyhow::Result<(
+    Vec<std::net::TcpListener>,
+    Vec<std::net::SocketAddr>,
+    ClusterKey,
+)> {
     let listeners = (0..n)
         .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
         .collect::<std::io::Result<Vec<_>>>()
-        .map_err(|e| format!("binding loopback ports: {e}"))?;
+        .map_err(|e| anyhow!("binding loopback ports: {e}"))?;
     let members = listeners
         .iter()
         .map(std::net::TcpListener::local_addr)
         .collect::<std::io::Result<Vec<_>>>()
-        .map_err(|e| e.to_string())?;
-    let key = ClusterKey::from_bytes(DEMO_KEY.to_vec()).map_err(|e| e.to_string())?;
+        .map_err(|e| anyhow!("{e}"))?;
+    let key = ClusterKey::from_bytes(DEMO_KEY.to_vec()).map_err(|e| anyhow!("{e}"))?;
     Ok((listeners, members, key))
 }
 
 /// Start `n` nodes on the `ofi` transport, rendezvous on loopback, the
 /// fabric at `--ofi-addr` (default: loopback too).
 #[cfg(feature = "ofi")]
-async fn start_ofi_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<Vec<Node>, String> {
+async fn start_ofi_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> anyhow::Result<Vec<Node>> {
     let (listeners, members, key) = loopback_cluster(n)?;
     futures::future::try_join_all(listeners.into_iter().enumerate().map(|(id, listener)| {
         let mut ofi = rdmc::OfiConfig::new(members.clone(), NodeId(id as u32), key.clone())
@@ -634,17 +632,17 @@ async fn start_ofi_nodes(args: &DemoArgs, n: u32, config: NodeConfig) -> Result<
         Node::ofi(ofi, config.clone())
     }))
     .await
-    .map_err(|e| e.to_string())
+    .map_err(|e| anyhow!("{e}"))
 }
 
 #[cfg(not(feature = "ofi"))]
-async fn start_ofi_nodes(_: &DemoArgs, _: u32, _: NodeConfig) -> Result<Vec<Node>, String> {
-    Err(rdmc_cli::cluster::NO_OFI.to_owned())
+async fn start_ofi_nodes(_: &DemoArgs, _: u32, _: NodeConfig) -> anyhow::Result<Vec<Node>> {
+    Err(anyhow!(rdmc_cli::cluster::NO_OFI))
 }
 
 /// Start `n` nodes on the `rdma` transport, rendezvous on loopback.
 #[cfg(feature = "rdma")]
-async fn start_rdma_nodes(n: u32, config: NodeConfig) -> Result<Vec<Node>, String> {
+async fn start_rdma_nodes(n: u32, config: NodeConfig) -> anyhow::Result<Vec<Node>> {
     let (listeners, members, key) = loopback_cluster(n)?;
     futures::future::try_join_all(listeners.into_iter().enumerate().map(|(id, listener)| {
         let rdma = rdmc::RdmaConfig::new(members.clone(), NodeId(id as u32), key.clone())
@@ -652,12 +650,12 @@ async fn start_rdma_nodes(n: u32, config: NodeConfig) -> Result<Vec<Node>, Strin
         Node::rdma(rdma, config.clone())
     }))
     .await
-    .map_err(|e| e.to_string())
+    .map_err(|e| anyhow!("{e}"))
 }
 
 #[cfg(not(feature = "rdma"))]
-async fn start_rdma_nodes(_: u32, _: NodeConfig) -> Result<Vec<Node>, String> {
-    Err(rdmc_cli::cluster::NO_RDMA.to_owned())
+async fn start_rdma_nodes(_: u32, _: NodeConfig) -> anyhow::Result<Vec<Node>> {
+    Err(anyhow!(rdmc_cli::cluster::NO_RDMA))
 }
 
 /// The demo's cluster key: its members are all in this process.

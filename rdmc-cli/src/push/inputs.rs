@@ -8,6 +8,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use anyhow::{anyhow, bail};
 use sha2::{Digest, Sha256};
 
 use super::manifest::{DirEntry, FileEntry, LinkEntry, MODE_BITS, Manifest, Segment, resolve_link};
@@ -37,25 +38,25 @@ pub(crate) struct Collected {
 /// tree is kept as a link; other links to files are followed. Other kinds
 /// of files, links to directories, names that are not UTF-8 and two
 /// arguments of the same name are refused.
-pub(crate) fn collect(paths: &[PathBuf]) -> Result<Collected, String> {
+pub(crate) fn collect(paths: &[PathBuf]) -> anyhow::Result<Collected> {
     let mut found = Collected::default();
     let mut linked = Vec::new();
     let mut names = HashSet::new();
     for path in paths {
-        let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let absolute = std::path::absolute(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let meta = std::fs::metadata(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+        let absolute = std::path::absolute(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
         let name = lexical_name(&absolute).ok_or_else(|| {
-            format!(
+            anyhow!(
                 "{}: has no name to give it at the receivers",
                 path.display()
             )
         })?;
         let name = utf8(&name, path)?;
         if !names.insert(name.clone()) {
-            return Err(format!(
+            bail!(
                 "{}: a second argument named {name:?}; the receivers would get one over the other",
                 path.display()
-            ));
+            );
         }
         if meta.is_file() {
             found.files.push(Source {
@@ -67,11 +68,11 @@ pub(crate) fn collect(paths: &[PathBuf]) -> Result<Collected, String> {
             found.dirs.push(dir_entry(&name, &meta));
             walk(path, &name, (&mut found, &mut linked))?;
         } else {
-            return Err(format!(
+            bail!(
                 "{}: is {}; only regular files and directories can be pushed",
                 path.display(),
                 kind_of(meta.file_type())
-            ));
+            );
         }
     }
     // A link is kept when it leads to a file of the push that is not a
@@ -127,9 +128,9 @@ fn lexical_name(path: &Path) -> Option<std::ffi::OsString> {
     parts.last().map(|name| name.to_os_string())
 }
 
-fn utf8(name: &std::ffi::OsStr, path: &Path) -> Result<String, String> {
+fn utf8(name: &std::ffi::OsStr, path: &Path) -> anyhow::Result<String> {
     name.to_str().map(str::to_owned).ok_or_else(|| {
-        format!(
+        anyhow!(
             "{}: the name is not UTF-8; rename it to push it",
             path.display()
         )
@@ -143,8 +144,8 @@ fn walk(
     dir: &Path,
     rel: &str,
     (found, linked): (&mut Collected, &mut Vec<LinkEntry>),
-) -> Result<(), String> {
-    let named = |e: std::io::Error| format!("{}: {e}", dir.display());
+) -> anyhow::Result<()> {
+    let named = |e: std::io::Error| anyhow!("{}: {e}", dir.display());
     let mut entries = std::fs::read_dir(dir)
         .map_err(named)?
         .collect::<Result<Vec<_>, _>>()
@@ -155,13 +156,13 @@ fn walk(
         let child = format!("{rel}/{}", utf8(&entry.file_name(), &path)?);
         let kind = entry
             .file_type()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|e| anyhow!("{}: {e}", path.display()))?;
         let meta = if kind.is_symlink() {
-            std::fs::metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?
+            std::fs::metadata(&path).map_err(|e| anyhow!("{}: {e}", path.display()))?
         } else {
             entry
                 .metadata()
-                .map_err(|e| format!("{}: {e}", path.display()))?
+                .map_err(|e| anyhow!("{}: {e}", path.display()))?
         };
         if meta.is_file() {
             if kind.is_symlink()
@@ -187,10 +188,10 @@ fn walk(
             } else {
                 kind_of(meta.file_type())
             };
-            return Err(format!(
+            bail!(
                 "{}: is {what}; only regular files and directories can be pushed",
                 path.display()
-            ));
+            );
         }
     }
     Ok(())
@@ -200,9 +201,9 @@ fn walk(
 /// still a regular file of the expected size. Opened without blocking (a
 /// file replaced by a FIFO would block until a writer came). Returns the
 /// file and its metadata.
-fn open_checked(source: &Source) -> Result<(File, std::fs::Metadata), String> {
+fn open_checked(source: &Source) -> anyhow::Result<(File, std::fs::Metadata)> {
     use std::os::unix::fs::OpenOptionsExt;
-    let named = |e: std::io::Error| format!("{}: {e}", source.path.display());
+    let named = |e: std::io::Error| anyhow!("{}: {e}", source.path.display());
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
@@ -210,11 +211,11 @@ fn open_checked(source: &Source) -> Result<(File, std::fs::Metadata), String> {
         .map_err(named)?;
     let meta = file.metadata().map_err(named)?;
     if !meta.is_file() {
-        return Err(format!(
+        bail!(
             "{}: is {}; only regular files can be pushed",
             source.path.display(),
             kind_of(meta.file_type())
-        ));
+        );
     }
     if meta.len() != source.size {
         return Err(changed(source, meta.len()));
@@ -222,8 +223,8 @@ fn open_checked(source: &Source) -> Result<(File, std::fs::Metadata), String> {
     Ok((file, meta))
 }
 
-fn changed(source: &Source, now: u64) -> String {
-    format!(
+fn changed(source: &Source, now: u64) -> anyhow::Error {
+    anyhow!(
         "{}: changed while being pushed (was {} bytes, now {now})",
         source.path.display(),
         source.size
@@ -243,7 +244,7 @@ pub(crate) fn hash_all(
     found: &Collected,
     (chunk_size, batch_limit): (u64, u64),
     hashed: &dyn Fn(u64),
-) -> Result<Manifest, String> {
+) -> anyhow::Result<Manifest> {
     use std::os::unix::fs::PermissionsExt;
     let mut buffer = vec![0u8; 1 << 20];
     let files = found
@@ -256,7 +257,7 @@ pub(crate) fn hash_all(
             loop {
                 let n = file
                     .read(&mut buffer)
-                    .map_err(|e| format!("reading {}: {e}", source.path.display()))?;
+                    .map_err(|e| anyhow!("reading {}: {e}", source.path.display()))?;
                 if n == 0 {
                     break;
                 }
@@ -275,7 +276,7 @@ pub(crate) fn hash_all(
                 mtime_ns: mtime_ns(&meta),
             })
         })
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(Manifest {
         format: super::manifest::FORMAT.to_owned(),
         chunk_size,
@@ -306,11 +307,11 @@ impl<'a> PieceReader<'a> {
     }
 
     /// The bytes of one message.
-    pub(crate) fn read(&mut self, piece: &[Segment]) -> Result<Vec<u8>, String> {
+    pub(crate) fn read(&mut self, piece: &[Segment]) -> anyhow::Result<Vec<u8>> {
         let len = super::manifest::piece_len(piece) as usize;
         let mut data = Vec::new();
         data.try_reserve_exact(len)
-            .map_err(|_| format!("cannot allocate a message of {len} bytes"))?;
+            .map_err(|_| anyhow!("cannot allocate a message of {len} bytes"))?;
         for segment in piece {
             if self.open.as_ref().map(|(i, _, _)| *i) != Some(segment.file) {
                 let (file, _) = open_checked(&self.sources[segment.file])?;
@@ -322,7 +323,7 @@ impl<'a> PieceReader<'a> {
             let got = file
                 .take(segment.len)
                 .read_to_end(&mut data)
-                .map_err(|e| format!("reading {}: {e}", source.path.display()))?;
+                .map_err(|e| anyhow!("reading {}: {e}", source.path.display()))?;
             if got as u64 != segment.len {
                 return Err(changed(source, segment.offset + got as u64));
             }
@@ -332,16 +333,16 @@ impl<'a> PieceReader<'a> {
                 // Grown meanwhile (an append): what was sent is a prefix.
                 let now = file
                     .metadata()
-                    .map_err(|e| format!("{}: {e}", source.path.display()))?
+                    .map_err(|e| anyhow!("{}: {e}", source.path.display()))?
                     .len();
                 if now != source.size {
                     return Err(changed(source, now));
                 }
                 if hex(&hash.finalize()) != self.manifest.files[segment.file].sha256 {
-                    return Err(format!(
+                    bail!(
                         "{}: changed while being pushed (its SHA-256 differs from the manifest's)",
                         source.path.display()
-                    ));
+                    );
                 }
             }
         }
@@ -431,7 +432,9 @@ mod tests {
         let tree = dir.join("tree");
         std::fs::create_dir_all(tree.join("sub")).unwrap();
         std::os::unix::fs::symlink(tree.join("sub"), tree.join("dirlink")).unwrap();
-        let err = collect(std::slice::from_ref(&tree)).unwrap_err();
+        let err = collect(std::slice::from_ref(&tree))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("dirlink: is a symbolic link to a directory"),
             "{err}"
@@ -439,11 +442,13 @@ mod tests {
         let other = dir.join("other/tree");
         std::fs::create_dir_all(&other).unwrap();
         std::fs::remove_file(tree.join("dirlink")).unwrap();
-        let err = collect(&[tree, other]).unwrap_err();
+        let err = collect(&[tree, other]).unwrap_err().to_string();
         assert!(err.contains("a second argument named \"tree\""), "{err}");
-        let err = collect(&[PathBuf::from("/dev/null")]).unwrap_err();
+        let err = collect(&[PathBuf::from("/dev/null")])
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("is a character device"), "{err}");
-        let err = collect(&[PathBuf::from("/")]).unwrap_err();
+        let err = collect(&[PathBuf::from("/")]).unwrap_err().to_string();
         assert!(err.contains("has no name"), "{err}");
     }
 
@@ -468,12 +473,13 @@ mod tests {
         std::fs::write(&path, b"abd").unwrap();
         let mut reader = PieceReader::new(&sources.files, &manifest);
         reader.read(&plan[0]).unwrap();
-        let err = reader.read(&plan[1]).unwrap_err();
+        let err = reader.read(&plan[1]).unwrap_err().to_string();
         assert!(err.contains("SHA-256 differs"), "{err}");
         std::fs::write(&path, b"abcd").unwrap();
         let err = PieceReader::new(&sources.files, &manifest)
             .read(&plan[0])
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("was 3 bytes, now 4"), "{err}");
         // An append after the file was opened, before its last piece.
         std::fs::write(&path, b"abc").unwrap();
@@ -484,7 +490,7 @@ mod tests {
             .open(&path)
             .unwrap();
         std::io::Write::write_all(&mut file, b"appended").unwrap();
-        let err = reader.read(&plan[1]).unwrap_err();
+        let err = reader.read(&plan[1]).unwrap_err().to_string();
         assert!(err.contains("was 3 bytes, now 11"), "{err}");
     }
 }

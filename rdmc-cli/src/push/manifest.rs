@@ -12,6 +12,7 @@
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Component, Path};
 
+use anyhow::{anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 /// The manifest format this build writes and reads.
@@ -105,20 +106,21 @@ impl Manifest {
     /// Parse a received manifest and check it: the format, the cutting
     /// numbers, the modes, every path ([`check_paths`]) and every link's
     /// target ([`check_links`]).
-    pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Self, String> {
+    pub(crate) fn from_bytes(bytes: &[u8]) -> anyhow::Result<Self> {
         let manifest: Manifest = serde_json::from_slice(bytes)
-            .map_err(|e| format!("the first message is not a push manifest: {e}"))?;
+            .map_err(|e| anyhow!("the first message is not a push manifest: {e}"))?;
         if manifest.format != FORMAT {
-            return Err(format!(
+            bail!(
                 "the push manifest is in format {:?}; this rdmc reads {FORMAT:?}",
                 manifest.format
-            ));
+            );
         }
         if manifest.chunk_size == 0 || manifest.batch_limit > manifest.chunk_size {
-            return Err(format!(
+            bail!(
                 "the push manifest cuts messages impossibly (chunk {} bytes, batch limit {} bytes)",
-                manifest.chunk_size, manifest.batch_limit
-            ));
+                manifest.chunk_size,
+                manifest.batch_limit
+            );
         }
         for file in &manifest.files {
             let valid = file.sha256.len() == 64
@@ -127,16 +129,13 @@ impl Manifest {
                     .bytes()
                     .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
             if !valid {
-                return Err(format!(
-                    "{}: not a SHA-256 digest in the manifest",
-                    file.path
-                ));
+                bail!("{}: not a SHA-256 digest in the manifest", file.path);
             }
         }
         let modes = manifest.files.iter().map(|f| (&f.path, f.mode));
         let modes = modes.chain(manifest.dirs.iter().map(|d| (&d.path, d.mode)));
         if let Some((path, mode)) = modes.into_iter().find(|(_, m)| m & !MODE_BITS != 0) {
-            return Err(format!("{path}: mode {mode:o} in the manifest"));
+            bail!("{path}: mode {mode:o} in the manifest");
         }
         check_paths(
             manifest
@@ -228,17 +227,15 @@ fn plain(path: &str) -> bool {
 /// each plain ([`plain`]), each once, and none standing where another's
 /// directory must be. A path that fails could write outside the output
 /// directory, clobber a file, or write through a link.
-pub(crate) fn check_paths<'a>(paths: impl Iterator<Item = &'a str>) -> Result<(), String> {
+pub(crate) fn check_paths<'a>(paths: impl Iterator<Item = &'a str>) -> anyhow::Result<()> {
     let mut files = HashSet::new();
     let mut dirs = HashSet::new();
     for path in paths {
         if !plain(path) {
-            return Err(format!(
-                "{path:?}: not a relative path of plain names; refusing to write it"
-            ));
+            bail!("{path:?}: not a relative path of plain names; refusing to write it");
         }
         if !files.insert(path) {
-            return Err(format!("{path:?} is listed twice"));
+            bail!("{path:?} is listed twice");
         }
         let mut end = 0;
         while let Some(slash) = path[end..].find('/') {
@@ -248,14 +245,14 @@ pub(crate) fn check_paths<'a>(paths: impl Iterator<Item = &'a str>) -> Result<()
         }
     }
     if let Some(clash) = files.iter().find(|f| dirs.contains(*f)) {
-        return Err(format!("{clash:?} is both a file and a directory"));
+        bail!("{clash:?} is both a file and a directory");
     }
     Ok(())
 }
 
 /// Check the directories of a manifest: plain paths, each once, none a
 /// file or a link (or below one).
-fn check_dirs(manifest: &Manifest) -> Result<(), String> {
+fn check_dirs(manifest: &Manifest) -> anyhow::Result<()> {
     let leaves: HashSet<&str> = manifest
         .files
         .iter()
@@ -266,12 +263,10 @@ fn check_dirs(manifest: &Manifest) -> Result<(), String> {
     for dir in &manifest.dirs {
         let path = dir.path.as_str();
         if !plain(path) {
-            return Err(format!(
-                "{path:?}: not a relative path of plain names; refusing to write it"
-            ));
+            bail!("{path:?}: not a relative path of plain names; refusing to write it");
         }
         if !seen.insert(path) {
-            return Err(format!("{path:?} is listed twice"));
+            bail!("{path:?} is listed twice");
         }
         let mut end = 0;
         let mut prefixes = vec![path];
@@ -281,7 +276,7 @@ fn check_dirs(manifest: &Manifest) -> Result<(), String> {
             end += 1;
         }
         if let Some(clash) = prefixes.iter().find(|p| leaves.contains(*p)) {
-            return Err(format!("{clash:?} is both a file and a directory"));
+            bail!("{clash:?} is both a file and a directory");
         }
     }
     Ok(())
@@ -315,15 +310,16 @@ pub(crate) fn resolve_link(path: &str, target: &str) -> Option<String> {
 /// Check the links of a manifest: each leads (as written, see
 /// [`resolve_link`]) to a file of the push, so that a receiver never makes
 /// a link out of its output directory or to what the push did not bring.
-fn check_links(manifest: &Manifest) -> Result<(), String> {
+fn check_links(manifest: &Manifest) -> anyhow::Result<()> {
     let files: HashSet<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
     for link in &manifest.links {
         let leads = resolve_link(&link.path, &link.target);
         if !leads.as_deref().is_some_and(|to| files.contains(to)) {
-            return Err(format!(
+            bail!(
                 "{:?}: a link to {:?}, not to a file of the push; refusing to make it",
-                link.path, link.target
-            ));
+                link.path,
+                link.target
+            );
         }
     }
     Ok(())
@@ -420,6 +416,7 @@ mod tests {
         assert!(
             Manifest::from_bytes(&bad.to_bytes())
                 .unwrap_err()
+                .to_string()
                 .contains("format")
         );
         let mut bad = m.clone();
@@ -427,6 +424,7 @@ mod tests {
         assert!(
             Manifest::from_bytes(&bad.to_bytes())
                 .unwrap_err()
+                .to_string()
                 .contains("SHA-256")
         );
         let mut bad = m.clone();
@@ -434,6 +432,7 @@ mod tests {
         assert!(
             Manifest::from_bytes(&bad.to_bytes())
                 .unwrap_err()
+                .to_string()
                 .contains("plain names")
         );
         assert!(Manifest::from_bytes(b"not json").is_err());
@@ -442,6 +441,7 @@ mod tests {
         assert!(
             Manifest::from_bytes(&bad.to_bytes())
                 .unwrap_err()
+                .to_string()
                 .contains("mode 4755")
         );
     }
@@ -469,7 +469,7 @@ mod tests {
             ("d/f0", "f1"),
             ("../l", "d/f0"),
         ] {
-            let err = with_link(path, target).unwrap_err();
+            let err = with_link(path, target).unwrap_err().to_string();
             assert!(
                 err.contains("refusing") || err.contains("twice"),
                 "{path} -> {target}: {err}"
@@ -483,7 +483,9 @@ mod tests {
                 mode: 0o755,
                 mtime_ns: 0,
             });
-            let err = Manifest::from_bytes(&bad.to_bytes()).unwrap_err();
+            let err = Manifest::from_bytes(&bad.to_bytes())
+                .unwrap_err()
+                .to_string();
             assert!(
                 err.contains("both a file") || err.contains("twice") || err.contains("plain"),
                 "{dir}: {err}"
@@ -505,7 +507,11 @@ mod tests {
     #[test]
     fn only_plain_relative_paths_pass() {
         for good in [&["a"][..], &["a/b", "a/c", "b"], &["x y/z.txt"]] {
-            assert_eq!(check_paths(good.iter().copied()), Ok(()), "{good:?}");
+            assert_eq!(
+                check_paths(good.iter().copied()).map_err(|e| e.to_string()),
+                Ok(()),
+                "{good:?}"
+            );
         }
         for bad in [
             &["/etc/passwd"][..],

@@ -24,6 +24,7 @@ mod send;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::{anyhow, bail};
 use clap::Args;
 use rdmc::{Error, GroupConfig, NodeConfig};
 use serde_json::json;
@@ -132,6 +133,13 @@ impl From<String> for Failure {
     }
 }
 
+/// An error of this command: its message with its context, on one line.
+impl From<anyhow::Error> for Failure {
+    fn from(error: anyhow::Error) -> Self {
+        format!("{error:#}").into()
+    }
+}
+
 impl Failure {
     /// A failure of the group, naming the member it suspects (unless that
     /// is this member).
@@ -201,9 +209,9 @@ fn node_config(args: &ClusterArgs) -> NodeConfig {
 }
 
 /// The cluster, for the rank `want` (named `flag` in errors).
-fn prepare_cluster(args: &ClusterArgs, want: (Want, &str)) -> Result<ClusterSetup, String> {
+fn prepare_cluster(args: &ClusterArgs, want: (Want, &str)) -> anyhow::Result<ClusterSetup> {
     if args.max_message_size == 0 {
-        return Err("--max-message-size must be at least 1 byte".into());
+        bail!("--max-message-size must be at least 1 byte");
     }
     let mut cluster = ClusterSetup::from_args(
         &args.source,
@@ -212,18 +220,21 @@ fn prepare_cluster(args: &ClusterArgs, want: (Want, &str)) -> Result<ClusterSetu
         (args.connect_timeout, args.failure_timeout),
         args.transport,
         &args.ofi_provider,
-    )?;
+    )
+    .map_err(anyhow::Error::msg)?;
     cluster.report.json = args.json;
     cluster.wire_security = args.wire_security.into();
-    args.credentials.apply(&mut cluster)?;
+    args.credentials
+        .apply(&mut cluster)
+        .map_err(anyhow::Error::msg)?;
     Ok(cluster)
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))
+        .map_err(|e| anyhow!("cannot start the runtime: {e}"))
 }
 
 /// Run `rdmc push`.

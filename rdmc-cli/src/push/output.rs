@@ -18,6 +18,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use anyhow::{anyhow, bail};
 use sha2::{Digest, Sha256};
 
 use super::inputs::hex;
@@ -56,20 +57,20 @@ impl Staging {
     /// top-level names is already there (an earlier run's output, or
     /// anything else: nothing is overwritten), create the staging
     /// directory, and create the empty files (they take no message).
-    pub(crate) fn begin(out: &Path, manifest: Manifest) -> Result<Self, String> {
+    pub(crate) fn begin(out: &Path, manifest: Manifest) -> anyhow::Result<Self> {
         for name in manifest.top_level_names() {
             let target = out.join(name);
             if target.symlink_metadata().is_ok() {
-                return Err(format!(
+                bail!(
                     "{} exists; rdmc receive never overwrites: remove it or choose another --out",
                     target.display()
-                ));
+                );
             }
         }
         let dir = tempfile::Builder::new()
             .prefix(STAGING_PREFIX)
             .tempdir_in(out)
-            .map_err(|e| format!("creating a staging directory in {}: {e}", out.display()))?;
+            .map_err(|e| anyhow!("creating a staging directory in {}: {e}", out.display()))?;
         let staging = Staging {
             out: out.to_owned(),
             manifest,
@@ -78,7 +79,7 @@ impl Staging {
         };
         for dir in &staging.manifest.dirs {
             std::fs::create_dir_all(staging.dir.path().join(&dir.path))
-                .map_err(|e| format!("creating {}: {e}", dir.path))?;
+                .map_err(|e| anyhow!("creating {}: {e}", dir.path))?;
         }
         for index in 0..staging.manifest.files.len() {
             if staging.manifest.files[index].size == 0 {
@@ -96,17 +97,17 @@ impl Staging {
 
     /// Create file `index` (and its parent directories) in the staging
     /// directory.
-    fn create(&self, index: usize) -> Result<File, String> {
+    fn create(&self, index: usize) -> anyhow::Result<File> {
         let rel = &self.manifest.files[index].path;
         let path = self.dir.path().join(rel);
         if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("creating {rel}: {e}"))?;
+            std::fs::create_dir_all(parent).map_err(|e| anyhow!("creating {rel}: {e}"))?;
         }
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .open(&path)
-            .map_err(|e| format!("creating {rel}: {e}"))
+            .map_err(|e| anyhow!("creating {rel}: {e}"))
     }
 
     /// Write one message: `data` holds `piece`'s segments back to back.
@@ -116,13 +117,13 @@ impl Staging {
         &mut self,
         piece: &[Segment],
         data: &[u8],
-    ) -> Result<Vec<usize>, String> {
+    ) -> anyhow::Result<Vec<usize>> {
         if data.len() as u64 != piece_len(piece) {
-            return Err(format!(
+            bail!(
                 "a message of {} bytes where the manifest says {}",
                 data.len(),
                 piece_len(piece)
-            ));
+            );
         }
         let mut done = Vec::new();
         let mut at = 0usize;
@@ -136,7 +137,7 @@ impl Staging {
             let (_, file, hash) = self.open.as_mut().expect("opened above");
             let rel = &self.manifest.files[segment.file].path;
             file.write_all(bytes)
-                .map_err(|e| format!("writing {rel}: {e}"))?;
+                .map_err(|e| anyhow!("writing {rel}: {e}"))?;
             hash.update(bytes);
             if segment.offset + segment.len == self.manifest.files[segment.file].size {
                 let (index, file, hash) = self.open.take().expect("opened above");
@@ -149,46 +150,47 @@ impl Staging {
 
     /// Check a complete file's SHA-256 against the manifest's, give it the
     /// sender's permissions and modification time, and flush it to disk.
-    fn finish_file(&self, index: usize, file: File, hash: Sha256) -> Result<(), String> {
+    fn finish_file(&self, index: usize, file: File, hash: Sha256) -> anyhow::Result<()> {
         use std::os::unix::fs::PermissionsExt;
         let entry = &self.manifest.files[index];
         let got = hex(&hash.finalize());
         if got != entry.sha256 {
-            return Err(format!(
+            bail!(
                 "{}: SHA-256 mismatch: received {got}, the sender's is {}",
-                entry.path, entry.sha256
-            ));
+                entry.path,
+                entry.sha256
+            );
         }
-        let named = |e: std::io::Error| format!("{}: {e}", entry.path);
+        let named = |e: std::io::Error| anyhow!("{}: {e}", entry.path);
         file.set_times(std::fs::FileTimes::new().set_modified(system_time(entry.mtime_ns)))
             .map_err(named)?;
         file.set_permissions(std::fs::Permissions::from_mode(entry.mode))
             .map_err(named)?;
         file.sync_all()
-            .map_err(|e| format!("flushing {}: {e}", entry.path))
+            .map_err(|e| anyhow!("flushing {}: {e}", entry.path))
     }
 
     /// Every file is written and checked: flush the staging directories,
     /// move each top-level entry into the output directory (never over an
     /// existing one), flush the output directory. If a move fails, the
     /// entries already moved are moved back and everything is removed.
-    pub(crate) fn commit(mut self) -> Result<(), String> {
+    pub(crate) fn commit(mut self) -> anyhow::Result<()> {
         if let Some((index, _, _)) = self.open.take() {
-            return Err(format!(
+            bail!(
                 "{}: the push ended before the whole file came",
                 self.manifest.files[index].path
-            ));
+            );
         }
         for link in &self.manifest.links {
             let at = self.dir.path().join(&link.path);
             if let Some(parent) = at.parent() {
                 std::fs::create_dir_all(parent)
-                    .map_err(|e| format!("creating {}: {e}", link.path))?;
+                    .map_err(|e| anyhow!("creating {}: {e}", link.path))?;
             }
             std::os::unix::fs::symlink(&link.target, &at)
-                .map_err(|e| format!("making the link {}: {e}", link.path))?;
+                .map_err(|e| anyhow!("making the link {}: {e}", link.path))?;
         }
-        sync_tree(self.dir.path()).map_err(|e| format!("flushing the received files: {e}"))?;
+        sync_tree(self.dir.path()).map_err(|e| anyhow!("flushing the received files: {e}"))?;
         let names: Vec<String> = self
             .manifest
             .top_level_names()
@@ -202,14 +204,14 @@ impl Staging {
                 for back in moved.iter().rev() {
                     let _ = rename_noreplace(&self.out.join(back), &self.dir.path().join(back));
                 }
-                return Err(format!("moving {} into place: {e}", to.display()));
+                bail!("moving {} into place: {e}", to.display());
             }
             moved.push(name);
         }
         self.apply_dir_attributes()?;
         File::open(&self.out)
             .and_then(|d| d.sync_all())
-            .map_err(|e| format!("flushing {}: {}", self.out.display(), without_path(e)))
+            .map_err(|e| anyhow!("flushing {}: {}", self.out.display(), without_path(e)))
     }
 }
 
@@ -218,13 +220,13 @@ impl Staging {
     /// permissions: the deepest first, so that setting one touches no
     /// other's time, and after the move (a directory without write
     /// permission could not be moved).
-    fn apply_dir_attributes(&self) -> Result<(), String> {
+    fn apply_dir_attributes(&self) -> anyhow::Result<()> {
         use std::os::unix::fs::PermissionsExt;
         let mut dirs: Vec<_> = self.manifest.dirs.iter().collect();
         dirs.sort_by_key(|d| std::cmp::Reverse(d.path.matches('/').count()));
         for dir in dirs {
             let path = self.out.join(&dir.path);
-            let named = |e: std::io::Error| format!("{}: {e}", path.display());
+            let named = |e: std::io::Error| anyhow!("{}: {e}", path.display());
             File::open(&path)
                 .and_then(|d| {
                     d.set_times(std::fs::FileTimes::new().set_modified(system_time(dir.mtime_ns)))
@@ -407,14 +409,18 @@ mod tests {
                 }
                 staging.write_piece(piece, &data).map(drop)
             });
-        assert!(err.unwrap_err().contains("d/big: SHA-256 mismatch"));
+        assert!(
+            err.unwrap_err()
+                .to_string()
+                .contains("d/big: SHA-256 mismatch")
+        );
         drop(staging);
         assert!(staged(&out).is_empty());
         // A push cut short: the half-written file is never committed.
         let mut staging = Staging::begin(&out, manifest.clone()).unwrap();
         staging.write_piece(&pieces[0].0, &pieces[0].1).unwrap();
         staging.write_piece(&pieces[1].0, &pieces[1].1).unwrap();
-        assert!(staging.commit().unwrap_err().contains("d/big"));
+        assert!(staging.commit().unwrap_err().to_string().contains("d/big"));
         assert!(staged(&out).is_empty());
     }
 
@@ -423,7 +429,7 @@ mod tests {
         let out = ScratchDir::new("push-output");
         std::fs::write(out.join("top"), b"an earlier run").unwrap();
         let (manifest, _src) = manifest_of(FILES, 8);
-        let err = Staging::begin(&out, manifest).err().unwrap();
+        let err = Staging::begin(&out, manifest).err().unwrap().to_string();
         assert!(err.contains("top exists"), "{err}");
         assert_eq!(staged(&out), ["top"]);
     }

@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::{Context as _, anyhow, bail};
 use bytes::Bytes;
 use futures::StreamExt;
 use tokio::sync::mpsc;
@@ -51,19 +52,19 @@ pub(super) fn run(args: &ReceiveArgs) -> (Option<u32>, Result<(), Failure>) {
 }
 
 /// Check the command line, the cluster and the output directory.
-fn check(args: &ReceiveArgs) -> Result<ClusterSetup, String> {
+fn check(args: &ReceiveArgs) -> anyhow::Result<ClusterSetup> {
     if args.me == Some(0) {
-        return Err("rank 0 is the pushing host (it runs `rdmc push`); give --me 1 or more".into());
+        bail!("rank 0 is the pushing host (it runs `rdmc push`); give --me 1 or more");
     }
     let want = args.me.map_or(Want::Receiver, Want::Rank);
     let cluster = prepare_cluster(&args.cluster, (want, "--me"))?;
     if cluster.rank_known() && cluster.rank == 0 {
-        return Err(format!(
+        bail!(
             "{} makes this process rank 0, the pushing host: run `rdmc push` there",
             cluster.origin
-        ));
+        );
     }
-    check_output_dir(&args.out)?;
+    check_output_dir(&args.out).map_err(anyhow::Error::msg)?;
     let who = match cluster.rank_known() {
         true => format!("rdmc receive {}", cluster.rank),
         false => "rdmc receive".to_owned(),
@@ -124,7 +125,7 @@ async fn receive_all(
     drop(tx);
     let written = writer
         .await
-        .map_err(|e| format!("the file writer failed: {e}"))?;
+        .map_err(|e| anyhow!("the file writer failed: {e}"))?;
     if let Some(failure) = failure {
         // The group's failure, not the writer's "ended early", is the cause.
         return Err(failure);
@@ -149,10 +150,10 @@ fn write_push(
     mut rx: mpsc::Receiver<Bytes>,
     style: Style,
     rank: u32,
-) -> Result<(Manifest, Progress), String> {
+) -> anyhow::Result<(Manifest, Progress)> {
     let first = rx
         .blocking_recv()
-        .ok_or("the push ended before its manifest came")?;
+        .context("the push ended before its manifest came")?;
     let manifest = Manifest::from_bytes(&first)?;
     let progress = Progress::new(style, "received", rank, &manifest);
     let outcome = write_files(out.to_path_buf(), manifest.clone(), &mut rx, &progress);
@@ -167,7 +168,7 @@ fn write_files(
     manifest: Manifest,
     rx: &mut mpsc::Receiver<Bytes>,
     progress: &Progress,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let plan = manifest.plan();
     let mut staging = Staging::begin(&out, manifest)?;
     for index in 0..staging.manifest().files.len() {
@@ -177,7 +178,7 @@ fn write_files(
     }
     for (i, piece) in plan.iter().enumerate() {
         let data = rx.blocking_recv().ok_or_else(|| {
-            format!(
+            anyhow!(
                 "the push ended after {i} of its {} messages of file bytes",
                 plan.len()
             )
@@ -189,7 +190,7 @@ fn write_files(
         }
     }
     if rx.blocking_recv().is_some() {
-        return Err("the push sent more messages than its manifest plans".into());
+        bail!("the push sent more messages than its manifest plans");
     }
     staging.commit()
 }

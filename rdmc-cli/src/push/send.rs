@@ -4,6 +4,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::{anyhow, bail};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 use tracing::Instrument;
@@ -87,7 +88,7 @@ struct Prepared {
     manifest_bytes: Bytes,
 }
 
-fn prepare(args: &PushArgs, style: Style) -> Result<Prepared, String> {
+fn prepare(args: &PushArgs, style: Style) -> anyhow::Result<Prepared> {
     let max = args.cluster.max_message_size;
     let found = inputs::collect(&args.paths)?;
     let total: u64 = found.files.iter().map(|s| s.size).sum();
@@ -96,13 +97,13 @@ fn prepare(args: &PushArgs, style: Style) -> Result<Prepared, String> {
     bar.finish_and_clear();
     let manifest_bytes = Bytes::from(manifest.to_bytes());
     if manifest_bytes.len() as u64 > max {
-        return Err(format!(
+        bail!(
             "the manifest of {} files takes {}, more than the largest message, {} \
              (raise --max-message-size on every member)",
             manifest.files.len(),
             human(manifest_bytes.len() as u64),
             human(max)
-        ));
+        );
     }
     Ok(Prepared {
         sources: Arc::new(found.files),
@@ -174,7 +175,7 @@ async fn send_all(
         .map_err(group_failed)?;
     let manifest = prepared.manifest;
     let plan: Arc<Vec<Piece>> = Arc::new(manifest.plan());
-    let (tx, mut rx) = mpsc::channel::<Result<Bytes, String>>(READ_AHEAD);
+    let (tx, mut rx) = mpsc::channel::<anyhow::Result<Bytes>>(READ_AHEAD);
     let reader = {
         let (sources, manifest, plan) = (prepared.sources, manifest.clone(), plan.clone());
         // Files are read on a blocking thread, a few messages ahead.
@@ -227,7 +228,7 @@ async fn send_all(
     }
     reader
         .await
-        .map_err(|e| format!("the file reader failed: {e}"))?;
+        .map_err(|e| anyhow!("the file reader failed: {e}"))?;
     progress.status(Some(&format!(
         "{} files sent; waiting for {} receivers to confirm",
         manifest.files.len(),
