@@ -81,6 +81,9 @@ fn main() -> ExitCode {
     use tracing_subscriber::layer::SubscriberExt;
     use tracing_subscriber::util::SubscriberInitExt;
     use tracing_subscriber::{EnvFilter, Layer};
+    // Before any thread: SIGTERM and Ctrl-C end a command cleanly, not
+    // through a handler a linked library installed.
+    rdmc_cli::signals::forget_library_handlers();
     let timeline_path =
         std::env::var_os("RDMC_EVENT_TIMELINE").map(|v| event_timeline::file_for(v, "jsonl"));
     let timeline = timeline_path

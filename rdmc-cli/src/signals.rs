@@ -3,6 +3,33 @@
 //! its work, tells its peers it leaves, removes what it had only begun to
 //! write, and exits with an error naming the signal, as for any failure.
 
+/// Forget handlers of `SIGINT` and `SIGTERM` that a linked library
+/// installed as it loaded, so that the signals reach [`interrupted`] and
+/// nothing else: some libraries libfabric loads (the InfiniPath/PSM
+/// ones of Debian's libfabric, for back traces) install handlers that
+/// exit(1) on `SIGTERM`, and tokio's handler chains to the handler it
+/// found. A disposition the process was started with (default, or
+/// ignored, as for a shell's background job) is kept. Call it first in
+/// `main`, before any thread starts.
+pub fn forget_library_handlers() {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: plain sigaction calls on zeroed (valid) structs, before
+        // any other thread runs; a handler found is replaced by the default
+        // disposition, which needs no code of ours.
+        unsafe {
+            let mut current: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(signal, std::ptr::null(), &mut current) != 0 {
+                continue;
+            }
+            if current.sa_sigaction != libc::SIG_DFL && current.sa_sigaction != libc::SIG_IGN {
+                let mut default: libc::sigaction = std::mem::zeroed();
+                default.sa_sigaction = libc::SIG_DFL;
+                libc::sigaction(signal, &default, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
 /// Resolves once the process gets `SIGINT` or `SIGTERM`, with what to say:
 /// `interrupted (SIGINT)` or `terminated (SIGTERM)`. Never resolves if the
 /// handlers cannot be installed (the signals then end the process as by
