@@ -77,21 +77,23 @@ pub(crate) fn collect(paths: &[PathBuf]) -> anyhow::Result<Collected> {
     }
     // A link is kept when it leads to a file of the push that is not a
     // link itself; else it stays a file (the link followed).
-    let links: HashSet<&str> = linked.iter().map(|l: &LinkEntry| l.path.as_str()).collect();
+    let links: HashSet<&str> = linked.iter().map(|l| l.path.as_str()).collect();
     let files: HashSet<&str> = found
         .files
         .iter()
         .map(|s| s.rel.as_str())
         .filter(|rel| !links.contains(rel))
         .collect();
-    let kept: Vec<LinkEntry> = linked
+    let kept: HashSet<String> = linked
         .iter()
         .filter(|l| resolve_link(&l.path, &l.target).is_some_and(|to| files.contains(to.as_str())))
-        .cloned()
+        .map(|l| l.path.clone())
         .collect();
-    let kept_paths: HashSet<String> = kept.iter().map(|l| l.path.clone()).collect();
-    found.files.retain(|s| !kept_paths.contains(&s.rel));
-    found.links = kept;
+    found.files.retain(|s| !kept.contains(&s.rel));
+    found.links = linked
+        .into_iter()
+        .filter(|l| kept.contains(&l.path))
+        .collect();
     Ok(found)
 }
 

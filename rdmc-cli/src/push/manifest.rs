@@ -237,17 +237,17 @@ pub(crate) fn check_paths<'a>(paths: impl Iterator<Item = &'a str>) -> anyhow::R
         if !files.insert(path) {
             bail!("{path:?} is listed twice");
         }
-        let mut end = 0;
-        while let Some(slash) = path[end..].find('/') {
-            end += slash;
-            dirs.insert(&path[..end]);
-            end += 1;
-        }
+        dirs.extend(parents(path));
     }
     if let Some(clash) = files.iter().find(|f| dirs.contains(*f)) {
         bail!("{clash:?} is both a file and a directory");
     }
     Ok(())
+}
+
+/// The directories `path` is in: `a`, `a/b` for `a/b/c`.
+fn parents(path: &str) -> impl Iterator<Item = &str> {
+    path.match_indices('/').map(move |(at, _)| &path[..at])
 }
 
 /// Check the directories of a manifest: plain paths, each once, none a
@@ -268,14 +268,10 @@ fn check_dirs(manifest: &Manifest) -> anyhow::Result<()> {
         if !seen.insert(path) {
             bail!("{path:?} is listed twice");
         }
-        let mut end = 0;
-        let mut prefixes = vec![path];
-        while let Some(slash) = path[end..].find('/') {
-            end += slash;
-            prefixes.push(&path[..end]);
-            end += 1;
-        }
-        if let Some(clash) = prefixes.iter().find(|p| leaves.contains(*p)) {
+        if let Some(clash) = std::iter::once(path)
+            .chain(parents(path))
+            .find(|p| leaves.contains(p))
+        {
             bail!("{clash:?} is both a file and a directory");
         }
     }
