@@ -163,8 +163,10 @@ impl TcpEndpoint {
             .map_err(transport)?;
         if on_demand {
             tracing::info!("listening; peers are connected as groups need them");
-        } else {
-            mesh_formed(&peers, started, timeout).await?;
+        } else if let Err(e) = mesh_formed(&peers, started, timeout).await {
+            // Free the address before saying so: whoever retries binds it.
+            peers.stop_listening().await;
+            return Err(e);
         }
         Ok((
             TcpEndpoint {
@@ -369,6 +371,7 @@ impl Transport for TcpEndpoint {
     /// can discard, at the peer, frames this node wrote last (signals it
     /// relayed, among them).
     fn flush(&mut self) -> BoxFuture<'static, ()> {
+        let listening = self.peers.stop_listening();
         let (ended, writers): (Vec<_>, Vec<_>) = self
             .peers
             .close()
@@ -383,6 +386,7 @@ impl Transport for TcpEndpoint {
             }
             let closed = futures::future::join_all(ended.iter().map(|e| e.cancelled()));
             let _ = tokio::time::timeout(limit, closed).await;
+            listening.await;
         })
     }
 }

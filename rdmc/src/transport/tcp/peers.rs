@@ -45,6 +45,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -219,6 +220,8 @@ impl std::fmt::Debug for Shared {
 #[derive(Debug)]
 pub(crate) struct PeerSet {
     shared: Arc<Shared>,
+    /// The task accepting connections (it owns the listener).
+    accepting: Mutex<Option<JoinHandle<()>>>,
     _stop: DropGuard,
 }
 
@@ -317,7 +320,7 @@ impl PeerSet {
                 }
             })
         };
-        tokio::spawn(connect::accept_loop(
+        let accepting = tokio::spawn(connect::accept_loop(
             listener,
             Arc::clone(&shared.handshake),
             Arc::clone(&shared.refusals),
@@ -336,6 +339,7 @@ impl PeerSet {
         }
         Ok(PeerSet {
             shared,
+            accepting: Mutex::new(Some(accepting)),
             _stop: stop.drop_guard(),
         })
     }
@@ -507,6 +511,20 @@ impl PeerSet {
     /// Run `f` on every link.
     pub(crate) fn each_link(&self, mut f: impl FnMut(&Link)) {
         lock(&self.shared.table).links.values().for_each(&mut f);
+    }
+
+    /// Stop letting peers in and dialling them; resolves once the listener
+    /// is closed, so that its address is free again (a node that failed to
+    /// start, or shut down, can be started again at once at the same
+    /// address).
+    pub(crate) fn stop_listening(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.shared.stop.cancel();
+        let accepting = lock(&self.accepting).take();
+        async move {
+            if let Some(task) = accepting {
+                let _ = task.await;
+            }
+        }
     }
 
     /// Stop letting peers in and dialling them; hand over every link.
