@@ -62,6 +62,9 @@ pub(crate) struct DrivenEndpoint<X = Infallible> {
     buffered_sends: bool,
     /// What [`Transport::describe`] says.
     description: String,
+    /// Stops what the transport runs beside the driver (`ofi`: the
+    /// acceptor of restarted members) when the transport goes.
+    _guard: Option<tokio_util::sync::DropGuard>,
 }
 
 impl<X> DrivenEndpoint<X> {
@@ -82,6 +85,16 @@ impl<X> DrivenEndpoint<X> {
             pool,
             buffered_sends: false,
             description: String::new(),
+            _guard: None,
+        }
+    }
+
+    /// The same, stopping what `guard` guards when it goes.
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    pub(crate) fn with_guard(self, guard: tokio_util::sync::DropGuard) -> Self {
+        DrivenEndpoint {
+            _guard: Some(guard),
+            ..self
         }
     }
 

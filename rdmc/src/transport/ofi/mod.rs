@@ -96,6 +96,7 @@
 mod driver;
 mod fabric;
 mod ffi;
+mod rejoin;
 mod setup;
 #[cfg(test)]
 mod tests;
@@ -130,4 +131,4 @@ impl Default for FabricOptions {
 
 /// One node's fabric endpoints, as the runtime sees them: every call is
 /// handed, in order, to the node's fabric driver task.
-pub(crate) type OfiEndpoint = super::fabric_driver::DrivenEndpoint;
+pub(crate) type OfiEndpoint = super::fabric_driver::DrivenEndpoint<driver::OfiCmd>;

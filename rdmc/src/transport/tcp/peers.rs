@@ -304,7 +304,7 @@ impl PeerSet {
             })
         };
         tokio::spawn(connect::accept_loop(
-            listener,
+            Arc::new(listener),
             Arc::clone(&shared.handshake),
             Arc::clone(&shared.refusals),
             on_peer,
