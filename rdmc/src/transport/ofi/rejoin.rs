@@ -16,9 +16,11 @@
 //! restarted member's second agreement ([`Mesh::confirm`]): the restarted
 //! member starts once every member it agreed with has connected it.
 //!
-//! Only members of higher id than this node are let in this way (they
-//! dial); a restarted member of lower id would need the members above it to
-//! dial it, which this node does not do yet.
+//! A restarted member of higher id dials this node, as at any start; one
+//! of lower id waits for the members above it to dial it, as at any
+//! start: this node dials each member below it whose run its driver
+//! reported down, with backoff, until a newer run answers, and connects
+//! to that run's passive endpoint itself.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -29,6 +31,7 @@ use rand::Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -88,15 +91,14 @@ pub(crate) struct Runs {
 }
 
 impl Runs {
-    /// Whether `peer`'s run `incarnation` may come in.
+    /// Whether `peer`'s run `incarnation` may come in (dialled or
+    /// accepted).
     fn admit(&self, me: NodeId, peer: NodeId, incarnation: u64) -> Result<(), String> {
         if !self.started {
             return Ok(());
         }
-        if peer <= me {
-            return Err(format!("node {peer} is dialled by this node, not accepted"));
-        }
         match self.known.get(&peer) {
+            _ if peer == me => Err(format!("node {peer} is this node")),
             None => Err(format!(
                 "node {peer} is not a member of this node's cluster"
             )),
@@ -109,6 +111,14 @@ impl Runs {
             )),
         }
     }
+
+    /// Let `peer`'s run `incarnation` in, if it may come in.
+    fn let_in(&mut self, me: NodeId, peer: NodeId, incarnation: u64) -> Result<(), String> {
+        self.admit(me, peer, incarnation)?;
+        self.known.insert(peer, incarnation);
+        self.failed.remove(&peer);
+        Ok(())
+    }
 }
 
 /// The table of runs, shared by the handshake's vet and the acceptor.
@@ -119,11 +129,15 @@ fn lock(runs: &Mutex<Runs>) -> MutexGuard<'_, Runs> {
 }
 
 /// The vet of node `me`'s handshakes: every run while the node starts, then
-/// only newer runs of members above it.
+/// only newer runs of members than those seen.
 pub(crate) fn vet(me: NodeId, runs: &RunTable) -> Vet {
     let runs = Arc::clone(runs);
     Arc::new(move |peer, incarnation| lock(&runs).admit(me, peer, incarnation))
 }
+
+/// How this node dials a member below it whose run went down, until a
+/// newer run answers.
+const REDIAL_BACKOFF: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(1));
 
 /// What the acceptor of restarted members needs.
 #[derive(Debug)]
@@ -143,14 +157,19 @@ pub(crate) struct Rejoin {
     pub(crate) commands: mpsc::WeakUnboundedSender<Cmd<OfiCmd>>,
 }
 
+/// The runs of peers that went down, as the driver tells them.
+pub(crate) type Downs = mpsc::UnboundedReceiver<(NodeId, u64)>;
+
 /// Start taking restarted members on `listener`, authenticated by
-/// `handshake`, now that the node started with the peers' runs `known`;
-/// until the guard returned is dropped.
+/// `handshake`, now that the node started with the peers' runs `known`,
+/// and dialling each member below this node whose run `downs` tells gone,
+/// until a newer run answers; until the guard returned is dropped, when
+/// the task returned ends (the listener closed).
 pub(crate) fn start(
     rejoin: Rejoin,
     (listener, handshake): (Arc<TcpListener>, Arc<Handshake>),
-    known: HashMap<NodeId, u64>,
-) -> DropGuard {
+    (known, downs): (HashMap<NodeId, u64>, Downs),
+) -> (DropGuard, JoinHandle<()>) {
     {
         let mut runs = lock(&rejoin.runs);
         runs.known = known;
@@ -161,14 +180,13 @@ pub(crate) fn start(
     let on_peer: connect::OnPeer = {
         let rejoin = Arc::clone(&rejoin);
         Arc::new(move |stream, peer: Authenticated, addr| {
-            let admitted = {
-                let mut runs = lock(&rejoin.runs);
-                let admitted = runs.admit(rejoin.me, peer.peer, peer.incarnation);
-                if admitted.is_ok() {
-                    runs.known.insert(peer.peer, peer.incarnation);
-                    runs.failed.remove(&peer.peer);
-                }
-                admitted
+            let admitted = if peer.peer < rejoin.me {
+                Err(format!(
+                    "node {} is dialled by this node, not accepted",
+                    peer.peer
+                ))
+            } else {
+                lock(&rejoin.runs).let_in(rejoin.me, peer.peer, peer.incarnation)
             };
             match admitted {
                 Ok(()) => {
@@ -178,31 +196,133 @@ pub(crate) fn start(
             }
         })
     };
-    tokio::spawn(connect::accept_loop(
+    let accepting = connect::accept_loop(
         listener,
-        handshake,
+        Arc::clone(&handshake),
         Arc::new(Mutex::new(Refusals::default())),
         on_peer,
         (stop.clone(), CancellationToken::new()),
-    ));
-    stop.drop_guard()
+    );
+    let dialling = redial_gone(rejoin, handshake, downs, stop.clone());
+    let task = tokio::spawn(async move {
+        tokio::join!(accepting, dialling);
+    });
+    (stop.drop_guard(), task)
 }
 
-/// Let `peer`'s newer run in (see the module's documentation); on a
-/// failure, the run may try again.
-async fn let_in(rejoin: Arc<Rejoin>, stream: TcpStream, peer: Authenticated) {
-    let (node, incarnation) = (peer.peer, peer.incarnation);
-    tracing::info!(peer = node.0, incarnation, "a restarted member dialled");
-    if let Err(why) = rendezvous(&rejoin, stream, peer).await {
-        tracing::warn!(peer = node.0, incarnation, reason = %why, "a restarted member was not let in");
-        lock(&rejoin.runs).failed.insert(node, incarnation);
-        if let Some(commands) = rejoin.commands.upgrade() {
-            let _ = commands.send(Cmd::Extra(OfiCmd::Cancel {
-                peer: node,
-                incarnation,
-            }));
+/// Dial each member below this node whose run went down (one dialler per
+/// member at a time), until `stop`.
+async fn redial_gone(
+    rejoin: Arc<Rejoin>,
+    handshake: Arc<Handshake>,
+    mut downs: Downs,
+    stop: CancellationToken,
+) {
+    let dialling = Arc::new(Mutex::new(std::collections::HashSet::new()));
+    loop {
+        let (peer, _) = tokio::select! {
+            _ = stop.cancelled() => return,
+            down = downs.recv() => match down {
+                Some(down) => down,
+                None => return,
+            },
+        };
+        let fresh = peer < rejoin.me
+            && dialling
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(peer);
+        if fresh {
+            let (rejoin, handshake) = (Arc::clone(&rejoin), Arc::clone(&handshake));
+            let (stop, dialling) = (stop.clone(), Arc::clone(&dialling));
+            tokio::spawn(async move {
+                redial(&rejoin, &handshake, peer, &stop).await;
+                dialling
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&peer);
+            });
         }
     }
+}
+
+/// Dial `peer` until a newer run of it answers and is let in (or `stop`).
+async fn redial(
+    rejoin: &Arc<Rejoin>,
+    handshake: &Handshake,
+    peer: NodeId,
+    stop: &CancellationToken,
+) {
+    let refusals = Mutex::new(Refusals::default());
+    let addr = || rejoin.members.get(peer.index()).copied();
+    loop {
+        let Some((stream, them, _)) = connect::dial(
+            (peer, addr),
+            handshake,
+            &refusals,
+            (stop, None),
+            REDIAL_BACKOFF,
+        )
+        .await
+        else {
+            return;
+        };
+        let admitted = lock(&rejoin.runs).let_in(rejoin.me, peer, them.incarnation);
+        match admitted {
+            Ok(()) if let_in(Arc::clone(rejoin), stream, them).await => return,
+            Ok(()) => {}
+            Err(reason) => tracing::debug!(peer = peer.0, %reason, "dialled a peer"),
+        }
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            () = tokio::time::sleep(REDIAL_BACKOFF.1) => {}
+        }
+    }
+}
+
+/// Let `peer`'s newer run in (see the module's documentation): whether it
+/// is; on a failure, the run may try again.
+async fn let_in(rejoin: Arc<Rejoin>, stream: TcpStream, peer: Authenticated) -> bool {
+    let (node, incarnation) = (peer.peer, peer.incarnation);
+    tracing::info!(peer = node.0, incarnation, "a restarted member connected");
+    let Err(why) = rendezvous(&rejoin, stream, peer).await else {
+        return true;
+    };
+    tracing::warn!(peer = node.0, incarnation, reason = %why, "a restarted member was not let in");
+    lock(&rejoin.runs).failed.insert(node, incarnation);
+    if let Some(commands) = rejoin.commands.upgrade() {
+        let _ = commands.send(Cmd::Extra(OfiCmd::Cancel {
+            peer: node,
+            incarnation,
+        }));
+    }
+    false
+}
+
+/// Tell the driver to let `node`'s run `incarnation` in (see
+/// [`OfiCmd::Join`]): whether its endpoints connected, when they have.
+fn join(
+    rejoin: &Rejoin,
+    (node, incarnation): (NodeId, u64),
+    token: [u8; 16],
+    dial: Option<(Vec<u8>, [u8; 16])>,
+) -> Result<oneshot::Receiver<Result<(), String>>, String> {
+    let (done, connected) = oneshot::channel();
+    let commands = rejoin
+        .commands
+        .upgrade()
+        .ok_or("the node is shutting down")?;
+    commands
+        .send(Cmd::Extra(OfiCmd::Join {
+            peer: node,
+            incarnation,
+            addr: rejoin.members.get(node.index()).copied(),
+            token,
+            dial,
+            done,
+        }))
+        .map_err(|_| "the node is shutting down")?;
+    Ok(connected)
 }
 
 /// The steps of [`let_in`].
@@ -218,29 +338,27 @@ async fn rendezvous(rejoin: &Rejoin, stream: TcpStream, peer: Authenticated) -> 
     .await
     .map_err(|e| format!("agreeing on the rendezvous: {e}"))?;
     let token = fresh_token();
-    let (done, connected) = oneshot::channel();
-    let commands = rejoin
-        .commands
-        .upgrade()
-        .ok_or("the node is shutting down")?;
-    // Before the swap: the peer may connect as soon as it has our address.
-    commands
-        .send(Cmd::Extra(OfiCmd::Join {
-            peer: node,
-            incarnation,
-            addr: rejoin.members.get(node.index()).copied(),
-            token,
-            done,
-        }))
-        .map_err(|_| "the node is shutting down")?;
-    drop(commands);
+    // A peer above connects to us as soon as it has our address: the
+    // driver expects it first. We connect to a peer below once we have
+    // its address.
+    let dials = node < rejoin.me;
+    let mut connected = if dials {
+        None
+    } else {
+        Some(join(rejoin, (node, incarnation), token, None)?)
+    };
     let deadline = Instant::now() + timeout;
     let joined = async {
         let stream = mesh.peers.get_mut(&node).expect("the one connection");
-        tokio::time::timeout(rejoin.handshake_timeout, swap(stream, &rejoin.name, &token))
-            .await
-            .map_err(|_| "the fabric address exchange timed out".to_owned())?
-            .map_err(|e| format!("the fabric address exchange: {e}"))?;
+        let theirs =
+            tokio::time::timeout(rejoin.handshake_timeout, swap(stream, &rejoin.name, &token))
+                .await
+                .map_err(|_| "the fabric address exchange timed out".to_owned())?
+                .map_err(|e| format!("the fabric address exchange: {e}"))?;
+        let connected = match connected.take() {
+            Some(connected) => connected,
+            None => join(rejoin, (node, incarnation), token, Some(theirs))?,
+        };
         tokio::time::timeout_at(deadline, connected)
             .await
             .map_err(|_| format!("its endpoints did not connect within {timeout:?}"))?

@@ -126,9 +126,10 @@ pub(crate) async fn establish(
         .into_acceptor()
         .expect("a formed mesh has its listener");
     let name = fabric.name.clone();
+    let (downs, gone) = tokio::sync::mpsc::unbounded_channel();
     let (endpoint, completions) = start_driver(
         fabric,
-        &info,
+        (info, downs),
         (endpoints, &known, &members),
         startup,
         &driver,
@@ -145,8 +146,8 @@ pub(crate) async fn establish(
         runs,
         commands: endpoint.commands.downgrade(),
     };
-    let acceptor = rejoin::start(rejoin, acceptor, known);
-    Ok((endpoint.with_guard(acceptor), completions))
+    let (stop, acceptor) = rejoin::start(rejoin, acceptor, (known, gone));
+    Ok((endpoint.with_task_beside(stop, acceptor), completions))
 }
 
 /// This node could not connect its endpoints: why, and the members it
@@ -457,10 +458,12 @@ async fn await_connections(
 
 /// Step 5: hand the connected endpoints (to the peers' runs `runs`, at
 /// `members`), the passive endpoint and the queues to a fabric driver
-/// task, and start it; every peer is reported up.
+/// task, and start it; every peer is reported up. The driver keeps `info`
+/// to connect to restarted peers, and tells `downs` of every peer's run
+/// that goes down.
 fn start_driver(
     fabric: FabricObjects,
-    info: &Info,
+    (info, downs): (Info, tokio::sync::mpsc::UnboundedSender<(NodeId, u64)>),
     (mut endpoints, runs, members): (
         HashMap<EndpointKey, Fid>,
         &HashMap<NodeId, u64>,
@@ -494,6 +497,9 @@ fn start_driver(
         pep: Some(fabric.pep),
     };
     let span = tracing::debug_span!("rdmc_ofi", node = startup.me.0);
+    // A socket provider completes a send once its socket took the bytes.
+    let buffered = buffered_provider(&info.summary.provider);
+    let description = format!("ofi, provider {}", info.summary.provider);
     let (endpoint, completions) = fabric_driver::spawn(driver, span, |commands, completions| {
         let failure_timeout = startup.failure_timeout;
         let core = Core::new(
@@ -522,12 +528,11 @@ fn start_driver(
         // Verbs carries 4 bytes of CQ data, so strict (verbs-like) mode
         // never counts on more.
         driver.len_in_cq_data = info.summary.cq_data_size >= 8 && !options.strict_modes;
-        driver
+        driver.restarts(info, downs)
     });
-    // A socket provider completes a send once its socket took the bytes.
     let endpoint = endpoint
-        .with_buffered_sends(buffered_provider(&info.summary.provider))
-        .with_description(format!("ofi, provider {}", info.summary.provider));
+        .with_buffered_sends(buffered)
+        .with_description(description);
     Ok((endpoint, completions))
 }
 

@@ -27,13 +27,16 @@ use crate::transport::ofi::fabric::strerror;
 #[derive(Debug)]
 pub(crate) enum OfiCmd {
     /// `peer`'s run `incarnation`, whose rendezvous address is `addr`, was
-    /// let in: accept its connection requests carrying `token`, then
-    /// replace the peer's endpoints; `done` says whether both connected.
+    /// let in: accept its connection requests carrying `token` (a peer of
+    /// higher id), or connect to its passive endpoint at `dial`'s address
+    /// presenting `dial`'s token (lower id), then replace the peer's
+    /// endpoints; `done` says whether both connected.
     Join {
         peer: NodeId,
         incarnation: u64,
         addr: Option<SocketAddr>,
         token: [u8; 16],
+        dial: Option<(Vec<u8>, [u8; 16])>,
         done: oneshot::Sender<Result<(), String>>,
     },
     /// Give up letting in `peer`'s run `incarnation` (its rendezvous
@@ -73,8 +76,14 @@ impl Driver {
                 incarnation,
                 addr,
                 token,
+                dial,
                 done,
-            } => self.join(peer, incarnation, addr, token, done),
+            } => {
+                self.join(peer, incarnation, (addr, token), done);
+                if let Some(dial) = dial {
+                    self.dial_join(peer, &dial);
+                }
+            }
             OfiCmd::Cancel { peer, incarnation } => {
                 if self
                     .joins
@@ -92,8 +101,7 @@ impl Driver {
         &mut self,
         peer: NodeId,
         incarnation: u64,
-        addr: Option<SocketAddr>,
-        token: [u8; 16],
+        (addr, token): (Option<SocketAddr>, [u8; 16]),
         done: oneshot::Sender<Result<(), String>>,
     ) {
         let refused = if self.core.flush_deadline().is_some() || self.pep.is_none() {
@@ -130,6 +138,41 @@ impl Driver {
                 done: Some(done),
             },
         );
+    }
+
+    /// Connect the endpoints of `peer`'s join (if it is under way) to its
+    /// passive endpoint at `addr`, presenting `token`.
+    fn dial_join(&mut self, peer: NodeId, (addr, token): &(Vec<u8>, [u8; 16])) {
+        let Some(generation) = self.joins.get(&peer).map(|j| j.eps.generation) else {
+            return;
+        };
+        let Some(info) = &self.info else {
+            let join = self.joins.remove(&peer).expect("checked");
+            return join.fail(format!(
+                "node {peer}: this node connects to no restarted peer"
+            ));
+        };
+        let shared = self.shared();
+        let me = self.core.me;
+        let dialled: Result<Vec<_>, _> = [false, true]
+            .into_iter()
+            .map(|ctrl| {
+                let key = (peer, ctrl);
+                shared.dial(info.as_ptr(), key, (me, generation), (addr, token))
+            })
+            .collect();
+        let join = self.joins.get_mut(&peer).expect("checked");
+        match dialled {
+            Ok(eps) => {
+                let mut eps = eps.into_iter();
+                join.eps.data = eps.next();
+                join.eps.ctrl = eps.next();
+            }
+            Err(e) => {
+                let join = self.joins.remove(&peer).expect("checked");
+                join.fail(format!("node {peer}: connecting to it: {e}"));
+            }
+        }
     }
 
     /// A connection-manager event after start.
@@ -184,13 +227,7 @@ impl Driver {
             return;
         };
         let generation = self.joins[&from].eps.generation;
-        let shared = Shared {
-            domain: &self.domain,
-            eq: &self.eq,
-            cq: &self.cq,
-            pool: self.core.control_slots(),
-            data_recvs: self.modes.rx_cq_data,
-        };
+        let shared = self.shared();
         match shared.accept(req, (from, ctrl), generation) {
             Ok(ep) => {
                 let join = self.joins.get_mut(&from).expect("checked");
@@ -235,6 +272,17 @@ impl Driver {
         });
         if let Some(done) = join.done.take() {
             let _ = done.send(Ok(()));
+        }
+    }
+
+    /// What endpoints are opened with.
+    fn shared(&self) -> Shared<'_> {
+        Shared {
+            domain: &self.domain,
+            eq: &self.eq,
+            cq: &self.cq,
+            pool: self.core.control_slots(),
+            data_recvs: self.modes.rx_cq_data,
         }
     }
 

@@ -45,7 +45,7 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
 
-use super::fabric::{Domain, Modes, Mr, OfiError, strerror};
+use super::fabric::{Domain, Info, Modes, Mr, OfiError, strerror};
 use super::ffi;
 use crate::ids::NodeId;
 use crate::transport::RecvRegion;
@@ -150,6 +150,11 @@ pub(crate) struct Driver {
     /// The passive endpoint restarted peers connect to (`None` once
     /// closed, or where the node takes none).
     pep: Option<Fid>,
+    /// The provider's info, to connect to restarted peers' passive
+    /// endpoints (`None`: the node connects to none).
+    info: Option<Info>,
+    /// Told of every peer's run that goes down, to look for its next run.
+    downs: Option<mpsc::UnboundedSender<(NodeId, u64)>>,
     pub(crate) cq: Fid,
     pub(crate) eq: Fid,
     pub(crate) next_key: u64,
@@ -195,12 +200,28 @@ impl Driver {
             core,
             joins: HashMap::new(),
             pep: queues.pep,
+            info: None,
+            downs: None,
             cq: queues.cq,
             eq: queues.eq,
             next_key,
             len_in_cq_data: false,
             domain,
         }
+    }
+}
+
+impl Driver {
+    /// The same, connecting to restarted peers with `info` and telling
+    /// `downs` of every peer's run that goes down.
+    pub(crate) fn restarts(
+        mut self,
+        info: Info,
+        downs: mpsc::UnboundedSender<(NodeId, u64)>,
+    ) -> Self {
+        self.info = Some(info);
+        self.downs = Some(downs);
+        self
     }
 }
 
@@ -250,7 +271,12 @@ impl FabricDriver for Driver {
     }
 
     fn close_link(&mut self, peer: NodeId) {
-        self.core.peer_mut(peer).link.close();
+        let link = &mut self.core.peer_mut(peer).link;
+        link.close();
+        let incarnation = link.incarnation;
+        if let Some(downs) = &self.downs {
+            let _ = downs.send((peer, incarnation));
+        }
     }
 
     fn on_extra(&mut self, cmd: OfiCmd) {
