@@ -3,7 +3,8 @@
 //! starts again at the same rendezvous address in a newer incarnation is
 //! let back in by the running members — new fabric endpoints, reported up
 //! in its new incarnation — without any of them restarting, and a new
-//! group of all three moves 16 MiB byte-identical.
+//! group of all three moves 16 MiB byte-identical; whether it is the
+//! member of highest id (it dials the others) or of lowest (they dial it).
 
 #![cfg(feature = "ofi")]
 
@@ -12,7 +13,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use rdmc::{GroupConfig, GroupId, Node, NodeId, OfiConfig, PeerEvent};
+use rdmc::{Error, GroupConfig, GroupId, Node, NodeId, OfiConfig, PeerEvent};
 
 use common::{
     LONG, assert_up_everywhere, bounded, create_all, ids, key, next_gone, node_config, payload,
@@ -31,31 +32,65 @@ fn config(members: &[SocketAddr], id: u32, incarnation: u64) -> OfiConfig {
     config
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_member_back_in_a_newer_incarnation_is_let_in_without_restarting_the_others() {
-    let (members, mut nodes) = start_at_loopback(3, |members, id| {
-        Node::ofi(config(members, id, 10), node_config())
+/// Three nodes start in incarnation 10; `victim` goes and comes back in
+/// incarnation 11; the two others see it gone and back, and a group of
+/// all three moves 16 MiB. Then it goes again, and a start of it in
+/// incarnation 10 fails.
+async fn restart_member(victim: u32) {
+    let (members, mut nodes) = start_at_loopback(3, |members, id, listener| {
+        Node::ofi(
+            config(members, id, 10).with_listener(listener),
+            node_config(),
+        )
     })
     .await;
-    let mut watch = watch_up(&nodes[..2], 2, 10).await;
+    let gone = nodes.remove(victim as usize);
+    let mut watch = watch_up(&nodes, victim, 10).await;
 
-    // Node 2 goes (its endpoints shut down: every other node sees run 10
-    // gone) and comes back in incarnation 11 at the same address.
-    nodes.pop().unwrap().shutdown().await;
+    // The victim goes (its endpoints shut down: every other node sees run
+    // 10 gone) and comes back in incarnation 11 at the same address.
+    gone.shutdown().await;
     for w in &mut watch {
-        match next_gone(w, 2).await {
+        match next_gone(w, victim).await {
             PeerEvent::Down { incarnation, .. } | PeerEvent::Left { incarnation, .. } => {
                 assert_eq!(incarnation, 10);
             }
             other => panic!("not a peer gone: {other:?}"),
         }
     }
-    let restart = Node::ofi(config(&members, 2, 11), node_config());
+    let restart = Node::ofi(config(&members, victim, 11), node_config());
     let back = bounded(LONG, "restart", restart).await.unwrap();
-    assert_up_everywhere(&mut watch, &nodes, 2, 11).await;
-    nodes.push(back);
-    let config = GroupConfig::new().with_block_size(1 << 20);
-    let groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), config).await;
+    assert_up_everywhere(&mut watch, &nodes, victim, 11).await;
+    nodes.insert(victim as usize, back);
+    let group = GroupConfig::new().with_block_size(1 << 20);
+    let groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), group).await;
     run_group(groups, &[payload(1, 16 << 20)]).await;
+
+    // It goes again; a start claiming incarnation 10 (older than 11, which
+    // both others saw) is let in by nobody.
+    nodes.remove(victim as usize).shutdown().await;
+    let stale = config(&members, victim, 10).with_connect_timeout(Duration::from_secs(2));
+    match Node::ofi(stale, node_config()).await {
+        Err(Error::Transport(reason)) => assert!(reason.contains("rendezvous"), "{reason}"),
+        other => panic!("a stale incarnation started: {:?}", other.map(|n| n.id())),
+    }
+    for node in &nodes {
+        let peers = node.peers().await.unwrap();
+        let it = peers.iter().find(|p| p.node == NodeId(victim)).unwrap();
+        assert!(!it.up && it.incarnation == 11, "{peers:?}");
+    }
     common::shutdown(nodes).await;
+}
+
+/// The member of highest id restarts: it dials the others, as at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_back_in_a_newer_incarnation_is_let_in_without_restarting_the_others() {
+    restart_member(2).await;
+}
+
+/// The member of lowest id restarts: the others dial it, as at start,
+/// once they have seen its last run go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_below_the_others_is_dialled_again_when_it_comes_back() {
+    restart_member(0).await;
 }

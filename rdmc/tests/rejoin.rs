@@ -22,8 +22,11 @@ fn config(members: &[std::net::SocketAddr], id: u32, incarnation: u64) -> TcpCon
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_back_in_a_newer_incarnation_is_up_everywhere_and_an_older_one_is_refused() {
-    let (members, mut nodes) = start_at_loopback(3, |members, id| {
-        Node::tcp(config(members, id, 10), node_config())
+    let (members, mut nodes) = start_at_loopback(3, |members, id, listener| {
+        Node::tcp(
+            config(members, id, 10).with_listener(listener),
+            node_config(),
+        )
     })
     .await;
     let mut watch = watch_up(&nodes[..2], 2, 10).await;

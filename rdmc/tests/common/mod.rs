@@ -105,20 +105,21 @@ pub async fn assert_up_everywhere(
     }
 }
 
-/// `n` nodes started with `start(members, id)` at free loopback addresses
-/// (the listeners closed first, so each node binds its own): the
-/// addresses, and the nodes.
+/// `n` nodes started with `start(members, id, listener)` at free loopback
+/// addresses, each on its listener: the addresses, and the nodes.
 pub async fn start_at_loopback<F>(
     n: u32,
-    start: impl Fn(&[std::net::SocketAddr], u32) -> F,
+    start: impl Fn(&[std::net::SocketAddr], u32, std::net::TcpListener) -> F,
 ) -> (Vec<std::net::SocketAddr>, Vec<Node>)
 where
     F: Future<Output = Result<Node, Error>>,
 {
     let listeners: Vec<_> = (0..n).map(|_| loopback()).collect();
     let members: Vec<_> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
-    drop(listeners);
-    let starts = (0..n).map(|id| start(&members, id));
+    let starts = listeners
+        .into_iter()
+        .zip(0..n)
+        .map(|(listener, id)| start(&members, id, listener));
     let nodes = bounded(LONG, "start", futures::future::try_join_all(starts))
         .await
         .unwrap();
