@@ -94,3 +94,61 @@ async fn a_member_back_in_a_newer_incarnation_is_let_in_without_restarting_the_o
 async fn a_member_below_the_others_is_dialled_again_when_it_comes_back() {
     restart_member(0).await;
 }
+
+/// A member that vanishes in the middle of a transfer (its node dropped,
+/// not shut down: it says nothing) fails the group at the root, comes back
+/// in a newer incarnation while the others' writes to its old endpoints
+/// are still being flushed, and a new group of all three moves 16 MiB.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_dropped_mid_transfer_comes_back_and_joins_a_new_group() {
+    let (members, mut nodes) = start_at_loopback(3, |members, id, listener| {
+        Node::ofi(
+            config(members, id, 10).with_listener(listener),
+            node_config(),
+        )
+    })
+    .await;
+    let mut watch = watch_up(&nodes[..2], 2, 10).await;
+    let held = GroupConfig::new()
+        .with_block_size(256 << 10)
+        .with_receive_window(Some(2));
+    let groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), held).await;
+    let (root, mut receivers) = common::roles(groups);
+    // Nobody reads: the transfer stalls once the receive windows are full.
+    let sending = tokio::spawn(async move {
+        for i in 0..16 {
+            root.send(payload(i, 1 << 20)).await?.sent().await?;
+        }
+        Ok::<_, Error>(())
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(receivers.pop());
+    drop(nodes.pop());
+    let sent = bounded(LONG, "the root's failure", sending).await.unwrap();
+    assert!(sent.is_err(), "the transfer outlived a member");
+    for w in &mut watch {
+        match next_gone(w, 2).await {
+            PeerEvent::Down { incarnation, .. } => assert_eq!(incarnation, 10),
+            other => panic!("not a peer down: {other:?}"),
+        }
+    }
+    // Its rendezvous listener closes as its dropped node's tasks end.
+    let back = bounded(LONG, "restart", async {
+        loop {
+            match Node::ofi(config(&members, 2, 11), node_config()).await {
+                Err(Error::Transport(e)) if e.contains("in use") => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                started => return started.unwrap(),
+            }
+        }
+    })
+    .await;
+    assert_up_everywhere(&mut watch, &nodes, 2, 11).await;
+    drop(receivers);
+    nodes.push(back);
+    let group = GroupConfig::new().with_block_size(1 << 20);
+    let groups = create_all(&nodes, GroupId(2), &ids(&[0, 1, 2]), group).await;
+    run_group(groups, &[payload(3, 16 << 20)]).await;
+    common::shutdown(nodes).await;
+}
