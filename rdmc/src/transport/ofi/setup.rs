@@ -247,7 +247,9 @@ impl FabricObjects {
             check("fi_eq_open", ret.into()).map_err(|e| transport_error("event queue", e))?;
             (Fid(eq), fd)
         };
-        let peers = nodes.saturating_sub(1) as u64;
+        // One peer more than there are: room for a restarted peer's new
+        // endpoints while what the old ones still report is not read yet.
+        let peers = nodes as u64;
         let cq_size = peers * (CTRL_RECVS + DATA_RECVS + CTRL_SENDS + 32) as u64 + 64;
         let (cq, cq_fd) = {
             let (mut cq, mut fd) = (ptr::null_mut(), 0);
