@@ -4,7 +4,8 @@
 //! connections, kept up by its peer set (`tcp::peers`: a member that
 //! restarts is let back in); the `ofi` and `rdma` transports form a mesh
 //! once ([`bring_up`]) as the rendezvous where nodes swap their fabric
-//! addresses.
+//! addresses, and `ofi` keeps its listener to answer members that restart,
+//! over one connection each (`join_one`).
 //!
 //! A node dials every node of lower rank and accepts the others
 //! ([`connect`]). Connections that fail authentication — strangers,
