@@ -192,12 +192,12 @@ pub(crate) struct Mesh {
     #[cfg_attr(not(any(feature = "ofi", feature = "rdma", test)), allow(dead_code))]
     margin: Duration,
     /// How many peers an agreement over the mesh waits for: every other
-    /// member, or one ([`join_one`]).
+    /// member, or one (`join_one`).
     #[cfg_attr(not(any(feature = "ofi", feature = "rdma", test)), allow(dead_code))]
     want: usize,
     /// The listener and the handshake it authenticates with, for a
     /// transport that keeps taking connections after start
-    /// ([`Mesh::into_acceptor`]).
+    /// (`Mesh::into_acceptor`).
     #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
     acceptor: Option<(Arc<TcpListener>, Arc<Handshake>)>,
     /// The run of each peer connected, as its handshake told.
