@@ -7,11 +7,11 @@ mod common;
 
 use std::time::Duration;
 
-use futures::StreamExt;
-use rdmc::{Error, GroupConfig, GroupId, Node, NodeId, PeerEvent, PeerEvents, TcpConfig};
+use rdmc::{Error, GroupConfig, GroupId, Node, NodeId, PeerEvent, TcpConfig};
 
 use common::{
-    LONG, bounded, create_all, ids, key, next_up, node_config, payload, run_group, shutdown,
+    LONG, assert_up_everywhere, bounded, create_all, ids, key, next_gone, node_config, payload,
+    run_group, shutdown, start_at_loopback, watch_up,
 };
 
 fn config(members: &[std::net::SocketAddr], id: u32, incarnation: u64) -> TcpConfig {
@@ -20,35 +20,16 @@ fn config(members: &[std::net::SocketAddr], id: u32, incarnation: u64) -> TcpCon
         .with_connect_timeout(Duration::from_secs(2))
 }
 
-/// The next `Down` or `Left` of `node` in `events`.
-async fn next_gone(events: &mut PeerEvents, node: u32) -> PeerEvent {
-    bounded(LONG, "peer gone", async {
-        loop {
-            match events.next().await {
-                Some(
-                    gone @ (PeerEvent::Down { node: n, .. } | PeerEvent::Left { node: n, .. }),
-                ) if n == NodeId(node) => return gone,
-                Some(_) => {}
-                None => panic!("the node shut down"),
-            }
-        }
-    })
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_member_back_in_a_newer_incarnation_is_up_everywhere_and_an_older_one_is_refused() {
-    let listeners: Vec<_> = (0..3).map(|_| common::loopback()).collect();
-    let members: Vec<_> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
-    drop(listeners);
-    let starts = (0..3).map(|id| Node::tcp(config(&members, id, 10), node_config()));
-    let mut nodes = bounded(LONG, "start", futures::future::try_join_all(starts))
-        .await
-        .unwrap();
-    let mut watch: Vec<PeerEvents> = nodes[..2].iter().map(Node::peer_events).collect();
-    for w in &mut watch {
-        assert_eq!(next_up(w, 2).await, 10);
-    }
+    let (members, mut nodes) = start_at_loopback(3, |members, id, listener| {
+        Node::tcp(
+            config(members, id, 10).with_listener(listener),
+            node_config(),
+        )
+    })
+    .await;
+    let mut watch = watch_up(&nodes[..2], 2, 10).await;
 
     // Node 2 shuts down (every other node sees run 10 leave, as it said:
     // no failure), and comes back in incarnation 11.
@@ -63,21 +44,9 @@ async fn a_member_back_in_a_newer_incarnation_is_up_everywhere_and_an_older_one_
             }
         );
     }
-    let back = bounded(
-        LONG,
-        "restart",
-        Node::tcp(config(&members, 2, 11), node_config()),
-    )
-    .await
-    .unwrap();
-    for w in &mut watch {
-        assert_eq!(next_up(w, 2).await, 11);
-    }
-    for node in &nodes {
-        let peers = node.peers().await.unwrap();
-        let two = peers.iter().find(|p| p.node == NodeId(2)).unwrap();
-        assert!(two.up && two.incarnation == 11, "{peers:?}");
-    }
+    let restart = Node::tcp(config(&members, 2, 11), node_config());
+    let back = bounded(LONG, "restart", restart).await.unwrap();
+    assert_up_everywhere(&mut watch, &nodes, 2, 11).await;
     nodes.push(back);
     let groups = create_all(&nodes, GroupId(1), &ids(&[0, 1, 2]), GroupConfig::new()).await;
     run_group(groups, &[payload(1, 1 << 20)]).await;

@@ -18,6 +18,6 @@ whole_group_suite!(
     heartbeats
 );
 #[cfg(feature = "ofi")]
-whole_group_suite!(ofi, common::OfiFixture, heartbeats);
+whole_group_suite!(ofi, common::OfiFixture, listens, heartbeats);
 #[cfg(feature = "rdma")]
 whole_group_suite!(rdma, common::RdmaFixture, heartbeats);

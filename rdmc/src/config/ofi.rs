@@ -38,6 +38,19 @@ impl OfiConfig {
         self.fabric.fabric_addr = Some(addr);
         self
     }
+
+    /// This run's *incarnation*: what tells a restarted node from its
+    /// earlier run. Every run must have a higher one than the node's runs
+    /// before it: a running member lets a restarted one back in (new
+    /// fabric endpoints, reported up again) only from a newer run than the
+    /// last it saw. Default: the wall clock's nanoseconds since the Unix
+    /// epoch at the time the configuration is made, which grows from run
+    /// to run unless the clock is set back; set it (from a counter the
+    /// node keeps on disk, say) where that cannot be relied on.
+    pub fn with_incarnation(mut self, incarnation: u64) -> Self {
+        self.cluster.incarnation = incarnation;
+        self
+    }
 }
 
 driver_builders!(
@@ -68,7 +81,9 @@ mod tests {
         assert_eq!(config.cluster.failure_timeout, Duration::from_secs(3));
         let config = check_cluster_builders!(OfiConfig::new(members, NodeId(1), key))
             .with_provider("verbs")
-            .with_fabric_addr("10.1.0.1".parse().unwrap());
+            .with_fabric_addr("10.1.0.1".parse().unwrap())
+            .with_incarnation(7);
+        assert_eq!(config.cluster.incarnation, 7);
         assert_eq!(config.fabric.provider, "verbs");
         assert_eq!(config.fabric.fabric_addr, Some("10.1.0.1".parse().unwrap()));
         assert!(!config.fabric.strict_modes);

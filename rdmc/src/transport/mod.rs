@@ -110,7 +110,7 @@ pub(crate) enum Completion {
     PeerLeft { node: NodeId, incarnation: u64 },
     /// `node`, in its run `incarnation`, is connected (at `addr`, on a
     /// network): a new connection, or a node that came back (reported by
-    /// `tcp` and `mem`).
+    /// `tcp`, `mem` and `ofi`).
     PeerUp {
         node: NodeId,
         incarnation: u64,

@@ -257,15 +257,15 @@ impl Fixture for TcpOnDemandFixture {
 /// The `ofi` transport (libfabric): by default the `tcp` provider on
 /// loopback; `RDMC_OFI_PROVIDER` and `RDMC_OFI_FABRIC_ADDR` (the local
 /// address of the provider's device) pick another, say `verbs` over
-/// Soft-RoCE in a VM. Its rendezvous listener closes once the cluster is
-/// connected, and the data path does not cross the listed addresses.
+/// Soft-RoCE in a VM. Its rendezvous listener stays open (for members that
+/// restart), and the data path does not cross the listed addresses.
 #[cfg(feature = "ofi")]
 pub struct OfiFixture;
 
 #[cfg(feature = "ofi")]
 impl Fixture for OfiFixture {
     const NAME: &'static str = "ofi";
-    const LISTENS: bool = false;
+    const LISTENS: bool = true;
     const RELAYABLE: bool = false;
     const HEARTBEATS: bool = true;
 

@@ -60,6 +60,72 @@ pub async fn next_up(events: &mut rdmc::PeerEvents, node: u32) -> u64 {
     .await
 }
 
+/// The next `Down` or `Left` of `node` in `events`, skipping the others.
+pub async fn next_gone(events: &mut rdmc::PeerEvents, node: u32) -> rdmc::PeerEvent {
+    bounded(LONG, "peer gone", async {
+        loop {
+            match events.next().await {
+                Some(
+                    gone @ (rdmc::PeerEvent::Down { node: n, .. }
+                    | rdmc::PeerEvent::Left { node: n, .. }),
+                ) if n == NodeId(node) => return gone,
+                Some(_) => {}
+                None => panic!("the node shut down"),
+            }
+        }
+    })
+    .await
+}
+
+/// A watcher of the peer events of each of `nodes`, each having seen
+/// `node` up in run `incarnation`.
+pub async fn watch_up(nodes: &[Node], node: u32, incarnation: u64) -> Vec<rdmc::PeerEvents> {
+    let mut watch: Vec<rdmc::PeerEvents> = nodes.iter().map(Node::peer_events).collect();
+    for w in &mut watch {
+        assert_eq!(next_up(w, node).await, incarnation);
+    }
+    watch
+}
+
+/// Every watcher in `watch` sees `node` up in run `incarnation`, and
+/// every node of `nodes` lists it up in that run.
+pub async fn assert_up_everywhere(
+    watch: &mut [rdmc::PeerEvents],
+    nodes: &[Node],
+    node: u32,
+    incarnation: u64,
+) {
+    for w in watch {
+        assert_eq!(next_up(w, node).await, incarnation);
+    }
+    for n in nodes {
+        let peers = n.peers().await.unwrap();
+        let it = peers.iter().find(|p| p.node == NodeId(node)).unwrap();
+        assert!(it.up && it.incarnation == incarnation, "{peers:?}");
+    }
+}
+
+/// `n` nodes started with `start(members, id, listener)` at free loopback
+/// addresses, each on its listener: the addresses, and the nodes.
+pub async fn start_at_loopback<F>(
+    n: u32,
+    start: impl Fn(&[std::net::SocketAddr], u32, std::net::TcpListener) -> F,
+) -> (Vec<std::net::SocketAddr>, Vec<Node>)
+where
+    F: Future<Output = Result<Node, Error>>,
+{
+    let listeners: Vec<_> = (0..n).map(|_| loopback()).collect();
+    let members: Vec<_> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+    let starts = listeners
+        .into_iter()
+        .zip(0..n)
+        .map(|(listener, id)| start(&members, id, listener));
+    let nodes = bounded(LONG, "start", futures::future::try_join_all(starts))
+        .await
+        .unwrap();
+    (members, nodes)
+}
+
 /// The node configuration of the test clusters.
 pub fn node_config() -> NodeConfig {
     NodeConfig::new().with_completion_mode(CompletionMode::Interrupt)

@@ -468,9 +468,10 @@ pub(crate) trait FabricDriver: Sized {
         p.down = true;
         p.ctrl_backlog.clear();
         p.write_backlog.clear();
+        let incarnation = p.link.incarnation();
         self.close_link(peer);
         self.core_mut().slots.drop_peer(peer);
-        self.emit(Completion::peer_down(peer, 0, why));
+        self.emit(Completion::peer_down(peer, incarnation, why));
     }
 
     /// Whether a flush is complete (or timed out); answers it if so.

@@ -62,6 +62,10 @@ pub(crate) struct DrivenEndpoint<X = Infallible> {
     buffered_sends: bool,
     /// What [`Transport::describe`] says.
     description: String,
+    /// What the transport runs beside the driver (`ofi`: the acceptor of
+    /// restarted members): stopped when the transport goes, and awaited
+    /// by a flush, so that a node that shut down holds nothing open.
+    beside: Option<(tokio_util::sync::DropGuard, tokio::task::JoinHandle<()>)>,
 }
 
 impl<X> DrivenEndpoint<X> {
@@ -82,6 +86,22 @@ impl<X> DrivenEndpoint<X> {
             pool,
             buffered_sends: false,
             description: String::new(),
+            beside: None,
+        }
+    }
+
+    /// The same, running `task` beside the driver until `stop` is dropped:
+    /// when the transport goes, or at its flush, which awaits the task's
+    /// end.
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    pub(crate) fn with_task_beside(
+        self,
+        stop: tokio_util::sync::DropGuard,
+        task: tokio::task::JoinHandle<()>,
+    ) -> Self {
+        DrivenEndpoint {
+            beside: Some((stop, task)),
+            ..self
         }
     }
 
@@ -189,9 +209,14 @@ impl<X: Send + 'static> Transport for DrivenEndpoint<X> {
             limit: self.flush_timeout,
         });
         let task = self.task.take();
+        let beside = self.beside.take();
         Box::pin(async move {
             let _ = flushed.await;
             if let Some(task) = task {
+                let _ = task.await;
+            }
+            if let Some((stop, task)) = beside {
+                drop(stop);
                 let _ = task.await;
             }
         })

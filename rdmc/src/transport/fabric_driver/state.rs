@@ -98,6 +98,12 @@ pub(crate) enum Posted {
 pub(crate) trait PeerLink {
     /// Block writes posted on it and not completed.
     fn writes_in_flight(&self) -> usize;
+
+    /// The peer's run it connects to (0 where the fabric does not tell
+    /// runs apart).
+    fn incarnation(&self) -> u64 {
+        0
+    }
 }
 
 /// One connected peer: its fabric link `L`, and what waits to go to it.

@@ -150,6 +150,10 @@ const LINGER: Duration = Duration::from_millis(250);
 pub(super) struct Formation {
     me: NodeId,
     n: usize,
+    /// How many peers to be connected to before `Ready`: every other
+    /// member, or the one a running member lets back in
+    /// ([`Formation::with_peers`]).
+    want: usize,
     /// When this node gives up connecting.
     deadline: Instant,
     connect_timeout: Duration,
@@ -180,6 +184,7 @@ impl Formation {
         let formation = Formation {
             me,
             n,
+            want: n.saturating_sub(1),
             deadline,
             connect_timeout,
             margin,
@@ -189,6 +194,15 @@ impl Formation {
             stop,
         };
         (formation, hearing)
+    }
+
+    /// The same, `Ready` once connected to `want` peers rather than to
+    /// every other member: a running member agrees with a restarted one
+    /// over their one connection, while the restarted one agrees with
+    /// every member.
+    pub(super) fn with_peers(mut self, want: usize) -> Self {
+        self.want = want;
+        self
     }
 
     /// A new authenticated connection from the mesh's dial or acceptor.
@@ -365,7 +379,7 @@ impl Formation {
         &mut self,
         complete: &CancellationToken,
     ) -> Result<Option<HashMap<NodeId, Link>>, Failure> {
-        if self.phase == Phase::Connecting && self.peers.len() + 1 == self.n {
+        if self.phase == Phase::Connecting && self.peers.len() == self.want {
             // Every member is connected: let go of any handshake still
             // pending and admit nobody else.
             complete.cancel();

@@ -203,7 +203,7 @@ pub(crate) type OnPeer = Arc<dyn Fn(TcpStream, Authenticated, SocketAddr) + Send
 /// listener stays open, so that the port does not look free to another
 /// process).
 pub(crate) async fn accept_loop(
-    listener: TcpListener,
+    listener: Arc<TcpListener>,
     handshake: Arc<Handshake>,
     refusals: Arc<Mutex<Refusals>>,
     on_peer: OnPeer,

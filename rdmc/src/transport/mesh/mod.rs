@@ -4,7 +4,8 @@
 //! connections, kept up by its peer set (`tcp::peers`: a member that
 //! restarts is let back in); the `ofi` and `rdma` transports form a mesh
 //! once ([`bring_up`]) as the rendezvous where nodes swap their fabric
-//! addresses.
+//! addresses, and `ofi` keeps its listener to answer members that restart,
+//! over one connection each (`join_one`).
 //!
 //! A node dials every node of lower rank and accepts the others
 //! ([`connect`]). Connections that fail authentication — strangers,
@@ -108,7 +109,7 @@ impl MeshPurpose {
 struct MeshConfig {
     me: NodeId,
     members: Vec<SocketAddr>,
-    listener: TcpListener,
+    listener: Arc<TcpListener>,
     handshake: Arc<Handshake>,
     connect_timeout: Duration,
     /// How late a correct member's formation message may be.
@@ -190,6 +191,18 @@ pub(crate) struct Mesh {
     members: usize,
     #[cfg_attr(not(any(feature = "ofi", feature = "rdma", test)), allow(dead_code))]
     margin: Duration,
+    /// How many peers an agreement over the mesh waits for: every other
+    /// member, or one (`join_one`).
+    #[cfg_attr(not(any(feature = "ofi", feature = "rdma", test)), allow(dead_code))]
+    want: usize,
+    /// The listener and the handshake it authenticates with, for a
+    /// transport that keeps taking connections after start
+    /// (`Mesh::into_acceptor`).
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    acceptor: Option<(Arc<TcpListener>, Arc<Handshake>)>,
+    /// The run of each peer connected, as its handshake told.
+    #[cfg_attr(not(feature = "ofi"), allow(dead_code))]
+    incarnations: HashMap<NodeId, u64>,
 }
 
 #[cfg(any(feature = "ofi", feature = "rdma", test))]
@@ -243,13 +256,14 @@ impl Mesh {
         timeout: Duration,
     ) -> (Formation, mpsc::UnboundedReceiver<agreement::Heard>) {
         let stop = CancellationToken::new();
-        Formation::new(
+        let (formation, hearing) = Formation::new(
             (self.me, self.members),
             deadline,
             timeout,
             self.margin,
             stop,
-        )
+        );
+        (formation.with_peers(self.want), hearing)
     }
 
     /// The connections with their formation directions, taken out of the mesh.
@@ -273,7 +287,80 @@ impl Mesh {
     }
 }
 
+#[cfg(feature = "ofi")]
 impl Mesh {
+    /// The run of `peer` connected, as its handshake told.
+    pub(crate) fn incarnation(&self, peer: NodeId) -> Option<u64> {
+        self.incarnations.get(&peer).copied()
+    }
+
+    /// Close the connections and hand over the listener (open) and the
+    /// handshake, for the transport to take connections of restarted
+    /// members on; `None` for a mesh of one connection ([`join_one`]).
+    pub(crate) fn into_acceptor(mut self) -> Option<(Arc<TcpListener>, Arc<Handshake>)> {
+        self.acceptor.take()
+    }
+}
+
+/// A running member's agreement with a restarted one over their new
+/// authenticated connection (`peer`'s run `incarnation`, its session key
+/// `key`): a mesh of that one connection, formed once both ends said so.
+/// The restarted member forms its mesh with every member as at any start;
+/// each running member answers it over its connection alone, so that the
+/// restarted member's agreement (and the later [`Mesh::confirm`]) holds.
+#[cfg(feature = "ofi")]
+pub(crate) async fn join_one(
+    (me, members): (NodeId, usize),
+    (peer, incarnation, stream, key): (NodeId, u64, TcpStream, SessionKey),
+    connect_timeout: Duration,
+    margin: Duration,
+) -> Result<Mesh, MeshError> {
+    let stop = CancellationToken::new();
+    let (formation, hearing) = Formation::new(
+        (me, members),
+        Instant::now() + connect_timeout,
+        connect_timeout,
+        margin,
+        stop.clone(),
+    );
+    let (found, mut arrivals) = mpsc::unbounded_channel::<Arrival>();
+    let _ = found.send((peer, stream, key));
+    drop(found);
+    let links = formation
+        .with_peers(1)
+        .run(hearing, &mut arrivals, &CancellationToken::new(), &|_| {
+            String::new()
+        })
+        .await?;
+    let mut mesh = Mesh::formed((me, members), stop.drop_guard(), margin, 1);
+    mesh.incarnations.insert(peer, incarnation);
+    mesh.keep(links);
+    Ok(mesh)
+}
+
+impl Mesh {
+    /// A mesh of node `me` of `members` that formed, its acceptor stopped
+    /// by `acceptor`'s drop, agreeing with `want` peers, its connections
+    /// to be put in ([`Mesh::keep`]).
+    fn formed(
+        (me, members): (NodeId, usize),
+        acceptor: DropGuard,
+        margin: Duration,
+        want: usize,
+    ) -> Self {
+        Mesh {
+            peers: HashMap::new(),
+            _acceptor: acceptor,
+            directions: HashMap::new(),
+            me,
+            members,
+            margin,
+            want,
+            acceptor: None,
+            incarnations: HashMap::new(),
+        }
+    }
+
     /// Put agreed connections back into the mesh.
     #[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
     fn keep(&mut self, links: HashMap<NodeId, Link>) {
@@ -288,10 +375,21 @@ impl Mesh {
 /// given listener, or at its member address), authenticate with the
 /// cluster key and a digest of the member list, and connect to every other
 /// member within the connect timeout.
-#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
+#[cfg_attr(not(any(feature = "rdma", test)), allow(dead_code))]
 pub(crate) async fn bring_up(
     cluster: ClusterConfig,
     purpose: MeshPurpose,
+) -> Result<Mesh, MeshError> {
+    bring_up_vetted(cluster, purpose, None).await
+}
+
+/// [`bring_up`], its handshakes letting in only the peers' runs `vet`
+/// admits (all, without one).
+#[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
+pub(crate) async fn bring_up_vetted(
+    cluster: ClusterConfig,
+    purpose: MeshPurpose,
+    vet: Option<handshake::Vet>,
 ) -> Result<Mesh, MeshError> {
     cluster.check_member()?;
     let ClusterConfig {
@@ -319,10 +417,14 @@ pub(crate) async fn bring_up(
         .with_timeout(handshake_timeout)
         .with_incarnation(incarnation)
         .with_identity(identity);
+    let handshake = match vet {
+        Some(vet) => handshake.with_vet(vet),
+        None => handshake,
+    };
     establish(MeshConfig {
         me: id,
         members,
-        listener,
+        listener: Arc::new(listener),
         handshake: Arc::new(handshake),
         connect_timeout,
         margin: failure_timeout / 2,
@@ -344,10 +446,12 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
     // Cancelled once every member is connected: handshakes and dials stop.
     let complete = stop.child_token();
     let refusals = Arc::new(Mutex::new(Refusals::default()));
+    let runs = Arc::new(Mutex::new(HashMap::new()));
     let on_peer: connect::OnPeer = {
-        let found = found.clone();
+        let (found, runs) = (found.clone(), Arc::clone(&runs));
         Arc::new(move |stream, peer: handshake::Authenticated, addr| {
             if peer.peer > me {
+                lock(&runs).insert(peer.peer, peer.incarnation);
                 let _ = found.send((peer.peer, stream, peer.key));
             } else {
                 tracing::warn!(%addr, peer = peer.peer.0, "dropped peer: lower ranks are dialled, not accepted");
@@ -355,7 +459,7 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
         })
     };
     tokio::spawn(connect::accept_loop(
-        config.listener,
+        Arc::clone(&config.listener),
         Arc::clone(&config.handshake),
         Arc::clone(&refusals),
         on_peer,
@@ -364,6 +468,7 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
     for peer in (0..me.0).map(NodeId) {
         let (found, refusals) = (found.clone(), Arc::clone(&refusals));
         let (handshake, stop) = (Arc::clone(&config.handshake), complete.clone());
+        let runs = Arc::clone(&runs);
         let addr = config.members[peer.index()];
         tokio::spawn(async move {
             let backoff = (Duration::from_millis(10), Duration::from_millis(500));
@@ -376,6 +481,7 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
             )
             .await
             {
+                lock(&runs).insert(peer, a.incarnation);
                 let _ = found.send((peer, stream, a.key));
             }
         });
@@ -403,16 +509,16 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
     // In the message, so that a campaign can read it whatever the log
     // format.
     tracing::info!("mesh formed in {} ms", now.elapsed().as_millis());
-    let mut mesh = Mesh {
-        peers: HashMap::new(),
-        _acceptor: stop.drop_guard(),
-        directions: HashMap::new(),
-        me,
-        members,
-        margin: config.margin,
-    };
+    let want = members.saturating_sub(1);
+    let mut mesh = Mesh::formed((me, members), stop.drop_guard(), config.margin, want);
+    mesh.acceptor = Some((config.listener, config.handshake));
+    mesh.incarnations = std::mem::take(&mut *lock(&runs));
     mesh.keep(links);
     Ok(mesh)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// An authenticated connection to a member, as a dial or the acceptor hands

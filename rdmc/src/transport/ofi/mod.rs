@@ -62,6 +62,14 @@
 //! [`Completion::PeerDown`](super::Completion), what the `tcp` transport
 //! reports, so every group with that peer fails once.
 //!
+//! A peer that restarts (a newer incarnation, at the same rendezvous
+//! address) is let back in without any other node restarting ([`rejoin`]):
+//! the rendezvous listener and the passive endpoint stay open after start,
+//! the new run's endpoints replace the old ones in the driver (each peer's
+//! endpoints have a generation, so what the provider still reports of the
+//! closed ones is dropped), and the runtime gets
+//! [`Completion::PeerUp`](super::Completion) for the new run.
+//!
 //! # Known limits
 //!
 //! * A receive buffer is registered when its first receive is posted (then
@@ -96,6 +104,7 @@
 mod driver;
 mod fabric;
 mod ffi;
+mod rejoin;
 mod setup;
 #[cfg(test)]
 mod tests;
@@ -130,4 +139,4 @@ impl Default for FabricOptions {
 
 /// One node's fabric endpoints, as the runtime sees them: every call is
 /// handed, in order, to the node's fabric driver task.
-pub(crate) type OfiEndpoint = super::fabric_driver::DrivenEndpoint;
+pub(crate) type OfiEndpoint = super::fabric_driver::DrivenEndpoint<driver::OfiCmd>;

@@ -13,7 +13,8 @@
 //! second round of the mesh's agreement, and starts only once every member
 //! has said so; a node whose endpoints do not connect tells every member
 //! whom it blames, so that every member that fails names the same members.
-//! Then the passive endpoint and the TCP connections are closed.
+//! Then the TCP connections are closed; the rendezvous listener and the
+//! passive endpoint stay open, for members that restart ([`rejoin`]).
 
 use std::collections::HashMap;
 use std::os::fd::RawFd;
@@ -21,183 +22,27 @@ use std::ptr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::Rng;
 use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
+use super::driver::cm::{self, EndpointKey, Event, Shared, read_event};
 use super::driver::{
     CTRL_RECVS, CTRL_SENDS, ControlPool, Core, DATA_RECVS, Driver, Endpoints, Fid, Peer, Queues,
-    WaitFd, ep_token, post_ctrl_recv, post_data_recv, token_peer,
+    WaitFd,
 };
-use super::fabric::{Domain, Info, OfiError, check};
+use super::fabric::{Domain, Info, check};
+use super::rejoin::{self, MAX_NAME, Rejoin, RunTable, fresh_token, swap};
 use super::{FabricOptions, OfiEndpoint, ffi};
 use crate::error::Error;
 use crate::ids::NodeId;
-use crate::transport::Completions;
+use crate::transport::fabric_driver::PeerLink;
 use crate::transport::fabric_driver::{self, DriverOptions};
+use crate::transport::mesh::handshake::Vet;
 use crate::transport::mesh::{self, ClusterConfig, Mesh, MeshError, MeshPurpose};
+use crate::transport::{Completion, Completions};
 use crate::wait::CompletionMode;
-
-/// Connection data magic and version.
-const CONN_MAGIC: [u8; 4] = *b"RDMC";
-const CONN_VERSION: u8 = 1;
-const CONN_LEN: usize = 28;
-/// Longest fabric address accepted from a peer.
-const MAX_NAME: usize = 256;
 
 fn transport_error(what: &str, e: impl std::fmt::Display) -> Error {
     Error::Transport(format!("ofi: {what}: {e}"))
-}
-
-fn conn_data(kind_ctrl: bool, from: NodeId, token: &[u8; 16]) -> [u8; CONN_LEN] {
-    let mut out = [0u8; CONN_LEN];
-    out[..4].copy_from_slice(&CONN_MAGIC);
-    out[4] = CONN_VERSION;
-    out[5] = u8::from(kind_ctrl);
-    out[8..12].copy_from_slice(&from.0.to_le_bytes());
-    out[12..28].copy_from_slice(token);
-    out
-}
-
-/// (is-control, from, token) of valid connection data.
-fn parse_conn_data(data: &[u8]) -> Option<(bool, NodeId, [u8; 16])> {
-    if data.len() < CONN_LEN || data[..4] != CONN_MAGIC || data[4] != CONN_VERSION {
-        return None;
-    }
-    let ctrl = match data[5] {
-        0 => false,
-        1 => true,
-        _ => return None,
-    };
-    let from = NodeId(u32::from_le_bytes(data[8..12].try_into().ok()?));
-    Some((ctrl, from, data[12..28].try_into().ok()?))
-}
-
-/// Swap (fabric address, token) with a peer over its authenticated stream.
-async fn swap(
-    stream: &mut TcpStream,
-    name: &[u8],
-    token: &[u8; 16],
-) -> std::io::Result<(Vec<u8>, [u8; 16])> {
-    let mut out = Vec::with_capacity(2 + name.len() + 16);
-    out.extend_from_slice(&(name.len() as u16).to_be_bytes());
-    out.extend_from_slice(name);
-    out.extend_from_slice(token);
-    stream.write_all(&out).await?;
-    let len = stream.read_u16().await? as usize;
-    if len == 0 || len > MAX_NAME {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("fabric address of {len} bytes"),
-        ));
-    }
-    let mut theirs = vec![0u8; len];
-    stream.read_exact(&mut theirs).await?;
-    let mut their_token = [0u8; 16];
-    stream.read_exact(&mut their_token).await?;
-    Ok((theirs, their_token))
-}
-
-/// A connection request's `fi_info`, freed on drop.
-struct ConnReqInfo(*mut ffi::FiInfo);
-
-// SAFETY: plain heap data owned by this value alone.
-unsafe impl Send for ConnReqInfo {}
-
-impl Drop for ConnReqInfo {
-    fn drop(&mut self) {
-        // SAFETY: the connreq's info, ours to free, freed only here.
-        unsafe { ffi::rdmc_freeinfo(self.0) };
-    }
-}
-
-/// A connection-manager event during start-up.
-enum Event {
-    ConnReq { info: ConnReqInfo, data: Vec<u8> },
-    Connected((NodeId, bool)),
-    Down(Option<(NodeId, bool)>, i32),
-}
-
-/// The next CM event, if there is one.
-fn read_event(eq: &Fid) -> Result<Option<Event>, OfiError> {
-    loop {
-        // SAFETY: all-zero is a valid value of this plain C struct.
-        let mut ev: ffi::Eqe = unsafe { std::mem::zeroed() };
-        let mut data = [0u8; 64];
-        // SAFETY: the EQ is open; `ev` and `data` are live locals of the
-        // sizes given.
-        let got = unsafe { ffi::rdmc_eq_read(eq.0, &mut ev, data.as_mut_ptr().cast(), data.len()) };
-        if got == -(ffi::FI_EAGAIN as isize) {
-            return Ok(None);
-        }
-        check("fi_eq_read", got as i64)?;
-        return Ok(Some(match ev.event {
-            ffi::EV_CONNREQ => Event::ConnReq {
-                info: ConnReqInfo(ev.info),
-                data: data[..(ev.data_len as usize).min(data.len())].to_vec(),
-            },
-            ffi::EV_CONNECTED => match token_peer(ev.fid_context) {
-                Some(key) => Event::Connected(key),
-                None => continue,
-            },
-            ffi::EV_SHUTDOWN | ffi::EV_ERROR => Event::Down(token_peer(ev.fid_context), ev.err),
-            _ => continue,
-        }));
-    }
-}
-
-/// What every endpoint of the node is opened with.
-struct Shared<'a> {
-    domain: &'a Arc<Domain>,
-    eq: &'a Fid,
-    cq: &'a Fid,
-    pool: &'a ControlPool,
-    /// Post zero-length receives on data endpoints (`FI_RX_CQ_DATA`).
-    data_recvs: bool,
-}
-
-impl Shared<'_> {
-    /// Open an endpoint bound to the node's queues, with its receives
-    /// posted: one that will connect to the passive endpoint at `dest`, or
-    /// (`None`) one opened from a connection request's `info`.
-    fn open_ep(
-        &self,
-        info: *mut ffi::FiInfo,
-        dest: Option<&[u8]>,
-        peer: NodeId,
-        ctrl: bool,
-    ) -> Result<Fid, OfiError> {
-        let mut ep = ptr::null_mut();
-        let (dest, dest_len) = dest.map_or((ptr::null(), 0), |d| (d.as_ptr().cast(), d.len()));
-        // SAFETY: domain, EQ and CQ are open; `info` is a live fi_info;
-        // `dest` is null or `dest_len` live bytes, copied by the call; the
-        // context is an integer token, never dereferenced.
-        let ret = unsafe {
-            ffi::rdmc_ep_open(
-                self.domain.domain(),
-                info,
-                dest,
-                dest_len,
-                self.eq.0,
-                self.cq.0,
-                ep_token(peer, ctrl),
-                &mut ep,
-            )
-        };
-        check("fi_endpoint", ret.into())?;
-        let ep = Fid(ep);
-        if ctrl {
-            for i in 0..CTRL_RECVS {
-                post_ctrl_recv(&ep, self.pool, peer, i)?;
-            }
-        } else if self.data_recvs {
-            for _ in 0..DATA_RECVS {
-                post_data_recv(&ep, peer)?;
-            }
-        }
-        Ok(ep)
-    }
 }
 
 /// What the start-up steps need to know of the cluster once the mesh has
@@ -241,13 +86,16 @@ pub(crate) async fn establish(
         .check_member()
         .map_err(|e| Error::Transport(e.to_string()))?;
     let startup = Startup::of(&cluster);
+    let members = cluster.members.clone();
     let info = choose_provider(&cluster, &options).await?;
     let fabric = FabricObjects::open(&info, startup.nodes)?;
+    let runs = RunTable::default();
+    let vet = rejoin::vet(startup.me, &runs);
     let Rendezvous {
         issued,
         theirs,
         mut mesh,
-    } = rendezvous(cluster, &fabric.name, startup.handshake_timeout).await?;
+    } = rendezvous(cluster, &fabric.name, (startup.handshake_timeout, vet)).await?;
     // This node's endpoints are connected by then, or it gives up. The
     // other members started within the time of an address swap of ours:
     // the agreement's margin covers that.
@@ -270,8 +118,36 @@ pub(crate) async fn establish(
     mesh.confirm(deadline, timeout)
         .await
         .map_err(|e| transport_error("connecting endpoints", e))?;
-    drop(mesh);
-    start_driver(fabric, &info, endpoints, startup, &driver, &options, mode)
+    let known: HashMap<NodeId, u64> = startup
+        .peers()
+        .filter_map(|p| Some((p, mesh.incarnation(p)?)))
+        .collect();
+    let acceptor = mesh
+        .into_acceptor()
+        .expect("a formed mesh has its listener");
+    let name = fabric.name.clone();
+    let (downs, gone) = tokio::sync::mpsc::unbounded_channel();
+    let (endpoint, completions) = start_driver(
+        fabric,
+        (info, downs),
+        (endpoints, &known, &members),
+        startup,
+        &driver,
+        &options,
+        mode,
+    )?;
+    let rejoin = Rejoin {
+        me: startup.me,
+        members,
+        name,
+        connect_timeout: startup.connect_timeout,
+        handshake_timeout: startup.handshake_timeout,
+        margin: startup.failure_timeout / 2,
+        runs,
+        commands: endpoint.commands.downgrade(),
+    };
+    let (stop, acceptor) = rejoin::start(rejoin, acceptor, (known, gone));
+    Ok((endpoint.with_task_beside(stop, acceptor), completions))
 }
 
 /// This node could not connect its endpoints: why, and the members it
@@ -371,7 +247,9 @@ impl FabricObjects {
             check("fi_eq_open", ret.into()).map_err(|e| transport_error("event queue", e))?;
             (Fid(eq), fd)
         };
-        let peers = nodes.saturating_sub(1) as u64;
+        // One peer more than there are: room for a restarted peer's new
+        // endpoints while what the old ones still report is not read yet.
+        let peers = nodes as u64;
         let cq_size = peers * (CTRL_RECVS + DATA_RECVS + CTRL_SENDS + 32) as u64 + 64;
         let (cq, cq_fd) = {
             let (mut cq, mut fd) = (ptr::null_mut(), 0);
@@ -446,9 +324,9 @@ struct Rendezvous {
 async fn rendezvous(
     cluster: ClusterConfig,
     name: &[u8],
-    swap_timeout: Duration,
+    (swap_timeout, vet): (Duration, Vet),
 ) -> Result<Rendezvous, Error> {
-    let mut mesh = mesh::bring_up(cluster, MeshPurpose::OfiRendezvous)
+    let mut mesh = mesh::bring_up_vetted(cluster, MeshPurpose::OfiRendezvous, Some(vet))
         .await
         .map_err(|e| match e {
             MeshError::Listen(_) => Error::Transport(e.to_string()),
@@ -456,8 +334,7 @@ async fn rendezvous(
         })?;
     let mut issued = HashMap::new();
     let swaps = mesh.peers.iter_mut().map(|(&peer, stream)| {
-        let mut token = [0u8; 16];
-        rand::rng().fill_bytes(&mut token);
+        let token = fresh_token();
         issued.insert(peer, token);
         async move {
             let r = tokio::time::timeout(swap_timeout, swap(stream, name, &token)).await;
@@ -480,9 +357,6 @@ async fn rendezvous(
     })
 }
 
-/// A node's data (`false`) or control (`true`) endpoint to a peer.
-type EndpointKey = (NodeId, bool);
-
 /// Step 4a: connect both endpoints to every lower rank.
 fn dial_lower_ranks(
     shared: &Shared<'_>,
@@ -494,7 +368,9 @@ fn dial_lower_ranks(
     let lower = theirs.iter().filter(|(p, _)| **p < me);
     for (&peer, (addr, token)) in lower {
         for ctrl in [false, true] {
-            let ep = dial_endpoint(shared, info, peer, ctrl, me, addr, token)
+            let ep = shared
+                .dial(info.as_ptr(), (peer, ctrl), (me, 0), (addr, token))
+                .map_err(|e| transport_error(&format!("connecting to node {peer}"), e))
                 .map_err(SetupFailure::local(me))?;
             eps.insert((peer, ctrl), ep);
         }
@@ -542,24 +418,25 @@ async fn await_connections(
         };
         match ev {
             Event::ConnReq { info: req, data } => {
-                let valid = parse_conn_data(&data).filter(|(ctrl, from, token)| {
+                let valid = cm::parse_conn_data(&data).filter(|(ctrl, from, token)| {
                     *from > startup.me
                         && from.index() < startup.nodes
                         && issued.get(from) == Some(token)
                         && !eps.contains_key(&(*from, *ctrl))
                 });
                 if let Some((ctrl, from, _)) = valid {
-                    let ep = accept_endpoint(shared, req, from, ctrl).map_err(&local)?;
+                    let ep = shared
+                        .accept(req, (from, ctrl), 0)
+                        .map_err(|e| transport_error("accepting an endpoint", e))
+                        .map_err(&local)?;
                     eps.insert((from, ctrl), ep);
                 } else {
                     tracing::warn!("rejected a fabric connection without a valid token");
-                    // SAFETY: the passive endpoint is open; the info is the
-                    // connreq's, freed after (by `req`'s drop).
-                    unsafe { ffi::rdmc_reject(pep.0, req.0) };
+                    cm::reject(pep, &req);
                 }
             }
-            Event::Connected(key) => {
-                connected.insert(key);
+            Event::Connected((peer, ctrl, _)) => {
+                connected.insert((peer, ctrl));
             }
             Event::Down(who, err) => {
                 return Err(SetupFailure {
@@ -567,13 +444,13 @@ async fn await_connections(
                         "connecting endpoints",
                         format!(
                             "node {} refused or dropped the connection ({})",
-                            who.map_or_else(|| "?".to_owned(), |(p, _)| p.to_string()),
+                            who.map_or_else(|| "?".to_owned(), |(p, _, _)| p.to_string()),
                             super::fabric::strerror(err)
                         ),
                     ),
                     // An unknown endpoint: this node's own failure, for all
                     // it knows.
-                    blame: vec![who.map_or(startup.me, |(p, _)| p)],
+                    blame: vec![who.map_or(startup.me, |(p, _, _)| p)],
                 });
             }
         }
@@ -581,63 +458,30 @@ async fn await_connections(
     Ok(eps)
 }
 
-/// Open an endpoint to lower-ranked `peer` and connect it to the peer's
-/// passive endpoint at `addr`, presenting the peer's `token`.
-fn dial_endpoint(
-    shared: &Shared<'_>,
-    info: &Info,
-    peer: NodeId,
-    ctrl: bool,
-    me: NodeId,
-    addr: &[u8],
-    token: &[u8; 16],
-) -> Result<Fid, Error> {
-    let ep = shared
-        .open_ep(info.as_ptr(), Some(addr), peer, ctrl)
-        .map_err(|e| transport_error("opening an endpoint", e))?;
-    let data = conn_data(ctrl, me, token);
-    // SAFETY: the endpoint is open; `addr` is the peer's fabric address as
-    // its fi_getname gave it; `data` outlives the call.
-    let ret =
-        unsafe { ffi::rdmc_connect(ep.0, addr.as_ptr().cast(), data.as_ptr().cast(), data.len()) };
-    check("fi_connect", ret.into())
-        .map_err(|e| transport_error(&format!("connecting to node {peer}"), e))?;
-    Ok(ep)
-}
-
-/// Open an endpoint from a valid connection request of `from` and accept it.
-fn accept_endpoint(
-    shared: &Shared<'_>,
-    req: ConnReqInfo,
-    from: NodeId,
-    ctrl: bool,
-) -> Result<Fid, Error> {
-    let opened = shared.open_ep(req.0, None, from, ctrl);
-    drop(req);
-    let ep = opened.map_err(|e| transport_error("accepting an endpoint", e))?;
-    // SAFETY: the endpoint was opened from this connreq.
-    let ret = unsafe { ffi::rdmc_accept(ep.0) };
-    check("fi_accept", ret.into()).map_err(|e| transport_error("accepting an endpoint", e))?;
-    Ok(ep)
-}
-
-/// Step 5: close the passive endpoint, hand the connected endpoints and the
-/// queues to a fabric driver task, and start it.
+/// Step 5: hand the connected endpoints (to the peers' runs `runs`, at
+/// `members`), the passive endpoint and the queues to a fabric driver
+/// task, and start it; every peer is reported up. The driver keeps `info`
+/// to connect to restarted peers, and tells `downs` of every peer's run
+/// that goes down.
 fn start_driver(
     fabric: FabricObjects,
-    info: &Info,
-    mut endpoints: HashMap<EndpointKey, Fid>,
+    (info, downs): (Info, tokio::sync::mpsc::UnboundedSender<(NodeId, u64)>),
+    (mut endpoints, runs, members): (
+        HashMap<EndpointKey, Fid>,
+        &HashMap<NodeId, u64>,
+        &[std::net::SocketAddr],
+    ),
     startup: Startup,
     driver: &DriverOptions,
     options: &FabricOptions,
     mode: CompletionMode,
 ) -> Result<(OfiEndpoint, Completions), Error> {
-    drop(fabric.pep);
     let mut peers = HashMap::new();
     for p in startup.peers() {
         let data = endpoints.remove(&(p, false)).expect("connected");
         let ctrl = endpoints.remove(&(p, true)).expect("connected");
-        peers.insert(p, Peer::new(Endpoints::new(data, ctrl)));
+        let run = runs.get(&p).copied().unwrap_or(0);
+        peers.insert(p, Peer::new(Endpoints::new(data, ctrl, (0, run))));
     }
     let interest = tokio::io::Interest::READABLE;
     // SAFETY: the fds are the CQ's and EQ's wait objects, open until those
@@ -652,8 +496,12 @@ fn start_driver(
         cq_fd,
         eq: fabric.eq,
         eq_fd,
+        pep: Some(fabric.pep),
     };
     let span = tracing::debug_span!("rdmc_ofi", node = startup.me.0);
+    // A socket provider completes a send once its socket took the bytes.
+    let buffered = buffered_provider(&info.summary.provider);
+    let description = format!("ofi, provider {}", info.summary.provider);
     let (endpoint, completions) = fabric_driver::spawn(driver, span, |commands, completions| {
         let failure_timeout = startup.failure_timeout;
         let core = Core::new(
@@ -665,6 +513,13 @@ fn start_driver(
             mode,
             failure_timeout,
         );
+        for (&node, peer) in &core.peers {
+            core.emit(Completion::PeerUp {
+                node,
+                incarnation: peer.link.incarnation(),
+                addr: members.get(node.index()).copied(),
+            });
+        }
         let mut driver = Driver::new(
             core,
             info.summary.modes,
@@ -675,12 +530,11 @@ fn start_driver(
         // Verbs carries 4 bytes of CQ data, so strict (verbs-like) mode
         // never counts on more.
         driver.len_in_cq_data = info.summary.cq_data_size >= 8 && !options.strict_modes;
-        driver
+        driver.restarts(info, downs)
     });
-    // A socket provider completes a send once its socket took the bytes.
     let endpoint = endpoint
-        .with_buffered_sends(buffered_provider(&info.summary.provider))
-        .with_description(format!("ofi, provider {}", info.summary.provider));
+        .with_buffered_sends(buffered)
+        .with_description(description);
     Ok((endpoint, completions))
 }
 

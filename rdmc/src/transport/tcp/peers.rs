@@ -321,7 +321,7 @@ impl PeerSet {
             })
         };
         let accepting = tokio::spawn(connect::accept_loop(
-            listener,
+            Arc::new(listener),
             Arc::clone(&shared.handshake),
             Arc::clone(&shared.refusals),
             on_peer,

@@ -53,16 +53,20 @@ impl Driver {
         // immediate data as FI_REMOTE_CQ_DATA.
         // SAFETY: every operation we post carries a context from
         // `OpCtx::boxed`, handed back exactly once, here.
-        match unsafe { OpCtx::take(e.op_context) } {
-            Op::DataRecv { peer } => {
+        let op = unsafe { OpCtx::take(e.op_context) };
+        if self.stale(&op) {
+            return;
+        }
+        match op {
+            Op::DataRecv { peer, .. } => {
                 // With FI_RX_CQ_DATA, a peer's write consumed this receive.
                 self.repost_data_recv(peer);
                 if remote_data {
                     self.write_landed(e.data);
                 }
             }
-            Op::CtrlRecv { peer, slot } => self.ctrl_received(peer, slot),
-            Op::CtrlSend { peer, slot } => self.core.ctrl_sent(peer, slot),
+            Op::CtrlRecv { peer, slot, .. } => self.ctrl_received(peer, slot),
+            Op::CtrlSend { peer, slot, .. } => self.core.ctrl_sent(peer, slot),
             Op::Write { peer, group, .. } => {
                 self.write_ended(peer);
                 self.write_done(group, peer);
@@ -90,10 +94,13 @@ impl Driver {
         }
         // SAFETY: as in `on_cqe`: our context, handed back once.
         let op = unsafe { OpCtx::take(err.op_context) };
+        if self.stale(&op) {
+            return;
+        }
         let cancelled = err.err == ffi::FI_ECANCELED;
         let peer = match op {
-            Op::CtrlRecv { peer, .. } | Op::DataRecv { peer } => peer,
-            Op::CtrlSend { peer, slot } => {
+            Op::CtrlRecv { peer, .. } | Op::DataRecv { peer, .. } => peer,
+            Op::CtrlSend { peer, slot, .. } => {
                 self.core.ctrl_sent(peer, slot);
                 peer
             }
@@ -112,6 +119,16 @@ impl Driver {
         if !cancelled {
             self.peer_failed(peer, &message);
         }
+    }
+
+    /// Whether `op` was posted on endpoints since replaced (a restarted
+    /// peer's older run's): what it held is dropped, nothing else.
+    fn stale(&self, op: &Op) -> bool {
+        let (peer, generation) = op.peer_gen();
+        self.core
+            .peers
+            .get(&peer)
+            .is_some_and(|p| p.link.generation != generation)
     }
 
     /// A block write to `peer` completed, or failed.

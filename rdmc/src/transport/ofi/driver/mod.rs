@@ -21,18 +21,23 @@
 //! slots, control sends), [`send`] (block writes), [`root`] (registrations
 //! of a root's messages), [`recv`] (receive buffers and landed writes),
 //! [`completions`] (reading the CQ), [`failure`] (endpoint events, closing
-//! a failed peer's endpoints) and [`teardown`] (closing everything).
+//! a failed peer's endpoints), [`cm`] (the connection manager: connection
+//! data, events, endpoints opened, connected and accepted), [`join`]
+//! (replacing a restarted peer's endpoints) and [`teardown`] (closing
+//! everything).
 
+pub(crate) mod cm;
 mod completions;
 mod control;
 mod failure;
+mod join;
 mod ops;
 mod recv;
 mod root;
 mod send;
 mod teardown;
 
-use std::convert::Infallible;
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,7 +45,7 @@ use std::time::Duration;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::mpsc;
 
-use super::fabric::{Domain, Modes, Mr, OfiError, strerror};
+use super::fabric::{Domain, Info, Modes, Mr, OfiError, strerror};
 use super::ffi;
 use crate::ids::NodeId;
 use crate::transport::RecvRegion;
@@ -49,6 +54,7 @@ use crate::transport::fabric_driver::{self, Cmd, FabricDriver, PeerLink, Posted,
 use crate::wait::CompletionMode;
 
 pub(crate) use self::control::ControlPool;
+pub(crate) use self::join::{Join, OfiCmd};
 pub(crate) use self::ops::{Fid, WaitFd, ep_token, post_ctrl_recv, post_data_recv, token_peer};
 use self::ops::{Op, OpCtx, post_ctrl_send};
 use self::root::RootRegistration;
@@ -64,7 +70,7 @@ pub(crate) const DATA_RECVS: usize = 64;
 pub(crate) type Peer = fabric_driver::Peer<Endpoints>;
 
 /// The state every fabric driver keeps, of this one.
-pub(crate) type Core = fabric_driver::Core<Endpoints, Infallible, Mr>;
+pub(crate) type Core = fabric_driver::Core<Endpoints, OfiCmd, Mr>;
 
 /// The endpoints to one peer.
 #[derive(Debug)]
@@ -72,15 +78,35 @@ pub(crate) struct Endpoints {
     pub(crate) data: Option<Fid>,
     pub(crate) ctrl: Option<Fid>,
     writes_in_flight: usize,
+    /// Their generation: 0 at start, one more each time a restarted
+    /// peer's endpoints replace the last.
+    pub(crate) generation: u32,
+    /// The peer's run they connect to.
+    incarnation: u64,
 }
 
 impl Endpoints {
-    /// A peer's `data` and `ctrl` endpoints, connected.
-    pub(crate) fn new(data: Fid, ctrl: Fid) -> Self {
+    /// A peer's `data` and `ctrl` endpoints, connected, of generation
+    /// `generation`, to its run `incarnation`.
+    pub(crate) fn new(data: Fid, ctrl: Fid, (generation, incarnation): (u32, u64)) -> Self {
         Endpoints {
             data: Some(data),
             ctrl: Some(ctrl),
             writes_in_flight: 0,
+            generation,
+            incarnation,
+        }
+    }
+
+    /// Endpoints of generation `generation` to the peer's run
+    /// `incarnation`, not opened yet.
+    pub(crate) fn pending((generation, incarnation): (u32, u64)) -> Self {
+        Endpoints {
+            data: None,
+            ctrl: None,
+            writes_in_flight: 0,
+            generation,
+            incarnation,
         }
     }
 
@@ -99,6 +125,10 @@ impl PeerLink for Endpoints {
     fn writes_in_flight(&self) -> usize {
         self.writes_in_flight
     }
+
+    fn incarnation(&self) -> u64 {
+        self.incarnation
+    }
 }
 
 /// Everything the driver owns. Field order is drop order after
@@ -115,6 +145,16 @@ pub(crate) struct Driver {
     /// The peers, receive slots and credits, commands, liveness, flush,
     /// control slots and registrations of a root's messages.
     core: Core,
+    /// Restarted peers whose new endpoints are being connected.
+    joins: HashMap<NodeId, Join>,
+    /// The passive endpoint restarted peers connect to (`None` once
+    /// closed, or where the node takes none).
+    pep: Option<Fid>,
+    /// The provider's info, to connect to restarted peers' passive
+    /// endpoints (`None`: the node connects to none).
+    info: Option<Info>,
+    /// Told of every peer's run that goes down, to look for its next run.
+    downs: Option<mpsc::UnboundedSender<(NodeId, u64)>>,
     pub(crate) cq: Fid,
     pub(crate) eq: Fid,
     pub(crate) next_key: u64,
@@ -138,6 +178,8 @@ pub(crate) struct Queues {
     pub(crate) cq_fd: AsyncFd<WaitFd>,
     pub(crate) eq: Fid,
     pub(crate) eq_fd: AsyncFd<WaitFd>,
+    /// The passive endpoint, kept listening for restarted peers.
+    pub(crate) pep: Option<Fid>,
 }
 
 impl Driver {
@@ -156,6 +198,10 @@ impl Driver {
             eq_fd: Some(queues.eq_fd),
             fd_wait_works: true,
             core,
+            joins: HashMap::new(),
+            pep: queues.pep,
+            info: None,
+            downs: None,
             cq: queues.cq,
             eq: queues.eq,
             next_key,
@@ -165,11 +211,25 @@ impl Driver {
     }
 }
 
+impl Driver {
+    /// The same, connecting to restarted peers with `info` and telling
+    /// `downs` of every peer's run that goes down.
+    pub(crate) fn restarts(
+        mut self,
+        info: Info,
+        downs: mpsc::UnboundedSender<(NodeId, u64)>,
+    ) -> Self {
+        self.info = Some(info);
+        self.downs = Some(downs);
+        self
+    }
+}
+
 /// The libfabric primitives; the logic every fabric driver shares is
 /// [`FabricDriver`]'s.
 impl FabricDriver for Driver {
     type Link = Endpoints;
-    type Extra = Infallible;
+    type Extra = OfiCmd;
     type Registration = Mr;
     type Error = OfiError;
     type Wake = ();
@@ -186,16 +246,16 @@ impl FabricDriver for Driver {
 
     fn post_ctrl_send(&mut self, to: NodeId, slot: usize, at: *mut u8) -> Result<Posted, OfiError> {
         let (p, slots) = self.core.up_with_slots(to);
-        let ep = p
-            .and_then(|p| p.link.ctrl.as_ref())
-            .expect("usable peers have endpoints");
-        post_ctrl_send(ep, slots, to, slot, at)
+        let link = p.map(|p| &p.link).expect("usable peers have endpoints");
+        let ep = link.ctrl.as_ref().expect("usable peers have endpoints");
+        post_ctrl_send(ep, slots, (to, link.generation), slot, at)
     }
 
     fn post_recv_slot(&mut self, peer: NodeId, slot: usize) -> Result<(), OfiError> {
         let (p, slots) = self.core.up_with_slots(peer);
-        let ep = p.and_then(|p| p.link.ctrl.as_ref()).expect("up");
-        post_ctrl_recv(ep, slots, peer, slot)
+        let link = p.map(|p| &p.link).expect("up");
+        let ep = link.ctrl.as_ref().expect("up");
+        post_ctrl_recv(ep, slots, (peer, link.generation), slot)
     }
 
     fn post_write(&mut self, to: NodeId, op: WriteOp) -> Result<Option<WriteOp>, OfiError> {
@@ -211,11 +271,16 @@ impl FabricDriver for Driver {
     }
 
     fn close_link(&mut self, peer: NodeId) {
-        self.core.peer_mut(peer).link.close();
+        let link = &mut self.core.peer_mut(peer).link;
+        link.close();
+        let incarnation = link.incarnation;
+        if let Some(downs) = &self.downs {
+            let _ = downs.send((peer, incarnation));
+        }
     }
 
-    fn on_extra(&mut self, never: Infallible) {
-        match never {}
+    fn on_extra(&mut self, cmd: OfiCmd) {
+        self.on_join_command(cmd);
     }
 
     fn poll(&mut self) -> usize {
@@ -244,7 +309,7 @@ impl FabricDriver for Driver {
     fn wake_sources(
         &mut self,
     ) -> (
-        &mut mpsc::UnboundedReceiver<Cmd>,
+        &mut mpsc::UnboundedReceiver<Cmd<OfiCmd>>,
         impl Future<Output = ()> + Send + '_,
     ) {
         let works = self.fd_wait_works;

@@ -45,15 +45,26 @@ impl AsRawFd for WaitFd {
     }
 }
 
-/// The endpoint context token of (peer, kind): an integer, never dereferenced.
-pub(crate) fn ep_token(peer: NodeId, ctrl: bool) -> *mut c_void {
-    (1 + 2 * peer.index() + usize::from(ctrl)) as *mut c_void
+/// A peer and the generation of its endpoints: the endpoints of a peer's
+/// first connection are generation 0, those that replace them (a restarted
+/// peer let back in) the next, so that what is still reported about
+/// closed ones is told apart.
+pub(crate) type PeerGen = (NodeId, u32);
+
+/// The endpoint context token of (peer, kind, generation): an integer,
+/// never dereferenced (16 bits of the generation, on 64-bit targets).
+pub(crate) fn ep_token(peer: NodeId, ctrl: bool, generation: u32) -> *mut c_void {
+    let low = 1 + 2 * (peer.index() & 0x7FFF_FFFF) + usize::from(ctrl);
+    let high = (generation as usize & 0xFFFF) << 16 << 16;
+    (high | low) as *mut c_void
 }
 
-/// The (peer, is-control) an endpoint context token stands for.
-pub(crate) fn token_peer(token: *mut c_void) -> Option<(NodeId, bool)> {
-    let t = (token as usize).checked_sub(1)?;
-    Some((NodeId(u32::try_from(t / 2).ok()?), t % 2 == 1))
+/// The (peer, is-control, generation) an endpoint context token stands for.
+pub(crate) fn token_peer(token: *mut c_void) -> Option<(NodeId, bool, u32)> {
+    let token = token as usize;
+    let generation = (token >> 16 >> 16) as u32;
+    let t = (token & 0xFFFF_FFFF).checked_sub(1)?;
+    Some((NodeId(u32::try_from(t / 2).ok()?), t % 2 == 1, generation))
 }
 
 /// An operation's context: room for the `fi_context2` (which contains an
@@ -67,25 +78,50 @@ pub(crate) struct OpCtx {
 }
 
 /// What an operation's completion means.
+/// Each names the peer and the generation of its endpoints it was posted
+/// on (`generation`).
 pub(crate) enum Op {
     /// A control message from `peer` arrived in its receive slot `slot`.
     CtrlRecv {
         peer: NodeId,
+        generation: u32,
         slot: usize,
     },
     DataRecv {
         peer: NodeId,
+        generation: u32,
     },
     CtrlSend {
         peer: NodeId,
+        generation: u32,
         slot: usize,
     },
     Write {
         peer: NodeId,
+        generation: u32,
         group: GroupId,
         _block: BlockRef,
         _mr: Option<Arc<RootRegistration>>,
     },
+}
+
+impl Op {
+    /// The peer and the generation of its endpoints the operation was
+    /// posted on.
+    pub(crate) fn peer_gen(&self) -> PeerGen {
+        match *self {
+            Op::CtrlRecv {
+                peer, generation, ..
+            }
+            | Op::DataRecv { peer, generation }
+            | Op::CtrlSend {
+                peer, generation, ..
+            }
+            | Op::Write {
+                peer, generation, ..
+            } => (peer, generation),
+        }
+    }
 }
 
 impl OpCtx {
@@ -107,15 +143,20 @@ impl OpCtx {
     }
 }
 
-/// Post a control receive into receive slot `slot` of `peer`.
+/// Post a control receive into receive slot `slot` of `peer`, on its
+/// endpoint `ep` of generation `generation`.
 pub(crate) fn post_ctrl_recv(
     ep: &Fid,
     pool: &ControlPool,
-    peer: NodeId,
+    (peer, generation): PeerGen,
     slot: usize,
 ) -> Result<(), OfiError> {
     let (_, at) = pool.recv_slot(peer, slot);
-    let ctx = OpCtx::boxed(Op::CtrlRecv { peer, slot });
+    let ctx = OpCtx::boxed(Op::CtrlRecv {
+        peer,
+        generation,
+        slot,
+    });
     // SAFETY: the endpoint is open; the slot is registered memory of the
     // pool, which outlives every endpoint; the context stays allocated until
     // its completion comes back (or forever, if it never does).
@@ -132,11 +173,15 @@ pub(crate) fn post_ctrl_recv(
 pub(crate) fn post_ctrl_send(
     ep: &Fid,
     pool: &ControlPool,
-    peer: NodeId,
+    (peer, generation): PeerGen,
     slot: usize,
     at: *mut u8,
 ) -> Result<Posted, OfiError> {
-    let ctx = OpCtx::boxed(Op::CtrlSend { peer, slot });
+    let ctx = OpCtx::boxed(Op::CtrlSend {
+        peer,
+        generation,
+        slot,
+    });
     // SAFETY: the endpoint is open; the slot is registered pool memory, not
     // reused until this send's completion returns it; the context lives
     // until then.
@@ -152,8 +197,8 @@ pub(crate) fn post_ctrl_send(
 }
 
 /// Post a zero-length receive on a data endpoint (for `FI_RX_CQ_DATA`).
-pub(crate) fn post_data_recv(ep: &Fid, peer: NodeId) -> Result<(), OfiError> {
-    let ctx = OpCtx::boxed(Op::DataRecv { peer });
+pub(crate) fn post_data_recv(ep: &Fid, (peer, generation): PeerGen) -> Result<(), OfiError> {
+    let ctx = OpCtx::boxed(Op::DataRecv { peer, generation });
     // SAFETY: the endpoint is open; a zero-length receive names no memory;
     // the context stays allocated until its completion comes back.
     let ret = unsafe { ffi::rdmc_recv(ep.0, ptr::null_mut(), 0, ptr::null_mut(), ctx) };

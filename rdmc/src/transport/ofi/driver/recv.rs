@@ -47,7 +47,8 @@ impl Driver {
         let Some(p) = self.core.up(peer) else {
             return;
         };
-        if let Err(e) = post_data_recv(p.link.data.as_ref().expect("up"), peer) {
+        let ep = p.link.data.as_ref().expect("up");
+        if let Err(e) = post_data_recv(ep, (peer, p.link.generation)) {
             self.peer_failed(peer, &e.to_string());
         }
     }

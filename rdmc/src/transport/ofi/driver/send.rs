@@ -38,8 +38,10 @@ impl Driver {
         let src = op.block.as_slice();
         let (src_ptr, len) = (src.as_ptr(), src.len());
         let credit = op.credit;
+        let generation = self.core.peers[&to].link.generation;
         let ctx = OpCtx::boxed(Op::Write {
             peer: to,
+            generation,
             group: op.group,
             _block: op.block.clone(),
             _mr: mr,

@@ -14,6 +14,9 @@ impl Drop for Driver {
         for p in self.core.peers.values_mut() {
             p.link.close();
         }
+        self.close_joins();
+        // No more connection requests.
+        drop(self.pep.take());
         // Take back the contexts of operations flushed from them.
         loop {
             // SAFETY: all-zero is a valid value of these plain C structs.
