@@ -118,8 +118,14 @@ pub(crate) trait FabricDriver: Sized {
             }
             Cmd::Release { group } => {
                 let core = self.core_mut();
-                core.slots.release(group);
+                let released = core.slots.release(group);
                 core.root_registrations.remove(group);
+                for peer in released.revoke {
+                    self.send_ctrl_if_usable(peer, ControlMessage::Revoke { group });
+                }
+                for (peer, slot) in released.give_back {
+                    self.send_ctrl_if_usable(peer, ControlMessage::Returned { group, slot });
+                }
             }
             Cmd::Flush { done, limit } => {
                 self.core_mut().flushing = Some((done, Instant::now() + limit));
@@ -152,6 +158,14 @@ pub(crate) trait FabricDriver: Sized {
             self.check_liveness();
         }
         self.flush_done()
+    }
+
+    /// Queue a control message to `to` if it is usable (else nothing: a
+    /// peer gone needs it no more).
+    fn send_ctrl_if_usable(&mut self, to: NodeId, msg: ControlMessage) {
+        if self.core().usable(to) {
+            self.send_ctrl(to, msg);
+        }
     }
 
     /// Queue a control message to `to`, in order.
@@ -407,6 +421,14 @@ pub(crate) trait FabricDriver: Sized {
                 signal,
             }),
             ControlMessage::Credit(credit) => self.core_mut().slots.add_credit(from, credit),
+            ControlMessage::Revoke { group } => {
+                for slot in self.core_mut().slots.revoke(from, group) {
+                    self.send_ctrl_if_usable(from, ControlMessage::Returned { group, slot });
+                }
+            }
+            ControlMessage::Returned { group, slot } => {
+                self.core_mut().slots.returned(from, group, slot);
+            }
             ControlMessage::BlockHeader {
                 group,
                 slot,

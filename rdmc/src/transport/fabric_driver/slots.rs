@@ -25,6 +25,8 @@ struct RecvSlot {
     /// Kept alive while the peer may still write into a retired slot.
     _keep: Option<Arc<MessageBuffer>>,
     written: bool,
+    /// The peer said it will write nothing here.
+    returned: bool,
     /// The block's length as the write reported it, if it did.
     written_len: Option<u64>,
     header: Option<(u64, u64)>,
@@ -33,6 +35,17 @@ struct RecvSlot {
 /// A header or a write that matches no posted receive.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct NoSlot;
+
+/// What a group's release leaves to tell the peers.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Released {
+    /// The peers that hold credits for slots of the group still kept:
+    /// asked for them back.
+    pub(crate) revoke: Vec<NodeId>,
+    /// The credits of the group this node held (giver, slot): given back,
+    /// nothing is written into them.
+    pub(crate) give_back: Vec<(NodeId, u32)>,
+}
 
 /// The receive slots of a node and the credits it holds.
 #[derive(Debug, Default)]
@@ -56,6 +69,7 @@ impl SlotTable {
             region: Some(region),
             _keep: None,
             written: false,
+            returned: false,
             written_len: None,
             header: None,
         });
@@ -80,20 +94,63 @@ impl SlotTable {
 
     /// The group is over here: drop its credits, free its slots — keeping
     /// the memory of those a peer may still write into, until the write
-    /// lands or the peer is gone, reporting nothing for them.
-    pub(crate) fn release(&mut self, group: GroupId) {
-        self.credits.retain(|(_, g), _| *g != group);
+    /// lands, the peer gives the credit back or is gone, reporting nothing
+    /// for them. What to tell the peers: see [`Released`].
+    pub(crate) fn release(&mut self, group: GroupId) -> Released {
+        let mut give_back = Vec::new();
+        self.credits.retain(|&(peer, g), credits| {
+            if g == group {
+                give_back.extend(credits.iter().map(|c| (peer, c.slot)));
+            }
+            g != group
+        });
+        give_back.sort_unstable();
+        let mut revoke = Vec::new();
         for (i, entry) in self.slots.iter_mut().enumerate() {
             let Some(slot) = entry.as_mut().filter(|s| s.group == group) else {
                 continue;
             };
-            if slot.written || slot.region.is_none() {
+            if slot.written || slot.returned || slot.region.is_none() {
                 // Nothing more will land here.
                 *entry = None;
                 self.free.push(i as u32);
             } else {
                 slot._keep = slot.region.take().map(|r| Arc::clone(r.buffer()));
+                if !revoke.contains(&slot.from) {
+                    revoke.push(slot.from);
+                }
             }
+        }
+        revoke.sort_unstable();
+        Released { revoke, give_back }
+    }
+
+    /// `from` is done with `group` and asks for the credits of it this
+    /// node holds: taken, their slots (to give back).
+    pub(crate) fn revoke(&mut self, from: NodeId, group: GroupId) -> Vec<u32> {
+        self.credits
+            .remove(&(from, group))
+            .map(|credits| credits.into_iter().map(|c| c.slot).collect())
+            .unwrap_or_default()
+    }
+
+    /// `from` will write nothing into `slot` of `group`: freed if the group
+    /// is over here, else when it is.
+    pub(crate) fn returned(&mut self, from: NodeId, group: GroupId, slot: u32) {
+        let Some(entry) = self.slots.get_mut(slot as usize) else {
+            return;
+        };
+        let Some(s) = entry
+            .as_mut()
+            .filter(|s| s.from == from && s.group == group && !s.written)
+        else {
+            return;
+        };
+        if s.region.is_none() {
+            *entry = None;
+            self.free.push(slot);
+        } else {
+            s.returned = true;
         }
     }
 
@@ -306,5 +363,65 @@ mod tests {
             t.header(NodeId(2), GroupId(2), b, 1, 0),
             Err(NoSlot)
         ));
+    }
+
+    fn credit(group: u64, slot: u32) -> Credit {
+        Credit {
+            group: GroupId(group),
+            slot,
+            len: 1,
+            addr: 0,
+            key: 0,
+        }
+    }
+
+    #[test]
+    fn a_kept_slot_is_freed_once_its_credit_comes_back() {
+        let mut t = SlotTable::default();
+        let a = t.insert(GroupId(1), NodeId(2), region(10));
+        let released = t.release(GroupId(1));
+        assert_eq!(released.revoke, vec![NodeId(2)], "its holder is asked");
+        // Given back by another peer, for another group: not this slot's.
+        t.returned(NodeId(3), GroupId(1), a);
+        t.returned(NodeId(2), GroupId(9), a);
+        assert_ne!(t.insert(GroupId(2), NodeId(2), region(10)), a);
+        t.returned(NodeId(2), GroupId(1), a);
+        assert_eq!(t.insert(GroupId(2), NodeId(2), region(10)), a, "freed");
+    }
+
+    #[test]
+    fn a_credit_given_back_while_the_group_runs_frees_its_slot_at_the_release() {
+        let mut t = SlotTable::default();
+        let a = t.insert(GroupId(1), NodeId(2), region(10));
+        t.returned(NodeId(2), GroupId(1), a);
+        assert_ne!(
+            t.insert(GroupId(1), NodeId(2), region(10)),
+            a,
+            "still the group's"
+        );
+        let released = t.release(GroupId(1));
+        assert_eq!(released.revoke, vec![NodeId(2)], "the other slot is kept");
+        assert_eq!(t.insert(GroupId(2), NodeId(3), region(10)), a, "freed");
+    }
+
+    #[test]
+    fn credits_are_given_back_when_revoked_or_when_their_group_is_over() {
+        let mut t = SlotTable::default();
+        t.add_credit(NodeId(2), credit(1, 5));
+        t.add_credit(NodeId(2), credit(1, 6));
+        t.add_credit(NodeId(3), credit(1, 1));
+        t.add_credit(NodeId(3), credit(2, 9));
+        assert_eq!(t.revoke(NodeId(2), GroupId(1)), vec![5, 6]);
+        assert_eq!(t.revoke(NodeId(2), GroupId(1)), Vec::<u32>::new());
+        assert_eq!(t.take_credit(NodeId(2), GroupId(1)), None);
+        let released = t.release(GroupId(1));
+        assert_eq!(
+            released,
+            Released {
+                revoke: vec![],
+                give_back: vec![(NodeId(3), 1)],
+            }
+        );
+        assert_eq!(t.take_credit(NodeId(3), GroupId(2)), Some(credit(2, 9)));
     }
 }

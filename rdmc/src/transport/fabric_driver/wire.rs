@@ -7,12 +7,16 @@
 //!
 //! ```text
 //! offset size field
-//!      0    1 kind      1 signal, 2 credit, 3 block header, 4 heartbeat
+//!      0    1 kind      1 signal, 2 credit, 3 block header, 4 heartbeat,
+//!                       5 revoke, 6 returned
 //!      1    7 reserved  zero
 //!      8   32 signal:   a 32-byte signal frame header (the shared signal codec)
 //!      8    8 credit:   group | 16 4 slot | 20 4 zero | 24 8 len | 32 8 addr | 40 8 key
 //!      8    8 header:   group | 16 4 slot | 20 4 zero | 24 8 len | 32 8 immediate
+//!      8    8 revoke:   group
+//!      8    8 returned: group | 16 4 slot
 //! ```
+//! (every byte not listed is zero).
 //!
 //! A heartbeat has no fields (all zero after the kind); it keeps an idle
 //! peer's failure detector quiet.
@@ -25,6 +29,15 @@
 //! write itself carries `slot` in the low 32 bits of its remote CQ data (so
 //! it fits the 4-byte immediates of verbs too) and, with 8-byte CQ data, the
 //! block's length in the high 32 bits (0 when not carried).
+//!
+//! A credit's memory stays the receiver's to keep until the block is
+//! written into it, or the sender says it never will be: a sender that is
+//! done with a group gives back the credits it holds for it (*returned*),
+//! and a receiver that is done with a group while a peer still holds some
+//! of its credits asks for them back (*revoke*; answered with a returned
+//! for each credit not used yet — a used one is being written). Without
+//! that, a group that fails leaves its receive memory registered at every
+//! receiver whose sender outlives it.
 
 use crate::ids::GroupId;
 use crate::transport::Signal;
@@ -37,6 +50,8 @@ const KIND_SIGNAL: u8 = 1;
 const KIND_CREDIT: u8 = 2;
 const KIND_HEADER: u8 = 3;
 const KIND_HEARTBEAT: u8 = 4;
+const KIND_REVOKE: u8 = 5;
+const KIND_RETURNED: u8 = 6;
 
 /// A control message between two nodes (not the group protocol's
 /// [`Control`](crate::proto::Control), which travels inside a
@@ -56,6 +71,10 @@ pub(crate) enum ControlMessage {
     },
     /// "I am alive."
     Heartbeat,
+    /// "I am done with `group`: give back the credits of it you hold."
+    Revoke { group: GroupId },
+    /// "I will write nothing into `slot` of `group`."
+    Returned { group: GroupId, slot: u32 },
 }
 
 /// Where the next block of `group` may be written.
@@ -117,6 +136,15 @@ impl ControlMessage {
                 out[32..40].copy_from_slice(&immediate.to_le_bytes());
             }
             ControlMessage::Heartbeat => out[0] = KIND_HEARTBEAT,
+            ControlMessage::Revoke { group } => {
+                out[0] = KIND_REVOKE;
+                out[8..16].copy_from_slice(&group.0.to_le_bytes());
+            }
+            ControlMessage::Returned { group, slot } => {
+                out[0] = KIND_RETURNED;
+                out[8..16].copy_from_slice(&group.0.to_le_bytes());
+                out[16..20].copy_from_slice(&slot.to_le_bytes());
+            }
         }
         out
     }
@@ -166,6 +194,14 @@ impl ControlMessage {
             }
             KIND_HEARTBEAT if b[8..].iter().all(|&x| x == 0) => Ok(ControlMessage::Heartbeat),
             KIND_HEARTBEAT => Err(WireError::Reserved),
+            KIND_REVOKE if b[16..].iter().all(|&x| x == 0) => Ok(ControlMessage::Revoke {
+                group: GroupId(u64_at(b, 8)),
+            }),
+            KIND_RETURNED if b[20..].iter().all(|&x| x == 0) => Ok(ControlMessage::Returned {
+                group: GroupId(u64_at(b, 8)),
+                slot: u32_at(b, 16),
+            }),
+            KIND_REVOKE | KIND_RETURNED => Err(WireError::Reserved),
             kind => Err(WireError::UnknownKind(kind)),
         }
     }
@@ -204,6 +240,13 @@ mod tests {
                 immediate: 1 << 40,
             },
             ControlMessage::Heartbeat,
+            ControlMessage::Revoke {
+                group: GroupId(u64::MAX),
+            },
+            ControlMessage::Returned {
+                group: GroupId(5),
+                slot: u32::MAX,
+            },
         ];
         for m in messages {
             assert_eq!(ControlMessage::decode(&m.encode()), Ok(m));
@@ -218,6 +261,15 @@ mod tests {
         b[60] = 1;
         assert_eq!(ControlMessage::decode(&b), Err(WireError::Reserved));
         b[60] = 0;
+        b[0] = KIND_REVOKE;
+        b[16] = 1;
+        assert_eq!(ControlMessage::decode(&b), Err(WireError::Reserved));
+        b[0] = KIND_RETURNED;
+        assert!(ControlMessage::decode(&b).is_ok(), "the slot");
+        b[20] = 1;
+        assert_eq!(ControlMessage::decode(&b), Err(WireError::Reserved));
+        b[16] = 0;
+        b[20] = 0;
         b[0] = KIND_SIGNAL;
         assert!(matches!(
             ControlMessage::decode(&b),

@@ -39,6 +39,11 @@ fn any_message() -> impl Strategy<Value = ControlMessage> {
             }
         }),
         Just(ControlMessage::Heartbeat),
+        word().prop_map(|g| ControlMessage::Revoke { group: GroupId(g) }),
+        (word(), word()).prop_map(|(g, slot)| ControlMessage::Returned {
+            group: GroupId(g),
+            slot: slot as u32,
+        }),
     ]
 }
 
