@@ -103,9 +103,9 @@ pub use config::RdmaConfig;
 pub use config::{
     BATCH_HEADER_BYTES, ClusterConfigError, ClusterKey, ClusterKeyError, CompletionMode,
     Connections, DEFAULT_BLOCK_SIZE, DEFAULT_CREATE_TIMEOUT, DEFAULT_MAX_BATCH_BYTES,
-    DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_RECEIVE_WINDOW, EarlyAnnounce, GroupConfig, IdentityError,
-    MAX_BLOCK_SIZE, MAX_IDENTITY_FILE_LEN, MAX_KEY_FILE_LEN, MAX_TIMEOUT, NodeConfig, NodeIdentity,
-    TcpConfig, WireSecurity,
+    DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_RECEIVE_WINDOW, Durability, EarlyAnnounce, GroupConfig,
+    IdentityError, MAX_BLOCK_SIZE, MAX_IDENTITY_FILE_LEN, MAX_KEY_FILE_LEN, MAX_TIMEOUT,
+    NodeConfig, NodeIdentity, TcpConfig, WireSecurity,
 };
 pub use error::{Error, MembershipError};
 pub use group::{Delivered, Group, Permit, Receipt, Receiver, Sender, Sent};

@@ -188,6 +188,11 @@ impl ReceivedFile {
         ReceivedFile { file, len }
     }
 
+    /// The file, shared.
+    pub(crate) fn shared(&self) -> Arc<std::fs::File> {
+        Arc::clone(&self.file)
+    }
+
     /// The file the hook gave (its cursor where the hook left it).
     pub fn file(&self) -> &std::fs::File {
         &self.file

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use futures::StreamExt;
-use rdmc::{Error, NodeId};
+use rdmc::{Durability, Error, NodeId};
 use scratch::ScratchDir;
 use store::{BlobRef, BlobStore, StoreError, Transport};
 
@@ -62,7 +62,7 @@ async fn killed_mid_way_every_surviving_replica_holds_every_acknowledged_write(
     transport: Transport,
 ) {
     let scratch = ScratchDir::new(&format!("blob-store-test-{transport:?}"));
-    let store = BlobStore::start(transport, NODES, &scratch)
+    let store = BlobStore::start(transport, NODES, &scratch, Durability::Synced)
         .await
         .expect("the store starts");
     let killed = AtomicBool::new(false);
@@ -218,7 +218,7 @@ async fn put_all(
 async fn tcp_a_restarted_replica_rejoins_its_groups_and_every_write_is_on_every_replica() {
     let run = async {
         let scratch = ScratchDir::new("blob-store-test-restart");
-        let store = BlobStore::start(Transport::Tcp, NODES, &scratch)
+        let store = BlobStore::start(Transport::Tcp, NODES, &scratch, Durability::Synced)
             .await
             .expect("the store starts");
         let mut stored: Vec<BlobRef> = Vec::new();

@@ -8,7 +8,11 @@
 //! cargo run --example blob_store -- --tcp         # 6 tcp nodes on loopback
 //! cargo run --example blob_store -- --nodes 8 --objects 200 --kill 3
 //! cargo run --example blob_store -- --tcp --restart  # the killed node comes back
+//! cargo run --example blob_store -- --durability taken  # acknowledged once written, not synced
 //! ```
+//!
+//! Puts are acknowledged once every copy is on stable storage (each file's
+//! data synced), unless `--durability taken` says once written.
 //!
 //! The store itself is in `store.rs`; its test (`rdmc/tests/blob_store.rs`)
 //! checks every replica byte for byte after a run with a node killed while
@@ -18,7 +22,7 @@ mod store;
 
 use bytes::Bytes;
 use futures::{FutureExt, StreamExt, TryStreamExt};
-use rdmc::NodeId;
+use rdmc::{Durability, NodeId};
 use store::{BlobRef, BlobStore, StoreError, Transport};
 
 /// How many puts (and gets) are in flight at once.
@@ -30,6 +34,7 @@ struct Options {
     objects: u64,
     kill: Option<u32>,
     restart: bool,
+    durability: Durability,
 }
 
 fn options() -> Result<Options, String> {
@@ -39,9 +44,18 @@ fn options() -> Result<Options, String> {
         objects: 60,
         kill: Some(1),
         restart: false,
+        durability: Durability::Synced,
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
+        if arg == "--durability" {
+            options.durability = match args.next().as_deref() {
+                Some("synced") => Durability::Synced,
+                Some("taken") => Durability::Taken,
+                _ => return Err("--durability takes synced or taken".into()),
+            };
+            continue;
+        }
         let mut value = |what: &str| {
             args.next()
                 .and_then(|v| v.parse::<u64>().ok())
@@ -57,7 +71,8 @@ fn options() -> Result<Options, String> {
             other => {
                 return Err(format!(
                     "unknown option {other:?}; options: --tcp, --nodes N, --objects N, \
-                     --kill NODE, --no-kill, --restart (with --tcp)"
+                     --kill NODE, --no-kill, --restart (with --tcp), \
+                     --durability synced|taken"
                 ));
             }
         }
@@ -87,7 +102,8 @@ async fn put_all(
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let options = options()?;
     let dir = std::env::temp_dir().join(format!("rdmc-blob-store-{}", std::process::id()));
-    let store = BlobStore::start(options.transport, options.nodes, &dir).await?;
+    let store =
+        BlobStore::start(options.transport, options.nodes, &dir, options.durability).await?;
     println!(
         "{} nodes on {:?}, replicas under {}",
         store.len(),
@@ -98,10 +114,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // Half the objects with every node up.
     let half = options.objects / 2;
     let mut stored: Vec<BlobRef> = Vec::new();
+    let started = std::time::Instant::now();
     for (id, put) in put_all(&store, 0..half).await {
         stored.push(put.map_err(|e| format!("put {id}: {e}"))?);
     }
-    println!("put {} objects, each on 3 replicas", stored.len());
+    let took = started.elapsed();
+    println!(
+        "put {} objects, each on 3 replicas ({:?}), in {:.3} s: {:.0} puts/s",
+        stored.len(),
+        options.durability,
+        took.as_secs_f64(),
+        stored.len() as f64 / took.as_secs_f64()
+    );
 
     // A node goes down: the groups it is in fail, naming it; the rest carry on.
     if let Some(node) = options.kill {

@@ -13,6 +13,9 @@
 //!   object as one message; the write is acknowledged only once that file
 //!   is written and the message's [`Receipt::delivered`](rdmc::Receipt::delivered)
 //!   resolved, that is, when the application of every replica has taken it.
+//!   With [`Durability::Synced`] (the example's default) every copy is on
+//!   stable storage by then: the root syncs its file, and the
+//!   replicas' groups sync each message's file before handing it over.
 //! - **Replicas on disk**: the two other replicas receive each message
 //!   straight into a file of their own (`<dir>/node-<j>/blob-<group>-<seq>`) through the
 //!   group's receive-target hook ([`ReceiveTarget::File`]).
@@ -38,8 +41,8 @@ use std::sync::Mutex;
 use bytes::Bytes;
 use futures::StreamExt;
 use rdmc::{
-    ClusterKey, Group, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId, ReceiveTarget,
-    ReceiveTargets, Receiver, Sender, TcpConfig,
+    ClusterKey, Durability, Group, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId,
+    ReceiveTarget, ReceiveTargets, Receiver, Sender, TcpConfig,
 };
 use sha2::{Digest, Sha256};
 use tokio::task::JoinHandle;
@@ -114,6 +117,8 @@ pub struct BlobStore {
     roots: Vec<Mutex<Option<Root>>>,
     /// Per node, the tasks reading the groups it is a replica in.
     replicas: Mutex<Vec<Vec<ReplicaTask>>>,
+    /// When a copy counts as written.
+    durability: Durability,
 }
 
 /// A task keeping one node's replicas of one group ([`keep_replicas`]).
@@ -141,11 +146,15 @@ pub fn sha256(data: &[u8]) -> [u8; 32] {
 
 impl BlobStore {
     /// Start `n` nodes (at least [`REPLICAS`]) on `transport`, keeping
-    /// replicas under `dir`, and create the `n` groups.
+    /// replicas under `dir`, and create the `n` groups; a put is
+    /// acknowledged once every copy is `durability`
+    /// ([`Durability::Synced`]: on stable storage; [`Durability::Taken`]:
+    /// written, in the page cache).
     pub async fn start(
         transport: Transport,
         n: usize,
         dir: &Path,
+        durability: Durability,
     ) -> Result<Self, Box<dyn std::error::Error + Send + Sync>> {
         if n < REPLICAS {
             return Err(
@@ -165,6 +174,7 @@ impl BlobStore {
             nodes: Mutex::new(nodes.into_iter().map(Some).collect()),
             roots: (0..n).map(|_| Mutex::new(None)).collect(),
             replicas: Mutex::new((0..n).map(|_| Vec::new()).collect()),
+            durability,
         };
         // All groups at once.
         let roots: Vec<usize> = (0..n).collect();
@@ -191,7 +201,9 @@ impl BlobStore {
                                 .as_ref()
                                 .ok_or(rdmc::Error::NodeShutDown(node))?;
                             let files = files_in(replica_dir(&self.dir, node));
-                            let config = GroupConfig::new().with_receive_targets(files);
+                            let config = GroupConfig::new()
+                                .with_receive_targets(files)
+                                .with_durability(self.durability);
                             Ok(handle.create_group(ids[root], &members, config))
                         })
                         .collect::<Result<Vec<_>, rdmc::Error>>()?;
@@ -311,12 +323,20 @@ impl BlobStore {
             None => Err(rdmc::Error::NodeShutDown(replicas[0])),
         };
         let dir = self.dir.clone();
+        let sync = self.durability == Durability::Synced;
         async move {
             let (seq, delivered) = queued?;
             // The root is a replica too: it writes its own copy (off the
             // async threads) while the multicast runs.
             let path = replica_file(&dir, replicas[0], group, seq);
-            let write = tokio::task::spawn_blocking(move || std::fs::write(path, &data));
+            let write = tokio::task::spawn_blocking(move || {
+                let mut file = std::fs::File::create(path)?;
+                std::io::Write::write_all(&mut file, &data)?;
+                if sync {
+                    file.sync_data()?;
+                }
+                Ok::<_, std::io::Error>(())
+            });
             let (delivered, written) = tokio::join!(delivered, write);
             delivered?;
             written.map_err(std::io::Error::other)??;

@@ -42,6 +42,30 @@ pub const DEFAULT_MAX_BATCH_BYTES: usize = 16 << 10;
 /// Bytes a message takes in a batch besides its own: its length.
 pub const BATCH_HEADER_BYTES: usize = 4;
 
+/// When a receiver has a message, as far as the root's
+/// [`Receipt::delivered`](crate::Receipt::delivered) and
+/// [`Sender::close`](crate::Sender::close) are concerned
+/// ([`GroupConfig::with_durability`]).
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// Once the application has taken it from the group's stream: in its
+    /// memory, or (received into a file) in the file, through the page
+    /// cache.
+    #[default]
+    Taken,
+    /// As `Taken`, and a message received into a file
+    /// ([`ReceiveTarget::File`](crate::ReceiveTarget::File)) is on stable
+    /// storage first: the stream syncs the file's data
+    /// ([`File::sync_data`](std::fs::File::sync_data), off the async
+    /// threads) before it yields the message, and a sync that fails fails
+    /// the group, naming this member
+    /// ([`FailureKind::ReceiveTarget`](crate::FailureKind::ReceiveTarget)).
+    /// A message in memory is what the application makes of it, as with
+    /// `Taken`.
+    Synced,
+}
+
 /// Configuration of a group.
 ///
 /// Every member must use the same algorithm, block size, largest message
@@ -63,6 +87,7 @@ pub struct GroupConfig {
     racks: Option<Vec<u32>>,
     slow_members: Vec<usize>,
     small_message_batching: Option<usize>,
+    durability: Durability,
 }
 
 impl Default for GroupConfig {
@@ -81,6 +106,7 @@ impl Default for GroupConfig {
             racks: None,
             slow_members: Vec::new(),
             small_message_batching: Some(DEFAULT_MAX_BATCH_BYTES),
+            durability: Durability::Taken,
         }
     }
 }
@@ -288,6 +314,27 @@ impl GroupConfig {
     pub fn with_receive_targets(mut self, targets: ReceiveTargets) -> Self {
         self.receive_targets = Some(targets);
         self
+    }
+
+    /// When this member (a receiver) has a message, as far as the root's
+    /// [`Receipt::delivered`](crate::Receipt::delivered) is concerned:
+    /// [`Durability::Taken`] (the default), or, with
+    /// [`Durability::Synced`], once a message received into a file is on
+    /// stable storage too. Local to this member: the root's `delivered()`
+    /// means "on stable storage at every replica" when every receiver
+    /// chose `Synced` (a storage service configures its replicas alike).
+    ///
+    /// What it costs: one `sync_data` per message received into a file, on
+    /// the blocking thread pool, before the message is handed over (the
+    /// next message's blocks keep arriving meanwhile).
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// This member's [`Durability`].
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// This member's receive-target hook, if any.

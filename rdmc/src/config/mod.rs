@@ -12,7 +12,7 @@ mod tcp;
 
 pub use self::group::{
     BATCH_HEADER_BYTES, DEFAULT_BLOCK_SIZE, DEFAULT_CREATE_TIMEOUT, DEFAULT_MAX_BATCH_BYTES,
-    DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_RECEIVE_WINDOW, GroupConfig, MAX_BLOCK_SIZE,
+    DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_RECEIVE_WINDOW, Durability, GroupConfig, MAX_BLOCK_SIZE,
 };
 pub use self::node::{CompletionMode, NodeConfig};
 #[cfg(feature = "ofi")]

@@ -9,6 +9,8 @@ use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
 use crate::runtime::{Command, Joined};
 
+#[cfg(test)]
+mod durability_tests;
 mod receipt;
 mod receiver;
 mod sender;
@@ -50,7 +52,9 @@ pub use sender::{Permit, Sender};
 ///
 /// Each message's [`Receipt::delivered`] resolves once every member's
 /// application has taken that message (a storage service acknowledges a
-/// client's write then);
+/// client's write then) — and, where receivers choose
+/// [`Durability::Synced`](crate::Durability::Synced) and receive into
+/// files, once every such copy is on stable storage;
 /// [`GroupConfig::with_max_in_flight`](crate::GroupConfig::with_max_in_flight)
 /// bounds the messages queued and not yet so delivered, and
 /// [`Sender::send`] waits for room within it. A receiver acknowledges each
@@ -154,7 +158,7 @@ impl Group {
                 joined.max_message_size,
             ))
         } else {
-            Group::Receiver(Receiver::new(handle, joined.deliveries))
+            Group::Receiver(Receiver::new(handle, joined.deliveries, joined.durability))
         }
     }
 

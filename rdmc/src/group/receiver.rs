@@ -1,12 +1,15 @@
 //! [`Receiver`]: a receiving member's handle on a group.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use futures::Stream;
 use futures::stream::FusedStream;
+use tokio::task::JoinHandle;
 
 use super::{Closing, Handle};
+use crate::config::Durability;
 use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
 use crate::runtime::{Command, Deliveries, Message};
@@ -57,6 +60,17 @@ pub struct Receiver {
     /// The stream has ended.
     ended: bool,
     closing: Closing,
+    durability: Durability,
+    /// The next message, while its file is synced
+    /// ([`Durability::Synced`]).
+    syncing: Option<(Message, JoinHandle<std::io::Result<()>>)>,
+    /// A message's file could not be synced: nothing more is handed over.
+    unsynced: bool,
+    /// Tests: the messages whose sync fails, and the syncs done.
+    #[cfg(test)]
+    pub(crate) fail_sync: Option<u64>,
+    #[cfg(test)]
+    pub(crate) syncs: usize,
 }
 
 impl Receiver {
@@ -69,13 +83,34 @@ impl Receiver {
         self.handle.counters.snapshot()
     }
 
-    pub(super) fn new(handle: Handle, deliveries: Deliveries) -> Self {
+    pub(super) fn new(handle: Handle, deliveries: Deliveries, durability: Durability) -> Self {
         Receiver {
             handle,
             deliveries,
             ended: false,
             closing: Closing::default(),
+            durability,
+            syncing: None,
+            unsynced: false,
+            #[cfg(test)]
+            fail_sync: None,
+            #[cfg(test)]
+            syncs: 0,
         }
+    }
+
+    /// The message whose file was being synced, once the sync is over:
+    /// the message, or (the sync failed) the group's failure, told to the
+    /// node.
+    fn poll_synced(&mut self, cx: &mut Context<'_>) -> Poll<Result<Message, String>> {
+        let (_, sync) = self.syncing.as_mut().expect("syncing");
+        let synced = std::task::ready!(Pin::new(sync).poll(cx));
+        let (message, _) = self.syncing.take().expect("syncing");
+        Poll::Ready(match synced {
+            Ok(Ok(())) => Ok(message),
+            Ok(Err(e)) => Err(format!("cannot sync the file: {e}")),
+            Err(e) => Err(format!("cannot sync the file: {e}")),
+        })
     }
 
     /// The group's id.
@@ -95,7 +130,7 @@ impl Receiver {
 
     /// Messages delivered here and not yet taken from the stream.
     pub fn unread(&self) -> usize {
-        self.deliveries.len()
+        self.deliveries.len() + usize::from(self.syncing.is_some())
     }
 
     /// Close: the application's statement that it has taken every message
@@ -133,12 +168,51 @@ impl Stream for Receiver {
     type Item = Result<Message, Error>;
 
     /// # Cancel safety
-    /// Cancel safe: a message is removed from the stream only when returned.
+    /// Cancel safe: a message is removed from the stream only when returned
+    /// (one whose file is being synced stays in the stream meanwhile).
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        if self.ended {
-            return Poll::Ready(None);
-        }
-        let item = std::task::ready!(self.deliveries.poll_recv(cx));
+        let item = loop {
+            if self.ended {
+                return Poll::Ready(None);
+            }
+            if self.syncing.is_some() {
+                match std::task::ready!(self.poll_synced(cx)) {
+                    Ok(message) => break Some(Ok(message)),
+                    Err(error) => {
+                        // The group fails, naming this member; nothing
+                        // after the message is handed over (its failure
+                        // comes next in the stream).
+                        let group = self.handle.id;
+                        let _ = self.handle.command(Command::NotDurable { group, error });
+                        self.unsynced = true;
+                        continue;
+                    }
+                }
+            }
+            match std::task::ready!(self.deliveries.poll_recv(cx)) {
+                Some(Ok(_)) if self.unsynced => {}
+                Some(Ok(message))
+                    if self.durability == Durability::Synced && message.file.is_some() =>
+                {
+                    let file = message.file.as_ref().expect("checked").shared();
+                    #[cfg(test)]
+                    let fails = {
+                        self.syncs += 1;
+                        self.fail_sync == Some(message.seq)
+                    };
+                    #[cfg(not(test))]
+                    let fails = false;
+                    let sync = tokio::task::spawn_blocking(move || {
+                        if fails {
+                            return Err(std::io::Error::other("a failure the test planted"));
+                        }
+                        file.sync_data()
+                    });
+                    self.syncing = Some((message, sync));
+                }
+                item => break item,
+            }
+        };
         match &item {
             Some(Ok(_)) => {
                 // Room in the receive window: the node may take the next message.

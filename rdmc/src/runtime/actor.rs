@@ -60,6 +60,12 @@ pub(crate) enum Command {
     Consumed {
         group: GroupId,
     },
+    /// A message the application was about to take could not be made
+    /// durable ([`Durability::Synced`](crate::Durability::Synced)).
+    NotDurable {
+        group: GroupId,
+        error: String,
+    },
     /// The last handle of the group was dropped.
     Leave {
         group: GroupId,
@@ -341,6 +347,9 @@ impl<T: Transport> Actor<T> {
                     self.with_member(group, GroupMember::message_consumed);
                 }
             }
+            Command::NotDurable { group, error } => self.with_member(group, |m| {
+                m.handle_local_failure(None, FailureKind::ReceiveTarget, Some(error));
+            }),
             Command::Leave { group } => self.leave(group),
             Command::Unclaimed { group, joined } => self.keep_unclaimed(group, joined),
             Command::Peers { reply } => {

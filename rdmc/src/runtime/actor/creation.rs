@@ -155,6 +155,7 @@ impl<T: Transport> Actor<T> {
                         in_flight: std::sync::Arc::clone(&in_flight),
                         counters: std::sync::Arc::clone(&counters),
                         max_message_size: config.max_message_size(),
+                        durability: config.durability(),
                     },
                 }),
                 deadline: None,

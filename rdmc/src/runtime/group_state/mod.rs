@@ -45,6 +45,8 @@ pub(crate) struct Joined {
     pub(crate) counters: Arc<GroupCounters>,
     /// The group's largest message (its root's sends check it).
     pub(crate) max_message_size: u64,
+    /// When this member (a receiver) has a message.
+    pub(crate) durability: crate::config::Durability,
 }
 
 /// Where a `create_group` future learns its outcome.
