@@ -106,11 +106,12 @@ impl Receiver {
         let (_, sync) = self.syncing.as_mut().expect("syncing");
         let synced = std::task::ready!(Pin::new(sync).poll(cx));
         let (message, _) = self.syncing.take().expect("syncing");
-        Poll::Ready(match synced {
-            Ok(Ok(())) => Ok(message),
-            Ok(Err(e)) => Err(format!("cannot sync the file: {e}")),
-            Err(e) => Err(format!("cannot sync the file: {e}")),
-        })
+        let synced = synced.map_err(std::io::Error::other).and_then(|done| done);
+        Poll::Ready(
+            synced
+                .map(|()| message)
+                .map_err(|e| format!("cannot sync the file: {e}")),
+        )
     }
 
     /// The group's id.
