@@ -308,6 +308,37 @@ impl<'a> PieceReader<'a> {
         }
     }
 
+    /// Be ready to read `piece` next, after the reader stopped somewhere
+    /// else (a push that goes on from a message sent before): a piece that
+    /// starts inside a file has the file's bytes before it read and hashed
+    /// again, so that the whole file's SHA-256 is still checked.
+    pub(crate) fn resume_at(&mut self, piece: &[Segment]) -> anyhow::Result<()> {
+        self.open = None;
+        let Some(first) = piece.first().filter(|s| s.offset > 0) else {
+            return Ok(());
+        };
+        let source = &self.sources[first.file];
+        let (mut file, _) = open_checked(source)?;
+        let mut hash = Sha256::new();
+        let mut buffer = vec![0; 1 << 20];
+        let mut left = first.offset;
+        while left > 0 {
+            let want = buffer
+                .len()
+                .min(usize::try_from(left).unwrap_or(usize::MAX));
+            let got = file
+                .read(&mut buffer[..want])
+                .map_err(|e| anyhow!("reading {}: {e}", source.path.display()))?;
+            if got == 0 {
+                return Err(changed(source, first.offset - left));
+            }
+            hash.update(&buffer[..got]);
+            left -= got as u64;
+        }
+        self.open = Some((first.file, file, hash));
+        Ok(())
+    }
+
     /// The bytes of one message.
     pub(crate) fn read(&mut self, piece: &[Segment]) -> anyhow::Result<Vec<u8>> {
         let len = super::manifest::piece_len(piece) as usize;
@@ -494,5 +525,35 @@ mod tests {
         std::io::Write::write_all(&mut file, b"appended").unwrap();
         let err = reader.read(&plan[1]).unwrap_err().to_string();
         assert!(err.contains("was 3 bytes, now 11"), "{err}");
+    }
+
+    #[test]
+    fn a_reader_resumed_inside_a_file_still_checks_the_whole_file() {
+        let dir = ScratchDir::new("push-inputs-resume");
+        let path = dir.join("f");
+        std::fs::write(&path, b"abcde").unwrap();
+        let sources = collect(std::slice::from_ref(&path)).unwrap();
+        let manifest = hash_all(&sources, (2, 1), &|_| {}).unwrap();
+        let plan = manifest.plan();
+        assert_eq!(plan.len(), 3);
+        // From the second and the third piece, after reading elsewhere.
+        for from in [1, 2] {
+            let mut reader = PieceReader::new(&sources.files, &manifest);
+            reader.read(&plan[0]).unwrap();
+            reader.resume_at(&plan[from]).unwrap();
+            let rest: Vec<u8> = plan[from..]
+                .iter()
+                .flat_map(|p| reader.read(p).unwrap())
+                .collect();
+            assert_eq!(rest, &b"abcde"[from * 2..]);
+        }
+        // The bytes before the resumed piece changed: the file's hash
+        // says so at its end.
+        std::fs::write(&path, b"xbcde").unwrap();
+        let mut reader = PieceReader::new(&sources.files, &manifest);
+        reader.resume_at(&plan[1]).unwrap();
+        reader.read(&plan[1]).unwrap();
+        let err = reader.read(&plan[2]).unwrap_err().to_string();
+        assert!(err.contains("SHA-256 differs"), "{err}");
     }
 }

@@ -11,9 +11,17 @@
 //! staging directory inside DIR, checks every file's SHA-256, flushes
 //! everything to disk, moves the files into place (never over existing
 //! ones), and only then closes the group; so the root's success means every
-//! receiver holds every file, checked. A receiver that fails or dies fails
-//! the push for everyone, and the root names it and exits with status 2.
+//! receiver holds every file, checked.
+//!
+//! A receiver that fails or dies mid-push is left out and the push goes on
+//! without it (see [`epochs`]): the others still end with every file,
+//! checked, from where they were. The root then exits with status 3
+//! ("partial"), naming the receivers that failed; it exits 0 only when
+//! every receiver has everything, and 2 when the push could not complete
+//! at any (every receiver failed, or the root's own group failed). A
+//! receiver exits 0 once it has everything, checked and on disk.
 
+mod epochs;
 mod inputs;
 mod manifest;
 mod output;
@@ -32,9 +40,6 @@ use serde_json::json;
 use rdmc_cli::cluster::{ClusterSetup, SecurityChoice, Transport};
 use rdmc_cli::members::{MembersArgs, Want};
 use rdmc_cli::size::parse_size;
-
-/// The group every push runs in.
-const GROUP: rdmc::GroupId = rdmc::GroupId(1);
 
 /// What the root and the receivers must give alike.
 #[derive(Debug, Args)]
@@ -189,17 +194,6 @@ fn group_config(args: &ClusterArgs) -> GroupConfig {
         .with_receive_window(Some(RECEIVE_WINDOW))
 }
 
-/// The push's group on `node`, of every member of `cluster`.
-async fn create_group(
-    cluster: &ClusterSetup,
-    node: &rdmc::Node,
-    args: &ClusterArgs,
-) -> Result<rdmc::Group, Failure> {
-    node.create_group(GROUP, &cluster.ids(), group_config(args))
-        .await
-        .map_err(|e| Failure::of_group(cluster, &e))
-}
-
 /// The node of every push member: its buffer pool keeps at most two
 /// messages' memory for reuse (the library's default, 512 MiB, would keep
 /// many messages' worth resident after they were written).
@@ -250,19 +244,35 @@ pub(crate) fn run_receive(args: ReceiveArgs) -> ExitCode {
         Some(rank) => format!("rdmc receive {rank}"),
         None => "rdmc receive".to_owned(),
     };
-    finish(&who, &args.cluster, rank, outcome)
+    finish(&who, &args.cluster, rank, outcome.map(|()| Vec::new()))
 }
 
-/// Report the outcome: exit status 0; 1 for an error here; 2 when other
-/// members failed (each named on stderr, and in the JSON error event).
+/// The exit status of a push that reached some receivers but not all
+/// (those that failed are named).
+const PARTIAL: u8 = 3;
+
+/// Report the outcome: exit status 0 when every member has everything;
+/// [`PARTIAL`] when the push went on without receivers that failed (named
+/// in `outcome`); 1 for an error here; 2 when other members failed and the
+/// push did not complete (each named on stderr, and in the JSON error
+/// event).
 fn finish(
     who: &str,
     args: &ClusterArgs,
     rank: Option<u32>,
-    outcome: Result<(), Failure>,
+    outcome: Result<Vec<String>, Failure>,
 ) -> ExitCode {
-    let Err(failure) = outcome else {
-        return ExitCode::SUCCESS;
+    let failure = match outcome {
+        Ok(failed) if failed.is_empty() => return ExitCode::SUCCESS,
+        Ok(failed) => {
+            // The summary said how many have everything.
+            eprintln!(
+                "{who}: failed hosts (without the push): {}",
+                failed.join(", ")
+            );
+            return ExitCode::from(PARTIAL);
+        }
+        Err(failure) => failure,
     };
     let hosts = failure.hosts;
     if args.json {

@@ -164,9 +164,21 @@ impl Progress {
         }
     }
 
+    /// Member `host` (rank `rank`) failed and the push goes on without
+    /// it: a line on stderr (above the bars), or a JSON event.
+    pub(crate) fn member_failed(&self, host: &str, rank: u32, why: &str) {
+        match self.style {
+            Style::Bars => self
+                .multi
+                .suspend(|| member_failed(self.style, self.rank, host, rank, why)),
+            _ => member_failed(self.style, self.rank, host, rank, why),
+        }
+    }
+
     /// Stop drawing; print the summary: `what` says what happened to the
-    /// bytes (`"sent ... and every receiver checked them"`).
-    pub(crate) fn finish(&self, manifest: &Manifest, what: &str) {
+    /// bytes (`"sent ... and every receiver checked them"`); `failed`
+    /// names the members left out of the push (the summary lists them).
+    pub(crate) fn finish(&self, manifest: &Manifest, what: &str, failed: &[String]) {
         self.total.finish();
         let seconds = self.started.elapsed().as_secs_f64();
         let bytes = manifest.total_bytes();
@@ -175,7 +187,8 @@ impl Progress {
             Style::Json => println!(
                 "{}",
                 json!({"event": "done", "rank": self.rank, "files": manifest.files.len(),
-                       "bytes": bytes, "seconds": seconds, "bytes_per_second": rate})
+                       "bytes": bytes, "seconds": seconds, "bytes_per_second": rate,
+                       "failed_hosts": failed})
             ),
             Style::Bars | Style::Plain => println!(
                 "{what}: {} files, {} in {seconds:.1} s ({}/s)",
@@ -191,6 +204,21 @@ impl Progress {
         self.total.abandon();
         for bar in self.files.lock().expect("not poisoned").values() {
             bar.abandon();
+        }
+    }
+}
+
+/// Member `host` (rank `failed`) failed and the push goes on without it,
+/// as member `rank` reports it: a line on stderr, or a JSON event.
+pub(crate) fn member_failed(style: Style, rank: u32, host: &str, failed: u32, why: &str) {
+    match style {
+        Style::Json => println!(
+            "{}",
+            json!({"event": "member_failed", "rank": rank, "failed_rank": failed,
+                   "host": host, "error": why})
+        ),
+        Style::Bars | Style::Plain => {
+            eprintln!("{host} failed ({why}); the push goes on without it");
         }
     }
 }

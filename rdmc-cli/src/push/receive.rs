@@ -6,7 +6,9 @@
 //! them. Only then does the receiver close the group: its close is its
 //! statement that every file is on disk, checked.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 use bytes::Bytes;
@@ -14,10 +16,14 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+use super::epochs::{
+    Epoch, Next, control_config, control_group, control_members, data_group, place,
+};
 use super::manifest::Manifest;
 use super::output::{Staging, leftover_staging};
+use super::progress;
 use super::progress::{Progress, Style};
-use super::{Failure, ReceiveArgs, create_group, node_config, prepare_cluster, runtime};
+use super::{Failure, ReceiveArgs, group_config, node_config, prepare_cluster, runtime};
 use rdmc_cli::cluster::{ClusterSetup, check_output_dir};
 use rdmc_cli::members::Want;
 
@@ -95,9 +101,15 @@ async fn receive_all(
     args: &ReceiveArgs,
     style: Style,
 ) -> Result<(), Failure> {
-    let group_failed = |e: rdmc::Error| Failure::of_group(cluster, &e);
-    let mut group = create_group(cluster, node, &args.cluster)
-        .await?
+    let rank = cluster.rank;
+    let mut control = node
+        .create_group(
+            control_group(rank),
+            &control_members(rank),
+            control_config(),
+        )
+        .await
+        .map_err(|e| Failure::of_group(cluster, &e))?
         .into_receiver()
         .map_err(|_| "a receiving member is first in the member list".to_owned())?;
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
@@ -105,41 +117,264 @@ async fn receive_all(
         let (out, rank) = (args.out.clone(), cluster.rank);
         tokio::task::spawn_blocking(move || write_push(&out, rx, style, rank))
     };
-    let mut failure = None;
-    while let Some(message) = group.next().await {
-        match message {
-            Ok(message) => {
-                if tx.send(message.data).await.is_err() {
-                    // The writer stopped: its error says why.
-                    break;
-                }
-            }
-            Err(e) => {
-                failure = Some(group_failed(e));
-                break;
-            }
-        }
-    }
+    let mut state = Receiving {
+        cluster,
+        node,
+        args,
+        style,
+        feed: Some(tx),
+        writer: Some(writer),
+        written: None,
+        taken: 0,
+        failed: BTreeSet::new(),
+    };
+    let outcome = state.run(&mut control).await;
     // The end of the queue tells the writer the push is complete (or cut
     // short: then it removes what it wrote).
-    drop(tx);
-    let written = writer
-        .await
-        .map_err(|e| anyhow!("the file writer failed: {e}"))?;
-    if let Some(failure) = failure {
-        // The group's failure, not the writer's "ended early", is the cause.
-        return Err(failure);
-    }
-    let (manifest, progress) = written?;
-    group.close().await.map_err(group_failed)?;
+    let written = state.finish_writing().await;
+    // The group's failure, not the writer's "ended early", is the cause.
+    outcome?;
+    written?;
+    let (manifest, progress) = state
+        .written
+        .take()
+        .expect("the writer ended")
+        .expect("the writer succeeded");
+    // The root closes the control groups once the data group closed; this
+    // member closes its own after that (the root waits for it, briefly),
+    // so that neither sees the other leave first.
+    let _ = tokio::time::timeout(CONTROL_CLOSE, async {
+        while let Some(message) = control.next().await {
+            if message.is_err() {
+                return;
+            }
+        }
+        let _ = control.close().await;
+    })
+    .await;
     progress.finish(
         &manifest,
         &format!(
-            "received into {}, every file's SHA-256 checked, and every receiver has it",
+            "received into {}, every file's SHA-256 checked, and every receiver in the push has it",
             args.out.display()
         ),
+        &[],
     );
     Ok(())
+}
+
+/// How long a receiver waits for the root's control group to close once
+/// it has everything.
+const CONTROL_CLOSE: Duration = Duration::from_secs(10);
+
+/// A receiver's push across epochs.
+struct Receiving<'a> {
+    cluster: &'a ClusterSetup,
+    node: &'a rdmc::Node,
+    args: &'a ReceiveArgs,
+    style: Style,
+    /// The writer's queue, until the last message was handed to it.
+    feed: Option<mpsc::Sender<Bytes>>,
+    writer: Option<tokio::task::JoinHandle<anyhow::Result<(Manifest, Progress)>>>,
+    /// The writer's outcome, once it ended.
+    written: Option<anyhow::Result<(Manifest, Progress)>>,
+    /// Messages of the push handed to the writer.
+    taken: u64,
+    /// Receivers left out of the push, as reported here.
+    failed: BTreeSet<u32>,
+}
+
+/// How an epoch ended at a receiver.
+enum EpochEnd {
+    /// The data group closed: this receiver has everything.
+    Complete,
+    /// The root announced the next epoch.
+    Next(Epoch),
+    /// The data group failed.
+    Failed(rdmc::Error),
+}
+
+impl Receiving<'_> {
+    fn group_failed(&self, error: &rdmc::Error) -> Failure {
+        Failure::of_group(self.cluster, error)
+    }
+
+    /// Every epoch the root announces, until one completes here.
+    async fn run(&mut self, control: &mut rdmc::Receiver) -> Result<(), Failure> {
+        let mut epoch = self.next_epoch(control, None).await?;
+        loop {
+            self.report_failed(&epoch);
+            if !epoch.members.contains(&self.cluster.rank) {
+                return Err(Failure::from(
+                    "the pushing host left this receiver out of the push: it saw it fail"
+                        .to_owned(),
+                ));
+            }
+            let create = self.node.create_group(
+                data_group(epoch.number),
+                &epoch.ids(),
+                group_config(&self.args.cluster),
+            );
+            let created = tokio::select! {
+                created = create => created,
+                next = self.next_epoch(control, None) => {
+                    epoch = next?;
+                    continue;
+                }
+            };
+            let end = match created {
+                Ok(group) => {
+                    let group = group
+                        .into_receiver()
+                        .map_err(|_| "a receiving member is first in the member list".to_owned())?;
+                    self.pump(group, &epoch, control).await?
+                }
+                Err(error) => EpochEnd::Failed(error),
+            };
+            epoch = match end {
+                EpochEnd::Complete => return Ok(()),
+                EpochEnd::Next(next) => next,
+                EpochEnd::Failed(error) => {
+                    // This member's own failure ends its push; another's
+                    // is the root's to handle: it says how to go on.
+                    let own = !matches!(
+                        &error,
+                        rdmc::Error::GroupFailed { suspect: Some(node), .. }
+                            if node.0 != self.cluster.rank
+                    ) && !matches!(&error, rdmc::Error::CreateTimedOut { .. });
+                    if own {
+                        return Err(self.group_failed(&error));
+                    }
+                    self.next_epoch(control, Some(&error)).await?
+                }
+            };
+        }
+    }
+
+    /// The root's next epoch from the control group; `after`: the data
+    /// group's failure, which stands as the error if none comes.
+    async fn next_epoch(
+        &self,
+        control: &mut rdmc::Receiver,
+        after: Option<&rdmc::Error>,
+    ) -> Result<Epoch, Failure> {
+        let cause = |why: String| match after {
+            Some(error) => {
+                let mut failure = self.group_failed(error);
+                failure.message.push_str(&format!("; {why}"));
+                failure
+            }
+            None => Failure::from(why),
+        };
+        let wait = Duration::from_secs_f64(self.args.cluster.connect_timeout);
+        match tokio::time::timeout(wait, control.next()).await {
+            Ok(Some(Ok(message))) => {
+                Epoch::from_bytes(&message.data).map_err(|e| cause(format!("{e:#}")))
+            }
+            Ok(Some(Err(error))) => Err(match after {
+                Some(_) => cause(format!("and then {}", self.group_failed(&error).message)),
+                None => self.group_failed(&error),
+            }),
+            Ok(None) => Err(cause("the pushing host ended the push".to_owned())),
+            Err(_) => Err(cause(format!(
+                "the pushing host said nothing for {} s",
+                self.args.cluster.connect_timeout
+            ))),
+        }
+    }
+
+    /// Name each receiver the root left out, once.
+    fn report_failed(&mut self, epoch: &Epoch) {
+        for &failed in &epoch.failed {
+            if failed != self.cluster.rank && self.failed.insert(failed) {
+                progress::member_failed(
+                    self.style,
+                    self.cluster.rank,
+                    &self.cluster.describe(rdmc::NodeId(failed)),
+                    failed,
+                    "the pushing host left it out",
+                );
+            }
+        }
+    }
+
+    /// Take the epoch's messages (skipping those this receiver has), then
+    /// close once the root closed: `Complete` when every member closed.
+    async fn pump(
+        &mut self,
+        mut group: rdmc::Receiver,
+        epoch: &Epoch,
+        control: &mut rdmc::Receiver,
+    ) -> Result<EpochEnd, Failure> {
+        let mut index = epoch.resume;
+        loop {
+            let message = tokio::select! {
+                message = group.next() => message,
+                next = self.next_epoch(control, None) => return Ok(EpochEnd::Next(next?)),
+            };
+            match message {
+                Some(Ok(message)) => {
+                    let next = place(index, self.taken).map_err(Failure::from)?;
+                    index += 1;
+                    if next == Next::Skip {
+                        continue;
+                    }
+                    let handed = match &self.feed {
+                        Some(feed) => feed.send(message.data).await.is_ok(),
+                        None => false,
+                    };
+                    if !handed {
+                        // The writer stopped: its error says why.
+                        self.finish_writing().await?;
+                        return Err(Failure::from(
+                            "the file writer took no more messages".to_owned(),
+                        ));
+                    }
+                    self.taken += 1;
+                }
+                Some(Err(error)) => return Ok(EpochEnd::Failed(error)),
+                None => break,
+            }
+        }
+        // The root sent everything: commit, then say so by closing.
+        if let Err(e) = self.finish_writing().await {
+            return Err(Failure::from(e));
+        }
+        let closed = tokio::select! {
+            closed = group.close() => closed,
+            next = control.next() => match next {
+                Some(Ok(message)) => {
+                    let next = Epoch::from_bytes(&message.data).map_err(Failure::from)?;
+                    return Ok(EpochEnd::Next(next));
+                }
+                // The root ends the control groups once the data group
+                // closed (or fails): the close says which.
+                Some(Err(_)) | None => group.close().await,
+            },
+        };
+        Ok(match closed {
+            Ok(()) => EpochEnd::Complete,
+            Err(error) => EpochEnd::Failed(error),
+        })
+    }
+
+    /// End the writer's queue and wait for its outcome (once; after that,
+    /// the same outcome again).
+    async fn finish_writing(&mut self) -> anyhow::Result<()> {
+        self.feed = None;
+        if let Some(writer) = self.writer.take() {
+            self.written = Some(
+                writer
+                    .await
+                    .map_err(|e| anyhow!("the file writer failed: {e}"))
+                    .and_then(|written| written),
+            );
+        }
+        match self.written.as_ref().expect("the writer ended") {
+            Ok(_) => Ok(()),
+            Err(e) => Err(anyhow!("{e:#}")),
+        }
+    }
 }
 
 /// The writer: the first message is the manifest, then each piece of its

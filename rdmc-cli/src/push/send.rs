@@ -1,18 +1,22 @@
 //! `rdmc push`: the root's side.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
 use bytes::Bytes;
+use futures::FutureExt as _;
+use futures::future::join_all;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+use super::epochs::{Epoch, control_config, control_group, control_members, data_group};
 use super::inputs::{self, PieceReader, Source};
 use super::manifest::{Manifest, Piece};
 use super::progress::{Progress, Style};
-use super::{Failure, PushArgs, create_group, node_config, prepare_cluster, runtime};
+use super::{Failure, PushArgs, group_config, node_config, prepare_cluster, runtime};
 use rdmc_cli::cluster::ClusterSetup;
 use rdmc_cli::members::Want;
 use rdmc_cli::size::human;
@@ -27,7 +31,7 @@ const SEND_WINDOW: usize = 2;
 const READ_AHEAD: usize = 2;
 
 /// Check everything, hash every file, then push.
-pub(super) fn run(args: &PushArgs) -> Result<(), Failure> {
+pub(super) fn run(args: &PushArgs) -> Result<Vec<String>, Failure> {
     let style = Style::pick(args.cluster.json);
     // Everything that can be wrong here is found before anyone is contacted:
     // the command line, the members file, the key, every input.
@@ -42,7 +46,7 @@ pub(super) fn run(args: &PushArgs) -> Result<(), Failure> {
     let prepared = prepare(args, style).map_err(Failure::from)?;
     if args.dry_run {
         dry_run(&cluster, &prepared.manifest, args.cluster.json);
-        return Ok(());
+        return Ok(Vec::new());
     }
     if args.rate == Some(0) {
         return Err(Failure::from(
@@ -112,12 +116,14 @@ fn prepare(args: &PushArgs, style: Style) -> anyhow::Result<Prepared> {
     })
 }
 
+/// Push; `Ok` names the receivers that failed and were left out (the
+/// others have everything).
 async fn push(
     cluster: &ClusterSetup,
     args: &PushArgs,
     prepared: Prepared,
     style: Style,
-) -> Result<(), Failure> {
+) -> Result<Vec<String>, Failure> {
     let manifest = prepared.manifest.clone();
     let progress = Progress::new(style, "sent", 0, &manifest);
     let receivers = cluster.size - 1;
@@ -137,12 +143,19 @@ async fn push(
         reason = cluster.lost() => Err(Failure::from(reason)),
     };
     match outcome {
-        Ok(()) => {
-            progress.finish(
-                &manifest,
-                &format!("pushed to {receivers} receivers, every file's SHA-256 checked by each"),
-            );
-            Ok(())
+        Ok(Pushed { failed }) => {
+            let failed: Vec<String> = failed.iter().map(|&r| describe(cluster, r)).collect();
+            let complete = receivers - failed.len();
+            let what = if failed.is_empty() {
+                format!("pushed to {receivers} receivers, every file's SHA-256 checked by each")
+            } else {
+                format!(
+                    "pushed to {complete} of {receivers} receivers, every file's SHA-256 \
+                     checked by each of them"
+                )
+            };
+            progress.finish(&manifest, &what, &failed);
+            Ok(failed)
         }
         Err(failure) => {
             progress.abandon();
@@ -151,37 +164,299 @@ async fn push(
     }
 }
 
-/// Create the group, send the manifest and every piece, close: `Ok` once
-/// every receiver has every file, checked and on disk.
+/// What the push achieved: every receiver named here failed and was left
+/// out; every other has every file, checked and on disk.
+pub(super) struct Pushed {
+    pub(super) failed: Vec<u32>,
+}
+
+/// Open the control groups, then run epochs until a data group closes with
+/// every receiver still in the push (`Ok`, naming those left out), or none
+/// is left, or the root itself fails.
 async fn send_all(
     cluster: &ClusterSetup,
     node: &rdmc::Node,
     args: &PushArgs,
     prepared: Prepared,
     progress: &Progress,
-) -> Result<(), Failure> {
-    let group_failed = |e: rdmc::Error| Failure::of_group(cluster, &e);
-    let mut group = create_group(cluster, node, &args.cluster)
+) -> Result<Pushed, Failure> {
+    let receivers: Vec<u32> = (1..cluster.size as u32).collect();
+    let creates = receivers
+        .iter()
+        .map(|&r| node.create_group(control_group(r), &control_members(r), control_config()));
+    let mut controls = BTreeMap::new();
+    let mut failed = BTreeSet::new();
+    for (rank, created) in receivers.iter().zip(join_all(creates).await) {
+        match created.map(rdmc::Group::into_sender) {
+            Ok(Ok(sender)) => {
+                controls.insert(*rank, sender);
+            }
+            Ok(Err(_)) => unreachable!("the root is first in every control group"),
+            Err(e) => {
+                let failure = Failure::of_group(cluster, &e);
+                if failure.hosts.is_empty() {
+                    return Err(failure);
+                }
+                note_failed(cluster, progress, *rank, &failure.message);
+                failed.insert(*rank);
+            }
+        }
+    }
+    let mut members = vec![0];
+    members.extend(receivers.iter().filter(|r| !failed.contains(r)));
+    let mut epoch = Epoch::first(members);
+    epoch.failed = failed.iter().copied().collect();
+    let mut sending = Sending {
+        prepared,
+        reported: 0,
+        sent_files: 0,
+        started: tokio::time::Instant::now(),
+        sent_bytes: 0,
+    };
+    loop {
+        if epoch.receivers().next().is_none() {
+            return Err(Failure {
+                message: "every receiver failed".to_owned(),
+                hosts: epoch.failed.iter().map(|&r| describe(cluster, r)).collect(),
+            });
+        }
+        announce(&mut controls, &epoch).await;
+        progress.status(None);
+        let ended = run_epoch(cluster, node, args, &epoch, &mut sending, progress).await;
+        let (mut suspects, resume) = match ended {
+            Ok(()) => break,
+            Err(EpochEnd::Fatal(failure)) => return Err(failure),
+            Err(EpochEnd::Failed {
+                suspects,
+                delivered,
+                why,
+            }) => {
+                for &rank in &suspects {
+                    note_failed(cluster, progress, rank, &why);
+                }
+                (suspects, delivered)
+            }
+        };
+        // Receivers whose control group ended meanwhile are gone too.
+        for (&rank, control) in &controls {
+            if epoch.members.contains(&rank)
+                && !suspects.contains(&rank)
+                && matches!(control.closed().now_or_never(), Some(Err(_)))
+            {
+                note_failed(cluster, progress, rank, "its control group failed");
+                suspects.insert(rank);
+            }
+        }
+        if !epoch.members.iter().any(|r| suspects.contains(r)) {
+            // Nobody left to leave out: going on would fail the same way.
+            return Err(Failure::from(format!(
+                "the push failed naming receivers already left out ({suspects:?})"
+            )));
+        }
+        epoch = epoch.next(&suspects, resume);
+        progress.status(Some(&format!(
+            "going on with {} receivers from message {resume}",
+            epoch.receivers().count()
+        )));
+    }
+    for index in sending.sent_files..sending.prepared.manifest.files.len() {
+        // Empty files take no message.
+        progress.file_done(&sending.prepared.manifest, index);
+    }
+    // Close the control groups of the receivers in the push: each closes
+    // its own when it sees that (its data group closed already); wait for
+    // that (briefly), so that none sees the root leave first.
+    let closes = controls
+        .iter_mut()
+        .filter(|(rank, _)| epoch.members.contains(rank))
+        .map(|(_, control)| control.close());
+    let _ = tokio::time::timeout(CONTROL_CLOSE, join_all(closes)).await;
+    Ok(Pushed {
+        failed: epoch.failed,
+    })
+}
+
+/// How long the root waits for the receivers to close their control
+/// groups after a successful push.
+const CONTROL_CLOSE: Duration = Duration::from_secs(10);
+
+/// Tell every receiver whose control group is open about `epoch` (those
+/// left out learn so from it); a control group that failed is dropped.
+async fn announce(controls: &mut BTreeMap<u32, rdmc::Sender>, epoch: &Epoch) {
+    let message = Bytes::from(epoch.to_bytes());
+    let sends = controls.iter().map(|(&rank, control)| {
+        let message = message.clone();
+        async move {
+            let sent = match control.send(message).await {
+                Ok(receipt) => receipt.sent().await.is_ok(),
+                Err(_) => false,
+            };
+            (rank, sent)
+        }
+    });
+    for (rank, sent) in join_all(sends).await {
+        if !sent {
+            controls.remove(&rank);
+        }
+    }
+    // Those left out have been told; the push needs nothing more of them.
+    controls.retain(|rank, _| epoch.members.contains(rank));
+}
+
+fn describe(cluster: &ClusterSetup, rank: u32) -> String {
+    cluster.describe(rdmc::NodeId(rank))
+}
+
+/// Say (on the progress display) that receiver `rank` failed and why.
+fn note_failed(cluster: &ClusterSetup, progress: &Progress, rank: u32, why: &str) {
+    progress.member_failed(&describe(cluster, rank), rank, why);
+}
+
+/// The push's state across epochs.
+struct Sending {
+    prepared: Prepared,
+    /// Pieces reported on the progress display (each once, whatever the
+    /// epochs).
+    reported: usize,
+    /// Files complete on the display, in manifest order.
+    sent_files: usize,
+    /// For `--rate`: when the push began and the bytes sent since.
+    started: tokio::time::Instant,
+    sent_bytes: u64,
+}
+
+/// Why an epoch ended without its data group closing.
+enum EpochEnd {
+    /// Receivers failed: `suspects` leave the push; every member took the
+    /// messages before `delivered`.
+    Failed {
+        suspects: BTreeSet<u32>,
+        delivered: u64,
+        why: String,
+    },
+    /// The push cannot go on.
+    Fatal(Failure),
+}
+
+/// Whether a data group's error leaves the push able to go on without
+/// some receivers: those it names.
+fn receivers_named(error: &rdmc::Error) -> Option<BTreeSet<u32>> {
+    match error {
+        rdmc::Error::GroupFailed {
+            suspect: Some(node),
+            ..
+        } if node.0 != 0 => Some(BTreeSet::from([node.0])),
+        rdmc::Error::CreateTimedOut { missing, .. }
+            if !missing.is_empty() && missing.iter().all(|n| n.0 != 0) =>
+        {
+            Some(missing.iter().map(|n| n.0).collect())
+        }
+        _ => None,
+    }
+}
+
+/// Create the epoch's data group, send from its first message on, close:
+/// `Ok` once every member has every file, checked and on disk.
+async fn run_epoch(
+    cluster: &ClusterSetup,
+    node: &rdmc::Node,
+    args: &PushArgs,
+    epoch: &Epoch,
+    sending: &mut Sending,
+    progress: &Progress,
+) -> Result<(), EpochEnd> {
+    // Every member took each message whose `delivered` came back: counted
+    // in order, from the epoch's first.
+    let delivered = Arc::new(AtomicU64::new(epoch.resume));
+    let (deliveries, mut to_count) = mpsc::unbounded_channel::<rdmc::Delivered>();
+    let counter = {
+        let delivered = delivered.clone();
+        tokio::spawn(async move {
+            while let Some(delivery) = to_count.recv().await {
+                if delivery.await.is_err() {
+                    return;
+                }
+                delivered.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    };
+    let outcome = send_epoch(node, args, epoch, sending, progress, deliveries).await;
+    // The group failed or closed: every `delivered` has its answer.
+    let _ = counter.await;
+    outcome.map_err(|error| match error {
+        Stop::Group(error) => match receivers_named(&error) {
+            Some(suspects) => EpochEnd::Failed {
+                suspects,
+                delivered: delivered.load(Ordering::SeqCst),
+                why: error.to_string(),
+            },
+            None => EpochEnd::Fatal(Failure::of_group(cluster, &error)),
+        },
+        Stop::Here(failure) => EpochEnd::Fatal(failure),
+    })
+}
+
+/// What stopped an epoch's sends.
+enum Stop {
+    /// The data group's error.
+    Group(rdmc::Error),
+    /// An error of this host (reading the files).
+    Here(Failure),
+}
+
+impl From<rdmc::Error> for Stop {
+    fn from(error: rdmc::Error) -> Self {
+        Stop::Group(error)
+    }
+}
+
+impl From<Failure> for Stop {
+    fn from(failure: Failure) -> Self {
+        Stop::Here(failure)
+    }
+}
+
+async fn send_epoch(
+    node: &rdmc::Node,
+    args: &PushArgs,
+    epoch: &Epoch,
+    sending: &mut Sending,
+    progress: &Progress,
+    deliveries: mpsc::UnboundedSender<rdmc::Delivered>,
+) -> Result<(), Stop> {
+    let mut group = node
+        .create_group(
+            data_group(epoch.number),
+            &epoch.ids(),
+            group_config(&args.cluster),
+        )
         .await?
         .into_sender()
-        .map_err(|_| "the pushing member is not first in the member list".to_owned())?;
-    progress.status(None);
-    group
-        .send(prepared.manifest_bytes)
-        .await
-        .map_err(group_failed)?
-        .sent()
-        .await
-        .map_err(group_failed)?;
-    let manifest = prepared.manifest;
+        .map_err(|_| {
+            Failure::from("the pushing member is not first in the member list".to_owned())
+        })?;
+    let manifest = sending.prepared.manifest.clone();
     let plan: Arc<Vec<Piece>> = Arc::new(manifest.plan());
+    let total = 1 + plan.len() as u64;
+    // Message 0 is the manifest, message i the plan's piece i - 1.
+    let first_piece = epoch.resume.saturating_sub(1) as usize;
     let (tx, mut rx) = mpsc::channel::<anyhow::Result<Bytes>>(READ_AHEAD);
     let reader = {
-        let (sources, manifest, plan) = (prepared.sources, manifest.clone(), plan.clone());
+        let (sources, manifest, plan) = (
+            sending.prepared.sources.clone(),
+            manifest.clone(),
+            plan.clone(),
+        );
         // Files are read on a blocking thread, a few messages ahead.
         tokio::task::spawn_blocking(move || {
             let mut reader = PieceReader::new(&sources, &manifest);
-            for piece in plan.iter() {
+            if let Some(piece) = plan.get(first_piece)
+                && let Err(e) = reader.resume_at(piece)
+            {
+                let _ = tx.blocking_send(Err(e));
+                return;
+            }
+            for piece in &plan[first_piece.min(plan.len())..] {
                 let data = reader.read(piece).map(Bytes::from);
                 let failed = data.is_err();
                 if tx.blocking_send(data).is_err() || failed {
@@ -191,55 +466,78 @@ async fn send_all(
         })
     };
     let mut in_flight = VecDeque::new();
-    let mut sent_files = 0;
-    let (started, mut sent_bytes) = (tokio::time::Instant::now(), 0u64);
-    for index in 0..plan.len() {
+    for index in epoch.resume..total {
         // With --rate: each message waits until the bytes before it are
         // within the rate.
         if let Some(rate) = args.rate {
-            let due = started + Duration::from_secs_f64(sent_bytes as f64 / rate as f64);
+            let due =
+                sending.started + Duration::from_secs_f64(sending.sent_bytes as f64 / rate as f64);
             tokio::select! {
                 () = tokio::time::sleep_until(due) => {}
-                Err(e) = group.closed() => return Err(group_failed(e)),
+                Err(e) = group.closed() => return Err(e.into()),
             }
         }
-        let data = tokio::select! {
-            data = rx.recv() => data.ok_or_else(|| "the file reader stopped".to_owned())??,
-            // The group's failure as soon as it happens: do not wait for
-            // the next file to learn of it.
-            Err(e) = group.closed() => return Err(group_failed(e)),
+        let data = if index == 0 {
+            sending.prepared.manifest_bytes.clone()
+        } else {
+            tokio::select! {
+                data = rx.recv() => data
+                    .ok_or_else(|| Failure::from("the file reader stopped".to_owned()))?
+                    .map_err(Failure::from)?,
+                // The group's failure as soon as it happens: do not wait
+                // for the next file to learn of it.
+                Err(e) = group.closed() => return Err(e.into()),
+            }
         };
-        sent_bytes += data.len() as u64;
-        let receipt = group.send(data).await.map_err(group_failed)?;
-        in_flight.push_back((index, receipt.sent()));
+        sending.sent_bytes += data.len() as u64;
+        let (sent, delivered) = group.send(data).await?.split();
+        let _ = deliveries.send(delivered);
+        in_flight.push_back((index, sent));
         if in_flight.len() >= SEND_WINDOW {
-            let (index, sending) = in_flight.pop_front().expect("not empty");
-            sending.await.map_err(group_failed)?;
-            sent_files = report(progress, &manifest, &plan[index], sent_files);
+            let (index, sent) = in_flight.pop_front().expect("not empty");
+            sent.await?;
+            report(progress, sending, &plan, index);
         }
     }
-    while let Some((index, sending)) = in_flight.pop_front() {
-        sending.await.map_err(group_failed)?;
-        sent_files = report(progress, &manifest, &plan[index], sent_files);
+    while let Some((index, sent)) = in_flight.pop_front() {
+        sent.await?;
+        report(progress, sending, &plan, index);
     }
-    for index in sent_files..manifest.files.len() {
-        // Empty files take no message.
-        progress.file_done(&manifest, index);
-    }
+    drop(rx);
     reader
         .await
-        .map_err(|e| anyhow!("the file reader failed: {e}"))?;
+        .map_err(|e| Failure::from(anyhow!("the file reader failed: {e}")))?;
     progress.status(Some(&format!(
         "{} files sent; waiting for {} receivers to confirm",
         manifest.files.len(),
-        cluster.size - 1
+        epoch.receivers().count()
     )));
-    group.close().await.map_err(group_failed)
+    group.close().await?;
+    Ok(())
+}
+
+/// Report message `index` sent (the manifest: nothing), and every file it
+/// completed, unless an earlier epoch did.
+fn report(progress: &Progress, sending: &mut Sending, plan: &[Piece], index: u64) {
+    let Some(piece) = index.checked_sub(1).map(|i| i as usize) else {
+        return;
+    };
+    if piece < sending.reported {
+        return;
+    }
+    sending.reported = piece + 1;
+    let manifest = &sending.prepared.manifest;
+    sending.sent_files = report_piece(progress, manifest, &plan[piece], sending.sent_files);
 }
 
 /// Report a piece sent, and every file it completed; returns how many
 /// files (in manifest order) are complete now.
-fn report(progress: &Progress, manifest: &Manifest, piece: &Piece, mut complete: usize) -> usize {
+fn report_piece(
+    progress: &Progress,
+    manifest: &Manifest,
+    piece: &Piece,
+    mut complete: usize,
+) -> usize {
     progress.piece(manifest, piece);
     let last = piece.last().expect("pieces are not empty");
     let through = if last.offset + last.len == manifest.files[last.file].size {
