@@ -459,6 +459,65 @@ fn two_receivers_killed_at_once_mid_push_leave_the_others_complete() {
     }
 }
 
+/// A receiver killed at moments spread over a push (its first file, the
+/// middle, the commit and close, after the end): whatever the moment, the
+/// push exits 0 (it was too late to matter) or 3 naming it, never
+/// anything else; the other receivers always end with every file; the
+/// victim holds the whole tree or none of it (its staging directory aside).
+#[test]
+fn a_receiver_killed_at_any_moment_leaves_the_others_complete() {
+    for (round, delay_ms) in [0u64, 400, 1_200, 1_600, 2_000, 2_500, 6_000]
+        .into_iter()
+        .enumerate()
+    {
+        let scratch = Scratch::new(&format!("kill_any_moment_{round}"), 4);
+        let root = scratch.path("src/files");
+        std::fs::create_dir_all(&root).unwrap();
+        for i in 0..16 {
+            std::fs::write(root.join(format!("f{i:02}")), contents(3 << 19, 200 + i)).unwrap();
+        }
+        let mut receivers: Vec<Option<Child>> = (1..4).map(|r| Some(scratch.receiver(r))).collect();
+        let push = scratch.push(&[root]);
+        let mut victim = receivers[1].take().unwrap();
+        let mut stdout = BufReader::new(victim.stdout.take().unwrap());
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        // The victim may have finished and exited already: then the kill
+        // fails, as it should.
+        let _ = victim.kill();
+        victim.wait().unwrap();
+        let (status, out, err) = finish(push, Duration::from_secs(120));
+        let named = format!("{} (rank 2)", scratch.addr(2));
+        eprintln!("round {round}: killed {delay_ms} ms in; push: {status}");
+        match status.code() {
+            Some(0) => {}
+            Some(3) => assert!(err.contains(&named), "round {round}: {err}"),
+            other => panic!("round {round}: push exited {other:?}: {err}\n{out}"),
+        }
+        let sent = entries(&scratch.path("src"));
+        for rank in [1, 3] {
+            let receiver = receivers[rank - 1].take().unwrap();
+            let (status, _, err) = finish(receiver, Duration::from_secs(120));
+            assert!(status.success(), "round {round}, receiver {rank}: {err}");
+            assert!(
+                entries(&scratch.path(&format!("out{rank}"))) == sent,
+                "round {round}: receiver {rank} differs"
+            );
+        }
+        // The victim: everything (it committed before the kill) or no
+        // entry of the push.
+        let held: Vec<_> = entries(&scratch.path("out2"))
+            .into_iter()
+            .filter(|(name, _)| !name.starts_with(".rdmc-receive"))
+            .collect();
+        assert!(
+            held.is_empty() || held == sent,
+            "round {round}: the victim holds part of the push"
+        );
+    }
+}
+
 /// Rank 0 alone: it must refuse within seconds (no receiver is listening,
 /// so it could only wait for the connect timeout otherwise), exit 1 and say
 /// why on one line.
