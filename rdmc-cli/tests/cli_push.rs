@@ -402,9 +402,11 @@ fn stop_a_receiver_mid_push(test: &str, signal: libc::c_int) -> (ExitStatus, Str
 }
 
 /// Five members, two receivers killed at once mid-push (without a word):
-/// the other two end with every file, the push names both.
+/// the other two end with every file, the push names both. The same push
+/// run again sends the files only to the two that lack them; run once more,
+/// it sends nothing. Each exits 0.
 #[test]
-fn two_receivers_killed_at_once_mid_push_leave_the_others_complete() {
+fn two_receivers_killed_at_once_mid_push_leave_the_others_complete_and_a_rerun_fills_them() {
     let scratch = Scratch::new("two_killed", 5);
     let root = scratch.path("src/files");
     std::fs::create_dir_all(&root).unwrap();
@@ -457,6 +459,53 @@ fn two_receivers_killed_at_once_mid_push_leave_the_others_complete() {
             "receiver {rank} differs"
         );
     }
+    // The same push again, every receiver running: ranks 1 and 3 hold
+    // everything and are sent nothing; ranks 2 and 4 get every file.
+    let rerun = |expect_held: &[usize]| {
+        let receivers: Vec<Child> = (1..5).map(|r| scratch.receiver(r)).collect();
+        let (status, out, err) = finish(
+            scratch.push(&[scratch.path("src/files")]),
+            Duration::from_secs(180),
+        );
+        assert!(status.success(), "push again: {err}\n{out}");
+        assert!(!warned(&err), "push again warned: {err}");
+        let held: Vec<String> = events(&out)
+            .into_iter()
+            .filter(|e| e["event"] == "already_held")
+            .flat_map(|e| e["hosts"].as_array().unwrap().clone())
+            .map(|h| h.as_str().unwrap().to_owned())
+            .collect();
+        let want: Vec<String> = expect_held
+            .iter()
+            .map(|&r| format!("{} (rank {r})", scratch.addr(r)))
+            .collect();
+        assert_eq!(held, want, "{out}");
+        for (rank, receiver) in (1..5).zip(receivers) {
+            let (status, out, err) = finish(receiver, Duration::from_secs(120));
+            assert!(status.success(), "again, receiver {rank}: {err}");
+            assert!(!warned(&err), "again, receiver {rank} warned: {err}");
+            let said = events(&out);
+            let done = said.iter().find(|e| e["event"] == "done").expect("done");
+            let received = said.iter().filter(|e| e["event"] == "received").count();
+            if expect_held.contains(&rank) {
+                assert_eq!(done["already_held"], true, "receiver {rank}: {out}");
+                assert_eq!(received, 0, "receiver {rank} was sent files: {out}");
+            } else {
+                assert_eq!(received, 24, "receiver {rank}: {out}");
+            }
+            assert!(
+                entries(&scratch.path(&format!("out{rank}")))
+                    .into_iter()
+                    .filter(|(name, _)| !name.starts_with(".rdmc-receive"))
+                    .collect::<Vec<_>>()
+                    == sent,
+                "again, receiver {rank} differs"
+            );
+        }
+    };
+    rerun(&[1, 3]);
+    // And once more: a finished push is a no-op.
+    rerun(&[1, 2, 3, 4]);
 }
 
 /// A receiver killed at moments spread over a push (its first file, the

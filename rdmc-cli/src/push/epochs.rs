@@ -13,6 +13,12 @@
 //! A failure that a control group survives (another receiver's) is an
 //! epoch's end; one that takes the control group down (the root's, or this
 //! receiver's own) is the push's end.
+//!
+//! The manifest goes first, on the control groups: each receiver checks it
+//! against what its output directory holds and answers on a *report group*
+//! (of two, the receiver first). Receivers that already hold every entry,
+//! identical, are marked complete in the first epoch and receive nothing;
+//! so a push run again sends no file data.
 
 use std::collections::BTreeSet;
 
@@ -25,6 +31,8 @@ const DATA_GROUP: u64 = 1;
 /// The control group of receiver `r` is `CONTROL_GROUPS + r`: above every
 /// data group id (there are at most as many epochs as receivers).
 const CONTROL_GROUPS: u64 = 1 << 32;
+/// The report group of receiver `r` is `REPORT_GROUPS + r`.
+const REPORT_GROUPS: u64 = 1 << 33;
 
 /// The data group of `epoch`.
 pub(super) fn data_group(epoch: u32) -> GroupId {
@@ -41,13 +49,46 @@ pub(super) fn control_members(rank: u32) -> [NodeId; 2] {
     [NodeId(0), NodeId(rank)]
 }
 
-/// A control group's configuration: its messages are a few hundred bytes.
-pub(super) fn control_config() -> GroupConfig {
-    GroupConfig::new().with_max_message_size(CONTROL_MESSAGE_LIMIT as u64)
+/// The report group of receiver `rank`.
+pub(super) fn report_group(rank: u32) -> GroupId {
+    GroupId(REPORT_GROUPS + u64::from(rank))
 }
 
-/// The largest control message: an epoch naming every rank fits.
-const CONTROL_MESSAGE_LIMIT: usize = 1 << 20;
+/// A report group's members: the receiver, then the root.
+pub(super) fn report_members(rank: u32) -> [NodeId; 2] {
+    [NodeId(rank), NodeId(0)]
+}
+
+/// A control or report group's configuration: it carries the manifest
+/// (at most `max_message` bytes, as the data groups' messages), epochs and
+/// reports.
+pub(super) fn control_config(max_message: u64) -> GroupConfig {
+    GroupConfig::new().with_max_message_size(max_message.max(EPOCH_LIMIT as u64))
+}
+
+/// The largest epoch or report: one naming every rank fits.
+const EPOCH_LIMIT: usize = 1 << 20;
+
+/// A receiver's answer to the manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Report {
+    /// Its output directory holds every entry of the manifest, identical
+    /// (each file's size, permissions and SHA-256).
+    pub(super) holds_all: bool,
+}
+
+impl Report {
+    pub(super) fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).expect("a report serializes")
+    }
+
+    pub(super) fn from_bytes(data: &[u8]) -> anyhow::Result<Self> {
+        if data.len() > EPOCH_LIMIT {
+            bail!("a report of {} bytes", data.len());
+        }
+        serde_json::from_slice(data).context("a report that is not one")
+    }
+}
 
 /// What the root tells a receiver on its control group.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -62,16 +103,22 @@ pub(super) struct Epoch {
     pub(super) resume: u64,
     /// The receivers left out so far, by rank, for the receivers' reports.
     pub(super) failed: Vec<u32>,
+    /// The receivers that held everything already (and receive nothing).
+    #[serde(default)]
+    pub(super) complete: Vec<u32>,
 }
 
 impl Epoch {
-    /// The first epoch: every receiver in `members`, from the manifest.
-    pub(super) fn first(members: Vec<u32>) -> Self {
+    /// The first epoch: the receivers in `members` from the first piece
+    /// (the manifest came on the control groups), those in `complete`
+    /// receiving nothing.
+    pub(super) fn first(members: Vec<u32>, complete: Vec<u32>, failed: Vec<u32>) -> Self {
         Epoch {
             number: 0,
             members,
-            resume: 0,
-            failed: Vec::new(),
+            resume: 1,
+            failed,
+            complete,
         }
     }
 
@@ -89,6 +136,7 @@ impl Epoch {
                 .collect(),
             resume,
             failed: all_failed.into_iter().collect(),
+            complete: self.complete.clone(),
         }
     }
 
@@ -109,7 +157,7 @@ impl Epoch {
     /// An epoch as the root sent it, checked: the root first, no rank
     /// twice, the numbers in range.
     pub(super) fn from_bytes(data: &[u8]) -> anyhow::Result<Self> {
-        if data.len() > CONTROL_MESSAGE_LIMIT {
+        if data.len() > EPOCH_LIMIT {
             bail!("a control message of {} bytes", data.len());
         }
         let epoch: Epoch =
@@ -151,15 +199,17 @@ mod tests {
 
     #[test]
     fn an_epoch_round_trips_and_the_next_leaves_out_the_failed() {
-        let first = Epoch::first(vec![0, 1, 2, 3, 4]);
+        let first = Epoch::first(vec![0, 1, 2, 3, 4], vec![5], vec![6]);
         assert_eq!(Epoch::from_bytes(&first.to_bytes()).unwrap(), first);
+        assert_eq!(first.resume, 1);
         let second = first.next(&BTreeSet::from([2]), 7);
+        assert_eq!(second.complete, [5]);
         assert_eq!(second.number, 1);
         assert_eq!(second.members, [0, 1, 3, 4]);
         assert_eq!(second.resume, 7);
         let third = second.next(&BTreeSet::from([4, 1]), 9);
         assert_eq!(third.members, [0, 3]);
-        assert_eq!(third.failed, [1, 2, 4]);
+        assert_eq!(third.failed, [1, 2, 4, 6]);
         assert_eq!(third.receivers().collect::<Vec<_>>(), [3]);
         assert_eq!(third.ids(), [NodeId(0), NodeId(3)]);
     }
@@ -182,6 +232,16 @@ mod tests {
     }
 
     #[test]
+    fn reports_round_trip_and_garbage_is_refused() {
+        for holds_all in [false, true] {
+            let report = Report { holds_all };
+            assert_eq!(Report::from_bytes(&report.to_bytes()).unwrap(), report);
+        }
+        assert!(Report::from_bytes(b"{}").is_err());
+        assert!(Report::from_bytes(&vec![b' '; EPOCH_LIMIT + 1]).is_err());
+    }
+
+    #[test]
     fn resent_messages_are_skipped_and_a_gap_is_an_error() {
         assert_eq!(place(3, 5).unwrap(), Next::Skip);
         assert_eq!(place(5, 5).unwrap(), Next::Take);
@@ -193,6 +253,9 @@ mod tests {
         let data: BTreeSet<GroupId> = (0..u32::from(u16::MAX)).map(data_group).collect();
         assert!(!data.contains(&control_group(1)));
         assert!(!data.contains(&control_group(u32::MAX)));
+        assert!(!data.contains(&report_group(1)));
         assert_ne!(control_group(1), control_group(2));
+        assert_ne!(control_group(u32::MAX), report_group(0));
+        assert_ne!(report_group(1), report_group(2));
     }
 }

@@ -20,6 +20,10 @@
 //! every receiver has everything, and 2 when the push could not complete
 //! at any (every receiver failed, or the root's own group failed). A
 //! receiver exits 0 once it has everything, checked and on disk.
+//!
+//! The manifest goes first to every receiver on its own: a receiver whose
+//! DIR already holds every entry, identical, is sent nothing; so a push run
+//! again reaches only the receivers that lack something.
 
 mod epochs;
 mod inputs;
@@ -28,6 +32,7 @@ mod output;
 mod progress;
 mod receive;
 mod send;
+mod survey;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

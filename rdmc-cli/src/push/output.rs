@@ -22,7 +22,7 @@ use anyhow::{anyhow, bail};
 use sha2::{Digest, Sha256};
 
 use super::inputs::hex;
-use super::manifest::{Manifest, Segment, piece_len};
+use super::manifest::{MODE_BITS, Manifest, Segment, piece_len};
 use rdmc_cli::cluster::without_path;
 
 /// Prefix of the staging directories (hidden).
@@ -50,6 +50,46 @@ pub(crate) fn leftover_staging(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// Whether `out` already holds every entry of `manifest`, identical: each
+/// directory (not a link to one), each link with its target, each file
+/// with its size, permissions and SHA-256 (read again). `false` at the
+/// first difference; an entry that cannot be read is a difference too.
+/// Extra entries in `out` do not matter. Blocking.
+pub(crate) fn holds(out: &Path, manifest: &Manifest) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let meta = |rel: &str| out.join(rel).symlink_metadata().ok();
+    let dirs = manifest
+        .dirs
+        .iter()
+        .all(|d| meta(&d.path).is_some_and(|m| m.is_dir()));
+    let links = manifest
+        .links
+        .iter()
+        .all(|l| std::fs::read_link(out.join(&l.path)).is_ok_and(|t| t == Path::new(&l.target)));
+    dirs && links
+        && manifest.files.iter().all(|f| {
+            meta(&f.path)
+                .is_some_and(|m| m.is_file() && m.len() == f.size && m.mode() & MODE_BITS == f.mode)
+                && sha256_of(&out.join(&f.path)).is_some_and(|h| h == f.sha256)
+        })
+}
+
+/// The SHA-256 of the file at `path`, in hex; `None` if it cannot be read.
+fn sha256_of(path: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut file = File::open(path).ok()?;
+    let mut hash = Sha256::new();
+    let mut buffer = vec![0; 1 << 20];
+    loop {
+        match file.read(&mut buffer) {
+            Ok(0) => return Some(hex(&hash.finalize())),
+            Ok(n) => hash.update(&buffer[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return None,
+        }
+    }
 }
 
 impl Staging {
@@ -378,6 +418,40 @@ mod tests {
         let mut names = staged(&out);
         names.sort();
         assert_eq!(names, ["d", "top", "unrelated"]);
+    }
+
+    #[test]
+    fn a_directory_holds_a_push_only_when_every_entry_is_identical() {
+        use std::os::unix::fs::PermissionsExt;
+        let out = ScratchDir::new("push-output-holds");
+        let (manifest, _src) = manifest_of(FILES, 8);
+        assert!(!holds(&out, &manifest), "an empty directory");
+        let mut staging = Staging::begin(&out, manifest.clone()).unwrap();
+        for (piece, data) in pieces_of(&manifest, FILES) {
+            staging.write_piece(&piece, &data).unwrap();
+        }
+        staging.commit().unwrap();
+        assert!(holds(&out, &manifest));
+        // The same size, one byte flipped.
+        std::fs::write(out.join("d/big"), b"0123456789abcdef0124").unwrap();
+        assert!(!holds(&out, &manifest));
+        std::fs::write(out.join("d/big"), FILES[2].1).unwrap();
+        assert!(holds(&out, &manifest));
+        // Other permissions.
+        let mode = std::fs::metadata(out.join("top"))
+            .unwrap()
+            .permissions()
+            .mode();
+        std::fs::set_permissions(
+            out.join("top"),
+            std::fs::Permissions::from_mode(mode ^ 0o100),
+        )
+        .unwrap();
+        assert!(!holds(&out, &manifest));
+        std::fs::set_permissions(out.join("top"), std::fs::Permissions::from_mode(mode)).unwrap();
+        // A file missing.
+        std::fs::remove_file(out.join("d/a")).unwrap();
+        assert!(!holds(&out, &manifest));
     }
 
     #[test]

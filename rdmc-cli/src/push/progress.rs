@@ -222,3 +222,22 @@ pub(crate) fn member_failed(style: Style, rank: u32, host: &str, failed: u32, wh
         }
     }
 }
+
+/// Receiver `rank`'s summary when its output directory already held every
+/// entry of the push, identical, so that nothing was sent to it.
+pub(crate) fn already_held(style: Style, rank: u32, manifest: &Manifest, out: &std::path::Path) {
+    let (files, bytes) = (manifest.files.len(), manifest.total_bytes());
+    match style {
+        Style::Json => println!(
+            "{}",
+            json!({"event": "done", "rank": rank, "files": files, "bytes": bytes,
+                   "already_held": true, "failed_hosts": []})
+        ),
+        Style::Bars | Style::Plain => println!(
+            "{} already held every file of the push, identical (SHA-256 checked): \
+             {files} files, {}; nothing received",
+            out.display(),
+            human(bytes)
+        ),
+    }
+}

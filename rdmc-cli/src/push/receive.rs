@@ -17,12 +17,14 @@ use tokio::sync::mpsc;
 use tracing::Instrument;
 
 use super::epochs::{
-    Epoch, Next, control_config, control_group, control_members, data_group, place,
+    Epoch, Next, Report, control_config, control_group, control_members, data_group, place,
+    report_group, report_members,
 };
 use super::manifest::Manifest;
-use super::output::{Staging, leftover_staging};
+use super::output::{Staging, holds, leftover_staging};
 use super::progress;
 use super::progress::{Progress, Style};
+use super::survey::CLOSE_WAIT;
 use super::{Failure, ReceiveArgs, group_config, node_config, prepare_cluster, runtime};
 use rdmc_cli::cluster::{ClusterSetup, check_output_dir};
 use rdmc_cli::members::Want;
@@ -102,16 +104,18 @@ async fn receive_all(
     style: Style,
 ) -> Result<(), Failure> {
     let rank = cluster.rank;
-    let mut control = node
-        .create_group(
-            control_group(rank),
-            &control_members(rank),
-            control_config(),
-        )
-        .await
-        .map_err(|e| Failure::of_group(cluster, &e))?
-        .into_receiver()
-        .map_err(|_| "a receiving member is first in the member list".to_owned())?;
+    let config = || control_config(args.cluster.max_message_size);
+    let opened = futures::future::try_join(
+        node.create_group(control_group(rank), &control_members(rank), config()),
+        node.create_group(report_group(rank), &report_members(rank), config()),
+    )
+    .await
+    .map_err(|e| Failure::of_group(cluster, &e))?;
+    let (Ok(mut control), Ok(report)) = (opened.0.into_receiver(), opened.1.into_sender()) else {
+        return Err(Failure::from(
+            "this receiver is first in the member list".to_owned(),
+        ));
+    };
     let (tx, rx) = mpsc::channel(WRITE_QUEUE);
     let writer = {
         let (out, rank) = (args.out.clone(), cluster.rank);
@@ -127,23 +131,24 @@ async fn receive_all(
         written: None,
         taken: 0,
         failed: BTreeSet::new(),
+        manifest: None,
+        reporting: None,
     };
-    let outcome = state.run(&mut control).await;
+    let outcome = state.run(&mut control, report).await;
+    let already = matches!(outcome, Ok(Held::Already));
     // The end of the queue tells the writer the push is complete (or cut
     // short: then it removes what it wrote).
     let written = state.finish_writing().await;
     // The group's failure, not the writer's "ended early", is the cause.
     outcome?;
-    written?;
-    let (manifest, progress) = state
-        .written
-        .take()
-        .expect("the writer ended")
-        .expect("the writer succeeded");
-    // The root closes the control groups once the data group closed; this
-    // member closes its own after that (the root waits for it, briefly),
-    // so that neither sees the other leave first.
-    let _ = tokio::time::timeout(CONTROL_CLOSE, async {
+    if !already {
+        written?;
+    }
+    // The root closes the control groups once the data group closed (or,
+    // for a receiver that held everything, once it told it so); this member
+    // closes its own after that (the root waits for it, briefly), so that
+    // neither sees the other leave first.
+    let _ = tokio::time::timeout(CLOSE_WAIT, async {
         while let Some(message) = control.next().await {
             if message.is_err() {
                 return;
@@ -152,6 +157,19 @@ async fn receive_all(
         let _ = control.close().await;
     })
     .await;
+    if let Some(reporting) = state.reporting.take() {
+        let _ = reporting.await;
+    }
+    if already {
+        let manifest = state.manifest.as_ref().expect("the manifest came");
+        progress::already_held(style, rank, manifest, &args.out);
+        return Ok(());
+    }
+    let (manifest, progress) = state
+        .written
+        .take()
+        .expect("the writer ended")
+        .expect("the writer succeeded");
     progress.finish(
         &manifest,
         &format!(
@@ -163,9 +181,13 @@ async fn receive_all(
     Ok(())
 }
 
-/// How long a receiver waits for the root's control group to close once
-/// it has everything.
-const CONTROL_CLOSE: Duration = Duration::from_secs(10);
+/// How a receiver's push ended well.
+enum Held {
+    /// It received every file.
+    Received,
+    /// Its output directory held every entry already: it received nothing.
+    Already,
+}
 
 /// A receiver's push across epochs.
 struct Receiving<'a> {
@@ -182,6 +204,10 @@ struct Receiving<'a> {
     taken: u64,
     /// Receivers left out of the push, as reported here.
     failed: BTreeSet<u32>,
+    /// The push's manifest, once it came.
+    manifest: Option<Manifest>,
+    /// The answer to the manifest being sent, and the report group closed.
+    reporting: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// How an epoch ended at a receiver.
@@ -199,11 +225,44 @@ impl Receiving<'_> {
         Failure::of_group(self.cluster, error)
     }
 
-    /// Every epoch the root announces, until one completes here.
-    async fn run(&mut self, control: &mut rdmc::Receiver) -> Result<(), Failure> {
+    /// The manifest, this receiver's answer, then every epoch the root
+    /// announces, until one completes here (or says that this receiver
+    /// held everything already).
+    async fn run(
+        &mut self,
+        control: &mut rdmc::Receiver,
+        report: rdmc::Sender,
+    ) -> Result<Held, Failure> {
+        let wait = Duration::from_secs_f64(self.args.cluster.connect_timeout);
+        let manifest_bytes = match tokio::time::timeout(wait, control.next()).await {
+            Ok(Some(Ok(message))) => message.data,
+            Ok(Some(Err(error))) => return Err(self.group_failed(&error)),
+            Ok(None) | Err(_) => {
+                return Err(Failure::from(
+                    "the pushing host sent no manifest".to_owned(),
+                ));
+            }
+        };
+        let manifest = Manifest::from_bytes(&manifest_bytes).map_err(Failure::from)?;
+        let holds_all = {
+            let (out, manifest) = (self.args.out.clone(), manifest.clone());
+            tokio::task::spawn_blocking(move || holds(&out, &manifest))
+                .await
+                .unwrap_or(false)
+        };
+        self.manifest = Some(manifest);
+        self.reporting = Some(tokio::spawn(answer(report, Report { holds_all })));
+        if holds_all {
+            self.feed = None;
+        } else {
+            self.hand_on(manifest_bytes).await?;
+        }
         let mut epoch = self.next_epoch(control, None).await?;
         loop {
             self.report_failed(&epoch);
+            if epoch.complete.contains(&self.cluster.rank) {
+                return Ok(Held::Already);
+            }
             if !epoch.members.contains(&self.cluster.rank) {
                 return Err(Failure::from(
                     "the pushing host left this receiver out of the push: it saw it fail"
@@ -232,7 +291,7 @@ impl Receiving<'_> {
                 Err(error) => EpochEnd::Failed(error),
             };
             epoch = match end {
-                EpochEnd::Complete => return Ok(()),
+                EpochEnd::Complete => return Ok(Held::Received),
                 EpochEnd::Next(next) => next,
                 EpochEnd::Failed(error) => {
                     // This member's own failure ends its push; another's
@@ -319,18 +378,7 @@ impl Receiving<'_> {
                     if next == Next::Skip {
                         continue;
                     }
-                    let handed = match &self.feed {
-                        Some(feed) => feed.send(message.data).await.is_ok(),
-                        None => false,
-                    };
-                    if !handed {
-                        // The writer stopped: its error says why.
-                        self.finish_writing().await?;
-                        return Err(Failure::from(
-                            "the file writer took no more messages".to_owned(),
-                        ));
-                    }
-                    self.taken += 1;
+                    self.hand_on(message.data).await?;
                 }
                 Some(Err(error)) => return Ok(EpochEnd::Failed(error)),
                 None => break,
@@ -356,6 +404,23 @@ impl Receiving<'_> {
             Ok(()) => EpochEnd::Complete,
             Err(error) => EpochEnd::Failed(error),
         })
+    }
+
+    /// Hand the push's next message to the writer.
+    async fn hand_on(&mut self, data: Bytes) -> Result<(), Failure> {
+        let handed = match &self.feed {
+            Some(feed) => feed.send(data).await.is_ok(),
+            None => false,
+        };
+        if !handed {
+            // The writer stopped: its error says why.
+            self.finish_writing().await?;
+            return Err(Failure::from(
+                "the file writer took no more messages".to_owned(),
+            ));
+        }
+        self.taken += 1;
+        Ok(())
     }
 
     /// End the writer's queue and wait for its outcome (once; after that,
@@ -428,4 +493,13 @@ fn write_files(
         bail!("the push sent more messages than its manifest plans");
     }
     staging.commit()
+}
+
+/// Send `report` on the report group, then close it (the root closes its
+/// side after reading it).
+async fn answer(mut group: rdmc::Sender, report: Report) {
+    if let Ok(receipt) = group.send(Bytes::from(report.to_bytes())).await {
+        let _ = receipt.sent().await;
+    }
+    let _ = tokio::time::timeout(CLOSE_WAIT, group.close()).await;
 }

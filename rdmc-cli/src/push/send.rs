@@ -12,10 +12,11 @@ use futures::future::join_all;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
-use super::epochs::{Epoch, control_config, control_group, control_members, data_group};
+use super::epochs::{Epoch, data_group};
 use super::inputs::{self, PieceReader, Source};
 use super::manifest::{Manifest, Piece};
 use super::progress::{Progress, Style};
+use super::survey::{Survey, close_control, survey, tell};
 use super::{Failure, PushArgs, group_config, node_config, prepare_cluster, runtime};
 use rdmc_cli::cluster::ClusterSetup;
 use rdmc_cli::members::Want;
@@ -143,17 +144,39 @@ async fn push(
         reason = cluster.lost() => Err(Failure::from(reason)),
     };
     match outcome {
-        Ok(Pushed { failed }) => {
+        Ok(Pushed { failed, complete }) => {
             let failed: Vec<String> = failed.iter().map(|&r| describe(cluster, r)).collect();
-            let complete = receivers - failed.len();
-            let what = if failed.is_empty() {
+            let have = receivers - failed.len();
+            let sent_to = have - complete.len();
+            let mut what = if failed.is_empty() {
                 format!("pushed to {receivers} receivers, every file's SHA-256 checked by each")
             } else {
                 format!(
-                    "pushed to {complete} of {receivers} receivers, every file's SHA-256 \
+                    "pushed to {have} of {receivers} receivers, every file's SHA-256 \
                      checked by each of them"
                 )
             };
+            if !complete.is_empty() {
+                if style == Style::Json {
+                    let hosts: Vec<String> =
+                        complete.iter().map(|&r| describe(cluster, r)).collect();
+                    println!(
+                        "{}",
+                        serde_json::json!({"event": "already_held", "rank": 0, "hosts": hosts})
+                    );
+                }
+                what = if sent_to == 0 {
+                    format!(
+                        "nothing to send: {} receivers already held every file, identical",
+                        complete.len()
+                    )
+                } else {
+                    format!(
+                        "{what} ({} already held them: sent nothing)",
+                        complete.len()
+                    )
+                };
+            }
             progress.finish(&manifest, &what, &failed);
             Ok(failed)
         }
@@ -164,13 +187,15 @@ async fn push(
     }
 }
 
-/// What the push achieved: every receiver named here failed and was left
-/// out; every other has every file, checked and on disk.
+/// What the push achieved: every receiver in `failed` failed and was left
+/// out; every other has every file, checked and on disk (those in
+/// `complete` held them before the push and were sent nothing).
 pub(super) struct Pushed {
     pub(super) failed: Vec<u32>,
+    pub(super) complete: Vec<u32>,
 }
 
-/// Open the control groups, then run epochs until a data group closes with
+/// Survey the receivers, then run epochs until a data group closes with
 /// every receiver still in the push (`Ok`, naming those left out), or none
 /// is left, or the root itself fails.
 async fn send_all(
@@ -180,32 +205,20 @@ async fn send_all(
     prepared: Prepared,
     progress: &Progress,
 ) -> Result<Pushed, Failure> {
-    let receivers: Vec<u32> = (1..cluster.size as u32).collect();
-    let creates = receivers
-        .iter()
-        .map(|&r| node.create_group(control_group(r), &control_members(r), control_config()));
-    let mut controls = BTreeMap::new();
-    let mut failed = BTreeSet::new();
-    for (rank, created) in receivers.iter().zip(join_all(creates).await) {
-        match created.map(rdmc::Group::into_sender) {
-            Ok(Ok(sender)) => {
-                controls.insert(*rank, sender);
-            }
-            Ok(Err(_)) => unreachable!("the root is first in every control group"),
-            Err(e) => {
-                let failure = Failure::of_group(cluster, &e);
-                if failure.hosts.is_empty() {
-                    return Err(failure);
-                }
-                note_failed(cluster, progress, *rank, &failure.message);
-                failed.insert(*rank);
-            }
-        }
-    }
+    let manifest_bytes = prepared.manifest_bytes.clone();
+    let Survey {
+        mut controls,
+        complete,
+        failed,
+        mut closing,
+    } = survey(cluster, node, args, manifest_bytes, progress).await?;
     let mut members = vec![0];
-    members.extend(receivers.iter().filter(|r| !failed.contains(r)));
-    let mut epoch = Epoch::first(members);
-    epoch.failed = failed.iter().copied().collect();
+    members.extend(controls.keys().filter(|r| !complete.contains(r)));
+    let mut epoch = Epoch::first(
+        members,
+        complete.iter().copied().collect(),
+        failed.iter().copied().collect(),
+    );
     let mut sending = Sending {
         prepared,
         reported: 0,
@@ -214,13 +227,22 @@ async fn send_all(
         sent_bytes: 0,
     };
     loop {
-        if epoch.receivers().next().is_none() {
-            return Err(Failure {
-                message: "every receiver failed".to_owned(),
-                hosts: epoch.failed.iter().map(|&r| describe(cluster, r)).collect(),
-            });
-        }
         announce(&mut controls, &epoch).await;
+        // Those that held everything were told so: they need nothing more.
+        for rank in &complete {
+            if let Some(control) = controls.remove(rank) {
+                closing.push(close_control(control));
+            }
+        }
+        if epoch.receivers().next().is_none() {
+            if epoch.complete.is_empty() {
+                return Err(Failure {
+                    message: "every receiver failed".to_owned(),
+                    hosts: epoch.failed.iter().map(|&r| describe(cluster, r)).collect(),
+                });
+            }
+            break;
+        }
         progress.status(None);
         let ended = run_epoch(cluster, node, args, &epoch, &mut sending, progress).await;
         let (mut suspects, resume) = match ended {
@@ -266,41 +288,25 @@ async fn send_all(
     // Close the control groups of the receivers in the push: each closes
     // its own when it sees that (its data group closed already); wait for
     // that (briefly), so that none sees the root leave first.
-    let closes = controls
-        .iter_mut()
-        .filter(|(rank, _)| epoch.members.contains(rank))
-        .map(|(_, control)| control.close());
-    let _ = tokio::time::timeout(CONTROL_CLOSE, join_all(closes)).await;
+    closing.extend(
+        std::mem::take(&mut controls)
+            .into_iter()
+            .filter(|(rank, _)| epoch.members.contains(rank))
+            .map(|(_, control)| close_control(control)),
+    );
+    join_all(closing).await;
     Ok(Pushed {
         failed: epoch.failed,
+        complete: epoch.complete,
     })
 }
 
-/// How long the root waits for the receivers to close their control
-/// groups after a successful push.
-const CONTROL_CLOSE: Duration = Duration::from_secs(10);
-
 /// Tell every receiver whose control group is open about `epoch` (those
-/// left out learn so from it); a control group that failed is dropped.
+/// left out learn so from it); a control group that failed is dropped, as
+/// are those of receivers left out once told.
 async fn announce(controls: &mut BTreeMap<u32, rdmc::Sender>, epoch: &Epoch) {
-    let message = Bytes::from(epoch.to_bytes());
-    let sends = controls.iter().map(|(&rank, control)| {
-        let message = message.clone();
-        async move {
-            let sent = match control.send(message).await {
-                Ok(receipt) => receipt.sent().await.is_ok(),
-                Err(_) => false,
-            };
-            (rank, sent)
-        }
-    });
-    for (rank, sent) in join_all(sends).await {
-        if !sent {
-            controls.remove(&rank);
-        }
-    }
-    // Those left out have been told; the push needs nothing more of them.
-    controls.retain(|rank, _| epoch.members.contains(rank));
+    tell(controls, Bytes::from(epoch.to_bytes())).await;
+    controls.retain(|rank, _| epoch.members.contains(rank) || epoch.complete.contains(rank));
 }
 
 fn describe(cluster: &ClusterSetup, rank: u32) -> String {
@@ -439,7 +445,7 @@ async fn send_epoch(
     let plan: Arc<Vec<Piece>> = Arc::new(manifest.plan());
     let total = 1 + plan.len() as u64;
     // Message 0 is the manifest, message i the plan's piece i - 1.
-    let first_piece = epoch.resume.saturating_sub(1) as usize;
+    let first_piece = epoch.resume.max(1) as usize - 1;
     let (tx, mut rx) = mpsc::channel::<anyhow::Result<Bytes>>(READ_AHEAD);
     let reader = {
         let (sources, manifest, plan) = (
@@ -466,7 +472,8 @@ async fn send_epoch(
         })
     };
     let mut in_flight = VecDeque::new();
-    for index in epoch.resume..total {
+    // The manifest (message 0) went on the control groups.
+    for index in epoch.resume.max(1)..total {
         // With --rate: each message waits until the bytes before it are
         // within the rate.
         if let Some(rate) = args.rate {
@@ -477,17 +484,13 @@ async fn send_epoch(
                 Err(e) = group.closed() => return Err(e.into()),
             }
         }
-        let data = if index == 0 {
-            sending.prepared.manifest_bytes.clone()
-        } else {
-            tokio::select! {
-                data = rx.recv() => data
-                    .ok_or_else(|| Failure::from("the file reader stopped".to_owned()))?
-                    .map_err(Failure::from)?,
-                // The group's failure as soon as it happens: do not wait
-                // for the next file to learn of it.
-                Err(e) = group.closed() => return Err(e.into()),
-            }
+        let data = tokio::select! {
+            data = rx.recv() => data
+                .ok_or_else(|| Failure::from("the file reader stopped".to_owned()))?
+                .map_err(Failure::from)?,
+            // The group's failure as soon as it happens: do not wait for
+            // the next file to learn of it.
+            Err(e) = group.closed() => return Err(e.into()),
         };
         sending.sent_bytes += data.len() as u64;
         let (sent, delivered) = group.send(data).await?.split();

@@ -1,0 +1,163 @@
+//! The root's first step: open a control and a report group with every
+//! receiver, send each the manifest, and hear which already hold
+//! everything (see [`super::epochs`]).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use futures::future::join_all;
+use tokio::task::JoinHandle;
+
+use super::epochs::{
+    Report, control_config, control_group, control_members, report_group, report_members,
+};
+use super::progress::Progress;
+use super::{Failure, PushArgs};
+use rdmc_cli::cluster::ClusterSetup;
+
+/// How long the root and the receivers wait for the other side to close a
+/// control or report group once it has served.
+pub(super) const CLOSE_WAIT: Duration = Duration::from_secs(10);
+
+/// The receivers as the survey found them.
+pub(super) struct Survey {
+    /// The control group of every receiver still reachable.
+    pub(super) controls: BTreeMap<u32, rdmc::Sender>,
+    /// Receivers that hold every entry already.
+    pub(super) complete: BTreeSet<u32>,
+    /// Receivers that failed (each reported on `progress`).
+    pub(super) failed: BTreeSet<u32>,
+    /// The report groups being closed.
+    pub(super) closing: Vec<JoinHandle<()>>,
+}
+
+/// Open the groups, send the manifest, collect the reports.
+pub(super) async fn survey(
+    cluster: &ClusterSetup,
+    node: &rdmc::Node,
+    args: &PushArgs,
+    manifest: Bytes,
+    progress: &Progress,
+) -> Result<Survey, Failure> {
+    let config = || control_config(args.cluster.max_message_size);
+    let opens = (1..cluster.size as u32).map(|r| async move {
+        let control = node.create_group(control_group(r), &control_members(r), config());
+        let report = node.create_group(report_group(r), &report_members(r), config());
+        (r, futures::future::try_join(control, report).await)
+    });
+    let mut survey = Survey {
+        controls: BTreeMap::new(),
+        complete: BTreeSet::new(),
+        failed: BTreeSet::new(),
+        closing: Vec::new(),
+    };
+    let mut reports = BTreeMap::new();
+    for (rank, opened) in join_all(opens).await {
+        match opened {
+            Ok((control, report)) => {
+                let (Ok(control), Ok(report)) = (control.into_sender(), report.into_receiver())
+                else {
+                    unreachable!("the root sends on control groups, receives on report groups");
+                };
+                survey.controls.insert(rank, control);
+                reports.insert(rank, report);
+            }
+            Err(e) => {
+                let failure = Failure::of_group(cluster, &e);
+                if failure.hosts.is_empty() {
+                    return Err(failure);
+                }
+                survey.fail(cluster, progress, rank, &failure.message);
+            }
+        }
+    }
+    for rank in tell(&mut survey.controls, manifest).await {
+        survey.fail(
+            cluster,
+            progress,
+            rank,
+            "the manifest could not be sent to it",
+        );
+        reports.remove(&rank);
+    }
+    // Each receiver checks its output directory against the manifest
+    // (hashing what it holds) before it answers.
+    let wait = Duration::from_secs_f64(args.cluster.connect_timeout);
+    let answers = reports.into_iter().map(|(rank, mut report)| async move {
+        let answer = match tokio::time::timeout(wait, report.next()).await {
+            Ok(Some(Ok(message))) => {
+                Report::from_bytes(&message.data).map_err(|e| format!("{e:#}"))
+            }
+            Ok(Some(Err(e))) => Err(e.to_string()),
+            Ok(None) => Err("it ended its report group unanswered".to_owned()),
+            Err(_) => Err(format!(
+                "no answer to the manifest within {} s",
+                wait.as_secs_f64()
+            )),
+        };
+        // The receiver closes its report group once it has answered; this
+        // side closes after it.
+        let closing = tokio::spawn(async move {
+            let _ = tokio::time::timeout(CLOSE_WAIT, async {
+                while let Some(Ok(_)) = report.next().await {}
+                let _ = report.close().await;
+            })
+            .await;
+        });
+        (rank, answer, closing)
+    });
+    for (rank, answer, closing) in join_all(answers).await {
+        survey.closing.push(closing);
+        match answer {
+            Ok(Report { holds_all: true }) => {
+                survey.complete.insert(rank);
+            }
+            Ok(Report { holds_all: false }) => {}
+            Err(why) => survey.fail(cluster, progress, rank, &why),
+        }
+    }
+    Ok(survey)
+}
+
+impl Survey {
+    fn fail(&mut self, cluster: &ClusterSetup, progress: &Progress, rank: u32, why: &str) {
+        progress.member_failed(&cluster.describe(rdmc::NodeId(rank)), rank, why);
+        self.controls.remove(&rank);
+        self.failed.insert(rank);
+    }
+}
+
+/// Send `message` on every control group; those it could not be sent on
+/// are dropped, and their ranks returned.
+pub(super) async fn tell(controls: &mut BTreeMap<u32, rdmc::Sender>, message: Bytes) -> Vec<u32> {
+    let sends = controls.iter().map(|(&rank, control)| {
+        let message = message.clone();
+        async move {
+            let sent = match control.send(message).await {
+                Ok(receipt) => receipt.sent().await.is_ok(),
+                Err(_) => false,
+            };
+            (rank, sent)
+        }
+    });
+    let gone: Vec<u32> = join_all(sends)
+        .await
+        .into_iter()
+        .filter(|&(_, sent)| !sent)
+        .map(|(rank, _)| rank)
+        .collect();
+    for rank in &gone {
+        controls.remove(rank);
+    }
+    gone
+}
+
+/// Close `control` (the receiver closes its side when it sees that),
+/// waiting at most [`CLOSE_WAIT`].
+pub(super) fn close_control(mut control: rdmc::Sender) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(CLOSE_WAIT, control.close()).await;
+    })
+}
