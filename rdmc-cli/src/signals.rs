@@ -1,7 +1,10 @@
-//! The signals that end a command early: `SIGINT` (Ctrl-C) and `SIGTERM`
-//! (what `kill`, systemd and docker send). A command that gets one stops
-//! its work, tells its peers it leaves, removes what it had only begun to
-//! write, and exits with an error naming the signal, as for any failure.
+//! The signals that end a command early: `SIGINT` (Ctrl-C), `SIGTERM`
+//! (what `kill`, systemd and docker send) and `SIGHUP` (the terminal or the
+//! ssh session that started the command went away; not when the command
+//! was started with it ignored, as by `nohup`). A command that gets one
+//! stops its work, tells its peers it leaves, removes what it had only
+//! begun to write, and exits with an error naming the signal, as for any
+//! failure.
 
 /// Forget handlers of `SIGINT` and `SIGTERM` that a linked library
 /// installed as it loaded, so that the signals reach [`interrupted`] and
@@ -30,10 +33,11 @@ pub fn forget_library_handlers() {
     }
 }
 
-/// Resolves once the process gets `SIGINT` or `SIGTERM`, with what to say:
-/// `interrupted (SIGINT)` or `terminated (SIGTERM)`. Never resolves if the
-/// handlers cannot be installed (the signals then end the process as by
-/// default).
+/// Resolves once the process gets `SIGINT`, `SIGTERM` or `SIGHUP`, with
+/// what to say: `interrupted (SIGINT)`, `terminated (SIGTERM)` or `hung up
+/// (SIGHUP)`. Never resolves if the handlers cannot be installed (the
+/// signals then end the process as by default). `SIGHUP` is left alone
+/// when the process started with it ignored (`nohup`).
 ///
 /// Cancel safe: dropping the future leaves the handlers installed (tokio
 /// keeps them for the process), which only means a later signal is noted
@@ -46,8 +50,30 @@ pub async fn interrupted() -> String {
     ) else {
         return std::future::pending().await;
     };
+    let mut hup = match hangup_ignored() {
+        true => None,
+        false => signal(SignalKind::hangup()).ok(),
+    };
+    let hung_up = async {
+        match &mut hup {
+            Some(hup) => hup.recv().await,
+            None => std::future::pending().await,
+        }
+    };
     tokio::select! {
         _ = int.recv() => "interrupted (SIGINT)".to_owned(),
         _ = term.recv() => "terminated (SIGTERM)".to_owned(),
+        _ = hung_up => "hung up (SIGHUP)".to_owned(),
+    }
+}
+
+/// Whether `SIGHUP` is ignored (the process was started so, by `nohup`).
+fn hangup_ignored() -> bool {
+    // SAFETY: a sigaction query into a zeroed (valid) struct; it changes
+    // nothing.
+    unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGHUP, std::ptr::null(), &mut current) == 0
+            && current.sa_sigaction == libc::SIG_IGN
     }
 }

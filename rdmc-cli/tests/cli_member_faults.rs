@@ -149,7 +149,19 @@ fn a_member_stopped_for_more_than_the_failure_timeout_is_declared_failed_and_tol
 /// the signal; the others fail naming it.
 #[test]
 fn a_member_terminated_mid_transfer_says_so_and_leaves_no_part_file() {
-    let scratch = Scratch::new(&TCP, "sigterm", 3, "a key for the SIGTERM test");
+    signalled_mid_transfer(libc::SIGTERM, "terminated (SIGTERM)");
+}
+
+/// `SIGHUP` (the ssh session or terminal that started it went away): as
+/// `SIGTERM`.
+#[test]
+fn a_member_hung_up_mid_transfer_says_so_and_leaves_no_part_file() {
+    signalled_mid_transfer(libc::SIGHUP, "hung up (SIGHUP)");
+}
+
+fn signalled_mid_transfer(signal: libc::c_int, said: &str) {
+    let name = format!("signal{signal}");
+    let scratch = Scratch::new(&TCP, &name, 3, "a key for the signal tests");
     let files = scratch.small_and_big(256 << 20);
     let extra = [&SLOW_CHAIN[..], &["--failure-timeout", "30"]].concat();
     let mut children: Vec<Child> = (0..3)
@@ -175,11 +187,11 @@ fn a_member_terminated_mid_transfer_says_so_and_leaves_no_part_file() {
     }
     let pid = children[2].id() as libc::pid_t;
     // SAFETY: signalling our own child process, which is still running.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
     let (status, err) = wait(&mut children[2], Duration::from_secs(20));
     assert_eq!(status.signal(), None, "rank 2 died of the signal: {err}");
     assert_eq!(status.code(), Some(1), "rank 2: {err}");
-    assert!(err.contains("terminated (SIGTERM)"), "rank 2: {err}");
+    assert!(err.contains(said), "rank 2: {err}");
     assert_eq!(err.lines().count(), 1, "rank 2: one line: {err}");
     assert_eq!(parts(), 0, "rank 2 left a part file");
     assert!(!out.join("1.bin").exists(), "rank 2 finished the big file");
