@@ -8,7 +8,6 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::{Context as _, anyhow, bail};
 use bytes::Bytes;
@@ -233,11 +232,12 @@ impl Receiving<'_> {
         control: &mut rdmc::Receiver,
         report: rdmc::Sender,
     ) -> Result<Held, Failure> {
-        let wait = Duration::from_secs_f64(self.args.cluster.connect_timeout);
-        let manifest_bytes = match tokio::time::timeout(wait, control.next()).await {
-            Ok(Some(Ok(message))) => message.data,
-            Ok(Some(Err(error))) => return Err(self.group_failed(&error)),
-            Ok(None) | Err(_) => {
+        // Waits on the control group bound only by the root's liveness: a
+        // root that fails or leaves fails the group.
+        let manifest_bytes = match control.next().await {
+            Some(Ok(message)) => message.data,
+            Some(Err(error)) => return Err(self.group_failed(&error)),
+            None => {
                 return Err(Failure::from(
                     "the pushing host sent no manifest".to_owned(),
                 ));
@@ -325,20 +325,18 @@ impl Receiving<'_> {
             }
             None => Failure::from(why),
         };
-        let wait = Duration::from_secs_f64(self.args.cluster.connect_timeout);
-        match tokio::time::timeout(wait, control.next()).await {
-            Ok(Some(Ok(message))) => {
+        // The root may take a while (it waits for every receiver's answer,
+        // or for a failure to be detected): as long as it lives, its control
+        // group stands.
+        match control.next().await {
+            Some(Ok(message)) => {
                 Epoch::from_bytes(&message.data).map_err(|e| cause(format!("{e:#}")))
             }
-            Ok(Some(Err(error))) => Err(match after {
+            Some(Err(error)) => Err(match after {
                 Some(_) => cause(format!("and then {}", self.group_failed(&error).message)),
                 None => self.group_failed(&error),
             }),
-            Ok(None) => Err(cause("the pushing host ended the push".to_owned())),
-            Err(_) => Err(cause(format!(
-                "the pushing host said nothing for {} s",
-                self.args.cluster.connect_timeout
-            ))),
+            None => Err(cause("the pushing host ended the push".to_owned())),
         }
     }
 

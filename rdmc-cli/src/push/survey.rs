@@ -83,19 +83,14 @@ pub(super) async fn survey(
         reports.remove(&rank);
     }
     // Each receiver checks its output directory against the manifest
-    // (hashing what it holds) before it answers.
-    let wait = Duration::from_secs_f64(args.cluster.connect_timeout);
+    // (hashing what it holds, which takes as long as reading it) before it
+    // answers: the wait is bound by its liveness (a receiver that fails or
+    // leaves fails its report group), not by a time limit.
     let answers = reports.into_iter().map(|(rank, mut report)| async move {
-        let answer = match tokio::time::timeout(wait, report.next()).await {
-            Ok(Some(Ok(message))) => {
-                Report::from_bytes(&message.data).map_err(|e| format!("{e:#}"))
-            }
-            Ok(Some(Err(e))) => Err(e.to_string()),
-            Ok(None) => Err("it ended its report group unanswered".to_owned()),
-            Err(_) => Err(format!(
-                "no answer to the manifest within {} s",
-                wait.as_secs_f64()
-            )),
+        let answer = match report.next().await {
+            Some(Ok(message)) => Report::from_bytes(&message.data).map_err(|e| format!("{e:#}")),
+            Some(Err(e)) => Err(e.to_string()),
+            None => Err("it ended its report group unanswered".to_owned()),
         };
         // The receiver closes its report group once it has answered; this
         // side closes after it.
