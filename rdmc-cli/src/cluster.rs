@@ -236,16 +236,48 @@ impl ClusterSetup {
         Self::from_plan(plan, key_file, timeouts, transport, ofi_provider)
     }
 
+    /// A cluster handed over whole, as `rdmc push --hosts` hands it to the
+    /// receivers it starts: every member's address, this member's rank and
+    /// the key; `origin` names where it came from in errors.
+    pub fn from_list(
+        members: Vec<SocketAddr>,
+        rank: u32,
+        key: ClusterKey,
+        origin: &str,
+        timeouts: (f64, f64),
+        transport: Transport,
+        ofi_provider: &str,
+    ) -> Result<Self, String> {
+        let plan = members::Plan {
+            source: members::Source::File,
+            size: members.len(),
+            rank: Some(rank),
+            origin: origin.to_owned(),
+            how: How::Ready(members),
+        };
+        Self::with_key(plan, key, timeouts, transport, ofi_provider)
+    }
+
     fn from_plan(
         plan: members::Plan,
         key_file: Option<&Path>,
+        timeouts: (f64, f64),
+        transport: Transport,
+        ofi_provider: &str,
+    ) -> Result<Self, String> {
+        let key = load_key(key_file)?;
+        Self::with_key(plan, key, timeouts, transport, ofi_provider)
+    }
+
+    fn with_key(
+        plan: members::Plan,
+        key: ClusterKey,
         (connect_timeout, failure_timeout): (f64, f64),
         transport: Transport,
         ofi_provider: &str,
     ) -> Result<Self, String> {
         let connect_timeout = seconds(connect_timeout, "--connect-timeout")?;
         let failure_timeout = seconds(failure_timeout, "--failure-timeout")?;
-        let key = load_key(key_file)?;
         let exchange_key = ExchangeKey::derive(&key);
         let mut setup = ClusterSetup {
             members: Vec::new(),

@@ -27,6 +27,7 @@
 
 mod epochs;
 mod inputs;
+mod launch;
 mod manifest;
 mod output;
 mod progress;
@@ -102,6 +103,8 @@ pub(crate) struct PushArgs {
     /// directories, links, bytes, messages), without contacting anyone.
     #[arg(long)]
     dry_run: bool,
+    #[command(flatten)]
+    hosts: launch::HostsArgs,
     // Last: the members' help heading holds for the options after them.
     #[command(flatten)]
     cluster: ClusterArgs,
@@ -115,6 +118,11 @@ pub(crate) struct ReceiveArgs {
     /// claims the lowest free rank from 1.
     #[arg(long, visible_alias = "rank", value_name = "I")]
     me: Option<u32>,
+    /// Read the cluster (every member's address, this receiver's rank and
+    /// the cluster key) from one JSON line on standard input, as `rdmc push
+    /// --hosts` hands it over ssh, instead of --members and --key-file.
+    #[arg(long, conflicts_with_all = ["me", "members", "members_from", "key_file"])]
+    cluster_from_stdin: bool,
     /// Directory the pushed files and directories land in, created if need
     /// be. Nothing in it is overwritten: a push naming an existing entry
     /// fails.
@@ -212,7 +220,7 @@ fn prepare_cluster(args: &ClusterArgs, want: (Want, &str)) -> anyhow::Result<Clu
     if args.max_message_size == 0 {
         bail!("--max-message-size must be at least 1 byte");
     }
-    let mut cluster = ClusterSetup::from_args(
+    let cluster = ClusterSetup::from_args(
         &args.source,
         want,
         args.credentials.key_file.as_deref(),
@@ -221,6 +229,34 @@ fn prepare_cluster(args: &ClusterArgs, want: (Want, &str)) -> anyhow::Result<Clu
         &args.ofi_provider,
     )
     .map_err(anyhow::Error::msg)?;
+    with_settings(args, cluster)
+}
+
+/// A cluster handed over whole (`rdmc push --hosts`, `rdmc receive
+/// --cluster-from-stdin`).
+fn listed_cluster(
+    args: &ClusterArgs,
+    (members, rank, key): launch::Listed,
+    origin: &str,
+) -> anyhow::Result<ClusterSetup> {
+    if args.max_message_size == 0 {
+        bail!("--max-message-size must be at least 1 byte");
+    }
+    let cluster = ClusterSetup::from_list(
+        members,
+        rank,
+        key,
+        origin,
+        (args.connect_timeout, args.failure_timeout),
+        args.transport,
+        &args.ofi_provider,
+    )
+    .map_err(anyhow::Error::msg)?;
+    with_settings(args, cluster)
+}
+
+/// The settings of `args` every member applies to its cluster.
+fn with_settings(args: &ClusterArgs, mut cluster: ClusterSetup) -> anyhow::Result<ClusterSetup> {
     cluster.report.json = args.json;
     cluster.wire_security = args.wire_security.into();
     args.credentials

@@ -24,7 +24,9 @@ use super::output::{Staging, holds, leftover_staging};
 use super::progress;
 use super::progress::{Progress, Style};
 use super::survey::CLOSE_WAIT;
-use super::{Failure, ReceiveArgs, group_config, node_config, prepare_cluster, runtime};
+use super::{
+    Failure, ReceiveArgs, group_config, listed_cluster, node_config, prepare_cluster, runtime,
+};
 use rdmc_cli::cluster::{ClusterSetup, check_output_dir};
 use rdmc_cli::members::Want;
 
@@ -63,8 +65,13 @@ fn check(args: &ReceiveArgs) -> anyhow::Result<ClusterSetup> {
     if args.me == Some(0) {
         bail!("rank 0 is the pushing host (it runs `rdmc push`); give --me 1 or more");
     }
-    let want = args.me.map_or(Want::Receiver, Want::Rank);
-    let cluster = prepare_cluster(&args.cluster, (want, "--me"))?;
+    let cluster = if args.cluster_from_stdin {
+        let listed = super::launch::read_launch_line()?;
+        listed_cluster(&args.cluster, listed, "the cluster from standard input")?
+    } else {
+        let want = args.me.map_or(Want::Receiver, Want::Rank);
+        prepare_cluster(&args.cluster, (want, "--me"))?
+    };
     if cluster.rank_known() && cluster.rank == 0 {
         bail!(
             "{} makes this process rank 0, the pushing host: run `rdmc push` there",

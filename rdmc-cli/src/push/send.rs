@@ -14,10 +14,13 @@ use tracing::Instrument;
 
 use super::epochs::{Epoch, data_group};
 use super::inputs::{self, PieceReader, Source};
+use super::launch::{Launch, Launched};
 use super::manifest::{Manifest, Piece};
 use super::progress::{Progress, Style};
 use super::survey::{Survey, close_control, survey, tell};
-use super::{Failure, PushArgs, group_config, node_config, prepare_cluster, runtime};
+use super::{
+    Failure, PushArgs, group_config, listed_cluster, node_config, prepare_cluster, runtime,
+};
 use rdmc_cli::cluster::ClusterSetup;
 use rdmc_cli::members::Want;
 use rdmc_cli::size::human;
@@ -36,8 +39,19 @@ pub(super) fn run(args: &PushArgs) -> Result<Vec<String>, Failure> {
     let style = Style::pick(args.cluster.json);
     // Everything that can be wrong here is found before anyone is contacted:
     // the command line, the members file, the key, every input.
-    let mut cluster = prepare_cluster(&args.cluster, (Want::Rank(0), "rdmc push is rank"))
-        .map_err(Failure::from)?;
+    let (mut cluster, launch) = match args.hosts.hosts {
+        Some(_) => {
+            let (launch, listed) = Launch::plan(&args.hosts, &args.cluster)?;
+            (
+                listed_cluster(&args.cluster, listed, "--hosts")?,
+                Some(launch),
+            )
+        }
+        None => (
+            prepare_cluster(&args.cluster, (Want::Rank(0), "rdmc push is rank"))?,
+            None,
+        ),
+    };
     if cluster.size < 2 {
         return Err(Failure::from(format!(
             "{} lists no receivers: the pushing host is its first line, receivers follow",
@@ -58,7 +72,15 @@ pub(super) fn run(args: &PushArgs) -> Result<Vec<String>, Failure> {
     runtime.block_on(
         async {
             cluster.join().await?;
-            push(&cluster, args, prepared, style).await
+            let mut launched = match launch {
+                Some(launch) => Some(launch.start(&args.hosts, &args.cluster).await?),
+                None => None,
+            };
+            let outcome = push(&cluster, args, prepared, style, launched.as_mut()).await;
+            if let Some(launched) = launched {
+                launched.finish().await;
+            }
+            outcome
         }
         .instrument(tracing::info_span!("push")),
     )
@@ -124,6 +146,7 @@ async fn push(
     args: &PushArgs,
     prepared: Prepared,
     style: Style,
+    launched: Option<&mut Launched>,
 ) -> Result<Vec<String>, Failure> {
     let manifest = prepared.manifest.clone();
     let progress = Progress::new(style, "sent", 0, &manifest);
@@ -131,7 +154,15 @@ async fn push(
     progress.status(Some(&format!("connecting to {receivers} receivers")));
     let outcome = async {
         let node_config = node_config(&args.cluster);
-        let node = cluster.start(node_config).await?;
+        // A receiver started over ssh that ends before the cluster formed
+        // (ssh refused, no `rdmc` there) fails the push at once.
+        let node = match launched {
+            Some(launched) => tokio::select! {
+                node = cluster.start(node_config) => node?,
+                failure = launched.failed() => return Err(failure),
+            },
+            None => cluster.start(node_config).await?,
+        };
         let outcome = send_all(cluster, &node, args, prepared, &progress).await;
         // Put the last signals on the wire ("closed", or this member's
         // failure) before the process exits.
@@ -281,9 +312,13 @@ async fn send_all(
             epoch.receivers().count()
         )));
     }
-    for index in sending.sent_files..sending.prepared.manifest.files.len() {
-        // Empty files take no message.
-        progress.file_done(&sending.prepared.manifest, index);
+    let manifest = &sending.prepared.manifest;
+    for index in sending.sent_files..manifest.files.len() {
+        // Empty files take no message (and nothing was sent to receivers
+        // that held everything).
+        if manifest.files[index].size == 0 {
+            progress.file_done(manifest, index);
+        }
     }
     // Close the control groups of the receivers in the push: each closes
     // its own when it sees that (its data group closed already); wait for
