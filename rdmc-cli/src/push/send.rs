@@ -2,7 +2,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail};
@@ -407,28 +406,27 @@ async fn run_epoch(
     progress: &Progress,
 ) -> Result<(), EpochEnd> {
     // Every member took each message whose `delivered` came back: counted
-    // in order, from the epoch's first.
-    let delivered = Arc::new(AtomicU64::new(epoch.resume));
+    // in order, from the epoch's first, up to the first that failed.
     let (deliveries, mut to_count) = mpsc::unbounded_channel::<rdmc::Delivered>();
-    let counter = {
-        let delivered = delivered.clone();
-        tokio::spawn(async move {
-            while let Some(delivery) = to_count.recv().await {
-                if delivery.await.is_err() {
-                    return;
-                }
-                delivered.fetch_add(1, Ordering::SeqCst);
+    let first = epoch.resume;
+    let counter = tokio::spawn(async move {
+        let mut delivered = first;
+        while let Some(delivery) = to_count.recv().await {
+            if delivery.await.is_err() {
+                break;
             }
-        })
-    };
+            delivered += 1;
+        }
+        delivered
+    });
     let outcome = send_epoch(node, args, epoch, sending, progress, deliveries).await;
     // The group failed or closed: every `delivered` has its answer.
-    let _ = counter.await;
+    let delivered = counter.await.unwrap_or(first);
     outcome.map_err(|error| match error {
         Stop::Group(error) => match receivers_named(&error) {
             Some(suspects) => EpochEnd::Failed {
                 suspects,
-                delivered: delivered.load(Ordering::SeqCst),
+                delivered,
                 why: error.to_string(),
             },
             None => EpochEnd::Fatal(Failure::of_group(cluster, &error)),
