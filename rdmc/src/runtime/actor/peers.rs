@@ -142,7 +142,14 @@ impl<T: Transport> Actor<T> {
             );
             return;
         }
-        tracing::warn!(peer = node.0, incarnation, %reason, "peer down");
+        // A failure for this node only where a group of it held the peer;
+        // a peer it shares nothing with (a run that ended, a link torn down
+        // mid-agreement as the peer exits) is news, not a warning.
+        if self.groups.values().any(|g| g.rank_of.contains_key(&node)) {
+            tracing::warn!(peer = node.0, incarnation, %reason, "peer down");
+        } else {
+            tracing::info!(peer = node.0, incarnation, %reason, "peer down (in no group of this node)");
+        }
         self.peers.down_because.insert(node, reason.clone());
         let event = PeerEvent::Down {
             node,

@@ -267,7 +267,8 @@ impl Link {
                     halves
                 }
                 Err(reason) => {
-                    tracing::warn!(peer = peer.0, %reason, "peer down");
+                    // The node reports it, as a warning where a group held the peer.
+                    tracing::debug!(peer = peer.0, %reason, "peer down");
                     link_state.read_done.cancel();
                     link_state.report_down(&completions, &reason);
                     let _ = agreed_tx.send(Err(reason));

@@ -251,7 +251,8 @@ pub(super) async fn read_loop<R: AsyncRead>(
             // This node is leaving: the connection's end is expected.
             tracing::debug!(peer = peer.0, %reason, "connection ended as this node leaves");
         } else {
-            tracing::warn!(peer = peer.0, %reason, "peer down");
+            // The node reports it, as a warning where a group held the peer.
+            tracing::debug!(peer = peer.0, %reason, "peer down");
         }
         state.report_down(&link.completions, &reason);
     }
