@@ -144,15 +144,15 @@ fn stop_a_receiver_mid_push(test: &str, signal: libc::c_int) -> (ExitStatus, Str
 
 /// Five members, two receivers killed at once mid-push (without a word):
 /// the other two end with every file, the push names both. The same push
-/// run again sends the files only to the two that lack them; run once more,
-/// it sends nothing. Each exits 0.
+/// run again sends only what the two lack (their killed runs' checked
+/// pieces are kept); run once more, it sends nothing. Each exits 0.
 #[test]
 fn two_receivers_killed_at_once_mid_push_leave_the_others_complete_and_a_rerun_fills_them() {
     let scratch = Scratch::new("two_killed", 5);
     let (mut receivers, push) = start_push(&scratch, 4, 24, 100);
-    // Ranks 2 and 4, once rank 2 has its third file.
+    // Ranks 2 and 4, once each has its third file.
     let (mut first, _stdout) = after_files(&mut receivers, 2, 3);
-    let mut second = receivers[3].take().unwrap();
+    let (mut second, _stdout) = after_files(&mut receivers, 4, 3);
     for victim in [&mut first, &mut second] {
         victim.kill().unwrap();
     }
@@ -180,8 +180,11 @@ fn two_receivers_killed_at_once_mid_push_leave_the_others_complete_and_a_rerun_f
     assert_eq!(failed, named);
     survivors_complete(&scratch, &mut receivers, "");
     let sent = entries(&scratch.path("src"));
+    let total: u64 = 24 * (3 << 19);
     // The same push again, every receiver running: ranks 1 and 3 hold
-    // everything and are sent nothing; ranks 2 and 4 get every file.
+    // everything and are sent nothing; ranks 2 and 4 take over what their
+    // killed runs kept (three files at least, checked) and are sent the
+    // rest only: the root sends exactly what the one that kept less lacks.
     let rerun = |expect_held: &[usize]| {
         let receivers: Vec<Child> = (1..5).map(|r| scratch.receiver(r)).collect();
         let (status, out, err) = finish(
@@ -201,6 +204,11 @@ fn two_receivers_killed_at_once_mid_push_leave_the_others_complete_and_a_rerun_f
             .map(|&r| format!("{} (rank {r})", scratch.addr(r)))
             .collect();
         assert_eq!(held, want, "{out}");
+        let root_done = events(&out)
+            .into_iter()
+            .find(|e| e["event"] == "done")
+            .expect("done");
+        let mut missing = 0;
         for (rank, receiver) in (1..5).zip(receivers) {
             let (status, out, err) = finish(receiver, Duration::from_secs(120));
             assert!(status.success(), "again, receiver {rank}: {err}");
@@ -212,7 +220,14 @@ fn two_receivers_killed_at_once_mid_push_leave_the_others_complete_and_a_rerun_f
                 assert_eq!(done["already_held"], true, "receiver {rank}: {out}");
                 assert_eq!(received, 0, "receiver {rank} was sent files: {out}");
             } else {
+                // Files kept from the killed run count as received.
                 assert_eq!(received, 24, "receiver {rank}: {out}");
+                let kept = said
+                    .iter()
+                    .find(|e| e["event"] == "resumed")
+                    .map_or(0, |e| e["bytes_held"].as_u64().unwrap());
+                assert!(kept >= 3 * (3 << 19), "receiver {rank} kept {kept}: {out}");
+                missing = missing.max(total - kept);
             }
             assert!(
                 entries(&scratch.path(&format!("out{rank}")))
@@ -223,6 +238,7 @@ fn two_receivers_killed_at_once_mid_push_leave_the_others_complete_and_a_rerun_f
                 "again, receiver {rank} differs"
             );
         }
+        assert_eq!(root_done["sent_bytes"], missing, "{out}");
     };
     rerun(&[1, 3]);
     // And once more: a finished push is a no-op.

@@ -75,6 +75,12 @@ pub(super) struct Report {
     /// Its output directory holds every entry of the manifest, identical
     /// (each file's size, permissions and SHA-256).
     pub(super) holds_all: bool,
+    /// Otherwise, how many messages of the push it holds already (the
+    /// manifest, then the pieces a killed receiver before it left, checked
+    /// against the manifest): the first epoch starts at the fewest any of
+    /// its receivers holds.
+    #[serde(default)]
+    pub(super) taken: u64,
 }
 
 impl Report {
@@ -109,14 +115,19 @@ pub(super) struct Epoch {
 }
 
 impl Epoch {
-    /// The first epoch: the receivers in `members` from the first piece
-    /// (the manifest came on the control groups), those in `complete`
-    /// receiving nothing.
-    pub(super) fn first(members: Vec<u32>, complete: Vec<u32>, failed: Vec<u32>) -> Self {
+    /// The first epoch: the receivers in `members` from message `resume`
+    /// (at least the first piece: the manifest came on the control
+    /// groups), those in `complete` receiving nothing.
+    pub(super) fn first(
+        members: Vec<u32>,
+        complete: Vec<u32>,
+        failed: Vec<u32>,
+        resume: u64,
+    ) -> Self {
         Epoch {
             number: 0,
             members,
-            resume: 1,
+            resume: resume.max(1),
             failed,
             complete,
         }
@@ -199,9 +210,10 @@ mod tests {
 
     #[test]
     fn an_epoch_round_trips_and_the_next_leaves_out_the_failed() {
-        let first = Epoch::first(vec![0, 1, 2, 3, 4], vec![5], vec![6]);
+        let first = Epoch::first(vec![0, 1, 2, 3, 4], vec![5], vec![6], 0);
         assert_eq!(Epoch::from_bytes(&first.to_bytes()).unwrap(), first);
         assert_eq!(first.resume, 1);
+        assert_eq!(Epoch::first(vec![0, 1], vec![], vec![], 4).resume, 4);
         let second = first.next(&BTreeSet::from([2]), 7);
         assert_eq!(second.complete, [5]);
         assert_eq!(second.number, 1);
@@ -233,10 +245,15 @@ mod tests {
 
     #[test]
     fn reports_round_trip_and_garbage_is_refused() {
-        for holds_all in [false, true] {
-            let report = Report { holds_all };
+        for (holds_all, taken) in [(false, 1), (false, 7), (true, 0)] {
+            let report = Report { holds_all, taken };
             assert_eq!(Report::from_bytes(&report.to_bytes()).unwrap(), report);
         }
+        // An earlier receiver's report (no `taken`) holds the manifest only.
+        assert_eq!(
+            Report::from_bytes(br#"{"holds_all":false}"#).unwrap().taken,
+            0
+        );
         assert!(Report::from_bytes(b"{}").is_err());
         assert!(Report::from_bytes(&vec![b' '; EPOCH_LIMIT + 1]).is_err());
     }

@@ -238,6 +238,56 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
     hex::encode(bytes)
 }
 
+/// The SHA-256 of a whole file and, for a file sent in pieces of its own,
+/// of each piece (every `chunk` bytes from its start), in one pass.
+pub(crate) struct FileDigests {
+    whole: Sha256,
+    /// The piece size, the piece's hash so far and its bytes so far.
+    piece: Option<(u64, Sha256, u64)>,
+    pieces: Vec<String>,
+}
+
+impl FileDigests {
+    /// Digests of a whole file; of its `chunk`-byte pieces too if given.
+    pub(crate) fn new(chunk: Option<u64>) -> Self {
+        FileDigests {
+            whole: Sha256::new(),
+            piece: chunk.map(|size| (size.max(1), Sha256::new(), 0)),
+            pieces: Vec::new(),
+        }
+    }
+
+    /// The file's next bytes.
+    pub(crate) fn update(&mut self, mut bytes: &[u8]) {
+        self.whole.update(bytes);
+        let Some((size, hash, filled)) = &mut self.piece else {
+            return;
+        };
+        while !bytes.is_empty() {
+            let take = usize::try_from(*size - *filled)
+                .unwrap_or(usize::MAX)
+                .min(bytes.len());
+            hash.update(&bytes[..take]);
+            *filled += take as u64;
+            bytes = &bytes[take..];
+            if *filled == *size {
+                self.pieces.push(hex(&std::mem::take(hash).finalize()));
+                *filled = 0;
+            }
+        }
+    }
+
+    /// The whole file's digest and each piece's, in lowercase hex.
+    pub(crate) fn finish(mut self) -> (String, Vec<String>) {
+        if let Some((_, hash, filled)) = self.piece.take()
+            && filled > 0
+        {
+            self.pieces.push(hex(&hash.finalize()));
+        }
+        (hex(&self.whole.finalize()), self.pieces)
+    }
+}
+
 /// Read every source whole and build the manifest: each file's SHA-256,
 /// reading it as it is now. `hashed` is told of every run of bytes read.
 /// A file that cannot be opened or read fails here, before anything is
@@ -254,7 +304,8 @@ pub(crate) fn hash_all(
         .iter()
         .map(|source| {
             let (mut file, meta) = open_checked(source)?;
-            let mut hash = Sha256::new();
+            let pieces = (source.size > batch_limit).then_some(chunk_size.max(1));
+            let mut hash = FileDigests::new(pieces);
             let mut total = 0u64;
             loop {
                 let n = file
@@ -270,12 +321,14 @@ pub(crate) fn hash_all(
             if total != source.size {
                 return Err(changed(source, total));
             }
+            let (sha256, chunk_sha256) = hash.finish();
             Ok(FileEntry {
                 path: source.rel.clone(),
                 size: source.size,
-                sha256: hex(&hash.finalize()),
+                sha256,
                 mode: meta.permissions().mode() & MODE_BITS,
                 mtime_ns: mtime_ns(&meta),
+                chunk_sha256,
             })
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
@@ -387,6 +440,25 @@ impl<'a> PieceReader<'a> {
 mod tests {
     use super::*;
     use crate::scratch::ScratchDir;
+
+    #[test]
+    fn piece_digests_cover_each_chunk_however_the_bytes_come() {
+        let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let sha = |bytes: &[u8]| hex(&Sha256::digest(bytes));
+        for chunk in [1u64, 7, 100, 999, 1000, 4096] {
+            for step in [1usize, 13, 100, 1000] {
+                let mut digests = FileDigests::new(Some(chunk));
+                data.chunks(step).for_each(|run| digests.update(run));
+                let (whole, pieces) = digests.finish();
+                assert_eq!(whole, sha(&data));
+                let want: Vec<String> = data.chunks(chunk as usize).map(sha).collect();
+                assert_eq!(pieces, want, "chunk {chunk}, step {step}");
+            }
+        }
+        let mut whole_only = FileDigests::new(None);
+        whole_only.update(&data);
+        assert_eq!(whole_only.finish(), (sha(&data), Vec::new()));
+    }
 
     #[test]
     fn directories_are_walked_in_name_order_under_their_own_name() {

@@ -16,7 +16,7 @@ use anyhow::{anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 /// The manifest format this build writes and reads.
-pub(crate) const FORMAT: &str = "rdmc-push/2";
+pub(crate) const FORMAT: &str = "rdmc-push/3";
 
 /// The permission bits a push carries (no set-user-id, set-group-id or
 /// sticky bit).
@@ -51,6 +51,12 @@ pub(crate) struct FileEntry {
     pub(crate) mode: u32,
     /// Modification time, nanoseconds since the Unix epoch.
     pub(crate) mtime_ns: i64,
+    /// For a file sent in pieces (larger than the batch limit): the SHA-256
+    /// of each `chunk_size` piece, in order, lowercase hex — so that a
+    /// receiver cut off mid-file can check the prefix it kept, piece by
+    /// piece, and the push resume after it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) chunk_sha256: Vec<String>,
 }
 
 /// One directory of a push.
@@ -122,14 +128,22 @@ impl Manifest {
                 manifest.batch_limit
             );
         }
+        let digest = |d: &String| {
+            d.len() == 64
+                && d.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        };
         for file in &manifest.files {
-            let valid = file.sha256.len() == 64
-                && file
-                    .sha256
-                    .bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-            if !valid {
+            if !digest(&file.sha256) || !file.chunk_sha256.iter().all(digest) {
                 bail!("{}: not a SHA-256 digest in the manifest", file.path);
+            }
+            if file.chunk_sha256.len() as u64 != manifest.chunks_of(file.size) {
+                bail!(
+                    "{}: {} piece digests in the manifest for {} pieces",
+                    file.path,
+                    file.chunk_sha256.len(),
+                    manifest.chunks_of(file.size)
+                );
             }
         }
         let modes = manifest.files.iter().map(|f| (&f.path, f.mode));
@@ -147,6 +161,16 @@ impl Manifest {
         check_dirs(&manifest)?;
         check_links(&manifest)?;
         Ok(manifest)
+    }
+
+    /// How many pieces of their own a file of `size` bytes is sent in: 0
+    /// for one batched with others (or empty).
+    pub(crate) fn chunks_of(&self, size: u64) -> u64 {
+        if size <= self.batch_limit {
+            0
+        } else {
+            size.div_ceil(self.chunk_size.max(1))
+        }
     }
 
     /// The messages of file bytes after the manifest, in order.
@@ -340,6 +364,11 @@ mod tests {
                     sha256: "0".repeat(64),
                     mode: 0o644,
                     mtime_ns: 1_700_000_000_123_456_789,
+                    chunk_sha256: if size > batch_limit {
+                        vec!["0".repeat(64); size.div_ceil(chunk_size.max(1)) as usize]
+                    } else {
+                        Vec::new()
+                    },
                 })
                 .collect(),
             dirs: vec![DirEntry {
@@ -383,6 +412,15 @@ mod tests {
                 }
             }
             prop_assert_eq!(next, sizes);
+            // A file sent in pieces of its own has one digest per piece.
+            for (file, entry) in m.files.iter().enumerate() {
+                let own = pieces
+                    .iter()
+                    .filter(|p| entry.size > batch_limit && p.iter().any(|s| s.file == file))
+                    .count() as u64;
+                prop_assert_eq!(own, m.chunks_of(entry.size));
+                prop_assert_eq!(entry.chunk_sha256.len() as u64, own);
+            }
         }
     }
 

@@ -25,17 +25,79 @@ use super::inputs::hex;
 use super::manifest::{MODE_BITS, Manifest, Segment, piece_len};
 use rdmc_cli::cluster::without_path;
 
+mod resume;
+
 /// Prefix of the staging directories (hidden).
 const STAGING_PREFIX: &str = ".rdmc-receive.";
+/// In a staging directory: the pushed trees as they are written.
+const STAGED_TREE: &str = "tree";
+/// In a staging directory: the manifest it is for (a receiver of the same
+/// push run again resumes from what it holds: see [`Staging::resume`]).
+const STAGED_MANIFEST: &str = "manifest.json";
 
 /// A push being written.
 pub(crate) struct Staging {
     out: PathBuf,
     manifest: Manifest,
-    /// Removed (with its contents) when dropped, unless committed.
-    dir: tempfile::TempDir,
+    /// Removed (with its contents) when dropped: after the commit moved
+    /// everything out of it, or on any error.
+    dir: StagingDir,
     /// The file being written: its index, handle and hash so far.
     open: Option<(usize, File, Sha256)>,
+}
+
+/// A staging directory, locked (`flock`) for as long as this receiver
+/// writes it — the lock goes with the process, however it ends — and
+/// removed with everything in it when dropped.
+struct StagingDir {
+    path: PathBuf,
+    _lock: File,
+    /// Whether dropping it removes it (not one left for another push).
+    remove: bool,
+}
+
+impl StagingDir {
+    /// Lock the staging directory at `path`, or `None` if another process
+    /// holds it (a receiver still running there).
+    fn lock(path: PathBuf) -> std::io::Result<Option<Self>> {
+        use std::os::fd::AsRawFd;
+        let lock = File::open(&path)?;
+        // SAFETY: flock on a descriptor this function owns.
+        let rc = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            Ok(Some(StagingDir {
+                path,
+                _lock: lock,
+                remove: true,
+            }))
+        } else {
+            let e = std::io::Error::last_os_error();
+            match e.raw_os_error() {
+                Some(libc::EWOULDBLOCK) => Ok(None),
+                _ => Err(e),
+            }
+        }
+    }
+
+    /// Where the pushed trees are written.
+    fn tree(&self) -> PathBuf {
+        self.path.join(STAGED_TREE)
+    }
+}
+
+impl StagingDir {
+    /// Unlock it and leave it where it is.
+    fn leave(mut self) {
+        self.remove = false;
+    }
+}
+
+impl Drop for StagingDir {
+    fn drop(&mut self) {
+        if self.remove {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
 }
 
 /// Staging directories in `dir`: left by a receiver that was killed (or
@@ -76,6 +138,21 @@ pub(crate) fn holds(out: &Path, manifest: &Manifest) -> bool {
         })
 }
 
+/// Refuse if any of `manifest`'s top-level names is already in `out` (an
+/// earlier run's output, or anything else: nothing is overwritten).
+fn refuse_existing(out: &Path, manifest: &Manifest) -> anyhow::Result<()> {
+    for name in manifest.top_level_names() {
+        let target = out.join(name);
+        if target.symlink_metadata().is_ok() {
+            bail!(
+                "{} exists; rdmc receive never overwrites: remove it or choose another --out",
+                target.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The SHA-256 of the file at `path`, in hex; `None` if it cannot be read.
 fn sha256_of(path: &Path) -> Option<String> {
     use std::io::Read;
@@ -98,36 +175,49 @@ impl Staging {
     /// anything else: nothing is overwritten), create the staging
     /// directory, and create the empty files (they take no message).
     pub(crate) fn begin(out: &Path, manifest: Manifest) -> anyhow::Result<Self> {
-        for name in manifest.top_level_names() {
-            let target = out.join(name);
-            if target.symlink_metadata().is_ok() {
-                bail!(
-                    "{} exists; rdmc receive never overwrites: remove it or choose another --out",
-                    target.display()
-                );
-            }
-        }
-        let dir = tempfile::Builder::new()
+        refuse_existing(out, &manifest)?;
+        let made = |e: std::io::Error| {
+            anyhow!(
+                "creating a staging directory in {}: {}",
+                out.display(),
+                without_path(e)
+            )
+        };
+        let path = tempfile::Builder::new()
             .prefix(STAGING_PREFIX)
             .tempdir_in(out)
-            .map_err(|e| anyhow!("creating a staging directory in {}: {e}", out.display()))?;
+            .map_err(made)?
+            .keep();
+        let dir = StagingDir::lock(path.clone())
+            .map_err(made)?
+            .ok_or_else(|| anyhow!("{}: locked by another process", path.display()))?;
+        std::fs::create_dir(dir.tree()).map_err(made)?;
+        std::fs::write(dir.path.join(STAGED_MANIFEST), manifest.to_bytes()).map_err(made)?;
         let staging = Staging {
             out: out.to_owned(),
             manifest,
             dir,
             open: None,
         };
-        for dir in &staging.manifest.dirs {
-            std::fs::create_dir_all(staging.dir.path().join(&dir.path))
+        staging.make_dirs_and_empty_files()?;
+        Ok(staging)
+    }
+
+    /// Make every directory of the manifest in the staging tree, and every
+    /// empty file (they take no message).
+    fn make_dirs_and_empty_files(&self) -> anyhow::Result<()> {
+        for dir in &self.manifest.dirs {
+            std::fs::create_dir_all(self.dir.tree().join(&dir.path))
                 .map_err(|e| anyhow!("creating {}: {e}", dir.path))?;
         }
-        for index in 0..staging.manifest.files.len() {
-            if staging.manifest.files[index].size == 0 {
-                let file = staging.create(index)?;
-                staging.finish_file(index, file, Sha256::new())?;
+        for index in 0..self.manifest.files.len() {
+            if self.manifest.files[index].size == 0 {
+                let _ = std::fs::remove_file(self.dir.tree().join(&self.manifest.files[index].path));
+                let file = self.create(index)?;
+                self.finish_file(index, file, Sha256::new())?;
             }
         }
-        Ok(staging)
+        Ok(())
     }
 
     /// The manifest being written.
@@ -139,7 +229,7 @@ impl Staging {
     /// directory.
     fn create(&self, index: usize) -> anyhow::Result<File> {
         let rel = &self.manifest.files[index].path;
-        let path = self.dir.path().join(rel);
+        let path = self.dir.tree().join(rel);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| anyhow!("creating {rel}: {e}"))?;
         }
@@ -222,7 +312,7 @@ impl Staging {
             );
         }
         for link in &self.manifest.links {
-            let at = self.dir.path().join(&link.path);
+            let at = self.dir.tree().join(&link.path);
             if let Some(parent) = at.parent() {
                 std::fs::create_dir_all(parent)
                     .map_err(|e| anyhow!("creating {}: {e}", link.path))?;
@@ -230,7 +320,7 @@ impl Staging {
             std::os::unix::fs::symlink(&link.target, &at)
                 .map_err(|e| anyhow!("making the link {}: {e}", link.path))?;
         }
-        sync_tree(self.dir.path()).map_err(|e| anyhow!("flushing the received files: {e}"))?;
+        sync_tree(&self.dir.tree()).map_err(|e| anyhow!("flushing the received files: {e}"))?;
         let names: Vec<String> = self
             .manifest
             .top_level_names()
@@ -239,10 +329,10 @@ impl Staging {
             .collect();
         let mut moved = Vec::new();
         for name in &names {
-            let (from, to) = (self.dir.path().join(name), self.out.join(name));
+            let (from, to) = (self.dir.tree().join(name), self.out.join(name));
             if let Err(e) = rename_noreplace(&from, &to) {
                 for back in moved.iter().rev() {
-                    let _ = rename_noreplace(&self.out.join(back), &self.dir.path().join(back));
+                    let _ = rename_noreplace(&self.out.join(back), &self.dir.tree().join(back));
                 }
                 bail!("moving {} into place: {e}", to.display());
             }
@@ -496,6 +586,75 @@ mod tests {
         staging.write_piece(&pieces[1].0, &pieces[1].1).unwrap();
         assert!(staging.commit().unwrap_err().to_string().contains("d/big"));
         assert!(staged(&out).is_empty());
+    }
+
+    impl Staging {
+        /// As a receiver killed now leaves it: the directory stays, its
+        /// lock goes with the process.
+        fn killed(self) {
+            let Staging { dir, .. } = self;
+            dir.leave();
+        }
+    }
+
+    /// A push of FILES cut after `kept` pieces, its staging left, then run
+    /// again (`flip`: one staged byte of the big file changed meanwhile).
+    fn resumed_after(kept: usize, flip: Option<u64>) -> (ScratchDir, usize) {
+        let out = ScratchDir::new("push-output-resume");
+        let (manifest, _src) = manifest_of(FILES, 8);
+        let pieces = pieces_of(&manifest, FILES);
+        let mut staging = Staging::begin(&out, manifest.clone()).unwrap();
+        for (piece, data) in &pieces[..kept] {
+            staging.write_piece(piece, data).unwrap();
+        }
+        staging.killed();
+        if let Some(at) = flip {
+            let big = out.join(&leftover_staging(&out)[0]).join("tree/d/big");
+            let mut bytes = std::fs::read(&big).unwrap();
+            if let Some(b) = bytes.get_mut(at as usize) {
+                *b ^= 1;
+                std::fs::write(&big, bytes).unwrap();
+            }
+        }
+        let (mut staging, held) = Staging::resume(&out, manifest).unwrap();
+        for (piece, data) in &pieces[held..] {
+            staging.write_piece(piece, data).unwrap();
+        }
+        staging.commit().unwrap();
+        for (rel, data) in FILES {
+            assert_eq!(&std::fs::read(out.join(rel)).unwrap()[..], *data, "{rel}");
+        }
+        assert!(leftover_staging(&out).is_empty());
+        (out, held)
+    }
+
+    #[test]
+    fn a_push_run_again_resumes_from_the_checked_pieces_a_killed_receiver_kept() {
+        // d/a alone, d/big in three pieces (8, 8, 4 bytes), top batched.
+        let (manifest, _src) = manifest_of(FILES, 8);
+        assert_eq!(manifest.plan().len(), 5);
+        for kept in 0..=5 {
+            assert_eq!(resumed_after(kept, None).1, kept);
+        }
+        // A changed byte in d/big's second piece: kept up to the first.
+        assert_eq!(resumed_after(4, Some(9)).1, 2);
+        assert_eq!(resumed_after(4, Some(0)).1, 1);
+        // Past what was written: the pieces written stand.
+        assert_eq!(resumed_after(2, Some(12)).1, 2);
+    }
+
+    #[test]
+    fn another_push_s_or_a_running_receiver_s_staging_is_left_alone() {
+        let out = ScratchDir::new("push-output-resume-other");
+        let (manifest, _src) = manifest_of(FILES, 8);
+        let (other, _other_src) = manifest_of(&[("top", b"u")], 8);
+        Staging::begin(&out, other).unwrap().killed();
+        let running = Staging::begin(&out, manifest.clone()).unwrap();
+        let (staging, held) = Staging::resume(&out, manifest).unwrap();
+        assert_eq!(held, 0);
+        assert_eq!(leftover_staging(&out).len(), 3);
+        drop((staging, running));
+        assert_eq!(leftover_staging(&out).len(), 1, "the other push's stays");
     }
 
     #[test]

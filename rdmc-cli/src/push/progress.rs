@@ -178,24 +178,45 @@ impl Progress {
     /// Stop drawing; print the summary: `what` says what happened to the
     /// bytes (`"sent ... and every receiver checked them"`); `failed`
     /// names the members left out of the push (the summary lists them).
-    pub(crate) fn finish(&self, manifest: &Manifest, what: &str, failed: &[String]) {
+    /// `sent_bytes`: at the root, the bytes of files this run sent (less
+    /// than the files' when receivers held some).
+    pub(crate) fn finish(
+        &self,
+        manifest: &Manifest,
+        what: &str,
+        failed: &[String],
+        sent_bytes: Option<u64>,
+    ) {
         self.total.finish();
         let seconds = self.started.elapsed().as_secs_f64();
         let bytes = manifest.total_bytes();
         let rate = bytes as f64 / seconds.max(1e-9);
         match self.style {
-            Style::Json => println!(
-                "{}",
-                json!({"event": "done", "rank": self.rank, "files": manifest.files.len(),
-                       "bytes": bytes, "seconds": seconds, "bytes_per_second": rate,
-                       "failed_hosts": failed})
-            ),
+            Style::Json => {
+                let mut done = json!({"event": "done", "rank": self.rank,
+                    "files": manifest.files.len(), "bytes": bytes, "seconds": seconds,
+                    "bytes_per_second": rate, "failed_hosts": failed});
+                if let Some(sent) = sent_bytes {
+                    done["sent_bytes"] = sent.into();
+                }
+                println!("{done}");
+            }
             Style::Bars | Style::Plain => println!(
                 "{what}: {} files, {} in {seconds:.1} s ({}/s)",
                 manifest.files.len(),
                 human(bytes),
                 human(rate as u64)
             ),
+        }
+    }
+
+    /// Say something that happened: `text` above the bars (or as a line),
+    /// `event` with `--json`.
+    pub(crate) fn event(&self, text: &str, event: serde_json::Value) {
+        match self.style {
+            Style::Json => println!("{event}"),
+            Style::Bars => self.multi.suspend(|| eprintln!("{text}")),
+            Style::Plain => eprintln!("{text}"),
         }
     }
 
@@ -220,6 +241,23 @@ pub(crate) fn member_failed(style: Style, rank: u32, host: &str, failed: u32, wh
         Style::Bars | Style::Plain => {
             eprintln!("{host} failed ({why}); the push goes on without it");
         }
+    }
+}
+
+/// Receiver `rank` holds the first `pieces` pieces of the push already,
+/// `bytes` of file bytes, checked (kept by a receiver before it that was
+/// killed).
+pub(crate) fn resumed(style: Style, rank: u32, (pieces, bytes): (usize, u64)) {
+    match style {
+        Style::Json => println!(
+            "{}",
+            json!({"event": "resumed", "rank": rank, "pieces_held": pieces, "bytes_held": bytes})
+        ),
+        Style::Bars | Style::Plain => eprintln!(
+            "resuming: the output directory holds the first {pieces} pieces of the push \
+             ({}) already, checked (left by a receiver that was cut off)",
+            human(bytes)
+        ),
     }
 }
 

@@ -7,9 +7,9 @@
 //! statement that every file is on disk, checked.
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use anyhow::{Context as _, anyhow, bail};
+use anyhow::{anyhow, bail};
 use bytes::Bytes;
 use futures::StreamExt;
 use tokio::sync::mpsc;
@@ -19,7 +19,7 @@ use super::epochs::{
     Epoch, Next, Report, control_config, control_group, control_members, data_group, place,
     report_group, report_members,
 };
-use super::manifest::Manifest;
+use super::manifest::{Manifest, piece_len};
 use super::output::{Staging, holds, leftover_staging};
 use super::progress;
 use super::progress::{Progress, Style};
@@ -86,7 +86,8 @@ fn check(args: &ReceiveArgs) -> anyhow::Result<ClusterSetup> {
     for name in leftover_staging(&args.out) {
         eprintln!(
             "{who}: note: {} holds {name}, the partial files of a receiver \
-             that was killed (or of one still running there); remove it when none is",
+             that was killed (or of one still running there); the same push run \
+             again resumes from them, remove it otherwise",
             args.out.display()
         );
     }
@@ -122,18 +123,13 @@ async fn receive_all(
             "this receiver is first in the member list".to_owned(),
         ));
     };
-    let (tx, rx) = mpsc::channel(WRITE_QUEUE);
-    let writer = {
-        let (out, rank) = (args.out.clone(), cluster.rank);
-        tokio::task::spawn_blocking(move || write_push(&out, rx, style, rank))
-    };
     let mut state = Receiving {
         cluster,
         node,
         args,
         style,
-        feed: Some(tx),
-        writer: Some(writer),
+        feed: None,
+        writer: None,
         written: None,
         taken: 0,
         failed: BTreeSet::new(),
@@ -183,6 +179,7 @@ async fn receive_all(
             args.out.display()
         ),
         &[],
+        None,
     );
     Ok(())
 }
@@ -237,7 +234,7 @@ impl Receiving<'_> {
     async fn run(
         &mut self,
         control: &mut rdmc::Receiver,
-        report: rdmc::Sender,
+        report_group_: rdmc::Sender,
     ) -> Result<Held, Failure> {
         // Waits on the control group bound only by the root's liveness: a
         // root that fails or leaves fails the group.
@@ -251,19 +248,34 @@ impl Receiving<'_> {
             }
         };
         let manifest = Manifest::from_bytes(&manifest_bytes).map_err(Failure::from)?;
-        let holds_all = {
+        // Check what the output directory holds (hashing it: blocking).
+        let staged = {
             let (out, manifest) = (self.args.out.clone(), manifest.clone());
-            tokio::task::spawn_blocking(move || holds(&out, &manifest))
+            tokio::task::spawn_blocking(move || stage(&out, manifest))
                 .await
-                .unwrap_or(false)
+                .map_err(|e| Failure::from(anyhow!("checking the output directory: {e}")))?
+                .map_err(Failure::from)?
         };
         self.manifest = Some(manifest);
-        self.reporting = Some(tokio::spawn(answer(report, Report { holds_all })));
-        if holds_all {
-            self.feed = None;
-        } else {
-            self.hand_on(manifest_bytes).await?;
-        }
+        let report = match staged {
+            None => Report {
+                holds_all: true,
+                taken: 0,
+            },
+            Some((staging, held)) => {
+                if held > 0 {
+                    let plan = staging.manifest().plan();
+                    let bytes = plan[..held].iter().map(|p| piece_len(p)).sum();
+                    progress::resumed(self.style, self.cluster.rank, (held, bytes));
+                }
+                self.start_writer(staging, held);
+                Report {
+                    holds_all: false,
+                    taken: self.taken,
+                }
+            }
+        };
+        self.reporting = Some(tokio::spawn(answer(report_group_, report)));
         let mut epoch = self.next_epoch(control, None).await?;
         loop {
             self.report_failed(&epoch);
@@ -411,6 +423,18 @@ impl Receiving<'_> {
         })
     }
 
+    /// Start the writer on `staging`, which holds the first `held` pieces:
+    /// this receiver has taken the manifest and those.
+    fn start_writer(&mut self, staging: Staging, held: usize) {
+        let (tx, rx) = mpsc::channel(WRITE_QUEUE);
+        let (style, rank) = (self.style, self.cluster.rank);
+        self.writer = Some(tokio::task::spawn_blocking(move || {
+            write_push(staging, held, rx, style, rank)
+        }));
+        self.feed = Some(tx);
+        self.taken = 1 + held as u64;
+    }
+
     /// Hand the push's next message to the writer.
     async fn hand_on(&mut self, data: Bytes) -> Result<(), Failure> {
         let handed = match &self.feed {
@@ -429,7 +453,7 @@ impl Receiving<'_> {
     }
 
     /// End the writer's queue and wait for its outcome (once; after that,
-    /// the same outcome again).
+    /// the same outcome again); `Ok` if none was started.
     async fn finish_writing(&mut self) -> anyhow::Result<()> {
         self.feed = None;
         if let Some(writer) = self.writer.take() {
@@ -440,28 +464,38 @@ impl Receiving<'_> {
                     .and_then(|written| written),
             );
         }
-        match self.written.as_ref().expect("the writer ended") {
-            Ok(_) => Ok(()),
-            Err(e) => Err(anyhow!("{e:#}")),
+        match self.written.as_ref() {
+            // None: no writer was started (the push ended before it).
+            None | Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => Err(anyhow!("{e:#}")),
         }
     }
 }
 
-/// The writer: the first message is the manifest, then each piece of its
-/// plan; commit once the queue ends after the last. On any error (or a
-/// queue that ends early) everything written is removed.
+/// What the output directory holds of `manifest`: `None` if every entry,
+/// identical; otherwise the staging to write the rest into and how many
+/// pieces of the plan it holds already (left by a receiver of the same
+/// push that was killed). Blocking.
+fn stage(out: &Path, manifest: Manifest) -> anyhow::Result<Option<(Staging, usize)>> {
+    if holds(out, &manifest) {
+        return Ok(None);
+    }
+    Staging::resume(out, manifest).map(Some)
+}
+
+/// The writer: each piece of the plan after the `held` ones; commit once
+/// the queue ends after the last. On any error (or a queue that ends
+/// early) everything written is removed.
 fn write_push(
-    out: &Path,
+    staging: Staging,
+    held: usize,
     mut rx: mpsc::Receiver<Bytes>,
     style: Style,
     rank: u32,
 ) -> anyhow::Result<(Manifest, Progress)> {
-    let first = rx
-        .blocking_recv()
-        .context("the push ended before its manifest came")?;
-    let manifest = Manifest::from_bytes(&first)?;
+    let manifest = staging.manifest().clone();
     let progress = Progress::new(style, "received", rank, &manifest);
-    let outcome = write_files(out.to_path_buf(), manifest.clone(), &mut rx, &progress);
+    let outcome = write_files(staging, held, &mut rx, &progress);
     if outcome.is_err() {
         progress.abandon();
     }
@@ -469,19 +503,28 @@ fn write_push(
 }
 
 fn write_files(
-    out: PathBuf,
-    manifest: Manifest,
+    mut staging: Staging,
+    held: usize,
     rx: &mut mpsc::Receiver<Bytes>,
     progress: &Progress,
 ) -> anyhow::Result<()> {
-    let plan = manifest.plan();
-    let mut staging = Staging::begin(&out, manifest)?;
-    for index in 0..staging.manifest().files.len() {
-        if staging.manifest().files[index].size == 0 {
-            progress.file_done(staging.manifest(), index);
+    let plan = staging.manifest().plan();
+    let manifest = staging.manifest().clone();
+    for index in 0..manifest.files.len() {
+        if manifest.files[index].size == 0 {
+            progress.file_done(&manifest, index);
         }
     }
-    for (i, piece) in plan.iter().enumerate() {
+    // The pieces kept from an earlier run: their files are checked already.
+    for piece in &plan[..held] {
+        progress.piece(&manifest, piece);
+        for s in piece {
+            if s.offset + s.len == manifest.files[s.file].size {
+                progress.file_done(&manifest, s.file);
+            }
+        }
+    }
+    for (i, piece) in plan.iter().enumerate().skip(held) {
         let data = rx.blocking_recv().ok_or_else(|| {
             anyhow!(
                 "the push ended after {i} of its {} messages of file bytes",
@@ -489,9 +532,9 @@ fn write_files(
             )
         })?;
         let done = staging.write_piece(piece, &data)?;
-        progress.piece(staging.manifest(), piece);
+        progress.piece(&manifest, piece);
         for index in done {
-            progress.file_done(staging.manifest(), index);
+            progress.file_done(&manifest, index);
         }
     }
     if rx.blocking_recv().is_some() {

@@ -174,7 +174,11 @@ async fn push(
         reason = cluster.lost() => Err(Failure::from(reason)),
     };
     match outcome {
-        Ok(Pushed { failed, complete }) => {
+        Ok(Pushed {
+            failed,
+            complete,
+            sent_bytes,
+        }) => {
             let failed: Vec<String> = failed.iter().map(|&r| describe(cluster, r)).collect();
             let have = receivers - failed.len();
             let sent_to = have - complete.len();
@@ -207,7 +211,7 @@ async fn push(
                     )
                 };
             }
-            progress.finish(&manifest, &what, &failed);
+            progress.finish(&manifest, &what, &failed, Some(sent_bytes));
             Ok(failed)
         }
         Err(failure) => {
@@ -223,6 +227,8 @@ async fn push(
 pub(super) struct Pushed {
     pub(super) failed: Vec<u32>,
     pub(super) complete: Vec<u32>,
+    /// Bytes of files this run sent on the data groups.
+    pub(super) sent_bytes: u64,
 }
 
 /// Survey the receivers, then run epochs until a data group closes with
@@ -239,16 +245,28 @@ async fn send_all(
     let Survey {
         mut controls,
         complete,
+        taken,
         failed,
         mut closing,
     } = survey(cluster, node, args, manifest_bytes, progress).await?;
     let mut members = vec![0];
     members.extend(controls.keys().filter(|r| !complete.contains(r)));
+    // Receivers cut off in an earlier run hold a prefix of the push: start
+    // at the fewest messages any of them holds.
+    let resume = members[1..]
+        .iter()
+        .map(|r| taken.get(r).copied().unwrap_or(1))
+        .min()
+        .unwrap_or(1);
     let mut epoch = Epoch::first(
         members,
         complete.iter().copied().collect(),
         failed.iter().copied().collect(),
+        resume,
     );
+    if resume > 1 {
+        resumed(cluster, progress, &epoch, &taken);
+    }
     let mut sending = Sending {
         prepared,
         reported: 0,
@@ -332,7 +350,26 @@ async fn send_all(
     Ok(Pushed {
         failed: epoch.failed,
         complete: epoch.complete,
+        sent_bytes: sending.sent_bytes,
     })
+}
+
+/// Say that the push resumes where receivers cut off in an earlier run
+/// left off (`taken`: the messages each holds already).
+fn resumed(cluster: &ClusterSetup, progress: &Progress, epoch: &Epoch, taken: &BTreeMap<u32, u64>) {
+    let held: Vec<(String, u64)> = epoch
+        .receivers()
+        .filter_map(|r| taken.get(&r).map(|&t| (describe(cluster, r), t.saturating_sub(1))))
+        .collect();
+    let text = format!(
+        "resuming at piece {} of the push: the receivers hold the pieces before it, checked",
+        epoch.resume - 1
+    );
+    progress.event(
+        &text,
+        serde_json::json!({"event": "resumed", "rank": 0, "from_piece": epoch.resume - 1,
+                           "pieces_held": held.into_iter().collect::<BTreeMap<_, _>>()}),
+    );
 }
 
 /// Tell every receiver whose control group is open about `epoch` (those

@@ -27,6 +27,9 @@ pub(super) struct Survey {
     pub(super) controls: BTreeMap<u32, rdmc::Sender>,
     /// Receivers that hold every entry already.
     pub(super) complete: BTreeSet<u32>,
+    /// How many messages of the push each other receiver holds already
+    /// (kept from an earlier run that was cut short).
+    pub(super) taken: BTreeMap<u32, u64>,
     /// Receivers that failed (each reported on `progress`).
     pub(super) failed: BTreeSet<u32>,
     /// The report groups being closed.
@@ -50,6 +53,7 @@ pub(super) async fn survey(
     let mut survey = Survey {
         controls: BTreeMap::new(),
         complete: BTreeSet::new(),
+        taken: BTreeMap::new(),
         failed: BTreeSet::new(),
         closing: Vec::new(),
     };
@@ -106,10 +110,17 @@ pub(super) async fn survey(
     for (rank, answer, closing) in join_all(answers).await {
         survey.closing.push(closing);
         match answer {
-            Ok(Report { holds_all: true }) => {
+            Ok(Report {
+                holds_all: true, ..
+            }) => {
                 survey.complete.insert(rank);
             }
-            Ok(Report { holds_all: false }) => {}
+            Ok(Report {
+                holds_all: false,
+                taken,
+            }) => {
+                survey.taken.insert(rank, taken);
+            }
             Err(why) => survey.fail(cluster, progress, rank, &why),
         }
     }
