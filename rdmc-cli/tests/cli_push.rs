@@ -208,7 +208,7 @@ fn key_files_that_cannot_be_keys_are_refused_at_once_by_every_command() {
 }
 
 #[test]
-fn a_receiver_never_overwrites_and_the_push_names_it() {
+fn a_receiver_never_overwrites_and_the_push_names_it_unless_forced() {
     let scratch = Scratch::new("no_overwrite", 3);
     let file = scratch.path("src/notes.txt");
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
@@ -216,7 +216,10 @@ fn a_receiver_never_overwrites_and_the_push_names_it() {
     std::fs::create_dir_all(scratch.path("out2")).unwrap();
     std::fs::write(scratch.path("out2/notes.txt"), b"old notes").unwrap();
     let receivers: Vec<Child> = (1..3).map(|r| scratch.receiver(r)).collect();
-    let (status, out, err) = finish(scratch.push(&[file]), Duration::from_secs(120));
+    let (status, out, err) = finish(
+        scratch.push(std::slice::from_ref(&file)),
+        Duration::from_secs(120),
+    );
     // Receiver 2 refuses; the push goes on without it.
     assert_eq!(status.code(), Some(3), "{err}\n{out}");
     assert!(
@@ -236,6 +239,33 @@ fn a_receiver_never_overwrites_and_the_push_names_it() {
     assert_eq!(
         std::fs::read(scratch.path("out1/notes.txt")).unwrap(),
         b"new notes"
+    );
+    // With --force, receiver 2 replaces its differing file and keeps what
+    // the push does not name; receiver 1 holds it already.
+    std::fs::write(scratch.path("out2/other.txt"), b"kept").unwrap();
+    let receivers: Vec<Child> = (1..3).map(|r| scratch.receiver(r)).collect();
+    let (status, out, err) = finish(
+        scratch.push_with(&["--force"], &[file]),
+        Duration::from_secs(120),
+    );
+    assert!(
+        status.success(),
+        "{err}
+{out}"
+    );
+    for (rank, receiver) in (1..3).zip(receivers) {
+        let (status, out, err) = finish(receiver, Duration::from_secs(60));
+        assert!(status.success(), "receiver {rank}: {err}");
+        let held = out.contains("\"already_held\":true");
+        assert_eq!(held, rank == 1, "receiver {rank}: {out}");
+        assert_eq!(
+            std::fs::read(scratch.path(&format!("out{rank}/notes.txt"))).unwrap(),
+            b"new notes"
+        );
+    }
+    assert_eq!(
+        std::fs::read(scratch.path("out2/other.txt")).unwrap(),
+        b"kept"
     );
 }
 

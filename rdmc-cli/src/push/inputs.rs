@@ -339,6 +339,7 @@ pub(crate) fn hash_all(
         files,
         dirs: found.dirs.clone(),
         links: found.links.clone(),
+        replace: false,
     })
 }
 

@@ -37,6 +37,10 @@ pub(crate) struct Manifest {
     pub(crate) dirs: Vec<DirEntry>,
     /// Symbolic links to files of the push, kept as links.
     pub(crate) links: Vec<LinkEntry>,
+    /// Receivers replace entries that exist and differ (`rdmc push
+    /// --force`), each file atomically, deleting nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) replace: bool,
 }
 
 /// One file of a push.
@@ -377,6 +381,7 @@ mod tests {
                 mtime_ns: 0,
             }],
             links: Vec::new(),
+            replace: false,
         }
     }
 

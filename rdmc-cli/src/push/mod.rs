@@ -99,6 +99,13 @@ pub(crate) struct PushArgs {
     /// receiver takes them.
     #[arg(long, value_parser = parse_size, value_name = "BYTES")]
     rate: Option<u64>,
+    /// Replace entries that exist in a receiver's --out directory and
+    /// differ: each file (or link) by an atomic rename over the old one,
+    /// once every file of the push is there and checked. Nothing is
+    /// deleted: entries the push does not name stay. Without it, a
+    /// receiver whose directory holds a differing entry refuses the push.
+    #[arg(long)]
+    force: bool,
     /// Check and hash the inputs and say what the push would send (files,
     /// directories, links, bytes, messages), without contacting anyone.
     #[arg(long)]

@@ -141,11 +141,15 @@ pub(crate) fn holds(out: &Path, manifest: &Manifest) -> bool {
 /// Refuse if any of `manifest`'s top-level names is already in `out` (an
 /// earlier run's output, or anything else: nothing is overwritten).
 fn refuse_existing(out: &Path, manifest: &Manifest) -> anyhow::Result<()> {
+    if manifest.replace {
+        return Ok(());
+    }
     for name in manifest.top_level_names() {
         let target = out.join(name);
         if target.symlink_metadata().is_ok() {
             bail!(
-                "{} exists; rdmc receive never overwrites: remove it or choose another --out",
+                "{} exists; rdmc receive never overwrites: remove it, choose another --out, \
+                 or push with --force to replace what differs",
                 target.display()
             );
         }
@@ -212,7 +216,8 @@ impl Staging {
         }
         for index in 0..self.manifest.files.len() {
             if self.manifest.files[index].size == 0 {
-                let _ = std::fs::remove_file(self.dir.tree().join(&self.manifest.files[index].path));
+                let _ =
+                    std::fs::remove_file(self.dir.tree().join(&self.manifest.files[index].path));
                 let file = self.create(index)?;
                 self.finish_file(index, file, Sha256::new())?;
             }
@@ -321,6 +326,9 @@ impl Staging {
                 .map_err(|e| anyhow!("making the link {}: {e}", link.path))?;
         }
         sync_tree(&self.dir.tree()).map_err(|e| anyhow!("flushing the received files: {e}"))?;
+        if self.manifest.replace {
+            return self.replace_each();
+        }
         let names: Vec<String> = self
             .manifest
             .top_level_names()
@@ -346,6 +354,42 @@ impl Staging {
 }
 
 impl Staging {
+    /// `rdmc push --force`: put every entry in place one by one — each file
+    /// and link by a rename over what is there (atomic for each), each
+    /// directory made where missing — then give the directories their
+    /// attributes and flush every directory touched. Nothing is deleted;
+    /// nothing is written through a link (every directory on the way must
+    /// be a directory); a directory is never replaced by a file.
+    fn replace_each(self) -> anyhow::Result<()> {
+        let tree = self.dir.tree();
+        let mut touched = std::collections::BTreeSet::new();
+        for dir in &self.manifest.dirs {
+            touched.insert(real_dirs(&self.out, &format!("{}/.", dir.path))?);
+        }
+        let files = self.manifest.files.iter().map(|f| &f.path);
+        for rel in files.chain(self.manifest.links.iter().map(|l| &l.path)) {
+            let parent = real_dirs(&self.out, rel)?;
+            let to = self.out.join(rel);
+            if to.symlink_metadata().is_ok_and(|m| m.is_dir()) {
+                bail!(
+                    "{} is a directory; --force replaces files and links, not directories",
+                    to.display()
+                );
+            }
+            std::fs::rename(tree.join(rel), &to)
+                .map_err(|e| anyhow!("replacing {}: {}", to.display(), without_path(e)))?;
+            touched.insert(parent);
+        }
+        self.apply_dir_attributes()?;
+        touched.insert(self.out.clone());
+        for dir in touched {
+            File::open(&dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| anyhow!("flushing {}: {}", dir.display(), without_path(e)))?;
+        }
+        Ok(())
+    }
+
     /// Give every directory, in place, the sender's modification time and
     /// permissions: the deepest first, so that setting one touches no
     /// other's time, and after the move (a directory without write
@@ -367,6 +411,27 @@ impl Staging {
         }
         Ok(())
     }
+}
+
+/// Make sure every directory on the way to `rel` under `out` is one (made
+/// where missing; a link or a file there is refused, so that nothing is
+/// written through a link): the directory `rel` is in.
+fn real_dirs(out: &Path, rel: &str) -> anyhow::Result<PathBuf> {
+    let mut dir = out.to_path_buf();
+    let parts: Vec<&str> = rel.split('/').collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        dir.push(part);
+        match dir.symlink_metadata() {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => bail!(
+                "{} is not a directory (a link or a file): the push does not write through it",
+                dir.display()
+            ),
+            Err(_) => std::fs::create_dir(&dir)
+                .map_err(|e| anyhow!("creating {}: {}", dir.display(), without_path(e)))?,
+        }
+    }
+    Ok(dir)
 }
 
 /// The time `ns` nanoseconds from the Unix epoch (before it if negative).
@@ -655,6 +720,58 @@ mod tests {
         assert_eq!(leftover_staging(&out).len(), 3);
         drop((staging, running));
         assert_eq!(leftover_staging(&out).len(), 1, "the other push's stays");
+    }
+
+    fn write_all_and_commit(out: &Path, manifest: &Manifest) -> anyhow::Result<()> {
+        let mut staging = Staging::begin(out, manifest.clone())?;
+        for (piece, data) in pieces_of(manifest, FILES) {
+            staging.write_piece(&piece, &data)?;
+        }
+        staging.commit()
+    }
+
+    #[test]
+    fn with_force_differing_entries_are_replaced_and_nothing_is_deleted() {
+        let out = ScratchDir::new("push-output-replace");
+        std::fs::create_dir_all(out.join("d")).unwrap();
+        std::fs::write(out.join("d/a"), b"older").unwrap();
+        std::fs::write(out.join("d/kept"), b"not in the push").unwrap();
+        std::fs::write(out.join("top"), b"x").unwrap();
+        let (mut manifest, _src) = manifest_of(FILES, 8);
+        assert!(Staging::begin(&out, manifest.clone()).is_err());
+        manifest.replace = true;
+        write_all_and_commit(&out, &manifest).unwrap();
+        for (rel, data) in FILES {
+            assert_eq!(&std::fs::read(out.join(rel)).unwrap()[..], *data, "{rel}");
+        }
+        assert_eq!(
+            std::fs::read(out.join("d/kept")).unwrap(),
+            b"not in the push"
+        );
+        assert!(holds(&out, &manifest));
+        assert!(leftover_staging(&out).is_empty());
+    }
+
+    #[test]
+    fn force_never_writes_through_a_link_nor_replaces_a_directory() {
+        let out = ScratchDir::new("push-output-replace-link");
+        let elsewhere = ScratchDir::new("push-output-elsewhere");
+        std::os::unix::fs::symlink(&*elsewhere, out.join("d")).unwrap();
+        let (mut manifest, _src) = manifest_of(FILES, 8);
+        manifest.replace = true;
+        let err = write_all_and_commit(&out, &manifest)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is not a directory"), "{err}");
+        assert!(std::fs::read_dir(&*elsewhere).unwrap().next().is_none());
+        std::fs::remove_file(out.join("d")).unwrap();
+        std::fs::create_dir(out.join("top")).unwrap();
+        let err = write_all_and_commit(&out, &manifest)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("is a directory"), "{err}");
+        assert!(out.join("top").is_dir());
+        assert!(leftover_staging(&out).is_empty());
     }
 
     #[test]

@@ -119,7 +119,8 @@ fn prepare(args: &PushArgs, style: Style) -> anyhow::Result<Prepared> {
     let found = inputs::collect(&args.paths)?;
     let total: u64 = found.files.iter().map(|s| s.size).sum();
     let bar = Progress::hashing(style, total);
-    let manifest = inputs::hash_all(&found, (max, BATCH_LIMIT.min(max)), &|n| bar.inc(n))?;
+    let mut manifest = inputs::hash_all(&found, (max, BATCH_LIMIT.min(max)), &|n| bar.inc(n))?;
+    manifest.replace = args.force;
     bar.finish_and_clear();
     let manifest_bytes = Bytes::from(manifest.to_bytes());
     if manifest_bytes.len() as u64 > max {
@@ -359,7 +360,11 @@ async fn send_all(
 fn resumed(cluster: &ClusterSetup, progress: &Progress, epoch: &Epoch, taken: &BTreeMap<u32, u64>) {
     let held: Vec<(String, u64)> = epoch
         .receivers()
-        .filter_map(|r| taken.get(&r).map(|&t| (describe(cluster, r), t.saturating_sub(1))))
+        .filter_map(|r| {
+            taken
+                .get(&r)
+                .map(|&t| (describe(cluster, r), t.saturating_sub(1)))
+        })
         .collect();
     let text = format!(
         "resuming at piece {} of the push: the receivers hold the pieces before it, checked",

@@ -87,7 +87,13 @@ impl Scratch {
     }
 
     pub fn push(&self, paths: &[PathBuf]) -> Child {
+        self.push_with(&[], paths)
+    }
+
+    /// `rdmc push --json` with `extra` arguments.
+    pub fn push_with(&self, extra: &[&str], paths: &[PathBuf]) -> Child {
         self.command("push", &["--json"])
+            .args(extra)
             .args(paths)
             .spawn()
             .unwrap()

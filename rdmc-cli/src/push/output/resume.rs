@@ -77,7 +77,8 @@ impl Staging {
             let path = self.dir.tree().join(&self.manifest.files[index].path);
             match next {
                 Some(Segment { file, offset, .. }) if file == index && offset > 0 => {
-                    let named = |e: std::io::Error| anyhow!("{}: {e}", self.manifest.files[index].path);
+                    let named =
+                        |e: std::io::Error| anyhow!("{}: {e}", self.manifest.files[index].path);
                     let kept = std::fs::OpenOptions::new()
                         .write(true)
                         .open(&path)
@@ -127,7 +128,9 @@ impl Checking {
     /// the piece is kept.
     fn piece(&mut self, staging: &Staging, piece: &[Segment]) -> bool {
         let (complete, prefix) = (self.complete.len(), self.prefix.clone());
-        let held = piece.iter().all(|s| self.segment(staging, s).unwrap_or(false));
+        let held = piece
+            .iter()
+            .all(|s| self.segment(staging, s).unwrap_or(false));
         if !held {
             self.complete.truncate(complete);
             self.prefix = prefix;
@@ -155,7 +158,9 @@ impl Checking {
         let mut left = segment.len;
         let mut buffer = vec![0u8; (1 << 20).min(segment.len.max(1) as usize)];
         while left > 0 {
-            let n = buffer.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+            let n = buffer
+                .len()
+                .min(usize::try_from(left).unwrap_or(usize::MAX));
             file.read_exact(&mut buffer[..n])?;
             whole.update(&buffer[..n]);
             piece.update(&buffer[..n]);
