@@ -445,8 +445,18 @@ fn a_trace_of_a_multicast_opens_in_a_trace_viewer() {
 fn a_trace_holds_the_block_events_timeline_py_reads() {
     let dir = tempdir("trace_blocks");
     let trace = dir.join("trace.json");
-    let args = ["--size", "100000", "--block-size", "16KiB", "--messages", "2"];
-    let envs = [("RDMC_TRACE", trace.as_os_str()), ("RUST_LOG", "rdmc=debug".as_ref())];
+    let args = [
+        "--size",
+        "100000",
+        "--block-size",
+        "16KiB",
+        "--messages",
+        "2",
+    ];
+    let envs = [
+        ("RDMC_TRACE", trace.as_os_str()),
+        ("RUST_LOG", "rdmc=debug".as_ref()),
+    ];
     let output = demo_of_three(&dir.join("out"), &args, &envs);
     let logs = String::from_utf8_lossy(&output.stderr);
     assert!(logs.contains("DEBUG"), "debug lines were logged: {logs}");
@@ -466,7 +476,9 @@ fn a_trace_holds_the_block_events_timeline_py_reads() {
             .collect();
         for args in &found {
             for field in fields {
-                let value = args[field].as_str().unwrap_or_else(|| panic!("{message}: {args}"));
+                let value = args[field]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{message}: {args}"));
                 assert!(value.parse::<u64>().is_ok(), "{message}: {args}");
             }
         }

@@ -700,7 +700,13 @@ impl GroupMember {
         };
         let progress = self.new_progress(seq, size, batch, self.block_size_of(size));
         let blocks = progress.blocks;
-        tracing::trace!(rank = self.config.rank, seq, size, blocks, "message started");
+        tracing::trace!(
+            rank = self.config.rank,
+            seq,
+            size,
+            blocks,
+            "message started"
+        );
         self.current = Some(progress);
         // Blocks the root never sends (a group of one) are done at once.
         for block in 0..blocks {
