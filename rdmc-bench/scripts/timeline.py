@@ -1,11 +1,22 @@
 #!/usr/bin/env python3
-"""Per-block timelines of one rdmc message, from the members' trace logs.
+"""Per-block timelines of one rdmc message, from the members' JSON traces.
 
-Run the members with
-    RUST_LOG=rdmc_proto::member=trace,rdmc::transport::tcp::link=trace NO_COLOR=1
-(`rdmc-bench` passes its environment on), then
+Run the members with RDMC_TRACE=DIR (an existing directory: each `rdmc`
+process writes the Chrome trace-event JSON DIR/PID.json as it ends;
+`rdmc-bench` passes its environment on), then
 
-    timeline.py LOGDIR/NNN-rdmc-...-{0..N-1}.log [--seq S] [--block-ms MS]
+    timeline.py DIR [--run K] [--seq S] [--block-ms MS]
+
+(or the trace files themselves, in any order). The trace's block events —
+instant events whose args hold the fields, every value a string — are, at
+the members (`rdmc_proto::member`): "message started" {rank, seq},
+"block send" {rank, seq, block, to}, "ready-for-block" {rank, from},
+"block send complete" {rank, to}, "first block received" and "block
+received" {rank, seq, block, from}; at the TCP links: "block arriving"
+{from, to} (node ids, mapped to ranks through the "group created" events'
+{rank, members}). Each trace's `ts` counts from its process's start; its
+"trace clock" event {unix_us} puts it on the wall clock, so the traces of
+one machine line up.
 
 For every block transfer of message S (default: the last complete one) it
 finds when the sender issued it and which of its three preconditions came
@@ -16,72 +27,125 @@ from the sender's issue to the first frame at the target ("queue") and from
 there to the whole block received ("wire"). It prints a summary per cause and
 the critical path backwards from the last block the last receiver got: the
 chain of "this waited for that" that set the message's latency.
+
+One group per run: the traces of a run hold one group's members (a
+directory of several runs, as `rdmc-bench` leaves it, is split into runs by
+start time; --run picks one, default the last).
 """
 
 import argparse
 import collections
-import datetime
-import re
+import json
+import os
 import sys
 
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
-LINE = re.compile(r"^(\S+Z)\s+TRACE\s+(.*)$")
-FIELD = re.compile(r"(\w+)=(\S+)")
+# The events the analysis reads, by their message.
+BLOCK_EVENTS = {"message started", "block send", "ready-for-block",
+                "block send complete", "first block received", "block received",
+                "block arriving"}
 
 
-def parse_time(stamp):
-    # 2026-11-23T19:50:41.123456Z: seconds as float (microsecond resolution).
-    stamp = stamp.rstrip("Z")
-    if "." in stamp:
-        head, frac = stamp.split(".")
-        frac = (frac + "000000")[:6]
-        stamp = f"{head}.{frac}"
-    else:
-        stamp += ".000000"
-    t = datetime.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%f")
-    return t.replace(tzinfo=datetime.timezone.utc).timestamp()
+def load_trace(path):
+    """A trace file's events; a trace cut short (its process killed before
+    the closing bracket) is read up to its last complete event."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        # One event a line, each but the last followed by a comma.
+        return json.loads(text[:text.rfind(",\n")] + "\n]")
 
 
-def read_events(path):
-    """(time, message, fields, link peer or None) for every trace line."""
-    events = []
-    with open(path, errors="replace") as f:
-        for raw in f:
-            line = ANSI.sub("", raw.rstrip("\n"))
-            m = LINE.match(line)
-            if not m:
-                continue
-            t = parse_time(m.group(1))
-            rest = m.group(2)
-            peer = None
-            lm = re.search(r"rdmc_link\{peer=(\d+)\}", rest)
-            if lm:
-                peer = int(lm.group(1))
-            # The message text follows the last "target: ".
-            body = rest.split(": ", 1)[-1] if ": " in rest else rest
-            body = re.sub(r"^[\w:]+: ", "", body)
-            msg = FIELD.split(body)[0].strip()
-            fields = {k: v for k, v in FIELD.findall(body)}
-            events.append((t, msg, fields, peer))
-    return events
+def read_trace(path):
+    """One process's trace: its wall-clock start (seconds, None without a
+    "trace clock" event), its "group created" args, and its block events
+    as (time in seconds on the wall clock, message, args)."""
+    events = [e for e in load_trace(path)
+              if e.get("ph") == "i" and "message" in e.get("args", {})]
+    start, groups, blocks = None, [], []
+    for e in events:
+        if e["args"]["message"] == "trace clock":
+            start = (int(e["args"]["unix_us"]) - e["ts"]) / 1e6
+        elif e["args"]["message"] == "group created":
+            groups.append(e["args"])
+    base = start or 0.0
+    for e in events:
+        args = e["args"]
+        if args["message"] in BLOCK_EVENTS:
+            blocks.append((base + e["ts"] / 1e6, args["message"], args))
+    return {"path": path, "start": start, "groups": groups, "events": blocks}
+
+
+def runs_of(traces):
+    """Split the traces into runs: by start, a trace whose ranks a run
+    already has begins the next."""
+    runs, ranks = [], set()
+    for t in sorted(traces, key=lambda t: t["start"] or 0.0):
+        mine = {g["rank"] for g in t["groups"]}
+        if not runs or mine & ranks:
+            runs.append([])
+            ranks = set()
+        runs[-1].append(t)
+        ranks |= mine
+    return runs
+
+
+def read_events(traces):
+    """Per rank, (time, message, fields, link peer or None) of every block
+    event, in time order: a link's "block arriving" {from, to} goes to the
+    receiving rank, its peer the sending rank."""
+    rank_of = {}
+    for t in traces:
+        for g in t["groups"]:
+            rank_of[g["members"].split(",")[int(g["rank"])]] = int(g["rank"])
+    per_rank = collections.defaultdict(list)
+    for t in traces:
+        for (time, msg, args) in t["events"]:
+            if msg == "block arriving":
+                to, peer = (rank_of.get(args[k], int(args[k])) for k in ("to", "from"))
+                per_rank[to].append((time, msg, args, peer))
+            elif "rank" in args:
+                per_rank[int(args["rank"])].append((time, msg, args, None))
+    n = max(per_rank) + 1 if per_rank else 0
+    return [sorted(per_rank[r], key=lambda e: e[0]) for r in range(n)]
+
+
+def trace_files(paths):
+    files = []
+    for p in paths:
+        if os.path.isdir(p):
+            files += sorted(os.path.join(p, f) for f in os.listdir(p) if f.endswith(".json"))
+        else:
+            files.append(p)
+    return files
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("logs", nargs="+", help="one log per rank, in rank order")
+    ap.add_argument("traces", nargs="+",
+                    help="RDMC_TRACE's directory, or its trace files (any order)")
+    ap.add_argument("--run", type=int, default=-1,
+                    help="which run of the traces (by start; default the last)")
     ap.add_argument("--seq", type=int, help="message sequence number")
     ap.add_argument("--block-ms", type=float, default=0.0,
                     help="one block's time on a link, for the ideal line")
     ap.add_argument("--path", type=int, default=40, help="critical-path lines to print")
     args = ap.parse_args()
 
-    ev = [read_events(p) for p in args.logs]
+    runs = runs_of([read_trace(p) for p in trace_files(args.traces)])
+    if not runs:
+        sys.exit("no trace files")
+    if len(runs) > 1:
+        print(f"{len(runs)} runs in the traces; run {args.run % len(runs)} "
+              f"({len(runs[args.run])} processes):")
+    ev = read_events(runs[args.run])
     n = len(ev)
     seqs = sorted({int(f["seq"]) for e in ev for (_, m, f, _) in e
                    if m in ("block send", "block received", "first block received")
                    and "seq" in f})
     if not seqs:
-        sys.exit("no block events: were the members run with RUST_LOG=...=trace?")
+        sys.exit("no block events: were the members run with RDMC_TRACE=DIR?")
     seq = args.seq if args.seq is not None else seqs[-1]
     start = min(t for e in ev for (t, m, f, _) in e if f.get("seq") == str(seq))
 

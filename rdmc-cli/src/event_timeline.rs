@@ -88,6 +88,22 @@ impl Timeline {
     }
 }
 
+/// What `RDMC_TRACE`'s trace holds: the library's debug events and spans,
+/// and the block events of the members (`rdmc_proto::member`) and of the
+/// TCP links at trace level, which `rdmc-bench/scripts/timeline.py` reads.
+pub(crate) const TRACE_FILTER: &str =
+    "rdmc=debug,rdmc_proto::member=trace,rdmc::transport::tcp::link=trace";
+
+/// Record the wall clock in the trace: a trace's `ts` counts microseconds
+/// from its layer's start, so `unix_us - ts` of this event is that start on
+/// the wall clock, which lines up the traces of several processes.
+pub(crate) fn trace_clock() {
+    let unix_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
+    tracing::debug!(target: "rdmc_cli::trace", unix_us, "trace clock");
+}
+
 /// Where this process writes its timeline (or trace), given
 /// `RDMC_EVENT_TIMELINE` (`RDMC_TRACE`): the file, or in a directory
 /// `PID.extension`, one per process of a cluster.

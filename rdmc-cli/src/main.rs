@@ -90,7 +90,10 @@ fn main() -> ExitCode {
         .as_ref()
         .map(|_| std::sync::Arc::new(event_timeline::Timeline::new()));
     // RDMC_TRACE=FILE (or DIR: DIR/PID.json): a trace a viewer opens; it is
-    // written out when `_trace` drops, at the end of main.
+    // written out when `_trace` drops, at the end of main. Besides the
+    // library's debug events and spans it holds the members' and the TCP
+    // links' trace-level block events (only there: the log on stderr keeps
+    // its own filter), their fields as args, for `timeline.py`.
     let (trace, _trace) = match std::env::var_os("RDMC_TRACE") {
         Some(value) => {
             let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new()
@@ -99,7 +102,7 @@ fn main() -> ExitCode {
                 .include_args(true)
                 .build();
             (
-                Some(layer.with_filter(EnvFilter::new("rdmc=debug"))),
+                Some(layer.with_filter(EnvFilter::new(event_timeline::TRACE_FILTER))),
                 Some(guard),
             )
         }
@@ -121,6 +124,9 @@ fn main() -> ExitCode {
             }),
         )
         .init();
+    if _trace.is_some() {
+        event_timeline::trace_clock();
+    }
     let status = run(Cli::parse().command);
     if let (Some(timeline), Some(path)) = (timeline, timeline_path)
         && let Err(e) = timeline.write(&path)

@@ -247,15 +247,15 @@ fn over_tcp_eight_members_get_identical_copies() {
 }
 
 /// `rdmc demo` over tcp among three members writing to `out`, with `extra`
-/// arguments and the environment variable `env` set: its output, once it
-/// succeeded.
-fn demo_of_three(out: &Path, extra: &[&str], env: (&str, &std::ffi::OsStr)) -> Output {
+/// arguments and the environment variables `envs` set: its output, once
+/// it succeeded.
+fn demo_of_three(out: &Path, extra: &[&str], envs: &[(&str, &std::ffi::OsStr)]) -> Output {
     let output = Command::new(env!("CARGO_BIN_EXE_rdmc"))
         .args(["demo", "--transport", "tcp", "--nodes", "3"])
         .args(extra)
         .arg("--out")
         .arg(out)
-        .env(env.0, env.1)
+        .envs(envs.iter().copied())
         .output()
         .expect("rdmc runs");
     let err = String::from_utf8_lossy(&output.stderr);
@@ -271,7 +271,7 @@ fn logs_to_a_pipe_have_no_escape_codes() {
     let output = demo_of_three(
         &dir,
         &["--size", "1000"],
-        ("RUST_LOG", "rdmc=info".as_ref()),
+        &[("RUST_LOG", "rdmc=info".as_ref())],
     );
     let logs = String::from_utf8_lossy(&output.stderr);
     assert!(logs.contains("INFO"), "info lines were logged: {logs}");
@@ -419,7 +419,7 @@ fn a_trace_of_a_multicast_opens_in_a_trace_viewer() {
     let dir = tempdir("trace");
     let trace = dir.join("trace.json");
     let args = ["--size", "100000", "--messages", "2"];
-    demo_of_three(&dir.join("out"), &args, ("RDMC_TRACE", trace.as_ref()));
+    demo_of_three(&dir.join("out"), &args, &[("RDMC_TRACE", trace.as_ref())]);
     let events: Vec<serde_json::Value> =
         serde_json::from_slice(&std::fs::read(&trace).unwrap()).expect("a JSON array");
     let slices = |phase: &str| {
@@ -435,4 +435,68 @@ fn a_trace_of_a_multicast_opens_in_a_trace_viewer() {
     let expected = ["0", "0", "0", "1", "1", "1"];
     assert_eq!(slices("b"), expected);
     assert_eq!(slices("e"), expected);
+}
+
+/// `RDMC_TRACE` holds the block events `rdmc-bench/scripts/timeline.py`
+/// reads, their fields as args (strings), at trace level only in the trace:
+/// the log on stderr keeps `RUST_LOG`'s level. Its "trace clock" event puts
+/// the trace's `ts` (from the process's start) on the wall clock.
+#[test]
+fn a_trace_holds_the_block_events_timeline_py_reads() {
+    let dir = tempdir("trace_blocks");
+    let trace = dir.join("trace.json");
+    let args = [
+        "--size",
+        "100000",
+        "--block-size",
+        "16KiB",
+        "--messages",
+        "2",
+    ];
+    let envs = [
+        ("RDMC_TRACE", trace.as_os_str()),
+        ("RUST_LOG", "rdmc=debug".as_ref()),
+    ];
+    let output = demo_of_three(&dir.join("out"), &args, &envs);
+    let logs = String::from_utf8_lossy(&output.stderr);
+    assert!(logs.contains("DEBUG"), "debug lines were logged: {logs}");
+    assert!(!logs.contains("TRACE"), "trace lines on stderr: {logs}");
+    let events: Vec<serde_json::Value> =
+        serde_json::from_slice(&std::fs::read(&trace).unwrap()).expect("a JSON array");
+    // The args of every instant event with message `message`, each checked
+    // to hold `fields` as whole numbers.
+    let with = |message: &str, fields: &[&str]| -> Vec<serde_json::Value> {
+        let found: Vec<_> = events
+            .iter()
+            .filter(|e| e["ph"] == "i" && e["args"]["message"] == message)
+            .map(|e| {
+                assert!(e["ts"].as_f64().is_some(), "{e}");
+                e["args"].clone()
+            })
+            .collect();
+        for args in &found {
+            for field in fields {
+                let value = args[field]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{message}: {args}"));
+                assert!(value.parse::<u64>().is_ok(), "{message}: {args}");
+            }
+        }
+        found
+    };
+    let clock = with("trace clock", &["unix_us"]);
+    assert_eq!(clock.len(), 1);
+    let groups = with("group created", &["rank"]);
+    assert_eq!(groups.len(), 3);
+    assert!(groups.iter().all(|g| g["members"] == "0,1,2"), "{groups:?}");
+    assert_eq!(with("message started", &["rank", "seq"]).len(), 2);
+    let sends = with("block send", &["rank", "seq", "block", "to"]).len();
+    let completes = with("block send complete", &["rank", "to"]).len();
+    let arriving = with("block arriving", &["from", "to"]).len();
+    let received = with("block received", &["rank", "seq", "block", "from"]).len()
+        + with("first block received", &["rank", "seq", "block", "from"]).len();
+    assert!(!with("ready-for-block", &["rank", "from"]).is_empty());
+    // 7 blocks to each of two receivers, per message.
+    assert_eq!(received, 2 * 2 * 7);
+    assert_eq!((sends, completes, arriving), (received, received, received));
 }

@@ -350,6 +350,7 @@ impl GroupMember {
         cur.expected.remove(index);
         cur.nearly_done = false;
         tracing::trace!(
+            rank = self.config.rank,
             seq = cur.seq,
             block = expected.block,
             from,
@@ -375,7 +376,7 @@ impl GroupMember {
             }
             _ => return self.violation(to, "a send completed that was not outstanding"),
         };
-        tracing::trace!(to, "block send complete");
+        tracing::trace!(rank = self.config.rank, to, "block send complete");
         self.release_if_done(block);
         self.try_send();
         self.check_complete();
@@ -400,7 +401,12 @@ impl GroupMember {
                     return self.violation(from, "more ready-for-blocks than the window allows");
                 }
                 self.ready[from] += 1;
-                tracing::trace!(from, ready = self.ready[from], "ready-for-block");
+                tracing::trace!(
+                    rank = self.config.rank,
+                    from,
+                    ready = self.ready[from],
+                    "ready-for-block"
+                );
                 self.try_send();
                 self.check_complete();
             }
@@ -531,7 +537,15 @@ impl GroupMember {
         let mut received = vec![false; blocks];
         received[block] = true;
         let seq = self.completed;
-        tracing::trace!(seq, size, blocks, block, from, "first block received");
+        tracing::trace!(
+            rank = self.config.rank,
+            seq,
+            size,
+            blocks,
+            block,
+            from,
+            "first block received"
+        );
         self.actions.push_back(Action::BeginMessage {
             seq,
             size,
@@ -686,7 +700,13 @@ impl GroupMember {
         };
         let progress = self.new_progress(seq, size, batch, self.block_size_of(size));
         let blocks = progress.blocks;
-        tracing::trace!(seq, size, blocks, "message started");
+        tracing::trace!(
+            rank = self.config.rank,
+            seq,
+            size,
+            blocks,
+            "message started"
+        );
         self.current = Some(progress);
         // Blocks the root never sends (a group of one) are done at once.
         for block in 0..blocks {
@@ -725,7 +745,13 @@ impl GroupMember {
         cur.sending = Some(t.peer);
         cur.sending_block = t.block;
         cur.send_step += 1;
-        tracing::trace!(seq = cur.seq, block = t.block, to = t.peer, "block send");
+        tracing::trace!(
+            rank = self.config.rank,
+            seq = cur.seq,
+            block = t.block,
+            to = t.peer,
+            "block send"
+        );
         for _ in 0..std::mem::take(&mut self.riding[t.peer]) {
             self.actions.push_back(Action::SendControl {
                 to: t.peer,

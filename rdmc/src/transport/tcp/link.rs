@@ -279,7 +279,7 @@ impl Link {
             // closes and the peer learns of the failure at once.
             let reader_done = CancellationToken::new();
             tokio::spawn(tracing::Instrument::in_current_span(read_loop(
-                peer,
+                (security.me, peer),
                 FrameReader::new(reader, lowat),
                 opener,
                 reader_posted,

@@ -168,6 +168,8 @@ impl<R: AsyncRead> Wire<R> {
 
 /// What the reader of a link keeps between frames.
 struct LinkReader<R> {
+    /// This node, for the trace.
+    me: NodeId,
     peer: NodeId,
     wire: Wire<R>,
     opener: Opener,
@@ -191,13 +193,13 @@ struct LinkReader<R> {
     idle: bool,
 }
 
-/// Read `peer`'s frames from `reader` until the connection fails, goes
-/// silent or ends; then mark the link `down`, report the peer down (or,
-/// after its goodbye, gone for good) and — unless the peer closed its side
-/// in order — end the writer too (`done`).
+/// Read `peer`'s frames to node `me` from `reader` until the connection
+/// fails, goes silent or ends; then mark the link `down`, report the peer
+/// down (or, after its goodbye, gone for good) and — unless the peer closed
+/// its side in order — end the writer too (`done`).
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn read_loop<R: AsyncRead>(
-    peer: NodeId,
+    (me, peer): (NodeId, NodeId),
     reader: FrameReader<R>,
     opener: Opener,
     posted: Arc<Posted>,
@@ -208,6 +210,7 @@ pub(super) async fn read_loop<R: AsyncRead>(
 ) {
     let tag_len = opener.mode().tag_len();
     let mut link = LinkReader {
+        me,
         peer,
         wire: Wire {
             reader,
@@ -445,7 +448,13 @@ impl<R: AsyncRead> LinkReader<R> {
                 Ok(None)
             }
             Entry::Vacant(e) => {
-                tracing::trace!(group = group.0, len = block_len, "block arriving");
+                tracing::trace!(
+                    group = group.0,
+                    from = self.peer.0,
+                    to = self.me.0,
+                    len = block_len,
+                    "block arriving"
+                );
                 let region = lock(&self.posted)
                     .get_mut(&group)
                     .and_then(VecDeque::pop_front);
