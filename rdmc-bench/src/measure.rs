@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::args::{BenchArgs, Experiment};
-use crate::lab::{Cluster, CpuTimes, Lab, Sample, median};
+use crate::lab::{Cluster, CpuTimes, Lab, Sample};
 use crate::mpi::{mpi_bcast, mpi_burst};
 use crate::plan::{MPI_SMALL, Plan, VALIDATION_NODES, Workload};
+use rdmc_cli::report::median;
 
 /// Measured runs of one small message's latency (medians of these).
 const SMALL_LATENCY_RUNS: usize = 21;

@@ -38,8 +38,10 @@ mod tables;
 mod tests;
 mod topologies;
 
+/// The order statistics of the report's measurements (the harness
+/// summarises its runs with the same).
+pub use rdmc_sim::stats::{median, percentile};
 pub use records::read_records;
-pub use storage::percentile;
 
 use self::csv::csv_text;
 use datasets::latency_tables;
