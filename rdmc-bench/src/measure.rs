@@ -91,7 +91,7 @@ fn new_key(path: &Path) -> Result<PathBuf, String> {
         }
         _ => {}
     }
-    rdmc_cli::keygen::write_key(path)?;
+    rdmc_cli::keygen::write_key(path).map_err(|e| format!("{e:#}"))?;
     Ok(path.to_owned())
 }
 

@@ -74,7 +74,10 @@ pub async fn join(
     let address = |rank: u32| -> Result<SocketAddr, String> {
         Ok(match spec.own {
             Own::Given(addr) => addr,
-            Own::Port(port) => SocketAddr::new(host, super::launcher::offset_port(port, rank)?),
+            Own::Port(port) => SocketAddr::new(
+                host,
+                super::launcher::offset_port(port, rank).map_err(|e| e.to_string())?,
+            ),
         })
     };
     let rank = register(&mut client, &spec, lease, &address, deadline).await?;

@@ -139,7 +139,7 @@ pub(super) fn push_storage(out: &mut String, recs: &[Rec<'_>]) -> bool {
 }
 
 /// The storage plots the records have data for.
-pub(super) fn storage_plots(dir: &Path, recs: &[Rec<'_>]) -> Result<Vec<PathBuf>, String> {
+pub(super) fn storage_plots(dir: &Path, recs: &[Rec<'_>]) -> anyhow::Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     let cosmos = of(recs, "cosmos");
     let with_latencies: Vec<_> = cosmos.iter().filter(|r| !latencies(r).is_empty()).collect();
