@@ -264,6 +264,21 @@ async fn wait_for_all(
     }
 }
 
+/// Why one attempt to keep the lease alive ended: an expired lease ends the
+/// keeping at once, anything else is retried for the lease's time to live.
+#[derive(Debug, thiserror::Error)]
+enum KeepAliveError {
+    /// etcd answered that the lease expired.
+    #[error("expired")]
+    Expired,
+    /// etcd ended the keep-alive stream.
+    #[error("the keep-alive stream ended")]
+    Ended,
+    /// The client's call failed.
+    #[error(transparent)]
+    Etcd(#[from] etcd_client::Error),
+}
+
 /// Keep the lease alive; once it cannot be for its whole time to live
 /// (etcd gone) or it expired, say so on `lost`.
 async fn keep_alive(
@@ -279,28 +294,25 @@ async fn keep_alive(
     loop {
         let limit = (last_ok + ttl).saturating_duration_since(Instant::now());
         let attempt = async {
-            let (mut keeper, mut stream) = client
-                .lease_keep_alive(lease)
-                .await
-                .map_err(|e| e.to_string())?;
+            let (mut keeper, mut stream) = client.lease_keep_alive(lease).await?;
             loop {
-                keeper.keep_alive().await.map_err(|e| e.to_string())?;
-                match stream.message().await.map_err(|e| e.to_string())? {
+                keeper.keep_alive().await?;
+                match stream.message().await? {
                     Some(answer) if answer.ttl() > 0 => {
                         last_ok = Instant::now();
                         tokio::time::sleep(ttl / 3).await;
                     }
-                    Some(_) => return Err("expired".to_owned()),
-                    None => return Err("the keep-alive stream ended".to_owned()),
+                    Some(_) => return Err(KeepAliveError::Expired),
+                    None => return Err(KeepAliveError::Ended),
                 }
             }
         };
         match tokio::time::timeout(limit, attempt).await {
-            Ok(Err(e)) if e == "expired" => {
+            Ok(Err(KeepAliveError::Expired)) => {
                 last_error = "etcd says this member's lease expired".into();
                 break;
             }
-            Ok(Err(e)) => last_error = short(&e),
+            Ok(Err(e)) => last_error = short(&e.to_string()),
             Ok(Ok(())) | Err(_) => {}
         }
         if last_ok.elapsed() >= ttl {
