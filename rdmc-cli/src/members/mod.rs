@@ -265,9 +265,7 @@ pub async fn join(
             .map_err(anyhow::Error::msg)?,
         #[cfg(feature = "etcd")]
         How::Etcd(spec) => {
-            let (members, rank, watch) = etcd::join(spec, deadline, report)
-                .await
-                .map_err(anyhow::Error::msg)?;
+            let (members, rank, watch) = etcd::join(spec, deadline, report).await?;
             return Ok(Joined {
                 members,
                 rank,
