@@ -116,11 +116,13 @@ async fn bench(args: &AllreduceMemberArgs) -> Result<(), String> {
         (60.0, 10.0),
         Transport::Tcp,
         "tcp",
-    )?;
+    )
+    .map_err(|e| format!("{e:#}"))?;
     cluster.wire_security = args.wire_security.into();
     let node = cluster
         .start(NodeConfig::new().with_completion_mode(args.completion.into()))
-        .await?;
+        .await
+        .map_err(|e| format!("{e:#}"))?;
     let members = cluster.ids();
     let n = members.len();
     let rank = args.rank as usize;

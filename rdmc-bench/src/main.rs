@@ -101,7 +101,7 @@ fn bench(args: &BenchArgs) -> Result<(), String> {
         .map_err(|e| format!("creating {}: {e}", args.out.display()))?;
     let jsonl = args.out.join("results.jsonl");
     if args.replot {
-        let records = report::read_records(&jsonl)?;
+        let records = report::read_records(&jsonl).map_err(|e| format!("{e:#}"))?;
         let machine = std::fs::read_to_string(args.out.join("machine.json"))
             .ok()
             .and_then(|t| serde_json::from_str(&t).ok())
@@ -166,7 +166,7 @@ fn rdmc_binary(args: &BenchArgs) -> Result<PathBuf, String> {
 /// Write the report of `records` into `--out`, print the summary and the
 /// written paths.
 fn report(args: &BenchArgs, records: &[Value], machine: &Value) -> Result<(), String> {
-    let files = report::write_report(&args.out, records, machine)?;
+    let files = report::write_report(&args.out, records, machine).map_err(|e| format!("{e:#}"))?;
     println!("{}", files.summary_markdown);
     for path in files.paths() {
         eprintln!("rdmc-bench: wrote {}", path.display());

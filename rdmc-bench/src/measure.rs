@@ -11,9 +11,10 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::args::{BenchArgs, Experiment};
-use crate::lab::{Cluster, CpuTimes, Lab, Sample, median};
+use crate::lab::{Cluster, CpuTimes, Lab, Sample};
 use crate::mpi::{mpi_bcast, mpi_burst};
 use crate::plan::{MPI_SMALL, Plan, VALIDATION_NODES, Workload};
+use rdmc_cli::report::median;
 
 /// Measured runs of one small message's latency (medians of these).
 const SMALL_LATENCY_RUNS: usize = 21;
@@ -90,7 +91,7 @@ fn new_key(path: &Path) -> Result<PathBuf, String> {
         }
         _ => {}
     }
-    rdmc_cli::keygen::write_key(path)?;
+    rdmc_cli::keygen::write_key(path).map_err(|e| format!("{e:#}"))?;
     Ok(path.to_owned())
 }
 

@@ -53,7 +53,7 @@ pub(crate) fn run(args: TcpCopyArgs) -> ExitCode {
 
 /// Be rank 0 or rank 1 until the sender is told to close.
 fn copy(args: &TcpCopyArgs) -> Result<(), String> {
-    let members = read_members(&args.members)?;
+    let members = read_members(&args.members).map_err(|e| format!("{e:#}"))?;
     let receiver = *members.get(1).ok_or("tcp-copy needs two members")?;
     let max = usize::try_from(args.max_size).map_err(|_| "--max-size is too large")?;
     let payload = payload(max);

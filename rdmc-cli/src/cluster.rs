@@ -8,6 +8,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use anyhow::{Context as _, anyhow, bail};
+
 use crate::members::exchange::ExchangeKey;
 pub use crate::members::file::read_members;
 use crate::members::{self, How, MembersArgs, Want};
@@ -137,7 +139,7 @@ pub struct Credentials {
 impl Credentials {
     /// Load the identity into `cluster` and start serving the metrics, if
     /// asked.
-    pub fn apply(&self, cluster: &mut ClusterSetup) -> Result<(), String> {
+    pub fn apply(&self, cluster: &mut ClusterSetup) -> anyhow::Result<()> {
         cluster.set_identity(self.identity.as_deref())?;
         if let Some(addr) = self.metrics_addr {
             crate::metrics_addr::serve(addr)?;
@@ -215,7 +217,7 @@ impl ClusterSetup {
         timeouts: (f64, f64),
         transport: Transport,
         ofi_provider: &str,
-    ) -> Result<Self, String> {
+    ) -> anyhow::Result<Self> {
         let plan = members::file::plan(members_file, Want::Rank(rank), "--rank")?;
         Self::from_plan(plan, key_file, timeouts, transport, ofi_provider)
     }
@@ -231,7 +233,7 @@ impl ClusterSetup {
         timeouts: (f64, f64),
         transport: Transport,
         ofi_provider: &str,
-    ) -> Result<Self, String> {
+    ) -> anyhow::Result<Self> {
         let plan = members::plan(args, want, flag, members::process_env())?;
         Self::from_plan(plan, key_file, timeouts, transport, ofi_provider)
     }
@@ -247,7 +249,7 @@ impl ClusterSetup {
         timeouts: (f64, f64),
         transport: Transport,
         ofi_provider: &str,
-    ) -> Result<Self, String> {
+    ) -> anyhow::Result<Self> {
         let plan = members::Plan {
             source: members::Source::File,
             size: members.len(),
@@ -264,7 +266,7 @@ impl ClusterSetup {
         timeouts: (f64, f64),
         transport: Transport,
         ofi_provider: &str,
-    ) -> Result<Self, String> {
+    ) -> anyhow::Result<Self> {
         let key = load_key(key_file)?;
         Self::with_key(plan, key, timeouts, transport, ofi_provider)
     }
@@ -275,7 +277,7 @@ impl ClusterSetup {
         (connect_timeout, failure_timeout): (f64, f64),
         transport: Transport,
         ofi_provider: &str,
-    ) -> Result<Self, String> {
+    ) -> anyhow::Result<Self> {
         let connect_timeout = seconds(connect_timeout, "--connect-timeout")?;
         let failure_timeout = seconds(failure_timeout, "--failure-timeout")?;
         let exchange_key = ExchangeKey::derive(&key);
@@ -313,7 +315,7 @@ impl ClusterSetup {
     }
 
     /// Check the cluster through the library's own check.
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> anyhow::Result<()> {
         let config = TcpConfig::new(self.members.clone(), NodeId(self.rank), self.key.clone())
             .with_connect_timeout(self.connect_timeout)
             .with_failure_timeout(self.failure_timeout);
@@ -321,15 +323,16 @@ impl ClusterSetup {
             Some(identity) => config.with_identity(identity.clone()),
             None => config,
         };
+        // The library's message only: it names its cause already.
         config
             .validate()
-            .map_err(|e| format!("{}: {e}", self.origin))
+            .map_err(|e| anyhow!("{}: {e}", self.origin))
     }
 
     /// Prove which member this is with the identity in `dir` (made by
     /// `rdmc keygen --node`), if given; checked against the rank when it
     /// is known.
-    pub fn set_identity(&mut self, dir: Option<&Path>) -> Result<(), String> {
+    pub fn set_identity(&mut self, dir: Option<&Path>) -> anyhow::Result<()> {
         if let Some(dir) = dir {
             self.identity = Some(crate::identity::load(dir)?);
             if self.pending.is_none() {
@@ -355,7 +358,7 @@ impl ClusterSetup {
     /// Find the members where the source needs the network (resolve
     /// names, exchange addresses, register in etcd), within the connect
     /// timeout; nothing to do for a members file, or once joined.
-    pub async fn join(&mut self) -> Result<(), String> {
+    pub async fn join(&mut self) -> anyhow::Result<()> {
         let Some(plan) = self.pending.take() else {
             return Ok(());
         };
@@ -394,12 +397,9 @@ impl ClusterSetup {
     /// source needs it: connecting every member at start, it waits (up to
     /// the connect timeout) for every member to be connected; on demand,
     /// only until it listens.
-    pub async fn start(&self, node_config: NodeConfig) -> Result<Node, String> {
+    pub async fn start(&self, node_config: NodeConfig) -> anyhow::Result<Node> {
         if self.pending.is_some() {
-            return Err(format!(
-                "the members from {} are not known yet",
-                self.origin
-            ));
+            bail!("the members from {} are not known yet", self.origin);
         }
         let (members, me, key) = (self.members.clone(), NodeId(self.rank), self.key.clone());
         let node = match self.transport {
@@ -424,14 +424,14 @@ impl ClusterSetup {
             Transport::Ofi => self.start_ofi(node_config).await?,
             Transport::Rdma => self.start_rdma(node_config).await?,
         };
-        node.map_err(|e| e.to_string())
+        node.map_err(|e| anyhow!("{e}"))
     }
 
     #[cfg(feature = "ofi")]
     async fn start_ofi(
         &self,
         node_config: NodeConfig,
-    ) -> Result<Result<Node, rdmc::Error>, String> {
+    ) -> anyhow::Result<Result<Node, rdmc::Error>> {
         let config =
             rdmc::OfiConfig::new(self.members.clone(), NodeId(self.rank), self.key.clone())
                 .with_connect_timeout(self.connect_timeout)
@@ -445,15 +445,15 @@ impl ClusterSetup {
     }
 
     #[cfg(not(feature = "ofi"))]
-    async fn start_ofi(&self, _: NodeConfig) -> Result<Result<Node, rdmc::Error>, String> {
-        Err(NO_OFI.to_owned())
+    async fn start_ofi(&self, _: NodeConfig) -> anyhow::Result<Result<Node, rdmc::Error>> {
+        Err(anyhow!(NO_OFI))
     }
 
     #[cfg(feature = "rdma")]
     async fn start_rdma(
         &self,
         node_config: NodeConfig,
-    ) -> Result<Result<Node, rdmc::Error>, String> {
+    ) -> anyhow::Result<Result<Node, rdmc::Error>> {
         let config =
             rdmc::RdmaConfig::new(self.members.clone(), NodeId(self.rank), self.key.clone())
                 .with_connect_timeout(self.connect_timeout)
@@ -466,8 +466,8 @@ impl ClusterSetup {
     }
 
     #[cfg(not(feature = "rdma"))]
-    async fn start_rdma(&self, _: NodeConfig) -> Result<Result<Node, rdmc::Error>, String> {
-        Err(NO_RDMA.to_owned())
+    async fn start_rdma(&self, _: NodeConfig) -> anyhow::Result<Result<Node, rdmc::Error>> {
+        Err(anyhow!(NO_RDMA))
     }
 }
 
@@ -478,15 +478,15 @@ pub const NO_KEY: &str = "no --key-file: every member needs the same secret clus
      and give --key-file KEYFILE to every member";
 
 /// The cluster key in `key_file`; without one, the [`NO_KEY`] error.
-pub fn load_key(key_file: Option<&Path>) -> Result<ClusterKey, String> {
+pub fn load_key(key_file: Option<&Path>) -> anyhow::Result<ClusterKey> {
     use std::os::unix::fs::PermissionsExt;
-    let path = key_file.ok_or_else(|| NO_KEY.to_owned())?;
+    let path = key_file.ok_or_else(|| anyhow!(NO_KEY))?;
     let key = ClusterKey::from_file(path).map_err(|e| match e {
         // The errors about the key itself do not name its file.
         rdmc::ClusterKeyError::Empty | rdmc::ClusterKeyError::TooShort { .. } => {
-            format!("{}: {e}", path.display())
+            anyhow!("{}: {e}", path.display())
         }
-        e => e.to_string(),
+        e => anyhow!("{e}"),
     })?;
     if let Ok(meta) = std::fs::metadata(path)
         && meta.permissions().mode() & 0o077 != 0
@@ -503,17 +503,15 @@ pub fn load_key(key_file: Option<&Path>) -> Result<ClusterKey, String> {
 }
 
 /// A time limit in seconds: a number above zero, at most a year.
-pub fn seconds(value: f64, what: &str) -> Result<Duration, String> {
+pub fn seconds(value: f64, what: &str) -> anyhow::Result<Duration> {
     match Duration::try_from_secs_f64(value) {
-        Ok(d) if d.is_zero() => Err(format!("{what} must be more than 0 seconds")),
-        Ok(d) if d > MAX_TIMEOUT => Err(format!(
+        Ok(d) if d.is_zero() => bail!("{what} must be more than 0 seconds"),
+        Ok(d) if d > MAX_TIMEOUT => bail!(
             "{what} {value} is longer than the most accepted, {} seconds (a year)",
             MAX_TIMEOUT.as_secs()
-        )),
+        ),
         Ok(d) => Ok(d),
-        Err(_) => Err(format!(
-            "{what} must be a positive number of seconds ({value} given)"
-        )),
+        Err(_) => bail!("{what} must be a positive number of seconds ({value} given)"),
     }
 }
 
@@ -550,21 +548,21 @@ pub fn without_path(error: std::io::Error) -> String {
 
 /// Create the output directory if need be and check it is a directory
 /// this process can write. Done before the receiver contacts anyone.
-pub fn check_output_dir(dir: &Path) -> Result<(), String> {
-    let named = |e: std::io::Error| format!("output directory {}: {e}", dir.display());
-    std::fs::create_dir_all(dir).map_err(named)?;
-    let meta = std::fs::metadata(dir).map_err(named)?;
+pub fn check_output_dir(dir: &Path) -> anyhow::Result<()> {
+    let named = || format!("output directory {}", dir.display());
+    std::fs::create_dir_all(dir).with_context(named)?;
+    let meta = std::fs::metadata(dir).with_context(named)?;
     if !meta.is_dir() {
-        return Err(format!(
+        bail!(
             "output directory {}: is {}",
             dir.display(),
             kind_of(meta.file_type())
-        ));
+        );
     }
     tempfile::Builder::new()
         .prefix(".rdmc-probe.")
         .tempfile_in(dir)
-        .map_err(|e| format!("output directory {}: cannot write: {e}", dir.display()))?;
+        .with_context(|| format!("output directory {}: cannot write", dir.display()))?;
     Ok(())
 }
 
@@ -574,17 +572,18 @@ mod tests {
 
     #[test]
     fn time_limits_are_checked() {
-        assert_eq!(seconds(2.5, "--x"), Ok(Duration::from_millis(2500)));
-        assert!(seconds(0.0, "--x").unwrap_err().contains("more than 0"));
-        assert!(seconds(1e19, "--x").unwrap_err().contains("longer than"));
-        assert!(seconds(-1.0, "--x").unwrap_err().contains("positive"));
-        assert!(seconds(f64::NAN, "--x").unwrap_err().contains("positive"));
+        let err = |value| format!("{:#}", seconds(value, "--x").unwrap_err());
+        assert_eq!(seconds(2.5, "--x").unwrap(), Duration::from_millis(2500));
+        assert!(err(0.0).contains("more than 0"));
+        assert!(err(1e19).contains("longer than"));
+        assert!(err(-1.0).contains("positive"));
+        assert!(err(f64::NAN).contains("positive"));
         assert!(seconds(f64::INFINITY, "--x").is_err());
     }
 
     #[test]
     fn without_a_key_file_there_is_no_key_but_advice() {
-        let err = load_key(None).unwrap_err();
+        let err = format!("{:#}", load_key(None).unwrap_err());
         assert!(err.contains("rdmc keygen"), "{err}");
         assert!(err.contains("--key-file"), "{err}");
     }

@@ -5,6 +5,8 @@
 
 use std::path::Path;
 
+use anyhow::{Context as _, anyhow};
+
 use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose,
@@ -40,12 +42,12 @@ fn authority_params() -> CertificateParams {
 
 /// Create a new directory `dir` holding a new authority: its certificate
 /// and its private key (mode 0600).
-pub fn create_authority(dir: &Path) -> Result<(), String> {
-    std::fs::create_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let key = KeyPair::generate().map_err(|e| format!("generating a key: {e}"))?;
+pub fn create_authority(dir: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir(dir).with_context(|| dir.display().to_string())?;
+    let key = KeyPair::generate().context("generating a key")?;
     let cert = authority_params()
         .self_signed(&key)
-        .map_err(|e| format!("making the authority's certificate: {e}"))?;
+        .context("making the authority's certificate")?;
     write_secret(&dir.join(AUTHORITY_KEY), key.serialize_pem().as_bytes())?;
     write_public(&dir.join(AUTHORITY_CERT), cert.pem().as_bytes())
 }
@@ -53,28 +55,28 @@ pub fn create_authority(dir: &Path) -> Result<(), String> {
 /// Issue node `node`'s identity from the authority in `authority` into the
 /// new directory `out`: the authority's certificate, the node's (naming
 /// it as `NodeIdentity::subject_name`) and its private key (mode 0600).
-pub fn issue(authority: &Path, node: u32, out: &Path) -> Result<(), String> {
+pub fn issue(authority: &Path, node: u32, out: &Path) -> anyhow::Result<()> {
     let read = |name: &str| {
         let path = authority.join(name);
-        std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))
+        std::fs::read_to_string(&path).with_context(|| path.display().to_string())
     };
     let (ca_cert, ca_key) = (read(AUTHORITY_CERT)?, read(AUTHORITY_KEY)?);
     let ca_key = KeyPair::from_pem(&ca_key)
-        .map_err(|e| format!("{}: {e}", authority.join(AUTHORITY_KEY).display()))?;
+        .with_context(|| authority.join(AUTHORITY_KEY).display().to_string())?;
     let issuer = Issuer::new(authority_params(), ca_key);
     let name = NodeIdentity::subject_name(NodeId(node));
     let mut params =
-        CertificateParams::new(vec![name.clone()]).map_err(|e| format!("the name {name}: {e}"))?;
+        CertificateParams::new(vec![name.clone()]).with_context(|| format!("the name {name}"))?;
     params.distinguished_name.push(DnType::CommonName, name);
     params.extended_key_usages = vec![
         ExtendedKeyUsagePurpose::ServerAuth,
         ExtendedKeyUsagePurpose::ClientAuth,
     ];
-    let key = KeyPair::generate().map_err(|e| format!("generating a key: {e}"))?;
+    let key = KeyPair::generate().context("generating a key")?;
     let cert = params
         .signed_by(&key, &issuer)
-        .map_err(|e| format!("issuing node {node}'s certificate: {e}"))?;
-    std::fs::create_dir(out).map_err(|e| format!("{}: {e}", out.display()))?;
+        .with_context(|| format!("issuing node {node}'s certificate"))?;
+    std::fs::create_dir(out).with_context(|| out.display().to_string())?;
     write_secret(&out.join(NODE_KEY), key.serialize_pem().as_bytes())?;
     write_public(&out.join(NODE_CERT), cert.pem().as_bytes())?;
     write_public(&out.join(AUTHORITY_CERT), ca_cert.as_bytes())?;
@@ -83,28 +85,29 @@ pub fn issue(authority: &Path, node: u32, out: &Path) -> Result<(), String> {
 }
 
 /// The identity in directory `dir` (made by [`issue`]).
-pub fn load(dir: &Path) -> Result<NodeIdentity, String> {
+pub fn load(dir: &Path) -> anyhow::Result<NodeIdentity> {
     NodeIdentity::from_files(
         dir.join(AUTHORITY_CERT),
         dir.join(NODE_CERT),
         dir.join(NODE_KEY),
     )
-    .map_err(|e| format!("--identity {}: {e}", dir.display()))
+    // Its message only: it names its cause already.
+    .map_err(|e| anyhow!("--identity {}: {e}", dir.display()))
 }
 
 /// Write a new, world-readable file, flushed to disk; an existing file is
 /// never overwritten.
-fn write_public(path: &Path, bytes: &[u8]) -> Result<(), String> {
+fn write_public(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     use std::io::Write;
-    let named = |e: std::io::Error| format!("{}: {e}", path.display());
+    let named = || path.display().to_string();
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(path)
-        .map_err(named)?;
+        .with_context(named)?;
     file.write_all(bytes)
         .and_then(|()| file.sync_all())
-        .map_err(named)
+        .with_context(named)
 }
 
 #[cfg(test)]
@@ -125,11 +128,14 @@ mod tests {
         let shown = format!("{:?}", load(&node3).unwrap());
         assert!(shown.contains("node-3.rdmc.internal"), "{shown}");
         // Never overwritten; a missing authority is named.
-        let err = issue(&authority, 3, &node3).unwrap_err();
+        let err = format!("{:#}", issue(&authority, 3, &node3).unwrap_err());
         assert!(err.contains("exists"), "{err}");
-        let err = issue(&dir.join("nowhere"), 1, &dir.join("n1")).unwrap_err();
+        let err = format!(
+            "{:#}",
+            issue(&dir.join("nowhere"), 1, &dir.join("n1")).unwrap_err()
+        );
         assert!(err.contains("nowhere/authority.pem"), "{err}");
-        let err = load(&dir.join("nowhere")).unwrap_err();
+        let err = format!("{:#}", load(&dir.join("nowhere")).unwrap_err());
         assert!(err.starts_with("--identity "), "{err}");
     }
 }

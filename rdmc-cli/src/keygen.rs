@@ -6,6 +6,7 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use anyhow::{Context as _, bail};
 use clap::Args;
 
 /// Random bytes in a new key (written as hex: twice as many characters).
@@ -36,7 +37,7 @@ pub struct KeygenArgs {
 
 /// Create the key file, the authority or a node's identity, and say how to
 /// use it.
-pub fn run(args: &KeygenArgs) -> Result<(), String> {
+pub fn run(args: &KeygenArgs) -> anyhow::Result<()> {
     match (&args.file, &args.authority, args.node, &args.out) {
         (Some(file), None, None, None) => {
             write_key(file)?;
@@ -66,7 +67,7 @@ pub fn run(args: &KeygenArgs) -> Result<(), String> {
                 out.display()
             );
         }
-        _ => return Err("give a key FILE, or --authority DIR [--node N --out DIR]".to_owned()),
+        _ => bail!("give a key FILE, or --authority DIR [--node N --out DIR]"),
     }
     Ok(())
 }
@@ -74,10 +75,9 @@ pub fn run(args: &KeygenArgs) -> Result<(), String> {
 /// Write `KEY_BYTES` bytes from the operating system's random source
 /// (`getrandom`), as
 /// hex and a newline, to a new file of mode 0600, flushed to disk.
-pub fn write_key(path: &Path) -> Result<(), String> {
+pub fn write_key(path: &Path) -> anyhow::Result<()> {
     let mut random = [0u8; KEY_BYTES];
-    getrandom::fill(&mut random)
-        .map_err(|e| format!("the operating system's random source: {e}"))?;
+    getrandom::fill(&mut random).context("the operating system's random source")?;
     let mut text = hex::encode(random);
     text.push('\n');
     random.fill(0);
@@ -86,18 +86,18 @@ pub fn write_key(path: &Path) -> Result<(), String> {
 
 /// Write `key` to a new file of mode 0600 (readable by its owner only),
 /// flushed to disk; an existing file is never overwritten.
-pub fn write_secret(path: &Path, key: &[u8]) -> Result<(), String> {
-    let named = |e: std::io::Error| format!("{}: {e}", path.display());
+pub fn write_secret(path: &Path, key: &[u8]) -> anyhow::Result<()> {
+    let named = || path.display().to_string();
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(path)
-        .map_err(named)?;
+        .with_context(named)?;
     let written = file.write_all(key).and_then(|()| file.sync_all());
     if let Err(e) = written {
         let _ = std::fs::remove_file(path);
-        return Err(named(e));
+        return Err(e).with_context(named);
     }
     Ok(())
 }
@@ -119,7 +119,7 @@ mod tests {
         assert_eq!(ka.len(), 2 * KEY_BYTES + 1);
         assert_ne!(ka, kb);
         rdmc::ClusterKey::from_file(&a).unwrap();
-        let err = write_key(&a).unwrap_err();
+        let err = format!("{:#}", write_key(&a).unwrap_err());
         assert!(err.contains("exists"), "{err}");
         assert_eq!(std::fs::read(&a).unwrap(), ka, "never overwritten");
     }

@@ -146,7 +146,7 @@ fn run(command: Command) -> ExitCode {
         Command::Member(args) => member::run(args),
         Command::Push(args) => push::run_push(args),
         Command::Receive(args) => push::run_receive(args),
-        Command::Keygen(args) => exit_status(keygen::run(&args).map_err(anyhow::Error::msg)),
+        Command::Keygen(args) => exit_status(keygen::run(&args)),
         Command::Simulate(args) => exit_status(simulate::run(&args)),
         Command::Model(args) => exit_status(model::run(&args)),
     }

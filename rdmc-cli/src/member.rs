@@ -33,6 +33,10 @@ use crate::topology::TopologyArgs;
 #[derive(Clone, Copy, Debug)]
 struct BlockSizeArg(Option<u64>);
 
+// A clap value parser (`value_parser = ...`): its error is one message,
+// which clap prints after naming the option and the value given; nothing
+// chains below it, so it stays a `String` (as in clap's own examples)
+// rather than an `anyhow::Error`. So do the other parsers in this file.
 fn parse_block_size(text: &str) -> Result<BlockSizeArg, String> {
     if text.eq_ignore_ascii_case("auto") {
         Ok(BlockSizeArg(None))
@@ -268,14 +272,11 @@ fn prepare(args: &MemberArgs) -> anyhow::Result<Prepared> {
         (args.connect_timeout, args.failure_timeout),
         args.transport,
         &args.ofi_provider,
-    )
-    .map_err(anyhow::Error::msg)?;
+    )?;
     cluster.report.json = args.json;
-    args.credentials
-        .apply(&mut cluster)
-        .map_err(anyhow::Error::msg)?;
+    args.credentials.apply(&mut cluster)?;
     if args.linger != 0.0 {
-        rdmc_cli::cluster::seconds(args.linger, "--linger").map_err(anyhow::Error::msg)?;
+        rdmc_cli::cluster::seconds(args.linger, "--linger")?;
     }
     // The root is rank 0; until an etcd claim, a member without a rank is
     // not the root.
@@ -353,7 +354,7 @@ fn prepare(args: &MemberArgs) -> anyhow::Result<Prepared> {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| anyhow!("reading {}: {e}", path.display()))?;
             rdmc_cli::workload::parse(&text, cluster.size)
-                .map_err(|e| anyhow!("{} {e}", path.display()))
+                .map_err(|e| anyhow!("{} {e:#}", path.display()))
         })
         .transpose()?;
     Ok(Prepared {
@@ -436,7 +437,7 @@ fn is_output_name(name: &str) -> bool {
 /// directory this process can write, holding no outputs of an earlier run
 /// (which would mix with this run's).
 fn check_output_dir(dir: &Path) -> anyhow::Result<PathBuf> {
-    rdmc_cli::cluster::check_output_dir(dir).map_err(anyhow::Error::msg)?;
+    rdmc_cli::cluster::check_output_dir(dir)?;
     let named = |e: std::io::Error| anyhow!("output directory {}: {e}", dir.display());
     for entry in std::fs::read_dir(dir).map_err(named)? {
         let name = entry.map_err(named)?.file_name();
@@ -467,7 +468,7 @@ async fn member(args: &MemberArgs, prepared: Prepared) -> (Option<u32>, anyhow::
         Ok(()) => cluster.start(node_config).await,
         Err(e) => Err(e),
     };
-    let node = match joined.map_err(anyhow::Error::msg) {
+    let node = match joined {
         Ok(node) => node,
         Err(e) => return (cluster.rank_known().then_some(cluster.rank), Err(e)),
     };

@@ -127,7 +127,7 @@ pub(crate) fn run(args: &ModelArgs) -> anyhow::Result<()> {
                 format!("{:?}", args.link).to_lowercase()
             ));
             let title = format!("Modelled allreduce and broadcast, {n} nodes");
-            draw_model_chart(&path, &title, &curves).map_err(anyhow::Error::msg)?;
+            draw_model_chart(&path, &title, &curves)?;
             let _ = writeln!(text, "plot: {}", path.display());
         }
     }

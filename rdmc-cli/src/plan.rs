@@ -38,6 +38,10 @@ pub(crate) struct PlanArgs {
     topology: TopologyArgs,
 }
 
+// A clap value parser (`value_parser = ...`): its error is one message,
+// which clap prints after naming the option and the value given; nothing
+// chains below it, so it stays a `String` (as in clap's own examples)
+// rather than an `anyhow::Error`. So do the other parsers in this file.
 fn parse_algorithm(s: &str) -> Result<Algorithm, String> {
     s.parse().map_err(|e| format!("{e}"))
 }

@@ -125,6 +125,10 @@ struct BlockArg(Option<usize>);
 #[derive(Debug, Clone)]
 struct AlgorithmList(Vec<Algorithm>);
 
+// A clap value parser (`value_parser = ...`): its error is one message,
+// which clap prints after naming the option and the value given; nothing
+// chains below it, so it stays a `String` (as in clap's own examples)
+// rather than an `anyhow::Error`. So do the other parsers in this file.
 fn parse_nodes(text: &str) -> Result<NodeList, String> {
     let mut nodes = Vec::new();
     for item in text.split(',') {
@@ -345,7 +349,7 @@ pub(crate) fn run(args: &SimulateArgs) -> anyhow::Result<()> {
             "latency": format!("{:?}", network.latency),
             "ready window": args.ready_window,
         });
-        let files = write_report(dir, &records, &machine).map_err(anyhow::Error::msg)?;
+        let files = write_report(dir, &records, &machine)?;
         // The records too, so runs can be combined into one report
         // (concatenate them, then `rdmc-bench --replot --out DIR`).
         let jsonl = dir.join("results.jsonl");

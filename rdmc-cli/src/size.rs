@@ -4,6 +4,10 @@
 
 use bytesize::ByteSize;
 
+// A clap value parser (`value_parser = ...`): its error is one message,
+// which clap prints after naming the option and the value given; nothing
+// chains below it, so it stays a `String` (as in clap's own examples)
+// rather than an `anyhow::Error`.
 /// Parse a size with an optional binary (KiB, MiB, GiB, TiB, PiB, EiB, or
 /// Ki, Mi, ...) or decimal (KB, MB, GB, TB, PB, EB) suffix, in any case,
 /// spaces allowed around it; `K`/`M`/`G`/`T`/`P`/`E` alone are binary.

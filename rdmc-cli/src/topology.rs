@@ -29,6 +29,10 @@ impl RackSpec {
     }
 }
 
+// A clap value parser (`value_parser = ...`): its error is one message,
+// which clap prints after naming the option and the value given; nothing
+// chains below it, so it stays a `String` (as in clap's own examples)
+// rather than an `anyhow::Error`. So do the other parsers in this file.
 fn parse_racks(text: &str) -> Result<RackSpec, String> {
     let number = |s: &str| {
         s.trim()

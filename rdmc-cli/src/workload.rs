@@ -22,6 +22,8 @@
 
 use std::fmt::Write as _;
 
+use anyhow::{Context as _, anyhow, bail};
+
 /// One write: a message of `size` bytes to group `group`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WriteOp {
@@ -81,7 +83,7 @@ impl Workload {
 
 /// Read a workload for a cluster of `members` processes; an error names the
 /// line and what is wrong with it.
-pub fn parse(text: &str, members: usize) -> Result<Workload, String> {
+pub fn parse(text: &str, members: usize) -> anyhow::Result<Workload> {
     let mut workload = Workload {
         groups: Vec::new(),
         writes: Vec::new(),
@@ -89,77 +91,81 @@ pub fn parse(text: &str, members: usize) -> Result<Workload, String> {
     };
     let mut window_seen = false;
     for (index, line) in text.lines().enumerate() {
-        let at = |e: String| format!("line {}: {e}", index + 1);
-        let line = line.split('#').next().unwrap_or("").trim();
-        let words: Vec<&str> = line.split_whitespace().collect();
-        match words.as_slice() {
-            [] => {}
-            ["window", k] => {
-                if window_seen {
-                    return Err(at("a second `window`".into()));
-                }
-                window_seen = true;
-                workload.window = number(k, "window")
-                    .and_then(|k| usize::try_from(k).map_err(|_| "window too large".into()))
-                    .and_then(|k| {
-                        if k == 0 {
-                            Err("window must be at least 1".into())
-                        } else {
-                            Ok(k)
-                        }
-                    })
-                    .map_err(at)?;
-            }
-            ["group", id, ranks @ ..] => {
-                let id = number(id, "group id").map_err(at)?;
-                if id != workload.groups.len() as u64 {
-                    return Err(at(format!(
-                        "group {id} out of order (expected group {})",
-                        workload.groups.len()
-                    )));
-                }
-                let mut group = Vec::with_capacity(ranks.len());
-                for r in ranks {
-                    let r = number(r, "rank").map_err(at)?;
-                    if r >= members as u64 {
-                        return Err(at(format!(
-                            "rank {r} is not a member (the cluster has {members})"
-                        )));
-                    }
-                    let r = r as u32;
-                    if group.contains(&r) {
-                        return Err(at(format!("rank {r} appears twice in group {id}")));
-                    }
-                    group.push(r);
-                }
-                if group.len() < 2 {
-                    return Err(at(format!("group {id} needs at least 2 members")));
-                }
-                workload.groups.push(group);
-            }
-            ["write", group, size] => {
-                let group = number(group, "group").map_err(at)?;
-                if group >= workload.groups.len() as u64 {
-                    return Err(at(format!("write to group {group}, not defined before")));
-                }
-                let size = number(size, "size").map_err(at)?;
-                if size == 0 {
-                    return Err(at("a write needs at least 1 byte".into()));
-                }
-                workload.writes.push(WriteOp {
-                    group: group as usize,
-                    size,
-                });
-            }
-            _ => return Err(at(format!("cannot read {line:?}"))),
-        }
+        read_line(line, members, &mut workload, &mut window_seen)
+            .with_context(|| format!("line {}", index + 1))?;
     }
     Ok(workload)
 }
 
-fn number(word: &str, what: &str) -> Result<u64, String> {
+/// Add one line of a workload to `workload`.
+fn read_line(
+    line: &str,
+    members: usize,
+    workload: &mut Workload,
+    window_seen: &mut bool,
+) -> anyhow::Result<()> {
+    let line = line.split('#').next().unwrap_or("").trim();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        [] => {}
+        ["window", k] => {
+            if *window_seen {
+                bail!("a second `window`");
+            }
+            *window_seen = true;
+            let k = usize::try_from(number(k, "window")?).context("window too large")?;
+            if k == 0 {
+                bail!("window must be at least 1");
+            }
+            workload.window = k;
+        }
+        ["group", id, ranks @ ..] => {
+            let id = number(id, "group id")?;
+            if id != workload.groups.len() as u64 {
+                bail!(
+                    "group {id} out of order (expected group {})",
+                    workload.groups.len()
+                );
+            }
+            let mut group = Vec::with_capacity(ranks.len());
+            for r in ranks {
+                let r = number(r, "rank")?;
+                if r >= members as u64 {
+                    bail!("rank {r} is not a member (the cluster has {members})");
+                }
+                let r = r as u32;
+                if group.contains(&r) {
+                    bail!("rank {r} appears twice in group {id}");
+                }
+                group.push(r);
+            }
+            if group.len() < 2 {
+                bail!("group {id} needs at least 2 members");
+            }
+            workload.groups.push(group);
+        }
+        ["write", group, size] => {
+            let group = number(group, "group")?;
+            if group >= workload.groups.len() as u64 {
+                bail!("write to group {group}, not defined before");
+            }
+            let size = number(size, "size")?;
+            if size == 0 {
+                bail!("a write needs at least 1 byte");
+            }
+            workload.writes.push(WriteOp {
+                group: group as usize,
+                size,
+            });
+        }
+        _ => bail!("cannot read {line:?}"),
+    }
+    Ok(())
+}
+
+fn number(word: &str, what: &str) -> anyhow::Result<u64> {
     word.parse()
-        .map_err(|_| format!("{what} {word:?} is not a number"))
+        .map_err(|_| anyhow!("{what} {word:?} is not a number"))
 }
 
 #[cfg(test)]
@@ -181,7 +187,7 @@ mod tests {
     #[test]
     fn text_round_trips() {
         let w = sample();
-        assert_eq!(parse(&w.to_text(), 3), Ok(w.clone()));
+        assert_eq!(parse(&w.to_text(), 3).unwrap(), w);
         assert_eq!(w.largest(), 10);
         assert_eq!(w.replica_bytes(), 10 * 2 + 1 + 7 * 2);
         assert_eq!(w.root_of(&w.writes[2]), 2);
@@ -225,7 +231,8 @@ mod tests {
             ("send 1 2\n", "line 1: cannot read \"send 1 2\""),
         ];
         for (text, error) in cases {
-            assert_eq!(parse(text, 3), Err(error.to_owned()), "{text:?}");
+            let got = format!("{:#}", parse(text, 3).unwrap_err());
+            assert_eq!(got, error, "{text:?}");
         }
     }
 }

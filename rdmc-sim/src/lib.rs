@@ -43,6 +43,7 @@ mod error;
 mod fabric;
 mod network;
 mod outcome;
+pub mod stats;
 
 pub use error::SimError;
 pub use network::{LAB_LATENCY, LAB_RATE_BPS, Network, Placement, Racks, SlowHost, SlowLink};

@@ -56,12 +56,9 @@ impl Outcome {
     /// The median receiver's completion (the mean of the middle two for an
     /// even count; 0 without receivers).
     pub fn median(&self) -> f64 {
-        let sorted = self.sorted_receivers();
-        let n = sorted.len();
-        match n {
-            0 => 0.0,
-            _ if n % 2 == 1 => sorted[n / 2],
-            _ => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+        match self.receivers() {
+            [] => 0.0,
+            receivers => crate::stats::median(receivers),
         }
     }
 

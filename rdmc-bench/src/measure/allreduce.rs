@@ -11,7 +11,8 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::{Run, numbers};
-use crate::lab::{lab_script, median};
+use crate::lab::lab_script;
+use rdmc_cli::report::median;
 
 /// Group sizes measured unless `--nodes` says otherwise.
 pub(super) const NODES: [usize; 2] = [8, 16];

@@ -15,10 +15,10 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::{Run, numbers, rate_bytes_per_second};
-use crate::lab::{CpuTimes, median};
+use crate::lab::CpuTimes;
 use crate::mpi::{mpi_cosmos, mpi_overlap};
 use crate::trace;
-use rdmc_cli::report::percentile;
+use rdmc_cli::report::{median, percentile};
 use rdmc_cli::workload::Workload;
 
 /// What one run of a workload measured.

@@ -9,9 +9,10 @@ use serde_json::{Value, json};
 
 use super::{Run, merge, numbers, rate_bytes_per_second};
 use crate::args::Experiment;
-use crate::lab::{CpuTimes, Lab, Sample, median};
+use crate::lab::{CpuTimes, Lab, Sample};
 use crate::mpi::mpi_bcast;
 use crate::plan::TOPOLOGY_SIZE as SIZE;
+use rdmc_cli::report::median;
 
 /// Hosts of both experiments.
 const HOSTS: usize = 16;

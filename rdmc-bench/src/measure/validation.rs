@@ -10,8 +10,9 @@ use std::process::Command;
 use serde_json::{Value, json};
 
 use super::{Run, merge};
-use crate::lab::{Lab, median};
+use crate::lab::Lab;
 use crate::plan::{VALIDATION_LARGEST as LARGEST, VALIDATION_NODES as NODES};
+use rdmc_cli::report::median;
 
 /// Message sizes with (runs, warm-ups): a point of 8 MiB takes ~0.3 s, one
 /// of 256 MiB ([`LARGEST`]) ~9 s.

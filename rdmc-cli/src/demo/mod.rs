@@ -118,6 +118,10 @@ pub(crate) enum AlgorithmChoice {
     One(Algorithm),
 }
 
+// Parsed by clap through `FromStr`: its error is one message,
+// which clap prints after naming the option and the value given; nothing
+// chains below it, so it stays a `String` (as in clap's own examples)
+// rather than an `anyhow::Error`.
 impl std::str::FromStr for AlgorithmChoice {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

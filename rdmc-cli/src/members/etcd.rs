@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use anyhow::{Context as _, anyhow, bail};
 use etcd_client::{
     Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, PutOptions, Txn, TxnOp,
     WatchOptions,
@@ -48,30 +49,31 @@ pub async fn join(
     spec: Spec,
     deadline: Instant,
     report: Report,
-) -> Result<(Vec<SocketAddr>, u32, Watch), String> {
+) -> anyhow::Result<(Vec<SocketAddr>, u32, Watch)> {
     let named = spec.endpoints.join(",");
-    let unreachable = |e: String| format!("cannot reach etcd at {named}: {e}");
+    let unreachable = || format!("cannot reach etcd at {named}");
     let mut client = bounded(deadline, async {
         Client::connect(
             &spec.endpoints,
             Some(ConnectOptions::new().with_connect_timeout(left(deadline))),
         )
         .await
-        .map_err(|e| e.to_string())
+        // The client's message only: it carries its cause's text already.
+        .map_err(|e| anyhow!("{e}"))
     })
     .await
-    .map_err(unreachable)?;
-    let host = own_ip(&spec, deadline).await.map_err(unreachable)?;
+    .with_context(unreachable)?;
+    let host = own_ip(&spec, deadline).await.with_context(unreachable)?;
     let lease = bounded(deadline, async {
         client
             .lease_grant(spec.ttl, None)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| anyhow!("{e}"))
     })
     .await
-    .map_err(unreachable)?
+    .with_context(unreachable)?
     .id();
-    let address = |rank: u32| -> Result<SocketAddr, String> {
+    let address = |rank: u32| -> anyhow::Result<SocketAddr> {
         Ok(match spec.own {
             Own::Given(addr) => addr,
             Own::Port(port) => SocketAddr::new(host, super::launcher::offset_port(port, rank)?),
@@ -105,16 +107,16 @@ fn left(deadline: Instant) -> Duration {
 /// `work`, or an error at `deadline`.
 async fn bounded<T>(
     deadline: Instant,
-    work: impl Future<Output = Result<T, String>>,
-) -> Result<T, String> {
+    work: impl Future<Output = anyhow::Result<T>>,
+) -> anyhow::Result<T> {
     tokio::time::timeout(left(deadline), work)
         .await
-        .unwrap_or_else(|_| Err("no answer within the connect timeout".into()))
+        .unwrap_or_else(|_| Err(anyhow!("no answer within the connect timeout")))
 }
 
 /// The IP this host reaches the first etcd endpoint from: where the
 /// others can reach it too, unless `--listen` says otherwise.
-async fn own_ip(spec: &Spec, deadline: Instant) -> Result<std::net::IpAddr, String> {
+async fn own_ip(spec: &Spec, deadline: Instant) -> anyhow::Result<std::net::IpAddr> {
     if let Own::Given(addr) = spec.own {
         return Ok(addr.ip());
     }
@@ -129,8 +131,8 @@ async fn own_ip(spec: &Spec, deadline: Instant) -> Result<std::net::IpAddr, Stri
     bounded(deadline, async {
         let stream = tokio::net::TcpStream::connect(&hostport)
             .await
-            .map_err(|e| format!("{hostport}: {e}"))?;
-        Ok(stream.local_addr().map_err(|e| e.to_string())?.ip())
+            .with_context(|| hostport.clone())?;
+        Ok(stream.local_addr()?.ip())
     })
     .await
 }
@@ -147,9 +149,9 @@ async fn register(
     client: &mut Client,
     spec: &Spec,
     lease: i64,
-    address: &(dyn Fn(u32) -> Result<SocketAddr, String> + Sync),
+    address: &(dyn Fn(u32) -> anyhow::Result<SocketAddr> + Sync),
     deadline: Instant,
-) -> Result<u32, String> {
+) -> anyhow::Result<u32> {
     let ranks: Vec<u32> = match spec.rank {
         Some(rank) => vec![rank],
         None => (1..spec.size).collect(),
@@ -162,16 +164,16 @@ async fn register(
                 .when([Compare::create_revision(k.clone(), CompareOp::Equal, 0)])
                 .and_then([TxnOp::put(k, address(rank)?.to_string(), Some(put))]);
             let claimed = bounded(deadline, async {
-                client.txn(txn).await.map_err(|e| e.to_string())
+                client.txn(txn).await.map_err(|e| anyhow!("{e}"))
             })
             .await
-            .map_err(|e| format!("claiming rank {rank} in etcd: {e}"))?;
+            .with_context(|| format!("claiming rank {rank} in etcd"))?;
             if claimed.succeeded() {
                 return Ok(rank);
             }
         }
         if Instant::now() + POLL >= deadline {
-            return Err(match spec.rank {
+            return Err(anyhow!(match spec.rank {
                 Some(rank) => {
                     let k = key(&spec.prefix, rank);
                     let holder = client
@@ -194,7 +196,7 @@ async fn register(
                     spec.prefix,
                     spec.size
                 ),
-            });
+            }));
         }
         tokio::time::sleep(POLL).await;
     }
@@ -216,7 +218,7 @@ async fn wait_for_all(
     client: &mut Client,
     spec: &Spec,
     deadline: Instant,
-) -> Result<(Vec<SocketAddr>, i64), String> {
+) -> anyhow::Result<(Vec<SocketAddr>, i64)> {
     let mut last = String::new();
     loop {
         let got = tokio::time::timeout(
@@ -232,7 +234,7 @@ async fn wait_for_all(
                         .iter()
                         .map(|(rank, a)| {
                             a.parse().map_err(|_| {
-                                format!("etcd: rank {rank}'s address {a:?} is not ip:port")
+                                anyhow!("etcd: rank {rank}'s address {a:?} is not ip:port")
                             })
                         })
                         .collect::<Result<_, _>>()?;
@@ -255,10 +257,25 @@ async fn wait_for_all(
             Err(_) => {}
         }
         if Instant::now() + POLL >= deadline {
-            return Err(format!("waiting for every member in etcd: {last}"));
+            bail!("waiting for every member in etcd: {last}");
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// Why one attempt to keep the lease alive ended: an expired lease ends the
+/// keeping at once, anything else is retried for the lease's time to live.
+#[derive(Debug, thiserror::Error)]
+enum KeepAliveError {
+    /// etcd answered that the lease expired.
+    #[error("expired")]
+    Expired,
+    /// etcd ended the keep-alive stream.
+    #[error("the keep-alive stream ended")]
+    Ended,
+    /// The client's call failed.
+    #[error(transparent)]
+    Etcd(#[from] etcd_client::Error),
 }
 
 /// Keep the lease alive; once it cannot be for its whole time to live
@@ -276,28 +293,25 @@ async fn keep_alive(
     loop {
         let limit = (last_ok + ttl).saturating_duration_since(Instant::now());
         let attempt = async {
-            let (mut keeper, mut stream) = client
-                .lease_keep_alive(lease)
-                .await
-                .map_err(|e| e.to_string())?;
+            let (mut keeper, mut stream) = client.lease_keep_alive(lease).await?;
             loop {
-                keeper.keep_alive().await.map_err(|e| e.to_string())?;
-                match stream.message().await.map_err(|e| e.to_string())? {
+                keeper.keep_alive().await?;
+                match stream.message().await? {
                     Some(answer) if answer.ttl() > 0 => {
                         last_ok = Instant::now();
                         tokio::time::sleep(ttl / 3).await;
                     }
-                    Some(_) => return Err("expired".to_owned()),
-                    None => return Err("the keep-alive stream ended".to_owned()),
+                    Some(_) => return Err(KeepAliveError::Expired),
+                    None => return Err(KeepAliveError::Ended),
                 }
             }
         };
         match tokio::time::timeout(limit, attempt).await {
-            Ok(Err(e)) if e == "expired" => {
+            Ok(Err(KeepAliveError::Expired)) => {
                 last_error = "etcd says this member's lease expired".into();
                 break;
             }
-            Ok(Err(e)) => last_error = short(&e),
+            Ok(Err(e)) => last_error = short(&e.to_string()),
             Ok(Ok(())) | Err(_) => {}
         }
         if last_ok.elapsed() >= ttl {

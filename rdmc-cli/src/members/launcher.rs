@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use anyhow::{Context as _, anyhow, bail};
+
 /// What a launcher says about this process.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launch {
@@ -39,12 +41,12 @@ impl Env for BTreeMap<String, String> {
 }
 
 /// A number from variable `name`.
-fn number(env: &dyn Env, name: &str) -> Result<Option<u32>, String> {
+fn number(env: &dyn Env, name: &str) -> anyhow::Result<Option<u32>> {
     env.var(name)
         .map(|v| {
             v.trim()
                 .parse()
-                .map_err(|_| format!("{name}={v:?} is not a number"))
+                .map_err(|_| anyhow!("{name}={v:?} is not a number"))
         })
         .transpose()
 }
@@ -53,7 +55,7 @@ fn number(env: &dyn Env, name: &str) -> Result<Option<u32>, String> {
 fn first_number(
     env: &dyn Env,
     names: &[&'static str],
-) -> Result<Option<(u32, &'static str)>, String> {
+) -> anyhow::Result<Option<(u32, &'static str)>> {
     for &name in names {
         if let Some(n) = number(env, name)? {
             return Ok(Some((n, name)));
@@ -63,15 +65,18 @@ fn first_number(
 }
 
 /// Check `rank < size` and build the [`Launch`].
-fn launch(rank: (u32, &str), size: (u32, &str), local_rank: u32) -> Result<Launch, String> {
+fn launch(rank: (u32, &str), size: (u32, &str), local_rank: u32) -> anyhow::Result<Launch> {
     if size.0 == 0 {
-        return Err(format!("{} is 0: no processes", size.1));
+        bail!("{} is 0: no processes", size.1);
     }
     if rank.0 >= size.0 {
-        return Err(format!(
+        bail!(
             "{}={} is not below {}={}: a rank must be less than the number of processes",
-            rank.1, rank.0, size.1, size.0
-        ));
+            rank.1,
+            rank.0,
+            size.1,
+            size.0
+        );
     }
     Ok(Launch {
         rank: rank.0,
@@ -83,16 +88,15 @@ fn launch(rank: (u32, &str), size: (u32, &str), local_rank: u32) -> Result<Launc
 /// Slurm (`srun`): this task's rank and every task's `host:port` (ports
 /// `base_port` plus the task's local id on its host), by Slurm's block
 /// distribution: the first host's tasks take the first ranks, and so on.
-pub fn slurm(env: &dyn Env, base_port: u16) -> Result<(Launch, Vec<String>), String> {
+pub fn slurm(env: &dyn Env, base_port: u16) -> anyhow::Result<(Launch, Vec<String>)> {
     let Some(rank) = number(env, "SLURM_PROCID")? else {
-        return Err(
+        bail!(
             "--members-from slurm: SLURM_PROCID is not set: run each member as a \
                     task of `srun` (in an allocation of `salloc`/`sbatch`)"
-                .into(),
         );
     };
     let missing = |name: &str| {
-        format!(
+        anyhow!(
             "--members-from slurm: SLURM_PROCID is set but {name} is not: an incomplete Slurm \
              environment (run the members with `srun`)"
         )
@@ -114,22 +118,22 @@ pub fn slurm(env: &dyn Env, base_port: u16) -> Result<(Launch, Vec<String>), Str
         .iter()
         .find_map(|&n| env.var(n).map(|v| (n, v)))
         .ok_or_else(|| missing("SLURM_TASKS_PER_NODE"))?;
-    let hosts = parse_hostlist(&list).map_err(|e| format!("{list_name}={list:?}: {e}"))?;
-    let tasks = parse_tasks_per_node(&tasks).map_err(|e| format!("{tasks_name}={tasks:?}: {e}"))?;
+    let hosts = parse_hostlist(&list).with_context(|| format!("{list_name}={list:?}"))?;
+    let tasks = parse_tasks_per_node(&tasks).with_context(|| format!("{tasks_name}={tasks:?}"))?;
     let placed = block_distribution(&hosts, &tasks, size)
-        .map_err(|e| format!("{list_name} and {tasks_name}: {e}"))?;
+        .with_context(|| format!("{list_name} and {tasks_name}"))?;
     let (host, expected_local) = &placed[rank as usize];
     if *expected_local != local {
-        return Err(format!(
+        bail!(
             "SLURM_LOCALID={local}, but by the block distribution task {rank} is task \
              {expected_local} on {host}: run with `srun --distribution=block`"
-        ));
+        );
     }
     if let Some(node) = env.var("SLURMD_NODENAME").filter(|n| n != host) {
-        return Err(format!(
+        bail!(
             "SLURMD_NODENAME={node}, but by the block distribution task {rank} runs on \
              {host}: run with `srun --distribution=block`"
-        ));
+        );
     }
     let addrs = placed
         .iter()
@@ -139,7 +143,7 @@ pub fn slurm(env: &dyn Env, base_port: u16) -> Result<(Launch, Vec<String>), Str
 }
 
 /// `host:port` with `port = base + offset`, brackets around an IPv6 host.
-pub fn port_on(host: &str, base: u16, offset: u32) -> Result<String, String> {
+pub fn port_on(host: &str, base: u16, offset: u32) -> anyhow::Result<String> {
     let port = offset_port(base, offset)?;
     if host.contains(':') {
         Ok(format!("[{host}]:{port}"))
@@ -149,9 +153,9 @@ pub fn port_on(host: &str, base: u16, offset: u32) -> Result<String, String> {
 }
 
 /// `base + offset`, if a port.
-pub fn offset_port(base: u16, offset: u32) -> Result<u16, String> {
+pub fn offset_port(base: u16, offset: u32) -> anyhow::Result<u16> {
     u16::try_from(u32::from(base) + offset)
-        .map_err(|_| format!("port {base} + {offset} is above 65535 (see --base-port)"))
+        .map_err(|_| anyhow!("port {base} + {offset} is above 65535 (see --base-port)"))
 }
 
 /// Most hosts a hostlist may expand to (a typo such as `n[1-99999999]`
@@ -163,11 +167,11 @@ const MAX_HOSTS: usize = 1 << 20;
 /// first number (`[08-10]`: `08`, `09`, `10`); a name may hold several
 /// bracket groups (`r[1-2]n[1-2]`: every combination, the last varying
 /// fastest).
-pub fn parse_hostlist(list: &str) -> Result<Vec<String>, String> {
+pub fn parse_hostlist(list: &str) -> anyhow::Result<Vec<String>> {
     let mut hosts = Vec::new();
     for item in split_top_level(list)? {
         if item.is_empty() {
-            return Err("an empty host name".into());
+            bail!("an empty host name");
         }
         let mut names = vec![String::new()];
         let mut rest = item;
@@ -177,21 +181,21 @@ pub fn parse_hostlist(list: &str) -> Result<Vec<String>, String> {
                     let close = rest[open..]
                         .find(']')
                         .map(|c| open + c)
-                        .ok_or_else(|| format!("{item:?}: a '[' without its ']'"))?;
+                        .ok_or_else(|| anyhow!("{item:?}: a '[' without its ']'"))?;
                     (&rest[..open], Some(&rest[open + 1..close]))
                 }
                 None => (rest, None),
             };
             if literal.contains(']') {
-                return Err(format!("{item:?}: a ']' without its '['"));
+                bail!("{item:?}: a ']' without its '['");
             }
             for name in &mut names {
                 name.push_str(literal);
             }
             let Some(group) = group else { break };
-            let numbers = expand_ranges(group).map_err(|e| format!("{item:?}: {e}"))?;
+            let numbers = expand_ranges(group).with_context(|| format!("{item:?}"))?;
             if names.len().saturating_mul(numbers.len()) > MAX_HOSTS {
-                return Err(format!("{item:?}: more than {MAX_HOSTS} hosts"));
+                bail!("{item:?}: more than {MAX_HOSTS} hosts");
             }
             names = names
                 .iter()
@@ -201,23 +205,23 @@ pub fn parse_hostlist(list: &str) -> Result<Vec<String>, String> {
         }
         hosts.extend(names);
         if hosts.len() > MAX_HOSTS {
-            return Err(format!("more than {MAX_HOSTS} hosts"));
+            bail!("more than {MAX_HOSTS} hosts");
         }
     }
     if hosts.is_empty() {
-        return Err("no hosts".into());
+        bail!("no hosts");
     }
     Ok(hosts)
 }
 
 /// The comma-separated items of a hostlist, commas inside brackets kept.
-fn split_top_level(list: &str) -> Result<Vec<&str>, String> {
+fn split_top_level(list: &str) -> anyhow::Result<Vec<&str>> {
     let (mut items, mut depth, mut start) = (Vec::new(), 0u32, 0);
     for (i, c) in list.char_indices() {
         match c {
-            '[' if depth > 0 => return Err(format!("{list:?}: brackets inside brackets")),
+            '[' if depth > 0 => bail!("{list:?}: brackets inside brackets"),
             '[' => depth = 1,
-            ']' if depth == 0 => return Err(format!("{list:?}: a ']' without its '['")),
+            ']' if depth == 0 => bail!("{list:?}: a ']' without its '['"),
             ']' => depth = 0,
             ',' if depth == 0 => {
                 items.push(list[start..i].trim());
@@ -227,30 +231,28 @@ fn split_top_level(list: &str) -> Result<Vec<&str>, String> {
         }
     }
     if depth > 0 {
-        return Err(format!("{list:?}: a '[' without its ']'"));
+        bail!("{list:?}: a '[' without its ']'");
     }
     items.push(list[start..].trim());
     Ok(items)
 }
 
 /// `01-04,07` as `["01", "02", "03", "04", "07"]`.
-fn expand_ranges(group: &str) -> Result<Vec<String>, String> {
+fn expand_ranges(group: &str) -> anyhow::Result<Vec<String>> {
     let mut out = Vec::new();
     for part in group.split(',') {
         let (lo, hi) = part.split_once('-').unwrap_or((part, part));
         let digits =
             |s: &str| !s.is_empty() && s.len() <= 18 && s.bytes().all(|b| b.is_ascii_digit());
         if !digits(lo) || !digits(hi) {
-            return Err(format!(
-                "[{group}]: {part:?} is not a number or a range of numbers"
-            ));
+            bail!("[{group}]: {part:?} is not a number or a range of numbers");
         }
         let (a, b): (u64, u64) = (lo.parse().unwrap_or(0), hi.parse().unwrap_or(0));
         if a > b {
-            return Err(format!("[{group}]: the range {part:?} goes down"));
+            bail!("[{group}]: the range {part:?} goes down");
         }
         if (b - a) as usize >= MAX_HOSTS || out.len() > MAX_HOSTS {
-            return Err(format!("[{group}]: more than {MAX_HOSTS} hosts"));
+            bail!("[{group}]: more than {MAX_HOSTS} hosts");
         }
         out.extend((a..=b).map(|n| format!("{n:0width$}", width = lo.len())));
     }
@@ -258,7 +260,7 @@ fn expand_ranges(group: &str) -> Result<Vec<String>, String> {
 }
 
 /// Expand Slurm's tasks per node: `2(x3),1` is `[2, 2, 2, 1]`.
-pub fn parse_tasks_per_node(text: &str) -> Result<Vec<u32>, String> {
+pub fn parse_tasks_per_node(text: &str) -> anyhow::Result<Vec<u32>> {
     let mut counts = Vec::new();
     for item in text.split(',').map(str::trim) {
         let (count, repeat) = match item.split_once('(') {
@@ -266,21 +268,21 @@ pub fn parse_tasks_per_node(text: &str) -> Result<Vec<u32>, String> {
                 let rep = rep
                     .strip_prefix('x')
                     .and_then(|r| r.strip_suffix(')'))
-                    .ok_or_else(|| format!("{item:?} is not COUNT or COUNT(xREPEAT)"))?;
+                    .ok_or_else(|| anyhow!("{item:?} is not COUNT or COUNT(xREPEAT)"))?;
                 (count, rep)
             }
             None => (item, "1"),
         };
         let count: u32 = count
             .parse()
-            .map_err(|_| format!("{item:?}: {count:?} is not a task count"))?;
+            .map_err(|_| anyhow!("{item:?}: {count:?} is not a task count"))?;
         let repeat: usize = repeat
             .parse()
             .ok()
             .filter(|&r| (1..=MAX_HOSTS).contains(&r))
-            .ok_or_else(|| format!("{item:?}: {repeat:?} is not a repeat count"))?;
+            .ok_or_else(|| anyhow!("{item:?}: {repeat:?} is not a repeat count"))?;
         if counts.len() + repeat > MAX_HOSTS {
-            return Err(format!("more than {MAX_HOSTS} hosts"));
+            bail!("more than {MAX_HOSTS} hosts");
         }
         counts.extend(std::iter::repeat_n(count, repeat));
     }
@@ -293,19 +295,17 @@ pub fn block_distribution(
     hosts: &[String],
     tasks: &[u32],
     size: u32,
-) -> Result<Vec<(String, u32)>, String> {
+) -> anyhow::Result<Vec<(String, u32)>> {
     if hosts.len() != tasks.len() {
-        return Err(format!(
+        bail!(
             "{} hosts but task counts for {} hosts",
             hosts.len(),
             tasks.len()
-        ));
+        );
     }
     let total: u64 = tasks.iter().map(|&t| u64::from(t)).sum();
     if total != u64::from(size) {
-        return Err(format!(
-            "the task counts add up to {total}, not to the {size} tasks of SLURM_NTASKS"
-        ));
+        bail!("the task counts add up to {total}, not to the {size} tasks of SLURM_NTASKS");
     }
     Ok(hosts
         .iter()
@@ -316,26 +316,27 @@ pub fn block_distribution(
 
 /// An MPI launcher (Open MPI's `mpirun`, or any PMIx launcher): this
 /// process's rank, the world's size and its local rank on its host.
-pub fn mpi(env: &dyn Env) -> Result<Launch, String> {
+pub fn mpi(env: &dyn Env) -> anyhow::Result<Launch> {
     let ompi = first_number(env, &["OMPI_COMM_WORLD_RANK"])?;
     let pmix = first_number(env, &["PMIX_RANK"])?;
     let rank = match (ompi, pmix) {
         (Some((a, _)), Some((b, _))) if a != b => {
-            return Err(format!(
+            bail!(
                 "OMPI_COMM_WORLD_RANK={a} and PMIX_RANK={b} disagree: not one launcher's \
                  environment"
-            ));
+            );
         }
         (Some(r), _) | (None, Some(r)) => r,
         (None, None) => first_number(env, &["PMI_RANK"])?.ok_or_else(|| {
-            "--members-from mpi: no MPI launcher's environment (OMPI_COMM_WORLD_RANK, \
+            anyhow!(
+                "--members-from mpi: no MPI launcher's environment (OMPI_COMM_WORLD_RANK, \
              PMIX_RANK and PMI_RANK are unset): start the members with `mpirun`"
-                .to_owned()
+            )
         })?,
     };
     let size = first_number(env, &["OMPI_COMM_WORLD_SIZE", "PMIX_SIZE", "PMI_SIZE"])?.ok_or_else(
         || {
-            format!(
+            anyhow!(
                 "--members-from mpi: {} is set but OMPI_COMM_WORLD_SIZE is not: an incomplete \
                  MPI environment",
                 rank.1
@@ -351,7 +352,7 @@ pub fn mpi(env: &dyn Env) -> Result<Launch, String> {
         ],
     )?
     .ok_or_else(|| {
-        format!(
+        anyhow!(
             "--members-from mpi: {} is set but OMPI_COMM_WORLD_LOCAL_RANK is not: an \
              incomplete MPI environment",
             rank.1
@@ -390,20 +391,20 @@ pub struct K8sOptions {
 /// A StatefulSet's pod: its rank is its ordinal (`web-3` is rank 3), the
 /// size its replicas, its peers the headless service's DNS names
 /// `<set>-<i>.<service>[.<namespace>.svc.cluster.local]:<port>`.
-pub fn k8s(env: &dyn Env, opts: &K8sOptions, port: u16) -> Result<(Launch, Vec<String>), String> {
+pub fn k8s(env: &dyn Env, opts: &K8sOptions, port: u16) -> anyhow::Result<(Launch, Vec<String>)> {
     let pod = opts
         .pod_name
         .clone()
         .or_else(|| env.var("HOSTNAME"))
         .ok_or_else(|| {
-            "--members-from k8s: no pod name: HOSTNAME is unset; give --pod-name".to_owned()
+            anyhow!("--members-from k8s: no pod name: HOSTNAME is unset; give --pod-name")
         })?;
     let (set, ordinal) = pod
         .rsplit_once('-')
         .and_then(|(set, n)| Some((set, n.parse::<u32>().ok()?)))
         .filter(|(set, _)| !set.is_empty())
         .ok_or_else(|| {
-            format!(
+            anyhow!(
                 "pod name {pod:?} does not end in -<ordinal>: not a StatefulSet's pod \
                  (see --pod-name)"
             )
@@ -411,9 +412,10 @@ pub fn k8s(env: &dyn Env, opts: &K8sOptions, port: u16) -> Result<(Launch, Vec<S
     let replicas = match opts.replicas {
         Some(n) => (n, "--replicas"),
         None => first_number(env, &["RDMC_REPLICAS"])?.ok_or_else(|| {
-            "--members-from k8s: the StatefulSet's size is unknown: give --replicas N or set \
+            anyhow!(
+                "--members-from k8s: the StatefulSet's size is unknown: give --replicas N or set \
              RDMC_REPLICAS"
-                .to_owned()
+            )
         })?,
     };
     let launch = launch((ordinal, "the pod's ordinal"), replicas, 0)?;
@@ -438,9 +440,7 @@ pub fn k8s(env: &dyn Env, opts: &K8sOptions, port: u16) -> Result<(Launch, Vec<S
                 .replace("{ordinal_port}", &ordinal_port.to_string())
                 .replace("{port}", &port.to_string());
             if name.contains('{') {
-                return Err(format!(
-                    "--k8s-address-template {template:?}: an unknown placeholder"
-                ));
+                bail!("--k8s-address-template {template:?}: an unknown placeholder");
             }
             Ok(if has_port(&name) {
                 name
@@ -448,7 +448,7 @@ pub fn k8s(env: &dyn Env, opts: &K8sOptions, port: u16) -> Result<(Launch, Vec<S
                 port_on(&name, port, 0)?
             })
         })
-        .collect::<Result<_, String>>()?;
+        .collect::<anyhow::Result<_>>()?;
     Ok((launch, addrs))
 }
 

@@ -22,6 +22,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use anyhow::{Context as _, anyhow, bail};
 use clap::Args;
 
 use exchange::{Exchange, ExchangeKey, Own};
@@ -93,28 +94,26 @@ pub fn process_env() -> &'static dyn Env {
 /// Read and check everything that needs no network: the options, the
 /// members file or the launcher's environment. `flag` names the rank's
 /// option in errors (`--rank`, `--me`, ...).
-pub fn plan(args: &MembersArgs, want: Want, flag: &str, env: &dyn Env) -> Result<Plan, String> {
+pub fn plan(args: &MembersArgs, want: Want, flag: &str, env: &dyn Env) -> anyhow::Result<Plan> {
     let source = match (args.members_from, &args.members) {
         (None | Some(Source::File), Some(_)) => Source::File,
         (Some(Source::File), None) | (None, None) => {
-            return Err(
-                "no members: give --members FILE, or --members-from slurm|mpi|k8s|etcd".into(),
-            );
+            bail!("no members: give --members FILE, or --members-from slurm|mpi|k8s|etcd");
         }
         (Some(other), Some(_)) => {
-            return Err(format!(
+            bail!(
                 "--members FILE is for --members-from file, not --members-from {}",
                 other.name()
-            ));
+            );
         }
         (Some(other), None) => other,
     };
-    let launched = |rank: u32, size: u32, how: How| -> Result<Plan, String> {
+    let launched = |rank: u32, size: u32, how: How| -> anyhow::Result<Plan> {
         match want {
-            Want::Rank(r) if r != rank => Err(format!(
+            Want::Rank(r) if r != rank => bail!(
                 "{flag} {r}, but --members-from {} makes this process rank {rank}",
                 source.name()
-            )),
+            ),
             _ => Ok(Plan {
                 source,
                 size: size as usize,
@@ -150,9 +149,9 @@ pub fn plan(args: &MembersArgs, want: Want, flag: &str, env: &dyn Env) -> Result
 }
 
 #[cfg(feature = "etcd")]
-fn etcd_plan(args: &MembersArgs, want: Want, env: &dyn Env) -> Result<Plan, String> {
+fn etcd_plan(args: &MembersArgs, want: Want, env: &dyn Env) -> anyhow::Result<Plan> {
     let size = args.size.filter(|&n| n > 0).ok_or_else(|| {
-        "--members-from etcd needs --size N (1 or more): how many members to wait for".to_owned()
+        anyhow!("--members-from etcd needs --size N (1 or more): how many members to wait for")
     })?;
     let rank = match want {
         Want::Rank(r) => Some(r),
@@ -160,10 +159,10 @@ fn etcd_plan(args: &MembersArgs, want: Want, env: &dyn Env) -> Result<Plan, Stri
         Want::Receiver => None,
     };
     if let Some(r) = rank.filter(|&r| r >= size) {
-        return Err(format!("rank {r} is not below --size {size}"));
+        bail!("rank {r} is not below --size {size}");
     }
     if args.lease_ttl < 1 {
-        return Err("--lease-ttl must be 1 second or more".into());
+        bail!("--lease-ttl must be 1 second or more");
     }
     let endpoints: Vec<String> = args
         .etcd
@@ -175,7 +174,7 @@ fn etcd_plan(args: &MembersArgs, want: Want, env: &dyn Env) -> Result<Plan, Stri
         .filter(|e| !e.is_empty())
         .collect();
     if endpoints.is_empty() {
-        return Err("--etcd names no endpoint".into());
+        bail!("--etcd names no endpoint");
     }
     let prefix = format!(
         "{}/{}/members/",
@@ -200,23 +199,23 @@ fn etcd_plan(args: &MembersArgs, want: Want, env: &dyn Env) -> Result<Plan, Stri
 }
 
 #[cfg(not(feature = "etcd"))]
-fn etcd_plan(_: &MembersArgs, _: Want, _: &dyn Env) -> Result<Plan, String> {
-    Err(NO_ETCD.to_owned())
+fn etcd_plan(_: &MembersArgs, _: Want, _: &dyn Env) -> anyhow::Result<Plan> {
+    Err(anyhow!(NO_ETCD))
 }
 
 /// `--listen`, resolved; else the base port plus `offset` at the IP found
 /// while joining.
-pub fn own_address(args: &MembersArgs, offset: u32) -> Result<Own, String> {
+pub fn own_address(args: &MembersArgs, offset: u32) -> anyhow::Result<Own> {
     match &args.listen {
         Some(listen) => resolve_now(listen)
             .map(Own::Given)
-            .map_err(|e| format!("--listen {listen}: {e}")),
+            .with_context(|| format!("--listen {listen}")),
         None => launcher::offset_port(args.base_port, offset).map(Own::Port),
     }
 }
 
 /// `--bootstrap`, else MASTER_ADDR:MASTER_PORT.
-fn bootstrap(args: &MembersArgs, env: &dyn Env) -> Result<String, String> {
+fn bootstrap(args: &MembersArgs, env: &dyn Env) -> anyhow::Result<String> {
     if let Some(b) = &args.bootstrap {
         return Ok(b.clone());
     }
@@ -224,28 +223,27 @@ fn bootstrap(args: &MembersArgs, env: &dyn Env) -> Result<String, String> {
         (Some(host), Some(port)) => Ok(launcher::port_on(
             &host,
             port.parse()
-                .map_err(|_| format!("MASTER_PORT={port:?} is not a port"))?,
+                .map_err(|_| anyhow!("MASTER_PORT={port:?} is not a port"))?,
             0,
         )?),
-        (Some(_), None) => Err("MASTER_ADDR is set but MASTER_PORT is not: give both, or \
-                                --bootstrap HOST:PORT"
-            .into()),
-        (None, Some(_)) => Err("MASTER_PORT is set but MASTER_ADDR is not: give both, or \
-                                --bootstrap HOST:PORT"
-            .into()),
-        (None, None) => Err("--members-from mpi needs the address rank 0 gathers the \
-                             members' addresses at: --bootstrap HOST:PORT (rank 0's host), or \
-                             MASTER_ADDR and MASTER_PORT"
-            .into()),
+        (Some(_), None) => {
+            bail!("MASTER_ADDR is set but MASTER_PORT is not: give both, or --bootstrap HOST:PORT")
+        }
+        (None, Some(_)) => {
+            bail!("MASTER_PORT is set but MASTER_ADDR is not: give both, or --bootstrap HOST:PORT")
+        }
+        (None, None) => bail!(
+            "--members-from mpi needs the address rank 0 gathers the members' addresses at: \
+             --bootstrap HOST:PORT (rank 0's host), or MASTER_ADDR and MASTER_PORT"
+        ),
     }
 }
 
 /// The first address `addr` (`host:port`) resolves to.
-pub fn resolve_now(addr: &str) -> Result<SocketAddr, String> {
-    addr.to_socket_addrs()
-        .map_err(|e| e.to_string())?
+pub fn resolve_now(addr: &str) -> anyhow::Result<SocketAddr> {
+    addr.to_socket_addrs()?
         .next()
-        .ok_or_else(|| "resolves to no address".to_owned())
+        .ok_or_else(|| anyhow!("resolves to no address"))
 }
 
 /// Do the network part of `plan` (resolve, exchange, register), ending
@@ -255,14 +253,16 @@ pub async fn join(
     key: &ExchangeKey,
     deadline: Instant,
     report: Report,
-) -> Result<Joined, String> {
+) -> anyhow::Result<Joined> {
     #[cfg(not(feature = "etcd"))]
     let _ = report;
     let rank = plan.rank;
     let members = match plan.how {
         How::Ready(members) => members,
         How::Names(names) => resolve_all(&names, deadline).await?,
-        How::Exchange(spec) => exchange::run(&spec, key, deadline).await?,
+        How::Exchange(spec) => exchange::run(&spec, key, deadline)
+            .await
+            .map_err(anyhow::Error::msg)?,
         #[cfg(feature = "etcd")]
         How::Etcd(spec) => {
             let (members, rank, watch) = etcd::join(spec, deadline, report).await?;
@@ -282,7 +282,7 @@ pub async fn join(
 
 /// Resolve every name, retrying those that do not resolve yet (a pod's
 /// DNS name appears once the pod has an address) until `deadline`.
-async fn resolve_all(names: &[String], deadline: Instant) -> Result<Vec<SocketAddr>, String> {
+async fn resolve_all(names: &[String], deadline: Instant) -> anyhow::Result<Vec<SocketAddr>> {
     let mut found: Vec<Option<SocketAddr>> = vec![None; names.len()];
     loop {
         let mut last = None;
@@ -306,10 +306,10 @@ async fn resolve_all(names: &[String], deadline: Instant) -> Result<Vec<SocketAd
         };
         if Instant::now() + Duration::from_millis(250) > deadline {
             let missing = found.iter().filter(|a| a.is_none()).count();
-            return Err(format!(
+            bail!(
                 "{missing} member address(es) did not resolve within the connect timeout; \
                  last: {last}"
-            ));
+            );
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }

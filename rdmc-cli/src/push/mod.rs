@@ -234,8 +234,7 @@ fn prepare_cluster(args: &ClusterArgs, want: (Want, &str)) -> anyhow::Result<Clu
         (args.connect_timeout, args.failure_timeout),
         args.transport,
         &args.ofi_provider,
-    )
-    .map_err(anyhow::Error::msg)?;
+    )?;
     with_settings(args, cluster)
 }
 
@@ -257,8 +256,7 @@ fn listed_cluster(
         (args.connect_timeout, args.failure_timeout),
         args.transport,
         &args.ofi_provider,
-    )
-    .map_err(anyhow::Error::msg)?;
+    )?;
     with_settings(args, cluster)
 }
 
@@ -266,9 +264,7 @@ fn listed_cluster(
 fn with_settings(args: &ClusterArgs, mut cluster: ClusterSetup) -> anyhow::Result<ClusterSetup> {
     cluster.report.json = args.json;
     cluster.wire_security = args.wire_security.into();
-    args.credentials
-        .apply(&mut cluster)
-        .map_err(anyhow::Error::msg)?;
+    args.credentials.apply(&mut cluster)?;
     Ok(cluster)
 }
 

@@ -78,7 +78,7 @@ fn check(args: &ReceiveArgs) -> anyhow::Result<ClusterSetup> {
             cluster.origin
         );
     }
-    check_output_dir(&args.out).map_err(anyhow::Error::msg)?;
+    check_output_dir(&args.out)?;
     let who = match cluster.rank_known() {
         true => format!("rdmc receive {}", cluster.rank),
         false => "rdmc receive".to_owned(),

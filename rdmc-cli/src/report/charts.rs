@@ -157,8 +157,8 @@ struct Frame<'a> {
 }
 
 /// Map a plotters error to our error text.
-fn plot_error(path: &Path) -> impl Fn(DrawError) -> String + '_ {
-    move |e| format!("drawing {}: {e}", path.display())
+fn plot_error(path: &Path) -> impl Fn(DrawError) -> anyhow::Error + '_ {
+    move |e| anyhow::anyhow!("drawing {}: {e}", path.display())
 }
 
 /// Start a chart on `root`: white background, title, axes and grid from
@@ -205,7 +205,7 @@ fn finish_chart<'a, 'p: 'a>(
 }
 
 /// Draw a [`LineChart`] into an SVG file.
-pub(super) fn draw_line_chart(path: &Path, chart: &LineChart<'_>) -> Result<(), String> {
+pub(super) fn draw_line_chart(path: &Path, chart: &LineChart<'_>) -> anyhow::Result<()> {
     let to_x = |x: f64| if chart.x_log { x.log2() } else { x };
     let from_x = |x: f64| if chart.x_log { x.exp2() } else { x };
     let mut ticks: Vec<f64> = chart
@@ -295,7 +295,7 @@ pub(super) struct BarChart<'a> {
 }
 
 /// Draw a [`BarChart`] into an SVG file.
-pub(super) fn draw_bar_chart(path: &Path, chart: &BarChart<'_>) -> Result<(), String> {
+pub(super) fn draw_bar_chart(path: &Path, chart: &BarChart<'_>) -> anyhow::Result<()> {
     let n = chart.categories.len().max(1);
     let max_y = chart
         .series

@@ -64,7 +64,7 @@ pub(super) fn push_allreduce(out: &mut String, recs: &[Rec<'_>]) -> bool {
 }
 
 /// `allreduce.svg`: bars per system and algorithm, grouped by group size.
-pub(super) fn allreduce_plot(dir: &Path, recs: &[Rec<'_>]) -> Result<Option<PathBuf>, String> {
+pub(super) fn allreduce_plot(dir: &Path, recs: &[Rec<'_>]) -> anyhow::Result<Option<PathBuf>> {
     let rows = allreduce_records(recs);
     let Some(first) = rows.first() else {
         return Ok(None);

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use anyhow::{Context as _, anyhow};
 use serde_json::Value;
 
 /// The columns of `results.csv`, in order: every field of the record schema.
@@ -40,7 +41,7 @@ pub(super) const CSV_COLUMNS: &[&str] = &[
 
 /// The whole `results.csv`: RFC 4180 quoting (a cell with a comma, quote or
 /// line break is quoted, its quotes doubled), lines ending in `\n`.
-pub(super) fn csv_text(records: &[Value]) -> Result<String, String> {
+pub(super) fn csv_text(records: &[Value]) -> anyhow::Result<String> {
     let fixed: BTreeSet<&str> = CSV_COLUMNS.iter().copied().collect();
     let extra: BTreeSet<&str> = records
         .iter()
@@ -49,19 +50,19 @@ pub(super) fn csv_text(records: &[Value]) -> Result<String, String> {
         .filter(|k| !fixed.contains(k))
         .collect();
     let columns: Vec<&str> = CSV_COLUMNS.iter().copied().chain(extra).collect();
-    let failed = |e: ::csv::Error| format!("results.csv: {e}");
+    let failed = || "results.csv";
     let mut writer = ::csv::WriterBuilder::new()
         .terminator(::csv::Terminator::Any(b'\n'))
         .from_writer(Vec::new());
-    writer.write_record(&columns).map_err(failed)?;
+    writer.write_record(&columns).with_context(failed)?;
     for record in records.iter().filter(|r| r.is_object()) {
         let cells = columns.iter().map(|c| csv_value(record.get(*c)));
-        writer.write_record(cells).map_err(failed)?;
+        writer.write_record(cells).with_context(failed)?;
     }
     let bytes = writer
         .into_inner()
-        .map_err(|e| format!("results.csv: {}", e.error()))?;
-    String::from_utf8(bytes).map_err(|e| format!("results.csv: {e}"))
+        .map_err(|e| anyhow!("results.csv: {}", e.error()))?;
+    String::from_utf8(bytes).context("results.csv")
 }
 
 /// The text of one cell: empty when missing or null, strings as they are,

@@ -21,6 +21,7 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context as _;
 use serde_json::Value;
 
 mod charts;
@@ -38,8 +39,10 @@ mod tables;
 mod tests;
 mod topologies;
 
+/// The order statistics of the report's measurements (the harness
+/// summarises its runs with the same).
+pub use rdmc_sim::stats::{median, percentile};
 pub use records::read_records;
-pub use storage::percentile;
 
 use self::csv::csv_text;
 use datasets::latency_tables;
@@ -73,8 +76,8 @@ impl ReportFiles {
 /// records (creating `DIR` if needed). `machine` is an object of facts about
 /// the machine and the run (cores, CPU model, kernel, rate, command, ...),
 /// shown at the top of the summary.
-pub fn write_report(dir: &Path, records: &[Value], machine: &Value) -> Result<ReportFiles, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+pub fn write_report(dir: &Path, records: &[Value], machine: &Value) -> anyhow::Result<ReportFiles> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let recs: Vec<Rec<'_>> = records.iter().filter_map(Rec::new).collect();
     let latency = latency_tables(&recs);
 
@@ -106,6 +109,6 @@ fn file_names(paths: &[PathBuf]) -> Vec<String> {
 }
 
 /// Write a whole file.
-fn write_file(path: &Path, text: &str) -> Result<(), String> {
-    std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))
+fn write_file(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
 }

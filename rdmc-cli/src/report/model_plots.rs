@@ -8,7 +8,7 @@ use super::charts::{Line, LineChart, draw_line_chart, line_look};
 pub type Curve = (String, Vec<(f64, f64)>);
 
 /// Draw `curves` against message size (log2 x axis) into an SVG at `path`.
-pub fn draw_model_chart(path: &Path, title: &str, curves: &[Curve]) -> Result<(), String> {
+pub fn draw_model_chart(path: &Path, title: &str, curves: &[Curve]) -> anyhow::Result<()> {
     let lines = curves
         .iter()
         .enumerate()

@@ -27,7 +27,7 @@ pub(super) fn write_plots(
     dir: &Path,
     recs: &[Rec<'_>],
     latency: &[LatencyTable],
-) -> Result<Vec<PathBuf>, String> {
+) -> anyhow::Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     for table in latency {
         written.extend(latency_plots(dir, table)?);
@@ -43,7 +43,7 @@ pub(super) fn write_plots(
 
 /// The latency plot of one message size and, when the table has ratios to
 /// unicast, the plot of those ratios.
-fn latency_plots(dir: &Path, table: &LatencyTable) -> Result<Vec<PathBuf>, String> {
+fn latency_plots(dir: &Path, table: &LatencyTable) -> anyhow::Result<Vec<PathBuf>> {
     let name = size_label(table.size);
     let mut lines = Vec::new();
     if !table.unicast.is_empty() {
@@ -90,7 +90,7 @@ fn latency_plots(dir: &Path, table: &LatencyTable) -> Result<Vec<PathBuf>, Strin
 }
 
 /// Bandwidth against block size (log scale), one line per message size.
-fn block_size_plot(dir: &Path, recs: &[Rec<'_>]) -> Result<Option<PathBuf>, String> {
+fn block_size_plot(dir: &Path, recs: &[Rec<'_>]) -> anyhow::Result<Option<PathBuf>> {
     let groups = grouped(recs, "block_size", |r| {
         r.block_size.is_some_and(|b| b > 0) && r.size.is_some() && r.gbps().is_some()
     });
@@ -139,7 +139,7 @@ fn block_size_plot(dir: &Path, recs: &[Rec<'_>]) -> Result<Option<PathBuf>, Stri
 
 /// Small messages per second against group size, one line per variant and
 /// message size.
-fn small_messages_plot(dir: &Path, recs: &[Rec<'_>]) -> Result<Option<PathBuf>, String> {
+fn small_messages_plot(dir: &Path, recs: &[Rec<'_>]) -> anyhow::Result<Option<PathBuf>> {
     let small = small_message_records(recs);
     if small.is_empty() {
         return Ok(None);
@@ -184,7 +184,7 @@ fn small_messages_plot(dir: &Path, recs: &[Rec<'_>]) -> Result<Option<PathBuf>, 
 
 /// CPU seconds per GiB per member: bars per completion mode, grouped by
 /// message size (and group size, when there are several).
-fn cpu_plot(dir: &Path, recs: &[Rec<'_>]) -> Result<Option<PathBuf>, String> {
+fn cpu_plot(dir: &Path, recs: &[Rec<'_>]) -> anyhow::Result<Option<PathBuf>> {
     let cpu: Vec<&Rec<'_>> = cpu_records(recs)
         .into_iter()
         .filter(|r| r.num("cpu_seconds_per_gib").is_some())
@@ -234,7 +234,7 @@ fn cpu_plot(dir: &Path, recs: &[Rec<'_>]) -> Result<Option<PathBuf>, String> {
 }
 
 /// The time breakdown: bars per part, grouped by breakdown record.
-fn breakdown_plot(dir: &Path, recs: &[Rec<'_>]) -> Result<Option<PathBuf>, String> {
+fn breakdown_plot(dir: &Path, recs: &[Rec<'_>]) -> anyhow::Result<Option<PathBuf>> {
     let breakdown = breakdown_records(recs);
     if breakdown.is_empty() {
         return Ok(None);
@@ -275,14 +275,14 @@ fn group_size_chart(title: String, y_desc: &str, lines: Vec<Line>) -> LineChart<
 }
 
 /// Draw a line chart into `dir/name`; its path.
-fn line_plot(dir: &Path, name: &str, chart: &LineChart<'_>) -> Result<PathBuf, String> {
+fn line_plot(dir: &Path, name: &str, chart: &LineChart<'_>) -> anyhow::Result<PathBuf> {
     let path = dir.join(name);
     draw_line_chart(&path, chart)?;
     Ok(path)
 }
 
 /// Draw a bar chart into `dir/name`; its path.
-fn bar_plot(dir: &Path, name: &str, chart: &BarChart<'_>) -> Result<PathBuf, String> {
+fn bar_plot(dir: &Path, name: &str, chart: &BarChart<'_>) -> anyhow::Result<PathBuf> {
     let path = dir.join(name);
     draw_bar_chart(&path, chart)?;
     Ok(path)

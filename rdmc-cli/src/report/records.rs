@@ -4,6 +4,7 @@
 
 use std::path::Path;
 
+use anyhow::{Context as _, anyhow, bail};
 use serde_json::Value;
 
 use super::format::size_label;
@@ -13,9 +14,9 @@ const RDMC_ALGORITHMS: &[&str] = &["sequential", "chain", "tree", "binomial-pipe
 
 /// Read a `results.jsonl`: one JSON object per line, blank lines skipped.
 /// A line that is not a JSON object is an error naming its line number.
-pub fn read_records(path: &Path) -> Result<Vec<Value>, String> {
+pub fn read_records(path: &Path) -> anyhow::Result<Vec<Value>> {
     let text =
-        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let mut records = Vec::new();
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -28,17 +29,14 @@ pub fn read_records(path: &Path) -> Result<Vec<Value>, String> {
             let message = message
                 .rsplit_once(" at line ")
                 .map_or(message.as_str(), |(m, _)| m);
-            format!(
+            anyhow!(
                 "{} line {line_number}, column {}: {message}",
                 path.display(),
                 e.column()
             )
         })?;
         if !value.is_object() {
-            return Err(format!(
-                "{} line {line_number}: not a JSON object",
-                path.display()
-            ));
+            bail!("{} line {line_number}: not a JSON object", path.display());
         }
         records.push(value);
     }

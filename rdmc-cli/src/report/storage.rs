@@ -14,20 +14,10 @@ use super::datasets::sorted_distinct;
 use super::format::{percent, sig, size_label};
 use super::markdown::{header, push_table};
 use super::records::{Rec, int, series_order};
+use rdmc_sim::stats::percentile;
 
 /// The percentiles the latency plot draws.
 const PLOTTED_PERCENTILES: [f64; 7] = [10.0, 25.0, 50.0, 75.0, 90.0, 99.0, 100.0];
-
-/// The `p`-quantile of `samples` (nearest rank); NaN for none.
-pub fn percentile(samples: &[f64], p: f64) -> f64 {
-    let mut s = samples.to_vec();
-    s.sort_by(f64::total_cmp);
-    if s.is_empty() {
-        return f64::NAN;
-    }
-    let rank = (p * s.len() as f64).ceil() as usize;
-    s[rank.clamp(1, s.len()) - 1]
-}
 
 /// The records of `experiment`, by system and algorithm, then group size.
 fn of<'r, 'a>(recs: &'r [Rec<'a>], experiment: &str) -> Vec<&'r Rec<'a>> {
@@ -149,7 +139,7 @@ pub(super) fn push_storage(out: &mut String, recs: &[Rec<'_>]) -> bool {
 }
 
 /// The storage plots the records have data for.
-pub(super) fn storage_plots(dir: &Path, recs: &[Rec<'_>]) -> Result<Vec<PathBuf>, String> {
+pub(super) fn storage_plots(dir: &Path, recs: &[Rec<'_>]) -> anyhow::Result<Vec<PathBuf>> {
     let mut written = Vec::new();
     let cosmos = of(recs, "cosmos");
     let with_latencies: Vec<_> = cosmos.iter().filter(|r| !latencies(r).is_empty()).collect();
@@ -259,19 +249,4 @@ pub(super) fn storage_plots(dir: &Path, recs: &[Rec<'_>]) -> Result<Vec<PathBuf>
         written.push(path);
     }
     Ok(written)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentiles_by_nearest_rank() {
-        let s: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&s, 0.5), 50.0);
-        assert_eq!(percentile(&s, 0.99), 99.0);
-        assert_eq!(percentile(&s, 1.0), 100.0);
-        assert_eq!(percentile(&s[..3], 0.5), 2.0);
-        assert!(percentile(&[], 0.5).is_nan());
-    }
 }

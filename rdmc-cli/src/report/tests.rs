@@ -369,12 +369,12 @@ fn jsonl_is_read_and_bad_lines_are_named() {
 
     let bad = dir.join("bad.jsonl");
     std::fs::write(&bad, "{\"a\": 1}\n\n{\"b\": oops}\n{}\n").unwrap();
-    let error = read_records(&bad).unwrap_err();
+    let error = format!("{:#}", read_records(&bad).unwrap_err());
     assert!(error.contains("bad.jsonl line 3, column 7: "), "{error}");
     assert!(!error.contains("line 1"), "{error}");
 
     std::fs::write(&bad, "{}\n[1, 2]\n").unwrap();
-    let error = read_records(&bad).unwrap_err();
+    let error = format!("{:#}", read_records(&bad).unwrap_err());
     assert!(
         error.contains("line 2") && error.contains("not a JSON object"),
         "{error}"

@@ -235,7 +235,7 @@ fn signed_percent(x: f64) -> String {
 
 /// One plot per message size: each algorithm's lab seconds (solid) and the
 /// simulator's in each model (dashed), against group size.
-pub(super) fn validation_plots(dir: &Path, recs: &[Rec<'_>]) -> Result<Vec<PathBuf>, String> {
+pub(super) fn validation_plots(dir: &Path, recs: &[Rec<'_>]) -> anyhow::Result<Vec<PathBuf>> {
     let all = of(recs, "validation");
     let lab: Vec<_> = all.iter().copied().filter(|r| r.system == "lab").collect();
     let sims: Vec<_> = all.iter().copied().filter(|r| r.system == "sim").collect();
