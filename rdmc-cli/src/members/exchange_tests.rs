@@ -115,3 +115,19 @@ fn nonces_survive_hex() {
     assert_eq!(from_hex(&to_hex(&nonce)), Some(nonce));
     assert_eq!(from_hex("zz"), None);
 }
+
+/// A tag, pinned: ranks running other builds must compute the same bytes
+/// (from Python's hmac).
+#[test]
+fn the_tags_are_pinned() {
+    let key = ExchangeKey::derive(&cluster_key(b"sixteen bytes..."));
+    let challenge: Vec<u8> = (0..16).collect();
+    let parts: [&[u8]; 3] = [b"register", &challenge, b"1 2 00 127.0.0.1:9"];
+    let tag = key.tag(&parts);
+    assert_eq!(
+        hex::encode(tag),
+        "c1ab884896815156dcf0de7a6cfd2e82eb0fe264953216461edef0d9cf39ada2"
+    );
+    assert!(key.verify(&parts, &tag));
+    assert!(!key.verify(&parts[..2], &tag));
+}

@@ -215,6 +215,20 @@ mod tests {
         assert_eq!(stream, b"link bytes");
     }
 
+    /// A message's wire form, pinned: members of other builds must
+    /// compute the same tag (from Python's hmac).
+    #[test]
+    fn the_wire_form_is_pinned() {
+        let (mut tx, _) = pair();
+        let wire = tx.seal(&Message::Ready);
+        let hex: String = wire.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "020000000000000000\
+             a389584906b0da2bbce973ab783de2c7e90dc422bed1ec34c0a30d818a21d7f4"
+        );
+    }
+
     #[tokio::test]
     async fn forged_replayed_reordered_or_reflected_messages_are_refused() {
         let blame = Message::Fail {

@@ -320,4 +320,24 @@ mod tests {
             ClusterDigest::of_members(&["a", "bc"])
         );
     }
+
+    /// The digests and a derived key, pinned: members of other builds must
+    /// compute the same bytes (values from Python's hashlib and hmac).
+    #[test]
+    fn digests_and_derived_keys_are_pinned() {
+        let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        assert_eq!(
+            hex(&ClusterDigest::of_members(&["a:1", "b:2"]).0),
+            "67d2109318e13f4d0180fff861af6dd34b87dfc00f3ac17b6986865024e008f9"
+        );
+        assert_eq!(
+            hex(&ClusterDigest::open().0),
+            "cf1be94b9b5213f13d70960e9cd99af9d46448f865c6bc8220582f02e43d67e8"
+        );
+        let key = ClusterKey::from_bytes(&b"sixteen bytes..."[..]).unwrap();
+        assert_eq!(
+            hex(&key.derive(b"rdmc bootstrap exchange v1")),
+            "f8a8baa524a48c911fa2f471549f1dc6bac12078f9119c836f603f7b2afdd431"
+        );
+    }
 }

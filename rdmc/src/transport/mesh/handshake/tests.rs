@@ -35,6 +35,36 @@ fn node(me: u32, key_byte: u8) -> Handshake {
     Handshake::new(key(key_byte), digest(), NodeId(me), MEMBERS.len())
 }
 
+/// The proofs and the session key of a transcript, pinned: members of
+/// other builds must compute the same bytes (from Python's hmac).
+#[test]
+fn proofs_and_session_keys_are_pinned() {
+    let hex = |b: &[u8]| b.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let node = Handshake::new(key(0x11), digest(), NodeId(0), MEMBERS.len());
+    let (initiator, acceptor) = ([1; HELLO_LEN], [2; HELLO_LEN]);
+    assert_eq!(
+        hex(&node.proof(Role::Initiator, &initiator, &acceptor)),
+        "689d788ef11ea5ba566a983656fba06067c3843fcf316d35262f6c414f3aee15"
+    );
+    assert_eq!(
+        hex(&node.proof(Role::Acceptor, &initiator, &acceptor)),
+        "a0be136a358e1578df4802ac922361146dcc8e2a1097dbca907a4a079f823286"
+    );
+    assert_eq!(
+        hex(&node.session(&initiator, &acceptor).0),
+        "041fb7f917d992f478ad165b107846871cbbe659a4ed8fa3bbce89c3cfe86d9c"
+    );
+    let proof = node.proof(Role::Acceptor, &initiator, &acceptor);
+    assert!(
+        node.verify(Role::Acceptor, &initiator, &acceptor, &proof)
+            .is_ok()
+    );
+    assert!(
+        node.verify(Role::Initiator, &initiator, &acceptor, &proof)
+            .is_err()
+    );
+}
+
 /// A connected pair of in-memory streams, roomy enough that no test write
 /// blocks.
 fn pipe() -> (DuplexStream, DuplexStream) {
