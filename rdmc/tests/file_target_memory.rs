@@ -21,12 +21,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use aws_lc_rs::digest::{Context, SHA256};
 use futures::StreamExt;
 use rdmc::{
     ClusterKey, GroupConfig, GroupId, Node, NodeConfig, NodeId, ReceiveTarget, ReceiveTargets,
     TcpConfig,
 };
-use sha2::{Digest, Sha256};
 
 const MEMBER: &str = "RDMC_FILE_MEMBER";
 
@@ -126,7 +126,7 @@ fn generate(path: &Path, size: u64) {
 
 fn sha256(path: &Path) -> String {
     let mut file = File::open(path).unwrap();
-    let mut hasher = Sha256::new();
+    let mut hasher = Context::new(&SHA256);
     let mut buf = vec![0u8; 4 << 20];
     loop {
         let n = file.read(&mut buf).unwrap();
@@ -136,7 +136,8 @@ fn sha256(path: &Path) -> String {
         hasher.update(&buf[..n]);
     }
     hasher
-        .finalize()
+        .finish()
+        .as_ref()
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()

@@ -44,7 +44,9 @@ async fn start(transport: Transport) -> (Vec<Node>, Option<MemCluster>) {
                 .map(|_| TcpListener::bind("127.0.0.1:0").unwrap())
                 .collect();
             let addresses: Vec<_> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
-            let key = ClusterKey::from_bytes(rand::random::<[u8; 32]>().to_vec()).unwrap();
+            let mut key = [0; 32];
+            aws_lc_rs::rand::fill(&mut key).unwrap();
+            let key = ClusterKey::from_bytes(key.to_vec()).unwrap();
             let starts = listeners.into_iter().enumerate().map(|(id, listener)| {
                 let config = TcpConfig::new(addresses.clone(), NodeId(id as u32), key.clone())
                     .with_listener(listener);

@@ -38,13 +38,13 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use aws_lc_rs::digest::{SHA256, digest};
 use bytes::Bytes;
 use futures::StreamExt;
 use rdmc::{
     ClusterKey, Durability, Group, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId,
     ReceiveTarget, ReceiveTargets, Receiver, Sender, TcpConfig,
 };
-use sha2::{Digest, Sha256};
 use tokio::task::JoinHandle;
 
 /// How many nodes hold each object: the root and the next two.
@@ -141,7 +141,7 @@ pub fn replica_file(dir: &Path, node: NodeId, group: GroupId, seq: u64) -> PathB
 
 /// The SHA-256 of `data`.
 pub fn sha256(data: &[u8]) -> [u8; 32] {
-    Sha256::digest(data).into()
+    digest(&SHA256, data).as_ref().try_into().expect("32 bytes")
 }
 
 impl BlobStore {
@@ -478,7 +478,9 @@ async fn start_nodes(
                 .iter()
                 .map(TcpListener::local_addr)
                 .collect::<std::io::Result<Vec<SocketAddr>>>()?;
-            let key = ClusterKey::from_bytes(rand::random::<[u8; 32]>().to_vec())?;
+            let mut key = [0; 32];
+            aws_lc_rs::rand::fill(&mut key)?;
+            let key = ClusterKey::from_bytes(key.to_vec())?;
             let starts = listeners.into_iter().enumerate().map(|(id, listener)| {
                 let config = TcpConfig::new(addresses.clone(), NodeId(id as u32), key.clone())
                     .with_listener(listener);

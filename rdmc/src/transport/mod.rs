@@ -38,6 +38,7 @@
 //! task.
 
 pub(crate) mod buffer;
+pub(crate) mod crypto;
 #[cfg(any(feature = "ofi", feature = "rdma"))]
 pub(crate) mod fabric_driver;
 pub(crate) mod frame;

@@ -28,12 +28,11 @@
 
 #![cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 
-use hmac::Mac;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use super::handshake::SessionKey;
-use super::key::HmacSha256;
 use crate::ids::NodeId;
+use crate::transport::crypto::HmacSha256;
 
 /// Domain separation for the tags.
 const LABEL: &[u8] = b"rdmc mesh formation v1";
@@ -127,7 +126,7 @@ impl Direction {
         for id in ids {
             bytes.extend_from_slice(&id.0.to_be_bytes());
         }
-        let tag = self.tag(&bytes).finalize().into_bytes();
+        let tag = self.tag(&bytes).finalize();
         bytes.extend_from_slice(&tag);
         self.seq += 1;
         bytes

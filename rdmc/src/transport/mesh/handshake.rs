@@ -111,13 +111,12 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use hmac::{KeyInit, Mac};
-use rand::Rng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::identity::NodeIdentity;
-use super::key::{ClusterDigest, ClusterKey, HmacSha256};
+use super::key::{ClusterDigest, ClusterKey};
 use crate::ids::NodeId;
+use crate::transport::crypto::{self, HmacSha256};
 
 #[cfg(test)]
 mod fuzz_tests;
@@ -166,7 +165,7 @@ pub(crate) struct SessionKey([u8; 32]);
 impl SessionKey {
     /// A MAC keyed with this key.
     pub(super) fn mac(&self) -> HmacSha256 {
-        HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length")
+        HmacSha256::new(&self.0)
     }
 
     /// A key from its bytes, for tests.
@@ -323,8 +322,7 @@ impl Hello {
         to: NodeId,
         digest: ClusterDigest,
     ) -> Self {
-        let mut nonce = [0; 32];
-        rand::rng().fill_bytes(&mut nonce);
+        let nonce = crypto::random();
         Hello {
             role: role as u8,
             from: from.0,
@@ -804,8 +802,6 @@ impl Handshake {
     ) -> [u8; PROOF_LEN] {
         self.transcript_mac(role, initiator_hello, acceptor_hello)
             .finalize()
-            .into_bytes()
-            .into()
     }
 
     /// The connection's session key: a MAC over both hellos, so fresh for
@@ -821,9 +817,7 @@ impl Handshake {
                 .chain_update(SESSION_LABEL)
                 .chain_update(initiator_hello)
                 .chain_update(acceptor_hello)
-                .finalize()
-                .into_bytes()
-                .into(),
+                .finalize(),
         )
     }
 

@@ -4,8 +4,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use hmac::{Hmac, KeyInit};
-use sha2::{Digest, Sha256};
+use crate::transport::crypto::{HmacSha256, Sha256};
 
 /// The shortest cluster key accepted, in bytes.
 pub(crate) const MIN_KEY_LEN: usize = 16;
@@ -14,9 +13,6 @@ pub(crate) const MIN_KEY_LEN: usize = 16;
 pub const MAX_KEY_FILE_LEN: u64 = 4096;
 /// Domain separation for the cluster digest.
 const DIGEST_LABEL: &[u8] = b"rdmc cluster digest v1";
-
-/// HMAC-SHA256, the handshake's MAC.
-pub(super) type HmacSha256 = Hmac<Sha256>;
 
 /// The pre-shared secret every member of a cluster holds.
 ///
@@ -143,10 +139,7 @@ impl ClusterKey {
     /// without handling the cluster key itself. Different labels give
     /// unrelated keys.
     pub fn derive(&self, label: &[u8]) -> [u8; 32] {
-        use hmac::Mac;
-        let mut mac = self.mac();
-        mac.update(label);
-        mac.finalize().into_bytes().into()
+        self.mac().chain_update(label).finalize()
     }
 
     /// The key's bytes, as input to the `tcp` frame key derivation.
@@ -156,8 +149,7 @@ impl ClusterKey {
 
     /// A MAC keyed with this key.
     pub(super) fn mac(&self) -> HmacSha256 {
-        // HMAC accepts keys of any length, so this cannot fail.
-        HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length")
+        HmacSha256::new(&self.0)
     }
 }
 
@@ -189,7 +181,7 @@ impl ClusterDigest {
         let mut hash = Sha256::new();
         hash.update(DIGEST_LABEL);
         hash.update(b"open membership");
-        ClusterDigest(hash.finalize().into())
+        ClusterDigest(hash.finalize())
     }
 
     /// The digest of a member list: `members[i]` is the address (`host:port`)
@@ -204,7 +196,7 @@ impl ClusterDigest {
             hash.update((member.len() as u64).to_be_bytes());
             hash.update(member);
         }
-        ClusterDigest(hash.finalize().into())
+        ClusterDigest(hash.finalize())
     }
 }
 

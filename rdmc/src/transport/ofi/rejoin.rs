@@ -27,7 +27,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use rand::Rng;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
@@ -72,9 +71,7 @@ pub(crate) async fn swap(
 
 /// A fresh random token.
 pub(crate) fn fresh_token() -> [u8; 16] {
-    let mut token = [0u8; 16];
-    rand::rng().fill_bytes(&mut token);
-    token
+    crate::transport::crypto::random()
 }
 
 /// The runs of each peer this node has seen, and which it lets in.

@@ -17,7 +17,6 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rand::Rng;
 use tokio::io::unix::AsyncFd;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -31,9 +30,9 @@ use super::verbs::{Device, Qp, QpAddress, RdmaError};
 use super::{DeviceOptions, RdmaEndpoint};
 use crate::error::Error;
 use crate::ids::NodeId;
-use crate::transport::Completions;
 use crate::transport::fabric_driver::{self, DriverOptions};
 use crate::transport::mesh::{self, ClusterConfig, Mesh, MeshError, MeshPurpose};
+use crate::transport::{Completions, crypto};
 use crate::wait::CompletionMode;
 
 fn transport_error(what: &str, e: impl std::fmt::Display) -> Error {
@@ -186,9 +185,7 @@ async fn connect_queue_pairs(
     // the other's answer while that one waits for a third.
     let mut ours = HashMap::new();
     for (&peer, qp) in &qps {
-        let mut psn = [0u8; 4];
-        rand::rng().fill_bytes(&mut psn);
-        let psn = u32::from_le_bytes(psn) & 0xFF_FFFF;
+        let psn = u32::from_le_bytes(crypto::random()) & 0xFF_FFFF;
         ours.insert(peer, (psn, device.address(qp, psn)));
     }
     let swaps = mesh.peers.iter_mut().map(|(&peer, stream)| {

@@ -1,11 +1,11 @@
 //! The key agreement that starts a link: both ends swap their modes and
 //! fresh nonces, and derive the frame keys of each direction.
 
-use rand::Rng;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::LinkSecurity;
 use crate::ids::NodeId;
+use crate::transport::crypto;
 use crate::transport::frame::protect::{Opener, Sealer, WireKeys, WireSecurity};
 
 /// Why the key agreement with a peer failed.
@@ -54,7 +54,7 @@ where
     let mut ours = [0u8; AGREE_LEN];
     ours[..8].copy_from_slice(&AGREE_MAGIC);
     ours[8] = security.mode.code();
-    rand::rng().fill_bytes(&mut ours[9..]);
+    ours[9..].copy_from_slice(&crypto::random::<32>());
     let mut theirs = [0u8; AGREE_LEN];
     let send = async {
         writer.write_all(&ours).await?;
