@@ -72,12 +72,14 @@ pub fn run(args: &KeygenArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Write `KEY_BYTES` bytes from the operating system's random source
-/// (`getrandom`), as
-/// hex and a newline, to a new file of mode 0600, flushed to disk.
+/// Write `KEY_BYTES` fresh random bytes (aws-lc-rs's CSPRNG, seeded by the
+/// operating system), as hex and a newline, to a new file of mode 0600,
+/// flushed to disk.
 pub fn write_key(path: &Path) -> anyhow::Result<()> {
     let mut random = [0u8; KEY_BYTES];
-    getrandom::fill(&mut random).context("the operating system's random source")?;
+    if aws_lc_rs::rand::fill(&mut random).is_err() {
+        bail!("the random number generator failed");
+    }
     let mut text = hex::encode(random);
     text.push('\n');
     random.fill(0);

@@ -15,14 +15,10 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use hmac::{Hmac, KeyInit, Mac};
-use rand::Rng;
-use sha2::Sha256;
+use aws_lc_rs::{hmac, rand};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
-
-type HmacSha256 = Hmac<Sha256>;
 
 /// Domain separation: the exchange's key is not the cluster key.
 const LABEL: &[u8] = b"rdmc bootstrap exchange v1";
@@ -42,21 +38,28 @@ impl ExchangeKey {
         ExchangeKey(cluster_key.derive(LABEL))
     }
 
-    fn mac(&self, parts: &[&[u8]]) -> HmacSha256 {
-        let mut mac = HmacSha256::new_from_slice(&self.0).expect("HMAC takes any key");
+    /// The message a tag is over: each part prefixed with its length.
+    fn message(parts: &[&[u8]]) -> Vec<u8> {
+        let mut message = Vec::new();
         for part in parts {
-            mac.update(&(part.len() as u64).to_be_bytes());
-            mac.update(part);
+            message.extend_from_slice(&(part.len() as u64).to_be_bytes());
+            message.extend_from_slice(part);
         }
-        mac
+        message
+    }
+
+    fn key(&self) -> hmac::Key {
+        hmac::Key::new(hmac::HMAC_SHA256, &self.0)
     }
 
     fn tag(&self, parts: &[&[u8]]) -> [u8; 32] {
-        self.mac(parts).finalize().into_bytes().into()
+        let tag = hmac::sign(&self.key(), &Self::message(parts));
+        tag.as_ref().try_into().expect("32 bytes")
     }
 
+    /// Whether `tag` is the parts' tag, compared in constant time.
     fn verify(&self, parts: &[&[u8]], tag: &[u8]) -> bool {
-        self.mac(parts).verify_slice(tag).is_ok()
+        hmac::verify(&self.key(), &Self::message(parts), tag).is_ok()
     }
 }
 
@@ -191,8 +194,7 @@ type Registered = (u32, SocketAddr, [u8; NONCE], TcpStream);
 /// Rank 0's side of one connection: challenge, read the registration,
 /// check it.
 async fn hear(mut stream: TcpStream, key: &ExchangeKey, size: u32) -> Result<Registered, String> {
-    let mut challenge = [0u8; NONCE];
-    rand::rng().fill_bytes(&mut challenge);
+    let challenge = fresh_nonce()?;
     stream
         .write_all(&challenge)
         .await
@@ -264,8 +266,7 @@ async fn register_once(spec: &Exchange, key: &ExchangeKey) -> Result<Vec<SocketA
     };
     let mut challenge = [0u8; NONCE];
     stream.read_exact(&mut challenge).await.map_err(retry)?;
-    let mut nonce = [0u8; NONCE];
-    rand::rng().fill_bytes(&mut nonce);
+    let nonce = fresh_nonce().map_err(Fatal)?;
     let body = format!("{} {} {} {own}", spec.rank, spec.size, to_hex(&nonce));
     let tag = key.tag(&[b"register", &challenge, body.as_bytes()]);
     send(&mut stream, body.as_bytes(), &tag)
@@ -339,6 +340,13 @@ async fn receive(stream: &mut TcpStream) -> Result<(Vec<u8>, [u8; 32]), String> 
 
 fn to_hex(bytes: &[u8]) -> String {
     hex::encode(bytes)
+}
+
+/// A fresh challenge or nonce, from aws-lc-rs's CSPRNG.
+fn fresh_nonce() -> Result<[u8; NONCE], String> {
+    let mut nonce = [0; NONCE];
+    rand::fill(&mut nonce).map_err(|_| "the random number generator failed".to_owned())?;
+    Ok(nonce)
 }
 
 fn from_hex(text: &str) -> Option<[u8; NONCE]> {

@@ -9,7 +9,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail};
-use sha2::{Digest, Sha256};
+use aws_lc_rs::digest;
 
 use super::manifest::{DirEntry, FileEntry, LinkEntry, MODE_BITS, Manifest, Segment, resolve_link};
 use rdmc_cli::cluster::kind_of;
@@ -233,9 +233,26 @@ fn changed(source: &Source, now: u64) -> anyhow::Error {
     )
 }
 
-/// Lowercase hex of a digest.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    hex::encode(bytes)
+/// SHA-256 of a file's bytes, fed in parts: aws-lc-rs's, the library's
+/// crypto.
+#[derive(Clone)]
+pub(crate) struct Sha256(digest::Context);
+
+impl Sha256 {
+    /// The hash of no bytes yet.
+    pub(crate) fn new() -> Self {
+        Sha256(digest::Context::new(&digest::SHA256))
+    }
+
+    /// Feeds the next bytes.
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// The digest of the bytes fed, in lowercase hex (as in the manifest).
+    pub(crate) fn hex(self) -> String {
+        hex::encode(self.0.finish())
+    }
 }
 
 /// The SHA-256 of a whole file and, for a file sent in pieces of its own,
@@ -271,7 +288,8 @@ impl FileDigests {
             *filled += take as u64;
             bytes = &bytes[take..];
             if *filled == *size {
-                self.pieces.push(hex(&std::mem::take(hash).finalize()));
+                self.pieces
+                    .push(std::mem::replace(hash, Sha256::new()).hex());
                 *filled = 0;
             }
         }
@@ -282,9 +300,9 @@ impl FileDigests {
         if let Some((_, hash, filled)) = self.piece.take()
             && filled > 0
         {
-            self.pieces.push(hex(&hash.finalize()));
+            self.pieces.push(hash.hex());
         }
-        (hex(&self.whole.finalize()), self.pieces)
+        (self.whole.hex(), self.pieces)
     }
 }
 
@@ -425,7 +443,7 @@ impl<'a> PieceReader<'a> {
                 if now != source.size {
                     return Err(changed(source, now));
                 }
-                if hex(&hash.finalize()) != self.manifest.files[segment.file].sha256 {
+                if hash.hex() != self.manifest.files[segment.file].sha256 {
                     bail!(
                         "{}: changed while being pushed (its SHA-256 differs from the manifest's)",
                         source.path.display()
@@ -442,10 +460,30 @@ mod tests {
     use super::*;
     use crate::scratch::ScratchDir;
 
+    /// FIPS 180-2, appendix B.1 ("abc"), fed in parts; and no bytes.
+    #[test]
+    fn sha256_matches_fips_180() {
+        let mut hash = Sha256::new();
+        hash.update(b"a");
+        hash.update(b"bc");
+        assert_eq!(
+            hash.hex(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(
+            Sha256::new().hex(),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
     #[test]
     fn piece_digests_cover_each_chunk_however_the_bytes_come() {
         let data: Vec<u8> = (0..1000u32).map(|i| (i * 7 % 251) as u8).collect();
-        let sha = |bytes: &[u8]| hex(&Sha256::digest(bytes));
+        let sha = |bytes: &[u8]| {
+            let mut hash = Sha256::new();
+            hash.update(bytes);
+            hash.hex()
+        };
         for chunk in [1u64, 7, 100, 999, 1000, 4096] {
             for step in [1usize, 13, 100, 1000] {
                 let mut digests = FileDigests::new(Some(chunk));

@@ -109,8 +109,8 @@ impl Launch {
         let mut members = vec![root];
         members.extend(hosts.iter().map(|h| h.addr));
         let mut random = [0u8; 32];
-        getrandom::fill(&mut random)
-            .map_err(|e| anyhow!("the operating system's random source: {e}"))?;
+        aws_lc_rs::rand::fill(&mut random)
+            .map_err(|_| anyhow!("the random number generator failed"))?;
         let key = hex::encode(random);
         let cluster_key = rdmc::ClusterKey::from_bytes(key.as_bytes())?;
         let launch = Launch {

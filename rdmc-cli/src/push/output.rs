@@ -19,9 +19,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail};
-use sha2::{Digest, Sha256};
 
-use super::inputs::hex;
+use super::inputs::Sha256;
 use super::manifest::{MODE_BITS, Manifest, Segment, piece_len};
 use rdmc_cli::cluster::without_path;
 
@@ -165,7 +164,7 @@ fn sha256_of(path: &Path) -> Option<String> {
     let mut buffer = vec![0; 1 << 20];
     loop {
         match file.read(&mut buffer) {
-            Ok(0) => return Some(hex(&hash.finalize())),
+            Ok(0) => return Some(hash.hex()),
             Ok(n) => hash.update(&buffer[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return None,
@@ -288,7 +287,7 @@ impl Staging {
     fn finish_file(&self, index: usize, file: File, hash: Sha256) -> anyhow::Result<()> {
         use std::os::unix::fs::PermissionsExt;
         let entry = &self.manifest.files[index];
-        let got = hex(&hash.finalize());
+        let got = hash.hex();
         if got != entry.sha256 {
             bail!(
                 "{}: SHA-256 mismatch: received {got}, the sender's is {}",

@@ -9,7 +9,6 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::child::wait_within;
 use crate::cluster_ports::ClusterPorts;
@@ -158,10 +157,7 @@ pub fn events(stdout: &str) -> Vec<Value> {
 }
 
 pub fn sha256_hex(data: &[u8]) -> String {
-    Sha256::digest(data)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, data))
 }
 
 /// Deterministic contents.

@@ -8,10 +8,9 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
 use anyhow::anyhow;
-use sha2::{Digest, Sha256};
 
 use super::{STAGED_MANIFEST, Staging, StagingDir, leftover_staging, refuse_existing};
-use crate::push::inputs::hex;
+use crate::push::inputs::Sha256;
 use crate::push::manifest::{Manifest, Segment};
 
 /// The largest staged manifest read back (the manifest itself is bounded
@@ -168,12 +167,12 @@ impl Checking {
         }
         if manifest.chunks_of(entry.size) > 0 {
             let chunk = (segment.offset / manifest.chunk_size.max(1)) as usize;
-            if entry.chunk_sha256.get(chunk) != Some(&hex(&piece.finalize())) {
+            if entry.chunk_sha256.get(chunk) != Some(&piece.hex()) {
                 return Ok(false);
             }
         }
         if segment.offset + segment.len == entry.size {
-            if hex(&whole.clone().finalize()) != entry.sha256 {
+            if whole.clone().hex() != entry.sha256 {
                 return Ok(false);
             }
             self.complete.push((segment.file, whole));
