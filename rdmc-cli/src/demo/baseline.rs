@@ -114,7 +114,7 @@ pub(super) fn plain_copy_seconds(messages: &[Bytes], nodes: u32) -> anyhow::Resu
     Ok((start.elapsed().as_secs_f64(), cpu_seconds() - cpu))
 }
 
-/// Seconds and process CPU seconds for TLS 1.3 copies (rustls with its `ring` provider; the
+/// Seconds and process CPU seconds for TLS 1.3 copies (rustls with its default `aws-lc-rs` provider; the
 /// client prefers AES-256-GCM) of every message over loopback, once per
 /// receiver, one after another, into one reused buffer touched beforehand;
 /// each message is checked on arrival. The handshake is inside the time (it
@@ -130,7 +130,7 @@ pub(super) fn tls_copy_seconds(messages: &[Bytes], nodes: u32) -> anyhow::Result
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(
         certified.signing_key.serialize_der(),
     ));
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let tls13 = [&rustls::version::TLS13];
     let mut server = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(&tls13)
