@@ -15,6 +15,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use anyhow::{anyhow, bail};
 use aws_lc_rs::{hmac, rand};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -92,7 +93,7 @@ pub async fn run(
     spec: &Exchange,
     key: &ExchangeKey,
     deadline: Instant,
-) -> Result<Vec<SocketAddr>, String> {
+) -> anyhow::Result<Vec<SocketAddr>> {
     let limit = deadline.saturating_duration_since(Instant::now());
     // The steps below end at the deadline themselves; this only catches one
     // that blocks past it.
@@ -105,7 +106,7 @@ pub async fn run(
     })
     .await;
     outcome.unwrap_or_else(|_| {
-        Err(format!(
+        Err(anyhow!(
             "the bootstrap exchange at {} did not complete within {:.0} s",
             spec.bootstrap,
             limit.as_secs_f64()
@@ -118,10 +119,10 @@ async fn serve(
     spec: &Exchange,
     key: &ExchangeKey,
     deadline: Instant,
-) -> Result<Vec<SocketAddr>, String> {
+) -> anyhow::Result<Vec<SocketAddr>> {
     let bind = resolve(&spec.bootstrap).await?;
     let listener = TcpListener::bind(bind).await.map_err(|e| {
-        format!(
+        anyhow!(
             "rank 0 cannot listen for the bootstrap at {}: {e}",
             spec.bootstrap
         )
@@ -144,7 +145,7 @@ async fn serve(
                     let limit = deadline.saturating_duration_since(Instant::now());
                     match tokio::time::timeout(limit, hear(stream, &key, size)).await {
                         Ok(Ok(registered)) => drop(tx.send(registered).await),
-                        Ok(Err(why)) => tracing::warn!(%peer, "bootstrap: refused a registration: {why}"),
+                        Ok(Err(why)) => tracing::warn!(%peer, "bootstrap: refused a registration: {why:#}"),
                         Err(_) => {}
                     }
                 });
@@ -160,12 +161,12 @@ async fn serve(
                     .filter(|&r| table[r].is_none())
                     .map(|r| r.to_string())
                     .collect();
-                return Err(format!(
+                bail!(
                     "the bootstrap at {}: rank(s) {} of {size} did not register in time \
                      (are they running, with the same --bootstrap and key?)",
                     spec.bootstrap,
                     missing.join(", ")
-                ));
+                );
             }
         }
     }
@@ -193,17 +194,14 @@ type Registered = (u32, SocketAddr, [u8; NONCE], TcpStream);
 
 /// Rank 0's side of one connection: challenge, read the registration,
 /// check it.
-async fn hear(mut stream: TcpStream, key: &ExchangeKey, size: u32) -> Result<Registered, String> {
+async fn hear(mut stream: TcpStream, key: &ExchangeKey, size: u32) -> anyhow::Result<Registered> {
     let challenge = fresh_nonce()?;
-    stream
-        .write_all(&challenge)
-        .await
-        .map_err(|e| e.to_string())?;
+    stream.write_all(&challenge).await?;
     let (body, tag) = receive(&mut stream).await?;
     if !key.verify(&[b"register", &challenge, &body], &tag) {
-        return Err("it failed authentication (a process without the cluster key?)".into());
+        bail!("it failed authentication (a process without the cluster key?)");
     }
-    let text = String::from_utf8(body).map_err(|_| "not text".to_owned())?;
+    let text = String::from_utf8(body).map_err(|_| anyhow!("not text"))?;
     let parse = || -> Option<(u32, u32, [u8; NONCE], SocketAddr)> {
         let mut words = text.split_whitespace();
         let rank = words.next()?.parse().ok()?;
@@ -212,14 +210,12 @@ async fn hear(mut stream: TcpStream, key: &ExchangeKey, size: u32) -> Result<Reg
         let addr = words.next()?.parse().ok()?;
         Some((rank, their_size, nonce, addr))
     };
-    let (rank, their_size, nonce, addr) = parse().ok_or_else(|| format!("malformed: {text:?}"))?;
+    let (rank, their_size, nonce, addr) = parse().ok_or_else(|| anyhow!("malformed: {text:?}"))?;
     if their_size != size {
-        return Err(format!(
-            "rank {rank} says the size is {their_size}, rank 0 says {size}"
-        ));
+        bail!("rank {rank} says the size is {their_size}, rank 0 says {size}");
     }
     if rank == 0 || rank >= size {
-        return Err(format!("rank {rank} is not one of ranks 1 to {}", size - 1));
+        bail!("rank {rank} is not one of ranks 1 to {}", size - 1);
     }
     Ok((rank, addr, nonce, stream))
 }
@@ -230,8 +226,8 @@ async fn register(
     spec: &Exchange,
     key: &ExchangeKey,
     deadline: Instant,
-) -> Result<Vec<SocketAddr>, String> {
-    let mut last = String::from("no attempt");
+) -> anyhow::Result<Vec<SocketAddr>> {
+    let mut last = anyhow!("no attempt");
     while Instant::now() < deadline {
         match register_once(spec, key).await {
             Ok(members) => return Ok(members),
@@ -240,9 +236,9 @@ async fn register(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Err(format!(
+    Err(anyhow!(
         "no answer from the bootstrap at {} (rank 0's --bootstrap, or MASTER_ADDR and \
-         MASTER_PORT) in time; last: {last}",
+         MASTER_PORT) in time; last: {last:#}",
         spec.bootstrap
     ))
 }
@@ -250,14 +246,14 @@ async fn register(
 /// Why one attempt to register failed.
 enum Attempt {
     /// Try again (rank 0 not up yet, a connection lost).
-    Retry(String),
+    Retry(anyhow::Error),
     /// Give up: the answer cannot be right.
-    Fatal(String),
+    Fatal(anyhow::Error),
 }
 use Attempt::{Fatal, Retry};
 
 async fn register_once(spec: &Exchange, key: &ExchangeKey) -> Result<Vec<SocketAddr>, Attempt> {
-    let retry = |e: std::io::Error| Retry(e.to_string());
+    let retry = |e: std::io::Error| Retry(e.into());
     let to = resolve(&spec.bootstrap).await.map_err(Retry)?;
     let mut stream = TcpStream::connect(to).await.map_err(retry)?;
     let own = match spec.own {
@@ -273,12 +269,10 @@ async fn register_once(spec: &Exchange, key: &ExchangeKey) -> Result<Vec<SocketA
         .await
         .map_err(retry)?;
     let (list, tag) = receive(&mut stream).await.map_err(|e| {
-        Retry(format!(
-            "{e} (rank 0 refuses a registration made with another cluster key)"
-        ))
+        Retry(e.context("rank 0 refuses a registration made with another cluster key"))
     })?;
     if !key.verify(&[b"members", &nonce, &list], &tag) {
-        return Err(Fatal(format!(
+        return Err(Fatal(anyhow!(
             "the answer of the bootstrap at {} failed authentication: is it rank 0 of this \
              cluster, with the same --key-file?",
             spec.bootstrap
@@ -293,18 +287,20 @@ async fn register_once(spec: &Exchange, key: &ExchangeKey) -> Result<Vec<SocketA
         })
         .filter(|m| m.len() == spec.size as usize)
         .ok_or_else(|| {
-            Fatal("the bootstrap's answer is not a list of every rank's address".into())
+            Fatal(anyhow!(
+                "the bootstrap's answer is not a list of every rank's address"
+            ))
         })?;
     Ok(members)
 }
 
 /// The first address `host:port` resolves to.
-async fn resolve(addr: &str) -> Result<SocketAddr, String> {
+async fn resolve(addr: &str) -> anyhow::Result<SocketAddr> {
     tokio::net::lookup_host(addr)
         .await
-        .map_err(|e| format!("bootstrap address {addr}: {e}"))?
+        .map_err(|e| anyhow!("bootstrap address {addr}: {e}"))?
         .next()
-        .ok_or_else(|| format!("bootstrap address {addr} resolves to nothing"))
+        .ok_or_else(|| anyhow!("bootstrap address {addr} resolves to nothing"))
 }
 
 /// Write a message: its length, its bytes, its tag.
@@ -318,18 +314,16 @@ async fn send(stream: &mut TcpStream, body: &[u8], tag: &[u8; 32]) -> std::io::R
 }
 
 /// Read a message: its bytes and its tag.
-async fn receive(stream: &mut TcpStream) -> Result<(Vec<u8>, [u8; 32]), String> {
+async fn receive(stream: &mut TcpStream) -> anyhow::Result<(Vec<u8>, [u8; 32])> {
     let mut len = [0u8; 4];
     let closed = |e: std::io::Error| match e.kind() {
-        std::io::ErrorKind::UnexpectedEof => "the connection closed without an answer".to_owned(),
-        _ => e.to_string(),
+        std::io::ErrorKind::UnexpectedEof => anyhow!("the connection closed without an answer"),
+        _ => e.into(),
     };
     stream.read_exact(&mut len).await.map_err(closed)?;
     let len = u32::from_be_bytes(len) as usize;
     if len > MAX_MESSAGE {
-        return Err(format!(
-            "a message of {len} bytes, more than the {MAX_MESSAGE} accepted"
-        ));
+        bail!("a message of {len} bytes, more than the {MAX_MESSAGE} accepted");
     }
     let mut body = vec![0u8; len];
     stream.read_exact(&mut body).await.map_err(closed)?;
@@ -343,9 +337,9 @@ fn to_hex(bytes: &[u8]) -> String {
 }
 
 /// A fresh challenge or nonce, from aws-lc-rs's CSPRNG.
-fn fresh_nonce() -> Result<[u8; NONCE], String> {
+fn fresh_nonce() -> anyhow::Result<[u8; NONCE]> {
     let mut nonce = [0; NONCE];
-    rand::fill(&mut nonce).map_err(|_| "the random number generator failed".to_owned())?;
+    rand::fill(&mut nonce).map_err(|_| anyhow!("the random number generator failed"))?;
     Ok(nonce)
 }
 

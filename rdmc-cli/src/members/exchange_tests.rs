@@ -71,6 +71,7 @@ async fn a_stranger_cannot_register_or_answer() {
     );
     let started = Instant::now();
     let err = run(&evil, &stranger, soon(2)).await.unwrap_err();
+    let err = format!("{err:#}");
     assert!(started.elapsed() < Duration::from_secs(5), "bounded: {err}");
     assert!(
         err.contains("other cluster key") || err.contains("in time"),
@@ -92,6 +93,7 @@ async fn a_bootstrap_that_never_answers_is_an_error_at_the_deadline() {
     let err = run(&spec(&bootstrap, 1, 2, Own::Port(1)), &key, soon(1))
         .await
         .unwrap_err();
+    let err = format!("{err:#}");
     assert!(started.elapsed() < Duration::from_secs(3));
     assert!(
         err.contains(&bootstrap) && err.contains("MASTER_ADDR"),
@@ -106,6 +108,7 @@ async fn rank_zero_names_the_ranks_that_never_registered() {
     let err = run(&spec(&bootstrap, 0, 3, Own::Port(1)), &key, soon(1))
         .await
         .unwrap_err();
+    let err = format!("{err:#}");
     assert!(err.contains("rank(s) 1, 2 of 3"), "{err}");
 }
 

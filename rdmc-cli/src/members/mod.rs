@@ -260,9 +260,7 @@ pub async fn join(
     let members = match plan.how {
         How::Ready(members) => members,
         How::Names(names) => resolve_all(&names, deadline).await?,
-        How::Exchange(spec) => exchange::run(&spec, key, deadline)
-            .await
-            .map_err(anyhow::Error::msg)?,
+        How::Exchange(spec) => exchange::run(&spec, key, deadline).await?,
         #[cfg(feature = "etcd")]
         How::Etcd(spec) => {
             let (members, rank, watch) = etcd::join(spec, deadline, report).await?;
