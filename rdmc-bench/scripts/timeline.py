@@ -130,7 +130,7 @@ def main():
     ap.add_argument("--seq", type=int, help="message sequence number")
     ap.add_argument("--block-ms", type=float, default=0.0,
                     help="one block's time on a link, for the ideal line")
-    ap.add_argument("--path", type=int, default=40, help="critical-path lines to print")
+    ap.add_argument("--path", type=int, default=40, help="critical-path transfers to print (the latest)")
     args = ap.parse_args()
 
     runs = runs_of([read_trace(p) for p in trace_files(args.traces)])
@@ -237,15 +237,18 @@ def main():
     print(f"critical path back from rank {final['to']}'s last block "
           f"(block {final['block']} from {final['from']}):")
     totals = collections.Counter()
-    x, lines = final, []
+    # One entry per transfer on the path (its line, and a note when it
+    # waited for the sender's previous send), latest first.
+    x, entries = final, []
     while x is not None:
         recv = x["recv"] or x["issue"]
         totals["transfer"] += recv - x["issue"]
         totals["reaction"] += x["react"]
-        lines.append(f"  {ms(x['issue'] - start):8.2f} ms  {x['from']:>2} -> {x['to']:<2} "
-                     f"block {x['block']:<5} took {ms(recv - x['issue']):6.2f} ms "
-                     f"(queue {ms((x['arrive'] or recv) - x['issue']):5.2f}); "
-                     f"issued {ms(x['react']):5.2f} ms after its {x['cause']}")
+        entry = [f"  {ms(x['issue'] - start):8.2f} ms  {x['from']:>2} -> {x['to']:<2} "
+                 f"block {x['block']:<5} took {ms(recv - x['issue']):6.2f} ms "
+                 f"(queue {ms((x['arrive'] or recv) - x['issue']):5.2f}); "
+                 f"issued {ms(x['react']):5.2f} ms after its {x['cause']}"]
+        entries.append(entry)
         nxt = None
         if x["cause"] == "block" and x["from"] != 0:
             nxt = transfers.get(("by_block", x["from"], x["block"]))
@@ -257,17 +260,18 @@ def main():
                 nxt = transfers.get(("by_block", to, b))
                 if nxt is not None:
                     totals["send wait"] += (nxt["complete"] or nxt["issue"]) - nxt["issue"]
-                    totals["transfer"] -= 0
         elif x["cause"] == "ready":
-            totals["ready wait"] += 0
+            # How long the ready-for-block came after the block and the
+            # previous send were both there.
+            others = [v for v in (x["have"], x["prev"]) if v is not None]
+            if others and x["ready"] is not None:
+                totals["ready wait"] += max(0, x["ready"] - max(others))
         if x["cause"] == "send" and nxt is not None:
-            # Charge the previous send's time as "send" rather than transfer.
-            lines.append(f"      (waited for its previous send, to {nxt['to']})")
+            entry.append(f"      (waited for its previous send, to {nxt['to']})")
         x = nxt if nxt is not x else None
-        if x is not None and x["cause"] == "send":
-            pass
-    for line in reversed(lines[:args.path]):
-        print(line)
+    for entry in reversed(entries[:args.path]):
+        for line in entry:
+            print(line)
     print("  on the path: " + ", ".join(f"{k} {ms(v):.1f} ms" for k, v in totals.items()))
 
 
