@@ -82,9 +82,7 @@ impl StagingDir {
     fn tree(&self) -> PathBuf {
         self.path.join(STAGED_TREE)
     }
-}
 
-impl StagingDir {
     /// Unlock it and leave it where it is.
     fn leave(mut self) {
         self.remove = false;
@@ -363,11 +361,11 @@ impl Staging {
         let tree = self.dir.tree();
         let mut touched = std::collections::BTreeSet::new();
         for dir in &self.manifest.dirs {
-            touched.insert(real_dirs(&self.out, &format!("{}/.", dir.path))?);
+            touched.insert(real_dir(&self.out, &dir.path)?);
         }
         let files = self.manifest.files.iter().map(|f| &f.path);
         for rel in files.chain(self.manifest.links.iter().map(|l| &l.path)) {
-            let parent = real_dirs(&self.out, rel)?;
+            let parent = real_dir(&self.out, rel.rsplit_once('/').map_or("", |(dir, _)| dir))?;
             let to = self.out.join(rel);
             if to.symlink_metadata().is_ok_and(|m| m.is_dir()) {
                 bail!(
@@ -412,13 +410,13 @@ impl Staging {
     }
 }
 
-/// Make sure every directory on the way to `rel` under `out` is one (made
-/// where missing; a link or a file there is refused, so that nothing is
-/// written through a link): the directory `rel` is in.
-fn real_dirs(out: &Path, rel: &str) -> anyhow::Result<PathBuf> {
+/// Make sure the directory `rel` under `out` (`""`: `out` itself) and every
+/// one on the way to it are directories (made where missing; a link or a
+/// file there is refused, so that nothing is written through a link);
+/// returns its path.
+fn real_dir(out: &Path, rel: &str) -> anyhow::Result<PathBuf> {
     let mut dir = out.to_path_buf();
-    let parts: Vec<&str> = rel.split('/').collect();
-    for part in &parts[..parts.len().saturating_sub(1)] {
+    for part in rel.split('/').filter(|part| !part.is_empty()) {
         dir.push(part);
         match dir.symlink_metadata() {
             Ok(meta) if meta.is_dir() => {}

@@ -234,7 +234,7 @@ impl Receiving<'_> {
     async fn run(
         &mut self,
         control: &mut rdmc::Receiver,
-        report_group_: rdmc::Sender,
+        reports: rdmc::Sender,
     ) -> Result<Held, Failure> {
         // Waits on the control group bound only by the root's liveness: a
         // root that fails or leaves fails the group.
@@ -275,7 +275,7 @@ impl Receiving<'_> {
                 }
             }
         };
-        self.reporting = Some(tokio::spawn(answer(report_group_, report)));
+        self.reporting = Some(tokio::spawn(answer(reports, report)));
         let mut epoch = self.next_epoch(control, None).await?;
         loop {
             self.report_failed(&epoch);
