@@ -292,7 +292,12 @@ impl GroupMember {
         }
         if self.config.rank == 0 {
             if closing.acked[1..].iter().all(|&a| a) {
-                for to in 1..self.config.group_size {
+                // Highest rank first: where signals are relayed along a
+                // binomial tree over the ranks (every member's ancestors
+                // have lower ranks), a relay then passes on the verdicts of
+                // the members below it before its own reaches it, and may
+                // leave as soon as it has its own.
+                for to in (1..self.config.group_size).rev() {
                     self.actions.push_back(Action::SendControl {
                         to,
                         control: Control::Closed,

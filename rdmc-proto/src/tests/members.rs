@@ -848,3 +848,24 @@ fn cut_off_from_the_root_a_receiver_fails_with_the_failure_it_heard_of() {
         (Some(3), FailureKind::Stalled { millis: 5 }, Some(1))
     );
 }
+
+#[test]
+fn the_root_sends_its_verdicts_highest_rank_first() {
+    let mut root = chain_member(6, 0);
+    root.close().unwrap();
+    actions(&mut root);
+    for from in 1..6 {
+        root.handle_control(from, Control::CloseAck);
+    }
+    let verdicts: Vec<Rank> = actions(&mut root)
+        .into_iter()
+        .filter_map(|a| match a {
+            Action::SendControl {
+                to,
+                control: Control::Closed,
+            } => Some(to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(verdicts, [5, 4, 3, 2, 1]);
+}

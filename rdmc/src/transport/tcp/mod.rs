@@ -46,6 +46,7 @@ use super::{
 use crate::config::{Connections, EarlyAnnounce};
 use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
+use crate::proto::Control;
 
 /// One node's connections to all the others.
 #[derive(Debug)]
@@ -280,6 +281,11 @@ impl Transport for TcpEndpoint {
     fn send_signal(&mut self, group: GroupId, to: NodeId, signal: Signal) {
         if let Some(routes) = &self.routes {
             let route = match routes.get(&group) {
+                // The root's verdict goes along the relay tree (see
+                // `GroupRoute::tree_route_to`).
+                Some(routes) if matches!(signal, Signal::Group(Control::Closed)) => {
+                    routes.tree_route_to(to)
+                }
                 Some(routes) => routes.route_to(to),
                 None => self.returns.get(&(group, to)).cloned(),
             };

@@ -101,6 +101,22 @@ impl GroupRoute {
             .collect()
     }
 
+    /// How the root's verdict that the group closed goes to member `to`:
+    /// along the relay tree even where a direct connection exists (a
+    /// schedule partner; `None`: `to` is a tree neighbour, or not a
+    /// member). The root sends the verdicts highest rank first, and every
+    /// member's relay-tree ancestors have lower ranks: so each relay passes
+    /// on the verdicts of the members below it before its own reaches it,
+    /// and may leave as soon as its group closed without stranding theirs.
+    pub(crate) fn tree_route_to(&self, to: NodeId) -> Option<Route> {
+        let &rank = self.rank_of.get(&to)?;
+        let path = tree_path(self.rank, rank);
+        if path.len() <= 2 {
+            return None;
+        }
+        Route::new(path.into_iter().map(|r| self.members[r]).collect())
+    }
+
     /// How a signal to member `to` goes: `None` straight (a direct peer,
     /// or not a member: the caller's problem), else along the route.
     pub(crate) fn route_to(&self, to: NodeId) -> Option<Route> {
@@ -156,7 +172,47 @@ mod tests {
         assert_eq!(route.cut_off_by(NodeId(44)), Vec::<NodeId>::new());
     }
 
+    #[test]
+    fn the_roots_verdict_goes_along_the_tree_even_to_a_partner() {
+        let members: Vec<NodeId> = (0..16).map(NodeId).collect();
+        // The root exchanging blocks with rank 5 (a schedule partner).
+        let route = GroupRoute::new(&members, 0, &[1, 5]);
+        assert_eq!(route.route_to(NodeId(5)), None, "other signals go straight");
+        let verdict = route.tree_route_to(NodeId(5)).unwrap();
+        assert_eq!(verdict.path, [0, 1, 5].map(NodeId).to_vec());
+        let verdict = route.tree_route_to(NodeId(13)).unwrap();
+        assert_eq!(verdict.path, [0, 1, 5, 13].map(NodeId).to_vec());
+        // Tree neighbours straight; not a member: the caller's problem.
+        assert_eq!(route.tree_route_to(NodeId(8)), None);
+        assert_eq!(route.tree_route_to(NodeId(99)), None);
+    }
+
     proptest! {
+        /// Sent highest rank first along the tree, the root's verdicts
+        /// reach every relay after those of every member whose route
+        /// passes through it (each link keeps its order).
+        #[test]
+        fn a_relay_passes_on_the_verdicts_below_it_before_its_own(size in 2usize..300) {
+            // The order verdicts cross each link (from, to) in.
+            let mut crossings: HashMap<(usize, usize), Vec<usize>> = HashMap::new();
+            for to in (1..size).rev() {
+                for hop in tree_path(0, to).windows(2) {
+                    crossings.entry((hop[0], hop[1])).or_default().push(to);
+                }
+            }
+            for relay in 1..size {
+                let below: Vec<usize> = (1..size)
+                    .filter(|&m| m != relay && tree_path(0, m).contains(&relay))
+                    .collect();
+                let into = crossings[&(parent(relay).unwrap(), relay)].clone();
+                let own = into.iter().position(|&m| m == relay).unwrap();
+                prop_assert_eq!(own, into.len() - 1, "{}'s own verdict comes last", relay);
+                for m in below {
+                    prop_assert!(into.contains(&m));
+                }
+            }
+        }
+
         /// Every path runs between its ends over tree edges, visits no
         /// node twice and is at most 2⌈log₂ n⌉ hops; tree neighbours are
         /// symmetric and at most ⌈log₂ n⌉ + 1.
