@@ -34,6 +34,7 @@ mod progress;
 mod receive;
 mod send;
 mod survey;
+mod sync;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
