@@ -70,7 +70,8 @@ pub(super) fn control_config(max_message: u64) -> GroupConfig {
     GroupConfig::new().with_max_message_size(max_message.max(EPOCH_LIMIT as u64))
 }
 
-/// The largest epoch or report: one naming every rank fits.
+/// The largest epoch or report: one naming every rank fits, with the file
+/// set of a push of [`super::sync::MAX_FILES`] files.
 const EPOCH_LIMIT: usize = 1 << 20;
 
 /// A receiver's answer to the manifest.

@@ -124,6 +124,13 @@ fn prepare(args: &PushArgs, style: Style) -> anyhow::Result<Prepared> {
     manifest.replace = args.force;
     bar.finish_and_clear();
     let manifest_bytes = Bytes::from(manifest.to_bytes());
+    if manifest.files.len() > sync::MAX_FILES {
+        bail!(
+            "{} files: a push carries at most {} (push the trees in parts)",
+            manifest.files.len(),
+            sync::MAX_FILES
+        );
+    }
     if manifest_bytes.len() as u64 > max {
         bail!(
             "the manifest of {} files takes {}, more than the largest message, {} \

@@ -18,6 +18,11 @@ use serde::{Deserialize, Serialize};
 
 use super::manifest::Piece;
 
+/// The most files a push carries: its [`FileSet`] (two hex characters for
+/// eight files, 512 KiB at most) fits in a report or an epoch with room
+/// for the epoch's ranks.
+pub(crate) const MAX_FILES: usize = 1 << 21;
+
 /// A set of file indices of a manifest: a bitmap, file `i` in bit `i % 8`
 /// of byte `i / 8`; as sent, lowercase hex (two characters for eight
 /// files).
@@ -130,6 +135,14 @@ mod tests {
         assert!(serde_json::from_str::<FileSet>(r#""0g""#).is_err());
         assert!(serde_json::from_str::<FileSet>(r#""090""#).is_err());
         FileSet::none(0).check(0).unwrap();
+    }
+
+    #[test]
+    fn the_largest_file_set_fits_in_an_epoch_or_a_report() {
+        let mut set = FileSet::none(MAX_FILES);
+        (0..MAX_FILES).step_by(3).for_each(|i| set.insert(i));
+        let text = serde_json::to_string(&set).unwrap();
+        assert!(text.len() <= (1 << 19) + 2, "{}", text.len());
     }
 
     #[test]
