@@ -397,3 +397,92 @@ fn a_rate_limited_encrypted_push_takes_its_time_and_arrives_whole() {
         );
     }
 }
+
+/// A push run again after receivers' trees changed sends only the files
+/// some receiver lacks (per-file sync): receiver 1 lost a file, receiver
+/// 2 holds one changed, the source gained one. Without `--force`,
+/// receiver 2 refuses, naming its changed file, and keeps its tree as it
+/// was; the others get what they lack and nothing else. With `--force`,
+/// receiver 2 gets its two files, the files it held untouched. Every tree
+/// ends as the source's (modes and times too).
+#[test]
+fn a_push_run_again_sends_only_what_receivers_lack() {
+    use std::os::unix::fs::MetadataExt;
+    let mut scratch = Scratch::new("sync", 4);
+    // Messages of at most 64 KiB: each file of 100 kB and more in messages
+    // of its own; the small ones batched together.
+    scratch.max_message = "64KiB";
+    let root = scratch.path("src/tree");
+    std::fs::create_dir_all(root.join("sub")).unwrap();
+    for i in 0..6 {
+        let len = 100_000 + i * 1000;
+        std::fs::write(root.join(format!("sub/a{i}")), contents(len, i as u64)).unwrap();
+    }
+    for i in 0..3 {
+        std::fs::write(root.join(format!("s{i}")), contents(100, 50 + i)).unwrap();
+    }
+    let inputs = [root.clone()];
+    let run = |force: bool| {
+        let receivers: Vec<Child> = (1..4).map(|r| scratch.receiver(r)).collect();
+        let extra: &[&str] = if force { &["--force"] } else { &[] };
+        let pushed = finish(scratch.push_with(extra, &inputs), Duration::from_secs(120));
+        let received: Vec<_> = receivers
+            .into_iter()
+            .map(|r| finish(r, Duration::from_secs(60)))
+            .collect();
+        (pushed, received)
+    };
+    let sent_bytes = |out: &str| {
+        let pushed = events(out);
+        let done = pushed.iter().find(|e| e["event"] == "done").expect("done");
+        done["sent_bytes"].as_u64().unwrap()
+    };
+    let out = |rank: usize| scratch.path(&format!("out{rank}"));
+    let size = |rel: &str| std::fs::metadata(root.join(rel)).unwrap().len();
+    let ((status, stdout, err), _) = run(false);
+    assert!(status.success(), "the first push: {err}\n{stdout}");
+    let all: u64 = (0..6).map(|i| size(&format!("sub/a{i}"))).sum::<u64>() + 300;
+    assert_eq!(sent_bytes(&stdout), all);
+    // Receiver 1 loses a file, receiver 2's changes (same size), the
+    // source gains one.
+    std::fs::remove_file(out(1).join("tree/sub/a2")).unwrap();
+    let changed = out(2).join("tree/sub/a4");
+    let mut bytes = std::fs::read(&changed).unwrap();
+    bytes[500] ^= 1;
+    std::fs::write(&changed, &bytes).unwrap();
+    std::fs::write(root.join("sub/new"), contents(120_000, 77)).unwrap();
+    let kept = std::fs::metadata(out(2).join("tree/sub/a0")).unwrap().ino();
+    let ((status, stdout, err), received) = run(false);
+    // Receiver 2 refuses its changed file; the push goes on without it.
+    assert_eq!(status.code(), Some(3), "{err}\n{stdout}");
+    assert_eq!(sent_bytes(&stdout), size("sub/a2") + size("sub/new"));
+    let sent = entries(&scratch.path("src"));
+    for (rank, (status, _, err)) in (1..4).zip(&received) {
+        if rank == 2 {
+            assert!(!status.success());
+            assert!(err.contains("tree/sub/a4 exists and differs"), "{err}");
+        } else {
+            assert!(status.success(), "receiver {rank}: {err}");
+            assert!(entries(&out(rank)) == sent, "receiver {rank} differs");
+        }
+    }
+    assert_eq!(std::fs::read(&changed).unwrap(), bytes, "left as it was");
+    assert!(!out(2).join("tree/sub/new").exists());
+    // With --force: receiver 2 gets its changed file and the new one, the
+    // others nothing.
+    let ((status, stdout, err), received) = run(true);
+    assert!(status.success(), "{err}\n{stdout}");
+    assert_eq!(sent_bytes(&stdout), size("sub/a4") + size("sub/new"));
+    for (rank, (status, out_, err)) in (1..4).zip(&received) {
+        assert!(status.success(), "receiver {rank}: {err}");
+        let held = out_.contains("\"already_held\":true");
+        assert_eq!(held, rank != 2, "receiver {rank}: {out_}");
+        assert!(entries(&out(rank)) == sent, "receiver {rank} differs");
+    }
+    let untouched = std::fs::metadata(out(2).join("tree/sub/a0")).unwrap().ino();
+    assert_eq!(untouched, kept, "a file held was rewritten");
+    // And once more: nothing to send.
+    let ((status, stdout, err), _) = run(false);
+    assert!(status.success(), "{err}\n{stdout}");
+    assert_eq!(sent_bytes(&stdout), 0);
+}

@@ -18,13 +18,17 @@
 //! against what its output directory holds and answers on a *report group*
 //! (of two, the receiver first). Receivers that already hold every entry,
 //! identical, are marked complete in the first epoch and receive nothing;
-//! so a push run again sends no file data.
+//! so a push run again sends no file data. The others say which files they
+//! hold intact already: the root sends only the messages carrying a file
+//! one of them lacks, and says which in every epoch (see [`super::sync`]).
 
 use std::collections::BTreeSet;
 
 use anyhow::{Context as _, bail};
 use rdmc::{GroupConfig, GroupId, NodeId};
 use serde::{Deserialize, Serialize};
+
+use super::sync::FileSet;
 
 /// The data group of epoch 0; epoch `e` uses `DATA_GROUP + e`.
 const DATA_GROUP: u64 = 1;
@@ -66,7 +70,8 @@ pub(super) fn control_config(max_message: u64) -> GroupConfig {
     GroupConfig::new().with_max_message_size(max_message.max(EPOCH_LIMIT as u64))
 }
 
-/// The largest epoch or report: one naming every rank fits.
+/// The largest epoch or report: one naming every rank fits, with the file
+/// set of a push of [`super::sync::MAX_FILES`] files.
 const EPOCH_LIMIT: usize = 1 << 20;
 
 /// A receiver's answer to the manifest.
@@ -81,6 +86,10 @@ pub(super) struct Report {
     /// its receivers holds.
     #[serde(default)]
     pub(super) taken: u64,
+    /// Otherwise, the files its output directory holds intact already
+    /// (size, permissions and SHA-256 as in the manifest): they are not
+    /// sent for it, and it leaves them untouched.
+    pub(super) held: FileSet,
 }
 
 impl Report {
@@ -93,6 +102,22 @@ impl Report {
             bail!("a report of {} bytes", data.len());
         }
         serde_json::from_slice(data).context("a report that is not one")
+    }
+
+    /// Check a report for a manifest of `files` files cut into `messages`
+    /// messages (the manifest included): a receiver's answer is not
+    /// trusted.
+    pub(super) fn check(&self, files: usize, messages: u64) -> anyhow::Result<()> {
+        if self.holds_all {
+            return Ok(());
+        }
+        if self.taken > messages {
+            bail!(
+                "it reports {} messages held of a push of {messages}",
+                self.taken
+            );
+        }
+        self.held.check(files).context("its report")
     }
 }
 
@@ -112,17 +137,20 @@ pub(super) struct Epoch {
     /// The receivers that held everything already (and receive nothing).
     #[serde(default)]
     pub(super) complete: Vec<u32>,
+    /// The files some receiver of the push lacks: the messages carrying
+    /// one of them are sent, the others not ([`super::sync::messages`]).
+    pub(super) needed: FileSet,
 }
 
 impl Epoch {
     /// The first epoch: the receivers in `members` from message `resume`
     /// (at least the first piece: the manifest came on the control
-    /// groups), those in `complete` receiving nothing.
+    /// groups), those in `complete` receiving nothing, the messages sent
+    /// those that carry a file of `needed`.
     pub(super) fn first(
-        members: Vec<u32>,
-        complete: Vec<u32>,
-        failed: Vec<u32>,
+        (members, complete, failed): (Vec<u32>, Vec<u32>, Vec<u32>),
         resume: u64,
+        needed: FileSet,
     ) -> Self {
         Epoch {
             number: 0,
@@ -130,6 +158,7 @@ impl Epoch {
             resume: resume.max(1),
             failed,
             complete,
+            needed,
         }
     }
 
@@ -148,6 +177,7 @@ impl Epoch {
             resume,
             failed: all_failed.into_iter().collect(),
             complete: self.complete.clone(),
+            needed: self.needed.clone(),
         }
     }
 
@@ -191,17 +221,22 @@ pub(super) enum Next {
     Skip,
 }
 
-/// Where message `index` of the push stands at a receiver that took
-/// `taken` messages: an epoch never starts past what every member of it
-/// took, so a gap is the root's error.
-pub(super) fn place(index: u64, taken: u64) -> anyhow::Result<Next> {
-    match index.cmp(&taken) {
-        std::cmp::Ordering::Less => Ok(Next::Skip),
-        std::cmp::Ordering::Equal => Ok(Next::Take),
-        std::cmp::Ordering::Greater => {
-            bail!("the push went on from message {index}, but this receiver has only {taken}")
-        }
+/// Where message `index` of the push stands at a receiver that took every
+/// message before `taken`, of a push sending the messages `sent` (in
+/// order): an epoch never starts past what every member of it took, so a
+/// message of `sent` skipped is the root's error.
+pub(super) fn place(index: u64, taken: u64, sent: &[u64]) -> anyhow::Result<Next> {
+    if index < taken {
+        return Ok(Next::Skip);
     }
+    let missed = sent.partition_point(|&s| s < index) - sent.partition_point(|&s| s < taken);
+    if missed > 0 || sent.binary_search(&index).is_err() {
+        bail!(
+            "the push went on with message {index}, but this receiver has only those before \
+             {taken} (and {missed} between are due)"
+        );
+    }
+    Ok(Next::Take)
 }
 
 #[cfg(test)]
@@ -210,12 +245,16 @@ mod tests {
 
     #[test]
     fn an_epoch_round_trips_and_the_next_leaves_out_the_failed() {
-        let first = Epoch::first(vec![0, 1, 2, 3, 4], vec![5], vec![6], 0);
+        let mut needed = FileSet::none(9);
+        needed.insert(8);
+        let first = Epoch::first((vec![0, 1, 2, 3, 4], vec![5], vec![6]), 0, needed.clone());
         assert_eq!(Epoch::from_bytes(&first.to_bytes()).unwrap(), first);
         assert_eq!(first.resume, 1);
-        assert_eq!(Epoch::first(vec![0, 1], vec![], vec![], 4).resume, 4);
+        let only = Epoch::first((vec![0, 1], vec![], vec![]), 4, FileSet::none(0));
+        assert_eq!(only.resume, 4);
         let second = first.next(&BTreeSet::from([2]), 7);
         assert_eq!(second.complete, [5]);
+        assert_eq!(second.needed, needed);
         assert_eq!(second.number, 1);
         assert_eq!(second.members, [0, 1, 3, 4]);
         assert_eq!(second.resume, 7);
@@ -246,23 +285,40 @@ mod tests {
     #[test]
     fn reports_round_trip_and_garbage_is_refused() {
         for (holds_all, taken) in [(false, 1), (false, 7), (true, 0)] {
-            let report = Report { holds_all, taken };
+            let mut held = FileSet::none(10);
+            held.insert(9);
+            let report = Report {
+                holds_all,
+                taken,
+                held,
+            };
             assert_eq!(Report::from_bytes(&report.to_bytes()).unwrap(), report);
+            report.check(10, 7).unwrap();
+            // Checked against the push it answers.
+            assert!(report.holds_all || report.check(9, 7).is_err());
+            assert!(report.holds_all || report.check(10, 6).is_err() == (taken > 6));
         }
-        // An earlier receiver's report (no `taken`) holds the manifest only.
-        assert_eq!(
-            Report::from_bytes(br#"{"holds_all":false}"#).unwrap().taken,
-            0
-        );
+        let bad = Report::from_bytes(br#"{"holds_all":false,"taken":1,"held":"ff"}"#).unwrap();
+        assert!(bad.check(7, 1).is_err(), "a file past the last");
+        bad.check(8, 1).unwrap();
+        assert!(Report::from_bytes(br#"{"holds_all":false}"#).is_err());
+        assert!(Report::from_bytes(br#"{"holds_all":false,"held":"xy"}"#).is_err());
         assert!(Report::from_bytes(b"{}").is_err());
         assert!(Report::from_bytes(&vec![b' '; EPOCH_LIMIT + 1]).is_err());
     }
 
     #[test]
     fn resent_messages_are_skipped_and_a_gap_is_an_error() {
-        assert_eq!(place(3, 5).unwrap(), Next::Skip);
-        assert_eq!(place(5, 5).unwrap(), Next::Take);
-        assert!(place(6, 5).is_err());
+        let all = [1, 2, 3, 4, 5, 6, 7];
+        assert_eq!(place(3, 5, &all).unwrap(), Next::Skip);
+        assert_eq!(place(5, 5, &all).unwrap(), Next::Take);
+        assert!(place(6, 5, &all).is_err());
+        // Messages not sent are no gap; one sent and not taken is.
+        let some = [2, 5, 7];
+        assert_eq!(place(5, 3, &some).unwrap(), Next::Take);
+        assert_eq!(place(7, 6, &some).unwrap(), Next::Take);
+        assert!(place(7, 4, &some).is_err());
+        assert!(place(6, 6, &some).is_err(), "a message not announced");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use anyhow::{anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 /// The manifest format this build writes and reads.
-pub(crate) const FORMAT: &str = "rdmc-push/3";
+pub(crate) const FORMAT: &str = "rdmc-push/4";
 
 /// The permission bits a push carries (no set-user-id, set-group-id or
 /// sticky bit).

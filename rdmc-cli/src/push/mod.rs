@@ -10,7 +10,8 @@
 //! messages of at most `--max-message-size`. Each receiver writes into a
 //! staging directory inside DIR, checks every file's SHA-256, flushes
 //! everything to disk, moves the files into place (never over existing
-//! ones), and only then closes the group; so the root's success means every
+//! ones unless `--force`, leaving those it holds identical untouched), and
+//! only then closes the group; so the root's success means every
 //! receiver holds every file, checked.
 //!
 //! A receiver that fails or dies mid-push is left out and the push goes on
@@ -22,8 +23,11 @@
 //! receiver exits 0 once it has everything, checked and on disk.
 //!
 //! The manifest goes first to every receiver on its own: a receiver whose
-//! DIR already holds every entry, identical, is sent nothing; so a push run
-//! again reaches only the receivers that lack something.
+//! DIR already holds every entry, identical, is sent nothing; every other
+//! says which files DIR holds intact, and only the messages carrying a file
+//! some receiver lacks are sent (see [`sync`]); so a push run again sends
+//! only what is missing, and a receiver leaves the files it holds
+//! untouched.
 
 mod epochs;
 mod inputs;
@@ -34,6 +38,7 @@ mod progress;
 mod receive;
 mod send;
 mod survey;
+mod sync;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -102,8 +107,9 @@ pub(crate) struct PushArgs {
     /// Replace entries that exist in a receiver's --out directory and
     /// differ: each file (or link) by an atomic rename over the old one,
     /// once every file of the push is there and checked. Nothing is
-    /// deleted: entries the push does not name stay. Without it, a
-    /// receiver whose directory holds a differing entry refuses the push.
+    /// deleted: entries the push does not name stay, and those a receiver
+    /// holds identical are left untouched. Without it, a receiver whose
+    /// directory holds a differing entry refuses the push, naming it.
     #[arg(long)]
     force: bool,
     /// Check and hash the inputs and say what the push would send (files,
@@ -131,8 +137,9 @@ pub(crate) struct ReceiveArgs {
     #[arg(long, conflicts_with_all = ["me", "members", "members_from", "key_file"])]
     cluster_from_stdin: bool,
     /// Directory the pushed files and directories land in, created if need
-    /// be. Nothing in it is overwritten: a push naming an existing entry
-    /// fails.
+    /// be. Files it holds identical already (by SHA-256) are not sent again
+    /// and left untouched; nothing in it is overwritten: a push naming an
+    /// entry that exists and differs fails here, unless it says --force.
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
     // Last: the members' help heading holds for the options after them.

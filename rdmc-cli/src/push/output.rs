@@ -4,7 +4,9 @@
 //! every file of the push is there and checked. On any error — or if the
 //! push fails — the staging directory and everything in it are removed:
 //! the output directory then holds what it held before, never a mix of an
-//! earlier run's files and this one's, nor a partial file. Files get the
+//! earlier run's files and this one's, nor a partial file. Files the output
+//! directory holds intact already are neither written nor touched
+//! ([`sync`]). Files get the
 //! sender's permissions and modification times; directories (empty ones
 //! too) theirs once everything is in place; links are made last, so that
 //! nothing is ever written through one.
@@ -21,10 +23,17 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail};
 
 use super::inputs::Sha256;
-use super::manifest::{MODE_BITS, Manifest, Segment, piece_len};
+use super::manifest::{Manifest, Segment, piece_len};
+use super::sync::FileSet;
 use rdmc_cli::cluster::without_path;
 
 mod resume;
+mod sync;
+
+#[cfg(test)]
+pub(crate) use sync::holds;
+use sync::refuse_differing;
+pub(crate) use sync::{held_files, holds_all};
 
 /// Prefix of the staging directories (hidden).
 const STAGING_PREFIX: &str = ".rdmc-receive.";
@@ -38,6 +47,9 @@ const STAGED_MANIFEST: &str = "manifest.json";
 pub(crate) struct Staging {
     out: PathBuf,
     manifest: Manifest,
+    /// The files the output directory holds intact: not written, not
+    /// touched.
+    held: FileSet,
     /// Removed (with its contents) when dropped: after the commit moved
     /// everything out of it, or on any error.
     dir: StagingDir,
@@ -111,72 +123,14 @@ pub(crate) fn leftover_staging(dir: &Path) -> Vec<String> {
     names
 }
 
-/// Whether `out` already holds every entry of `manifest`, identical: each
-/// directory (not a link to one), each link with its target, each file
-/// with its size, permissions and SHA-256 (read again). `false` at the
-/// first difference; an entry that cannot be read is a difference too.
-/// Extra entries in `out` do not matter. Blocking.
-pub(crate) fn holds(out: &Path, manifest: &Manifest) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let meta = |rel: &str| out.join(rel).symlink_metadata().ok();
-    let dirs = manifest
-        .dirs
-        .iter()
-        .all(|d| meta(&d.path).is_some_and(|m| m.is_dir()));
-    let links = manifest
-        .links
-        .iter()
-        .all(|l| std::fs::read_link(out.join(&l.path)).is_ok_and(|t| t == Path::new(&l.target)));
-    dirs && links
-        && manifest.files.iter().all(|f| {
-            meta(&f.path)
-                .is_some_and(|m| m.is_file() && m.len() == f.size && m.mode() & MODE_BITS == f.mode)
-                && sha256_of(&out.join(&f.path)).is_some_and(|h| h == f.sha256)
-        })
-}
-
-/// Refuse if any of `manifest`'s top-level names is already in `out` (an
-/// earlier run's output, or anything else: nothing is overwritten).
-fn refuse_existing(out: &Path, manifest: &Manifest) -> anyhow::Result<()> {
-    if manifest.replace {
-        return Ok(());
-    }
-    for name in manifest.top_level_names() {
-        let target = out.join(name);
-        if target.symlink_metadata().is_ok() {
-            bail!(
-                "{} exists; rdmc receive never overwrites: remove it, choose another --out, \
-                 or push with --force to replace what differs",
-                target.display()
-            );
-        }
-    }
-    Ok(())
-}
-
-/// The SHA-256 of the file at `path`, in hex; `None` if it cannot be read.
-fn sha256_of(path: &Path) -> Option<String> {
-    use std::io::Read;
-    let mut file = File::open(path).ok()?;
-    let mut hash = Sha256::new();
-    let mut buffer = vec![0; 1 << 20];
-    loop {
-        match file.read(&mut buffer) {
-            Ok(0) => return Some(hash.hex()),
-            Ok(n) => hash.update(&buffer[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return None,
-        }
-    }
-}
-
 impl Staging {
-    /// Start writing `manifest`'s files under `out`: refuse if any of its
-    /// top-level names is already there (an earlier run's output, or
-    /// anything else: nothing is overwritten), create the staging
-    /// directory, and create the empty files (they take no message).
-    pub(crate) fn begin(out: &Path, manifest: Manifest) -> anyhow::Result<Self> {
-        refuse_existing(out, &manifest)?;
+    /// Start writing `manifest`'s files under `out`, which holds those in
+    /// `held` intact: refuse if it holds any other entry of the push that
+    /// differs (unless the push replaces: nothing is overwritten), create
+    /// the staging directory, and create the empty files (they take no
+    /// message).
+    pub(crate) fn begin(out: &Path, manifest: Manifest, held: FileSet) -> anyhow::Result<Self> {
+        refuse_differing(out, &manifest, &held)?;
         let made = |e: std::io::Error| {
             anyhow!(
                 "creating a staging directory in {}: {}",
@@ -197,6 +151,7 @@ impl Staging {
         let staging = Staging {
             out: out.to_owned(),
             manifest,
+            held,
             dir,
             open: None,
         };
@@ -212,7 +167,7 @@ impl Staging {
                 .map_err(|e| anyhow!("creating {}: {e}", dir.path))?;
         }
         for index in 0..self.manifest.files.len() {
-            if self.manifest.files[index].size == 0 {
+            if self.manifest.files[index].size == 0 && !self.held.contains(index) {
                 let _ =
                     std::fs::remove_file(self.dir.tree().join(&self.manifest.files[index].path));
                 let file = self.create(index)?;
@@ -225,6 +180,11 @@ impl Staging {
     /// The manifest being written.
     pub(crate) fn manifest(&self) -> &Manifest {
         &self.manifest
+    }
+
+    /// The files the output directory holds intact (not written).
+    pub(crate) fn held(&self) -> &FileSet {
+        &self.held
     }
 
     /// Create file `index` (and its parent directories) in the staging
@@ -242,7 +202,8 @@ impl Staging {
             .map_err(|e| anyhow!("creating {rel}: {e}"))
     }
 
-    /// Write one message: `data` holds `piece`'s segments back to back.
+    /// Write one message: `data` holds `piece`'s segments back to back;
+    /// those of files the output directory holds intact are passed over.
     /// Returns the indices of the files it completed (each checked and
     /// flushed).
     pub(crate) fn write_piece(
@@ -260,12 +221,22 @@ impl Staging {
         let mut done = Vec::new();
         let mut at = 0usize;
         for segment in piece {
+            let bytes = &data[at..at + segment.len as usize];
+            at += segment.len as usize;
+            if self.held.contains(segment.file) {
+                continue;
+            }
             if self.open.as_ref().map(|(i, _, _)| *i) != Some(segment.file) {
+                if segment.offset > 0 {
+                    bail!(
+                        "{}: a message from byte {} of it, before its start came",
+                        self.manifest.files[segment.file].path,
+                        segment.offset
+                    );
+                }
                 let file = self.create(segment.file)?;
                 self.open = Some((segment.file, file, Sha256::new()));
             }
-            let bytes = &data[at..at + segment.len as usize];
-            at += segment.len as usize;
             let (_, file, hash) = self.open.as_mut().expect("opened above");
             let rel = &self.manifest.files[segment.file].path;
             file.write_all(bytes)
@@ -306,12 +277,24 @@ impl Staging {
     /// move each top-level entry into the output directory (never over an
     /// existing one), flush the output directory. If a move fails, the
     /// entries already moved are moved back and everything is removed.
+    /// When the output directory holds some of the push already (or with
+    /// `--force`), each entry lacked is put in place on its own instead
+    /// ([`place_each`](Self::place_each)).
     pub(crate) fn commit(mut self) -> anyhow::Result<()> {
         if let Some((index, _, _)) = self.open.take() {
             bail!(
                 "{}: the push ended before the whole file came",
                 self.manifest.files[index].path
             );
+        }
+        // Every file lacked came (a file is created at its first byte and
+        // checked at its last).
+        let files = self.manifest.files.iter().enumerate();
+        if let Some((_, missing)) = files
+            .filter(|&(i, _)| !self.held.contains(i))
+            .find(|(_, f)| self.dir.tree().join(&f.path).symlink_metadata().is_err())
+        {
+            bail!("{}: the push ended before it came", missing.path);
         }
         for link in &self.manifest.links {
             let at = self.dir.tree().join(&link.path);
@@ -323,15 +306,19 @@ impl Staging {
                 .map_err(|e| anyhow!("making the link {}: {e}", link.path))?;
         }
         sync_tree(&self.dir.tree()).map_err(|e| anyhow!("flushing the received files: {e}"))?;
-        if self.manifest.replace {
-            return self.replace_each();
-        }
         let names: Vec<String> = self
             .manifest
             .top_level_names()
             .into_iter()
             .map(str::to_owned)
             .collect();
+        if self.manifest.replace
+            || names
+                .iter()
+                .any(|n| self.out.join(n).symlink_metadata().is_ok())
+        {
+            return self.place_each();
+        }
         let mut moved = Vec::new();
         for name in &names {
             let (from, to) = (self.dir.tree().join(name), self.out.join(name));
@@ -351,42 +338,6 @@ impl Staging {
 }
 
 impl Staging {
-    /// `rdmc push --force`: put every entry in place one by one — each file
-    /// and link by a rename over what is there (atomic for each), each
-    /// directory made where missing — then give the directories their
-    /// attributes and flush every directory touched. Nothing is deleted;
-    /// nothing is written through a link (every directory on the way must
-    /// be a directory); a directory is never replaced by a file.
-    fn replace_each(self) -> anyhow::Result<()> {
-        let tree = self.dir.tree();
-        let mut touched = std::collections::BTreeSet::new();
-        for dir in &self.manifest.dirs {
-            touched.insert(real_dir(&self.out, &dir.path)?);
-        }
-        let files = self.manifest.files.iter().map(|f| &f.path);
-        for rel in files.chain(self.manifest.links.iter().map(|l| &l.path)) {
-            let parent = real_dir(&self.out, rel.rsplit_once('/').map_or("", |(dir, _)| dir))?;
-            let to = self.out.join(rel);
-            if to.symlink_metadata().is_ok_and(|m| m.is_dir()) {
-                bail!(
-                    "{} is a directory; --force replaces files and links, not directories",
-                    to.display()
-                );
-            }
-            std::fs::rename(tree.join(rel), &to)
-                .map_err(|e| anyhow!("replacing {}: {}", to.display(), without_path(e)))?;
-            touched.insert(parent);
-        }
-        self.apply_dir_attributes()?;
-        touched.insert(self.out.clone());
-        for dir in touched {
-            File::open(&dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| anyhow!("flushing {}: {}", dir.display(), without_path(e)))?;
-        }
-        Ok(())
-    }
-
     /// Give every directory, in place, the sender's modification time and
     /// permissions: the deepest first, so that setting one touches no
     /// other's time, and after the move (a directory without write
@@ -488,7 +439,7 @@ mod tests {
     use crate::scratch::ScratchDir;
 
     /// A manifest of files with these contents, cut in `chunk`-byte pieces.
-    fn manifest_of(files: &[(&str, &[u8])], chunk: u64) -> (Manifest, ScratchDir) {
+    pub(super) fn manifest_of(files: &[(&str, &[u8])], chunk: u64) -> (Manifest, ScratchDir) {
         let src = ScratchDir::new("push-sources");
         let sources: Vec<Source> = files
             .iter()
@@ -517,7 +468,10 @@ mod tests {
         )
     }
 
-    fn pieces_of(manifest: &Manifest, files: &[(&str, &[u8])]) -> Vec<(Vec<Segment>, Vec<u8>)> {
+    pub(super) fn pieces_of(
+        manifest: &Manifest,
+        files: &[(&str, &[u8])],
+    ) -> Vec<(Vec<Segment>, Vec<u8>)> {
         manifest
             .plan()
             .into_iter()
@@ -533,6 +487,18 @@ mod tests {
             .collect()
     }
 
+    /// Start a staging as a receiver does: knowing what `out` holds.
+    pub(super) fn begin(out: &Path, manifest: Manifest) -> anyhow::Result<Staging> {
+        let held = held_files(out, &manifest);
+        Staging::begin(out, manifest, held)
+    }
+
+    /// Resume a staging as a receiver does: knowing what `out` holds.
+    pub(super) fn resume(out: &Path, manifest: Manifest) -> anyhow::Result<(Staging, usize)> {
+        let held = held_files(out, &manifest);
+        Staging::resume(out, manifest, held)
+    }
+
     fn staged(out: &Path) -> Vec<String> {
         std::fs::read_dir(out)
             .unwrap()
@@ -540,7 +506,7 @@ mod tests {
             .collect()
     }
 
-    const FILES: &[(&str, &[u8])] = &[
+    pub(super) const FILES: &[(&str, &[u8])] = &[
         ("d/a", b"hello"),
         ("d/e/empty", b""),
         ("d/big", b"0123456789abcdef0123"),
@@ -552,7 +518,7 @@ mod tests {
         let out = ScratchDir::new("push-output");
         std::fs::write(out.join("unrelated"), b"kept").unwrap();
         let (manifest, _src) = manifest_of(FILES, 8);
-        let mut staging = Staging::begin(&out, manifest.clone()).unwrap();
+        let mut staging = begin(&out, manifest.clone()).unwrap();
         let mut done = Vec::new();
         for (piece, data) in pieces_of(&manifest, FILES) {
             done.extend(staging.write_piece(&piece, &data).unwrap());
@@ -578,7 +544,7 @@ mod tests {
         let out = ScratchDir::new("push-output-holds");
         let (manifest, _src) = manifest_of(FILES, 8);
         assert!(!holds(&out, &manifest), "an empty directory");
-        let mut staging = Staging::begin(&out, manifest.clone()).unwrap();
+        let mut staging = begin(&out, manifest.clone()).unwrap();
         for (piece, data) in pieces_of(&manifest, FILES) {
             staging.write_piece(&piece, &data).unwrap();
         }
@@ -610,7 +576,7 @@ mod tests {
     fn staging_left_by_a_killed_receiver_is_found() {
         let out = ScratchDir::new("push-output");
         let (manifest, _src) = manifest_of(FILES, 8);
-        let staging = Staging::begin(&out, manifest).unwrap();
+        let staging = begin(&out, manifest).unwrap();
         let found = leftover_staging(&out);
         assert_eq!(found.len(), 1);
         assert!(found[0].starts_with(".rdmc-receive."));
@@ -624,7 +590,7 @@ mod tests {
         let out = ScratchDir::new("push-output");
         let (manifest, _src) = manifest_of(FILES, 8);
         let pieces = pieces_of(&manifest, FILES);
-        let mut staging = Staging::begin(&out, manifest.clone()).unwrap();
+        let mut staging = begin(&out, manifest.clone()).unwrap();
         let err = pieces
             .iter()
             .enumerate()
@@ -643,7 +609,7 @@ mod tests {
         drop(staging);
         assert!(staged(&out).is_empty());
         // A push cut short: the half-written file is never committed.
-        let mut staging = Staging::begin(&out, manifest.clone()).unwrap();
+        let mut staging = begin(&out, manifest.clone()).unwrap();
         staging.write_piece(&pieces[0].0, &pieces[0].1).unwrap();
         staging.write_piece(&pieces[1].0, &pieces[1].1).unwrap();
         assert!(staging.commit().unwrap_err().to_string().contains("d/big"));
@@ -653,7 +619,7 @@ mod tests {
     impl Staging {
         /// As a receiver killed now leaves it: the directory stays, its
         /// lock goes with the process.
-        fn killed(self) {
+        pub(super) fn killed(self) {
             let Staging { dir, .. } = self;
             dir.leave();
         }
@@ -665,7 +631,7 @@ mod tests {
         let out = ScratchDir::new("push-output-resume");
         let (manifest, _src) = manifest_of(FILES, 8);
         let pieces = pieces_of(&manifest, FILES);
-        let mut staging = Staging::begin(&out, manifest.clone()).unwrap();
+        let mut staging = begin(&out, manifest.clone()).unwrap();
         for (piece, data) in &pieces[..kept] {
             staging.write_piece(piece, data).unwrap();
         }
@@ -678,7 +644,7 @@ mod tests {
                 std::fs::write(&big, bytes).unwrap();
             }
         }
-        let (mut staging, held) = Staging::resume(&out, manifest).unwrap();
+        let (mut staging, held) = resume(&out, manifest).unwrap();
         for (piece, data) in &pieces[held..] {
             staging.write_piece(piece, data).unwrap();
         }
@@ -710,9 +676,9 @@ mod tests {
         let out = ScratchDir::new("push-output-resume-other");
         let (manifest, _src) = manifest_of(FILES, 8);
         let (other, _other_src) = manifest_of(&[("top", b"u")], 8);
-        Staging::begin(&out, other).unwrap().killed();
-        let running = Staging::begin(&out, manifest.clone()).unwrap();
-        let (staging, held) = Staging::resume(&out, manifest).unwrap();
+        begin(&out, other).unwrap().killed();
+        let running = begin(&out, manifest.clone()).unwrap();
+        let (staging, held) = resume(&out, manifest).unwrap();
         assert_eq!(held, 0);
         assert_eq!(leftover_staging(&out).len(), 3);
         drop((staging, running));
@@ -720,7 +686,7 @@ mod tests {
     }
 
     fn write_all_and_commit(out: &Path, manifest: &Manifest) -> anyhow::Result<()> {
-        let mut staging = Staging::begin(out, manifest.clone())?;
+        let mut staging = begin(out, manifest.clone())?;
         for (piece, data) in pieces_of(manifest, FILES) {
             staging.write_piece(&piece, &data)?;
         }
@@ -735,7 +701,7 @@ mod tests {
         std::fs::write(out.join("d/kept"), b"not in the push").unwrap();
         std::fs::write(out.join("top"), b"x").unwrap();
         let (mut manifest, _src) = manifest_of(FILES, 8);
-        assert!(Staging::begin(&out, manifest.clone()).is_err());
+        assert!(begin(&out, manifest.clone()).is_err());
         manifest.replace = true;
         write_all_and_commit(&out, &manifest).unwrap();
         for (rel, data) in FILES {
@@ -776,7 +742,7 @@ mod tests {
         let out = ScratchDir::new("push-output");
         std::fs::write(out.join("top"), b"an earlier run").unwrap();
         let (manifest, _src) = manifest_of(FILES, 8);
-        let err = Staging::begin(&out, manifest).err().unwrap().to_string();
+        let err = begin(&out, manifest).err().unwrap().to_string();
         assert!(err.contains("top exists"), "{err}");
         assert_eq!(staged(&out), ["top"]);
     }
@@ -807,7 +773,7 @@ mod tests {
         let found = collect(std::slice::from_ref(&root)).unwrap();
         let manifest = hash_all(&found, (1024, 512), &|_| {}).unwrap();
         let out = ScratchDir::new("push-fidelity-out");
-        let mut staging = Staging::begin(&out, manifest.clone()).unwrap();
+        let mut staging = begin(&out, manifest.clone()).unwrap();
         let mut reader = PieceReader::new(&found.files, &manifest);
         for piece in manifest.plan() {
             let data = reader.read(&piece).unwrap();

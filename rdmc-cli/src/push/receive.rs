@@ -2,8 +2,9 @@
 //!
 //! The async side takes each message from the group's stream and hands it
 //! to a blocking writer thread ([`write_push`]) through a short queue; the
-//! writer parses the manifest, writes and checks every file, and commits
-//! them. Only then does the receiver close the group: its close is its
+//! writer writes and checks every file this receiver lacks (those its
+//! output directory holds intact already are neither sent for it nor
+//! touched: see [`super::sync`]), and commits them. Only then does the receiver close the group: its close is its
 //! statement that every file is on disk, checked.
 
 use std::collections::BTreeSet;
@@ -20,10 +21,11 @@ use super::epochs::{
     report_group, report_members,
 };
 use super::manifest::{Manifest, piece_len};
-use super::output::{Staging, holds, leftover_staging};
+use super::output::{Staging, held_files, holds_all, leftover_staging};
 use super::progress;
 use super::progress::{Progress, Style};
 use super::survey::CLOSE_WAIT;
+use super::sync::{self, FileSet};
 use super::{
     Failure, ReceiveArgs, group_config, listed_cluster, node_config, prepare_cluster, runtime,
 };
@@ -198,12 +200,14 @@ struct Receiving<'a> {
     node: &'a rdmc::Node,
     args: &'a ReceiveArgs,
     style: Style,
-    /// The writer's queue, until the last message was handed to it.
-    feed: Option<mpsc::Sender<Bytes>>,
+    /// The writer's queue (each message with its piece's index in the
+    /// plan), until the last message was handed to it.
+    feed: Option<mpsc::Sender<(usize, Bytes)>>,
     writer: Option<tokio::task::JoinHandle<anyhow::Result<(Manifest, Progress)>>>,
     /// The writer's outcome, once it ended.
     written: Option<anyhow::Result<(Manifest, Progress)>>,
-    /// Messages of the push handed to the writer.
+    /// The messages of the push before this one are handed to the writer
+    /// (or not sent: no receiver lacks their files).
     taken: u64,
     /// Receivers left out of the push, as reported here.
     failed: BTreeSet<u32>,
@@ -261,6 +265,7 @@ impl Receiving<'_> {
             None => Report {
                 holds_all: true,
                 taken: 0,
+                held: FileSet::default(),
             },
             Some((staging, held)) => {
                 if held > 0 {
@@ -268,10 +273,12 @@ impl Receiving<'_> {
                     let bytes = plan[..held].iter().map(|p| piece_len(p)).sum();
                     progress::resumed(self.style, self.cluster.rank, (held, bytes));
                 }
+                let files = staging.held().clone();
                 self.start_writer(staging, held);
                 Report {
                     holds_all: false,
                     taken: self.taken,
+                    held: files,
                 }
             }
         };
@@ -382,7 +389,16 @@ impl Receiving<'_> {
         epoch: &Epoch,
         control: &mut rdmc::Receiver,
     ) -> Result<EpochEnd, Failure> {
-        let mut index = epoch.resume;
+        // The messages this epoch sends, in order.
+        let sent = {
+            let manifest = self.manifest.as_ref().expect("the manifest came");
+            epoch
+                .needed
+                .check(manifest.files.len())
+                .map_err(|e| Failure::from(e.context("the pushing host's epoch")))?;
+            sync::messages(&manifest.plan(), &epoch.needed)
+        };
+        let mut order = sent.iter().copied().filter(|&i| i >= epoch.resume);
         loop {
             let message = tokio::select! {
                 message = group.next() => message,
@@ -390,12 +406,14 @@ impl Receiving<'_> {
             };
             match message {
                 Some(Ok(message)) => {
-                    let next = place(index, self.taken).map_err(Failure::from)?;
-                    index += 1;
+                    let index = order.next().ok_or_else(|| {
+                        Failure::from("the push sent more messages than it announced".to_owned())
+                    })?;
+                    let next = place(index, self.taken, &sent).map_err(Failure::from)?;
                     if next == Next::Skip {
                         continue;
                     }
-                    self.hand_on(message.data).await?;
+                    self.hand_on(index, message.data).await?;
                 }
                 Some(Err(error)) => return Ok(EpochEnd::Failed(error)),
                 None => break,
@@ -435,10 +453,11 @@ impl Receiving<'_> {
         self.taken = 1 + held as u64;
     }
 
-    /// Hand the push's next message to the writer.
-    async fn hand_on(&mut self, data: Bytes) -> Result<(), Failure> {
+    /// Hand message `index` of the push to the writer.
+    async fn hand_on(&mut self, index: u64, data: Bytes) -> Result<(), Failure> {
+        let piece = index as usize - 1;
         let handed = match &self.feed {
-            Some(feed) => feed.send(data).await.is_ok(),
+            Some(feed) => feed.send((piece, data)).await.is_ok(),
             None => false,
         };
         if !handed {
@@ -448,7 +467,7 @@ impl Receiving<'_> {
                 "the file writer took no more messages".to_owned(),
             ));
         }
-        self.taken += 1;
+        self.taken = index + 1;
         Ok(())
     }
 
@@ -473,23 +492,26 @@ impl Receiving<'_> {
 }
 
 /// What the output directory holds of `manifest`: `None` if every entry,
-/// identical; otherwise the staging to write the rest into and how many
-/// pieces of the plan it holds already (left by a receiver of the same
-/// push that was killed). Blocking.
+/// identical; otherwise the staging to write the rest into (knowing which
+/// files the output directory holds intact) and how many pieces of the
+/// plan it holds already (left by a receiver of the same push that was
+/// killed). Blocking.
 fn stage(out: &Path, manifest: Manifest) -> anyhow::Result<Option<(Staging, usize)>> {
-    if holds(out, &manifest) {
+    let held = held_files(out, &manifest);
+    if holds_all(out, &manifest, &held) {
         return Ok(None);
     }
-    Staging::resume(out, manifest).map(Some)
+    Staging::resume(out, manifest, held).map(Some)
 }
 
-/// The writer: each piece of the plan after the `held` ones; commit once
-/// the queue ends after the last. On any error (or a queue that ends
-/// early) everything written is removed.
+/// The writer: each piece of the plan after the `held` ones that the push
+/// sends; commit once the queue ends. On any error (or a queue that ends
+/// before every file this receiver lacks came) everything written is
+/// removed.
 fn write_push(
     staging: Staging,
     held: usize,
-    mut rx: mpsc::Receiver<Bytes>,
+    mut rx: mpsc::Receiver<(usize, Bytes)>,
     style: Style,
     rank: u32,
 ) -> anyhow::Result<(Manifest, Progress)> {
@@ -505,13 +527,15 @@ fn write_push(
 fn write_files(
     mut staging: Staging,
     held: usize,
-    rx: &mut mpsc::Receiver<Bytes>,
+    rx: &mut mpsc::Receiver<(usize, Bytes)>,
     progress: &Progress,
 ) -> anyhow::Result<()> {
     let plan = staging.manifest().plan();
     let manifest = staging.manifest().clone();
+    // Files the output directory holds intact are not received again.
+    let lacked = |index: usize| !staging.held().contains(index);
     for index in 0..manifest.files.len() {
-        if manifest.files[index].size == 0 {
+        if manifest.files[index].size == 0 && lacked(index) {
             progress.file_done(&manifest, index);
         }
     }
@@ -519,26 +543,24 @@ fn write_files(
     for piece in &plan[..held] {
         progress.piece(&manifest, piece);
         for s in piece {
-            if s.offset + s.len == manifest.files[s.file].size {
+            if s.offset + s.len == manifest.files[s.file].size && lacked(s.file) {
                 progress.file_done(&manifest, s.file);
             }
         }
     }
-    for (i, piece) in plan.iter().enumerate().skip(held) {
-        let data = rx.blocking_recv().ok_or_else(|| {
-            anyhow!(
-                "the push ended after {i} of its {} messages of file bytes",
-                plan.len()
-            )
-        })?;
+    // The pieces sent, in order (those carrying only files every receiver
+    // holds are not); the commit checks that every file lacked here came.
+    let mut next = held;
+    while let Some((i, data)) = rx.blocking_recv() {
+        let Some(piece) = plan.get(i).filter(|_| i >= next) else {
+            bail!("the push sent message {} out of its plan's order", i + 1);
+        };
+        next = i + 1;
         let done = staging.write_piece(piece, &data)?;
         progress.piece(&manifest, piece);
         for index in done {
             progress.file_done(&manifest, index);
         }
-    }
-    if rx.blocking_recv().is_some() {
-        bail!("the push sent more messages than its manifest plans");
     }
     staging.commit()
 }

@@ -17,6 +17,7 @@ use super::launch::{Launch, Launched};
 use super::manifest::{Manifest, Piece};
 use super::progress::{Progress, Style};
 use super::survey::{Survey, close_control, survey, tell};
+use super::sync::{self, FileSet};
 use super::{
     Failure, PushArgs, group_config, listed_cluster, node_config, prepare_cluster, runtime,
 };
@@ -123,6 +124,13 @@ fn prepare(args: &PushArgs, style: Style) -> anyhow::Result<Prepared> {
     manifest.replace = args.force;
     bar.finish_and_clear();
     let manifest_bytes = Bytes::from(manifest.to_bytes());
+    if manifest.files.len() > sync::MAX_FILES {
+        bail!(
+            "{} files: a push carries at most {} (push the trees in parts)",
+            manifest.files.len(),
+            sync::MAX_FILES
+        );
+    }
     if manifest_bytes.len() as u64 > max {
         bail!(
             "the manifest of {} files takes {}, more than the largest message, {} \
@@ -242,16 +250,25 @@ async fn send_all(
     prepared: Prepared,
     progress: &Progress,
 ) -> Result<Pushed, Failure> {
-    let manifest_bytes = prepared.manifest_bytes.clone();
+    let plan = Arc::new(prepared.manifest.plan());
+    let files = prepared.manifest.files.len();
+    let asked = (
+        prepared.manifest_bytes.clone(),
+        files,
+        1 + plan.len() as u64,
+    );
     let Survey {
         mut controls,
         complete,
         taken,
+        held,
         failed,
         mut closing,
-    } = survey(cluster, node, args, manifest_bytes, progress).await?;
+    } = survey(cluster, node, args, asked, progress).await?;
     let mut members = vec![0];
     members.extend(controls.keys().filter(|r| !complete.contains(r)));
+    // Only the files some receiver of the push lacks are sent.
+    let needed = FileSet::lacking(files, members[1..].iter().filter_map(|r| held.get(r)));
     // Receivers cut off in an earlier run hold a prefix of the push: start
     // at the fewest messages any of them holds.
     let resume = members[1..]
@@ -260,16 +277,20 @@ async fn send_all(
         .min()
         .unwrap_or(1);
     let mut epoch = Epoch::first(
-        members,
-        complete.iter().copied().collect(),
-        failed.iter().copied().collect(),
+        (
+            members,
+            complete.iter().copied().collect(),
+            failed.iter().copied().collect(),
+        ),
         resume,
+        needed,
     );
     if resume > 1 {
         resumed(cluster, progress, &epoch, &taken);
     }
     let mut sending = Sending {
         prepared,
+        plan,
         reported: 0,
         sent_files: 0,
         started: tokio::time::Instant::now(),
@@ -331,13 +352,14 @@ async fn send_all(
         )));
     }
     let manifest = &sending.prepared.manifest;
-    for index in sending.sent_files..manifest.files.len() {
-        // Empty files take no message (and nothing was sent to receivers
-        // that held everything).
-        if manifest.files[index].size == 0 {
-            progress.file_done(manifest, index);
-        }
-    }
+    // Empty files take no message (and nothing was sent to receivers that
+    // held everything, nor files every receiver held).
+    skip_to(
+        progress,
+        manifest,
+        &mut sending.sent_files,
+        manifest.files.len(),
+    );
     // Close the control groups of the receivers in the push: each closes
     // its own when it sees that (its data group closed already); wait for
     // that (briefly), so that none sees the root leave first.
@@ -397,6 +419,8 @@ fn note_failed(cluster: &ClusterSetup, progress: &Progress, rank: u32, why: &str
 /// The push's state across epochs.
 struct Sending {
     prepared: Prepared,
+    /// The messages of file bytes after the manifest.
+    plan: Arc<Vec<Piece>>,
     /// Pieces reported on the progress display (each once, whatever the
     /// epochs).
     reported: usize,
@@ -405,6 +429,16 @@ struct Sending {
     /// For `--rate`: when the push began and the bytes sent since.
     started: tokio::time::Instant,
     sent_bytes: u64,
+}
+
+impl Sending {
+    /// The messages `epoch` sends, by index in the push: from its first,
+    /// those carrying a file some receiver lacks.
+    fn messages(&self, epoch: &Epoch) -> Vec<u64> {
+        let mut sent = sync::messages(&self.plan, &epoch.needed);
+        sent.retain(|&index| index >= epoch.resume);
+        sent
+    }
 }
 
 /// Why an epoch ended without its data group closing.
@@ -450,9 +484,8 @@ async fn run_epoch(
     // Every member took each message whose `delivered` came back: counted
     // in order, from the epoch's first, up to the first that failed.
     let (deliveries, mut to_count) = mpsc::unbounded_channel::<rdmc::Delivered>();
-    let first = epoch.resume;
     let counter = tokio::spawn(async move {
-        let mut delivered = first;
+        let mut delivered = 0;
         while let Some(delivery) = to_count.recv().await {
             if delivery.await.is_err() {
                 break;
@@ -461,9 +494,14 @@ async fn run_epoch(
         }
         delivered
     });
+    let sent = sending.messages(epoch);
     let outcome = send_epoch(node, args, epoch, sending, progress, deliveries).await;
-    // The group failed or closed: every `delivered` has its answer.
-    let delivered = counter.await.unwrap_or(first);
+    // The group failed or closed: every `delivered` has its answer. The
+    // next epoch starts at the first message not delivered (or past the
+    // last: none is left to send).
+    let delivered = counter.await.unwrap_or(0);
+    let total = 1 + sending.plan.len() as u64;
+    let delivered = sent.get(delivered).copied().unwrap_or(total);
     outcome.map_err(|error| match error {
         Stop::Group(error) => match receivers_named(&error) {
             Some(suspects) => EpochEnd::Failed {
@@ -517,28 +555,31 @@ async fn send_epoch(
             Failure::from("the pushing member is not first in the member list".to_owned())
         })?;
     let manifest = sending.prepared.manifest.clone();
-    let plan: Arc<Vec<Piece>> = Arc::new(manifest.plan());
-    let total = 1 + plan.len() as u64;
-    // Message 0 is the manifest, message i the plan's piece i - 1.
-    let first_piece = epoch.resume.max(1) as usize - 1;
+    let plan = sending.plan.clone();
+    // Message 0 is the manifest (it went on the control groups), message i
+    // the plan's piece i - 1.
+    let sent = sending.messages(epoch);
     let (tx, mut rx) = mpsc::channel::<anyhow::Result<Bytes>>(READ_AHEAD);
     let reader = {
-        let (sources, manifest, plan) = (
+        let (sources, manifest, plan, sent) = (
             sending.prepared.sources.clone(),
             manifest.clone(),
             plan.clone(),
+            sent.clone(),
         );
         // Files are read on a blocking thread, a few messages ahead.
         tokio::task::spawn_blocking(move || {
             let mut reader = PieceReader::new(&sources, &manifest);
-            if let Some(piece) = plan.get(first_piece)
-                && let Err(e) = reader.resume_at(piece)
-            {
-                let _ = tx.blocking_send(Err(e));
-                return;
-            }
-            for piece in &plan[first_piece.min(plan.len())..] {
-                let data = reader.read(piece).map(Bytes::from);
+            let mut next = None;
+            for index in sent {
+                let piece = &plan[index as usize - 1];
+                // After messages not sent: go on from this one.
+                let data = match next == Some(index) {
+                    true => Ok(()),
+                    false => reader.resume_at(piece),
+                };
+                let data = data.and_then(|()| reader.read(piece)).map(Bytes::from);
+                next = Some(index + 1);
                 let failed = data.is_err();
                 if tx.blocking_send(data).is_err() || failed {
                     return;
@@ -547,8 +588,7 @@ async fn send_epoch(
         })
     };
     let mut in_flight = VecDeque::new();
-    // The manifest (message 0) went on the control groups.
-    for index in epoch.resume.max(1)..total {
+    for index in sent {
         // With --rate: each message waits until the bytes before it are
         // within the rate.
         if let Some(rate) = args.rate {
@@ -605,7 +645,27 @@ fn report(progress: &Progress, sending: &mut Sending, plan: &[Piece], index: u64
     }
     sending.reported = piece + 1;
     let manifest = &sending.prepared.manifest;
+    // The files before this piece's that were not sent: none is reported
+    // sent (but the empty ones, which take no message).
+    skip_to(
+        progress,
+        manifest,
+        &mut sending.sent_files,
+        plan[piece][0].file,
+    );
     sending.sent_files = report_piece(progress, manifest, &plan[piece], sending.sent_files);
+}
+
+/// Move the files complete on the display (`done`, in manifest order) on to
+/// `to`, reporting the empty files passed (they take no message) and none
+/// of the others (they were not sent: every receiver held them).
+fn skip_to(progress: &Progress, manifest: &Manifest, done: &mut usize, to: usize) {
+    while *done < to {
+        if manifest.files[*done].size == 0 {
+            progress.file_done(manifest, *done);
+        }
+        *done += 1;
+    }
 }
 
 /// Report a piece sent, and every file it completed; returns how many

@@ -1,6 +1,7 @@
 //! The root's first step: open a control and a report group with every
 //! receiver, send each the manifest, and hear which already hold
-//! everything (see [`super::epochs`]).
+//! everything, and which files each of the others holds (see
+//! [`super::epochs`], [`super::sync`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -14,6 +15,7 @@ use super::epochs::{
     Report, control_config, control_group, control_members, report_group, report_members,
 };
 use super::progress::Progress;
+use super::sync::FileSet;
 use super::{Failure, PushArgs};
 use rdmc_cli::cluster::ClusterSetup;
 
@@ -30,18 +32,22 @@ pub(super) struct Survey {
     /// How many messages of the push each other receiver holds already
     /// (kept from an earlier run that was cut short).
     pub(super) taken: BTreeMap<u32, u64>,
+    /// The files each other receiver holds intact already.
+    pub(super) held: BTreeMap<u32, FileSet>,
     /// Receivers that failed (each reported on `progress`).
     pub(super) failed: BTreeSet<u32>,
     /// The report groups being closed.
     pub(super) closing: Vec<JoinHandle<()>>,
 }
 
-/// Open the groups, send the manifest, collect the reports.
+/// Open the groups, send the manifest (of `files` files, cut into
+/// `messages` messages with itself), collect the reports: a receiver whose
+/// report is not one for this push fails, alone.
 pub(super) async fn survey(
     cluster: &ClusterSetup,
     node: &rdmc::Node,
     args: &PushArgs,
-    manifest: Bytes,
+    (manifest, files, messages): (Bytes, usize, u64),
     progress: &Progress,
 ) -> Result<Survey, Failure> {
     let config = || control_config(args.cluster.max_message_size);
@@ -54,6 +60,7 @@ pub(super) async fn survey(
         controls: BTreeMap::new(),
         complete: BTreeSet::new(),
         taken: BTreeMap::new(),
+        held: BTreeMap::new(),
         failed: BTreeSet::new(),
         closing: Vec::new(),
     };
@@ -92,7 +99,9 @@ pub(super) async fn survey(
     // leaves fails its report group), not by a time limit.
     let answers = reports.into_iter().map(|(rank, mut report)| async move {
         let answer = match report.next().await {
-            Some(Ok(message)) => Report::from_bytes(&message.data).map_err(|e| format!("{e:#}")),
+            Some(Ok(message)) => Report::from_bytes(&message.data)
+                .and_then(|report| report.check(files, messages).map(|()| report))
+                .map_err(|e| format!("{e:#}")),
             Some(Err(e)) => Err(e.to_string()),
             None => Err("it ended its report group unanswered".to_owned()),
         };
@@ -118,8 +127,10 @@ pub(super) async fn survey(
             Ok(Report {
                 holds_all: false,
                 taken,
+                held,
             }) => {
                 survey.taken.insert(rank, taken);
+                survey.held.insert(rank, held);
             }
             Err(why) => survey.fail(cluster, progress, rank, &why),
         }

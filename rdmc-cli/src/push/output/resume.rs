@@ -9,23 +9,29 @@ use std::path::Path;
 
 use anyhow::anyhow;
 
-use super::{STAGED_MANIFEST, Staging, StagingDir, leftover_staging, refuse_existing};
+use super::{STAGED_MANIFEST, Staging, StagingDir, leftover_staging, refuse_differing};
 use crate::push::inputs::Sha256;
 use crate::push::manifest::{Manifest, Segment};
+use crate::push::sync::FileSet;
 
 /// The largest staged manifest read back (the manifest itself is bounded
 /// by the control groups' message size).
 const STAGED_MANIFEST_LIMIT: u64 = 1 << 30;
 
 impl Staging {
-    /// Start writing `manifest`'s files under `out`, from where an earlier
-    /// receiver of the same push left off if it was killed there: returns
-    /// the staging and how many pieces of the plan it holds already,
-    /// checked. A staging directory of another push, or one locked by a
-    /// receiver still running, is left alone; with none to take over, as
-    /// [`begin`](Self::begin). Blocking.
-    pub(crate) fn resume(out: &Path, manifest: Manifest) -> anyhow::Result<(Self, usize)> {
-        refuse_existing(out, &manifest)?;
+    /// Start writing `manifest`'s files under `out` (which holds those in
+    /// `held` intact), from where an earlier receiver of the same push left
+    /// off if it was killed there: returns the staging and how many pieces
+    /// of the plan it holds already, checked (the segments of files in
+    /// `held` count as held). A staging directory of another push, or one
+    /// locked by a receiver still running, is left alone; with none to take
+    /// over, as [`begin`](Self::begin). Blocking.
+    pub(crate) fn resume(
+        out: &Path,
+        manifest: Manifest,
+        held: FileSet,
+    ) -> anyhow::Result<(Self, usize)> {
+        refuse_differing(out, &manifest, &held)?;
         for name in leftover_staging(out) {
             let path = out.join(&name);
             let Ok(Some(dir)) = StagingDir::lock(path.clone()) else {
@@ -39,13 +45,14 @@ impl Staging {
             let mut staging = Staging {
                 out: out.to_owned(),
                 manifest,
+                held,
                 dir,
                 open: None,
             };
-            let held = staging.take_over()?;
-            return Ok((staging, held));
+            let kept = staging.take_over()?;
+            return Ok((staging, kept));
         }
-        Ok((Staging::begin(out, manifest)?, 0))
+        Ok((Staging::begin(out, manifest, held)?, 0))
     }
 
     /// Check the staged files piece by piece in plan order, keep the
@@ -73,6 +80,9 @@ impl Staging {
         // The files from the first missing piece on are written again
         // (the one it starts inside of from its kept prefix).
         for index in first_missing..self.manifest.files.len() {
+            if self.held.contains(index) {
+                continue;
+            }
             let path = self.dir.tree().join(&self.manifest.files[index].path);
             match next {
                 Some(Segment { file, offset, .. }) if file == index && offset > 0 => {
@@ -129,7 +139,7 @@ impl Checking {
         let (complete, prefix) = (self.complete.len(), self.prefix.clone());
         let held = piece
             .iter()
-            .all(|s| self.segment(staging, s).unwrap_or(false));
+            .all(|s| staging.held.contains(s.file) || self.segment(staging, s).unwrap_or(false));
         if !held {
             self.complete.truncate(complete);
             self.prefix = prefix;
