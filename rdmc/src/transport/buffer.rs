@@ -65,8 +65,9 @@ enum Backing {
     /// back to the allocator as that vector.
     Vec,
     /// A shared mapping of the first `capacity` bytes of this file: what
-    /// the transfers write lands in the file's page cache.
-    File(Arc<std::fs::File>),
+    /// the transfers write lands in the file's page cache, and is written
+    /// behind when the mapping is writable.
+    File(Arc<std::fs::File>, Option<file::WriteBehind>),
 }
 
 /// Buffers at least this large are mapped with huge pages where possible.
@@ -321,7 +322,7 @@ impl Drop for MessageBuffer {
         drop(self.registration.take());
         match self.backing {
             #[cfg(target_os = "linux")]
-            Backing::Anonymous | Backing::File(_) => {
+            Backing::Anonymous | Backing::File(..) => {
                 if self.capacity > 0 {
                     // SAFETY: `ptr`/`capacity` are a mapping made in `huge`
                     // or `map_file`, unmapped only here, once; no reference

@@ -6,6 +6,16 @@ use std::ptr::NonNull;
 use std::sync::{Arc, OnceLock};
 
 use super::{Backing, MessageBuffer};
+#[cfg(target_os = "linux")]
+pub(super) use self::write_behind::WriteBehind;
+
+#[cfg(target_os = "linux")]
+mod write_behind;
+
+/// Where the write-behind is not built: nothing to count.
+#[cfg(not(target_os = "linux"))]
+#[derive(Debug)]
+pub(super) struct WriteBehind;
 
 impl MessageBuffer {
     /// A buffer that is the first `len` bytes of `file`, mapped shared:
@@ -68,7 +78,7 @@ impl MessageBuffer {
             ptr,
             len,
             capacity: len,
-            backing: Backing::File(Arc::new(file)),
+            backing: Backing::File(Arc::new(file), writable.then(WriteBehind::default)),
             home: None,
             registration: OnceLock::new(),
         }))
@@ -77,7 +87,7 @@ impl MessageBuffer {
     /// The file a file-backed buffer maps.
     pub(crate) fn file(&self) -> Option<&Arc<std::fs::File>> {
         match &self.backing {
-            Backing::File(file) => Some(file),
+            Backing::File(file, _) => Some(file),
             _ => None,
         }
     }
@@ -85,11 +95,17 @@ impl MessageBuffer {
     /// Drop this process's memory of bytes `offset..offset + len` of a
     /// file-backed buffer (the whole pages inside the range), once nothing
     /// reads or writes them any more: they stay in the file (its page
-    /// cache, written back by the kernel), and a later read of them faults
-    /// them back in from there. Other buffers keep their memory.
+    /// cache, written to the disk behind the transfers for a writable one),
+    /// and a later read of them faults them back in from there. Other
+    /// buffers keep their memory.
     pub(crate) fn release(&self, offset: usize, len: usize) {
         #[cfg(target_os = "linux")]
-        if matches!(self.backing, Backing::File(_)) && len > 0 {
+        if let Backing::File(file, behind) = &self.backing
+            && len > 0
+        {
+            if let Some(behind) = behind {
+                behind.released(file, len);
+            }
             let page = page_size();
             let start = offset.next_multiple_of(page);
             let end = (offset + len) / page * page;
