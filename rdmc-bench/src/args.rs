@@ -167,14 +167,22 @@ pub(crate) enum Experiment {
     /// algorithm forced in turn and its default rules, each group size on
     /// a lab of its own (only with `--only`; `--runs`, `--warmup`).
     Allreduce,
+    /// The path users run: one 64 MiB file from the root's disk to every
+    /// receiver's disk with plain `rdmc member` (its defaults, fresh
+    /// processes per run, a delivery reported once the file is flushed),
+    /// 16 hosts, then one at half rate named (`--slow-host`), each beside
+    /// a unicast, with the disk's own bound (only with `--only`; `--runs`,
+    /// default 5).
+    FileToFile,
 }
 
 /// The experiments a run makes only when `--only` names them.
-pub(crate) const OPT_IN: [Experiment; 4] = [
+pub(crate) const OPT_IN: [Experiment; 5] = [
     Experiment::SlowHost,
     Experiment::Racks,
     Experiment::Validate,
     Experiment::Allreduce,
+    Experiment::FileToFile,
 ];
 
 /// The rdmc algorithms `--algorithms` accepts, in the order the

@@ -27,6 +27,7 @@ pub(super) fn numbers(v: &Value) -> Vec<f64> {
 }
 
 mod allreduce;
+mod files;
 mod storage;
 mod topologies;
 mod validation;
@@ -516,6 +517,17 @@ impl Run<'_> {
         command: &str,
         options: &[String],
     ) -> Result<Cluster, String> {
+        self.start_cluster_with(hosts, what, command, &|_| options.to_vec())
+    }
+
+    /// [`Run::start_cluster_on`] with options of each rank's own (last).
+    fn start_cluster_with(
+        &mut self,
+        hosts: &[usize],
+        what: &str,
+        command: &str,
+        options: &dyn Fn(usize) -> Vec<String>,
+    ) -> Result<Cluster, String> {
         let port = self.next_port();
         self.write_members_on(hosts, port)?;
         let members = self.members_file.display().to_string();
@@ -542,7 +554,7 @@ impl Run<'_> {
                 args.extend(["--key-file".to_owned(), key.clone()]);
                 args.extend(member_options.iter().cloned());
             }
-            args.extend_from_slice(options);
+            args.extend(options(rank));
             args
         };
         Cluster::start_on(

@@ -358,7 +358,10 @@ impl Plan {
     /// The largest message the opt-in experiments send.
     fn own_largest_message(&self) -> Option<u64> {
         let mut sizes = Vec::new();
-        if self.has(Experiment::SlowHost) || self.has(Experiment::Racks) {
+        if self.has(Experiment::SlowHost)
+            || self.has(Experiment::Racks)
+            || self.has(Experiment::FileToFile)
+        {
             sizes.push(TOPOLOGY_SIZE);
         }
         if self.has(Experiment::Validate) {

@@ -17,7 +17,7 @@ use rdmc::{
 };
 use serde_json::json;
 
-use rdmc_cli::clocks::cpu_seconds;
+use rdmc_cli::clocks::{cpu_seconds, mono_ns};
 use rdmc_cli::cluster::{
     ClusterSetup, ConnectionsChoice, ModeChoice, SecurityChoice, Transport, kind_of, without_path,
 };
@@ -68,7 +68,8 @@ pub(crate) struct MemberArgs {
     #[arg(long, default_value = "auto", value_parser = parse_block_size)]
     block_size: BlockSizeArg,
     /// The largest message (file) the group carries; every member must give
-    /// the same. A receiver holds a whole message in memory.
+    /// the same. A receiver without --out holds a whole message in memory;
+    /// with it, a message goes straight to its file.
     #[arg(long, default_value_t = DEFAULT_MAX_MESSAGE_SIZE, value_parser = parse_size,
           value_name = "SIZE")]
     max_message_size: u64,
@@ -554,9 +555,16 @@ async fn multicast(
     if args.bench {
         member_bench::run(rank, args.max_size, &mut group).await?;
     } else {
+        if args.json {
+            println!(
+                "{}",
+                json!({"event": "ready", "rank": rank, "t": mono_ns(start), "cpu": cpu_seconds()})
+            );
+        }
         match &mut group {
             Group::Root(root) => {
                 for (i, input) in inputs.into_iter().enumerate() {
+                    report(args, rank, (i as u64, input.len as usize), start, "sending");
                     let data = read_input(input).await?;
                     let size = data.len();
                     let receipt = root.send(data).await.map_err(|e| anyhow!("{e}"))?;
@@ -577,12 +585,19 @@ async fn multicast(
     Ok(start.elapsed().as_secs_f64())
 }
 
+/// Report `event` of message `seq`: with `--json` one object with the
+/// seconds since the group's creation and `t`, the machine's
+/// `CLOCK_MONOTONIC` in nanoseconds (one clock for every process of a
+/// machine, so that a harness can subtract one member's times from
+/// another's).
 fn report(args: &MemberArgs, rank: u32, (seq, size): (u64, usize), start: Instant, event: &str) {
-    let seconds = start.elapsed().as_secs_f64();
+    let now = Instant::now();
+    let seconds = now.duration_since(start).as_secs_f64();
     if args.json {
         println!(
             "{}",
-            json!({"event": event, "rank": rank, "seq": seq, "size": size, "seconds": seconds})
+            json!({"event": event, "rank": rank, "seq": seq, "size": size, "seconds": seconds,
+                   "t": mono_ns(now)})
         );
     } else {
         println!(

@@ -88,10 +88,13 @@ impl Run<'_> {
         if self.plan.has(Experiment::Allreduce) {
             self.allreduce()?;
         }
+        if self.plan.has(Experiment::FileToFile) {
+            self.file_to_file(netlab)?;
+        }
         Ok(())
     }
 
-    fn own_runs(&self) -> (usize, usize) {
+    pub(super) fn own_runs(&self) -> (usize, usize) {
         (
             self.args.runs.unwrap_or(3).max(1),
             self.args.warmup.unwrap_or(1),
@@ -100,7 +103,11 @@ impl Run<'_> {
 
     /// A unicast between lab hosts `hosts` (two fast hosts of one rack);
     /// its median seconds, emitted as a record of `experiment`.
-    fn own_unicast(&mut self, experiment: &str, hosts: [usize; 2]) -> Result<f64, String> {
+    pub(super) fn own_unicast(
+        &mut self,
+        experiment: &str,
+        hosts: [usize; 2],
+    ) -> Result<f64, String> {
         let (runs, warmup) = self.own_runs();
         let mut cluster = self.start_cluster_on(&hosts, "unicast", "tcp-copy", &[])?;
         let (record, _) = self.series(&mut cluster, SIZE, 1, runs, warmup)?;
@@ -308,7 +315,7 @@ impl Run<'_> {
 /// The slow-host fields of a record from each run's per-rank times: the
 /// latest fast receiver and the slow one, medians with range, and their
 /// ratios to `unicast`; every rank's median too.
-fn slow_fields(per_run: &[Vec<f64>], slow: usize, unicast: f64) -> Value {
+pub(super) fn slow_fields(per_run: &[Vec<f64>], slow: usize, unicast: f64) -> Value {
     let (fast, slow_times): (Vec<f64>, Vec<f64>) =
         per_run.iter().map(|r| fast_and_slow(r, slow)).unzip();
     let ranks = per_run.iter().map(Vec::len).max().unwrap_or(0);

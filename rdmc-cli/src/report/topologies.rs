@@ -34,6 +34,7 @@ fn of<'r, 'a>(recs: &'r [Rec<'a>], experiment: &str) -> Vec<&'r Rec<'a>> {
 /// there were any.
 pub(super) fn push_topologies(out: &mut String, recs: &[Rec<'_>]) -> bool {
     let mut any = push_slow_host(out, recs);
+    any |= push_file_to_file(out, recs);
     any |= push_racks(out, recs);
     any |= push_validation(out, recs);
     any
@@ -75,6 +76,41 @@ fn push_slow_host(out: &mut String, recs: &[Rec<'_>]) -> bool {
         text(first.raw, "slow_rate").unwrap_or("?"),
         size_label(first.size.unwrap_or(0)),
     );
+    push_fast_and_slow(out, &rows);
+    true
+}
+
+fn push_file_to_file(out: &mut String, recs: &[Rec<'_>]) -> bool {
+    let Some((rows, first)) = rows_and_first(recs, "file_to_file") else {
+        return false;
+    };
+    let _ = writeln!(
+        out,
+        "## From disk to disk\n\n{} hosts, one file of {} from the root's disk to every \
+         receiver's disk with plain `rdmc member` (its defaults; fresh processes per run); \
+         times from the root's start (before it reads the file) to each receiver's delivery, \
+         reported once the file is flushed and renamed; medians over runs (range); ratios to a \
+         unicast between two fast hosts of the same lab. The disk's own bound, {} receivers' \
+         copies written and flushed at once: {} s. With a slow host: host {} at {} both ways, \
+         named to the members.\n",
+        first.nodes.unwrap_or(0),
+        size_label(first.size.unwrap_or(0)),
+        first.nodes.unwrap_or(1).saturating_sub(1),
+        cell(first.num("disk_seconds"), |x| sig(x, 3)),
+        rows.iter()
+            .find_map(|r| r.raw["slow_host"].as_u64())
+            .unwrap_or(0),
+        rows.iter()
+            .find_map(|r| text(r.raw, "slow_rate"))
+            .unwrap_or("?"),
+    );
+    push_fast_and_slow(out, &rows);
+    true
+}
+
+/// The table of the slow-host and file-to-file records: each row's latest
+/// fast receiver and slow one against the unicast.
+fn push_fast_and_slow(out: &mut String, rows: &[&Rec<'_>]) {
     let header = header(
         "system | algorithm | slow host named | fast receivers' last (s) | × unicast | \
          slow receiver (s) | × unicast | runs | CPU idle",
@@ -104,7 +140,6 @@ fn push_slow_host(out: &mut String, recs: &[Rec<'_>]) -> bool {
         })
         .collect();
     push_table(out, &header, &table);
-    true
 }
 
 fn push_racks(out: &mut String, recs: &[Rec<'_>]) -> bool {
@@ -315,6 +350,39 @@ mod tests {
         let files = write_report(&dir, records, &json!({})).unwrap();
         let plots = file_names(&files.plots);
         (dir, files.summary_markdown, plots)
+    }
+
+    #[test]
+    fn file_to_file_table_states_the_disk_bound() {
+        let records = [
+            json!({"experiment": "file_to_file", "system": "unicast", "algorithm": "tcp-copy",
+                   "nodes": 16, "size": 67108864, "seconds": 2.2, "min": 2.1, "max": 2.3, "runs": 5}),
+            json!({"experiment": "file_to_file", "system": "rdmc",
+                   "algorithm": "binomial-pipeline", "slow_named": false, "nodes": 16,
+                   "size": 67108864, "seconds": 2.4, "disk_seconds": 0.71,
+                   "fast": {"median": 2.4, "min": 2.3, "max": 2.6},
+                   "fast_ratio": 1.09, "runs": 5, "cpu_idle": 0.3}),
+            json!({"experiment": "file_to_file", "system": "rdmc",
+                   "algorithm": "binomial-pipeline", "slow_named": true, "nodes": 16,
+                   "size": 67108864, "seconds": 4.5, "disk_seconds": 0.71, "slow_host": 5,
+                   "slow_rate": "125000kbit", "fast": {"median": 2.5, "min": 2.4, "max": 2.7},
+                   "slow": {"median": 4.5, "min": 4.4, "max": 4.6},
+                   "fast_ratio": 1.14, "slow_ratio": 2.05, "runs": 5, "cpu_idle": 0.3}),
+        ];
+        let (_dir, summary, _plots) = report(&records, "files");
+        assert!(summary.contains("## From disk to disk"), "{summary}");
+        assert!(summary.contains("flushed at once: 0.710 s"), "{summary}");
+        assert!(summary.contains("host 5 at 125000kbit"), "{summary}");
+        assert!(
+            summary.contains("| rdmc | binomial-pipeline | false | 2.40 (2.30–2.60) | 1.09 |"),
+            "{summary}"
+        );
+        assert!(
+            summary.contains(
+                "| rdmc | binomial-pipeline | true | 2.50 (2.40–2.70) | 1.14 | 4.50 (4.40–4.60) | 2.05 | 5 | 30% |"
+            ),
+            "{summary}"
+        );
     }
 
     #[test]
