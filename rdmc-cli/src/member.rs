@@ -2,7 +2,7 @@
 //! multicasts files; every other member writes what it receives.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -401,26 +401,44 @@ fn open_input(path: &Path, max: u64) -> anyhow::Result<Input> {
     })
 }
 
-/// Read an opened input whole, off the async threads; it must still have
-/// the size it was checked with.
-async fn read_input(input: Input) -> anyhow::Result<Bytes> {
-    tokio::task::spawn_blocking(move || {
-        let Input { path, file, len } = input;
-        let mut data = Vec::with_capacity(len as usize);
-        file.take(len + 1)
-            .read_to_end(&mut data)
-            .map_err(|e| anyhow!("reading {}: {e}", path.display()))?;
-        if data.len() as u64 != len {
-            bail!(
-                "{}: changed while being sent (was {len} bytes, now {})",
-                path.display(),
-                data.len()
-            );
-        }
-        Ok(Bytes::from(data))
-    })
-    .await
-    .map_err(|e| anyhow!("reading an input: {e}"))?
+/// Multicast an opened input from its mapping (memory stays bounded
+/// whatever the file's size), then check that it did not change meanwhile:
+/// the same size, modification and change times before the send and once
+/// it is sent (a file truncated under the mapping ends the process with
+/// SIGBUS instead: the receivers then fail too, delivering nothing).
+async fn send_input(root: &rdmc::Sender, input: Input) -> anyhow::Result<usize> {
+    let Input { path, file, len } = input;
+    let named = |e: std::io::Error| anyhow!("reading {}: {e}", path.display());
+    let stamp = |file: &File| -> std::io::Result<(u64, i64, i64, i64, i64)> {
+        use std::os::unix::fs::MetadataExt;
+        let m = file.metadata()?;
+        Ok((
+            m.len(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+        ))
+    };
+    let changed = |now: u64| {
+        anyhow!(
+            "{}: changed while being sent (was {len} bytes, now {now}); the receivers \
+             may hold a copy of neither version",
+            path.display()
+        )
+    };
+    let before = stamp(&file).map_err(named)?;
+    if before.0 != len {
+        return Err(changed(before.0));
+    }
+    let check = file.try_clone().map_err(named)?;
+    let receipt = root.send_file(file).await.map_err(|e| anyhow!("{e}"))?;
+    receipt.sent().await.map_err(|e| anyhow!("{e}"))?;
+    let after = stamp(&check).map_err(named)?;
+    if after != before {
+        return Err(changed(after.0));
+    }
+    Ok(len as usize)
 }
 
 /// Whether `name` is one of the names this command writes in an output
@@ -565,10 +583,7 @@ async fn multicast(
             Group::Root(root) => {
                 for (i, input) in inputs.into_iter().enumerate() {
                     report(args, rank, (i as u64, input.len as usize), start, "sending");
-                    let data = read_input(input).await?;
-                    let size = data.len();
-                    let receipt = root.send(data).await.map_err(|e| anyhow!("{e}"))?;
-                    receipt.sent().await.map_err(|e| anyhow!("{e}"))?;
+                    let size = send_input(root, input).await?;
                     report(args, rank, (i as u64, size), start, "sent");
                 }
             }

@@ -42,7 +42,7 @@ impl Run<'_> {
         let source = dir.join("source.bin");
         write_synced(&source, &payload)
             .map_err(|e| format!("writing {}: {e}", source.display()))?;
-        let disk = disk_bound(&dir, HOSTS - 1, &payload)?;
+        let (disk, disk_cpu) = disk_bound(&dir, HOSTS - 1, &payload)?;
         let slow_rate = scaled_rate(&self.args.rate, 1, 2);
         for slow_host in [None, Some(slow)] {
             let options = match slow_host {
@@ -72,7 +72,7 @@ impl Run<'_> {
                 "algorithm": "binomial-pipeline", "nodes": HOSTS, "size": SIZE,
                 "slow_host": slow_host, "slow_named": slow_host.is_some(),
                 "slow_rate": slow_host.map(|_| slow_rate.clone()),
-                "unicast_seconds": unicast, "disk_seconds": disk,
+                "unicast_seconds": unicast, "disk_seconds": disk, "disk_cpu_seconds": disk_cpu,
                 "seconds": median(&all), "runs": all.len(), "all": all,
                 "min": all.iter().copied().fold(f64::INFINITY, f64::min),
                 "max": all.iter().copied().fold(0.0, f64::max),
@@ -181,10 +181,15 @@ fn drop_cached(path: &Path) -> std::io::Result<()> {
 }
 
 /// The disk's bound: seconds for `copies` threads to each write `data` to a
-/// file of their own and flush it, all at once (median of [`DISK_RUNS`]).
-fn disk_bound(dir: &Path, copies: usize, data: &[u8]) -> Result<f64, String> {
+/// file of their own and flush it, all at once, and the machine's CPU
+/// seconds that took (the writers' and the kernel's writeback, which the
+/// lab's hosts share with the network); medians of [`DISK_RUNS`].
+fn disk_bound(dir: &Path, copies: usize, data: &[u8]) -> Result<(f64, f64), String> {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
     let mut samples = Vec::with_capacity(DISK_RUNS);
+    let mut cpu = Vec::with_capacity(DISK_RUNS);
     for _ in 0..DISK_RUNS {
+        let before = CpuTimes::now();
         let paths: Vec<PathBuf> = (0..copies)
             .map(|i| dir.join(format!("disk-{i}.bin")))
             .collect();
@@ -200,12 +205,15 @@ fn disk_bound(dir: &Path, copies: usize, data: &[u8]) -> Result<f64, String> {
             })
         })
         .map_err(|e| format!("measuring the disk in {}: {e}", dir.display()))?;
-        samples.push(start.elapsed().as_secs_f64());
+        let seconds = start.elapsed().as_secs_f64();
+        samples.push(seconds);
+        let idle = CpuTimes::now().idle_since(&before).unwrap_or(f64::NAN);
+        cpu.push((1.0 - idle) * cores * seconds);
         for path in &paths {
             let _ = std::fs::remove_file(path);
         }
     }
-    Ok(median(&samples))
+    Ok((median(&samples), median(&cpu)))
 }
 
 #[cfg(test)]
@@ -219,8 +227,10 @@ mod tests {
         write_synced(&path, b"some bytes").unwrap();
         drop_cached(&path).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"some bytes");
-        let seconds = disk_bound(&dir, 2, &[7u8; 4096]).unwrap();
+        let (seconds, cpu) = disk_bound(&dir, 2, &[7u8; 4096]).unwrap();
         assert!(seconds > 0.0 && seconds.is_finite(), "{seconds}");
+        // Too short for the CPU counters to tick: unknown (NaN), never negative.
+        assert!(cpu.is_nan() || cpu >= 0.0, "{cpu}");
         assert_eq!(
             std::fs::read_dir(&dir).unwrap().count(),
             1,

@@ -91,12 +91,13 @@ fn push_file_to_file(out: &mut String, recs: &[Rec<'_>]) -> bool {
          times from the root's start (before it reads the file) to each receiver's delivery, \
          reported once the file is flushed and renamed; medians over runs (range); ratios to a \
          unicast between two fast hosts of the same lab. The disk's own bound, {} receivers' \
-         copies written and flushed at once: {} s. With a slow host: host {} at {} both ways, \
-         named to the members.\n",
+         copies written and flushed at once: {} s, taking {} CPU-seconds of the cores the lab's \
+         hosts share. With a slow host: host {} at {} both ways, named to the members.\n",
         first.nodes.unwrap_or(0),
         size_label(first.size.unwrap_or(0)),
         first.nodes.unwrap_or(1).saturating_sub(1),
         cell(first.num("disk_seconds"), |x| sig(x, 3)),
+        cell(first.num("disk_cpu_seconds"), |x| sig(x, 2)),
         rows.iter()
             .find_map(|r| r.raw["slow_host"].as_u64())
             .unwrap_or(0),
@@ -360,6 +361,7 @@ mod tests {
             json!({"experiment": "file_to_file", "system": "rdmc",
                    "algorithm": "binomial-pipeline", "slow_named": false, "nodes": 16,
                    "size": 67108864, "seconds": 2.4, "disk_seconds": 0.71,
+                   "disk_cpu_seconds": 0.9,
                    "fast": {"median": 2.4, "min": 2.3, "max": 2.6},
                    "fast_ratio": 1.09, "runs": 5, "cpu_idle": 0.3}),
             json!({"experiment": "file_to_file", "system": "rdmc",
@@ -371,7 +373,10 @@ mod tests {
         ];
         let (_dir, summary, _plots) = report(&records, "files");
         assert!(summary.contains("## From disk to disk"), "{summary}");
-        assert!(summary.contains("flushed at once: 0.710 s"), "{summary}");
+        assert!(
+            summary.contains("flushed at once: 0.710 s, taking 0.90 CPU-seconds"),
+            "{summary}"
+        );
         assert!(summary.contains("host 5 at 125000kbit"), "{summary}");
         assert!(
             summary.contains("| rdmc | binomial-pipeline | false | 2.40 (2.30–2.60) | 1.09 |"),
