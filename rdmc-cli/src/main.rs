@@ -94,10 +94,21 @@ fn main() -> ExitCode {
     // library's debug events and spans it holds the members' and the TCP
     // links' trace-level block events (only there: the log on stderr keeps
     // its own filter), their fields as args, for `timeline.py`.
-    let (trace, _trace) = match std::env::var_os("RDMC_TRACE") {
-        Some(value) => {
+    // An empty value is no trace; a file that cannot be made is a one-line
+    // error before anything runs (the trace writer would panic on it).
+    let trace_path = std::env::var_os("RDMC_TRACE")
+        .filter(|v| !v.is_empty())
+        .map(|v| event_timeline::file_for(v, "json"));
+    if let Some(path) = &trace_path
+        && let Err(e) = std::fs::File::create(path)
+    {
+        eprintln!("rdmc: RDMC_TRACE: cannot write {}: {e}", path.display());
+        return ExitCode::FAILURE;
+    }
+    let (trace, _trace) = match trace_path {
+        Some(path) => {
             let (layer, guard) = tracing_chrome::ChromeLayerBuilder::new()
-                .file(event_timeline::file_for(value, "json"))
+                .file(path)
                 .trace_style(tracing_chrome::TraceStyle::Async)
                 .include_args(true)
                 .build();

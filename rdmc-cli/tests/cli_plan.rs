@@ -84,3 +84,42 @@ fn invalid_input_fails() {
         String::from_utf8(rdmc(&["plan", "-a", "gossip", "-n", "3", "-b", "2"]).stderr).unwrap();
     assert!(err.contains("unknown algorithm \"gossip\""), "{err}");
 }
+
+/// `RDMC_TRACE` that names no file the command can write is a one-line
+/// error before anything runs (it was a panic); an empty one is no trace.
+#[test]
+fn an_unwritable_trace_file_is_an_error_and_an_empty_one_none() {
+    let args = [
+        "plan",
+        "--algorithm",
+        "chain",
+        "--nodes",
+        "3",
+        "--blocks",
+        "2",
+    ];
+    let missing =
+        std::env::temp_dir().join(format!("rdmc-no-such-dir-{}/t.json", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmc"))
+        .args(args)
+        .env("RDMC_TRACE", &missing)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    assert!(
+        err.contains("RDMC_TRACE") && err.contains("t.json"),
+        "{err}"
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_rdmc"))
+        .args(args)
+        .env("RDMC_TRACE", "")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
