@@ -174,15 +174,23 @@ pub(crate) enum Experiment {
     /// a unicast, with the disk's own bound (only with `--only`; `--runs`,
     /// default 5).
     FileToFile,
+    /// `rdmc push --hosts` to 15 hosts over real sshd (the harness's own,
+    /// one per lab host): one 256 MiB file and 1,000 small files, beside
+    /// `pdcp -r -p` (pdsh's ssh module, fanout 15), 15 `scp -r -p` at once
+    /// from the root and one `scp -r -p` to one host; every copy compared
+    /// with the source, modes and mtimes included (only with `--only`;
+    /// `--runs`, default 5, `--warmup`, default 1).
+    Push,
 }
 
 /// The experiments a run makes only when `--only` names them.
-pub(crate) const OPT_IN: [Experiment; 5] = [
+pub(crate) const OPT_IN: [Experiment; 6] = [
     Experiment::SlowHost,
     Experiment::Racks,
     Experiment::Validate,
     Experiment::Allreduce,
     Experiment::FileToFile,
+    Experiment::Push,
 ];
 
 /// The rdmc algorithms `--algorithms` accepts, in the order the

@@ -77,11 +77,11 @@ fn kill_children() {
     }
 }
 
-fn register(pid: u32) {
+pub(crate) fn register(pid: u32) {
     CHILDREN.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
 }
 
-fn unregister(pid: u32) {
+pub(crate) fn unregister(pid: u32) {
     CHILDREN
         .lock()
         .unwrap_or_else(|e| e.into_inner())

@@ -28,6 +28,7 @@ pub(super) fn numbers(v: &Value) -> Vec<f64> {
 
 mod allreduce;
 mod files;
+mod push;
 mod storage;
 mod topologies;
 mod validation;

@@ -91,6 +91,9 @@ impl Run<'_> {
         if self.plan.has(Experiment::FileToFile) {
             self.file_to_file(netlab)?;
         }
+        if self.plan.has(Experiment::Push) {
+            self.push(netlab)?;
+        }
         Ok(())
     }
 

@@ -35,6 +35,7 @@ fn of<'r, 'a>(recs: &'r [Rec<'a>], experiment: &str) -> Vec<&'r Rec<'a>> {
 pub(super) fn push_topologies(out: &mut String, recs: &[Rec<'_>]) -> bool {
     let mut any = push_slow_host(out, recs);
     any |= push_file_to_file(out, recs);
+    any |= push_push(out, recs);
     any |= push_racks(out, recs);
     any |= push_validation(out, recs);
     any
@@ -141,6 +142,52 @@ fn push_fast_and_slow(out: &mut String, rows: &[&Rec<'_>]) {
         })
         .collect();
     push_table(out, &header, &table);
+}
+
+/// Bytes in MiB with one decimal.
+fn mib(bytes: f64) -> String {
+    format!("{:.1} MiB", bytes / f64::from(1u32 << 20))
+}
+
+fn push_push(out: &mut String, recs: &[Rec<'_>]) -> bool {
+    let Some((rows, first)) = rows_and_first(recs, "push") else {
+        return false;
+    };
+    let _ = writeln!(
+        out,
+        "## Push to 15 hosts\n\n{} hosts at {} each way; one tree of {} files, {} (one file \
+         of {} and small files of 1–64 KiB, some mode 755), from host 0 to every other host \
+         over real sshd ({}): `rdmc push --hosts` (ssh launch included), `pdcp -r -p` \
+         (pdsh's ssh module, fanout 15), 15 `scp -r -p` at once, and one `scp -r -p` to one \
+         host (the single host-to-host copy); seconds from the start to the exit (0 \
+         required), medians over runs (range); every copy compared with the source (`diff \
+         -r`, modes, sizes and mtimes).\n",
+        first.nodes.unwrap_or(0),
+        text(first.raw, "rate").unwrap_or("?"),
+        first.raw["files"],
+        mib(first.size.unwrap_or(0) as f64),
+        mib(first.num("large_size").unwrap_or(0.0)),
+        text(first.raw, "ssh").unwrap_or("ssh"),
+    );
+    let header = header(
+        "system | command | receivers | seconds | × single copy | × rdmc push | runs | CPU idle",
+    );
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let cells = [
+                r.system.to_owned(),
+                r.algorithm.to_owned(),
+                cell(r.num("receivers"), |x| format!("{x:.0}")),
+                seconds_cell(r),
+                cell(r.num("ratio_to_single"), ratio),
+                cell(r.num("ratio_to_rdmc"), ratio),
+            ];
+            cells.into_iter().chain(runs_and_idle(r)).collect()
+        })
+        .collect();
+    push_table(out, &header, &table);
+    true
 }
 
 fn push_racks(out: &mut String, recs: &[Rec<'_>]) -> bool {
@@ -386,6 +433,63 @@ mod tests {
             summary.contains(
                 "| rdmc | binomial-pipeline | true | 2.50 (2.40–2.70) | 1.14 | 4.50 (4.40–4.60) | 2.05 | 5 | 30% |"
             ),
+            "{summary}"
+        );
+    }
+
+    #[test]
+    fn push_table_compares_with_the_single_copy_and_rdmc() {
+        let facts = json!({"experiment": "push", "nodes": 16, "size": 301989888u64,
+                           "files": 1001, "large_size": 268435456u64, "rate": "250mbit",
+                           "ssh": "OpenSSH_9.2p1", "runs": 5, "cpu_idle": 0.5});
+        let rec = |system: &str, command: &str, receivers: u64, s: [f64; 3], ratios: [f64; 2]| {
+            let mut r = facts.clone();
+            let fields = json!({"system": system, "algorithm": command, "receivers": receivers,
+                                "seconds": s[0], "min": s[1], "max": s[2],
+                                "ratio_to_single": ratios[0], "ratio_to_rdmc": ratios[1]});
+            for (k, v) in fields.as_object().unwrap() {
+                r[k] = v.clone();
+            }
+            r
+        };
+        let records = [
+            rec(
+                "scp-single",
+                "scp -r -p to one host",
+                1,
+                [10.0, 9.9, 10.2],
+                [1.0, 0.9],
+            ),
+            rec(
+                "rdmc",
+                "rdmc push --hosts",
+                15,
+                [11.1, 11.0, 11.4],
+                [1.11, 1.0],
+            ),
+            rec(
+                "pdcp",
+                "pdcp -r -p -f 15",
+                15,
+                [150.0, 149.0, 152.0],
+                [15.0, 13.5],
+            ),
+        ];
+        let (_dir, summary, _plots) = report(&records, "push");
+        assert!(summary.contains("## Push to 15 hosts"), "{summary}");
+        assert!(
+            summary.contains("one tree of 1001 files, 288.0 MiB (one file of 256.0 MiB"),
+            "{summary}"
+        );
+        assert!(summary.contains("(OpenSSH_9.2p1)"), "{summary}");
+        assert!(
+            summary.contains(
+                "| rdmc | rdmc push --hosts | 15 | 11.1 (11.0–11.4) | 1.11 | 1.00 | 5 | 50% |"
+            ),
+            "{summary}"
+        );
+        assert!(
+            summary.contains("| pdcp | pdcp -r -p -f 15 | 15 | 150 (149–152) | 15.00 | 13.50 |"),
             "{summary}"
         );
     }

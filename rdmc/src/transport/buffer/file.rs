@@ -5,9 +5,9 @@
 use std::ptr::NonNull;
 use std::sync::{Arc, OnceLock};
 
-use super::{Backing, MessageBuffer};
 #[cfg(target_os = "linux")]
 pub(super) use self::write_behind::WriteBehind;
+use super::{Backing, MessageBuffer};
 
 #[cfg(target_os = "linux")]
 mod write_behind;
