@@ -55,6 +55,21 @@ fn rows_and_first<'r, 'a>(
     Some((rows, first))
 }
 
+/// A table of `rows` under `header`: each row's `cells`, then its runs and
+/// the machine's CPU idle.
+fn push_rows<const N: usize>(
+    out: &mut String,
+    header: &[String],
+    rows: &[&Rec<'_>],
+    cells: impl Fn(&Rec<'_>) -> [String; N],
+) {
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| cells(r).into_iter().chain(runs_and_idle(r)).collect())
+        .collect();
+    push_table(out, header, &table);
+}
+
 /// A record's last two cells: its runs and the machine's CPU idle.
 fn runs_and_idle(r: &Rec<'_>) -> [String; 2] {
     [
@@ -117,31 +132,26 @@ fn push_fast_and_slow(out: &mut String, rows: &[&Rec<'_>]) {
         "system | algorithm | slow host named | fast receivers' last (s) | × unicast | \
          slow receiver (s) | × unicast | runs | CPU idle",
     );
-    let table: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            let unicast = r.system == "unicast";
-            let cells = [
-                r.system.to_owned(),
-                r.algorithm.to_owned(),
-                if unicast {
-                    String::new()
-                } else {
-                    r.raw["slow_named"].as_bool().unwrap_or(false).to_string()
-                },
-                if unicast {
-                    seconds_cell(r)
-                } else {
-                    spread_of(&r.raw["fast"])
-                },
-                cell(r.num("fast_ratio").or(unicast.then_some(1.0)), ratio),
-                spread_of(&r.raw["slow"]),
-                cell(r.num("slow_ratio"), ratio),
-            ];
-            cells.into_iter().chain(runs_and_idle(r)).collect()
-        })
-        .collect();
-    push_table(out, &header, &table);
+    push_rows(out, &header, rows, |r| {
+        let unicast = r.system == "unicast";
+        [
+            r.system.to_owned(),
+            r.algorithm.to_owned(),
+            if unicast {
+                String::new()
+            } else {
+                r.raw["slow_named"].as_bool().unwrap_or(false).to_string()
+            },
+            if unicast {
+                seconds_cell(r)
+            } else {
+                spread_of(&r.raw["fast"])
+            },
+            cell(r.num("fast_ratio").or(unicast.then_some(1.0)), ratio),
+            spread_of(&r.raw["slow"]),
+            cell(r.num("slow_ratio"), ratio),
+        ]
+    });
 }
 
 /// Bytes in MiB with one decimal.
@@ -172,21 +182,16 @@ fn push_push(out: &mut String, recs: &[Rec<'_>]) -> bool {
     let header = header(
         "system | command | receivers | seconds | × single copy | × rdmc push | runs | CPU idle",
     );
-    let table: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            let cells = [
-                r.system.to_owned(),
-                r.algorithm.to_owned(),
-                cell(r.num("receivers"), |x| format!("{x:.0}")),
-                seconds_cell(r),
-                cell(r.num("ratio_to_single"), ratio),
-                cell(r.num("ratio_to_rdmc"), ratio),
-            ];
-            cells.into_iter().chain(runs_and_idle(r)).collect()
-        })
-        .collect();
-    push_table(out, &header, &table);
+    push_rows(out, &header, &rows, |r| {
+        [
+            r.system.to_owned(),
+            r.algorithm.to_owned(),
+            cell(r.num("receivers"), |x| format!("{x:.0}")),
+            seconds_cell(r),
+            cell(r.num("ratio_to_single"), ratio),
+            cell(r.num("ratio_to_rdmc"), ratio),
+        ]
+    });
     true
 }
 
@@ -206,20 +211,15 @@ fn push_racks(out: &mut String, recs: &[Rec<'_>]) -> bool {
     );
     let header =
         header("system | algorithm | seconds | × unicast | × uplink bound | runs | CPU idle");
-    let table: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| {
-            let cells = [
-                r.system.to_owned(),
-                r.algorithm.to_owned(),
-                seconds_cell(r),
-                cell(r.num("ratio_to_unicast"), ratio),
-                cell(r.num("ratio_to_bound"), ratio),
-            ];
-            cells.into_iter().chain(runs_and_idle(r)).collect()
-        })
-        .collect();
-    push_table(out, &header, &table);
+    push_rows(out, &header, &rows, |r| {
+        [
+            r.system.to_owned(),
+            r.algorithm.to_owned(),
+            seconds_cell(r),
+            cell(r.num("ratio_to_unicast"), ratio),
+            cell(r.num("ratio_to_bound"), ratio),
+        ]
+    });
     true
 }
 
