@@ -167,7 +167,19 @@ fn signalled_mid_transfer(signal: libc::c_int, said: &str) {
     let mut children: Vec<Child> = (0..3)
         .map(|r| {
             let files = if r == 0 { &files[..] } else { &[] };
-            scratch.command(r, "key", &extra, files).spawn().unwrap()
+            let mut command = scratch.command(r, "key", &extra, files);
+            // The members take the signal's default disposition, whatever
+            // this test inherited (under `nohup` SIGHUP is ignored, and a
+            // member then rightly keeps going).
+            // SAFETY: signal() is async-signal-safe; the closure captures
+            // nothing.
+            unsafe {
+                command.pre_exec(move || {
+                    libc::signal(signal, libc::SIG_DFL);
+                    Ok(())
+                });
+            }
+            command.spawn().unwrap()
         })
         .collect();
     let out = scratch.path("out2");
