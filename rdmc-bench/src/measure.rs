@@ -19,6 +19,16 @@ use rdmc_cli::report::median;
 /// Measured runs of one small message's latency (medians of these).
 const SMALL_LATENCY_RUNS: usize = 21;
 
+/// A record's summary of its runs' seconds: the median as `seconds`, the
+/// number of runs, every run, the smallest and the largest.
+pub(super) fn seconds_of_runs(samples: &[f64]) -> Value {
+    json!({
+        "seconds": median(samples), "runs": samples.len(), "all": samples,
+        "min": samples.iter().copied().fold(f64::INFINITY, f64::min),
+        "max": samples.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+    })
+}
+
 /// The numbers of a JSON array (none if it is not one).
 pub(super) fn numbers(v: &Value) -> Vec<f64> {
     v.as_array()
@@ -27,7 +37,6 @@ pub(super) fn numbers(v: &Value) -> Vec<f64> {
 }
 
 mod allreduce;
-mod files;
 mod push;
 mod storage;
 mod topologies;

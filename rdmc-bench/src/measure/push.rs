@@ -355,15 +355,6 @@ fn write_source(tree: &Path) -> Result<u64, String> {
     Ok(bytes)
 }
 
-/// Median, smallest and largest of `samples`, with all of them.
-fn stats(samples: &[f64]) -> serde_json::Value {
-    json!({
-        "seconds": median(samples), "runs": samples.len(), "all": samples,
-        "min": samples.iter().copied().fold(f64::INFINITY, f64::min),
-        "max": samples.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-    })
-}
-
 impl Run<'_> {
     /// The push experiment on a 16-host lab of its own.
     pub(super) fn push(&mut self, netlab: &Path) -> Result<(), String> {
@@ -430,7 +421,7 @@ impl Run<'_> {
                 "single_seconds": single, "rdmc_seconds": rdmc,
                 "failed_runs": failed, "ssh": ssh_version, "cpu_idle": cpu_idle, "rate": self.args.rate,
             });
-            self.emit(super::merge(record, stats(samples)));
+            self.emit(super::merge(record, super::seconds_of_runs(samples)));
         }
         drop(receivers);
         drop(lab);
