@@ -17,7 +17,6 @@
 //! final move as they are.
 
 use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail};
@@ -27,8 +26,11 @@ use super::manifest::{Manifest, Segment, piece_len};
 use super::sync::FileSet;
 use rdmc_cli::cluster::without_path;
 
+mod direct;
 mod resume;
 mod sync;
+
+use direct::{FileWriter, start_writeback};
 
 #[cfg(test)]
 pub(crate) use sync::holds;
@@ -53,8 +55,12 @@ pub(crate) struct Staging {
     /// Removed (with its contents) when dropped: after the commit moved
     /// everything out of it, or on any error.
     dir: StagingDir,
-    /// The file being written: its index, handle and hash so far.
-    open: Option<(usize, File, Sha256)>,
+    /// The file being written: its index, writer and hash so far.
+    open: Option<(usize, FileWriter, Sha256)>,
+    /// The files complete and checked, not yet flushed to disk (their
+    /// writeback started): flushed together by the commit, where the first
+    /// flush commits the filesystem's journal for all of them.
+    unflushed: Vec<usize>,
 }
 
 /// A staging directory, locked (`flock`) for as long as this receiver
@@ -148,12 +154,13 @@ impl Staging {
             .ok_or_else(|| anyhow!("{}: locked by another process", path.display()))?;
         std::fs::create_dir(dir.tree()).map_err(made)?;
         std::fs::write(dir.path.join(STAGED_MANIFEST), manifest.to_bytes()).map_err(made)?;
-        let staging = Staging {
+        let mut staging = Staging {
             out: out.to_owned(),
             manifest,
             held,
             dir,
             open: None,
+            unflushed: Vec::new(),
         };
         staging.make_dirs_and_empty_files()?;
         Ok(staging)
@@ -161,7 +168,7 @@ impl Staging {
 
     /// Make every directory of the manifest in the staging tree, and every
     /// empty file (they take no message).
-    fn make_dirs_and_empty_files(&self) -> anyhow::Result<()> {
+    fn make_dirs_and_empty_files(&mut self) -> anyhow::Result<()> {
         for dir in &self.manifest.dirs {
             std::fs::create_dir_all(self.dir.tree().join(&dir.path))
                 .map_err(|e| anyhow!("creating {}: {e}", dir.path))?;
@@ -170,7 +177,7 @@ impl Staging {
             if self.manifest.files[index].size == 0 && !self.held.contains(index) {
                 let _ =
                     std::fs::remove_file(self.dir.tree().join(&self.manifest.files[index].path));
-                let file = self.create(index)?;
+                let file = self.create(index)?.into_file();
                 self.finish_file(index, file, Sha256::new())?;
             }
         }
@@ -188,24 +195,23 @@ impl Staging {
     }
 
     /// Create file `index` (and its parent directories) in the staging
-    /// directory.
-    fn create(&self, index: usize) -> anyhow::Result<File> {
-        let rel = &self.manifest.files[index].path;
+    /// directory; a file sent in pieces of its own is written past the
+    /// page cache ([`FileWriter`]).
+    fn create(&self, index: usize) -> anyhow::Result<FileWriter> {
+        let entry = &self.manifest.files[index];
+        let rel = &entry.path;
         let path = self.dir.tree().join(rel);
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent).map_err(|e| anyhow!("creating {rel}: {e}"))?;
         }
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| anyhow!("creating {rel}: {e}"))
+        let direct = self.manifest.chunks_of(entry.size) > 0;
+        FileWriter::create(&path, direct).map_err(|e| anyhow!("creating {rel}: {e}"))
     }
 
     /// Write one message: `data` holds `piece`'s segments back to back;
     /// those of files the output directory holds intact are passed over.
-    /// Returns the indices of the files it completed (each checked and
-    /// flushed).
+    /// Returns the indices of the files it completed (each checked; flushed
+    /// to disk by the commit).
     pub(crate) fn write_piece(
         &mut self,
         piece: &[Segment],
@@ -239,12 +245,12 @@ impl Staging {
             }
             let (_, file, hash) = self.open.as_mut().expect("opened above");
             let rel = &self.manifest.files[segment.file].path;
-            file.write_all(bytes)
+            file.write_at(bytes, segment.offset)
                 .map_err(|e| anyhow!("writing {rel}: {e}"))?;
             hash.update(bytes);
             if segment.offset + segment.len == self.manifest.files[segment.file].size {
                 let (index, file, hash) = self.open.take().expect("opened above");
-                self.finish_file(index, file, hash)?;
+                self.finish_file(index, file.into_file(), hash)?;
                 done.push(index);
             }
         }
@@ -252,8 +258,9 @@ impl Staging {
     }
 
     /// Check a complete file's SHA-256 against the manifest's, give it the
-    /// sender's permissions and modification time, and flush it to disk.
-    fn finish_file(&self, index: usize, file: File, hash: Sha256) -> anyhow::Result<()> {
+    /// sender's permissions and modification time, and start writing it
+    /// back (the commit flushes it).
+    fn finish_file(&mut self, index: usize, file: File, hash: Sha256) -> anyhow::Result<()> {
         use std::os::unix::fs::PermissionsExt;
         let entry = &self.manifest.files[index];
         let got = hash.hex();
@@ -269,8 +276,20 @@ impl Staging {
             .map_err(named)?;
         file.set_permissions(std::fs::Permissions::from_mode(entry.mode))
             .map_err(named)?;
-        file.sync_all()
-            .map_err(|e| anyhow!("flushing {}: {e}", entry.path))
+        start_writeback(&file);
+        self.unflushed.push(index);
+        Ok(())
+    }
+
+    /// Flush every file complete and not yet flushed to disk.
+    fn flush_files(&mut self) -> anyhow::Result<()> {
+        for index in std::mem::take(&mut self.unflushed) {
+            let rel = &self.manifest.files[index].path;
+            File::open(self.dir.tree().join(rel))
+                .and_then(|file| file.sync_all())
+                .map_err(|e| anyhow!("flushing {rel}: {}", without_path(e)))?;
+        }
+        Ok(())
     }
 
     /// Every file is written and checked: flush the staging directories,
@@ -305,6 +324,7 @@ impl Staging {
             std::os::unix::fs::symlink(&link.target, &at)
                 .map_err(|e| anyhow!("making the link {}: {e}", link.path))?;
         }
+        self.flush_files()?;
         sync_tree(&self.dir.tree()).map_err(|e| anyhow!("flushing the received files: {e}"))?;
         let names: Vec<String> = self
             .manifest

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use anyhow::anyhow;
 
-use super::{STAGED_MANIFEST, Staging, StagingDir, leftover_staging, refuse_differing};
+use super::{FileWriter, STAGED_MANIFEST, Staging, StagingDir, leftover_staging, refuse_differing};
 use crate::push::inputs::Sha256;
 use crate::push::manifest::{Manifest, Segment};
 use crate::push::sync::FileSet;
@@ -48,6 +48,7 @@ impl Staging {
                 held,
                 dir,
                 open: None,
+                unflushed: Vec::new(),
             };
             let kept = staging.take_over()?;
             return Ok((staging, kept));
@@ -93,15 +94,13 @@ impl Staging {
                         .open(&path)
                         .map_err(named)?;
                     kept.set_len(offset).map_err(named)?;
-                    let mut kept = kept;
-                    kept.seek(SeekFrom::End(0)).map_err(named)?;
                     let hash = check
                         .prefix
                         .take()
                         .filter(|(i, _)| *i == index)
                         .map(|(_, hash)| hash)
                         .ok_or_else(|| anyhow!("{}: no checked prefix", path.display()))?;
-                    self.open = Some((index, kept, hash));
+                    self.open = Some((index, FileWriter::buffered(kept), hash));
                 }
                 _ => {
                     let _ = std::fs::remove_file(&path);
