@@ -32,6 +32,43 @@ fn a_receiver_terminated_mid_push_says_so_and_keeps_nothing() {
     assert_eq!(left, 0, "receiver 2 kept files of the push");
 }
 
+/// `SIGTERM` to the pushing host mid-push: it says so in one line and
+/// exits 1; every receiver fails naming it and keeps nothing (no file, no
+/// staging directory).
+#[test]
+fn the_pushing_host_terminated_mid_push_says_so_and_receivers_keep_nothing() {
+    let scratch = Scratch::new("push-terminated", 4);
+    let (mut receivers, push) = start_push(&scratch, 3, 20, 0);
+    let (first, stdout) = after_files(&mut receivers, 1, 1);
+    receivers[0] = Some(first);
+    // SAFETY: signalling our own child process, which is still running.
+    assert_eq!(
+        unsafe { libc::kill(push.id() as libc::pid_t, libc::SIGTERM) },
+        0
+    );
+    let (status, _, err) = finish(push, Duration::from_secs(60));
+    assert_eq!(status.code(), Some(1), "push: {err}");
+    assert!(err.contains("terminated (SIGTERM)"), "push: {err}");
+    assert_eq!(err.lines().count(), 1, "push: one line: {err}");
+    let mut stdouts = [Some(stdout), None, None];
+    for rank in 1..=3 {
+        let mut receiver = receivers[rank - 1].take().unwrap();
+        if let Some(stdout) = stdouts[rank - 1].take() {
+            receiver.stdout = Some(stdout.into_inner());
+        }
+        let (status, _, err) = finish(receiver, Duration::from_secs(60));
+        assert!(!status.success(), "receiver {rank} succeeded: {err}");
+        assert!(
+            err.contains("node 0") || err.contains("rank 0"),
+            "receiver {rank} names the pushing host: {err}"
+        );
+        let left = std::fs::read_dir(scratch.path(&format!("out{rank}")))
+            .unwrap()
+            .count();
+        assert_eq!(left, 0, "receiver {rank} kept entries: {err}");
+    }
+}
+
 /// `files` files of 1.5 MiB (two messages each, contents from `seed`)
 /// under `src/files`, `receivers` receivers started, then the push: the
 /// receivers (rank r at r - 1) and the push.

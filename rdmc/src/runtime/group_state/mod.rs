@@ -705,7 +705,13 @@ fn close<T: Transport>(g: &mut GroupState, transport: &mut T) {
 /// The group failed: every send, delivered future, message in progress and
 /// the delivery stream learn why.
 fn fail<T: Transport>(g: &mut GroupState, transport: &mut T, failure: &Failure) {
-    tracing::warn!(%failure, "group failed");
+    if g.left {
+        // The application left the group (dropped its handle, or its
+        // process is ending): what follows is its own doing, not news.
+        tracing::debug!(%failure, "group failed after the application left it");
+    } else {
+        tracing::warn!(%failure, "group failed");
+    }
     NodeCounters::group_failed(&failure.kind);
     let error = failure_error(g, failure);
     for sending in g.sending.drain(..) {
