@@ -38,6 +38,7 @@ pub(super) fn write_plots(
     written.extend(breakdown_plot(dir, recs)?);
     written.extend(super::storage::storage_plots(dir, recs)?);
     written.extend(super::collectives::allreduce_plot(dir, recs)?);
+    written.extend(super::topologies::push_plot(dir, recs)?);
     Ok(written)
 }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use plotters::style::BLACK;
 use serde_json::Value;
 
-use super::charts::{COLORS, Line, LineChart, Stroke, draw_line_chart};
+use super::charts::{BarChart, COLORS, Line, LineChart, Stroke, draw_bar_chart, draw_line_chart};
 use super::datasets::sorted_distinct;
 use super::format::{percent, ratio, sig, size_label};
 use super::markdown::{cell, header, push_table, spread_cell};
@@ -193,6 +193,32 @@ fn push_push(out: &mut String, recs: &[Rec<'_>]) -> bool {
         ]
     });
     true
+}
+
+/// The push experiment's figure: each system's median seconds, the single
+/// copy first; `None` without push records.
+pub(super) fn push_plot(dir: &Path, recs: &[Rec<'_>]) -> anyhow::Result<Option<PathBuf>> {
+    let Some((rows, first)) = rows_and_first(recs, "push") else {
+        return Ok(None);
+    };
+    let chart = BarChart {
+        title: format!(
+            "Push of {} in {} files from one host to {} others",
+            mib(first.size.unwrap_or(0) as f64),
+            first.raw["files"],
+            first.nodes.unwrap_or(1).saturating_sub(1),
+        ),
+        x_desc: "copy",
+        y_desc: "seconds to every copy (median)",
+        categories: rows.iter().map(|r| r.system.to_owned()).collect(),
+        series: vec![(
+            "seconds".to_owned(),
+            rows.iter().map(|r| r.seconds).collect(),
+        )],
+    };
+    let path = dir.join("push.svg");
+    draw_bar_chart(&path, &chart)?;
+    Ok(Some(path))
 }
 
 fn push_racks(out: &mut String, recs: &[Rec<'_>]) -> bool {
@@ -475,7 +501,8 @@ mod tests {
                 [15.0, 13.5],
             ),
         ];
-        let (_dir, summary, _plots) = report(&records, "push");
+        let (_dir, summary, plots) = report(&records, "push");
+        assert!(plots.contains(&"push.svg".to_owned()), "{plots:?}");
         assert!(summary.contains("## Push to 15 hosts"), "{summary}");
         assert!(
             summary.contains("one tree of 1001 files, 288.0 MiB (one file of 256.0 MiB"),
