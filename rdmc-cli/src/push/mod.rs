@@ -71,8 +71,9 @@ pub(crate) struct ClusterArgs {
     wire_security: SecurityChoice,
     /// The largest message: files are cut into messages of at most this
     /// size. Memory use grows with it (about 9 messages resident at a
-    /// receiver, 5 at the pushing host). Every member must give the same.
-    #[arg(long, default_value = "16MiB", value_parser = parse_size, value_name = "SIZE")]
+    /// receiver, 5 at the pushing host), and so does the memory each
+    /// receiver touches first at the start. Every member must give the same.
+    #[arg(long, default_value = "8MiB", value_parser = parse_size, value_name = "SIZE")]
     max_message_size: u64,
     /// Seconds to wait for every member to be connected.
     #[arg(long, default_value_t = 60.0)]
