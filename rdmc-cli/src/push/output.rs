@@ -154,16 +154,21 @@ impl Staging {
             .ok_or_else(|| anyhow!("{}: locked by another process", path.display()))?;
         std::fs::create_dir(dir.tree()).map_err(made)?;
         std::fs::write(dir.path.join(STAGED_MANIFEST), manifest.to_bytes()).map_err(made)?;
-        let mut staging = Staging {
+        let mut staging = Staging::new(out, manifest, held, dir);
+        staging.make_dirs_and_empty_files()?;
+        Ok(staging)
+    }
+
+    /// A staging in `dir`, nothing written yet.
+    fn new(out: &Path, manifest: Manifest, held: FileSet, dir: StagingDir) -> Self {
+        Staging {
             out: out.to_owned(),
             manifest,
             held,
             dir,
             open: None,
             unflushed: Vec::new(),
-        };
-        staging.make_dirs_and_empty_files()?;
-        Ok(staging)
+        }
     }
 
     /// Make every directory of the manifest in the staging tree, and every

@@ -42,14 +42,7 @@ impl Staging {
                 dir.leave();
                 continue;
             }
-            let mut staging = Staging {
-                out: out.to_owned(),
-                manifest,
-                held,
-                dir,
-                open: None,
-                unflushed: Vec::new(),
-            };
+            let mut staging = Staging::new(out, manifest, held, dir);
             let kept = staging.take_over()?;
             return Ok((staging, kept));
         }
