@@ -155,3 +155,81 @@ async fn a_sync_that_fails_fails_the_group_naming_the_receiver() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A message `len` bytes long, different for each `seq`.
+fn sized(seq: u64, len: usize) -> Bytes {
+    (0..len)
+        .map(|i| (i as u64).wrapping_mul(131).wrapping_add(seq * 7) as u8)
+        .collect()
+}
+
+/// Files written past the page cache (`O_DIRECT`, in chunks of lent
+/// memory) hold every byte when their message is handed over, in order
+/// and numbered as the hook was told, with blocks that are not aligned to
+/// pages, several messages in flight and batches of small messages (in
+/// memory) between them.
+#[tokio::test]
+async fn files_hold_every_byte_when_handed_over_with_batches_between() {
+    let dir = scratch("direct");
+    let nodes = Node::in_memory_all(&MemCluster::new(3), NodeConfig::new()).unwrap();
+    let members = [NodeId(0), NodeId(1), NodeId(2)];
+    // Blocks of an odd size: chunks and pages are shared between blocks.
+    let config = GroupConfig::new().with_block_size(49_129);
+    let (root, a, b) = tokio::try_join!(
+        nodes[0].create_group(GroupId(1), &members, config.clone()),
+        nodes[1].create_group(
+            GroupId(1),
+            &members,
+            config
+                .clone()
+                .with_receive_targets(into_files(dir.join("a")))
+        ),
+        nodes[2].create_group(
+            GroupId(1),
+            &members,
+            config.with_receive_targets(into_files(dir.join("b")))
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.join("a")).unwrap();
+    std::fs::create_dir_all(dir.join("b")).unwrap();
+    let mut root = root.into_sender().unwrap();
+    // Large, then small ones sent at once (batched), then large again.
+    let sizes = [3 << 20, 7, 9, 11, 13, (5 << 20) + 3, 40_000, (2 << 20) + 1];
+    let sending = async {
+        let mut receipts = Vec::new();
+        for (seq, &len) in sizes.iter().enumerate() {
+            receipts.push(root.send(sized(seq as u64, len)).await?);
+        }
+        for receipt in receipts {
+            receipt.delivered().await?;
+        }
+        root.close().await
+    };
+    let receive = |mut receiver: Receiver, dir: PathBuf| async move {
+        let mut seq = 0;
+        while let Some(message) = receiver.next().await {
+            let message = message?;
+            assert_eq!(message.seq, seq, "in order");
+            let expected = sized(seq, sizes[seq as usize]);
+            match &message.file {
+                Some(file) => {
+                    assert_eq!(file.len(), expected.len() as u64);
+                    let copy = std::fs::read(dir.join(format!("message-{seq}"))).unwrap();
+                    assert!(copy == expected, "message {seq}'s file differs");
+                }
+                None => assert_eq!(message.data, expected, "message {seq}"),
+            }
+            seq += 1;
+        }
+        assert_eq!(seq, sizes.len() as u64, "every message");
+        receiver.close().await
+    };
+    tokio::try_join!(
+        sending,
+        receive(a.into_receiver().unwrap(), dir.join("a")),
+        receive(b.into_receiver().unwrap(), dir.join("b")),
+    )
+    .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

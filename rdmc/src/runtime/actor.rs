@@ -19,7 +19,7 @@ mod peers;
 pub(super) use creation::config_digest;
 
 use super::group_state::DIGEST_LEN;
-use super::group_state::target::TargetReady;
+use super::group_state::target::TargetEvent;
 use super::group_state::{
     CreateReply, DeliveredReply, GroupState, Joined, OpenBatch, ReadyForBlocks, SendReply, Sending,
     execute, member_error,
@@ -156,8 +156,8 @@ pub(crate) struct Actor<T> {
     /// The end of this node's last stall, and how long it stood still.
     stalled: Option<(time::Instant, Duration)>,
     /// Where receive-target hooks report the buffers they chose.
-    target_tx: mpsc::UnboundedSender<TargetReady>,
-    targets: mpsc::UnboundedReceiver<TargetReady>,
+    target_tx: mpsc::UnboundedSender<TargetEvent>,
+    targets: mpsc::UnboundedReceiver<TargetEvent>,
     /// Which peers are connected, and who watches them.
     peers: peers::PeerView,
     /// What the node moved ([`Node::stats`](crate::Node::stats)).
@@ -282,8 +282,8 @@ impl<T: Transport> Actor<T> {
                     }
                     handled += 1;
                 }
-                while let Ok(ready) = self.targets.try_recv() {
-                    self.target_ready(ready);
+                while let Ok(event) = self.targets.try_recv() {
+                    self.target_event(event);
                     handled += 1;
                 }
                 while handled < BATCH {
@@ -311,7 +311,7 @@ impl<T: Transport> Actor<T> {
                         Some(Command::Shutdown) | None => return self.shutdown().await,
                         Some(cmd) => self.on_command(cmd),
                     },
-                    Some(ready) = self.targets.recv() => self.target_ready(ready),
+                    Some(event) = self.targets.recv() => self.target_event(event),
                     // Expired deadlines are handled at the top of the loop.
                     () = time::sleep_until(deadline.unwrap_or_else(time::Instant::now)),
                         if deadline.is_some() => {}
@@ -820,25 +820,15 @@ impl<T: Transport> Actor<T> {
         }
     }
 
-    /// A receive-target hook chose the buffer of a message: begin it there
-    /// and carry on with the member's actions.
-    fn target_ready(&mut self, ready: TargetReady) {
-        let Some(g) = self.groups.get_mut(&ready.group) else {
-            return;
-        };
-        let Some(pending) = g.pending_begin.take_if(|p| p.seq == ready.seq) else {
-            return;
-        };
-        let buf = match ready.result {
-            Ok(Some(buf)) => Ok(buf),
-            Ok(None) => self
-                .transport
-                .alloc_buffer(pending.len())
-                .map_err(|_| (FailureKind::OutOfMemory { size: pending.size }, None)),
-            Err(no_buffer) => Err(no_buffer),
-        };
-        super::group_state::target::begin_message(g, pending, buf);
-        self.drive(ready.group);
+    /// A receive-target hook chose the buffer of a message, or a message
+    /// is written to its file: begin or deliver it, and carry on with the
+    /// member's actions.
+    fn target_event(&mut self, event: TargetEvent) {
+        let group = event.group();
+        if let Some(g) = self.groups.get_mut(&group) {
+            super::group_state::target::on_event(g, &mut self.transport, event);
+            self.drive(group);
+        }
     }
 
     fn transport_gone(mut self) {

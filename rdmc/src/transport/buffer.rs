@@ -67,7 +67,7 @@ enum Backing {
     /// A shared mapping of the first `capacity` bytes of this file: what
     /// the transfers write lands in the file's page cache, and is written
     /// behind when the mapping is writable.
-    File(Arc<std::fs::File>, Option<file::WriteBehind>),
+    File(Arc<std::fs::File>, Option<file::Writable>),
 }
 
 /// Buffers at least this large are mapped with huge pages where possible.
@@ -206,6 +206,7 @@ impl MessageBuffer {
     /// If the region is out of bounds.
     pub(crate) fn region(self: &Arc<Self>, offset: usize, len: usize) -> RecvRegion {
         assert!(offset.checked_add(len).is_some_and(|end| end <= self.len));
+        self.prepare_region(offset, len);
         RecvRegion {
             buf: Arc::clone(self),
             offset,

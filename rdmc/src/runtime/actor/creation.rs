@@ -166,6 +166,8 @@ impl<T: Transport> Actor<T> {
                 targets: config.receive_targets().cloned(),
                 target_tx: self.target_tx.clone(),
                 pending_begin: None,
+                writing: None,
+                written: None,
                 durable: VecDeque::new(),
                 in_flight,
                 batching: config.small_message_batching(),

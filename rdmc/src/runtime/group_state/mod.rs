@@ -22,7 +22,7 @@ use crate::proto::{
 use crate::stats::{GroupCounters, NodeCounters, Role};
 use crate::target::{ReceiveTargets, ReceivedFile};
 use crate::transport::{BlockRef, MessageBuffer, Signal, Transport};
-use target::{PendingBegin, TargetReady};
+use target::{PendingBegin, TargetEvent, Writing};
 
 /// The receiving end of a group's deliveries.
 /// Bytes of a message's digest on the wire (BLAKE3).
@@ -158,10 +158,15 @@ pub(super) struct GroupState {
     /// Receiver: the application's hook choosing where messages go.
     pub(super) targets: Option<ReceiveTargets>,
     /// Where the hook's tasks report to the actor.
-    pub(super) target_tx: mpsc::UnboundedSender<TargetReady>,
+    pub(super) target_tx: mpsc::UnboundedSender<TargetEvent>,
     /// Receiver: a message whose target the hook is choosing; the member's
     /// actions wait meanwhile.
     pub(super) pending_begin: Option<PendingBegin>,
+    /// Receiver: a message complete here, being written to its file.
+    pub(super) writing: Option<Writing>,
+    /// Receiver: resolves once the message being written is delivered
+    /// (the next message's target waits for it).
+    pub(super) written: Option<oneshot::Receiver<()>>,
     /// Root: messages not yet taken by every member, with who waits for that.
     pub(super) durable: VecDeque<(u64, DeliveredReply)>,
     /// Root: the count of messages in flight, shared with the handle.
@@ -232,14 +237,26 @@ impl GroupState {
         file: Option<ReceivedFile>,
         timings: MessageTimings,
     ) {
+        self.next_seq += 1;
+        self.deliver_numbered(self.next_seq - 1, data, file, timings);
+    }
+
+    /// Receiver: hand the application its message `seq` (in its count,
+    /// taken from `next_seq` earlier).
+    pub(super) fn deliver_numbered(
+        &mut self,
+        seq: u64,
+        data: Bytes,
+        file: Option<ReceivedFile>,
+        timings: MessageTimings,
+    ) {
         let message = Message {
             group: self.id,
-            seq: self.next_seq,
+            seq,
             data,
             file,
             timings,
         };
-        self.next_seq += 1;
         NodeCounters::completed(
             &self.counters,
             Role::Receiver,
@@ -479,9 +496,13 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
         Action::MessageComplete { seq } => return complete_message(g, seq),
         Action::MessageDelivered { seq } => answer_delivered(g, seq),
         Action::AllDelivered => {
-            // Every message is in the stream: it ends once they are read.
+            // Every message is in the stream (or the one being written
+            // will be): it ends once they are read.
             tracing::debug!("every message delivered");
-            g.deliveries = None;
+            match g.writing.as_mut() {
+                Some(writing) => writing.last = true,
+                None => g.deliveries = None,
+            }
         }
         // The group's end.
         Action::Closed => close(g, transport),
@@ -510,9 +531,9 @@ fn begin_message<T: Transport>(
 ) {
     g.receiving_batch = batch;
     // A batch's messages go to memory: the hook chooses for one message at
-    // a time.
-    if g.targets.is_some() && !batch {
-        target::choose(g, pending);
+    // a time. A batch after a message still being written waits for it.
+    if g.targets.is_some() && (!batch || g.written.is_some()) {
+        target::choose(g, pending, batch);
     } else if let Some(buf) = take_bounce_as_message(g, transport, &pending) {
         target::begin_in_place(g, pending, buf);
     } else {
@@ -625,7 +646,11 @@ fn complete_receiving(g: &mut GroupState, seq: u64, now: Instant) -> bool {
         .unwrap_or_else(|| Stopwatch::start(g.event_at));
     if buf.file().is_some() {
         g.untaken.push_back(1);
-        return target::deliver_file(g, seq, buf, watch.finish(now));
+        if buf.writes_directly() {
+            target::deliver_when_written(g, seq, buf, watch.finish(now));
+            return false;
+        }
+        return target::deliver_file(g, seq, buf, watch.finish(now), None);
     }
     let Some(data) = intact_received(g, seq, buf.into_bytes()) else {
         return true;

@@ -2,17 +2,21 @@
 //! has arrived; the hook's future chooses where the message goes, on a
 //! task of its own (a file is resized and mapped on a blocking thread),
 //! while the member's actions wait; then the message begins in that buffer.
+//! A message received into a file whose blocks are written to it directly
+//! is delivered once they all are.
 
 use std::sync::Arc;
 
 use bytes::Bytes;
+
+use tokio::sync::oneshot;
 
 use super::super::timing::{MessageTimings, Stopwatch};
 use super::{DIGEST_LEN, GroupState, checked_in_place};
 use crate::ids::GroupId;
 use crate::proto::FailureKind;
 use crate::target::{Incoming, ReceiveTarget, ReceivedFile};
-use crate::transport::MessageBuffer;
+use crate::transport::{MessageBuffer, Transport};
 
 /// A message begun by the member, waiting for its buffer.
 pub(crate) struct PendingBegin {
@@ -51,9 +55,117 @@ pub(crate) struct TargetReady {
     pub(in crate::runtime) result: Result<Option<Arc<MessageBuffer>>, NoBuffer>,
 }
 
-/// Ask the group's hook where `pending` goes; the actor hears back through
-/// [`TargetReady`].
-pub(in crate::runtime) fn choose(g: &mut GroupState, mut pending: PendingBegin) {
+/// What the tasks and threads working for the receive targets report to
+/// the actor.
+#[derive(Debug)]
+pub(crate) enum TargetEvent {
+    /// A hook chose a message's buffer (or failed to).
+    Ready(TargetReady),
+    /// Every block of message `seq`, received into a file written
+    /// directly, is in the file (or could not be written).
+    Written {
+        group: GroupId,
+        seq: u64,
+        result: std::io::Result<()>,
+    },
+}
+
+impl TargetEvent {
+    /// The group it is for.
+    pub(in crate::runtime) fn group(&self) -> GroupId {
+        match self {
+            TargetEvent::Ready(ready) => ready.group,
+            TargetEvent::Written { group, .. } => *group,
+        }
+    }
+}
+
+/// A message complete at this member whose blocks are still being written
+/// to its file: delivered once they are.
+pub(in crate::runtime) struct Writing {
+    seq: u64,
+    /// Its number in the application's count, taken when it completed.
+    number: u64,
+    buf: Arc<MessageBuffer>,
+    timings: MessageTimings,
+    /// Whether every message was delivered meanwhile: the stream ends
+    /// after this one.
+    pub(in crate::runtime) last: bool,
+}
+
+/// Carry out `event` at its group `g`: begin the message whose buffer is
+/// ready, deliver the message that is written.
+pub(in crate::runtime) fn on_event<T: Transport>(
+    g: &mut GroupState,
+    transport: &mut T,
+    event: TargetEvent,
+) {
+    match event {
+        TargetEvent::Ready(ready) => {
+            let Some(pending) = g.pending_begin.take_if(|p| p.seq == ready.seq) else {
+                return;
+            };
+            let buf = match ready.result {
+                Ok(Some(buf)) => Ok(buf),
+                Ok(None) => transport
+                    .alloc_buffer(pending.len())
+                    .map_err(|_| (FailureKind::OutOfMemory { size: pending.size }, None)),
+                Err(no_buffer) => Err(no_buffer),
+            };
+            begin_message(g, pending, buf);
+        }
+        TargetEvent::Written { seq, result, .. } => {
+            let Some(writing) = g.writing.take_if(|w| w.seq == seq) else {
+                return;
+            };
+            if let Err(e) = result {
+                tracing::warn!(seq, error = %e, "cannot write a message to its file");
+                let detail = format!("cannot write the file: {e}");
+                return g.member.handle_local_failure(
+                    None,
+                    FailureKind::ReceiveTarget,
+                    Some(detail),
+                );
+            }
+            deliver_file(g, seq, writing.buf, writing.timings, Some(writing.number));
+            if writing.last {
+                g.deliveries = None;
+            }
+        }
+    }
+}
+
+/// Message `seq`, complete here in `buf`, a file written directly: deliver
+/// it once every block is in the file; the next message's target waits
+/// for that.
+pub(in crate::runtime) fn deliver_when_written(
+    g: &mut GroupState,
+    seq: u64,
+    buf: Arc<MessageBuffer>,
+    timings: MessageTimings,
+) {
+    let (tx, rx) = oneshot::channel();
+    g.written = Some(rx);
+    let (events, group) = (g.target_tx.clone(), g.id);
+    buf.when_written(Box::new(move |result| {
+        let _ = events.send(TargetEvent::Written { group, seq, result });
+        let _ = tx.send(());
+    }));
+    // The next message's number (its file's name, say) follows this one's.
+    g.next_seq += 1;
+    g.writing = Some(Writing {
+        seq,
+        number: g.next_seq - 1,
+        buf,
+        timings,
+        last: false,
+    });
+}
+
+/// Ask the group's hook where `pending` goes (a batch goes to memory); the
+/// actor hears back through [`TargetEvent::Ready`], after the message
+/// before is delivered.
+pub(in crate::runtime) fn choose(g: &mut GroupState, mut pending: PendingBegin, batch: bool) {
     let targets = g.targets.as_ref().expect("a group with a hook");
     let extra = if g.digest { DIGEST_LEN } else { 0 };
     let incoming = Incoming {
@@ -62,32 +174,51 @@ pub(in crate::runtime) fn choose(g: &mut GroupState, mut pending: PendingBegin) 
         seq: g.next_seq,
         size: pending.size - extra,
     };
-    let chosen = targets.choose(incoming);
+    let chosen = if batch {
+        Box::pin(std::future::ready(Ok(ReceiveTarget::Memory)))
+    } else {
+        targets.choose(incoming)
+    };
     let tx = g.target_tx.clone();
     let (group, seq, len) = (g.id, pending.seq, pending.len());
+    // A digest is checked by reading the file back: through its mapping.
+    let direct = !g.digest;
+    let written = g.written.take();
     let task = tokio::spawn(async move {
         let result = match chosen.await {
             Ok(ReceiveTarget::Memory) => Ok(None),
             Ok(ReceiveTarget::Buffer(vec)) => Ok(Some(MessageBuffer::from_vec(vec, len))),
-            Ok(ReceiveTarget::File(file)) => map(file, len).await.map(Some),
+            Ok(ReceiveTarget::File(file)) => map(file, len, direct).await.map(Some),
             Err(e) => Err((
                 FailureKind::ReceiveTarget,
                 Some(format!("the hook failed: {e}")),
             )),
         };
-        let _ = tx.send(TargetReady { group, seq, result });
+        // The message before first (its event is sent before this).
+        if let Some(written) = written {
+            let _ = written.await;
+        }
+        let _ = tx.send(TargetEvent::Ready(TargetReady { group, seq, result }));
     });
     pending.task = Some(task.abort_handle());
     tracing::debug!(seq, "waiting for the receive target");
     g.pending_begin = Some(pending);
 }
 
-/// The file's mapping; a mapping the address space has no room for is the
-/// member running out of memory, as a buffer it could not get would be.
+/// The file's mapping (written directly if `direct`); a mapping the address space has no room for is the member
+/// running out of memory, as a buffer it could not get would be.
 #[cfg(target_os = "linux")]
-async fn map(file: std::fs::File, len: usize) -> Result<Arc<MessageBuffer>, NoBuffer> {
+async fn map(
+    file: std::fs::File,
+    len: usize,
+    direct: bool,
+) -> Result<Arc<MessageBuffer>, NoBuffer> {
     let target = |detail: String| (FailureKind::ReceiveTarget, Some(detail));
-    match tokio::task::spawn_blocking(move || MessageBuffer::map_file(file, len, true)).await {
+    let map = move || match direct {
+        true => MessageBuffer::map_file_direct(file, len),
+        false => MessageBuffer::map_file(file, len, true),
+    };
+    match tokio::task::spawn_blocking(map).await {
         Err(e) => Err(target(e.to_string())),
         Ok(Ok(buf)) => Ok(buf),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::OutOfMemory => Err((
@@ -99,7 +230,11 @@ async fn map(file: std::fs::File, len: usize) -> Result<Arc<MessageBuffer>, NoBu
 }
 
 #[cfg(not(target_os = "linux"))]
-async fn map(_file: std::fs::File, _len: usize) -> Result<Arc<MessageBuffer>, NoBuffer> {
+async fn map(
+    _file: std::fs::File,
+    _len: usize,
+    _direct: bool,
+) -> Result<Arc<MessageBuffer>, NoBuffer> {
     Err((
         FailureKind::ReceiveTarget,
         Some("file targets need Linux".to_owned()),
@@ -166,12 +301,14 @@ pub(in crate::runtime) fn begin_in_place(
 
 /// Deliver message `seq`, received into a file's mapping `buf`: check its
 /// digest (if the group's messages carry one) and cut it off the file,
-/// unmap, and hand the application the file. Whether it hashed.
+/// unmap, and hand the application the file (as its message `number`,
+/// if its number was taken already). Whether it hashed.
 pub(in crate::runtime) fn deliver_file(
     g: &mut GroupState,
     seq: u64,
     buf: Arc<MessageBuffer>,
     timings: MessageTimings,
+    number: Option<u64>,
 ) -> bool {
     let file = Arc::clone(buf.file().expect("a file-backed buffer"));
     let mut len = buf.len() as u64;
@@ -195,7 +332,11 @@ pub(in crate::runtime) fn deliver_file(
     }
     g.block_senders.clear();
     drop(buf);
-    g.deliver(Bytes::new(), Some(ReceivedFile::new(file, len)), timings);
+    let file = Some(ReceivedFile::new(file, len));
+    match number {
+        Some(number) => g.deliver_numbered(number, Bytes::new(), file, timings),
+        None => g.deliver(Bytes::new(), file, timings),
+    }
     tracing::debug!(seq, "message complete (in a file)");
     g.digest
 }
