@@ -42,26 +42,32 @@ pub enum ReceiveTarget {
     /// copy, as [`Message::data`](crate::Message::data).
     Buffer(Vec<u8>),
     /// A file, opened for reading and writing: the message becomes its
-    /// first `size` bytes (the file is resized to exactly that). Blocks are
-    /// written into a shared mapping of the file as they arrive and leave
-    /// this process's memory once this member has relayed them, so a
-    /// message larger than memory can be received; the kernel writes them
-    /// back. Delivered as [`Message::file`](crate::Message::file), with an
-    /// empty [`Message::data`](crate::Message::data). The bytes are in the
-    /// file (readable through any handle) when the message is delivered;
-    /// call [`File::sync_all`](std::fs::File::sync_all) on it to have them
-    /// on disk. Linux only; elsewhere the message fails the group.
+    /// first `size` bytes (the file is resized to exactly that), so a
+    /// message larger than memory can be received. Where the file system
+    /// allows it (`O_DIRECT`; not tmpfs), the message arrives in memory
+    /// the process reuses from message to message, 1 MiB at a time, and
+    /// each such chunk is written to the file directly, past the page
+    /// cache, by a writer thread once this member has relayed it (at most
+    /// 32 MiB of it held per process; past that, and on other file
+    /// systems, blocks go through a shared mapping of the file and the
+    /// kernel writes them back). Delivered as
+    /// [`Message::file`](crate::Message::file), with an empty
+    /// [`Message::data`](crate::Message::data), once every byte is in the
+    /// file (readable through any handle); call
+    /// [`File::sync_all`](std::fs::File::sync_all) on it to have them on
+    /// disk. A write that fails fails the group, naming this member. Linux
+    /// only; elsewhere the message fails the group.
     ///
     /// The file's blocks are preallocated (`posix_fallocate`), so a full
     /// disk fails the group cleanly before any byte lands. Nobody may
     /// shorten the file until the message is delivered (a mapped page past
     /// a file's end raises `SIGBUS` in this process), and one file must
-    /// not be the target of two messages at once. Blocks are written into
-    /// the mapping by the transport (on `tcp`, by its tasks on the tokio
-    /// threads), so a disk much slower than the network can hold those
-    /// threads in the kernel's writeback throttling; `ofi` and `rdma`
-    /// never register the mapping: each block arrives in a registered
-    /// bounce buffer from the node's pool and is copied on.
+    /// not be the target of two messages at once. Blocks that go through
+    /// the mapping are written there by the transport (on `tcp`, by its
+    /// tasks on the tokio threads), so a disk much slower than the network
+    /// can hold those threads in the kernel's writeback throttling; `ofi`
+    /// and `rdma` never register file memory: each block arrives in a
+    /// registered bounce buffer from the node's pool and is copied on.
     File(std::fs::File),
 }
 
