@@ -757,6 +757,9 @@ fn fail<T: Transport>(g: &mut GroupState, transport: &mut T, failure: &Failure) 
     }
     g.receiving = None;
     g.receive_watch = None;
+    // A message still being written to its file is not handed over: the
+    // stream ends with the failure.
+    g.writing = None;
     if let Some(tx) = &g.deliveries {
         let _ = tx.send(Err(error.clone()));
     }

@@ -205,8 +205,9 @@ pub(in crate::runtime) fn choose(g: &mut GroupState, mut pending: PendingBegin, 
     g.pending_begin = Some(pending);
 }
 
-/// The file's mapping (written directly if `direct`); a mapping the address space has no room for is the member
-/// running out of memory, as a buffer it could not get would be.
+/// The file's mapping (written directly if `direct`); a mapping the
+/// address space has no room for is the member running out of memory, as
+/// a buffer it could not get would be.
 #[cfg(target_os = "linux")]
 async fn map(
     file: std::fs::File,
@@ -214,9 +215,12 @@ async fn map(
     direct: bool,
 ) -> Result<Arc<MessageBuffer>, NoBuffer> {
     let target = |detail: String| (FailureKind::ReceiveTarget, Some(detail));
-    let map = move || match direct {
-        true => MessageBuffer::map_file_direct(file, len),
-        false => MessageBuffer::map_file(file, len, true),
+    let map = move || {
+        if direct {
+            MessageBuffer::map_file_direct(file, len)
+        } else {
+            MessageBuffer::map_file(file, len, true)
+        }
     };
     match tokio::task::spawn_blocking(map).await {
         Err(e) => Err(target(e.to_string())),
