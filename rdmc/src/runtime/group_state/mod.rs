@@ -237,12 +237,19 @@ impl GroupState {
         file: Option<ReceivedFile>,
         timings: MessageTimings,
     ) {
+        let seq = self.take_number();
+        self.deliver_numbered(seq, data, file, timings);
+    }
+
+    /// Receiver: the application's count for the next message delivered,
+    /// taken.
+    pub(super) fn take_number(&mut self) -> u64 {
         self.next_seq += 1;
-        self.deliver_numbered(self.next_seq - 1, data, file, timings);
+        self.next_seq - 1
     }
 
     /// Receiver: hand the application its message `seq` (in its count,
-    /// taken from `next_seq` earlier).
+    /// taken earlier with [`take_number`](Self::take_number)).
     pub(super) fn deliver_numbered(
         &mut self,
         seq: u64,
@@ -532,7 +539,7 @@ fn begin_message<T: Transport>(
     g.receiving_batch = batch;
     // A batch's messages go to memory: the hook chooses for one message at
     // a time. A batch after a message still being written waits for it.
-    if g.targets.is_some() && (!batch || g.written.is_some()) {
+    if g.targets.is_some() && (!batch || g.writing.is_some()) {
         target::choose(g, pending, batch);
     } else if let Some(buf) = take_bounce_as_message(g, transport, &pending) {
         target::begin_in_place(g, pending, buf);
@@ -650,7 +657,8 @@ fn complete_receiving(g: &mut GroupState, seq: u64, now: Instant) -> bool {
             target::deliver_when_written(g, seq, buf, watch.finish(now));
             return false;
         }
-        return target::deliver_file(g, seq, buf, watch.finish(now), None);
+        let number = g.take_number();
+        return target::deliver_file(g, seq, buf, watch.finish(now), number);
     }
     let Some(data) = intact_received(g, seq, buf.into_bytes()) else {
         return true;

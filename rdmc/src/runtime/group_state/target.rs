@@ -127,7 +127,7 @@ pub(in crate::runtime) fn on_event<T: Transport>(
                     Some(detail),
                 );
             }
-            deliver_file(g, seq, writing.buf, writing.timings, Some(writing.number));
+            deliver_file(g, seq, writing.buf, writing.timings, writing.number);
             if writing.last {
                 g.deliveries = None;
             }
@@ -152,10 +152,9 @@ pub(in crate::runtime) fn deliver_when_written(
         let _ = tx.send(());
     }));
     // The next message's number (its file's name, say) follows this one's.
-    g.next_seq += 1;
     g.writing = Some(Writing {
         seq,
-        number: g.next_seq - 1,
+        number: g.take_number(),
         buf,
         timings,
         last: false,
@@ -305,14 +304,14 @@ pub(in crate::runtime) fn begin_in_place(
 
 /// Deliver message `seq`, received into a file's mapping `buf`: check its
 /// digest (if the group's messages carry one) and cut it off the file,
-/// unmap, and hand the application the file (as its message `number`,
-/// if its number was taken already). Whether it hashed.
+/// unmap, and hand the application the file as its message `number`.
+/// Whether it hashed.
 pub(in crate::runtime) fn deliver_file(
     g: &mut GroupState,
     seq: u64,
     buf: Arc<MessageBuffer>,
     timings: MessageTimings,
-    number: Option<u64>,
+    number: u64,
 ) -> bool {
     let file = Arc::clone(buf.file().expect("a file-backed buffer"));
     let mut len = buf.len() as u64;
@@ -337,10 +336,7 @@ pub(in crate::runtime) fn deliver_file(
     g.block_senders.clear();
     drop(buf);
     let file = Some(ReceivedFile::new(file, len));
-    match number {
-        Some(number) => g.deliver_numbered(number, Bytes::new(), file, timings),
-        None => g.deliver(Bytes::new(), file, timings),
-    }
+    g.deliver_numbered(number, Bytes::new(), file, timings);
     tracing::debug!(seq, "message complete (in a file)");
     g.digest
 }
