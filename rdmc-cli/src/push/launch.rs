@@ -286,11 +286,10 @@ fn remote_command(args: &HostsArgs, cluster: &ClusterArgs, rank: u32) -> anyhow:
         .expect("checked")
         .replace("{rank}", &rank.to_string());
     let name = |v: Option<clap::builder::PossibleValue>| v.expect("a value").get_name().to_owned();
-    let words = [
+    let mut words = vec![
         args.remote_rdmc.clone(),
         "receive".to_owned(),
         "--cluster-from-stdin".to_owned(),
-        "--json".to_owned(),
         "--out".to_owned(),
         out,
         "--max-message-size".to_owned(),
@@ -306,6 +305,14 @@ fn remote_command(args: &HostsArgs, cluster: &ClusterArgs, rank: u32) -> anyhow:
         "--wire-security".to_owned(),
         name(clap::ValueEnum::to_possible_value(&cluster.wire_security)),
     ];
+    // A receiver's events (a line per file) are relayed only to a push
+    // asked for JSON; otherwise the receiver prints one line at its end
+    // (discarded: its failures go to stderr, which is relayed): on a push
+    // of many small files, an ssh packet per file on every host costs
+    // the hosts' CPU more than the files' own writes.
+    if cluster.json {
+        words.push("--json".to_owned());
+    }
     let quoted: Result<Vec<_>, _> = words.iter().map(|w| shlex::try_quote(w)).collect();
     Ok(quoted
         .map_err(|e| anyhow!("a word of the remote command: {e}"))?
@@ -462,5 +469,11 @@ mod tests {
         );
         let words = shlex::split(&command).unwrap();
         assert_eq!(words[words.len() - 1], "authenticated");
+        // Receivers print events (a line per file) only for a push asked
+        // for them.
+        assert!(!words.iter().any(|w| w == "--json"), "{command}");
+        let parsed: Command = clap::Parser::parse_from(["x", "--members", "m", "--json"]);
+        let command = remote_command(&hosts, &parsed.cluster, 3).unwrap();
+        assert!(shlex::split(&command).unwrap().iter().any(|w| w == "--json"));
     }
 }

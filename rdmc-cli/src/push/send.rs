@@ -34,7 +34,8 @@ const SEND_WINDOW: usize = 2;
 /// Messages read ahead of the sends.
 const READ_AHEAD: usize = 2;
 
-/// Check everything, hash every file, then push.
+/// Check everything, launch the receivers (if asked) while hashing every
+/// file, then push.
 pub(super) fn run(args: &PushArgs) -> Result<Vec<String>, Failure> {
     let style = Style::pick(args.cluster.json);
     // Everything that can be wrong here is found before anyone is contacted:
@@ -58,8 +59,18 @@ pub(super) fn run(args: &PushArgs) -> Result<Vec<String>, Failure> {
             cluster.origin
         )));
     }
-    let prepared = prepare(args, style).map_err(Failure::from)?;
+    let found = inputs::collect(&args.paths).map_err(Failure::from)?;
+    if found.files.len() > sync::MAX_FILES {
+        return Err(Failure::from(format!(
+            "{} files: a push carries at most {} (push the trees in parts)",
+            found.files.len(),
+            sync::MAX_FILES
+        )));
+    }
+    let (max, force) = (args.cluster.max_message_size, args.force);
+    let hash = move || prepare(found, max, force, style);
     if args.dry_run {
+        let prepared = hash().map_err(Failure::from)?;
         dry_run(&cluster, &prepared.manifest, args.cluster.json);
         return Ok(Vec::new());
     }
@@ -72,11 +83,18 @@ pub(super) fn run(args: &PushArgs) -> Result<Vec<String>, Failure> {
     runtime.block_on(
         async {
             cluster.join().await?;
+            // The inputs are hashed while the receivers start: on a
+            // cluster launched over ssh, the time of both is the longer's.
+            let hashing = tokio::task::spawn_blocking(hash);
             let mut launched = match launch {
                 Some(launch) => Some(launch.start(&args.hosts, &args.cluster).await?),
                 None => None,
             };
-            let outcome = push(&cluster, args, prepared, style, launched.as_mut()).await;
+            let outcome = match hashing.await {
+                Ok(Ok(prepared)) => push(&cluster, args, prepared, style, launched.as_mut()).await,
+                Ok(Err(e)) => Err(Failure::from(e)),
+                Err(e) => Err(Failure::from(anyhow!("hashing the inputs failed: {e}"))),
+            };
             if let Some(launched) = launched {
                 launched.finish().await;
             }
@@ -115,22 +133,20 @@ struct Prepared {
     manifest_bytes: Bytes,
 }
 
-fn prepare(args: &PushArgs, style: Style) -> anyhow::Result<Prepared> {
-    let max = args.cluster.max_message_size;
-    let found = inputs::collect(&args.paths)?;
+/// Hash the inputs `found` into the manifest (blocking): messages of at
+/// most `max` bytes, `force` to replace changed files.
+fn prepare(
+    found: inputs::Collected,
+    max: u64,
+    force: bool,
+    style: Style,
+) -> anyhow::Result<Prepared> {
     let total: u64 = found.files.iter().map(|s| s.size).sum();
     let bar = Progress::hashing(style, total);
     let mut manifest = inputs::hash_all(&found, (max, BATCH_LIMIT.min(max)), &|n| bar.inc(n))?;
-    manifest.replace = args.force;
+    manifest.replace = force;
     bar.finish_and_clear();
     let manifest_bytes = Bytes::from(manifest.to_bytes());
-    if manifest.files.len() > sync::MAX_FILES {
-        bail!(
-            "{} files: a push carries at most {} (push the trees in parts)",
-            manifest.files.len(),
-            sync::MAX_FILES
-        );
-    }
     if manifest_bytes.len() as u64 > max {
         bail!(
             "the manifest of {} files takes {}, more than the largest message, {} \
