@@ -8,7 +8,13 @@
 //! one filesystem, so each sshd runs in a mount namespace of its own where
 //! the common destination directory is a bind mount of that host's own
 //! receive directory: every tool is given the same destination and each
-//! host's copy lands apart. The data: one 256 MiB file and 1,000 small files
+//! host's copy lands apart. Each receive directory is an ext4 filesystem of
+//! its own (`mkfs.ext4` defaults, journaled, on a loop device doing direct
+//! I/O to an image file on the machine's disk), as each real host has: on
+//! one shared filesystem the 15 hosts' files would be created among the
+//! 15,000 the previous copy left and that were just deleted, and a
+//! filesystem without a journal (as this machine's own) scans past every
+//! recently deleted inode for each file it creates. The data: one 256 MiB file and 1,000 small files
 //! (1–64 KiB, in subdirectories, some mode 755), mtimes set. Each run, each
 //! tool in turn from host 0 (the receivers emptied and the page cache's dirty
 //! pages flushed before each), timed from its start to its exit (0
@@ -55,6 +61,8 @@ type Facts = (bool, u32, u64, i64, i64);
 struct Receivers {
     dir: PathBuf,
     sshds: Vec<Child>,
+    /// The loop devices of the receivers' filesystems, mounted.
+    loops: Vec<(String, PathBuf)>,
 }
 
 impl Drop for Receivers {
@@ -64,9 +72,16 @@ impl Drop for Receivers {
             let _ = child.wait();
             unregister(child.id());
         }
+        for (device, mount) in self.loops.drain(..) {
+            let _ = Command::new("umount").arg(&mount).status();
+            let _ = Command::new("losetup").args(["-d", &device]).status();
+        }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+/// Size of each receiver's filesystem image (sparse): room for a copy.
+const IMAGE_SIZE: u64 = 1 << 30;
 
 impl Receivers {
     /// The scratch paths: the source tree, the common destination, the
@@ -93,6 +108,7 @@ impl Receivers {
         let mut receivers = Receivers {
             dir: dir.to_owned(),
             sshds: Vec::new(),
+            loops: Vec::new(),
         };
         let io = |what: &str, e: std::io::Error| format!("{what}: {e}");
         std::fs::create_dir_all(receivers.dest()).map_err(|e| io("dest", e))?;
@@ -109,6 +125,7 @@ impl Receivers {
         std::fs::create_dir_all("/run/sshd").map_err(|e| io("/run/sshd", e))?;
         for host in 1..HOSTS {
             std::fs::create_dir_all(receivers.recv(host)).map_err(|e| io("recv", e))?;
+            receivers.mount_filesystem(host)?;
             let config = dir.join(format!("sshd_config-h{host}"));
             let text = format!(
                 "Port 22\nListenAddress {addr}\nHostKey {host_key}\n\
@@ -143,6 +160,38 @@ impl Receivers {
             receivers.wait_for_login(host)?;
         }
         Ok(receivers)
+    }
+
+    /// Make `host`'s receive directory an ext4 filesystem of its own.
+    fn mount_filesystem(&mut self, host: usize) -> Result<(), String> {
+        let image = self.dir.join(format!("recv-h{host}.img"));
+        std::fs::File::create(&image)
+            .and_then(|f| f.set_len(IMAGE_SIZE))
+            .map_err(|e| format!("{}: {e}", image.display()))?;
+        run_ok(
+            Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&image),
+            "mkfs.ext4",
+        )?;
+        let out = Command::new("losetup")
+            .args(["--direct-io=on", "-f", "--show"])
+            .arg(&image)
+            .output()
+            .map_err(|e| format!("losetup: {e}"))?;
+        let device = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        if !out.status.success() || device.is_empty() {
+            return Err(format!(
+                "losetup {}: {}",
+                image.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        let recv = self.recv(host);
+        if let Err(e) = run_ok(Command::new("mount").arg(&device).arg(&recv), "mount") {
+            let _ = Command::new("losetup").args(["-d", &device]).status();
+            return Err(e);
+        }
+        self.loops.push((device, recv.clone()));
+        std::fs::remove_dir(recv.join("lost+found")).map_err(|e| format!("lost+found: {e}"))
     }
 
     /// Log in to `host` until it answers (10 s at most).
