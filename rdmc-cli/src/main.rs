@@ -64,7 +64,7 @@ enum Command {
     /// file) to every other member, which runs `rdmc receive`.
     Push(push::PushArgs),
     /// Receive what `rdmc push` sends: write it under a directory, every
-    /// file's SHA-256 checked.
+    /// file's BLAKE3 checked.
     Receive(push::ReceiveArgs),
     /// Write a new random cluster key to a file only its owner can read.
     Keygen(keygen::KeygenArgs),

@@ -1,6 +1,6 @@
 //! `rdmc push` and `rdmc receive` across real processes on loopback TCP: a
 //! tree of many small files and a larger file reach every receiver byte for
-//! byte, each file's SHA-256 reported; an input that cannot be read, or a
+//! byte, each file's BLAKE3 reported; an input that cannot be read, or a
 //! missing key, is refused before anyone is contacted; an existing output
 //! is never overwritten. (Receivers that fail: `cli_push_faults.rs`.)
 
@@ -45,19 +45,19 @@ fn a_tree_of_small_files_and_a_large_file_reach_three_receivers_checked() {
             "receiver {} differs",
             i + 1
         );
-        // Every file reported once, with the SHA-256 of its contents.
+        // Every file reported once, with the BLAKE3 of its contents.
         let mut received: Vec<(String, String)> = events(&out)
             .iter()
             .filter(|e| e["event"] == "received")
             .map(|e| {
                 let path = e["path"].as_str().unwrap().to_owned();
-                (path, e["sha256"].as_str().unwrap().to_owned())
+                (path, e["blake3"].as_str().unwrap().to_owned())
             })
             .collect();
         received.sort();
         let want: Vec<(String, String)> = expected
             .iter()
-            .map(|(path, data)| (path.clone(), sha256_hex(data)))
+            .map(|(path, data)| (path.clone(), blake3_hex(data)))
             .collect();
         assert_eq!(received, want);
         // Nothing but the pushed entries (the staging directory is gone).

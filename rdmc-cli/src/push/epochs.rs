@@ -78,7 +78,7 @@ const EPOCH_LIMIT: usize = 1 << 20;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(super) struct Report {
     /// Its output directory holds every entry of the manifest, identical
-    /// (each file's size, permissions and SHA-256).
+    /// (each file's size, permissions and BLAKE3).
     pub(super) holds_all: bool,
     /// Otherwise, how many messages of the push it holds already (the
     /// manifest, then the pieces a killed receiver before it left, checked
@@ -87,7 +87,7 @@ pub(super) struct Report {
     #[serde(default)]
     pub(super) taken: u64,
     /// Otherwise, the files its output directory holds intact already
-    /// (size, permissions and SHA-256 as in the manifest): they are not
+    /// (size, permissions and BLAKE3 as in the manifest): they are not
     /// sent for it, and it leaves them untouched.
     pub(super) held: FileSet,
 }

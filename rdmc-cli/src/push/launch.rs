@@ -474,6 +474,11 @@ mod tests {
         assert!(!words.iter().any(|w| w == "--json"), "{command}");
         let parsed: Command = clap::Parser::parse_from(["x", "--members", "m", "--json"]);
         let command = remote_command(&hosts, &parsed.cluster, 3).unwrap();
-        assert!(shlex::split(&command).unwrap().iter().any(|w| w == "--json"));
+        assert!(
+            shlex::split(&command)
+                .unwrap()
+                .iter()
+                .any(|w| w == "--json")
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! messages.
 //!
 //! The first message of a push is the [`Manifest`]: every file's relative
-//! path, size, SHA-256, permissions and modification time, every directory
+//! path, size, BLAKE3, permissions and modification time, every directory
 //! (empty ones too) and symbolic link of the pushed trees, and the two
 //! numbers that cut the contents into messages. Both sides compute the same [`plan`] from it, so the messages
 //! after it carry file bytes only: small files are batched into one message
@@ -16,7 +16,7 @@ use anyhow::{anyhow, bail};
 use serde::{Deserialize, Serialize};
 
 /// The manifest format this build writes and reads.
-pub(crate) const FORMAT: &str = "rdmc-push/4";
+pub(crate) const FORMAT: &str = "rdmc-push/5";
 
 /// The permission bits a push carries (no set-user-id, set-group-id or
 /// sticky bit).
@@ -50,17 +50,17 @@ pub(crate) struct FileEntry {
     pub(crate) path: String,
     pub(crate) size: u64,
     /// Lowercase hex.
-    pub(crate) sha256: String,
+    pub(crate) blake3: String,
     /// Permission bits (within [`MODE_BITS`]).
     pub(crate) mode: u32,
     /// Modification time, nanoseconds since the Unix epoch.
     pub(crate) mtime_ns: i64,
-    /// For a file sent in pieces (larger than the batch limit): the SHA-256
+    /// For a file sent in pieces (larger than the batch limit): the BLAKE3
     /// of each `chunk_size` piece, in order, lowercase hex — so that a
     /// receiver cut off mid-file can check the prefix it kept, piece by
     /// piece, and the push resume after it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub(crate) chunk_sha256: Vec<String>,
+    pub(crate) chunk_blake3: Vec<String>,
 }
 
 /// One directory of a push.
@@ -138,14 +138,14 @@ impl Manifest {
                     .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
         };
         for file in &manifest.files {
-            if !digest(&file.sha256) || !file.chunk_sha256.iter().all(digest) {
-                bail!("{}: not a SHA-256 digest in the manifest", file.path);
+            if !digest(&file.blake3) || !file.chunk_blake3.iter().all(digest) {
+                bail!("{}: not a BLAKE3 digest in the manifest", file.path);
             }
-            if file.chunk_sha256.len() as u64 != manifest.chunks_of(file.size) {
+            if file.chunk_blake3.len() as u64 != manifest.chunks_of(file.size) {
                 bail!(
                     "{}: {} piece digests in the manifest for {} pieces",
                     file.path,
-                    file.chunk_sha256.len(),
+                    file.chunk_blake3.len(),
                     manifest.chunks_of(file.size)
                 );
             }
@@ -365,10 +365,10 @@ mod tests {
                 .map(|(i, &size)| FileEntry {
                     path: format!("d/f{i}"),
                     size,
-                    sha256: "0".repeat(64),
+                    blake3: "0".repeat(64),
                     mode: 0o644,
                     mtime_ns: 1_700_000_000_123_456_789,
-                    chunk_sha256: if size > batch_limit {
+                    chunk_blake3: if size > batch_limit {
                         vec!["0".repeat(64); size.div_ceil(chunk_size.max(1)) as usize]
                     } else {
                         Vec::new()
@@ -424,7 +424,7 @@ mod tests {
                     .filter(|p| entry.size > batch_limit && p.iter().any(|s| s.file == file))
                     .count() as u64;
                 prop_assert_eq!(own, m.chunks_of(entry.size));
-                prop_assert_eq!(entry.chunk_sha256.len() as u64, own);
+                prop_assert_eq!(entry.chunk_blake3.len() as u64, own);
             }
         }
     }
@@ -459,12 +459,12 @@ mod tests {
                 .contains("format")
         );
         let mut bad = m.clone();
-        bad.files[1].sha256 = "xyz".into();
+        bad.files[1].blake3 = "xyz".into();
         assert!(
             Manifest::from_bytes(&bad.to_bytes())
                 .unwrap_err()
                 .to_string()
-                .contains("SHA-256")
+                .contains("BLAKE3")
         );
         let mut bad = m.clone();
         bad.files[2].path = "../etc/passwd".into();

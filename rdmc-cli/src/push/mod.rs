@@ -4,11 +4,11 @@
 //! The root (rank 0 of the members file) runs `rdmc push PATHS...`; every
 //! other member runs `rdmc receive --me RANK --out DIR`. The root hashes
 //! every file first (an unreadable file fails before anything is sent),
-//! sends a manifest (relative paths, sizes, SHA-256s, modes and times;
+//! sends a manifest (relative paths, sizes, BLAKE3 digests, modes and times;
 //! directories and links), then the files'
 //! bytes: small files batched into one message, large ones cut into
 //! messages of at most `--max-message-size`. Each receiver writes into a
-//! staging directory inside DIR, checks every file's SHA-256, flushes
+//! staging directory inside DIR, checks every file's BLAKE3, flushes
 //! everything to disk, moves the files into place (never over existing
 //! ones unless `--force`, leaving those it holds identical untouched), and
 //! only then closes the group; so the root's success means every
@@ -138,7 +138,7 @@ pub(crate) struct ReceiveArgs {
     #[arg(long, conflicts_with_all = ["me", "members", "members_from", "key_file"])]
     cluster_from_stdin: bool,
     /// Directory the pushed files and directories land in, created if need
-    /// be. Files it holds identical already (by SHA-256) are not sent again
+    /// be. Files it holds identical already (by BLAKE3) are not sent again
     /// and left untouched; nothing in it is overwritten: a push naming an
     /// entry that exists and differs fails here, unless it says --force.
     #[arg(long, value_name = "DIR")]

@@ -1,6 +1,6 @@
 //! The receiver's side of the files: written into a uniquely named staging
 //! directory inside the output directory, every file checked against the
-//! manifest's SHA-256 and flushed to disk, and moved into place only once
+//! manifest's BLAKE3 and flushed to disk, and moved into place only once
 //! every file of the push is there and checked. On any error — or if the
 //! push fails — the staging directory and everything in it are removed:
 //! the output directory then holds what it held before, never a mix of an
@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail};
 
-use super::inputs::Sha256;
+use super::inputs::Blake3;
 use super::manifest::{Manifest, Segment, piece_len};
 use super::sync::FileSet;
 use rdmc_cli::cluster::without_path;
@@ -56,7 +56,7 @@ pub(crate) struct Staging {
     /// everything out of it, or on any error.
     dir: StagingDir,
     /// The file being written: its index, writer and hash so far.
-    open: Option<(usize, FileWriter, Sha256)>,
+    open: Option<(usize, FileWriter, Blake3)>,
     /// The files complete and checked, not yet flushed to disk (their
     /// writeback started): flushed together by the commit, where the first
     /// flush commits the filesystem's journal for all of them.
@@ -183,7 +183,7 @@ impl Staging {
                 let _ =
                     std::fs::remove_file(self.dir.tree().join(&self.manifest.files[index].path));
                 let file = self.create(index)?.into_file();
-                self.finish_file(index, file, Sha256::new())?;
+                self.finish_file(index, file, Blake3::new())?;
             }
         }
         Ok(())
@@ -246,7 +246,7 @@ impl Staging {
                     );
                 }
                 let file = self.create(segment.file)?;
-                self.open = Some((segment.file, file, Sha256::new()));
+                self.open = Some((segment.file, file, Blake3::new()));
             }
             let (_, file, hash) = self.open.as_mut().expect("opened above");
             let rel = &self.manifest.files[segment.file].path;
@@ -262,18 +262,18 @@ impl Staging {
         Ok(done)
     }
 
-    /// Check a complete file's SHA-256 against the manifest's, give it the
+    /// Check a complete file's BLAKE3 against the manifest's, give it the
     /// sender's permissions and modification time, and start writing it
     /// back (the commit flushes it).
-    fn finish_file(&mut self, index: usize, file: File, hash: Sha256) -> anyhow::Result<()> {
+    fn finish_file(&mut self, index: usize, file: File, hash: Blake3) -> anyhow::Result<()> {
         use std::os::unix::fs::PermissionsExt;
         let entry = &self.manifest.files[index];
         let got = hash.hex();
-        if got != entry.sha256 {
+        if got != entry.blake3 {
             bail!(
-                "{}: SHA-256 mismatch: received {got}, the sender's is {}",
+                "{}: BLAKE3 mismatch: received {got}, the sender's is {}",
                 entry.path,
-                entry.sha256
+                entry.blake3
             );
         }
         let named = |e: std::io::Error| anyhow!("{}: {e}", entry.path);
@@ -629,7 +629,7 @@ mod tests {
         assert!(
             err.unwrap_err()
                 .to_string()
-                .contains("d/big: SHA-256 mismatch")
+                .contains("d/big: BLAKE3 mismatch")
         );
         drop(staging);
         assert!(staged(&out).is_empty());

@@ -99,7 +99,7 @@ impl Progress {
         }
         let bar = ProgressBar::new(bytes);
         bar.set_style(style(TOTAL_TEMPLATE));
-        bar.set_prefix("hashing (SHA-256)");
+        bar.set_prefix("hashing (BLAKE3)");
         bar
     }
 
@@ -144,7 +144,7 @@ impl Progress {
         }
     }
 
-    /// File `index` is complete: sent (root), or written and its SHA-256
+    /// File `index` is complete: sent (root), or written and its BLAKE3
     /// checked (receiver).
     pub(crate) fn file_done(&self, manifest: &Manifest, index: usize) {
         let done = {
@@ -158,7 +158,7 @@ impl Progress {
             println!(
                 "{}",
                 json!({"event": self.verb, "rank": self.rank, "path": entry.path,
-                       "size": entry.size, "sha256": entry.sha256,
+                       "size": entry.size, "blake3": entry.blake3,
                        "seconds": self.started.elapsed().as_secs_f64()})
             );
         }
@@ -272,7 +272,7 @@ pub(crate) fn already_held(style: Style, rank: u32, manifest: &Manifest, out: &s
                    "already_held": true, "failed_hosts": []})
         ),
         Style::Bars | Style::Plain => println!(
-            "{} already held every file of the push, identical (SHA-256 checked): \
+            "{} already held every file of the push, identical (BLAKE3 checked): \
              {files} files, {}; nothing received",
             out.display(),
             human(bytes)

@@ -177,7 +177,7 @@ async fn receive_all(
     progress.finish(
         &manifest,
         &format!(
-            "received into {}, every file's SHA-256 checked, and every receiver in the push has it",
+            "received into {}, every file's BLAKE3 checked, and every receiver in the push has it",
             args.out.display()
         ),
         &[],

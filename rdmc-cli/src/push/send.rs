@@ -208,10 +208,10 @@ async fn push(
             let have = receivers - failed.len();
             let sent_to = have - complete.len();
             let mut what = if failed.is_empty() {
-                format!("pushed to {receivers} receivers, every file's SHA-256 checked by each")
+                format!("pushed to {receivers} receivers, every file's BLAKE3 checked by each")
             } else {
                 format!(
-                    "pushed to {have} of {receivers} receivers, every file's SHA-256 \
+                    "pushed to {have} of {receivers} receivers, every file's BLAKE3 \
                      checked by each of them"
                 )
             };

@@ -156,8 +156,8 @@ pub fn events(stdout: &str) -> Vec<Value> {
         .collect()
 }
 
-pub fn sha256_hex(data: &[u8]) -> String {
-    hex::encode(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, data))
+pub fn blake3_hex(data: &[u8]) -> String {
+    blake3::hash(data).to_hex().to_string()
 }
 
 /// Deterministic contents.

@@ -1,6 +1,6 @@
 //! A push run again after its receiver was killed: the staging directory
 //! the killed receiver left (for the same manifest) is taken over, and
-//! the pieces it holds — each checked against the manifest's SHA-256 of
+//! the pieces it holds — each checked against the manifest's BLAKE3 of
 //! the piece or of the file — are not sent again.
 
 use std::fs::File;
@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::anyhow;
 
 use super::{FileWriter, STAGED_MANIFEST, Staging, StagingDir, leftover_staging, refuse_differing};
-use crate::push::inputs::Sha256;
+use crate::push::inputs::Blake3;
 use crate::push::manifest::{Manifest, Segment};
 use crate::push::sync::FileSet;
 
@@ -118,10 +118,10 @@ fn staged_manifest_is(path: &Path, manifest: &Manifest) -> bool {
 #[derive(Default)]
 struct Checking {
     /// Files checked whole: index and hash.
-    complete: Vec<(usize, Sha256)>,
+    complete: Vec<(usize, Blake3)>,
     /// The file checked up to the end of the last piece kept, if that is
     /// inside it: index and hash of its prefix.
-    prefix: Option<(usize, Sha256)>,
+    prefix: Option<(usize, Blake3)>,
 }
 
 impl Checking {
@@ -151,10 +151,10 @@ impl Checking {
         }
         let mut whole = match self.prefix.take() {
             Some((index, hash)) if index == segment.file => hash,
-            _ if segment.offset == 0 => Sha256::new(),
+            _ if segment.offset == 0 => Blake3::new(),
             _ => return Ok(false),
         };
-        let mut piece = Sha256::new();
+        let mut piece = Blake3::new();
         file.seek(SeekFrom::Start(segment.offset))?;
         let mut left = segment.len;
         let mut buffer = vec![0u8; (1 << 20).min(segment.len.max(1) as usize)];
@@ -169,12 +169,12 @@ impl Checking {
         }
         if manifest.chunks_of(entry.size) > 0 {
             let chunk = (segment.offset / manifest.chunk_size.max(1)) as usize;
-            if entry.chunk_sha256.get(chunk) != Some(&piece.hex()) {
+            if entry.chunk_blake3.get(chunk) != Some(&piece.hex()) {
                 return Ok(false);
             }
         }
         if segment.offset + segment.len == entry.size {
-            if whole.clone().hex() != entry.sha256 {
+            if whole.clone().hex() != entry.blake3 {
                 return Ok(false);
             }
             self.complete.push((segment.file, whole));

@@ -10,13 +10,13 @@ use std::path::Path;
 use anyhow::{anyhow, bail};
 
 use super::{Staging, real_dir, rename_noreplace};
-use crate::push::inputs::Sha256;
+use crate::push::inputs::Blake3;
 use crate::push::manifest::{LinkEntry, MODE_BITS, Manifest};
 use crate::push::sync::FileSet;
 use rdmc_cli::cluster::without_path;
 
 /// The files of `manifest` that `out` holds intact: a regular file (not a
-/// link) of the same size and permissions, whose SHA-256 (read again) is
+/// link) of the same size and permissions, whose BLAKE3 (read again) is
 /// the manifest's. Blocking.
 ///
 /// Every candidate is hashed: a file of the same size and modification
@@ -32,7 +32,7 @@ pub(crate) fn held_files(out: &Path, manifest: &Manifest) -> FileSet {
         let same = path.symlink_metadata().is_ok_and(|m| {
             m.is_file() && m.len() == file.size && m.mode() & MODE_BITS == file.mode
         });
-        if same && sha256_of(&path).is_some_and(|h| h == file.sha256) {
+        if same && blake3_of(&path).is_some_and(|h| h == file.blake3) {
             held.insert(index);
         }
     }
@@ -102,11 +102,11 @@ pub(crate) fn refuse_differing(
     Ok(())
 }
 
-/// The SHA-256 of the file at `path`, in hex; `None` if it cannot be read.
-fn sha256_of(path: &Path) -> Option<String> {
+/// The BLAKE3 of the file at `path`, in hex; `None` if it cannot be read.
+fn blake3_of(path: &Path) -> Option<String> {
     use std::io::Read;
     let mut file = File::open(path).ok()?;
-    let mut hash = Sha256::new();
+    let mut hash = Blake3::new();
     let mut buffer = vec![0; 1 << 20];
     loop {
         match file.read(&mut buffer) {
