@@ -44,6 +44,8 @@ const STAGED_TREE: &str = "tree";
 /// In a staging directory: the manifest it is for (a receiver of the same
 /// push run again resumes from what it holds: see [`Staging::resume`]).
 const STAGED_MANIFEST: &str = "manifest.json";
+/// Threads flushing the received files at the commit.
+const FLUSHERS: usize = 8;
 
 /// A push being written.
 pub(crate) struct Staging {
@@ -286,15 +288,38 @@ impl Staging {
         Ok(())
     }
 
-    /// Flush every file complete and not yet flushed to disk.
+    /// Flush every file complete and not yet flushed to disk, from
+    /// [`FLUSHERS`] threads at once: a journaling filesystem commits the
+    /// flushes that wait together in one journal write, where one after
+    /// another each small file could take a journal commit of its own.
     fn flush_files(&mut self) -> anyhow::Result<()> {
-        for index in std::mem::take(&mut self.unflushed) {
-            let rel = &self.manifest.files[index].path;
-            File::open(self.dir.tree().join(rel))
-                .and_then(|file| file.sync_all())
-                .map_err(|e| anyhow!("flushing {rel}: {}", without_path(e)))?;
-        }
-        Ok(())
+        let unflushed = std::mem::take(&mut self.unflushed);
+        let (tree, files) = (self.dir.tree(), &self.manifest.files);
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let flush = || -> anyhow::Result<()> {
+            loop {
+                let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let Some(&index) = unflushed.get(at) else {
+                    return Ok(());
+                };
+                let rel = &files[index].path;
+                File::open(tree.join(rel))
+                    .and_then(|file| file.sync_all())
+                    .map_err(|e| anyhow!("flushing {rel}: {}", without_path(e)))?;
+            }
+        };
+        std::thread::scope(|scope| {
+            let threads = FLUSHERS.min(unflushed.len());
+            let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(flush)).collect();
+            let mine = flush();
+            helpers
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(anyhow!("a flushing thread panicked")))
+                })
+                .fold(mine, |first, r| first.and(r))
+        })
     }
 
     /// Every file is written and checked: flush the staging directories,
