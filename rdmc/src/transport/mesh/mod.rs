@@ -471,7 +471,7 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
         let runs = Arc::clone(&runs);
         let addr = config.members[peer.index()];
         tokio::spawn(async move {
-            let backoff = (Duration::from_millis(10), Duration::from_millis(500));
+            let backoff = connect::FIRST_DIAL_BACKOFF;
             if let Some((stream, a, _)) = connect::dial(
                 (peer, || Some(addr)),
                 &handshake,

@@ -53,14 +53,11 @@ use super::link::{self, AgreeError, Link, LinkConfig, LinkSecurity, Outgoing, Re
 use crate::config::EarlyAnnounce;
 use crate::ids::{GroupId, NodeId};
 use crate::transport::RecvRegion;
-use crate::transport::mesh::connect::{self, OnPeer, Refusals};
+use crate::transport::mesh::connect::{self, FIRST_DIAL_BACKOFF, OnPeer, Refusals};
 use crate::transport::mesh::handshake::{Authenticated, Handshake, Vet};
 use crate::transport::mesh::{ClusterConfig, ClusterDigest, MeshError, MeshPurpose};
 use crate::transport::{Completion, CompletionSender};
 
-/// How a keeper waits between dials of a peer it has not reached yet.
-const FIRST_DIAL_BACKOFF: (Duration, Duration) =
-    (Duration::from_millis(10), Duration::from_millis(500));
 /// How a keeper waits between dials of a peer whose connection broke: soon
 /// enough that a restarted peer is back within about a second.
 const REDIAL_BACKOFF: (Duration, Duration) =
