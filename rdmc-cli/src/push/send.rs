@@ -80,7 +80,7 @@ pub(super) fn run(args: &PushArgs) -> Result<Vec<String>, Failure> {
         ));
     }
     let runtime = runtime().map_err(Failure::from)?;
-    runtime.block_on(
+    let outcome = runtime.block_on(
         async {
             cluster.join().await?;
             // The inputs are hashed while the receivers start: on a
@@ -90,10 +90,16 @@ pub(super) fn run(args: &PushArgs) -> Result<Vec<String>, Failure> {
                 Some(launch) => Some(launch.start(&args.hosts, &args.cluster).await?),
                 None => None,
             };
-            let outcome = match hashing.await {
-                Ok(Ok(prepared)) => push(&cluster, args, prepared, style, launched.as_mut()).await,
-                Ok(Err(e)) => Err(Failure::from(e)),
-                Err(e) => Err(Failure::from(anyhow!("hashing the inputs failed: {e}"))),
+            let prepared = tokio::select! {
+                hashed = hashing => match hashed {
+                    Ok(hashed) => hashed.map_err(Failure::from),
+                    Err(e) => Err(Failure::from(anyhow!("hashing the inputs failed: {e}"))),
+                },
+                reason = rdmc_cli::signals::interrupted() => Err(Failure::from(reason)),
+            };
+            let outcome = match prepared {
+                Ok(prepared) => push(&cluster, args, prepared, style, launched.as_mut()).await,
+                Err(failure) => Err(failure),
             };
             if let Some(launched) = launched {
                 launched.finish().await;
@@ -101,7 +107,11 @@ pub(super) fn run(args: &PushArgs) -> Result<Vec<String>, Failure> {
             outcome
         }
         .instrument(tracing::info_span!("push")),
-    )
+    );
+    // Not waiting for blocking work left behind: the hashing of inputs
+    // when the push was interrupted before it ended.
+    runtime.shutdown_background();
+    outcome
 }
 
 /// `--dry-run`: what the push would send, and to how many receivers.
