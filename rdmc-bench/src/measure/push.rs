@@ -14,8 +14,9 @@
 //! one shared filesystem the 15 hosts' files would be created among the
 //! 15,000 the previous copy left and that were just deleted, and a
 //! filesystem without a journal (as this machine's own) scans past every
-//! recently deleted inode for each file it creates. The data: one 256 MiB file and 1,000 small files
-//! (1–64 KiB, in subdirectories, some mode 755), mtimes set. Each run, each
+//! recently deleted inode for each file it creates. The data: one 256 MiB
+//! file and 1,000 small files (1–64 KiB, in subdirectories, some mode 755),
+//! mtimes set. Each run, each
 //! tool in turn from host 0 (the receivers emptied and the page cache's dirty
 //! pages flushed before each), timed from its start to its exit (0
 //! required), then every receiver's tree compared with the source: `diff -r`

