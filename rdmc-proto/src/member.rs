@@ -143,6 +143,11 @@ pub struct GroupMember {
     taken: Vec<u64>,
     /// Root: messages every member's application has taken, as reported.
     delivered: u64,
+    /// Root: how many messages each member's application has persisted;
+    /// receiver: its own count, in the entry of rank 0.
+    persisted: Vec<u64>,
+    /// Root: messages every member's application has persisted, as reported.
+    all_persisted: u64,
     /// Receiver: since when a delivered message waits for the application.
     unread: Option<Unread>,
     /// Receiver: the first failure another member reported after this one
@@ -200,6 +205,8 @@ impl GroupMember {
             stall: None,
             taken: vec![0; config.group_size],
             delivered: 0,
+            persisted: vec![0; config.group_size],
+            all_persisted: 0,
             unread: None,
             heard: None,
             schedule,
@@ -451,6 +458,7 @@ impl GroupMember {
                 self.actions.push_back(Action::Closed);
             }
             Control::Taken { messages } => self.handle_taken(from, messages),
+            Control::Persisted { messages } => self.handle_persisted(from, messages),
             Control::Suspect { suspect } => {
                 if !self.is_root() || suspect == 0 || suspect >= self.config.group_size {
                     return self.violation(from, "a suspicion the root alone takes, of a receiver");
@@ -791,6 +799,7 @@ impl GroupMember {
         self.actions.push_back(Action::MessageComplete { seq });
         if self.is_root() {
             self.check_delivered();
+            self.check_persisted();
             self.start_next();
         } else {
             self.arm();

@@ -565,7 +565,9 @@ impl Engine {
                 Action::Closed => self.hosts[rank].closed = true,
                 // Buffers are not modelled; the per-message delivery
                 // acknowledgements travel as control messages above.
-                Action::ReleaseBlock { .. } | Action::MessageDelivered { .. } => {}
+                Action::ReleaseBlock { .. }
+                | Action::MessageDelivered { .. }
+                | Action::MessagePersisted { .. } => {}
                 Action::Failed(failure) => self.fail(rank, failure.to_string()),
             }
         }

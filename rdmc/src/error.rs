@@ -106,6 +106,27 @@ pub enum Error {
         /// The bound.
         max: u64,
     },
+    /// The group closed before every receiver's application said it had
+    /// the message on stable storage
+    /// ([`Receipt::persisted`](crate::Receipt::persisted)): every member
+    /// took it, these did not persist it
+    /// ([`Receiver::persisted`](crate::Receiver::persisted)).
+    #[error("group {group} closed before {} persisted the message", Nodes(members))]
+    NotPersisted {
+        /// The group.
+        group: GroupId,
+        /// The receivers that did not, in rank order.
+        members: Vec<NodeId>,
+    },
+    /// [`Receiver::persisted`](crate::Receiver::persisted) named a message
+    /// the application has not taken from the stream.
+    #[error("message {seq} of group {group} was not taken from its stream yet")]
+    NotTaken {
+        /// The group.
+        group: GroupId,
+        /// The message named.
+        seq: u64,
+    },
     /// The message is larger than the group's configured limit.
     #[error("a message of {size} bytes exceeds the group's limit of {max} bytes")]
     MessageTooLarge {
@@ -306,7 +327,9 @@ impl From<Error> for std::io::Error {
             | Error::InvalidTopology(_)
             | Error::ClusterConfig(_)
             | Error::CongestionControl { .. }
-            | Error::TooManyMessages { .. } => ErrorKind::InvalidInput,
+            | Error::TooManyMessages { .. }
+            | Error::NotTaken { .. } => ErrorKind::InvalidInput,
+            Error::NotPersisted { .. } => ErrorKind::Other,
             Error::TooManyInFlight { .. } => ErrorKind::WouldBlock,
             Error::GroupIdInUse(_) => ErrorKind::AlreadyExists,
             Error::MembershipMismatch { .. } | Error::WireSecurityMismatch { .. } => {

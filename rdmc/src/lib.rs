@@ -108,7 +108,7 @@ pub use config::{
     NodeConfig, NodeIdentity, TcpConfig, WireSecurity,
 };
 pub use error::{Error, MembershipError};
-pub use group::{Delivered, Group, Permit, Receipt, Receiver, Sender, Sent};
+pub use group::{Delivered, Group, Permit, Persisted, Receipt, Receiver, Sender, Sent};
 pub use node::Node;
 pub use peer::{Peer, PeerEvent, PeerEvents};
 pub use rdmc_proto::schedule;

@@ -1,7 +1,8 @@
 //! What a storage service needs beside the data path: blocks released once
 //! this member is done with them (so a message kept in a file need not stay
 //! in memory), every receiver's count of messages its application took
-//! (so the root learns when *every* member holds a message), and the
+//! (so the root learns when *every* member holds a message) and of those
+//! it persisted (when every member has it on stable storage), and the
 //! slow-reader timeout (a receiver whose application leaves a message
 //! untaken too long fails the group, naming itself).
 
@@ -102,6 +103,72 @@ impl GroupMember {
     /// Root: how many messages every member's application has taken.
     pub fn delivered(&self) -> u64 {
         self.delivered
+    }
+
+    /// Receiver: the application has the first `messages` messages on
+    /// stable storage; the root learns it (cumulative) while this member
+    /// has not acknowledged the close. Returns whether the count was taken:
+    /// a count above the messages the application took, or not above the
+    /// last one, is not (nor is any at the root, which persists nothing
+    /// for others).
+    pub fn application_persisted(&mut self, messages: u64) -> bool {
+        if self.is_root() || messages > self.consumed || messages <= self.persisted[0] {
+            return false;
+        }
+        self.persisted[0] = messages;
+        let acked = self.closing.as_ref().is_some_and(|c| c.acked[0]);
+        if matches!(self.phase, Phase::Open) && !acked {
+            self.control(0, Control::Persisted { messages });
+        }
+        true
+    }
+
+    /// Root: member `from`'s application has persisted `messages` messages.
+    pub(super) fn handle_persisted(&mut self, from: Rank, messages: u64) {
+        if !self.is_root() {
+            return self.violation(from, "a persisted count sent to a non-root");
+        }
+        if messages <= self.persisted[from] {
+            return self.violation(from, "a persisted count that does not count up");
+        }
+        // Each receiver reports a take before it can persist what it took.
+        if messages > self.taken[from] {
+            return self.violation(from, "a persisted count above the messages taken");
+        }
+        self.persisted[from] = messages;
+        self.check_persisted();
+    }
+
+    /// Root: announce the messages every member's application has persisted
+    /// (and that are complete here).
+    pub(super) fn check_persisted(&mut self) {
+        let everyone = self.persisted[1..]
+            .iter()
+            .copied()
+            .min()
+            .unwrap_or(self.completed);
+        let upto = everyone.min(self.completed);
+        while self.all_persisted < upto {
+            self.actions.push_back(Action::MessagePersisted {
+                seq: self.all_persisted,
+            });
+            self.all_persisted += 1;
+        }
+    }
+
+    /// Root: how many messages every member's application has persisted.
+    pub fn persisted(&self) -> u64 {
+        self.all_persisted
+    }
+
+    /// Root: how many messages member `rank`'s application has persisted,
+    /// as it reported (0 for the root itself and for ranks outside the
+    /// group).
+    pub fn persisted_by(&self, rank: Rank) -> u64 {
+        if rank == 0 {
+            return 0;
+        }
+        self.persisted.get(rank).copied().unwrap_or(0)
     }
 
     /// Receiver: fail the group, naming this member, once a delivered

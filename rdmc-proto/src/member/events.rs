@@ -42,6 +42,14 @@ pub enum Control {
         /// How many messages the application has taken so far.
         messages: u64,
     },
+    /// Receiver → root: "My application has the first `messages` messages
+    /// on stable storage" (cumulative: each one counts up, and never above
+    /// the messages it took). The root's per-message persistence
+    /// ([`Action::MessagePersisted`]) follows from every receiver's count.
+    Persisted {
+        /// How many messages the application has persisted so far.
+        messages: u64,
+    },
     /// Receiver → root: "I lost `suspect`, after acknowledging the close."
     /// The member's own outcome is the root's verdict, which it waits
     /// for; the root, which may not reach `suspect` itself (members
@@ -451,6 +459,14 @@ pub enum Action {
     /// every earlier one), as their [`Control::Taken`] counts say; emitted
     /// in order, once each, after the message's `MessageComplete`.
     MessageDelivered {
+        /// The message.
+        seq: u64,
+    },
+    /// Root: every receiver's application has message `seq` (and every
+    /// earlier one) on stable storage, as their [`Control::Persisted`]
+    /// counts say; emitted in order, once each, after the message's
+    /// `MessageComplete`.
+    MessagePersisted {
         /// The message.
         seq: u64,
     },

@@ -318,14 +318,15 @@ fn check_group_of_one(algorithm: Algorithm) {
         let expected: Vec<Action> = released
             .chain([
                 Action::MessageComplete { seq },
-                // Nobody else has to take it.
+                // Nobody else has to take it, nor persist it.
                 Action::MessageDelivered { seq },
+                Action::MessagePersisted { seq },
             ])
             .collect();
         assert_eq!(
             actions(&mut root),
             expected,
-            "a send in a group of one completes (and is delivered) at once"
+            "a send in a group of one completes (and is delivered and persisted) at once"
         );
     }
     root.close().unwrap();

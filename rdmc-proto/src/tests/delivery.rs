@@ -1,6 +1,6 @@
 //! The protocol core's storage additions, member by member: each
-//! receiver's count of messages its application took, the root's
-//! per-message delivery to every member, the slow-reader timeout, and the
+//! receiver's count of messages its application took and persisted, the
+//! root's per-message delivery and persistence at every member, the slow-reader timeout, and the
 //! release of blocks a member is done with. (The whole-group properties in
 //! `cluster` check the same under random orders of events.)
 
@@ -119,6 +119,105 @@ fn bad_taken_counts_are_protocol_violations_by_their_sender() {
     let mut m = GroupMember::new(config(Algorithm::Chain, 3, 1)).unwrap();
     m.handle_control(2, Control::Taken { messages: 1 });
     assert_eq!(failure(&actions(&mut m)).map(|f| f.suspect), Some(Some(2)));
+}
+
+fn persisted(actions: &[Action]) -> Vec<u64> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::MessagePersisted { seq } => Some(*seq),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_message_is_persisted_once_every_receiver_persisted_it_in_order() {
+    let mut root = root_with_sent(3, 3);
+    for r in [1, 2] {
+        root.handle_control(r, Control::Taken { messages: 3 });
+    }
+    assert_eq!(delivered(&actions(&mut root)), [0, 1, 2]);
+    root.handle_control(1, Control::Persisted { messages: 2 });
+    assert_eq!(persisted(&actions(&mut root)), Vec::<u64>::new(), "2 none");
+    root.handle_control(2, Control::Persisted { messages: 1 });
+    assert_eq!(persisted(&actions(&mut root)), [0]);
+    root.handle_control(2, Control::Persisted { messages: 3 });
+    assert_eq!(persisted(&actions(&mut root)), [1], "1 persisted two");
+    root.handle_control(1, Control::Persisted { messages: 3 });
+    assert_eq!(persisted(&actions(&mut root)), [2]);
+    assert_eq!(root.persisted(), 3);
+    assert_eq!(root.delivered(), 3, "persisting takes nothing back");
+}
+
+#[test]
+fn a_root_alone_has_each_message_persisted_once_sent() {
+    let mut root = GroupMember::new(config(Algorithm::Chain, 1, 0)).unwrap();
+    root.submit(BLOCK as u64).unwrap();
+    let got = actions(&mut root);
+    assert_eq!(persisted(&got), [0], "{got:?}");
+    assert_eq!(delivered(&got), [0], "{got:?}");
+}
+
+#[test]
+fn bad_persisted_counts_are_protocol_violations_by_their_sender() {
+    // (taken, persisted before, the bad count): not counting up, above
+    // what the member took.
+    for (taken, before, bad) in [(3, 0, 0), (3, 2, 2), (3, 2, 1), (2, 0, 3), (0, 0, 1)] {
+        let mut root = root_with_sent(3, 3);
+        if taken > 0 {
+            root.handle_control(2, Control::Taken { messages: taken });
+        }
+        if before > 0 {
+            root.handle_control(2, Control::Persisted { messages: before });
+        }
+        let got = actions(&mut root);
+        assert!(failure(&got).is_none(), "{got:?}");
+        root.handle_control(2, Control::Persisted { messages: bad });
+        let got = actions(&mut root);
+        let f = failure(&got).unwrap_or_else(|| panic!("{taken}, {before} then {bad}: {got:?}"));
+        assert_eq!(f.suspect, Some(2));
+        assert_eq!(f.kind, FailureKind::ProtocolViolation);
+    }
+    // To a receiver.
+    let mut m = GroupMember::new(config(Algorithm::Chain, 3, 1)).unwrap();
+    m.handle_control(2, Control::Persisted { messages: 1 });
+    assert_eq!(failure(&actions(&mut m)).map(|f| f.suspect), Some(Some(2)));
+}
+
+#[test]
+fn a_receiver_reports_what_its_application_persisted_up_to_its_close() {
+    let reports = |m: &mut GroupMember| -> Vec<(Rank, u64)> {
+        actions(m)
+            .into_iter()
+            .filter_map(|a| match a {
+                Action::SendControl {
+                    to,
+                    control: Control::Persisted { messages },
+                } => Some((to, messages)),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut m = receiver_with(3, None);
+    assert!(!m.application_persisted(1), "nothing taken yet");
+    m.message_consumed();
+    m.message_consumed();
+    assert!(!m.application_persisted(3), "two taken");
+    assert!(m.application_persisted(1));
+    assert!(!m.application_persisted(1), "not counting up");
+    assert!(m.application_persisted(2));
+    assert_eq!(reports(&mut m), [(0, 1), (0, 2)]);
+    // Once the close is acknowledged, the root has heard the last.
+    m.handle_control(0, Control::Close { messages: 3 });
+    m.message_consumed();
+    m.close().unwrap();
+    assert!(m.application_persisted(3));
+    assert_eq!(reports(&mut m), [], "after the close acknowledgement");
+    // The root persists nothing for the others.
+    let mut root = root_with_sent(2, 1);
+    assert!(!root.application_persisted(1));
+    assert!(actions(&mut root).is_empty());
 }
 
 /// Member 2 of a chain of 3 with `messages` one-block messages delivered.

@@ -11,11 +11,13 @@
 //!
 //! - **Put**: the root writes its own copy to a file while it multicasts the
 //!   object as one message; the write is acknowledged only once that file
-//!   is written and the message's [`Receipt::delivered`](rdmc::Receipt::delivered)
-//!   resolved, that is, when the application of every replica has taken it.
-//!   With [`Durability::Synced`] (the example's default) every copy is on
-//!   stable storage by then: the root syncs its file, and the
-//!   replicas' groups sync each message's file before handing it over.
+//!   is written and the message's [`Receipt::persisted`](rdmc::Receipt::persisted)
+//!   resolved, that is, when every replica said its copy is on stable
+//!   storage: with [`Durability::Synced`] (the example's default) the root
+//!   syncs its file, and the replicas' groups sync each message's file
+//!   before handing it over and acknowledge it then. With
+//!   `--durability taken`, once [`Receipt::delivered`](rdmc::Receipt::delivered)
+//!   resolved: the application of every replica has taken it.
 //! - **Replicas on disk**: the two other replicas receive each message
 //!   straight into a file of their own (`<dir>/node-<j>/blob-<group>-<seq>`) through the
 //!   group's receive-target hook ([`ReceiveTarget::File`]).
@@ -41,6 +43,7 @@ use std::sync::Mutex;
 use aws_lc_rs::digest::{SHA256, digest};
 use bytes::Bytes;
 use futures::StreamExt;
+use futures::future::Either;
 use rdmc::{
     ClusterKey, Durability, Group, GroupConfig, GroupId, MemCluster, Node, NodeConfig, NodeId,
     ReceiveTarget, ReceiveTargets, Receiver, Sender, TcpConfig,
@@ -314,16 +317,23 @@ impl BlobStore {
         let len = data.len() as u64;
         // Queue the message at once and number it under the same lock, so
         // concurrent puts agree with the group.
+        let sync = self.durability == Durability::Synced;
         let queued = match lock(&self.roots[replicas[0].index()]).as_mut() {
             Some(root) => root.sender.try_send(data.clone()).map(|receipt| {
                 let seq = root.next_seq;
                 root.next_seq += 1;
-                (seq, receipt.delivered())
+                // Synced: acknowledged once every replica said the object
+                // is on its stable storage; else once each took it.
+                let acknowledged = if sync {
+                    Either::Left(receipt.persisted())
+                } else {
+                    Either::Right(receipt.delivered())
+                };
+                (seq, acknowledged)
             }),
             None => Err(rdmc::Error::NodeShutDown(replicas[0])),
         };
         let dir = self.dir.clone();
-        let sync = self.durability == Durability::Synced;
         async move {
             let (seq, delivered) = queued?;
             // The root is a replica too: it writes its own copy (off the

@@ -61,8 +61,11 @@ pub enum Durability {
     /// threads) before it yields the message, and a sync that fails fails
     /// the group, naming this member
     /// ([`FailureKind::ReceiveTarget`](crate::FailureKind::ReceiveTarget)).
-    /// A message in memory is what the application makes of it, as with
-    /// `Taken`.
+    /// The stream then acknowledges the message as persisted to the root
+    /// ([`Receipt::persisted`](crate::Receipt::persisted)) once every
+    /// message before it is. A message in memory is what the application
+    /// makes of it, as with `Taken`: it acknowledges it with
+    /// [`Receiver::persisted`](crate::Receiver::persisted).
     Synced,
 }
 

@@ -1,6 +1,7 @@
 //! [`Durability::Synced`]: a receiver's stream syncs each message received
 //! into a file before it hands it over, and a sync that fails fails the
-//! group, naming the receiver, with nothing handed over after it.
+//! group, naming the receiver, with nothing handed over after it; the
+//! root's `Receipt::persisted` follows the receivers' acknowledgements.
 
 use std::path::PathBuf;
 
@@ -231,5 +232,74 @@ async fn files_hold_every_byte_when_handed_over_with_batches_between() {
         receive(b.into_receiver().unwrap(), dir.join("b")),
     )
     .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `Receipt::persisted`: the `Synced` receiver acknowledges each message
+/// it received into a file and synced, the other acknowledges what its
+/// application persisted (`Receiver::persisted`, cumulative); a message
+/// one of them never acknowledged fails at the close, naming it.
+#[tokio::test]
+async fn persisted_waits_for_every_receivers_acknowledgement() {
+    let dir = scratch("persisted");
+    let (_nodes, mut root, mut files, mut memory) = group(&dir).await;
+    let mut persisted = Vec::new();
+    for seq in 0..3 {
+        persisted.push(root.send(payload(seq)).await.unwrap().persisted());
+    }
+    for seq in 0..3 {
+        assert_eq!(files.next().await.expect("a message").unwrap().seq, seq);
+        assert_eq!(memory.next().await.expect("a message").unwrap().seq, seq);
+    }
+    match memory.persisted(3) {
+        Err(Error::NotTaken { seq: 3, .. }) => {}
+        other => panic!("persisting a message not sent: {other:?}"),
+    }
+    assert_eq!(files.syncs, 3);
+    // Messages 0 and 1: the synced copies and the application's.
+    memory.persisted(1).unwrap();
+    let mut persisted = persisted.into_iter();
+    for seq in 0..2 {
+        persisted
+            .next()
+            .unwrap()
+            .await
+            .unwrap_or_else(|e| panic!("{seq}: {e}"));
+    }
+    let last = tokio::spawn(persisted.next().unwrap());
+    tokio::task::yield_now().await;
+    assert!(!last.is_finished(), "receiver 2 did not persist message 2");
+    tokio::try_join!(root.close(), files.close(), memory.close()).unwrap();
+    match last.await.unwrap() {
+        Err(Error::NotPersisted { group, members }) => {
+            assert_eq!((group, members), (GroupId(1), vec![NodeId(2)]));
+        }
+        other => panic!("message 2 at the close: {other:?}"),
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A message every receiver acknowledged is persisted; one the group
+/// fails before is not, with the group's failure.
+#[tokio::test]
+async fn persisted_fails_with_the_group() {
+    let dir = scratch("persisted-failed");
+    let (_nodes, root, mut files, mut memory) = group(&dir).await;
+    let first = root.send(payload(0)).await.unwrap().persisted();
+    let second = root.send(payload(1)).await.unwrap().persisted();
+    files.next().await.expect("a message").unwrap();
+    memory.next().await.expect("a message").unwrap();
+    memory.persisted(0).unwrap();
+    first.await.unwrap();
+    files.next().await.expect("a message").unwrap();
+    // Receiver 2 leaves before it takes message 1.
+    drop(memory);
+    match second.await {
+        Err(Error::GroupFailed {
+            suspect: Some(NodeId(2)),
+            ..
+        }) => {}
+        other => panic!("message 1 of a group receiver 2 left: {other:?}"),
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

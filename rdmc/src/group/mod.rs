@@ -15,7 +15,7 @@ mod receipt;
 mod receiver;
 mod sender;
 
-pub use receipt::{Delivered, Receipt, Sent};
+pub use receipt::{Delivered, Persisted, Receipt, Sent};
 pub use receiver::Receiver;
 pub use sender::{Permit, Sender};
 
@@ -51,10 +51,14 @@ pub use sender::{Permit, Sender};
 /// # Durability and flow control
 ///
 /// Each message's [`Receipt::delivered`] resolves once every member's
-/// application has taken that message (a storage service acknowledges a
-/// client's write then) — and, where receivers choose
+/// application has taken that message — and, where receivers choose
 /// [`Durability::Synced`](crate::Durability::Synced) and receive into
-/// files, once every such copy is on stable storage;
+/// files, once every such copy is on stable storage. Its
+/// [`Receipt::persisted`] resolves once every receiver acknowledged the
+/// message as on stable storage ([`Receiver::persisted`], or the stream of
+/// a `Synced` receiver for the files it synced): what a storage service
+/// acknowledges to its client, and the root knows it holds whatever each
+/// receiver chose.
 /// [`GroupConfig::with_max_in_flight`](crate::GroupConfig::with_max_in_flight)
 /// bounds the messages queued and not yet so delivered, and
 /// [`Sender::send`] waits for room within it. A receiver acknowledges each

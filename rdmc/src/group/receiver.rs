@@ -1,5 +1,6 @@
 //! [`Receiver`]: a receiving member's handle on a group.
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -62,10 +63,16 @@ pub struct Receiver {
     closing: Closing,
     durability: Durability,
     /// The next message, while its file is synced
-    /// ([`Durability::Synced`]).
-    syncing: Option<(Message, JoinHandle<std::io::Result<()>>)>,
+    /// ([`Durability::Synced`]; boxed: a message is large, and rarely here).
+    syncing: Option<Box<(Message, JoinHandle<std::io::Result<()>>)>>,
     /// A message's file could not be synced: nothing more is handed over.
     unsynced: bool,
+    /// Messages taken from the stream.
+    taken: u64,
+    /// Messages acknowledged as persisted (a count from the first).
+    persisted: u64,
+    /// Messages the stream synced past the first not acknowledged.
+    synced_ahead: BTreeSet<u64>,
     /// Tests: the messages whose sync fails, and the syncs done.
     #[cfg(test)]
     pub(crate) fail_sync: Option<u64>,
@@ -92,6 +99,9 @@ impl Receiver {
             durability,
             syncing: None,
             unsynced: false,
+            taken: 0,
+            persisted: 0,
+            synced_ahead: BTreeSet::new(),
             #[cfg(test)]
             fail_sync: None,
             #[cfg(test)]
@@ -103,9 +113,9 @@ impl Receiver {
     /// the message, or (the sync failed) the group's failure, told to the
     /// node.
     fn poll_synced(&mut self, cx: &mut Context<'_>) -> Poll<Result<Message, String>> {
-        let (_, sync) = self.syncing.as_mut().expect("syncing");
+        let (_, sync) = &mut **self.syncing.as_mut().expect("syncing");
         let synced = std::task::ready!(Pin::new(sync).poll(cx));
-        let (message, _) = self.syncing.take().expect("syncing");
+        let (message, _) = *self.syncing.take().expect("syncing");
         let synced = synced.map_err(std::io::Error::other).and_then(|done| done);
         Poll::Ready(
             synced
@@ -132,6 +142,46 @@ impl Receiver {
     /// Messages delivered here and not yet taken from the stream.
     pub fn unread(&self) -> usize {
         self.deliveries.len() + usize::from(self.syncing.is_some())
+    }
+
+    /// Acknowledge that this member's application has every message up to
+    /// and including `seq` (a [`Message::seq`]) on stable storage: the
+    /// root's [`Receipt::persisted`](crate::Receipt::persisted) of a message
+    /// resolves once every receiver acknowledged it. Cumulative: it
+    /// acknowledges every message before `seq` too; a message acknowledged
+    /// already changes nothing. Acknowledge before [`close`](Self::close):
+    /// the root hears none after it.
+    ///
+    /// With [`Durability::Synced`] the stream acknowledges each message it
+    /// received into a file and synced, as soon as every message before it
+    /// is acknowledged: messages in memory are the application's to
+    /// acknowledge.
+    ///
+    /// # Errors
+    /// [`Error::NotTaken`] if the application has not taken message `seq`
+    /// from the stream.
+    pub fn persisted(&mut self, seq: u64) -> Result<(), Error> {
+        if seq >= self.taken {
+            let group = self.handle.id;
+            return Err(Error::NotTaken { group, seq });
+        }
+        self.acknowledge(seq + 1);
+        Ok(())
+    }
+
+    /// Acknowledge the first `count` messages and those the stream synced
+    /// right after them.
+    fn acknowledge(&mut self, count: u64) {
+        let mut count = count.max(self.persisted);
+        self.synced_ahead.retain(|&seq| seq >= count);
+        while self.synced_ahead.remove(&count) {
+            count += 1;
+        }
+        if count > self.persisted {
+            self.persisted = count;
+            let (group, messages) = (self.handle.id, count);
+            let _ = self.handle.command(Command::Persisted { group, messages });
+        }
     }
 
     /// Close: the application's statement that it has taken every message
@@ -172,13 +222,17 @@ impl Stream for Receiver {
     /// Cancel safe: a message is removed from the stream only when returned
     /// (one whose file is being synced stays in the stream meanwhile).
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let mut synced = false;
         let item = loop {
             if self.ended {
                 return Poll::Ready(None);
             }
             if self.syncing.is_some() {
                 match std::task::ready!(self.poll_synced(cx)) {
-                    Ok(message) => break Some(Ok(message)),
+                    Ok(message) => {
+                        synced = true;
+                        break Some(Ok(message));
+                    }
                     Err(error) => {
                         // The group fails, naming this member; nothing
                         // after the message is handed over (its failure
@@ -209,17 +263,23 @@ impl Stream for Receiver {
                         }
                         file.sync_data()
                     });
-                    self.syncing = Some((message, sync));
+                    self.syncing = Some(Box::new((message, sync)));
                 }
                 item => break item,
             }
         };
         match &item {
-            Some(Ok(_)) => {
+            Some(Ok(message)) => {
                 // Room in the receive window: the node may take the next message.
                 let _ = self.handle.command(Command::Consumed {
                     group: self.handle.id,
                 });
+                self.taken = message.seq + 1;
+                if synced {
+                    self.synced_ahead.insert(message.seq);
+                    let persisted = self.persisted;
+                    self.acknowledge(persisted);
+                }
             }
             Some(Err(_)) | None => self.ended = true,
         }

@@ -13,7 +13,7 @@ use super::{Closing, Handle};
 use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
 use crate::in_flight::InFlight;
-use crate::runtime::Command;
+use crate::runtime::{Acks, Command};
 use crate::transport::MessageBuffer;
 
 /// The root's handle on a group: it multicasts messages to every other
@@ -338,17 +338,22 @@ fn submit(sender: &Sender, data: Bytes, source: Option<Arc<MessageBuffer>>) -> R
     }
     let (reply, response) = oneshot::channel();
     let (delivered_tx, delivered) = oneshot::channel();
+    let (persisted_tx, persisted) = oneshot::channel();
     let command = Command::Send {
         group: sender.handle.id,
         data,
         source,
         reply,
-        delivered: delivered_tx,
+        acks: Acks {
+            delivered: delivered_tx,
+            persisted: persisted_tx,
+        },
     };
     match sender.handle.command(command) {
         Ok(()) => Receipt::new(
             Reply::pending(response, node),
             Reply::pending(delivered, node),
+            Reply::pending(persisted, node),
         ),
         Err(e) => {
             sender.in_flight.remove();

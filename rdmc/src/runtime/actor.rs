@@ -21,8 +21,8 @@ pub(super) use creation::config_digest;
 use super::group_state::DIGEST_LEN;
 use super::group_state::target::TargetEvent;
 use super::group_state::{
-    CreateReply, DeliveredReply, GroupState, Joined, OpenBatch, ReadyForBlocks, SendReply, Sending,
-    execute, member_error,
+    Acks, CreateReply, GroupState, Joined, OpenBatch, ReadyForBlocks, SendReply, Sending, execute,
+    member_error,
 };
 use super::timing::{Lap, Stopwatch, message_span};
 
@@ -50,7 +50,7 @@ pub(crate) enum Command {
         /// The mapped file `data` is, for a message sent from a file.
         source: Option<std::sync::Arc<MessageBuffer>>,
         reply: SendReply,
-        delivered: DeliveredReply,
+        acks: Acks,
     },
     Close {
         group: GroupId,
@@ -59,6 +59,11 @@ pub(crate) enum Command {
     /// The application took a delivered message from the group's stream.
     Consumed {
         group: GroupId,
+    },
+    /// The application has its first `messages` messages on stable storage.
+    Persisted {
+        group: GroupId,
+        messages: u64,
     },
     /// A message the application was about to take could not be made
     /// durable ([`Durability::Synced`](crate::Durability::Synced)).
@@ -335,8 +340,8 @@ impl<T: Transport> Actor<T> {
                 data,
                 source,
                 reply,
-                delivered,
-            } => self.send(group, data, source, reply, delivered),
+                acks,
+            } => self.send(group, data, source, reply, acks),
             Command::Close { group, reply } => self.close(group, reply),
             Command::Consumed { group } => {
                 // The member counts transfers: a batch is taken once each
@@ -345,6 +350,12 @@ impl<T: Transport> Actor<T> {
                     && g.took_message()
                 {
                     self.with_member(group, GroupMember::message_consumed);
+                }
+            }
+            Command::Persisted { group, messages } => {
+                let g = self.groups.get_mut(&group);
+                if let Some(n) = g.and_then(|g| g.persisted_through(messages)) {
+                    self.with_member(group, |m| _ = m.application_persisted(n));
                 }
             }
             Command::NotDurable { group, error } => self.with_member(group, |m| {
@@ -374,12 +385,12 @@ impl<T: Transport> Actor<T> {
         data: Bytes,
         source: Option<std::sync::Arc<MessageBuffer>>,
         reply: SendReply,
-        delivered: DeliveredReply,
+        acks: Acks,
     ) {
         let started = Instant::now();
         let Some(g) = self.groups.get_mut(&group) else {
             let _ = reply.send(Err(Error::Closed(group)));
-            let _ = delivered.send(Err(Error::Closed(group)));
+            acks.fail(&Error::Closed(group));
             return;
         };
         let extra = if g.digest { DIGEST_LEN } else { 0 };
@@ -396,7 +407,7 @@ impl<T: Transport> Actor<T> {
             // meanwhile; alone, it goes at once.
             if !g.sending.is_empty() || g.open_batch.is_some() {
                 if let Err(e) = g.member.check_submit(data.len() as u64 + extra) {
-                    g.fail_send(reply, delivered, &too_large(g, e));
+                    g.fail_send(reply, acks, &too_large(g, e));
                     return;
                 }
                 let framed = data.len() + BATCH_HEADER_BYTES;
@@ -416,7 +427,7 @@ impl<T: Transport> Actor<T> {
                 });
                 batch.messages.push(data);
                 batch.bytes += framed;
-                batch.replies.push((reply, delivered));
+                batch.replies.push((reply, acks));
                 if g.sending.is_empty() {
                     // Its transfer completed meanwhile (sealed just now).
                     g.seal_batch();
@@ -441,13 +452,13 @@ impl<T: Transport> Actor<T> {
                     replies: vec![reply],
                     watch: Stopwatch::start(started).traced(span),
                 });
-                g.durable.push_back((seq, delivered));
+                g.durable.push_back((seq, acks));
                 if digest.is_some() {
                     self.rearm_watchdog();
                 }
                 self.drive(group);
             }
-            Err(e) => g.fail_send(reply, delivered, &too_large(g, e)),
+            Err(e) => g.fail_send(reply, acks, &too_large(g, e)),
         }
     }
 

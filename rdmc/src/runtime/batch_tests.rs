@@ -2,7 +2,8 @@
 //! [`failure_tests`](super::failure_tests): what the root puts on the wire
 //! for a burst (the first message alone, the ones queued behind it as one
 //! batch, a large one never in a batch, order kept), how a receiver splits
-//! a batch and counts it taken, and how it refuses a batch that lies.
+//! a batch and counts it taken and persisted, and how it refuses a batch
+//! that lies.
 
 use std::time::Duration;
 
@@ -158,6 +159,35 @@ async fn a_batchs_messages_are_delivered_when_every_member_took_the_batch() {
     c.await.unwrap().unwrap();
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_batchs_messages_are_persisted_when_every_member_persisted_the_batch() {
+    let m = node_with(0, usize::MAX, config()).await;
+    let [a, b, c] = queue(&m, [b"a", b"b", b"c"]).await.map(Receipt::persisted);
+    settle().await;
+    for peer in [1, 2] {
+        for _ in 0..READY_WINDOW {
+            signal(&m, peer, Control::ReadyForBlock);
+        }
+    }
+    pump(&m, 4).await;
+    for peer in [1, 2] {
+        signal(&m, peer, Control::Taken { messages: 2 });
+        signal(&m, peer, Control::Persisted { messages: 1 });
+    }
+    a.await.unwrap();
+    signal(&m, 1, Control::Persisted { messages: 2 });
+    settle().await;
+    let (b, c) = (tokio::spawn(b), tokio::spawn(c));
+    settle().await;
+    assert!(
+        !b.is_finished() && !c.is_finished(),
+        "one receiver persisted it"
+    );
+    signal(&m, 2, Control::Persisted { messages: 2 });
+    b.await.unwrap().unwrap();
+    c.await.unwrap().unwrap();
+}
+
 /// Node 1 receives `wire` from the root as one one-block transfer with
 /// `immediate`.
 fn receive(m: &Member, wire: &[u8], immediate: u64) {
@@ -209,6 +239,49 @@ async fn a_receiver_splits_a_batch_into_its_messages_in_order() {
     assert_eq!((fourth.seq, &fourth.data[..]), (3, &b"plain"[..]));
     settle().await;
     assert_eq!(taken(&m), vec![1, 2]);
+}
+
+/// The `Persisted` counts node 1 sent, in order.
+fn persisted(m: &Member) -> Vec<u64> {
+    m.sent
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|(_, s)| match s {
+            Signal::Group(Control::Persisted { messages }) => Some(*messages),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_receiver_acknowledges_a_batch_once_its_every_message_is_persisted() {
+    let mut m = node_with(1, usize::MAX, config()).await;
+    let batch = frame(&[b"first", b"second", b"third"]);
+    receive(&m, &batch, batch.len() as u64 | BATCH_FLAG);
+    for seq in 0..2 {
+        let message = m.receiver().next().await.unwrap().unwrap();
+        assert_eq!(message.seq, seq);
+    }
+    match m.receiver().persisted(2) {
+        Err(Error::NotTaken { seq: 2, .. }) => {}
+        other => panic!("persisting a message not taken: {other:?}"),
+    }
+    m.receiver().persisted(1).unwrap();
+    m.receiver().next().await.unwrap().unwrap();
+    settle().await;
+    assert_eq!(persisted(&m), Vec::<u64>::new(), "two of the batch's three");
+    m.receiver().persisted(2).unwrap();
+    settle().await;
+    assert_eq!(persisted(&m), vec![1], "the batch counts as one transfer");
+    // Again, or an earlier one: nothing new.
+    m.receiver().persisted(0).unwrap();
+    m.receiver().persisted(2).unwrap();
+    receive(&m, b"plain", 5);
+    m.receiver().next().await.unwrap().unwrap();
+    m.receiver().persisted(3).unwrap();
+    settle().await;
+    assert_eq!(persisted(&m), vec![1, 2]);
 }
 
 fn violation(e: &Error) -> bool {

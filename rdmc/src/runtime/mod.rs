@@ -17,6 +17,6 @@ mod failure_tests;
 mod tests;
 
 pub(crate) use actor::{Actor, Command};
-pub(crate) use group_state::{Deliveries, Joined};
+pub(crate) use group_state::{Acks, Deliveries, Joined};
 pub use message::Message;
 pub use timing::MessageTimings;

@@ -164,7 +164,8 @@ impl Cluster {
             Action::SendControl { to, control } => self.send_control(me, to, control),
             Action::MessageComplete { seq } => self.complete_message(me, seq),
             Action::ReleaseBlock { seq, offset, len } => self.release_block(me, seq, offset, len),
-            Action::MessageDelivered { seq } => self.message_delivered(me, seq),
+            Action::MessageDelivered { seq } => self.announced(me, seq, false),
+            Action::MessagePersisted { seq } => self.announced(me, seq, true),
             Action::AllDelivered => self.all_delivered(me),
             Action::Closed => self.check_closed(me),
             Action::Failed(failure) => {
@@ -455,23 +456,48 @@ impl Cluster {
         }
     }
 
-    /// The root says every receiver's application took a message.
-    fn message_delivered(&mut self, me: Rank, seq: u64) {
+    /// The root announced message `seq` as taken (`MessageDelivered`) or
+    /// persisted (`MessagePersisted`) by every receiver's application: it
+    /// must be the next one so announced, complete at the root, and so at
+    /// every receiver.
+    fn announced(&mut self, me: Rank, seq: u64, persisted: bool) {
+        let what = if persisted { "persisted" } else { "taken" };
+        // The root's count of those announced; a receiver's own.
+        let root = |node: &Node| {
+            if persisted {
+                node.persisted
+            } else {
+                node.delivered
+            }
+        };
+        let app = |node: &Node| {
+            if persisted {
+                node.persisted
+            } else {
+                node.taken
+            }
+        };
         let node = &self.nodes[me];
-        if me != 0 || seq != node.delivered || seq >= node.completed {
+        if me != 0 || seq != root(node) || seq >= node.completed {
             self.bug(format_args!(
-                "member {me}: MessageDelivered for {seq} (delivered {}, completed {})",
-                node.delivered, node.completed
+                "member {me}: message {seq} announced {what} ({} announced, {} completed)",
+                root(node),
+                node.completed
             ));
         }
-        if let Some(rank) = (1..self.n).find(|&r| self.nodes[r].taken <= seq) {
+        if let Some(rank) = (1..self.n).find(|&r| app(&self.nodes[r]) <= seq) {
             self.bug(format_args!(
-                "the root announced message {seq} taken by everyone, member {rank}'s \
-                 application took {}",
-                self.nodes[rank].taken
+                "the root announced message {seq} {what} by everyone, member {rank}'s \
+                 application {what} {}",
+                app(&self.nodes[rank])
             ));
         }
-        self.nodes[0].delivered += 1;
+        let node = &mut self.nodes[0];
+        *if persisted {
+            &mut node.persisted
+        } else {
+            &mut node.delivered
+        } += 1;
     }
 
     /// A receiver delivered every message up to the close count.
@@ -509,6 +535,13 @@ impl Cluster {
         if !self.close_called {
             self.bug(format_args!(
                 "member {me} closed, but the root never closed"
+            ));
+        }
+        if me == 0 && self.nodes[0].persisted != self.submitted {
+            self.bug(format_args!(
+                "the root closed with {} of {} messages announced as persisted by everyone \
+                 (each application persisted all it took before it closed)",
+                self.nodes[0].persisted, self.submitted
             ));
         }
         if me == 0 && self.nodes[0].delivered != self.submitted {

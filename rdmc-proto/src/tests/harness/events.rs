@@ -117,6 +117,19 @@ impl Cluster {
         }
     }
 
+    /// The application of `rank` has every message it took on stable
+    /// storage (the count goes up only if it took more since).
+    fn app_persists(&mut self, rank: Rank) {
+        let (taken, before) = (self.nodes[rank].taken, self.nodes[rank].persisted);
+        let counted = self.member_mut(rank).application_persisted(taken);
+        if counted != (taken > before) {
+            self.bug(format_args!(
+                "{rank}: persisting {taken} after {before} counted: {counted}"
+            ));
+        }
+        self.nodes[rank].persisted = taken;
+    }
+
     /// The application of `rank` takes a message, or closes, leaves or
     /// crashes as its [`App`] says.
     fn app_act(&mut self, rank: Rank) {
@@ -125,12 +138,16 @@ impl Cluster {
             self.log(format_args!("{rank}: app takes #{seq}"));
             self.nodes[rank].taken += 1;
             self.member_mut(rank).message_consumed();
+            if seq % 2 == 1 {
+                self.app_persists(rank);
+            }
             self.drain(rank);
             return;
         }
         match self.nodes[rank].app {
             App::Reader | App::ClosesAfter(_) => {
                 self.log(format_args!("{rank}: app closes"));
+                self.app_persists(rank);
                 self.nodes[rank].app_closed = true;
                 if let Err(e) = self.member_mut(rank).close() {
                     self.bug(format_args!("{rank}: close refused on an open group: {e}"));

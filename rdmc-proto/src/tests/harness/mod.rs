@@ -267,6 +267,10 @@ struct Node {
     failures: Vec<Failure>,
     /// Receivers: messages the application took.
     taken: u64,
+    /// Receivers: messages the application persisted (every other take,
+    /// and all it took before it closes). Root: messages announced as
+    /// persisted by every member (`MessagePersisted`).
+    persisted: u64,
     /// Receivers: the application's stream ended (`AllDelivered`).
     stream_ended: bool,
     /// Receivers: the application closed the group.
@@ -298,6 +302,7 @@ impl Node {
             closed: 0,
             failures: Vec::new(),
             taken: 0,
+            persisted: 0,
             stream_ended: false,
             app_closed: false,
             app: App::Reader,

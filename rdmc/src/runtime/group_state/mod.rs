@@ -8,6 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
+mod acks;
 pub(super) mod target;
 
 use super::message::Message;
@@ -33,8 +34,7 @@ pub(crate) type Deliveries = mpsc::UnboundedReceiver<Result<Message, Error>>;
 /// Where a root's send future learns its outcome.
 pub(super) type SendReply = oneshot::Sender<Result<MessageTimings, Error>>;
 
-/// Where a root's [`Delivered`](crate::Delivered) learns its outcome.
-pub(crate) type DeliveredReply = oneshot::Sender<Result<(), Error>>;
+pub(crate) use acks::Acks;
 
 /// What a member's [`Group`](crate::Group) handle is made of.
 #[derive(Debug)]
@@ -90,7 +90,7 @@ pub(super) struct OpenBatch {
     pub(super) messages: Vec<Bytes>,
     /// Bytes of the batch's frame so far.
     pub(super) bytes: usize,
-    pub(super) replies: Vec<(SendReply, DeliveredReply)>,
+    pub(super) replies: Vec<(SendReply, Acks)>,
     /// When its first message was sent.
     pub(super) started: Instant,
 }
@@ -168,7 +168,10 @@ pub(super) struct GroupState {
     /// (the next message's target waits for it).
     pub(super) written: Option<oneshot::Receiver<()>>,
     /// Root: messages not yet taken by every member, with who waits for that.
-    pub(super) durable: VecDeque<(u64, DeliveredReply)>,
+    pub(super) durable: VecDeque<(u64, Acks)>,
+    /// Root: messages taken by every member and not yet persisted by every
+    /// member, with who waits for that.
+    pub(super) persisting: VecDeque<(u64, oneshot::Sender<Result<(), Error>>)>,
     /// Root: the count of messages in flight, shared with the handle.
     pub(super) in_flight: Arc<InFlight>,
     /// The largest batch of small messages, if the group batches them
@@ -184,6 +187,14 @@ pub(super) struct GroupState {
     /// Receiver: for each transfer delivered whose messages the
     /// application has not all taken, how many it has not taken yet.
     pub(super) untaken: VecDeque<usize>,
+    /// Receiver: messages the application took.
+    pub(super) app_taken: u64,
+    /// Receiver: for each transfer taken whose messages the application
+    /// has not all persisted, its count of messages taken at the
+    /// transfer's end.
+    pub(super) transfer_ends: VecDeque<u64>,
+    /// Receiver: transfers whose every message the application persisted.
+    pub(super) transfers_persisted: u64,
     /// The group's counters, shared with its handle.
     pub(super) counters: Arc<GroupCounters>,
     /// The node's counters.
@@ -211,22 +222,6 @@ impl GroupState {
     pub(super) fn armed(&self) -> impl Iterator<Item = tokio::time::Instant> + use<> {
         let unclaimed = self.unclaimed.as_ref().map(|u| u.until);
         [self.deadline, self.grace, unclaimed].into_iter().flatten()
-    }
-
-    /// Receiver: the application took a message; whether that completes
-    /// its transfer (the member counts transfers).
-    pub(super) fn took_message(&mut self) -> bool {
-        match self.untaken.front_mut() {
-            Some(left) if *left > 1 => {
-                *left -= 1;
-                false
-            }
-            Some(_) => {
-                self.untaken.pop_front();
-                true
-            }
-            None => true,
-        }
     }
 
     /// Receiver: hand the application its next message: `data`, or the
@@ -275,12 +270,13 @@ impl GroupState {
         }
     }
 
-    /// Root: answer a message's send and delivered futures with `error`
-    /// and count it out of the messages in flight (it never went out).
-    pub(super) fn fail_send(&self, reply: SendReply, delivered: DeliveredReply, error: &Error) {
+    /// Root: answer a message's send, delivered and persisted futures
+    /// with `error` and count it out of the messages in flight (it never
+    /// went out).
+    pub(super) fn fail_send(&self, reply: SendReply, acks: Acks, error: &Error) {
         self.in_flight.remove();
         let _ = reply.send(Err(error.clone()));
-        let _ = delivered.send(Err(error.clone()));
+        acks.fail(error);
     }
 
     /// Root: a message of `len` bytes may join a batch.
@@ -325,9 +321,9 @@ impl GroupState {
                 let digest = self.digest.then(|| blake3::hash(&data));
                 let span = message_span(&self.span, seq, data.len());
                 let mut sends = Vec::with_capacity(replies.len());
-                for (reply, delivered) in replies {
+                for (reply, acks) in replies {
                     sends.push(reply);
-                    self.durable.push_back((seq, delivered));
+                    self.durable.push_back((seq, acks));
                 }
                 self.sending.push_back(Sending {
                     seq,
@@ -340,8 +336,8 @@ impl GroupState {
             }
             Err(e) => {
                 let e = member_error(self, e);
-                for (reply, delivered) in replies {
-                    self.fail_send(reply, delivered, &e);
+                for (reply, acks) in replies {
+                    self.fail_send(reply, acks, &e);
                 }
             }
         }
@@ -501,7 +497,8 @@ pub(super) fn execute<T: Transport>(g: &mut GroupState, transport: &mut T, actio
         Action::SendControl { .. } => {}
         // A transfer's end, and the application's taking its messages.
         Action::MessageComplete { seq } => return complete_message(g, seq),
-        Action::MessageDelivered { seq } => answer_delivered(g, seq),
+        Action::MessageDelivered { seq } => acks::answer_delivered(g, seq),
+        Action::MessagePersisted { seq } => acks::answer_persisted(g, seq),
         Action::AllDelivered => {
             // Every message is in the stream (or the one being written
             // will be): it ends once they are read.
@@ -713,25 +710,10 @@ fn received_messages(g: &mut GroupState, seq: u64, data: Bytes) -> Option<Vec<By
     }
 }
 
-/// Root: every member took transfer `seq`: answer the delivered futures of
-/// its messages (more than one for a batch).
-fn answer_delivered(g: &mut GroupState, seq: u64) {
-    while g.durable.front().is_some_and(|(s, _)| *s == seq) {
-        let (_, reply) = g.durable.pop_front().expect("checked");
-        // Out of flight first: whoever `delivered` wakes sees it gone.
-        g.in_flight.remove();
-        let _ = reply.send(Ok(()));
-    }
-}
-
-/// The group closed: every member's application took every message (their
-/// taken counts came before their close acknowledgements).
+/// The group closed: every message's futures learn their outcome.
 fn close<T: Transport>(g: &mut GroupState, transport: &mut T) {
     tracing::info!("group closed");
-    for (_, reply) in g.durable.drain(..) {
-        g.in_flight.remove();
-        let _ = reply.send(Ok(()));
-    }
+    acks::answer_closed(g);
     finish(g, transport, Ok(()));
 }
 
@@ -753,13 +735,11 @@ fn fail<T: Transport>(g: &mut GroupState, transport: &mut T, failure: &Failure) 
         }
     }
     if let Some(batch) = g.open_batch.take() {
-        for (reply, delivered) in batch.replies {
-            g.fail_send(reply, delivered, &error);
+        for (reply, acks) in batch.replies {
+            g.fail_send(reply, acks, &error);
         }
     }
-    for (_, reply) in g.durable.drain(..) {
-        let _ = reply.send(Err(error.clone()));
-    }
+    acks::answer_failed(g, &error);
     if let Some(pending) = g.pending_begin.take() {
         pending.abort();
     }

@@ -86,6 +86,7 @@ pub(crate) fn any_signal() -> impl Strategy<Value = Signal> {
         Just(Signal::Group(Control::CloseAck)),
         Just(Signal::Group(Control::Closed)),
         word().prop_map(|messages| Signal::Group(Control::Taken { messages })),
+        word().prop_map(|messages| Signal::Group(Control::Persisted { messages })),
         (
             // A rank is 32 bits, u32::MAX saying "no suspect".
             proptest::option::of(word().prop_map(|r| (r as u32).min(u32::MAX - 1) as usize)),

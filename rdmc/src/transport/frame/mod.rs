@@ -437,6 +437,8 @@ mod tests {
                 suspect: u32::MAX as usize - 1,
             }),
             Signal::Group(Control::Taken { messages: u64::MAX }),
+            Signal::Group(Control::Persisted { messages: 1 }),
+            Signal::Group(Control::Persisted { messages: u64::MAX }),
             Signal::Join { digest: 0 },
             Signal::Join {
                 digest: u128::MAX - 7,

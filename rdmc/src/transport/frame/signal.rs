@@ -14,6 +14,7 @@
 //! | 8 | join-settings (the fingerprint, before a join or join-rejected) | fingerprint, low 64 bits | fingerprint, high 64 bits |
 //! | 9 | id-in-use | 0 | 0 |
 //! | 10 | suspect (receiver → root) | the suspect's rank | 0 |
+//! | 11 | persisted | messages | 0 |
 //! | 32 to 63 | failed, the cause's kind being the code − 32 (below) | suspect rank (low 32 bits, `u32::MAX`: none), detector rank (high 32 bits) | the kind's number, else 0 |
 //!
 //! A failure report carries its cause (the detector's
@@ -71,6 +72,7 @@ pub(crate) fn encode(signal: Signal) -> (u8, u64, u64) {
             (FAILED + code, ranks, number)
         }
         Signal::Group(Control::Taken { messages }) => (7, messages, 0),
+        Signal::Group(Control::Persisted { messages }) => (11, messages, 0),
         Signal::Join { digest: d } => {
             let (lo, hi) = digest(d);
             (5, lo, hi)
@@ -107,6 +109,7 @@ pub(crate) fn decode(code: u8, a: u64, b: u64) -> Result<Signal, FrameError> {
         5 => Ok(Signal::Join { digest }),
         6 => Ok(Signal::JoinRejected { digest }),
         7 if b == 0 => Ok(Signal::Group(Control::Taken { messages: a })),
+        11 if b == 0 => Ok(Signal::Group(Control::Persisted { messages: a })),
         8 => Ok(Signal::JoinSettings {
             fingerprint: digest,
         }),

@@ -52,7 +52,7 @@
 //! - the cluster digest is sent in the clear (it is a hash of the member
 //!   list, not a secret).
 //!
-//! # Wire format (version 8)
+//! # Wire format (version 9)
 //!
 //! Integers are big-endian. `I` is the initiator (the end that dialled), `A`
 //! the acceptor.
@@ -140,8 +140,9 @@ pub(crate) const MAGIC: [u8; 8] = *b"RDMC-HS\0";
 /// settings before each join) and refuses an id in use; version 7 adds
 /// the goodbye frame of a node that shuts down; version 8 the relayed
 /// signals and the idle close of connections made on demand, and the
-/// sender's listening address in the hello.
-pub(crate) const VERSION: u16 = 8;
+/// sender's listening address in the hello; version 9 the receivers'
+/// counts of messages persisted.
+pub(crate) const VERSION: u16 = 9;
 /// Size of a hello message in bytes.
 pub(crate) const HELLO_LEN: usize = 110;
 /// Size of a proof message in bytes (one HMAC-SHA256 tag).

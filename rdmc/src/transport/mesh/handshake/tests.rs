@@ -264,12 +264,12 @@ async fn bad_magic_and_other_versions_are_refused_after_the_header() {
     let accepted = accept_transcript(&acceptor, b"GET / HTTP", true).await;
     assert_matches!(accepted, Err(HandshakeError::BadMagic));
 
-    for other in [1u16, 2, 3, 4, 5, 6, 7, 9] {
+    for other in [1u16, 2, 3, 4, 5, 6, 7, 8, 10] {
         let mut hello = hello(Role::Initiator, 1, 0, digest());
         hello[8..10].copy_from_slice(&other.to_be_bytes());
         let accepted = accept_transcript(&acceptor, &hello[..HEADER_LEN], true).await;
         let expected = HandshakeError::UnsupportedVersion {
-            ours: 8,
+            ours: 9,
             theirs: other,
         };
         assert_eq!(
@@ -390,7 +390,7 @@ fn nonces_are_fresh_and_the_format_is_as_documented() {
     assert_eq!(one[..51], two[..51]);
     assert_eq!(one[83..], two[83..]);
     assert_eq!(&one[..8], b"RDMC-HS\0");
-    assert_eq!(one[8..10], [0, 8]);
+    assert_eq!(one[8..10], [0, 9]);
     assert_eq!(one[10], 1);
     assert_eq!(one[11..15], [0, 0, 0, 1]);
     assert_eq!(one[15..19], [0, 0, 0, 0]);
