@@ -161,6 +161,11 @@ pub(crate) struct MemberArgs {
     /// writes in flight per root), each member on its own.
     #[arg(long, value_name = "FILE", requires = "bench")]
     workload: Option<PathBuf>,
+    /// Benchmark mode with --workload: receivers keep every message in a
+    /// file under DIR (a directory per rank), synced, and a root counts a
+    /// write done once every replica acknowledged it as persisted.
+    #[arg(long, value_name = "DIR", requires = "workload")]
+    persist_in: Option<PathBuf>,
     /// Benchmark mode: the payload's size (the largest message).
     #[arg(long, default_value = "0", value_parser = parse_size)]
     max_size: u64,
@@ -496,7 +501,8 @@ async fn member(args: &MemberArgs, prepared: Prepared) -> (Option<u32>, anyhow::
         match &workload {
             Some(workload) => {
                 let start = Instant::now();
-                member_workload::run(rank, &node, &ids, group, workload)
+                let persist = args.persist_in.as_deref();
+                member_workload::run(rank, (&node, &ids[..]), group, workload, persist)
                     .await
                     .map(|()| start.elapsed().as_secs_f64())
             }

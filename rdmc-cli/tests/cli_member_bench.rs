@@ -130,7 +130,40 @@ fn a_bad_command_fails_the_bench_root_with_an_error_event() {
 /// by each other member of its group, in the group's order.
 #[test]
 fn workload_members_run_overlapping_groups_on_their_own() {
-    let members = members_file("workload", 4);
+    run_overlapping_groups("workload", &[]);
+}
+
+/// The same with every write persisted at each replica before its root
+/// acknowledges it: each replica's copies, checked, are removed after.
+#[test]
+fn workload_members_persist_each_write_before_it_is_acknowledged() {
+    let dir = scratch::ScratchDir::new("workload-persist");
+    let path = dir.to_str().unwrap();
+    run_overlapping_groups("workload_persist", &["--persist-in", path]);
+    for rank in 0..4 {
+        let kept = dir.join(format!("rank-{rank}"));
+        let left: Vec<_> = walk(&kept);
+        assert!(left.is_empty(), "rank {rank} kept {left:?}");
+        assert!(kept.is_dir(), "rank {rank} made no directory");
+    }
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+fn run_overlapping_groups(name: &str, extra: &[&str]) {
+    let members = members_file(name, 4);
     let workload = members.with_file_name("workload");
     // Four 3-member groups, rotating roots, two writes in flight per root.
     let groups = [[0u64, 1, 2], [1, 2, 3], [2, 3, 0], [3, 0, 1]];
@@ -151,7 +184,7 @@ fn workload_members_run_overlapping_groups_on_their_own() {
         text.push_str(&format!("write {g} {size}\n"));
     }
     std::fs::write(&workload, text).unwrap();
-    let common = workload_member(&workload);
+    let common = [&workload_member(&workload)[..], extra].concat();
     let mut children: Vec<Child> = (0..4).rev().map(|r| spawn(&common, &members, r)).collect();
     children.reverse();
     drop(children[0].stdin.take());

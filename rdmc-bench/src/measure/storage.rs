@@ -190,7 +190,7 @@ impl Run<'_> {
                 "size_median": sizes.median, "size_sigma": sizes.sigma,
                 "size_mean_uncut": sizes.mean(),
                 "size_min": sizes.min, "size_max": sizes.max,
-                "member_cpu_seconds": run.member_cpu,
+                "member_cpu_seconds": run.member_cpu, "member_options": self.args.member_option,
                 "cpu_idle": CpuTimes::now().idle_since(&before), "rate": self.args.rate,
             });
             let bounds = (bound, trace_bound);
