@@ -53,7 +53,8 @@ pub(crate) async fn run(
     let persist = match persist {
         Some(dir) => {
             let dir = dir.join(format!("rank-{rank}"));
-            std::fs::create_dir_all(&dir).map_err(|e| anyhow!("{}: {e}", dir.display()))?;
+            let made = tokio::fs::create_dir_all(&dir).await;
+            made.map_err(|e| anyhow!("{}: {e}", dir.display()))?;
             Some(dir)
         }
         None => None,
@@ -70,14 +71,20 @@ pub(crate) async fn run(
             .iter()
             .map(|&r| ids[r as usize])
             .collect();
-        let config = match &persist {
+        let dir = persist.as_ref().map(|d| d.join(format!("g{g}")));
+        let config = match &dir {
             Some(dir) => config
                 .clone()
                 .with_durability(Durability::Synced)
-                .with_receive_targets(into_files(dir.join(format!("g{g}")))),
+                .with_receive_targets(into_files(dir.clone())),
             None => config.clone(),
         };
         async move {
+            if let Some(dir) = &dir {
+                // Before the group exists: its first message may come at once.
+                let made = tokio::fs::create_dir_all(dir).await;
+                made.map_err(|e| anyhow!("{}: {e}", dir.display()))?;
+            }
             node.create_group(GroupId(g as u64), &members, config)
                 .await
                 .map_err(|e| anyhow!("creating group {g}: {e}"))
@@ -193,9 +200,6 @@ async fn receive(
     payload: &bytes::Bytes,
     persist: Option<PathBuf>,
 ) -> anyhow::Result<()> {
-    if let Some(dir) = &persist {
-        std::fs::create_dir_all(dir).map_err(|e| anyhow!("{}: {e}", dir.display()))?;
-    }
     while let Some(message) = group.next().await {
         let now = Instant::now();
         let message = message.map_err(|e| anyhow!("group {g}: {e}"))?;

@@ -185,9 +185,11 @@ impl Receiver {
     }
 
     /// Close: the application's statement that it has taken every message
-    /// from the stream and persisted what it took. Resolves `Ok` once every
-    /// member's application has every message and the group closed, or with
-    /// the group's failure.
+    /// from the stream and secured what it took (acknowledge what it
+    /// persisted with [`persisted`](Self::persisted) first: the root's
+    /// [`Receipt::persisted`](crate::Receipt::persisted) counts only those
+    /// acknowledgements). Resolves `Ok` once every member's application has
+    /// every message and the group closed, or with the group's failure.
     ///
     /// A receiver that calls `close` with messages it has not taken —
     /// unread in the stream, still arriving, or not sent yet when it closed
