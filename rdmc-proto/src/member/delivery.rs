@@ -86,18 +86,21 @@ impl GroupMember {
     /// Root: announce the messages every member's application has taken
     /// (and that are complete here).
     pub(super) fn check_delivered(&mut self) {
-        let everyone = self.taken[1..]
-            .iter()
-            .copied()
-            .min()
-            .unwrap_or(self.completed);
-        let upto = everyone.min(self.completed);
+        let upto = self.reached_by_all(&self.taken);
         while self.delivered < upto {
             self.actions.push_back(Action::MessageDelivered {
                 seq: self.delivered,
             });
             self.delivered += 1;
         }
+    }
+
+    /// Root: the count of messages every receiver's entry in `counts`
+    /// (one per rank, the root's unused) has reached and that are complete
+    /// here.
+    fn reached_by_all(&self, counts: &[u64]) -> u64 {
+        let everyone = counts[1..].iter().copied().min();
+        everyone.unwrap_or(self.completed).min(self.completed)
     }
 
     /// Root: how many messages every member's application has taken.
@@ -142,12 +145,7 @@ impl GroupMember {
     /// Root: announce the messages every member's application has persisted
     /// (and that are complete here).
     pub(super) fn check_persisted(&mut self) {
-        let everyone = self.persisted[1..]
-            .iter()
-            .copied()
-            .min()
-            .unwrap_or(self.completed);
-        let upto = everyone.min(self.completed);
+        let upto = self.reached_by_all(&self.persisted);
         while self.all_persisted < upto {
             self.actions.push_back(Action::MessagePersisted {
                 seq: self.all_persisted,
