@@ -8,13 +8,18 @@
 //! and computes the run's span, from the first write's send to the last
 //! replica's delivery, and each write's latency, from its send to the
 //! root's acknowledgement that every member of its group has it.
+//!
+//! Beside the trace's bound, each rdmc run of the Cosmos-like trace is
+//! compared with the trace's fair-share ideal ([`trace::fair_share`]): the
+//! same closed loop as a fluid on ideal links shared max-min fairly, with
+//! the algorithm's use of its group's links.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Run, numbers, rate_bytes_per_second};
+use super::{Run, merge, numbers, rate_bytes_per_second};
 use crate::lab::CpuTimes;
 use crate::mpi::{mpi_cosmos, mpi_overlap};
 use crate::trace;
@@ -168,6 +173,19 @@ fn cosmos_record(
     record
 }
 
+/// The fair-share ideal's fields of a record whose run took `seconds`:
+/// the ideal's span and latency percentiles, and its span over `seconds`.
+fn fair_share_fields(ideal: &trace::FairShare, seconds: f64) -> Value {
+    let mut sorted = ideal.latencies.clone();
+    sorted.sort_by(f64::total_cmp);
+    json!({
+        "fair_share_seconds": ideal.seconds,
+        "fraction_of_fair_share": ideal.seconds / seconds,
+        "fair_share_p50": percentile(&sorted, 0.5),
+        "fair_share_p99": percentile(&sorted, 0.99),
+    })
+}
+
 impl Run<'_> {
     /// The Cosmos-like trace, once per algorithm of the plan, on `n` hosts.
     pub(super) fn cosmos(&mut self, n: usize) -> Result<(), String> {
@@ -181,6 +199,8 @@ impl Run<'_> {
         let trace_bound = workload.replica_bytes() as f64
             / (trace::busiest_link_bytes(&workload, n) as f64 / rate);
         for algorithm in self.plan.cosmos.algorithms.clone() {
+            // The fair-share ideal of this algorithm (a fraction of a second).
+            let ideal = trace::fair_share(&workload, trace::Shape::of_algorithm(algorithm), rate);
             let before = CpuTimes::now();
             let run = self.run_workload(&workload, "cosmos", algorithm)?;
             let record = json!({
@@ -193,6 +213,7 @@ impl Run<'_> {
                 "member_cpu_seconds": run.member_cpu, "member_options": self.args.member_option,
                 "cpu_idle": CpuTimes::now().idle_since(&before), "rate": self.args.rate,
             });
+            let record = merge(record, fair_share_fields(&ideal, run.seconds));
             let bounds = (bound, trace_bound);
             self.emit(cosmos_record(
                 record,
@@ -445,6 +466,25 @@ mod tests {
                 .unwrap_err()
                 .starts_with("rank 1's write 0 is not the workload's")
         );
+    }
+
+    #[test]
+    fn cosmos_records_compare_with_the_fair_share_ideal() {
+        // Four writes of 2 B each at 1 B/s, two at a time through root
+        // 0's uplink: 4 s each, 8 s in all.
+        let w = trace::workload_of(&[&[0, 1, 2]], &[(0, 2); 4], 2);
+        let ideal = trace::fair_share(&w, trace::Shape::Binomial, 1.0);
+        assert_eq!(ideal.latencies, [4.0; 4]);
+        let record = merge(json!({"system": "rdmc"}), fair_share_fields(&ideal, 10.0));
+        let r = cosmos_record(record, &w, 10.0, vec![5.0; 4], (1.0, 1.0));
+        assert_eq!(r["fair_share_seconds"], 8.0);
+        assert_eq!(r["fraction_of_fair_share"], 0.8);
+        assert_eq!(r["fair_share_p50"], 4.0);
+        assert_eq!(r["fair_share_p99"], 4.0);
+        // The measured fields are still there.
+        assert_eq!(r["seconds"], 10.0);
+        assert_eq!(r["latency_p50"], 5.0);
+        assert_eq!(r["system"], "rdmc");
     }
 
     #[test]

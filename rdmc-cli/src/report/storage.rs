@@ -53,6 +53,9 @@ pub(super) fn push_storage(out: &mut String, recs: &[Rec<'_>]) -> bool {
              the last replica's delivery. Bound: every host's incoming link (hosts x rate); \
              the trace's bound: its busiest host link (most bytes in or out) at full rate \
              from start to end. \
+             Of fair-share ideal: the seconds of the same closed loop as a fluid on ideal \
+             links shared max-min fairly, with the algorithm's use of its group's links, over \
+             the measured seconds (a reference, not a bound). \
              Latency: a write's send to its root's acknowledgement that both replicas have it.\n\n",
         );
         let rows: Vec<Vec<String>> = cosmos
@@ -71,6 +74,8 @@ pub(super) fn push_storage(out: &mut String, recs: &[Rec<'_>]) -> bool {
                     cell(r.num("trace_bound_gbps"), 3),
                     r.num("fraction_of_trace_bound")
                         .map_or(String::new(), percent),
+                    r.num("fraction_of_fair_share")
+                        .map_or(String::new(), percent),
                     cell(r.num("objects_per_second"), 3),
                     cell(r.num("latency_p50"), 3),
                     cell(r.num("latency_p90"), 3),
@@ -85,7 +90,8 @@ pub(super) fn push_storage(out: &mut String, recs: &[Rec<'_>]) -> bool {
             &header(
                 "algorithm | hosts | writes | in flight / root | mean object (MB) | seconds | \
                  goodput (Gbit/s) | bound (Gbit/s) | of bound | trace's bound (Gbit/s) | \
-                 of trace's bound | objects/s | p50 (s) | p90 (s) | p99 (s) | max (s) | CPU idle",
+                 of trace's bound | of fair-share ideal | objects/s | p50 (s) | p90 (s) | \
+                 p99 (s) | max (s) | CPU idle",
             ),
             &rows,
         );

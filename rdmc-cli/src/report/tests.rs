@@ -415,6 +415,7 @@ fn storage_records_get_their_tables_and_plots() {
                "nodes": 16, "size": 29_000_000, "seconds": 20.0, "runs": 1, "writes": 100,
                "window": 2, "gbps": 2.0, "bound_gbps": 4.0, "fraction_of_bound": 0.5,
                "trace_bound_gbps": 2.5, "fraction_of_trace_bound": 0.8,
+               "fraction_of_fair_share": 0.9,
                "objects_per_second": 5.0, "latency_p50": 5.0, "latency_p90": 9.0,
                "latency_p99": 9.9, "latency_max": 10.0, "latencies": latencies}),
         json!({"experiment": "cosmos", "system": "rdmc", "algorithm": "sequential",
@@ -458,7 +459,7 @@ fn storage_records_get_their_tables_and_plots() {
         .expect("a row per algorithm");
     assert!(row.contains("| 16 | 100 | 2 | 29.0 |"), "{row}");
     assert!(
-        row.contains("| 2.00 | 4.00 | 50% | 2.50 | 80% | 5.00 | 5.00 | 9.00 | 9.90 | 10.0 |"),
+        row.contains("| 2.00 | 4.00 | 50% | 2.50 | 80% | 90% | 5.00 | 5.00 | 9.00 | 9.90 | 10.0 |"),
         "{row}"
     );
     let overlap = section(&files.summary_markdown, "## Storage: overlapping senders");
