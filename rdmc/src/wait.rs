@@ -47,6 +47,18 @@ pub enum CompletionMode {
     /// waits for interrupts, and asks again no sooner than `gap` later. So
     /// several nodes sharing a few cores, in one process or many, never
     /// starve the threads that produce their completions.
+    ///
+    /// Small messages are the exception: after a block of at most
+    /// [`LATENCY_BOUND_BLOCK`](Self::LATENCY_BOUND_BLOCK) bytes arrives,
+    /// where a wake-up at every hop would cost more than the transfer
+    /// itself, the loop keeps polling for
+    /// [`SMALL_BLOCK_SPIN`](Self::SMALL_BLOCK_SPIN) after it, even while
+    /// the machine's cores are busy, as MPI's ranks do: it yields the core
+    /// between empty polls, like [`Polling`](Self::Polling), so members
+    /// sharing few cores take turns. So messages that follow each other
+    /// (requests, acknowledgements, a stream of small writes) find the
+    /// members awake, and a node that has seen no small block for that
+    /// long sleeps: an idle one uses no CPU.
     Adaptive {
         /// Completions closer together than this count as a stream worth
         /// spinning for, and a spin ends after this long without one.
@@ -59,6 +71,16 @@ impl CompletionMode {
     /// transfers' time on a fast link, and far shorter than any pause of an
     /// idle group.
     pub const DEFAULT_SPIN_GAP: Duration = Duration::from_millis(1);
+
+    /// The largest block an [`Adaptive`](Self::Adaptive) loop counts as
+    /// latency-bound traffic: 64 KiB, about where a block's time on a
+    /// 10 Gbit/s link passes a thread's wake-up.
+    pub const LATENCY_BOUND_BLOCK: usize = 64 << 10;
+
+    /// How long an [`Adaptive`](Self::Adaptive) loop keeps polling after a
+    /// small block ([`LATENCY_BOUND_BLOCK`](Self::LATENCY_BOUND_BLOCK)):
+    /// 50 ms, the papers' hybrid window.
+    pub const SMALL_BLOCK_SPIN: Duration = Self::PAPER_HYBRID_WINDOW;
 
     /// The papers' [`Hybrid`](Self::Hybrid) window: 50 ms.
     pub const PAPER_HYBRID_WINDOW: Duration = Duration::from_millis(50);
@@ -90,9 +112,10 @@ pub(crate) enum Next {
 pub(crate) struct SpinBudget {
     limit: usize,
     spinning: AtomicUsize,
-    /// Whether to ask the machine too: no spinning while its runnable
-    /// threads outnumber its cores (other processes' included).
-    ask_machine: bool,
+    /// How to ask the machine too whether it is full (its runnable threads
+    /// outnumber the given cores, other processes' included): no spinning
+    /// then. `None`: do not ask.
+    machine_is_full: Option<fn(usize) -> bool>,
 }
 
 impl SpinBudget {
@@ -101,7 +124,7 @@ impl SpinBudget {
         SpinBudget {
             limit,
             spinning: AtomicUsize::new(0),
-            ask_machine: false,
+            machine_is_full: None,
         }
     }
 
@@ -111,14 +134,16 @@ impl SpinBudget {
     pub(crate) fn process() -> &'static SpinBudget {
         static PROCESS: OnceLock<SpinBudget> = OnceLock::new();
         PROCESS.get_or_init(|| SpinBudget {
-            ask_machine: true,
+            machine_is_full: Some(machine_is_full),
             ..SpinBudget::new(std::thread::available_parallelism().map_or(1, usize::from))
         })
     }
 
-    /// A place among the spinning loops, if one is free.
-    fn try_acquire(&'static self) -> Option<SpinSlot> {
-        if self.ask_machine && machine_is_full(self.limit) {
+    /// A place among the spinning loops, if one is free (and, if
+    /// `ask_machine`, the machine has a core to spare).
+    fn try_acquire(&'static self, ask_machine: bool) -> Option<SpinSlot> {
+        let full = self.machine_is_full.filter(|_| ask_machine);
+        if full.is_some_and(|full| full(self.limit)) {
             return None;
         }
         self.spinning
@@ -176,6 +201,10 @@ pub(crate) struct WaitPolicy {
     spin_until: Option<Instant>,
     /// Adaptive: when a pass last found work.
     last_work: Option<Instant>,
+    /// Adaptive: a small block moved since the last pass.
+    small_block: bool,
+    /// Adaptive: when a pass last saw a small block.
+    last_small: Option<Instant>,
     /// Adaptive: the loop's place among the process's spinning loops, held
     /// while it spins.
     slot: Option<SpinSlot>,
@@ -194,10 +223,25 @@ impl WaitPolicy {
             mode,
             spin_until: None,
             last_work: None,
+            small_block: false,
+            last_small: None,
             slot: None,
             ask_after: None,
             budget,
         }
+    }
+
+    /// The mode it follows.
+    pub(crate) fn mode(&self) -> CompletionMode {
+        self.mode
+    }
+
+    /// A block of `len` bytes arrived, or a message of `len` bytes was
+    /// sent, in the pass under way: the
+    /// [`Adaptive`](CompletionMode::Adaptive) mode spins after small ones
+    /// even on a busy machine.
+    pub(crate) fn block_moved(&mut self, len: usize) {
+        self.small_block |= len <= CompletionMode::LATENCY_BOUND_BLOCK;
     }
 
     /// What to do after a pass that handled `work` events.
@@ -231,6 +275,11 @@ impl WaitPolicy {
     }
 
     fn after_pass_at(&mut self, work: usize, now: Instant) -> Next {
+        // Counted even in a pass that found nothing: the block may have
+        // come while the loop slept.
+        if std::mem::take(&mut self.small_block) {
+            self.last_small = Some(now);
+        }
         if work > 0 {
             match self.mode {
                 CompletionMode::Hybrid { window } => self.spin_until = now.checked_add(window),
@@ -251,7 +300,11 @@ impl WaitPolicy {
             CompletionMode::Polling => true,
             CompletionMode::Hybrid { .. } => self.spin_until.is_some_and(|until| now < until),
             CompletionMode::Adaptive { .. } => {
-                self.spin_until.is_some_and(|until| now < until) && self.has_slot(now)
+                let small = self.last_small.is_some_and(|last| {
+                    now.saturating_duration_since(last) < CompletionMode::SMALL_BLOCK_SPIN
+                });
+                (small || self.spin_until.is_some_and(|until| now < until))
+                    && self.has_slot(now, small)
             }
             CompletionMode::Interrupt => false,
         };
@@ -265,15 +318,17 @@ impl WaitPolicy {
     }
 
     /// Whether the loop holds a place among the spinning loops, taking one
-    /// if one is free (asking at most once a gap).
-    fn has_slot(&mut self, now: Instant) -> bool {
+    /// if one is free: for a stream of small blocks whether or not the
+    /// machine has a core to spare, otherwise only if it has (asking the
+    /// machine at most once a gap).
+    fn has_slot(&mut self, now: Instant, small: bool) -> bool {
         if self.slot.is_some() {
             return true;
         }
-        if self.ask_after.is_some_and(|after| now < after) {
+        if !small && self.ask_after.is_some_and(|after| now < after) {
             return false;
         }
-        self.slot = self.budget.try_acquire();
+        self.slot = self.budget.try_acquire(!small);
         self.ask_after = match (&self.slot, self.mode) {
             (None, CompletionMode::Adaptive { gap }) => now.checked_add(gap),
             _ => None,
@@ -470,7 +525,61 @@ mod tests {
     fn the_process_budget_is_the_core_count_and_asks_the_machine() {
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         assert_eq!(SpinBudget::process().limit, cores);
-        assert!(SpinBudget::process().ask_machine);
+        assert!(SpinBudget::process().machine_is_full.is_some());
+    }
+
+    #[test]
+    fn on_a_busy_machine_adaptive_spins_after_small_blocks_only() {
+        // A machine whose cores are always taken.
+        let busy: &'static SpinBudget = Box::leak(Box::new(SpinBudget {
+            machine_is_full: Some(|_| true),
+            ..SpinBudget::new(4)
+        }));
+        let gap = Duration::from_millis(1);
+        let spin = CompletionMode::SMALL_BLOCK_SPIN;
+        let t = Instant::now();
+        let stream = |len: usize| {
+            let mut p = adaptive(gap, busy);
+            for k in 0..2 {
+                p.block_moved(len);
+                assert_eq!(p.after_pass_at(1, t + gap / 4 * k), Next::Again);
+            }
+            p
+        };
+        // Large blocks: no core to spare, no spin.
+        let mut large = stream(CompletionMode::LATENCY_BOUND_BLOCK + 1);
+        assert_eq!(large.after_pass_at(0, t + gap / 4), Next::Sleep);
+        assert_eq!(busy.spinning(), 0);
+        // Small blocks: spin all the same, within the process's budget,
+        // for the small-block window after the last one (not just a gap).
+        let mut small = stream(CompletionMode::LATENCY_BOUND_BLOCK);
+        let last = t + gap / 4;
+        assert_eq!(small.after_pass_at(0, last), Next::Spin);
+        assert_eq!(busy.spinning(), 1);
+        assert_eq!(small.after_pass_at(0, last + gap * 5), Next::Spin);
+        // Other completions (no block) do not extend the window.
+        assert_eq!(small.after_pass_at(1, last + spin / 2), Next::Again);
+        assert_eq!(small.after_pass_at(0, last + spin / 2), Next::Spin);
+        assert_eq!(small.after_pass_at(0, last + spin), Next::Sleep);
+        assert_eq!(busy.spinning(), 0);
+        // One small block after a quiet spell is enough to spin again.
+        let later = last + spin * 3;
+        small.block_moved(1);
+        assert_eq!(small.after_pass_at(1, later), Next::Again);
+        assert_eq!(small.after_pass_at(0, later + spin / 2), Next::Spin);
+        assert_eq!(small.after_pass_at(0, later + spin), Next::Sleep);
+        // A small block handled while the loop slept (outside a pass's
+        // count) counts at the next pass, even an empty one.
+        let woken = later + spin * 2;
+        small.block_moved(1);
+        assert_eq!(small.after_pass_at(0, woken), Next::Spin);
+        assert_eq!(small.after_pass_at(0, woken + spin), Next::Sleep);
+        // A stream of other completions asks the machine, which refuses.
+        let quiet = later + spin * 3;
+        assert_eq!(small.after_pass_at(1, quiet), Next::Again);
+        assert_eq!(small.after_pass_at(1, quiet), Next::Again);
+        assert_eq!(small.after_pass_at(0, quiet), Next::Sleep);
+        assert_eq!(busy.spinning(), 0);
     }
 
     #[test]

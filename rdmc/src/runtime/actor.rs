@@ -146,7 +146,8 @@ pub(crate) struct Actor<T> {
     transport: T,
     commands: mpsc::UnboundedReceiver<Command>,
     completions: Completions,
-    mode: CompletionMode,
+    /// How the loop waits for completions (it sees each small block).
+    wait: WaitPolicy,
     groups: HashMap<GroupId, GroupState>,
     /// The creation of the node's groups: which joins are awaited, signals
     /// for groups not created yet, abandoned groups, ids used, deadlines.
@@ -188,7 +189,7 @@ impl<T: Transport> Actor<T> {
             transport,
             commands,
             completions,
-            mode,
+            wait: WaitPolicy::new(mode),
             groups: HashMap::new(),
             rendezvous: Rendezvous::new(me),
             epoch: time::Instant::now(),
@@ -267,7 +268,6 @@ impl<T: Transport> Actor<T> {
     pub(crate) async fn run(mut self) {
         let span = tracing::info_span!("rdmc_node", node = self.me.0);
         async move {
-            let mut wait = WaitPolicy::new(self.mode);
             loop {
                 if self
                     .next_deadline()
@@ -302,7 +302,7 @@ impl<T: Transport> Actor<T> {
                     }
                     handled += 1;
                 }
-                if !wait.should_sleep_after(handled).await {
+                if !self.wait.should_sleep_after(handled).await {
                     continue;
                 }
                 let deadline = self.next_deadline();
@@ -388,6 +388,7 @@ impl<T: Transport> Actor<T> {
         acks: Acks,
     ) {
         let started = Instant::now();
+        self.wait.block_moved(data.len());
         let Some(g) = self.groups.get_mut(&group) else {
             let _ = reply.send(Err(Error::Closed(group)));
             acks.fail(&Error::Closed(group));
@@ -506,6 +507,9 @@ impl<T: Transport> Actor<T> {
 
     fn on_completion(&mut self, c: Completion) {
         let now = Instant::now();
+        if let Completion::Received { len, .. } = c {
+            self.wait.block_moved(len);
+        }
         let (group, peer) = match &c {
             Completion::PeerDown {
                 node,
@@ -877,16 +881,6 @@ impl<T: Transport> Actor<T> {
         for id in ids {
             self.with_member(id, GroupMember::shutdown);
         }
-    }
-}
-
-/// Bytes a message of a group configured as `config` (its digest setting
-/// resolved) carries after its own.
-fn digest_len(config: &GroupConfig) -> u64 {
-    if config.message_digest() == Some(true) {
-        DIGEST_LEN
-    } else {
-        0
     }
 }
 

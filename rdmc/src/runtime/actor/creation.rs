@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use tokio::time;
 
 use super::super::group_state::{CreateReply, Creating, GroupState, Joined, Unclaimed};
-use super::{Actor, digest_len, far_future};
+use super::{Actor, far_future};
 use crate::config::GroupConfig;
 use crate::error::{Error, MembershipError};
 use crate::ids::{GroupId, NodeId};
@@ -18,6 +18,7 @@ use crate::proto::{
     Announce, CreateFailure, FailureKind, GroupMember, GroupSummary, MemberConfig, Rank,
     RendezvousAction, SharedSettings,
 };
+use crate::runtime::group_state::DIGEST_LEN;
 use crate::stats::GroupCounters;
 use crate::transport::{Completion, Signal, Transport};
 
@@ -85,7 +86,7 @@ impl<T: Transport> Actor<T> {
                 algorithm = %config.algorithm(),
                 block_size = ?config.block_size_policy(),
                 transport = %self.transport.describe(),
-                completion = ?self.mode,
+                completion = ?self.wait.mode(),
                 digest = format_args!("{digest:032x}"),
                 "group created"
             );
@@ -465,6 +466,16 @@ pub(crate) fn config_summary(
 #[cfg(test)]
 pub(crate) fn config_digest(id: GroupId, members: &[NodeId], config: &GroupConfig) -> u128 {
     config_summary(id, members, config).digest
+}
+
+/// Bytes a message of a group configured as `config` (its digest setting
+/// resolved) carries after its own.
+fn digest_len(config: &GroupConfig) -> u64 {
+    if config.message_digest() == Some(true) {
+        DIGEST_LEN
+    } else {
+        0
+    }
 }
 
 #[cfg(test)]
