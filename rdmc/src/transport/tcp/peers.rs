@@ -313,7 +313,12 @@ impl PeerSet {
                 } else if peer.peer < shared.me {
                     tracing::warn!(%addr, peer = peer.peer.0, "dropped peer: lower ids are dialled, not accepted");
                 } else if let Err(reason) = shared.let_in(stream, &peer, addr) {
-                    tracing::warn!(%addr, peer = peer.peer.0, %reason, "dropped peer");
+                    // A peer dialling in as this node exits is no fault.
+                    if shared.stop.is_cancelled() {
+                        tracing::debug!(%addr, peer = peer.peer.0, %reason, "dropped peer");
+                    } else {
+                        tracing::warn!(%addr, peer = peer.peer.0, %reason, "dropped peer");
+                    }
                 }
             })
         };
