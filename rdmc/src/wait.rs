@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 /// [`DEFAULT_SPIN_GAP`](Self::DEFAULT_SPIN_GAP): interrupt-driven while
 /// completions are sparse, so an idle node uses no CPU, and spin-polling
 /// while they stream in, as long as the process does not then spin more
-/// loops than the machine has cores.
+/// loops than the machine has cores, or for a while after small messages.
 #[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CompletionMode {
