@@ -52,6 +52,7 @@ pub(crate) mod pool;
 #[cfg(feature = "rdma")]
 #[allow(unsafe_code)]
 pub(crate) mod rdma;
+pub(crate) mod socket;
 pub(crate) mod tcp;
 
 use futures::future::BoxFuture;

@@ -14,8 +14,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use tokio::net::TcpStream;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use crate::transport::socket::{OwnedReadHalf, OwnedWriteHalf, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;

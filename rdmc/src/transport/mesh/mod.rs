@@ -43,7 +43,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpStream};
+use crate::transport::socket::{TcpListener, TcpStream, bind, listener_from_std};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
@@ -105,7 +105,6 @@ impl MeshPurpose {
 
 /// What a node needs to join the mesh, its listener bound.
 #[cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
-#[derive(Debug)]
 struct MeshConfig {
     me: NodeId,
     members: Vec<SocketAddr>,
@@ -114,6 +113,18 @@ struct MeshConfig {
     connect_timeout: Duration,
     /// How late a correct member's formation message may be.
     margin: Duration,
+}
+
+// By hand: a simulated listener (`--cfg rdmc_sim`) has no `Debug`.
+impl std::fmt::Debug for MeshConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MeshConfig")
+            .field("me", &self.me)
+            .field("members", &self.members)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("margin", &self.margin)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Why the mesh could not be built.
@@ -405,10 +416,8 @@ pub(crate) async fn bring_up_vetted(
         open_membership: _,
     } = cluster;
     let listener = match listener {
-        Some(l) => l
-            .set_nonblocking(true)
-            .and_then(|()| TcpListener::from_std(l)),
-        None => TcpListener::bind(members[id.index()]).await,
+        Some(l) => listener_from_std(l),
+        None => bind(members[id.index()]).await,
     }
     .map_err(MeshError::Listen)?;
     let entries: Vec<String> = members.iter().map(|m| purpose.digest_entry(m)).collect();

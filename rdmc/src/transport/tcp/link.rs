@@ -7,7 +7,6 @@
 
 mod agree;
 mod reader;
-mod socket;
 #[cfg(test)]
 mod tests;
 mod writer;
@@ -24,12 +23,12 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use self::agree::AgreeError;
 use self::agree::agree;
 use self::reader::{FrameReader, read_loop};
-pub(crate) use self::socket::{RecvLowat, limit_unsent, set_congestion_control};
 use self::writer::write_loop;
 use crate::ids::{GroupId, NodeId};
 use crate::transport::frame::protect::WireSecurity;
 use crate::transport::liveness::Liveness;
 use crate::transport::mesh::ClusterKey;
+pub(crate) use crate::transport::socket::{RecvLowat, limit_unsent, set_congestion_control};
 use crate::transport::{BlockRef, Completion, CompletionSender, RecvRegion, Signal};
 
 /// Largest frame payload while a link carries one group's blocks and no

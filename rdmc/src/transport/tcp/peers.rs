@@ -42,8 +42,8 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::transport::socket::{TcpStream, bind, listener_from_std};
 use futures::future::BoxFuture;
-use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -236,10 +236,8 @@ impl PeerSet {
         let on_demand = demand.is_some();
         cluster.check_member()?;
         let listener = match cluster.listener {
-            Some(l) => l
-                .set_nonblocking(true)
-                .and_then(|()| TcpListener::from_std(l)),
-            None => TcpListener::bind(cluster.members[cluster.id.index()]).await,
+            Some(l) => listener_from_std(l),
+            None => bind(cluster.members[cluster.id.index()]).await,
         }
         .map_err(MeshError::Listen)?;
         let entries: Vec<String> = cluster

@@ -11,12 +11,17 @@
 //! tokens and by every operation posted on them, so that what the
 //! provider still reports about the closed ones (flushed operations, their
 //! shutdown) is told apart from the new ones and dropped.
+//!
+//! Peers going down are read here too: [`Driver::poll_eq`] reads every
+//! connection-manager event, and an endpoint that shut down or failed is a
+//! peer down. (Silence past the failure timeout, and what is closed and
+//! dropped when a peer is down, are [`FabricDriver`]'s.)
 
 use std::net::SocketAddr;
 
 use tokio::sync::oneshot;
 
-use super::cm::{self, ConnReqInfo, EndpointOf, Event, Shared};
+use super::cm::{self, ConnReqInfo, EndpointOf, Event, Shared, read_event};
 use super::{Driver, Endpoints, Peer};
 use crate::ids::NodeId;
 use crate::transport::Completion;
@@ -68,6 +73,24 @@ impl Join {
 }
 
 impl Driver {
+    /// Read every EQ event there is: a peer whose endpoint shut down or
+    /// failed is down; a restarted peer's connections are accepted.
+    pub(super) fn poll_eq(&mut self) -> usize {
+        let mut handled = 0;
+        loop {
+            match read_event(&self.eq) {
+                Ok(Some(event)) => self.on_cm_event(event),
+                Ok(None) => break,
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the event queue");
+                    break;
+                }
+            }
+            handled += 1;
+        }
+        handled
+    }
+
     /// Act on one of the transport's own commands.
     pub(super) fn on_join_command(&mut self, cmd: OfiCmd) {
         match cmd {

@@ -29,7 +29,6 @@
 pub(crate) mod cm;
 mod completions;
 mod control;
-mod failure;
 mod join;
 mod ops;
 mod recv;

@@ -11,13 +11,13 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::time::Instant;
 use tokio_util::sync::DropGuard;
 
-use super::socket::RecvLowat;
 use super::{LinkConfig, LinkState, Posted, lock};
 use crate::ids::{GroupId, NodeId};
 use crate::transport::frame::protect::{MAX_TAG_LEN, Opener};
 use crate::transport::frame::relay::Route;
 use crate::transport::frame::{Context, HEADER_LEN, Header, SHORT_HEADER_LEN};
 use crate::transport::liveness::{Liveness, PeerClock};
+use crate::transport::socket::RecvLowat;
 use crate::transport::{Completion, CompletionSender, RecvRegion};
 
 /// Bytes read ahead of what the reader asked for: a frame's tag and the

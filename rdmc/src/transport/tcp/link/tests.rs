@@ -1,12 +1,12 @@
 //! Tests of one link: framing, protection, liveness and the read/write loops.
 
 use super::agree::{AGREE_LEN, AGREE_MAGIC};
-use super::socket::congestion_control;
 use super::*;
 use crate::proto::Control;
 use crate::transport::MessageBuffer;
 use crate::transport::frame::relay::Route;
 use crate::transport::frame::{Context, HEADER_LEN, Header, SHORT_HEADER_LEN};
+use crate::transport::socket::congestion_control;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const CONFIG: LinkConfig = LinkConfig {
