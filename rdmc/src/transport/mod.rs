@@ -223,6 +223,12 @@ pub(crate) trait Transport: Send + 'static {
     fn cut_off_by(&self, _group: GroupId, _peer: NodeId) -> Vec<NodeId> {
         Vec::new()
     }
+    /// Whether the root's verdict on `group` (that it closed) reaches this
+    /// node relayed by other members, so that it may still be on its way
+    /// after the root left. The default: no (it comes straight).
+    fn verdict_relayed(&self, _group: GroupId) -> bool {
+        false
+    }
     /// A relayed signal arrived ([`Completion::Relayed`]): pass it on
     /// along its route, or, if this node is its destination, return the
     /// node it came from first, for the signal to be taken as arrived from

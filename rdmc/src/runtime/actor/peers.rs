@@ -161,18 +161,41 @@ impl<T: Transport> Actor<T> {
 
     /// `node`'s run `incarnation` left for good, saying so: like a peer
     /// down for its groups (any still holding it fail), told as
-    /// [`PeerEvent::Left`] and logged as no failure.
+    /// [`PeerEvent::Left`] and logged as no failure — except where `node`
+    /// is the root and its verdict comes relayed: a root leaves only once
+    /// it has said its last word on each group, a failure report straight
+    /// to every member (which arrived before its goodbye) or the verdict
+    /// that the group closed, which may still be with the relays; they
+    /// are watched as any peer is.
     pub(super) fn peer_left(&mut self, node: NodeId, incarnation: u64) {
         if self.peers.is_stale(node, incarnation) {
             return;
         }
         tracing::info!(peer = node.0, incarnation, "peer left");
-        self.peer_gone((node, incarnation), PeerEvent::Left { node, incarnation });
+        let event = PeerEvent::Left { node, incarnation };
+        let relayed: Vec<GroupId> = self
+            .groups
+            .iter()
+            .filter(|&(&id, g)| g.members[0] == node && self.transport.verdict_relayed(id))
+            .map(|(&id, _)| id)
+            .collect();
+        self.peer_gone_except((node, incarnation), event, &relayed);
     }
 
     /// `node`'s run `incarnation` is gone, as `event` tells: tell the
     /// watchers and fail every group holding it.
-    fn peer_gone(&mut self, (node, incarnation): (NodeId, u64), event: PeerEvent) {
+    fn peer_gone(&mut self, gone: (NodeId, u64), event: PeerEvent) {
+        self.peer_gone_except(gone, event, &[]);
+    }
+
+    /// As [`peer_gone`](Self::peer_gone), but the groups `spared` do not
+    /// count the peer lost.
+    fn peer_gone_except(
+        &mut self,
+        (node, incarnation): (NodeId, u64),
+        event: PeerEvent,
+        spared: &[GroupId],
+    ) {
         self.rendezvous.handle_peer_down(node);
         self.peers.gone_at.insert(node, self.peers.made);
         let entry = self.peers.peers.entry(node).or_insert(Peer {
@@ -188,6 +211,7 @@ impl<T: Transport> Actor<T> {
         let affected: Vec<(GroupId, Rank)> = self
             .groups
             .iter()
+            .filter(|(id, _)| !spared.contains(id))
             .filter_map(|(id, g)| g.rank_of.get(&node).map(|&r| (*id, r)))
             .collect();
         for (id, rank) in affected {

@@ -279,7 +279,16 @@ impl Transport for TcpEndpoint {
     }
 
     fn send_signal(&mut self, group: GroupId, to: NodeId, signal: Signal) {
-        if let Some(routes) = &self.routes {
+        // A failure report, and a member's word that it lost one, go
+        // straight to their member, connecting if they must: the relay
+        // tree may pass through the member that failed. (Signals sent
+        // before it by the tree may arrive after it; they are moot once the
+        // group failed.)
+        let straight = matches!(
+            signal,
+            Signal::Group(Control::Failed { .. } | Control::Suspect { .. })
+        );
+        if let Some(routes) = self.routes.as_ref().filter(|_| !straight) {
             let route = match routes.get(&group) {
                 // The root's verdict goes along the relay tree (see
                 // `GroupRoute::tree_route_to`).
@@ -326,6 +335,13 @@ impl Transport for TcpEndpoint {
             Some(route) => route.cut_off_by(peer),
             None => Vec::new(),
         }
+    }
+
+    fn verdict_relayed(&self, group: GroupId) -> bool {
+        self.routes
+            .as_ref()
+            .and_then(|r| r.get(&group))
+            .is_some_and(GroupRoute::verdict_relayed)
     }
 
     fn reconnects_on_demand(&self) -> bool {

@@ -91,13 +91,23 @@ impl GroupRoute {
     }
 
     /// The members whose signals come through `peer`: those the route to
-    /// which passes it (routes are the same both ways).
+    /// which passes it (routes are the same both ways), and the root if
+    /// its verdict does.
     pub(crate) fn cut_off_by(&self, peer: NodeId) -> Vec<NodeId> {
+        let root = self.members[0];
+        let verdict_via = |peer: NodeId| {
+            tree_path(self.rank, 0)
+                .iter()
+                .any(|&r| self.members[r] == peer)
+        };
         self.members
             .iter()
             .copied()
             .filter(|&m| m != peer)
-            .filter(|&m| self.route_to(m).is_some_and(|r| r.path.contains(&peer)))
+            .filter(|&m| {
+                self.route_to(m).is_some_and(|r| r.path.contains(&peer))
+                    || (m == root && verdict_via(peer))
+            })
             .collect()
     }
 
@@ -115,6 +125,13 @@ impl GroupRoute {
             return None;
         }
         Route::new(path.into_iter().map(|r| self.members[r]).collect())
+    }
+
+    /// Whether the root's verdict reaches this member relayed (see
+    /// [`tree_route_to`](Self::tree_route_to)): it is not a relay-tree
+    /// child of the root.
+    pub(crate) fn verdict_relayed(&self) -> bool {
+        tree_path(0, self.rank).len() > 2
     }
 
     /// How a signal to member `to` goes: `None` straight (a direct peer,
@@ -185,6 +202,30 @@ mod tests {
         // Tree neighbours straight; not a member: the caller's problem.
         assert_eq!(route.tree_route_to(NodeId(8)), None);
         assert_eq!(route.tree_route_to(NodeId(99)), None);
+    }
+
+    #[test]
+    fn a_member_the_verdict_reaches_through_relays_is_cut_off_from_the_root_by_them() {
+        let members: Vec<NodeId> = [40, 41, 42, 43, 44, 45].map(NodeId).to_vec();
+        // Rank 3 (node 43), sent its blocks by the root (sequential): the
+        // root is a partner, but its verdict comes through rank 1 (node 41).
+        let route = GroupRoute::new(&members, 3, &[0]);
+        assert!(route.verdict_relayed());
+        assert_eq!(
+            route.route_to(NodeId(40)),
+            None,
+            "other signals go straight"
+        );
+        // Losing rank 1 cuts it off from the root's verdict, as from the
+        // members its other signals reach through rank 1.
+        let cut: Vec<u32> = route.cut_off_by(NodeId(41)).iter().map(|n| n.0).collect();
+        assert_eq!(cut, vec![40, 42, 44, 45]);
+        // Rank 2 (node 42) is the root's child in the relay tree.
+        let route = GroupRoute::new(&members, 2, &[0]);
+        assert!(!route.verdict_relayed());
+        assert_eq!(route.cut_off_by(NodeId(41)), [43, 45].map(NodeId).to_vec());
+        // The root hears its own verdict from nobody.
+        assert!(!GroupRoute::new(&members, 0, &[1, 2, 3]).verdict_relayed());
     }
 
     proptest! {
