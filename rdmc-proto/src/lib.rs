@@ -44,6 +44,19 @@
 )]
 #![forbid(unsafe_code)]
 
+/// The crate's hash maps and sets: std's, except in the whole-node
+/// simulator's build (`--cfg rdmc_sim`), where they iterate in the same
+/// order in every run, so that a simulated run replays exactly from its
+/// seed.
+mod collections {
+    #[cfg(not(rdmc_sim))]
+    type State = std::collections::hash_map::RandomState;
+    #[cfg(rdmc_sim)]
+    type State = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
+    pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, State>;
+    #[allow(dead_code)]
+    pub(crate) type HashSet<T> = std::collections::HashSet<T, State>;
+}
 mod ids;
 mod member;
 mod rendezvous;

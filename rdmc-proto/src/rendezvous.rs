@@ -39,10 +39,11 @@
 //! anything else of the group, and signals are FIFO per link, so a peer
 //! checks the `Join` first.
 
-use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 use std::fmt;
 
+use crate::collections::{HashMap, HashSet};
 use crate::ids::{GroupId, NodeId};
 use crate::member::{Control, FailureKind, Rank};
 
@@ -346,15 +347,15 @@ impl<I: Copy + Ord> Rendezvous<I> {
     pub fn new(me: NodeId) -> Self {
         Rendezvous {
             me,
-            created: HashMap::new(),
-            used: HashSet::new(),
+            created: HashMap::default(),
+            used: HashSet::default(),
             ended: VecDeque::new(),
-            early: HashMap::new(),
+            early: HashMap::default(),
             early_count: 0,
             early_order: VecDeque::new(),
-            down: HashSet::new(),
+            down: HashSet::default(),
             deadlines: BTreeSet::new(),
-            abandoned: HashMap::new(),
+            abandoned: HashMap::default(),
             abandoned_order: VecDeque::new(),
             replay: VecDeque::new(),
             actions: VecDeque::new(),
@@ -457,7 +458,7 @@ impl<I: Copy + Ord> Rendezvous<I> {
             Created {
                 summary,
                 members,
-                heard: HashMap::new(),
+                heard: HashMap::default(),
                 rank,
                 pending: Some(Pending { waiting, deadline }),
                 late: Vec::new(),

@@ -4,7 +4,7 @@
 //! actions and turns their outcomes into wakeups of the user's futures and
 //! streams.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -26,6 +26,7 @@ use super::group_state::{
 };
 use super::timing::{Lap, Stopwatch, message_span};
 
+use crate::collections::HashMap;
 use crate::config::{BATCH_HEADER_BYTES, GroupConfig};
 use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
@@ -190,7 +191,7 @@ impl<T: Transport> Actor<T> {
             commands,
             completions,
             wait: WaitPolicy::new(mode),
-            groups: HashMap::new(),
+            groups: HashMap::default(),
             rendezvous: Rendezvous::new(me),
             epoch: time::Instant::now(),
             timers: BTreeSet::new(),

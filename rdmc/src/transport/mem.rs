@@ -10,7 +10,7 @@
 //! link, and [`MemCluster::kill`] makes a node vanish the way a crashed host
 //! does: its peers see error completions and a broken connection.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::mpsc;
@@ -20,6 +20,7 @@ use super::{
     BlockRef, Completion, CompletionSender, Completions, MessageBuffer, RecvRegion, Signal,
     Transport,
 };
+use crate::collections::HashMap;
 use crate::ids::{GroupId, NodeId};
 
 /// An in-process cluster of `n` nodes with ids `0..n`: the transport for
@@ -62,7 +63,7 @@ impl MemCluster {
         let state = FabricState {
             nodes: vec![None; nodes],
             dead: vec![false; nodes],
-            posted: HashMap::new(),
+            posted: HashMap::default(),
         };
         MemCluster {
             fabric: Arc::new(Fabric {

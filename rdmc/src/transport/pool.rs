@@ -17,10 +17,10 @@
 //! freed (and deregistered). Buffers still in use when the pool's node is
 //! gone are freed when dropped.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use super::buffer::{AllocError, Home, MAPPING_UNIT, MessageBuffer, Spare};
+use crate::collections::HashMap;
 
 /// Default most bytes of spare buffers a node keeps.
 pub(crate) const DEFAULT_BUDGET: usize = 512 << 20;

@@ -2,7 +2,7 @@
 //! state machine and group state, and the rendezvous that ends it (every
 //! member joined, or a mismatch or timeout).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use tokio::sync::mpsc;
@@ -10,6 +10,7 @@ use tokio::time;
 
 use super::super::group_state::{CreateReply, Creating, GroupState, Joined, Unclaimed};
 use super::{Actor, far_future};
+use crate::collections::HashMap;
 use crate::config::GroupConfig;
 use crate::error::{Error, MembershipError};
 use crate::ids::{GroupId, NodeId};
@@ -201,7 +202,7 @@ impl<T: Transport> Actor<T> {
         if members.is_empty() {
             return Err(MembershipError::Empty.into());
         }
-        let mut rank_of = HashMap::with_capacity(members.len());
+        let mut rank_of = HashMap::with_capacity_and_hasher(members.len(), Default::default());
         for (rank, &node) in members.iter().enumerate() {
             if rank_of.insert(node, rank).is_some() {
                 return Err(MembershipError::Duplicate(node).into());

@@ -1,7 +1,7 @@
 //! The state the actor keeps per group beside its [`GroupMember`], and the
 //! execution of the member's actions over the transport.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -13,6 +13,7 @@ pub(super) mod target;
 
 use super::message::Message;
 use super::timing::{MessageTimings, Stopwatch, message_span};
+use crate::collections::HashMap;
 use crate::config::BATCH_HEADER_BYTES;
 use crate::error::Error;
 use crate::ids::{GroupId, NodeId};

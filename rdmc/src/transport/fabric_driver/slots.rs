@@ -7,10 +7,11 @@
 //! the credit; this table decides what a header or a landed write means,
 //! and hands back the [`Completion`] to report, if any.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::wire::Credit;
+use crate::collections::HashMap;
 use crate::ids::{GroupId, NodeId};
 use crate::transport::{Completion, MessageBuffer, RecvRegion};
 

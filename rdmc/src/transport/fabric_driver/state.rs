@@ -3,7 +3,7 @@
 //! failure detection, the flush, the registered control slots and the
 //! registrations of a root's messages.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +15,7 @@ use super::control_slots::{CTRL_SENDS, ControlSlots};
 use super::endpoint::Cmd;
 use super::slots::SlotTable;
 use super::wire::{Credit, MSG_LEN};
+use crate::collections::HashMap;
 use crate::ids::{GroupId, NodeId};
 use crate::transport::liveness::{Liveness, PeerClock};
 use crate::transport::{BlockRef, Completion, CompletionSender, MessageBuffer};
@@ -53,7 +54,7 @@ pub(crate) struct RootRegistrations<M>(HashMap<GroupId, Arc<RootRegistration<M>>
 
 impl<M> Default for RootRegistrations<M> {
     fn default() -> Self {
-        RootRegistrations(HashMap::new())
+        RootRegistrations(HashMap::default())
     }
 }
 

@@ -11,9 +11,9 @@
 
 #![cfg_attr(not(any(feature = "ofi", feature = "rdma")), allow(dead_code))]
 
-use std::collections::HashMap;
 use std::time::Duration;
 
+use crate::collections::HashMap;
 use crate::transport::socket::{OwnedReadHalf, OwnedWriteHalf, TcpStream};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -188,7 +188,7 @@ impl Formation {
             connect_timeout,
             margin,
             phase: Phase::Connecting,
-            peers: HashMap::new(),
+            peers: HashMap::default(),
             heard,
             stop,
         };

@@ -2,13 +2,13 @@
 //! (the members, this node's place among them, the key, the time limits),
 //! and what can be wrong with it.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::handshake;
 use super::identity::{IdentityError, NodeIdentity};
 use super::key::ClusterKey;
+use crate::collections::HashMap;
 use crate::ids::NodeId;
 
 /// Default time to wait for every other member to be connected.
@@ -83,7 +83,7 @@ impl ClusterConfig {
                 members: self.members.len(),
             });
         }
-        let mut seen = HashMap::with_capacity(self.members.len());
+        let mut seen = HashMap::with_capacity_and_hasher(self.members.len(), Default::default());
         for (id, &addr) in (0..).map(NodeId).zip(&self.members) {
             if addr.port() == 0 {
                 return Err(ClusterConfigError::PortZero { id, addr });

@@ -5,11 +5,12 @@
 //! ([`bring_up`](super::bring_up)) and the `tcp` transport's peer set use
 //! them.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::collections::HashMap;
 use crate::transport::socket::{TcpListener, TcpStream};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;

@@ -38,11 +38,11 @@ mod key;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::collections::HashMap;
 use crate::transport::socket::{TcpListener, TcpStream, bind, listener_from_std};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -360,15 +360,15 @@ impl Mesh {
         want: usize,
     ) -> Self {
         Mesh {
-            peers: HashMap::new(),
+            peers: HashMap::default(),
             _acceptor: acceptor,
-            directions: HashMap::new(),
+            directions: HashMap::default(),
             me,
             members,
             margin,
             want,
             acceptor: None,
-            incarnations: HashMap::new(),
+            incarnations: HashMap::default(),
         }
     }
 
@@ -455,7 +455,7 @@ async fn establish(config: MeshConfig) -> Result<Mesh, MeshError> {
     // Cancelled once every member is connected: handshakes and dials stop.
     let complete = stop.child_token();
     let refusals = Arc::new(Mutex::new(Refusals::default()));
-    let runs = Arc::new(Mutex::new(HashMap::new()));
+    let runs = Arc::new(Mutex::new(HashMap::default()));
     let on_peer: connect::OnPeer = {
         let (found, runs) = (found.clone(), Arc::clone(&runs));
         Arc::new(move |stream, peer: handshake::Authenticated, addr| {

@@ -11,7 +11,7 @@ mod reader;
 mod tests;
 mod writer;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -24,6 +24,7 @@ pub(crate) use self::agree::AgreeError;
 use self::agree::agree;
 use self::reader::{FrameReader, read_loop};
 use self::writer::write_loop;
+use crate::collections::HashMap;
 use crate::ids::{GroupId, NodeId};
 use crate::transport::frame::protect::WireSecurity;
 use crate::transport::liveness::Liveness;

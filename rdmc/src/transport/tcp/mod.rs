@@ -25,7 +25,6 @@ pub(crate) mod link;
 mod peers;
 mod route;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -43,6 +42,7 @@ use super::{
     BlockRef, Completion, CompletionSender, Completions, MessageBuffer, RecvRegion, Signal,
     Transport,
 };
+use crate::collections::HashMap;
 use crate::config::{Connections, EarlyAnnounce};
 use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
@@ -178,9 +178,9 @@ impl TcpEndpoint {
                 pool: BufferPool::new(pool_budget),
                 description,
                 me,
-                routes: on_demand.then(HashMap::new),
-                returns: HashMap::new(),
-                opened: HashMap::new(),
+                routes: on_demand.then(HashMap::default),
+                returns: HashMap::default(),
+                opened: HashMap::default(),
             },
             queue,
         ))

@@ -37,11 +37,11 @@
 //! members above it (one authenticated connection each, closed at once),
 //! so that its keepers dial it where it now is.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use crate::collections::HashMap;
 use crate::transport::socket::{TcpStream, bind, listener_from_std};
 use futures::future::BoxFuture;
 use tokio::sync::Notify;

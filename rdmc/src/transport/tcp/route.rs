@@ -14,8 +14,9 @@
 //! A signal's route is fixed per (group, sender, receiver), so signals
 //! between two members stay in order, as the rendezvous needs.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
+use crate::collections::HashMap;
 use crate::ids::NodeId;
 use crate::transport::frame::relay::Route;
 
@@ -235,7 +236,7 @@ mod tests {
         #[test]
         fn a_relay_passes_on_the_verdicts_below_it_before_its_own(size in 2usize..300) {
             // The order verdicts cross each link (from, to) in.
-            let mut crossings: HashMap<(usize, usize), Vec<usize>> = HashMap::new();
+            let mut crossings: HashMap<(usize, usize), Vec<usize>> = HashMap::default();
             for to in (1..size).rev() {
                 for hop in tree_path(0, to).windows(2) {
                     crossings.entry((hop[0], hop[1])).or_default().push(to);

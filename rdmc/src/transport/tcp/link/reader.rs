@@ -2,8 +2,8 @@
 //! data chunk straight into the receive posted for its block; a peer
 //! silent past the failure timeout breaks the link.
 
+use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use tokio_util::sync::DropGuard;
 
 use super::{LinkConfig, LinkState, Posted, lock};
+use crate::collections::HashMap;
 use crate::ids::{GroupId, NodeId};
 use crate::transport::frame::protect::{MAX_TAG_LEN, Opener};
 use crate::transport::frame::relay::Route;
@@ -222,7 +223,7 @@ pub(super) async fn read_loop<R: AsyncRead>(
         tag_len,
         context: Context::default(),
         posted,
-        partial: HashMap::new(),
+        partial: HashMap::default(),
         scratch: Vec::new(),
         completions,
         config,
