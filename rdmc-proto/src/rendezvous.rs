@@ -286,6 +286,9 @@ struct Pending<I> {
     /// The other members whose matching `Join` has not arrived, in rank order.
     waiting: Vec<NodeId>,
     deadline: I,
+    /// The members that sent a signal of the group itself meanwhile: their
+    /// rendezvous completed (they heard from a member this one never did).
+    completed: Vec<NodeId>,
 }
 
 /// A group whose creation failed here for a mismatch or a timeout.
@@ -460,7 +463,11 @@ impl<I: Copy + Ord> Rendezvous<I> {
                 members,
                 heard: HashMap::default(),
                 rank,
-                pending: Some(Pending { waiting, deadline }),
+                pending: Some(Pending {
+                    waiting,
+                    deadline,
+                    completed: Vec::new(),
+                }),
                 late: Vec::new(),
             },
         );
@@ -623,6 +630,21 @@ impl<I: Copy + Ord> Rendezvous<I> {
         }
     }
 
+    /// A signal of `group` itself (not of its rendezvous) came from
+    /// `from` while the creation here is still in progress: `from`'s
+    /// rendezvous may have completed. Should this one time out, `from` is
+    /// told the group failed.
+    pub fn handle_group_signal(&mut self, from: NodeId, group: GroupId) {
+        if let Some(p) = self
+            .created
+            .get_mut(&group)
+            .and_then(|c| c.pending.as_mut())
+            && !p.completed.contains(&from)
+        {
+            p.completed.push(from);
+        }
+    }
+
     /// `node` is gone: no more signals are sent to it. (The driver fails
     /// the node's groups through their member state machines.)
     pub fn handle_peer_down(&mut self, node: NodeId) {
@@ -672,17 +694,39 @@ impl<I: Copy + Ord> Rendezvous<I> {
                 break;
             }
             self.deadlines.pop_first();
-            let missing = self
-                .created
-                .get(&group)
-                .and_then(|c| c.pending.as_ref())
-                .map(|p| p.waiting.clone());
-            if let Some(missing) = missing {
+            let pending = self.created.get(&group).and_then(|c| {
+                let p = c.pending.as_ref()?;
+                let rank_of = |n: NodeId| c.members.iter().position(|&m| m == n);
+                // The first missing member, as the cause, by rank.
+                let cause = p.waiting.first().and_then(|&n| rank_of(n));
+                let report = Control::Failed {
+                    suspect: cause,
+                    kind: FailureKind::Unreachable,
+                    detector: c.rank,
+                };
+                Some((p.waiting.clone(), p.completed.clone(), report))
+            });
+            if let Some((missing, completed, report)) = pending {
                 // The missing members are told (they fail as soon as they
-                // create the group); the members that joined are not: they
-                // wait for the same missing members and time out too — each
-                // with its own, clear error — or, if a missing member turns
-                // up before, they are told then (see `answer_late_join`).
+                // create the group). So are the members that sent signals
+                // of the group itself, whose rendezvous may have completed
+                // (they heard from a member this one never did, across a
+                // link cut between the two) and who would otherwise wait
+                // for this one for good: that the group failed, the first
+                // missing member the cause. The others that joined wait
+                // for the same missing members and time out too — each
+                // with its own, clear error — or, if a missing member
+                // turns up before, they are told then (see
+                // `answer_late_join`).
+                for &to in completed.iter().filter(|n| !missing.contains(n)) {
+                    if !self.down.contains(&to) {
+                        self.actions.push_back(RendezvousAction::SendControl {
+                            group,
+                            to,
+                            control: report,
+                        });
+                    }
+                }
                 let tell = missing.clone();
                 self.abandon(group, CreateFailure::TimedOut { missing }, &tell);
             }

@@ -189,7 +189,8 @@ impl GroupMember {
             reported_by: Some(detector),
             ..Failure::new(suspect, kind)
         };
-        if !self.failure_is_moot(suspect, Some(from)) {
+        // A failure the root found is its verdict, whoever carried it.
+        if detector == 0 || !self.failure_is_moot(suspect, Some(from)) {
             self.fail(failure);
         } else if !self.is_root() && self.heard.is_none() {
             self.heard = Some(failure);

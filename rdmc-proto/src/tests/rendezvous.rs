@@ -423,6 +423,53 @@ fn the_timeout_names_the_missing_members_in_rank_order_and_tells_them() {
     );
 }
 
+/// A member that completed its rendezvous (it heard from a member this one
+/// never did: a link cut between the two) signals the group; if this one
+/// times out, it is told with the missing members, or it would wait for
+/// this member for good. One that only joined is left to time out itself.
+#[test]
+fn a_member_whose_rendezvous_completed_is_told_of_the_timeout() {
+    let mut r = Rendezvous::new(NodeId(2));
+    r.create(G, nodes([2, 0, 1, 3]), summary(42), 50);
+    actions(&mut r);
+    r.handle_join(NodeId(0), G, 42);
+    r.handle_join(NodeId(1), G, 42);
+    // Node 0 heard from node 3 and is ready: it asks for its first block.
+    r.handle_group_signal(NodeId(0), G);
+    r.handle_group_signal(NodeId(0), G);
+    r.handle_timeout(50);
+    // Node 0 hears that the group failed, node 3 (rank 3, missing) the
+    // cause; node 3 that this member (rank 0) gave up.
+    let told: Vec<(NodeId, Control)> = actions(&mut r)
+        .into_iter()
+        .filter_map(|a| match a {
+            RendezvousAction::SendControl { to, control, .. } => Some((to, control)),
+            RendezvousAction::CreateFailed { failure, .. } => {
+                assert_eq!(
+                    failure,
+                    CreateFailure::TimedOut {
+                        missing: nodes([3])
+                    }
+                );
+                None
+            }
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let failed = |suspect, kind| Control::Failed {
+        suspect: Some(suspect),
+        kind,
+        detector: 0,
+    };
+    assert_eq!(
+        told,
+        [
+            (NodeId(0), failed(3, FailureKind::Unreachable)),
+            (NodeId(3), failed(0, FailureKind::LocalShutdown)),
+        ]
+    );
+}
+
 #[test]
 fn a_down_member_gets_no_join() {
     let mut r = Rendezvous::new(NodeId(0));

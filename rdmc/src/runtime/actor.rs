@@ -528,26 +528,10 @@ impl<T: Transport> Actor<T> {
             &Completion::PeerLeft { node, incarnation } => {
                 return self.peer_left(node, incarnation);
             }
-            Completion::Relayed { .. } => {
-                let Completion::Relayed {
-                    group,
-                    from,
-                    signal,
-                    route,
-                } = c
-                else {
-                    unreachable!("matched")
-                };
-                let Some(origin) = self.transport.forward(group, from, signal, route) else {
-                    return;
-                };
-                let from = origin;
-                return self.on_completion(Completion::Signal {
-                    group,
-                    from,
-                    signal,
-                });
+            &Completion::PeerIdle { node, incarnation } => {
+                return self.peer_idle(node, incarnation);
             }
+            Completion::Relayed { .. } => return self.on_relayed(c),
             Completion::Progress {
                 group,
                 from,
@@ -599,6 +583,9 @@ impl<T: Transport> Actor<T> {
             }
             return;
         };
+        if g.creating.is_some() && matches!(c, Completion::Signal { .. }) {
+            self.rendezvous.handle_group_signal(peer, group);
+        }
         let Some(&rank) = g.rank_of.get(&peer) else {
             tracing::warn!(
                 group = group.0,
@@ -647,6 +634,9 @@ impl<T: Transport> Actor<T> {
                 for _ in 0..count {
                     g.member.handle_control(rank, control);
                 }
+                if matches!(control, Control::Failed { .. }) {
+                    return self.carrier_failed(group, rank);
+                }
             }
             Completion::TransferFailed { error, .. } => {
                 tracing::warn!(peer = peer.0, error, "transfer failed");
@@ -654,6 +644,7 @@ impl<T: Transport> Actor<T> {
             }
             Completion::PeerDown { .. }
             | Completion::PeerLeft { .. }
+            | Completion::PeerIdle { .. }
             | Completion::PeerUp { .. }
             | Completion::Relayed { .. }
             | Completion::Progress { .. } => {

@@ -110,6 +110,11 @@ pub(crate) enum Completion {
     /// shut down): like [`Completion::PeerDown`] for its groups, but no
     /// failure of the peer.
     PeerLeft { node: NodeId, incarnation: u64 },
+    /// `node`'s run `incarnation` is no longer connected, its connection
+    /// closed as no group needed it (connecting on demand): no failure, and
+    /// the same run may connect again; a group made since is made over a
+    /// connection to come.
+    PeerIdle { node: NodeId, incarnation: u64 },
     /// `node`, in its run `incarnation`, is connected (at `addr`, on a
     /// network): a new connection, or a node that came back (reported by
     /// `tcp`, `mem` and `ofi`).

@@ -11,7 +11,7 @@ use super::Actor;
 use crate::ids::{GroupId, NodeId};
 use crate::peer::{Peer, PeerEvent};
 use crate::proto::Rank;
-use crate::transport::Transport;
+use crate::transport::{Completion, Transport};
 
 /// Every peer the node has heard of, and who watches them.
 #[derive(Debug, Default)]
@@ -25,6 +25,10 @@ pub(super) struct PeerView {
     /// How many groups the node had created when each peer last went:
     /// those held its connection that ended.
     gone_at: BTreeMap<NodeId, u64>,
+    /// The same when each peer's connection was last closed as idle: if a
+    /// new run of the peer connects, the groups made before held the old
+    /// run (gone meanwhile, unseen), those made since wait for the new.
+    idle_at: BTreeMap<NodeId, u64>,
 }
 
 impl PeerView {
@@ -103,17 +107,34 @@ impl<T: Transport> Actor<T> {
         // Only the groups made before the peer went: one made since (connected
         // on demand, it waited for the peer to come back) is made over the
         // new connection.
-        let gone_at = self.peers.gone_at.get(&node).copied().unwrap_or(u64::MAX);
-        for g in self
+        let mut gone_at = self.peers.gone_at.get(&node).copied().unwrap_or(u64::MAX);
+        let idle_at = self.peers.idle_at.remove(&node);
+        if let Some(idle_at) = idle_at.filter(|_| {
+            self.peers
+                .peers
+                .get(&node)
+                .is_some_and(|p| p.incarnation != incarnation)
+        }) {
+            gone_at = gone_at.min(idle_at);
+        }
+        let mut lost = Vec::new();
+        for (&id, g) in self
             .groups
-            .values_mut()
-            .filter(|g| gap && g.made <= gone_at)
+            .iter_mut()
+            .filter(|(_, g)| gap && g.made <= gone_at)
         {
             if let Some(&rank) = g.rank_of.get(&node)
                 && !g.lost.contains(&rank)
             {
                 g.lost.push(rank);
+                lost.push((id, rank));
             }
+        }
+        // Such a group cannot go on: it fails naming the peer (after the
+        // grace a report of the cause may come in), should the end of the
+        // connection it was made over not have been reported.
+        for (id, rank) in lost {
+            self.peer_unreachable(id, rank);
         }
         self.peers.peers.insert(
             node,
@@ -157,6 +178,55 @@ impl<T: Transport> Actor<T> {
             reason,
         };
         self.peer_gone((node, incarnation), event);
+    }
+
+    /// A relayed signal arrived: pass it on, or take it as arrived from its
+    /// origin if it is for this node.
+    pub(super) fn on_relayed(&mut self, c: Completion) {
+        let Completion::Relayed {
+            group,
+            from,
+            signal,
+            route,
+        } = c
+        else {
+            unreachable!("a relayed signal")
+        };
+        if let Some(from) = self.transport.forward(group, from, signal, route) {
+            self.on_completion(Completion::Signal {
+                group,
+                from,
+                signal,
+            });
+        }
+    }
+
+    /// Member `rank` of `group` reported the group failed: a member that
+    /// failed relays nothing more, so if the root's verdict comes to this
+    /// node through it, the verdict is lost with it, and the group fails
+    /// here with the cause the report gave.
+    pub(super) fn carrier_failed(&mut self, group: GroupId, rank: Rank) {
+        if let Some(g) = self.groups.get_mut(&group)
+            && !g.member.is_finished()
+            && self
+                .transport
+                .cut_off_by(group, g.members[rank])
+                .contains(&g.members[0])
+        {
+            g.member
+                .handle_peer_failure_cutting_off(Some(rank), &[0], None);
+        }
+        self.drive(group);
+    }
+
+    /// `node`'s run `incarnation` is no longer connected, as no group
+    /// needed it: nothing fails; see [`PeerView::idle_at`].
+    pub(super) fn peer_idle(&mut self, node: NodeId, incarnation: u64) {
+        if self.peers.is_stale(node, incarnation) {
+            return;
+        }
+        tracing::debug!(peer = node.0, incarnation, "peer idle");
+        self.peers.idle_at.insert(node, self.peers.made);
     }
 
     /// `node`'s run `incarnation` left for good, saying so: like a peer

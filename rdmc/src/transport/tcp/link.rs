@@ -394,6 +394,15 @@ impl Link {
             .push_back(region);
     }
 
+    /// Take back the receives posted on this link (closed as idle: they
+    /// go onto the next connection to the peer).
+    pub(crate) fn take_posted(&self) -> Vec<(GroupId, RecvRegion)> {
+        lock(&self.posted)
+            .drain()
+            .flat_map(|(group, regions)| regions.into_iter().map(move |r| (group, r)))
+            .collect()
+    }
+
     /// Queue a frame; `false` if the connection is gone.
     pub(crate) fn send(&self, item: Outgoing) -> bool {
         !self.is_down() && self.outgoing.send(item).is_ok()

@@ -25,6 +25,7 @@ pub(crate) mod link;
 mod peers;
 mod route;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -51,7 +52,8 @@ use crate::proto::Control;
 /// One node's connections to all the others.
 #[derive(Debug)]
 pub(crate) struct TcpEndpoint {
-    peers: PeerSet,
+    /// Shared with the leaving node's flush, which outlives the endpoint.
+    peers: Arc<PeerSet>,
     completions: CompletionSender,
     /// How long a shutdown waits for queued frames to be written.
     flush_timeout: Duration,
@@ -171,7 +173,7 @@ impl TcpEndpoint {
         }
         Ok((
             TcpEndpoint {
-                peers,
+                peers: Arc::new(peers),
                 completions,
                 flush_timeout: link.failure_timeout,
                 early_announce: link.early_announce,
@@ -195,11 +197,19 @@ impl TcpEndpoint {
         }
     }
 
-    /// Send `signal` of `group` along `route` (its next hop).
+    /// Send `signal` of `group` along `route` (its next hop). Relayed for
+    /// a group not opened here (a join on its way, the group not created
+    /// here yet), it waits for a connection to the next hop if that ended
+    /// (a new run of it may be on its way too), as for a group opened now.
     fn relay(&mut self, group: GroupId, signal: Signal, route: Route) {
         let next = route.here();
         let item = Outgoing::Relay(group, signal, route);
-        self.hand(group, next, Waiting::Send(group, item));
+        if self.opened.contains_key(&group) {
+            return self.hand(group, next, Waiting::Send(group, item));
+        }
+        if self.peers.hand(next, Waiting::Send(group, item), u64::MAX) == Handed::Unreachable {
+            self.unreachable(group, next);
+        }
     }
 
     fn unreachable(&self, group: GroupId, peer: NodeId) {
@@ -280,14 +290,14 @@ impl Transport for TcpEndpoint {
 
     fn send_signal(&mut self, group: GroupId, to: NodeId, signal: Signal) {
         // A failure report, and a member's word that it lost one, go
-        // straight to their member, connecting if they must: the relay
-        // tree may pass through the member that failed. (Signals sent
-        // before it by the tree may arrive after it; they are moot once the
-        // group failed.)
+        // straight to their member where this node reaches it (connected,
+        // or the one to connect): the relay tree may pass through the
+        // member that failed. (Signals sent before it by the tree may
+        // arrive after it; they are moot once the group failed.)
         let straight = matches!(
             signal,
             Signal::Group(Control::Failed { .. } | Control::Suspect { .. })
-        );
+        ) && self.peers.reaches(to);
         if let Some(routes) = self.routes.as_ref().filter(|_| !straight) {
             let route = match routes.get(&group) {
                 // The root's verdict goes along the relay tree (see
@@ -392,16 +402,22 @@ impl Transport for TcpEndpoint {
     /// failure timeout), so that no connection is reset with bytes unread: a reset
     /// can discard, at the peer, frames this node wrote last (signals it
     /// relayed, among them).
+    ///
+    /// First, connecting on demand, what waits for a peer's first
+    /// connection (a failure report among it) waits for it to be made, at
+    /// most as long.
     fn flush(&mut self) -> BoxFuture<'static, ()> {
-        let listening = self.peers.stop_listening();
-        let (ended, writers): (Vec<_>, Vec<_>) = self
-            .peers
-            .close()
-            .into_iter()
-            .map(|link| (link.read_done(), link.close()))
-            .unzip();
         let limit = self.flush_timeout;
+        let drained = self.peers.drained(limit);
+        let peers = Arc::clone(&self.peers);
         Box::pin(async move {
+            drained.await;
+            let listening = peers.stop_listening();
+            let (ended, writers): (Vec<_>, Vec<_>) = peers
+                .close()
+                .into_iter()
+                .map(|link| (link.read_done(), link.close()))
+                .unzip();
             let all = futures::future::join_all(writers);
             if tokio::time::timeout(limit, all).await.is_err() {
                 tracing::warn!("gave up flushing connections after {limit:?}");

@@ -393,7 +393,14 @@ impl PeerSet {
     /// it; else it waits for the peer to dial). Connecting every peer at
     /// start: nothing to do.
     pub(crate) fn want(&self, peer: NodeId) {
-        let shared = &self.shared;
+        self.shared.want(peer);
+    }
+}
+
+impl Shared {
+    /// As [`PeerSet::want`].
+    fn want(self: &Arc<Self>, peer: NodeId) {
+        let shared = self;
         if !shared.on_demand || peer >= shared.me || shared.addr_of(peer).is_none() {
             return;
         }
@@ -405,6 +412,19 @@ impl PeerSet {
         let generation = table.generation;
         table.kept.insert(peer, generation);
         tokio::spawn(keep(Arc::clone(shared), peer, generation));
+    }
+}
+
+impl PeerSet {
+    /// Whether a signal handed for `peer` now goes out without waiting on
+    /// the peer: a live connection to it is up, or this node is the one to
+    /// make it (connecting on demand, the node above dials).
+    pub(crate) fn reaches(&self, peer: NodeId) -> bool {
+        peer < self.shared.me
+            || lock(&self.shared.table)
+                .links
+                .get(&peer)
+                .is_some_and(|l| !l.is_down())
     }
 
     /// On demand: a group is opened; what it hands to a peer whose
@@ -454,7 +474,7 @@ impl PeerSet {
         let ended = |table: &Table| table.ended.get(&peer).copied();
         if table.links.get(&peer).is_some_and(Link::is_idle) {
             // Closed as idle: made again.
-            table.links.remove(&peer);
+            retire_idle(&mut table, peer);
         } else if self.shared.on_demand
             && table.links.get(&peer).is_some_and(Link::is_down)
             && ended(&table).is_some_and(|e| e < epoch)
@@ -499,10 +519,14 @@ impl PeerSet {
         (!reasons.is_empty()).then(|| reasons.join("; "))
     }
 
-    /// Forget what waits for a connection for `group`.
+    /// Forget the blocks and receives that wait for a connection for
+    /// `group`, which ended. Its signals still go: the last of them (the
+    /// failure report a member sends every other as its group fails, a
+    /// verdict on its way) are what the peers learn its end from.
     pub(crate) fn release_waiting(&self, group: GroupId) {
         for queue in lock(&self.shared.table).waiting.values_mut() {
             queue.retain(|w| match w {
+                Waiting::Send(_, Outgoing::Signal(..) | Outgoing::Relay(..)) => true,
                 Waiting::Send(g, _) | Waiting::Post(g, _) => *g != group,
             });
         }
@@ -523,6 +547,26 @@ impl PeerSet {
         async move {
             if let Some(task) = accepting {
                 let _ = task.await;
+            }
+        }
+    }
+
+    /// Until `limit` has passed, wait for the peers that something waits
+    /// for (their first connection, made on demand, not up yet) to connect,
+    /// so that what waits — a failure report among it — is sent as the node
+    /// leaves rather than dropped.
+    pub(crate) fn drained(&self, limit: Duration) -> impl Future<Output = ()> + Send + 'static {
+        let shared = Arc::clone(&self.shared);
+        async move {
+            let deadline = Instant::now() + limit;
+            loop {
+                let changed = shared.changed.notified();
+                if lock(&shared.table).waiting.is_empty() {
+                    return;
+                }
+                if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                    return;
+                }
             }
         }
     }
@@ -561,7 +605,7 @@ impl Shared {
     /// `addr`: start its link, replacing an older run's; returns the
     /// token cancelled when the new link goes down.
     fn let_in(
-        &self,
+        self: &Arc<Self>,
         stream: TcpStream,
         peer: &Authenticated,
         addr: SocketAddr,
@@ -608,12 +652,22 @@ impl Shared {
             // A link its peer closed as idle leaves the table as it ends;
             // the end of any other is noted, for the groups opened since
             // to wait for a new connection.
-            let (table, ended) = (Arc::clone(&self.table), ended.clone());
+            let (shared, ended) = (Arc::clone(self), ended.clone());
+            let incarnation = peer.incarnation;
             tokio::spawn(async move {
                 ended.cancelled().await;
-                let mut table = lock(&table);
+                let mut table = lock(&shared.table);
                 if table.links.get(&id).is_some_and(Link::is_idle) {
-                    table.links.remove(&id);
+                    let kept = retire_idle(&mut table, id);
+                    drop(table);
+                    let _ = shared.completions.send(Completion::PeerIdle {
+                        node: id,
+                        incarnation,
+                    });
+                    if kept {
+                        // A group here still waits for the peer's blocks.
+                        shared.want(id);
+                    }
                 } else {
                     let epoch = table.epoch;
                     table.ended.insert(id, epoch);
@@ -689,6 +743,26 @@ async fn keep(shared: Arc<Shared>, peer: NodeId, generation: u64) {
     }
 }
 
+/// On demand: drop the link to `peer`, closed as idle; the receives posted
+/// on it wait for the next connection (a group here may have posted one as
+/// the peer closed it). Whether any did.
+fn retire_idle(table: &mut Table, peer: NodeId) -> bool {
+    let Some(link) = table.links.remove(&peer) else {
+        return false;
+    };
+    let posted = link.take_posted();
+    if posted.is_empty() {
+        return false;
+    }
+    let queue = table.waiting.entry(peer).or_default();
+    queue.extend(
+        posted
+            .into_iter()
+            .map(|(group, region)| Waiting::Post(group, region)),
+    );
+    true
+}
+
 /// On demand: close the connection to `peer` (below this node, its
 /// keeper) once no group of this node has needed it for `timeout`.
 async fn close_when_idle(shared: Arc<Shared>, peer: NodeId, timeout: Duration) {
@@ -706,6 +780,10 @@ async fn close_when_idle(shared: Arc<Shared>, peer: NodeId, timeout: Duration) {
     table.kept.remove(&peer);
     if let Some(link) = table.links.remove(&peer) {
         tracing::debug!(peer = peer.0, "closing an idle connection");
+        let _ = shared.completions.send(Completion::PeerIdle {
+            node: peer,
+            incarnation: link.incarnation(),
+        });
         link.close_idle();
     }
 }
@@ -723,6 +801,8 @@ async fn expire(shared: Arc<Shared>, peer: NodeId) {
         let waited = table.waiting.remove(&peer).unwrap_or_default();
         (waited, table.known.get(&peer).copied().unwrap_or(0))
     };
+    // A node leaving waits for what waits (`PeerSet::drained`).
+    shared.changed.notify_waiters();
     let mut groups: Vec<GroupId> = waited
         .iter()
         .map(|w| match w {
