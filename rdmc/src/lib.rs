@@ -76,18 +76,18 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod collective;
-/// The crate's hash maps and sets: std's, except in the whole-node
-/// simulator's build (`--cfg rdmc_sim`), where they iterate in the same
-/// order in every run, so that a simulated run replays exactly from its
-/// seed.
+/// The crate's hash maps: std's, except in the whole-node simulator's build
+/// (`--cfg rdmc_sim`), where they iterate in the same order in every run,
+/// so that a simulated run replays exactly from its seed.
 mod collections {
     #[cfg(not(rdmc_sim))]
-    type State = std::collections::hash_map::RandomState;
+    pub(crate) use std::collections::HashMap;
     #[cfg(rdmc_sim)]
-    type State = std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>;
-    pub(crate) type HashMap<K, V> = std::collections::HashMap<K, V, State>;
-    #[allow(dead_code)]
-    pub(crate) type HashSet<T> = std::collections::HashSet<T, State>;
+    pub(crate) type HashMap<K, V> = std::collections::HashMap<
+        K,
+        V,
+        std::hash::BuildHasherDefault<std::collections::hash_map::DefaultHasher>,
+    >;
 }
 mod config;
 mod error;

@@ -231,12 +231,13 @@ impl<T: Transport> Actor<T> {
 
     /// `node`'s run `incarnation` left for good, saying so: like a peer
     /// down for its groups (any still holding it fail), told as
-    /// [`PeerEvent::Left`] and logged as no failure — except where `node`
-    /// is the root and its verdict comes relayed: a root leaves only once
-    /// it has said its last word on each group, a failure report straight
-    /// to every member (which arrived before its goodbye) or the verdict
-    /// that the group closed, which may still be with the relays; they
-    /// are watched as any peer is.
+    /// [`PeerEvent::Left`] and logged as no failure — except where the
+    /// root's verdict comes relayed and `node` is the root or a relay of
+    /// it: a node leaves only once it has said its last word on each
+    /// group, a failure report to every member or the verdict that the
+    /// group closed (a relay passes on the verdicts of the members below it
+    /// before its own reaches it), which may still be with the relays
+    /// further on; they are watched as any peer is.
     pub(super) fn peer_left(&mut self, node: NodeId, incarnation: u64) {
         if self.peers.is_stale(node, incarnation) {
             return;
@@ -246,7 +247,11 @@ impl<T: Transport> Actor<T> {
         let relayed: Vec<GroupId> = self
             .groups
             .iter()
-            .filter(|&(&id, g)| g.members[0] == node && self.transport.verdict_relayed(id))
+            .filter(|&(&id, g)| {
+                let root = g.members[0];
+                self.transport.verdict_relayed(id)
+                    && (root == node || self.transport.cut_off_by(id, node).contains(&root))
+            })
             .map(|(&id, _)| id)
             .collect();
         self.peer_gone_except((node, incarnation), event, &relayed);

@@ -83,7 +83,8 @@ impl ClusterConfig {
                 members: self.members.len(),
             });
         }
-        let mut seen = HashMap::with_capacity_and_hasher(self.members.len(), Default::default());
+        let mut seen: HashMap<_, _> =
+            HashMap::with_capacity_and_hasher(self.members.len(), Default::default());
         for (id, &addr) in (0..).map(NodeId).zip(&self.members) {
             if addr.port() == 0 {
                 return Err(ClusterConfigError::PortZero { id, addr });

@@ -395,7 +395,7 @@ impl Played {
                 id,
                 addrs.len(),
             ),
-            conns: HashMap::new(),
+            conns: HashMap::default(),
         }
     }
 
