@@ -287,7 +287,8 @@ struct Pending<I> {
     waiting: Vec<NodeId>,
     deadline: I,
     /// The members that sent a signal of the group itself meanwhile: their
-    /// rendezvous completed (they heard from a member this one never did).
+    /// rendezvous may have completed (they may have heard from a member
+    /// this one never did), so they are told if this one times out.
     completed: Vec<NodeId>,
 }
 

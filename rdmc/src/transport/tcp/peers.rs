@@ -52,11 +52,12 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::link::{self, AgreeError, Link, LinkConfig, LinkSecurity, Outgoing, RecvLowat};
 use crate::config::EarlyAnnounce;
 use crate::ids::{GroupId, NodeId};
+use crate::proto::Control;
 use crate::transport::RecvRegion;
 use crate::transport::mesh::connect::{self, FIRST_DIAL_BACKOFF, OnPeer, Refusals};
 use crate::transport::mesh::handshake::{Authenticated, Handshake, Vet};
 use crate::transport::mesh::{ClusterConfig, ClusterDigest, MeshError, MeshPurpose};
-use crate::transport::{Completion, CompletionSender};
+use crate::transport::{Completion, CompletionSender, Signal};
 
 /// How a keeper waits between dials of a peer whose connection broke: soon
 /// enough that a restarted peer is back within about a second.
@@ -519,14 +520,15 @@ impl PeerSet {
         (!reasons.is_empty()).then(|| reasons.join("; "))
     }
 
-    /// Forget the blocks and receives that wait for a connection for
-    /// `group`, which ended. Its signals still go: the last of them (the
-    /// failure report a member sends every other as its group fails, a
-    /// verdict on its way) are what the peers learn its end from.
+    /// Forget what waits for a connection for `group`, which ended — but
+    /// its failure reports, which are what the peers learn its end from.
     pub(crate) fn release_waiting(&self, group: GroupId) {
+        let report = |s: &Signal| matches!(s, Signal::Group(Control::Failed { .. }));
         for queue in lock(&self.shared.table).waiting.values_mut() {
             queue.retain(|w| match w {
-                Waiting::Send(_, Outgoing::Signal(..) | Outgoing::Relay(..)) => true,
+                Waiting::Send(g, Outgoing::Signal(_, s) | Outgoing::Relay(_, s, _)) => {
+                    *g != group || report(s)
+                }
                 Waiting::Send(g, _) | Waiting::Post(g, _) => *g != group,
             });
         }
@@ -551,10 +553,8 @@ impl PeerSet {
         }
     }
 
-    /// Until `limit` has passed, wait for the peers that something waits
-    /// for (their first connection, made on demand, not up yet) to connect,
-    /// so that what waits — a failure report among it — is sent as the node
-    /// leaves rather than dropped.
+    /// Until `limit` has passed, wait for what waits for a connection made
+    /// on demand (a failure report among it) to go out, as the node leaves.
     pub(crate) fn drained(&self, limit: Duration) -> impl Future<Output = ()> + Send + 'static {
         let shared = Arc::clone(&self.shared);
         async move {
