@@ -49,6 +49,10 @@ use crate::error::Error;
 use crate::ids::{GroupId, NodeId};
 use crate::proto::Control;
 
+/// How long a leaving node waits for connections that what it still has to
+/// say waits for (see [`TcpEndpoint`]'s flush).
+const DRAIN_LIMIT: Duration = Duration::from_millis(250);
+
 /// One node's connections to all the others.
 #[derive(Debug)]
 pub(crate) struct TcpEndpoint {
@@ -405,10 +409,12 @@ impl Transport for TcpEndpoint {
     ///
     /// First, connecting on demand, what waits for a peer's first
     /// connection (a failure report among it) waits for it to be made, at
-    /// most as long.
+    /// most [`DRAIN_LIMIT`].
     fn flush(&mut self) -> BoxFuture<'static, ()> {
         let limit = self.flush_timeout;
-        let drained = self.peers.drained(limit);
+        // Briefly: a peer that does not connect at once may be cut off,
+        // and a leaving node must not outlast the failure it reports.
+        let drained = self.peers.drained(limit.min(DRAIN_LIMIT));
         let peers = Arc::clone(&self.peers);
         Box::pin(async move {
             drained.await;
