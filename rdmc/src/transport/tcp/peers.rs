@@ -41,8 +41,6 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use crate::collections::HashMap;
-use crate::transport::socket::{TcpStream, bind, listener_from_std};
 use futures::future::BoxFuture;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
@@ -50,6 +48,7 @@ use tokio::time::Instant;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::link::{self, AgreeError, Link, LinkConfig, LinkSecurity, Outgoing, RecvLowat};
+use crate::collections::HashMap;
 use crate::config::EarlyAnnounce;
 use crate::ids::{GroupId, NodeId};
 use crate::proto::Control;
@@ -57,6 +56,7 @@ use crate::transport::RecvRegion;
 use crate::transport::mesh::connect::{self, FIRST_DIAL_BACKOFF, OnPeer, Refusals};
 use crate::transport::mesh::handshake::{Authenticated, Handshake, Vet};
 use crate::transport::mesh::{ClusterConfig, ClusterDigest, MeshError, MeshPurpose};
+use crate::transport::socket::{TcpStream, bind, listener_from_std};
 use crate::transport::{Completion, CompletionSender, Signal};
 
 /// How a keeper waits between dials of a peer whose connection broke: soon
