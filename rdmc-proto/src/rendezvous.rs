@@ -41,36 +41,15 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use std::fmt;
-
 use crate::collections::{HashMap, HashSet};
 use crate::ids::{GroupId, NodeId};
-use crate::member::{Control, FailureKind, Rank};
+use crate::member::{Control, Failure, FailureKind, Rank};
 
 mod settings;
 
-pub use settings::{GroupSetting, SettingsFingerprint, SharedSettings, group_digest};
-
-/// What a member's `Join` says of its group: the digest every member must
-/// share, and the fingerprint that tells which settings differ when the
-/// digests do.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GroupSummary {
-    /// The group's [`group_digest`].
-    pub digest: u128,
-    /// The group's [`SettingsFingerprint`].
-    pub fingerprint: SettingsFingerprint,
-}
-
-impl GroupSummary {
-    /// The summary of group `id` of `members` (in rank order) with `shared`.
-    pub fn new(id: GroupId, members: &[NodeId], shared: &SharedSettings<'_>) -> Self {
-        GroupSummary {
-            digest: group_digest(id, members, shared),
-            fingerprint: SettingsFingerprint::new(members, shared),
-        }
-    }
-}
+pub use settings::{
+    GroupSetting, GroupSummary, Mismatch, SettingsFingerprint, SharedSettings, group_digest,
+};
 
 /// The report of the member of rank `rank` whose creation of a group
 /// failed here: it left the group.
@@ -121,58 +100,6 @@ pub enum CreateFailure {
         /// The missing members, in rank order.
         missing: Vec<NodeId>,
     },
-}
-
-/// What a peer disagreed about when it created a group (or refused it).
-#[non_exhaustive]
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Mismatch {
-    /// The peer created the group with these settings other than this
-    /// node, in the order of [`GroupSetting::ALL`] — as far as the
-    /// fingerprints tell: empty when they could not (a one in 65,536 chance
-    /// per setting, or a peer that sent none).
-    Settings(Vec<GroupSetting>),
-    /// The peer created the group, but this node's member list leaves it
-    /// out.
-    NotAMember,
-    /// The peer created the group as this node did, and refused it because
-    /// a third member created it otherwise (that member is named at the
-    /// members that disagree with it).
-    Refused,
-    /// The peer has used the group's id already: a group with it runs
-    /// there, or is among the last it ended. Another id is needed.
-    IdInUse,
-}
-
-/// The mismatch as the rest of a sentence naming the peer ("node 2
-/// created it with a different block size").
-impl fmt::Display for Mismatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Mismatch::Settings(settings) if settings.is_empty() => {
-                f.write_str("created it with other settings (which ones could not be told)")
-            }
-            Mismatch::Settings(settings) => {
-                f.write_str("created it with a different ")?;
-                for (i, setting) in settings.iter().enumerate() {
-                    match i {
-                        0 => {}
-                        _ if i + 1 == settings.len() => f.write_str(" and ")?,
-                        _ => f.write_str(", ")?,
-                    }
-                    write!(f, "{setting}")?;
-                }
-                Ok(())
-            }
-            Mismatch::NotAMember => f.write_str("created it but is not in the member list"),
-            Mismatch::Refused => {
-                f.write_str("refused it because another member created it otherwise")
-            }
-            Mismatch::IdInUse => f.write_str(
-                "refused it: the id is in use there (a group with it runs or ended recently)",
-            ),
-        }
-    }
 }
 
 /// An instruction from a [`Rendezvous`] to its driver (exhaustive: a
@@ -286,19 +213,30 @@ struct Pending<I> {
     /// The other members whose matching `Join` has not arrived, in rank order.
     waiting: Vec<NodeId>,
     deadline: I,
-    /// The members that sent a signal of the group itself meanwhile: their
-    /// rendezvous may have completed (they may have heard from a member
-    /// this one never did), so they are told if this one times out.
-    completed: Vec<NodeId>,
 }
 
-/// A group whose creation failed here for a mismatch or a timeout.
+/// A group whose creation failed here: a mismatch, a timeout, or the
+/// group's own failure.
 #[derive(Debug)]
 struct Abandoned {
     summary: GroupSummary,
     members: Vec<NodeId>,
-    rank: Rank,
-    timed_out: bool,
+    /// What a member whose matching `Join` comes late is told.
+    late_join: LateJoin,
+}
+
+/// What a member whose matching `Join` comes after the creation failed here
+/// is told.
+#[derive(Debug, Clone, Copy)]
+enum LateJoin {
+    /// The creation failed for a mismatch: the `Join` is rejected.
+    Reject,
+    /// The creation timed out: that this member gave up, with every other
+    /// member (they may now complete their rendezvous with it gone).
+    GaveUp(Control),
+    /// The group failed during the creation: that failure (the others heard
+    /// of it as it happened).
+    Failed(Control),
 }
 
 /// A step of replaying a group's early signals after its creation.
@@ -464,11 +402,7 @@ impl<I: Copy + Ord> Rendezvous<I> {
                 members,
                 heard: HashMap::default(),
                 rank,
-                pending: Some(Pending {
-                    waiting,
-                    deadline,
-                    completed: Vec::new(),
-                }),
+                pending: Some(Pending { waiting, deadline }),
                 late: Vec::new(),
             },
         );
@@ -631,19 +565,35 @@ impl<I: Copy + Ord> Rendezvous<I> {
         }
     }
 
-    /// A signal of `group` itself (not of its rendezvous) came from
-    /// `from` while the creation here is still in progress: `from`'s
-    /// rendezvous may have completed. Should this one time out, `from` is
-    /// told the group failed.
-    pub fn handle_group_signal(&mut self, from: NodeId, group: GroupId) {
-        if let Some(p) = self
-            .created
-            .get_mut(&group)
-            .and_then(|c| c.pending.as_mut())
-            && !p.completed.contains(&from)
-        {
-            p.completed.push(from);
-        }
+    /// Whether the driver drops `control`, from `from`, for `group`, whose
+    /// creation is in progress here: a failure report that names a member
+    /// this node still waits for, sent by the member that detected it (one
+    /// whose creation timed out, say). This node's creation times out on
+    /// that member too, with its own error. The root takes every report,
+    /// and every member takes the root's verdict (which any member may pass
+    /// on) and a report naming the root (no verdict comes).
+    pub fn drops_report(&self, group: GroupId, from: NodeId, control: Control) -> bool {
+        let Control::Failed {
+            suspect: Some(suspect),
+            detector,
+            ..
+        } = control
+        else {
+            return false;
+        };
+        let Some(c) = self.created.get(&group) else {
+            return false;
+        };
+        let Some(p) = &c.pending else {
+            return false;
+        };
+        c.rank != 0
+            && detector != 0
+            && suspect != 0
+            && c.members.get(detector) == Some(&from)
+            && c.members
+                .get(suspect)
+                .is_some_and(|n| p.waiting.contains(n))
     }
 
     /// `node` is gone: no more signals are sent to it. (The driver fails
@@ -661,12 +611,24 @@ impl<I: Copy + Ord> Rendezvous<I> {
 
     /// The driver dropped `group` (it closed or failed, the failure of a
     /// creation in progress included): its later signals are ignored.
-    pub fn handle_group_ended(&mut self, group: GroupId) {
+    ///
+    /// `failure` is the group's failure, if it failed: if that was before
+    /// its creation completed here, a member whose `Join` comes late is
+    /// told of it rather than refused as reusing the id.
+    pub fn handle_group_ended(&mut self, group: GroupId, failure: Option<&Failure>) {
         let Some(c) = self.created.remove(&group) else {
             return;
         };
         if let Some(p) = c.pending {
             self.deadlines.remove(&(p.deadline, group));
+            if let Some(f) = failure {
+                let news = Control::Failed {
+                    suspect: f.suspect,
+                    kind: f.kind,
+                    detector: c.rank,
+                };
+                self.keep_abandoned(group, c.summary, c.members, LateJoin::Failed(news));
+            }
         }
         self.remember_ended(group);
     }
@@ -705,21 +667,25 @@ impl<I: Copy + Ord> Rendezvous<I> {
                     kind: FailureKind::Unreachable,
                     detector: c.rank,
                 };
-                Some((p.waiting.clone(), p.completed.clone(), report))
+                let joined: Vec<NodeId> = (c.members.iter())
+                    .filter(|&&n| n != self.me && !p.waiting.contains(&n))
+                    .copied()
+                    .collect();
+                Some((p.waiting.clone(), joined, report))
             });
-            if let Some((missing, completed, report)) = pending {
-                // The missing members are told (they fail as soon as they
-                // create the group). So are the members that sent signals
-                // of the group itself, whose rendezvous may have completed
+            if let Some((missing, joined, report)) = pending {
+                // The missing members are told that this one gave up (they
+                // fail as soon as they create the group). The members that
+                // joined are told that the group failed, the first missing
+                // member the cause: their rendezvous may have completed
                 // (they heard from a member this one never did, across a
-                // link cut between the two) and who would otherwise wait
-                // for this one for good: that the group failed, the first
-                // missing member the cause. The others that joined wait
-                // for the same missing members and time out too — each
-                // with its own, clear error — or, if a missing member
-                // turns up before, they are told then (see
+                // link cut between the two), and they would otherwise wait
+                // for this one, or blame it when it leaves. One that misses
+                // the same member drops the report (see `awaits`) and times
+                // out too, with its own clear error — or, if a missing
+                // member turns up before, it is told then (see
                 // `answer_late_join`).
-                for &to in completed.iter().filter(|n| !missing.contains(n)) {
+                for &to in &joined {
                     if !self.down.contains(&to) {
                         self.actions.push_back(RendezvousAction::SendControl {
                             group,
@@ -821,7 +787,10 @@ impl<I: Copy + Ord> Rendezvous<I> {
             return;
         };
         self.deadlines.remove(&(p.deadline, group));
-        let timed_out = matches!(failure, CreateFailure::TimedOut { .. });
+        let late_join = match failure {
+            CreateFailure::TimedOut { .. } => LateJoin::GaveUp(gave_up(c.rank)),
+            _ => LateJoin::Reject,
+        };
         self.actions
             .push_back(RendezvousAction::CreateFailed { group, failure });
         let control = gave_up(c.rank);
@@ -831,22 +800,30 @@ impl<I: Copy + Ord> Rendezvous<I> {
                     .push_back(RendezvousAction::SendControl { group, to, control });
             }
         }
-        self.abandoned.insert(
-            group,
-            Abandoned {
-                summary: c.summary,
-                members: c.members,
-                rank: c.rank,
-                timed_out,
-            },
-        );
+        self.keep_abandoned(group, c.summary, c.members, late_join);
+        self.remember_ended(group);
+    }
+
+    /// Remember a group whose creation failed here, for late `Join`s.
+    fn keep_abandoned(
+        &mut self,
+        group: GroupId,
+        summary: GroupSummary,
+        members: Vec<NodeId>,
+        late_join: LateJoin,
+    ) {
+        let abandoned = Abandoned {
+            summary,
+            members,
+            late_join,
+        };
+        self.abandoned.insert(group, abandoned);
         self.abandoned_order.push_back(group);
         while self.abandoned_order.len() > ABANDONED_KEPT {
             if let Some(old) = self.abandoned_order.pop_front() {
                 self.abandoned.remove(&old);
             }
         }
-        self.remember_ended(group);
     }
 
     /// A `Join` for a group whose creation failed here.
@@ -854,18 +831,28 @@ impl<I: Copy + Ord> Rendezvous<I> {
         let Some(a) = self.abandoned.get(&group) else {
             return;
         };
-        if digest != a.summary.digest || !a.timed_out {
-            self.actions.push_back(RendezvousAction::SendJoinRejected {
-                group,
-                to: from,
-                summary: a.summary,
-            });
-            return;
-        }
+        let control = match a.late_join {
+            LateJoin::GaveUp(control) if digest == a.summary.digest => control,
+            LateJoin::Failed(control) if digest == a.summary.digest => {
+                self.actions.push_back(RendezvousAction::SendControl {
+                    group,
+                    to: from,
+                    control,
+                });
+                return;
+            }
+            _ => {
+                self.actions.push_back(RendezvousAction::SendJoinRejected {
+                    group,
+                    to: from,
+                    summary: a.summary,
+                });
+                return;
+            }
+        };
         // A member that was missing when this one gave up has turned up:
         // the others may now complete their rendezvous, with this member
         // gone. Fail the group everywhere.
-        let control = gave_up(a.rank);
         for &to in &a.members {
             if to != self.me && !self.down.contains(&to) {
                 self.actions

@@ -389,6 +389,10 @@ const REGRESSIONS: &[(u64, &str)] = &[
         7395,
         "on demand: receives posted on a connection the peer closed as idle were lost",
     ),
+    (
+        18932,
+        "on demand, a link cut: the root blamed a member that timed out and left",
+    ),
 ];
 
 #[test]

@@ -242,6 +242,79 @@ fn fold16(x: u128) -> u16 {
     (0..8).fold(0, |acc, i| acc ^ (x >> (16 * i)) as u16)
 }
 
+/// What a member's `Join` says of its group: the digest every member must
+/// share, and the fingerprint that tells which settings differ when the
+/// digests do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupSummary {
+    /// The group's [`group_digest`].
+    pub digest: u128,
+    /// The group's [`SettingsFingerprint`].
+    pub fingerprint: SettingsFingerprint,
+}
+
+impl GroupSummary {
+    /// The summary of group `id` of `members` (in rank order) with `shared`.
+    pub fn new(id: GroupId, members: &[NodeId], shared: &SharedSettings<'_>) -> Self {
+        GroupSummary {
+            digest: group_digest(id, members, shared),
+            fingerprint: SettingsFingerprint::new(members, shared),
+        }
+    }
+}
+
+/// What a peer disagreed about when it created a group (or refused it).
+#[non_exhaustive]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Mismatch {
+    /// The peer created the group with these settings other than this
+    /// node, in the order of [`GroupSetting::ALL`] — as far as the
+    /// fingerprints tell: empty when they could not (a one in 65,536 chance
+    /// per setting, or a peer that sent none).
+    Settings(Vec<GroupSetting>),
+    /// The peer created the group, but this node's member list leaves it
+    /// out.
+    NotAMember,
+    /// The peer created the group as this node did, and refused it because
+    /// a third member created it otherwise (that member is named at the
+    /// members that disagree with it).
+    Refused,
+    /// The peer has used the group's id already: a group with it runs
+    /// there, or is among the last it ended. Another id is needed.
+    IdInUse,
+}
+
+/// The mismatch as the rest of a sentence naming the peer ("node 2
+/// created it with a different block size").
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mismatch::Settings(settings) if settings.is_empty() => {
+                f.write_str("created it with other settings (which ones could not be told)")
+            }
+            Mismatch::Settings(settings) => {
+                f.write_str("created it with a different ")?;
+                for (i, setting) in settings.iter().enumerate() {
+                    match i {
+                        0 => {}
+                        _ if i + 1 == settings.len() => f.write_str(" and ")?,
+                        _ => f.write_str(", ")?,
+                    }
+                    write!(f, "{setting}")?;
+                }
+                Ok(())
+            }
+            Mismatch::NotAMember => f.write_str("created it but is not in the member list"),
+            Mismatch::Refused => {
+                f.write_str("refused it because another member created it otherwise")
+            }
+            Mismatch::IdInUse => f.write_str(
+                "refused it: the id is in use there (a group with it runs or ended recently)",
+            ),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

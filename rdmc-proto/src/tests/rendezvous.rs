@@ -125,9 +125,11 @@ fn check_mismatch(s: &LateScenario, odd: Rank) {
 }
 
 /// Some members never create the group: every other member's creation
-/// times out naming exactly the missing members, in rank order, and nobody
-/// delivers. If the missing members then create it after all, each of
-/// them fails once, told by a member that timed out.
+/// times out naming exactly the missing members, in rank order, or fails
+/// first (told by the root, which heard from a member that timed out)
+/// naming one of them; nobody delivers. If the missing members then create
+/// it after all, each of them fails once, told by a member that gave up or
+/// of the failure.
 fn check_missing(s: &LateScenario, missing: &[bool], come_late: bool) {
     let mut creation = s.creation();
     for (rank, &m) in missing.iter().enumerate() {
@@ -143,15 +145,20 @@ fn check_missing(s: &LateScenario, missing: &[bool], come_late: bool) {
     let creators: Vec<Rank> = (0..s.run.n).filter(|&r| !missing[r]).collect();
     for &rank in &creators {
         let context = format!("{s:?} missing {want:?} rank {rank}");
-        assert_eq!(
-            cluster.create_failure(rank),
-            Some(&CreateFailure::TimedOut {
-                missing: want.clone()
-            }),
-            "{context}"
-        );
+        let failures = cluster.failures(rank);
+        match cluster.create_failure(rank) {
+            Some(CreateFailure::TimedOut { missing }) if *missing == want => {
+                assert!(failures.is_empty(), "{context}: {failures:?}");
+            }
+            None => {
+                assert_eq!(failures.len(), 1, "{context}: {failures:?}");
+                let named = failures[0].suspect.is_some_and(|r| missing[r]);
+                assert!(named, "{context}: {failures:?}");
+                assert_eq!(failures[0].kind, FailureKind::Unreachable, "{context}");
+            }
+            other => panic!("{context}: {other:?}"),
+        }
         assert!(!cluster.is_ready(rank), "{context}");
-        assert!(cluster.failures(rank).is_empty(), "{context}");
         assert_eq!(cluster.completed(rank), 0, "{context}");
     }
     if !come_late {
@@ -171,10 +178,15 @@ fn check_missing(s: &LateScenario, missing: &[bool], come_late: bool) {
         let Some(suspect) = failures[0].suspect else {
             panic!("{context}: {failures:?}");
         };
-        assert!(creators.contains(&suspect), "{context}: {failures:?}");
-        // The creator that gave up left the group, and said so.
-        assert_eq!(failures[0].kind, FailureKind::LocalShutdown, "{context}");
-        assert_eq!(failures[0].reported_by, Some(suspect), "{context}");
+        if creators.contains(&suspect) {
+            // The creator that gave up left the group, and said so.
+            assert_eq!(failures[0].kind, FailureKind::LocalShutdown, "{context}");
+            assert_eq!(failures[0].reported_by, Some(suspect), "{context}");
+        } else {
+            // Told of the group's failure, which named a missing member.
+            assert!(missing[suspect], "{context}: {failures:?}");
+            assert_eq!(failures[0].kind, FailureKind::Unreachable, "{context}");
+        }
         assert_eq!(cluster.completed(rank), 0, "{context}");
     }
     assert_eq!(cluster.submitted(), 0);
@@ -380,9 +392,21 @@ fn the_timeout_names_the_missing_members_in_rank_order_and_tells_them() {
         kind: FailureKind::LocalShutdown,
         detector: 2,
     };
+    // Node 0, which joined, hears that the group failed, node 3 (rank 0,
+    // the first missing) the cause; the missing ones that this member gave up.
+    let cause = Control::Failed {
+        suspect: Some(0),
+        kind: FailureKind::Unreachable,
+        detector: 2,
+    };
     assert_eq!(
         actions(&mut r),
         [
+            RendezvousAction::SendControl {
+                group: G,
+                to: NodeId(0),
+                control: cause
+            },
             RendezvousAction::CreateFailed {
                 group: G,
                 failure: CreateFailure::TimedOut {
@@ -423,23 +447,21 @@ fn the_timeout_names_the_missing_members_in_rank_order_and_tells_them() {
     );
 }
 
-/// A member that completed its rendezvous (it heard from a member this one
-/// never did: a link cut between the two) signals the group; if this one
-/// times out, it is told with the missing members, or it would wait for
-/// this member for good. One that only joined is left to time out itself.
+/// A member whose rendezvous may have completed (it heard from a member
+/// this one never did: a link cut between the two) would wait for this one
+/// for good, or blame it when it leaves: when this one times out, every
+/// member that joined is told that the group failed, the first missing
+/// member the cause; the missing ones that this one gave up.
 #[test]
-fn a_member_whose_rendezvous_completed_is_told_of_the_timeout() {
+fn every_member_that_joined_is_told_of_the_timeout() {
     let mut r = Rendezvous::new(NodeId(2));
     r.create(G, nodes([2, 0, 1, 3]), summary(42), 50);
     actions(&mut r);
     r.handle_join(NodeId(0), G, 42);
     r.handle_join(NodeId(1), G, 42);
-    // Node 0 heard from node 3 and is ready: it asks for its first block.
-    r.handle_group_signal(NodeId(0), G);
-    r.handle_group_signal(NodeId(0), G);
     r.handle_timeout(50);
-    // Node 0 hears that the group failed, node 3 (rank 3, missing) the
-    // cause; node 3 that this member (rank 0) gave up.
+    // Nodes 0 and 1 hear that the group failed, node 3 (rank 3, missing)
+    // the cause; node 3 that this member (rank 0) gave up.
     let told: Vec<(NodeId, Control)> = actions(&mut r)
         .into_iter()
         .filter_map(|a| match a {
@@ -465,6 +487,7 @@ fn a_member_whose_rendezvous_completed_is_told_of_the_timeout() {
         told,
         [
             (NodeId(0), failed(3, FailureKind::Unreachable)),
+            (NodeId(1), failed(3, FailureKind::Unreachable)),
             (NodeId(3), failed(0, FailureKind::LocalShutdown)),
         ]
     );
@@ -695,7 +718,7 @@ fn a_join_for_an_id_used_here_is_refused_and_the_joiner_says_so() {
     let mut r0 = Rendezvous::new(NodeId(0));
     r0.create(G, nodes([0]), summary(42), 10);
     actions(&mut r0);
-    r0.handle_group_ended(G);
+    r0.handle_group_ended(G, None);
     // Node 1 creates a group G with it: node 0 refuses the id.
     let mut r1 = Rendezvous::new(NodeId(1));
     r1.create(G, nodes([0, 1]), summary(42), 10);
@@ -739,4 +762,68 @@ fn a_join_for_an_id_used_here_is_refused_and_the_joiner_says_so() {
         );
     }
     assert!(r2.is_used(G) && !r2.is_pending(G));
+}
+
+/// The group failed here before every member joined (a member crashed): a
+/// member whose `Join` comes after is told of that failure, not refused as
+/// reusing the id, and only it is told (the others heard as it happened).
+#[test]
+fn a_join_after_the_group_failed_in_creation_hears_the_failure() {
+    let mut r = Rendezvous::new(NodeId(1));
+    r.create(G, nodes([0, 1, 2, 3]), summary(42), 50);
+    r.handle_join(NodeId(0), G, 42);
+    actions(&mut r);
+    let failure = crate::member::Failure::new(Some(3), FailureKind::Unreachable);
+    r.handle_group_ended(G, Some(&failure));
+    assert_eq!(actions(&mut r), []);
+    r.handle_join(NodeId(2), G, 42);
+    assert_eq!(
+        actions(&mut r),
+        [RendezvousAction::SendControl {
+            group: G,
+            to: NodeId(2),
+            control: Control::Failed {
+                suspect: Some(3),
+                kind: FailureKind::Unreachable,
+                detector: 1
+            }
+        }]
+    );
+    // Another creation with the id: refused.
+    r.handle_join(NodeId(2), G, 43);
+    assert!(matches!(
+        actions(&mut r)[..],
+        [RendezvousAction::SendJoinRejected { .. }]
+    ));
+}
+
+/// A member's own report naming a member this one still waits for is
+/// dropped while the creation is in progress here: this one times out on it
+/// too, with its own error. Not so the root's verdict (passed on by any
+/// member), a report naming the root or a member that joined, nor anything
+/// at the root.
+#[test]
+fn only_a_members_own_report_of_an_awaited_member_is_dropped() {
+    let report = |suspect, detector| Control::Failed {
+        suspect: Some(suspect),
+        kind: FailureKind::Unreachable,
+        detector,
+    };
+    let mut r = Rendezvous::new(NodeId(1));
+    r.create(G, nodes([0, 1, 2, 3]), summary(42), 50);
+    r.handle_join(NodeId(2), G, 42);
+    assert!(r.drops_report(G, NodeId(2), report(3, 2)));
+    assert!(!r.drops_report(G, NodeId(0), report(3, 0)), "the verdict");
+    assert!(!r.drops_report(G, NodeId(0), report(3, 2)), "relayed");
+    assert!(!r.drops_report(G, NodeId(2), report(0, 2)), "the root");
+    assert!(!r.drops_report(G, NodeId(3), report(2, 3)), "joined");
+    assert!(!r.drops_report(G, NodeId(2), Control::ReadyForBlock));
+    r.handle_timeout(50);
+    assert!(!r.drops_report(G, NodeId(2), report(3, 2)), "ended");
+    let mut root = Rendezvous::new(NodeId(0));
+    root.create(G, nodes([0, 1, 2, 3]), summary(42), 50);
+    assert!(
+        !root.drops_report(G, NodeId(2), report(3, 2)),
+        "at the root"
+    );
 }

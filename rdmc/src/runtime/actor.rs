@@ -583,8 +583,16 @@ impl<T: Transport> Actor<T> {
             }
             return;
         };
-        if g.creating.is_some() && matches!(c, Completion::Signal { .. }) {
-            self.rendezvous.handle_group_signal(peer, group);
+        if let Completion::Signal { signal, .. } = &c
+            && let Some((control, _)) = signal.group_control()
+            && self.rendezvous.drops_report(group, peer, control)
+        {
+            tracing::debug!(
+                group = group.0,
+                peer = peer.0,
+                "report of a missing member dropped"
+            );
+            return;
         }
         let Some(&rank) = g.rank_of.get(&peer) else {
             tracing::warn!(
@@ -822,8 +830,9 @@ impl<T: Transport> Actor<T> {
             for at in g.armed() {
                 self.timers.remove(&(at, group));
             }
-            self.groups.remove(&group);
-            self.rendezvous.handle_group_ended(group);
+            let g = self.groups.remove(&group);
+            let failure = g.as_ref().and_then(|g| g.member.failure());
+            self.rendezvous.handle_group_ended(group, failure);
         }
     }
 

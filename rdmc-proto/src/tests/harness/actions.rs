@@ -26,9 +26,10 @@ impl Cluster {
         } else if node.creating() && node.member.as_ref().is_some_and(GroupMember::is_finished) {
             // The group failed before every member joined: so does its
             // creation, and the node drops the group (as the runtime does).
+            let failure = node.member.as_ref().and_then(|m| m.failure().cloned());
             self.log(format_args!("{rank}: creation failed with the group"));
             self.drop_group(rank);
-            self.nodes[rank].rendezvous.handle_group_ended(GROUP);
+            (self.nodes[rank].rendezvous).handle_group_ended(GROUP, failure.as_ref());
             self.drive_rendezvous(rank);
         }
     }
