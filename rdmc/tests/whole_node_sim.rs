@@ -390,6 +390,10 @@ const REGRESSIONS: &[(u64, &str)] = &[
         "on demand: receives posted on a connection the peer closed as idle were lost",
     ),
     (
+        45949,
+        "on demand: a peer dialled as it shut down was taken as failed, not as leaving",
+    ),
+    (
         18932,
         "on demand, a link cut: the root blamed a member that timed out and left",
     ),

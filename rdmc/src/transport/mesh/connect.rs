@@ -346,3 +346,58 @@ pub(crate) async fn dial(
         }
     }
 }
+
+/// What becomes of a new connection from a peer's run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// Let it in (replacing the connection of an older run, or a broken one).
+    Accept,
+    /// A newer run of the peer was seen already.
+    Stale {
+        /// The newest run seen.
+        known: u64,
+    },
+    /// This run of the peer is connected already.
+    Duplicate,
+}
+
+/// Whether to let in a connection from a peer's run `incarnation`, given
+/// the newest run of it seen (`known`) and its current connection's run,
+/// if any, and whether that connection is up.
+pub(crate) fn admit(
+    known: Option<u64>,
+    current: Option<(u64, bool)>,
+    incarnation: u64,
+) -> Admission {
+    match (known, current) {
+        (Some(known), _) if incarnation < known => Admission::Stale { known },
+        (_, Some((run, true))) if run == incarnation => Admission::Duplicate,
+        _ => Admission::Accept,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_is_let_in_unless_a_newer_one_was_seen_or_it_is_connected() {
+        // Never seen: in.
+        assert_eq!(admit(None, None, 5), Admission::Accept);
+        // The same run again after its connection broke (a partition healed).
+        assert_eq!(admit(Some(5), Some((5, false)), 5), Admission::Accept);
+        assert_eq!(admit(Some(5), None, 5), Admission::Accept);
+        // A newer run (a restart), whether or not the old connection is
+        // known to be broken yet.
+        assert_eq!(admit(Some(5), Some((5, true)), 6), Admission::Accept);
+        assert_eq!(admit(Some(5), Some((5, false)), 9), Admission::Accept);
+        // The connected run a second time.
+        assert_eq!(admit(Some(5), Some((5, true)), 5), Admission::Duplicate);
+        // An older run than one seen: never again.
+        assert_eq!(
+            admit(Some(5), Some((5, true)), 4),
+            Admission::Stale { known: 5 }
+        );
+        assert_eq!(admit(Some(5), None, 0), Admission::Stale { known: 5 });
+    }
+}

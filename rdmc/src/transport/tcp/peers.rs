@@ -53,7 +53,9 @@ use crate::config::EarlyAnnounce;
 use crate::ids::{GroupId, NodeId};
 use crate::proto::Control;
 use crate::transport::RecvRegion;
-use crate::transport::mesh::connect::{self, FIRST_DIAL_BACKOFF, OnPeer, Refusals};
+use crate::transport::mesh::connect::{
+    self, Admission, FIRST_DIAL_BACKOFF, OnPeer, Refusals, admit,
+};
 use crate::transport::mesh::handshake::{Authenticated, Handshake, Vet};
 use crate::transport::mesh::{ClusterConfig, ClusterDigest, MeshError, MeshPurpose};
 use crate::transport::socket::{TcpStream, bind, listener_from_std};
@@ -67,35 +69,6 @@ const REDIAL_BACKOFF: (Duration, Duration) =
 /// let back in when it starts again, at a more leisurely pace.
 const LEFT_REDIAL_BACKOFF: (Duration, Duration) =
     (Duration::from_millis(500), Duration::from_secs(5));
-
-/// What becomes of a new connection from a peer's run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Admission {
-    /// Let it in (replacing the connection of an older run, or a broken one).
-    Accept,
-    /// A newer run of the peer was seen already.
-    Stale {
-        /// The newest run seen.
-        known: u64,
-    },
-    /// This run of the peer is connected already.
-    Duplicate,
-}
-
-/// Whether to let in a connection from a peer's run `incarnation`, given
-/// the newest run of it seen (`known`) and its current connection's run,
-/// if any, and whether that connection is up.
-pub(crate) fn admit(
-    known: Option<u64>,
-    current: Option<(u64, bool)>,
-    incarnation: u64,
-) -> Admission {
-    match (known, current) {
-        (Some(known), _) if incarnation < known => Admission::Stale { known },
-        (_, Some((run, true))) if run == incarnation => Admission::Duplicate,
-        _ => Admission::Accept,
-    }
-}
 
 /// How the node's links are set up.
 #[derive(Clone, Debug)]
@@ -610,15 +583,31 @@ impl Shared {
         peer: &Authenticated,
         addr: SocketAddr,
     ) -> Result<CancellationToken, String> {
-        if self.stop.is_cancelled() {
-            return Err("the node is shutting down".to_owned());
-        }
         let id = peer.peer;
+        let setup = &self.setup;
+        if self.stop.is_cancelled() {
+            // A peer that dials this node as it leaves (on demand, to pass
+            // on a signal, say) hears its goodbye after the key agreement:
+            // it takes the end for this node leaving, not failing. Nobody
+            // here hears of the link.
+            let (nobody, _) = tokio::sync::mpsc::unbounded_channel();
+            let lowat = RecvLowat::of(&stream);
+            let security = setup.security.for_connection(peer.link_secret);
+            let link = Link::spawn(
+                (id, peer.incarnation),
+                stream,
+                lowat,
+                nobody,
+                setup.config,
+                security,
+            );
+            drop(link.close());
+            return Err("the node is shutting down: said goodbye".to_owned());
+        }
         let mut table = lock(&self.table);
         // Asked in the handshake already; asked again, as another
         // connection may have been let in since.
         table.admit(id, peer.incarnation)?;
-        let setup = &self.setup;
         if let Some(name) = setup.congestion.as_deref()
             && let Err(reason) = link::set_congestion_control(&stream, name)
         {
@@ -871,30 +860,4 @@ async fn introduce(shared: Arc<Shared>, peer: NodeId) {
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_run_is_let_in_unless_a_newer_one_was_seen_or_it_is_connected() {
-        // Never seen: in.
-        assert_eq!(admit(None, None, 5), Admission::Accept);
-        // The same run again after its connection broke (a partition healed).
-        assert_eq!(admit(Some(5), Some((5, false)), 5), Admission::Accept);
-        assert_eq!(admit(Some(5), None, 5), Admission::Accept);
-        // A newer run (a restart), whether or not the old connection is
-        // known to be broken yet.
-        assert_eq!(admit(Some(5), Some((5, true)), 6), Admission::Accept);
-        assert_eq!(admit(Some(5), Some((5, false)), 9), Admission::Accept);
-        // The connected run a second time.
-        assert_eq!(admit(Some(5), Some((5, true)), 5), Admission::Duplicate);
-        // An older run than one seen: never again.
-        assert_eq!(
-            admit(Some(5), Some((5, true)), 4),
-            Admission::Stale { known: 5 }
-        );
-        assert_eq!(admit(Some(5), None, 0), Admission::Stale { known: 5 });
-    }
 }
