@@ -33,6 +33,12 @@ pub(crate) const REPORT_MARGIN: Duration = Duration::from_secs(2);
 pub(crate) const RUN_BOUND: Duration = Duration::from_secs(120);
 /// The simulator's step.
 pub(crate) const TICK: Duration = Duration::from_millis(1);
+/// How long a stalled application stops taking messages: far beyond the
+/// progress timeout of its group, short of the run's bound.
+pub(crate) const STALL_FOR: Duration = Duration::from_secs(15);
+/// The progress timeout of a group with a stalled member: above the plan's
+/// longest pause and hold, so that only the stall trips it.
+pub(crate) const STALL_PROGRESS_TIMEOUT: Duration = Duration::from_secs(4);
 /// The port every node listens on (each host has its own address).
 pub(crate) const PORT: u16 = 7000;
 
@@ -64,11 +70,20 @@ pub(crate) struct GroupPlan {
     /// Created after a restart: by the restarted node (its root) once it is
     /// back, by the others once their first groups are done.
     pub(crate) late: bool,
+    /// The progress timeout, if not the default (30 s).
+    pub(crate) progress_timeout: Option<Duration>,
+    /// The receiver whose application stalls ([`Fault::Stall`]).
+    pub(crate) stalls: Option<usize>,
 }
 
 impl GroupPlan {
     pub(crate) fn config(&self) -> GroupConfig {
-        GroupConfig::new()
+        let config = GroupConfig::new();
+        let config = match self.progress_timeout {
+            Some(timeout) => config.with_progress_timeout(Some(timeout)),
+            None => config,
+        };
+        config
             .with_algorithm(self.algorithm)
             .with_block_size(self.block_size)
             .with_small_message_batching(self.batching)
@@ -104,6 +119,13 @@ pub(crate) enum Fault {
         at: Duration,
         after: Duration,
     },
+    /// The application of receiver `node` of group `group` stops taking
+    /// messages (and closing) for [`STALL_FOR`]: it hangs, connected.
+    Stall {
+        node: usize,
+        group: u32,
+        at: Duration,
+    },
 }
 
 impl Fault {
@@ -112,14 +134,17 @@ impl Fault {
             Fault::Crash { at, .. }
             | Fault::Hold { at, .. }
             | Fault::Cut { at, .. }
-            | Fault::Restart { at, .. } => at,
+            | Fault::Restart { at, .. }
+            | Fault::Stall { at, .. } => at,
         }
     }
 
     /// The nodes it touches.
     pub(crate) fn nodes(&self) -> Vec<usize> {
         match *self {
-            Fault::Crash { node, .. } | Fault::Restart { node, .. } => vec![node],
+            Fault::Crash { node, .. } | Fault::Restart { node, .. } | Fault::Stall { node, .. } => {
+                vec![node]
+            }
             Fault::Hold { a, b, .. } | Fault::Cut { a, b, .. } => vec![a, b],
         }
     }
@@ -190,6 +215,8 @@ impl Plan {
                     send_pause: pause(&mut rng, 2500),
                     read_pause: pause(&mut rng, 300),
                     late: false,
+                    progress_timeout: None,
+                    stalls: None,
                 }
             })
             .collect();
@@ -263,6 +290,24 @@ impl Plan {
                 send_pause: Duration::ZERO,
                 read_pause: Duration::ZERO,
                 late: true,
+                progress_timeout: None,
+                stalls: None,
+            });
+        }
+        // Stalls draw from a stream of their own too: a receiver's
+        // application hangs, and only its group's progress timeout finds
+        // it (the transport sees nothing wrong).
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x7374_616c_6c73);
+        let plan_groups = groups.iter().filter(|g| !g.late).count();
+        if rng.random_bool(0.15) {
+            let g = &mut groups[rng.random_range(0..plan_groups)];
+            let node = g.members[rng.random_range(1..g.members.len())].index();
+            g.progress_timeout = Some(STALL_PROGRESS_TIMEOUT);
+            g.stalls = Some(node);
+            faults.push(Fault::Stall {
+                node,
+                group: g.id,
+                at: at(&mut rng),
             });
         }
         faults.sort_by_key(Fault::at);
@@ -330,6 +375,8 @@ pub(crate) struct Record {
     pub(crate) outcomes: BTreeMap<(u32, usize), Outcome>,
     /// Receipts that resolved `Ok`, per group.
     pub(crate) delivered: BTreeMap<u32, BTreeSet<u64>>,
+    /// The (group, member) whose application is stalled.
+    pub(crate) stalled: BTreeSet<(u32, usize)>,
     /// A digest of every take (when, by whom, what): two runs of one seed
     /// agree on it only if they took the same messages at the same times.
     pub(crate) trace: u64,
@@ -576,13 +623,29 @@ pub(crate) async fn receiver_part(
     log: &Log,
 ) {
     let id = plan.id;
-    while let Some(message) = receiver.next().await {
+    let stall = plan.stalls == Some(me);
+    let mut stalled = false;
+    loop {
+        let next = tokio::select! {
+            next = receiver.next() => next,
+            () = stall_of(log, id, me), if stall && !stalled => {
+                stalled = true;
+                tokio::time::sleep(STALL_FOR).await;
+                continue;
+            }
+        };
+        let Some(message) = next else { break };
         let message = match message {
             Ok(message) => message,
             Err(e) => return log.outcome(id, me, Err(e)),
         };
         log.took(plan, me, &message);
         tokio::time::sleep(plan.read_pause).await;
+    }
+    if stall && !stalled {
+        // It hangs before closing, if not before.
+        stall_of(log, id, me).await;
+        tokio::time::sleep(STALL_FOR).await;
     }
     let closed = receiver.close().await;
     if closed.is_ok() {
@@ -595,4 +658,11 @@ pub(crate) async fn receiver_part(
         }
     }
     log.outcome(id, me, closed);
+}
+
+/// Resolves once member `me`'s application in group `group` is stalled.
+async fn stall_of(log: &Log, group: u32, me: usize) {
+    while !log.lock().stalled.contains(&(group, me)) {
+        tokio::time::sleep(TICK * 10).await;
+    }
 }
