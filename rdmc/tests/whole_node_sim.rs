@@ -190,7 +190,7 @@ fn run(seed: u64, verbose: bool) -> Verdict {
                 }
                 Fault::Cut { a, b, .. } => sim.partition(ip(&sim, a), ip(&sim, b)),
                 Fault::Stall { node, group, .. } => {
-                    log.lock().stalled.insert((group, node));
+                    log.lock().stalled.insert((group, node), sim.elapsed());
                 }
             }
         }
@@ -281,6 +281,25 @@ fn judge(
                 }
                 continue;
             };
+            // A stalled application holds its group up: the group fails
+            // everywhere else within twice the progress timeout (a member
+            // waits that long on a block) and the margin, once the root has
+            // sent everything it pauses between (the receive window takes
+            // messages meanwhile). Not so behind a
+            // bound on the root's messages in flight: its sends wait for
+            // the stalled application's takes with no timeout (open).
+            let stalls = record.stalled.iter().filter(|_| g.max_in_flight.is_none());
+            for (&(group, stalled), &when) in stalls {
+                let sending = g.send_pause * g.messages.len() as u32;
+                let bound = when + sending + 2 * STALL_PROGRESS_TIMEOUT + REPORT_MARGIN;
+                let in_time = matches!(outcome, Outcome::Failed { at, .. } if *at <= bound);
+                if group == g.id && stalled != m && !in_time {
+                    broken.push(format!(
+                        "group {}: node {stalled}'s application stalled at {when:?}, yet member {m} ended {outcome:?} (bound {bound:?})",
+                        g.id
+                    ));
+                }
+            }
             let Outcome::Failed {
                 error,
                 group_failed,
@@ -300,7 +319,7 @@ fn judge(
             // A member held up behind a stalled application may be named in
             // its place: a known limitation of the progress timeout (each
             // member names the peer it waits on), open.
-            let held_up = record.stalled.iter().any(|&(group, _)| group == g.id)
+            let held_up = record.stalled.keys().any(|&(group, _)| group == g.id)
                 && error.contains("no progress");
             match suspect {
                 Some(s) if touched_here.contains(&(*s as usize)) => {}
@@ -317,7 +336,7 @@ fn judge(
             // (and whose application is not stalled): within the failure
             // timeout, or — connected on demand, where the link to the
             // victim may not have been up yet — the connect timeout.
-            if record.stalled.contains(&(g.id, m)) {
+            if record.stalled.contains_key(&(g.id, m)) {
                 continue;
             }
             let timeout = match plan.on_demand {

@@ -35,7 +35,7 @@ pub(crate) const RUN_BOUND: Duration = Duration::from_secs(120);
 pub(crate) const TICK: Duration = Duration::from_millis(1);
 /// How long a stalled application stops taking messages: far beyond the
 /// progress timeout of its group, short of the run's bound.
-pub(crate) const STALL_FOR: Duration = Duration::from_secs(15);
+pub(crate) const STALL_FOR: Duration = Duration::from_secs(30);
 /// The progress timeout of a group with a stalled member: above the plan's
 /// longest pause and hold, so that only the stall trips it.
 pub(crate) const STALL_PROGRESS_TIMEOUT: Duration = Duration::from_secs(4);
@@ -375,8 +375,8 @@ pub(crate) struct Record {
     pub(crate) outcomes: BTreeMap<(u32, usize), Outcome>,
     /// Receipts that resolved `Ok`, per group.
     pub(crate) delivered: BTreeMap<u32, BTreeSet<u64>>,
-    /// The (group, member) whose application is stalled.
-    pub(crate) stalled: BTreeSet<(u32, usize)>,
+    /// The (group, member) whose application is stalled, and since when.
+    pub(crate) stalled: BTreeMap<(u32, usize), Duration>,
     /// A digest of every take (when, by whom, what): two runs of one seed
     /// agree on it only if they took the same messages at the same times.
     pub(crate) trace: u64,
@@ -662,7 +662,7 @@ pub(crate) async fn receiver_part(
 
 /// Resolves once member `me`'s application in group `group` is stalled.
 async fn stall_of(log: &Log, group: u32, me: usize) {
-    while !log.lock().stalled.contains(&(group, me)) {
+    while !log.lock().stalled.contains_key(&(group, me)) {
         tokio::time::sleep(TICK * 10).await;
     }
 }
