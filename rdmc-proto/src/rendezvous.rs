@@ -565,37 +565,6 @@ impl<I: Copy + Ord> Rendezvous<I> {
         }
     }
 
-    /// Whether the driver drops `control`, from `from`, for `group`, whose
-    /// creation is in progress here: a failure report that names a member
-    /// this node still waits for, sent by the member that detected it (one
-    /// whose creation timed out, say). This node's creation times out on
-    /// that member too, with its own error. The root takes every report,
-    /// and every member takes the root's verdict (which any member may pass
-    /// on) and a report naming the root (no verdict comes).
-    pub fn drops_report(&self, group: GroupId, from: NodeId, control: Control) -> bool {
-        let Control::Failed {
-            suspect: Some(suspect),
-            detector,
-            ..
-        } = control
-        else {
-            return false;
-        };
-        let Some(c) = self.created.get(&group) else {
-            return false;
-        };
-        let Some(p) = &c.pending else {
-            return false;
-        };
-        c.rank != 0
-            && detector != 0
-            && suspect != 0
-            && c.members.get(detector) == Some(&from)
-            && c.members
-                .get(suspect)
-                .is_some_and(|n| p.waiting.contains(n))
-    }
-
     /// `node` is gone: no more signals are sent to it. (The driver fails
     /// the node's groups through their member state machines.)
     pub fn handle_peer_down(&mut self, node: NodeId) {
@@ -680,11 +649,9 @@ impl<I: Copy + Ord> Rendezvous<I> {
                 // member the cause: their rendezvous may have completed
                 // (they heard from a member this one never did, across a
                 // link cut between the two), and they would otherwise wait
-                // for this one, or blame it when it leaves. One that misses
-                // the same member drops the report (see `awaits`) and times
-                // out too, with its own clear error — or, if a missing
-                // member turns up before, it is told then (see
-                // `answer_late_join`).
+                // for this one, or blame it when it leaves. (One still
+                // creating the group fails its creation with the report, or
+                // the root's verdict on it, naming the same missing member.)
                 for &to in &joined {
                     if !self.down.contains(&to) {
                         self.actions.push_back(RendezvousAction::SendControl {

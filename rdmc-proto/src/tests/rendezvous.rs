@@ -796,34 +796,3 @@ fn a_join_after_the_group_failed_in_creation_hears_the_failure() {
         [RendezvousAction::SendJoinRejected { .. }]
     ));
 }
-
-/// A member's own report naming a member this one still waits for is
-/// dropped while the creation is in progress here: this one times out on it
-/// too, with its own error. Not so the root's verdict (passed on by any
-/// member), a report naming the root or a member that joined, nor anything
-/// at the root.
-#[test]
-fn only_a_members_own_report_of_an_awaited_member_is_dropped() {
-    let report = |suspect, detector| Control::Failed {
-        suspect: Some(suspect),
-        kind: FailureKind::Unreachable,
-        detector,
-    };
-    let mut r = Rendezvous::new(NodeId(1));
-    r.create(G, nodes([0, 1, 2, 3]), summary(42), 50);
-    r.handle_join(NodeId(2), G, 42);
-    assert!(r.drops_report(G, NodeId(2), report(3, 2)));
-    assert!(!r.drops_report(G, NodeId(0), report(3, 0)), "the verdict");
-    assert!(!r.drops_report(G, NodeId(0), report(3, 2)), "relayed");
-    assert!(!r.drops_report(G, NodeId(2), report(0, 2)), "the root");
-    assert!(!r.drops_report(G, NodeId(3), report(2, 3)), "joined");
-    assert!(!r.drops_report(G, NodeId(2), Control::ReadyForBlock));
-    r.handle_timeout(50);
-    assert!(!r.drops_report(G, NodeId(2), report(3, 2)), "ended");
-    let mut root = Rendezvous::new(NodeId(0));
-    root.create(G, nodes([0, 1, 2, 3]), summary(42), 50);
-    assert!(
-        !root.drops_report(G, NodeId(2), report(3, 2)),
-        "at the root"
-    );
-}

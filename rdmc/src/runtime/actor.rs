@@ -583,17 +583,6 @@ impl<T: Transport> Actor<T> {
             }
             return;
         };
-        if let Completion::Signal { signal, .. } = &c
-            && let Some((control, _)) = signal.group_control()
-            && self.rendezvous.drops_report(group, peer, control)
-        {
-            tracing::debug!(
-                group = group.0,
-                peer = peer.0,
-                "report of a missing member dropped"
-            );
-            return;
-        }
         let Some(&rank) = g.rank_of.get(&peer) else {
             tracing::warn!(
                 group = group.0,
@@ -645,6 +634,11 @@ impl<T: Transport> Actor<T> {
                 if matches!(control, Control::Failed { .. }) {
                     return self.carrier_failed(group, rank);
                 }
+            }
+            Completion::TransferFailed { error, .. } if rank == 0 && g.root_left => {
+                // A report to a root that left: its verdict comes through
+                // the relays, which are watched.
+                tracing::debug!(peer = peer.0, error, "transfer to a root that left failed");
             }
             Completion::TransferFailed { error, .. } => {
                 tracing::warn!(peer = peer.0, error, "transfer failed");

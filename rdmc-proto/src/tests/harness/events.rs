@@ -441,13 +441,7 @@ impl Cluster {
                     let data_link = self.link(to, from);
                     self.links[data_link].ready_delivered += 1;
                 }
-                if self.nodes[to].creating()
-                    && (self.nodes[to].rendezvous).drops_report(GROUP, sender, control)
-                {
-                    // As the actor: a member's own report (not the root's
-                    // verdict) naming a member this node still waits for is
-                    // dropped; it times out on it too.
-                } else if let Some(member) = self.nodes[to].member.as_mut() {
+                if let Some(member) = self.nodes[to].member.as_mut() {
                     member.handle_control(from, control);
                     self.drain(to);
                 } else {

@@ -141,6 +141,7 @@ impl<T: Transport> Actor<T> {
                 receive_watch: None,
                 event_at: Instant::now(),
                 waiting_for_ready: false,
+                root_left: false,
                 sending: VecDeque::new(),
                 deliveries: Some(tx),
                 close_waiters: Vec::new(),

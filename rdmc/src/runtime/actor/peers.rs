@@ -254,6 +254,13 @@ impl<T: Transport> Actor<T> {
             })
             .map(|(&id, _)| id)
             .collect();
+        for id in &relayed {
+            if let Some(g) = self.groups.get_mut(id)
+                && g.members[0] == node
+            {
+                g.root_left = true;
+            }
+        }
         self.peer_gone_except((node, incarnation), event, &relayed);
     }
 

@@ -156,6 +156,10 @@ pub(super) struct GroupState {
     pub(super) made: u64,
     /// The end of the grace period (also entered in the actor's timers).
     pub(super) grace: Option<tokio::time::Instant>,
+    /// The root left (said goodbye) while this member's verdict was on its
+    /// way through relays: the root said its last word, and failing to
+    /// reach it now is no failure of it.
+    pub(super) root_left: bool,
     /// Receiver: the application's hook choosing where messages go.
     pub(super) targets: Option<ReceiveTargets>,
     /// Where the hook's tasks report to the actor.
