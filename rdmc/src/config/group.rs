@@ -295,6 +295,14 @@ impl GroupConfig {
     /// [`Error::TooManyInFlight`](crate::Error::TooManyInFlight). `None`
     /// (the default): no bound. A bound of 0 is treated as 1. Local to the
     /// root.
+    ///
+    /// The wait for room has no timeout of its own: a receiver whose
+    /// application stops taking messages holds the root's sends for as
+    /// long as it stops, and the [progress timeout](Self::with_progress_timeout)
+    /// does not run meanwhile (the group itself waits on nobody). Give the
+    /// receivers a [slow-reader timeout](Self::with_slow_reader_timeout), or
+    /// bound the send with a timeout of the application's own, where that
+    /// matters.
     pub fn with_max_in_flight(mut self, messages: Option<u64>) -> Self {
         self.max_in_flight = messages.map(|m| m.max(1));
         self
