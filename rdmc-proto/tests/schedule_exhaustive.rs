@@ -71,3 +71,31 @@ fn step_counts_equal_the_bound() {
         assert_eq!((plan.steps, plan.transfers.len()), (0, 0), "{algorithm}");
     }
 }
+
+/// Every member's schedule knows its group and rank, and its shortcuts to
+/// the next step it receives or sends at agree with a scan of its steps
+/// (the member's state machine jumps with them; the plan above scans).
+#[test]
+fn accessors_and_next_steps_agree_with_the_steps() {
+    for algorithm in Algorithm::ALL {
+        for n in 1..=17 {
+            for rank in 0..n {
+                let s = NodeSchedule::new(algorithm, n, rank).unwrap();
+                let at = format!("{algorithm} n={n} rank={rank}");
+                assert_eq!((s.group_size(), s.rank()), (n, rank), "{at}");
+                for k in 1..=6 {
+                    let steps = s.total_steps(k);
+                    for from in 0..=steps + 1 {
+                        let scan = |f: &dyn Fn(usize) -> Option<_>| {
+                            (from..steps).find_map(|t| f(t).map(|x| (t, x)))
+                        };
+                        let incoming = scan(&|t| s.incoming(k, t));
+                        let outgoing = scan(&|t| s.outgoing(k, t));
+                        assert_eq!(s.next_incoming(k, from), incoming, "{at} k={k} from={from}");
+                        assert_eq!(s.next_outgoing(k, from), outgoing, "{at} k={k} from={from}");
+                    }
+                }
+            }
+        }
+    }
+}
