@@ -629,40 +629,46 @@ impl<I: Copy + Ord> Rendezvous<I> {
             let pending = self.created.get(&group).and_then(|c| {
                 let p = c.pending.as_ref()?;
                 let rank_of = |n: NodeId| c.members.iter().position(|&m| m == n);
-                // The first missing member, as the cause, by rank.
-                let cause = p.waiting.first().and_then(|&n| rank_of(n));
-                let report = Control::Failed {
-                    suspect: cause,
-                    kind: FailureKind::Unreachable,
-                    detector: c.rank,
+                // The first missing member but `to`, by rank, as the cause
+                // told to `to`; this member itself (it gave up) if `to` is
+                // the only one missing.
+                let report_to = |to: NodeId| match p.waiting.iter().find(|&&n| n != to) {
+                    Some(&cause) => Control::Failed {
+                        suspect: rank_of(cause),
+                        kind: FailureKind::Unreachable,
+                        detector: c.rank,
+                    },
+                    None => gave_up(c.rank),
                 };
-                let joined: Vec<NodeId> = (c.members.iter())
-                    .filter(|&&n| n != self.me && !p.waiting.contains(&n))
-                    .copied()
+                let reports: Vec<(NodeId, Control)> = (c.members.iter())
+                    .filter(|&&n| n != self.me)
+                    .map(|&n| (n, report_to(n)))
                     .collect();
-                Some((p.waiting.clone(), joined, report))
+                Some((p.waiting.clone(), reports))
             });
-            if let Some((missing, joined, report)) = pending {
-                // The missing members are told that this one gave up (they
-                // fail as soon as they create the group). The members that
-                // joined are told that the group failed, the first missing
-                // member the cause: their rendezvous may have completed
-                // (they heard from a member this one never did, across a
-                // link cut between the two), and they would otherwise wait
-                // for this one, or blame it when it leaves. (One still
-                // creating the group fails its creation with the report, or
-                // the root's verdict on it, naming the same missing member.)
-                for &to in &joined {
+            if let Some((missing, reports)) = pending {
+                // Every other member is told that the group failed, the
+                // first missing member the cause:
+                // - one that joined may have completed its rendezvous (it
+                //   heard from a member this one never did, across a link
+                //   cut between the two), and would otherwise wait for this
+                //   one, or blame it when it leaves (one still creating the
+                //   group fails its creation with the report, or the
+                //   root's verdict on it, naming the same missing member);
+                // - one missing is told of the first other missing member
+                //   (its own `Join` may have been lost on its way through
+                //   that one), or that this one gave up if it is the only
+                //   one missing. It fails as soon as it creates the group.
+                for (to, control) in reports {
                     if !self.down.contains(&to) {
                         self.actions.push_back(RendezvousAction::SendControl {
                             group,
                             to,
-                            control: report,
+                            control,
                         });
                     }
                 }
-                let tell = missing.clone();
-                self.abandon(group, CreateFailure::TimedOut { missing }, &tell);
+                self.abandon(group, CreateFailure::TimedOut { missing }, &[]);
             }
         }
     }

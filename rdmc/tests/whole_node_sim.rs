@@ -440,6 +440,18 @@ const REGRESSIONS: &[(u64, &str)] = &[
         50680,
         "a root that left after closing was blamed when a report to it failed",
     ),
+    (
+        37690,
+        "on demand: a connection closed as idle was taken as ended: a report to its peer failed",
+    ),
+    (
+        58089,
+        "on demand: a join relayed through a member that had crashed was lost; the root blamed",
+    ),
+    (
+        46080,
+        "on demand: a member missing at a timeout was told the member that timed out failed",
+    ),
 ];
 
 #[test]

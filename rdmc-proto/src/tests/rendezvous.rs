@@ -379,6 +379,28 @@ fn early_signals_are_handed_over_in_order_after_the_joins_go_out() {
 }
 
 #[test]
+fn the_only_missing_member_hears_that_this_one_gave_up() {
+    let mut r = Rendezvous::new(NodeId(2));
+    r.create(G, nodes([3, 0, 2]), summary(42), 50);
+    actions(&mut r);
+    r.handle_join(NodeId(0), G, 42);
+    r.handle_timeout(50);
+    let to_3: Vec<Control> = actions(&mut r)
+        .into_iter()
+        .filter_map(|a| match a {
+            RendezvousAction::SendControl { to, control, .. } if to == NodeId(3) => Some(control),
+            _ => None,
+        })
+        .collect();
+    let gave_up = Control::Failed {
+        suspect: Some(2),
+        kind: FailureKind::LocalShutdown,
+        detector: 2,
+    };
+    assert_eq!(to_3, [gave_up]);
+}
+
+#[test]
 fn the_timeout_names_the_missing_members_in_rank_order_and_tells_them() {
     let mut r = Rendezvous::new(NodeId(2));
     r.create(G, nodes([3, 0, 2, 1]), summary(42), 50);
@@ -393,35 +415,30 @@ fn the_timeout_names_the_missing_members_in_rank_order_and_tells_them() {
         detector: 2,
     };
     // Node 0, which joined, hears that the group failed, node 3 (rank 0,
-    // the first missing) the cause; the missing ones that this member gave up.
-    let cause = Control::Failed {
-        suspect: Some(0),
+    // the first missing) the cause; so does node 1, missing too. Node 3,
+    // missing, hears of node 1 (rank 3), the first other missing member:
+    // its `Join` may have been lost on its way through that one.
+    let cause = |rank| Control::Failed {
+        suspect: Some(rank),
         kind: FailureKind::Unreachable,
         detector: 2,
+    };
+    let send = |to, control| RendezvousAction::SendControl {
+        group: G,
+        to: NodeId(to),
+        control,
     };
     assert_eq!(
         actions(&mut r),
         [
-            RendezvousAction::SendControl {
-                group: G,
-                to: NodeId(0),
-                control: cause
-            },
+            send(3, cause(3)),
+            send(0, cause(0)),
+            send(1, cause(0)),
             RendezvousAction::CreateFailed {
                 group: G,
                 failure: CreateFailure::TimedOut {
                     missing: nodes([3, 1])
                 }
-            },
-            RendezvousAction::SendControl {
-                group: G,
-                to: NodeId(3),
-                control: failed
-            },
-            RendezvousAction::SendControl {
-                group: G,
-                to: NodeId(1),
-                control: failed
             },
         ]
     );

@@ -353,6 +353,18 @@ impl Link {
         self.state.ended.clone()
     }
 
+    /// Whether `self` and `other` are one link (a later connection to the
+    /// same peer is another).
+    pub(crate) fn is(&self, other: &Arc<LinkState>) -> bool {
+        Arc::ptr_eq(&self.state, other)
+    }
+
+    /// The link's state, to tell it from later links to the same peer
+    /// ([`Link::is`]) and whether it was idle once it is gone.
+    pub(crate) fn state(&self) -> Arc<LinkState> {
+        Arc::clone(&self.state)
+    }
+
     /// Cancelled once nothing more is read from the connection: the peer
     /// closed its side, or the connection failed.
     pub(crate) fn read_done(&self) -> CancellationToken {

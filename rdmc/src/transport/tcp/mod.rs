@@ -313,7 +313,24 @@ impl Transport for TcpEndpoint {
                 None => self.returns.get(&(group, to)).cloned(),
             };
             if let Some(route) = route {
-                return self.relay(group, signal, route);
+                let first = route.here();
+                if !(self.peers.is_gone(first) && self.peers.reaches(to)) {
+                    return self.relay(group, signal, route);
+                }
+                // The first hop is gone (a member that crashed, say): a
+                // relayed signal would wait for a new run of it, and be
+                // lost if none comes. This one and every later one to `to`
+                // go straight.
+                tracing::debug!(
+                    group = group.0,
+                    to = to.0,
+                    relay = first.0,
+                    "the relay is gone: signals go straight"
+                );
+                if let Some(routes) = self.routes.as_mut().and_then(|r| r.get_mut(&group)) {
+                    routes.detour(to);
+                }
+                self.returns.remove(&(group, to));
             }
         }
         let item = Outgoing::Signal(group, signal);

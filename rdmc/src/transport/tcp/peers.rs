@@ -401,6 +401,17 @@ impl PeerSet {
                 .is_some_and(|l| !l.is_down())
     }
 
+    /// On demand: whether `peer`'s last connection ended and no new one
+    /// came (it crashed, say, or is starting again): a signal relayed
+    /// through it would wait for it.
+    pub(crate) fn is_gone(&self, peer: NodeId) -> bool {
+        let table = lock(&self.shared.table);
+        match table.links.get(&peer) {
+            Some(link) => link.is_down() && !link.is_idle(),
+            None => table.ended.contains_key(&peer),
+        }
+    }
+
     /// On demand: a group is opened; what it hands to a peer whose
     /// connection ended before now waits for a new connection
     /// ([`PeerSet::hand`]).
@@ -643,10 +654,18 @@ impl Shared {
             // to wait for a new connection.
             let (shared, ended) = (Arc::clone(self), ended.clone());
             let incarnation = peer.incarnation;
+            let this = link.state();
             tokio::spawn(async move {
                 ended.cancelled().await;
                 let mut table = lock(&shared.table);
-                if table.links.get(&id).is_some_and(Link::is_idle) {
+                let current = table.links.get(&id).filter(|l| l.is(&this));
+                if current.is_none() {
+                    // Retired as idle already (a group handed the peer
+                    // something since: a new connection is on its way), or
+                    // another connection took its place: its end says
+                    // nothing of the peer.
+                    tracing::trace!(peer = id.0, "a retired connection ended");
+                } else if current.is_some_and(Link::is_idle) {
                     let kept = retire_idle(&mut table, id);
                     drop(table);
                     let _ = shared.completions.send(Completion::PeerIdle {

@@ -12,7 +12,9 @@
 //! no connection is added for it.
 //!
 //! A signal's route is fixed per (group, sender, receiver), so signals
-//! between two members stay in order, as the rendezvous needs.
+//! between two members stay in order, as the rendezvous needs — but for
+//! one change: once the first hop of a route is gone (a member that
+//! crashed), signals to that member go straight from then on.
 
 use std::collections::BTreeSet;
 
@@ -66,6 +68,9 @@ pub(crate) struct GroupRoute {
     /// The members this node sends to straight: its schedule's partners
     /// and its relay-tree neighbours.
     direct: BTreeSet<NodeId>,
+    /// The members this node's signals go to straight because the first
+    /// hop of their route was gone ([`detour`](Self::detour)).
+    detours: BTreeSet<NodeId>,
 }
 
 impl GroupRoute {
@@ -83,7 +88,15 @@ impl GroupRoute {
             rank,
             rank_of: members.iter().enumerate().map(|(r, &n)| (n, r)).collect(),
             direct,
+            detours: BTreeSet::new(),
         }
+    }
+
+    /// From now on, signals to `to` go straight: the first hop of its
+    /// route is gone (a member that crashed, say). Every later signal to
+    /// `to` takes the same way, so they stay in order.
+    pub(crate) fn detour(&mut self, to: NodeId) {
+        self.detours.insert(to);
     }
 
     /// The members this node connects to for the group.
@@ -120,6 +133,9 @@ impl GroupRoute {
     /// on the verdicts of the members below it before its own reaches it,
     /// and may leave as soon as its group closed without stranding theirs.
     pub(crate) fn tree_route_to(&self, to: NodeId) -> Option<Route> {
+        if self.detours.contains(&to) {
+            return None;
+        }
         let &rank = self.rank_of.get(&to)?;
         let path = tree_path(self.rank, rank);
         if path.len() <= 2 {
@@ -136,9 +152,10 @@ impl GroupRoute {
     }
 
     /// How a signal to member `to` goes: `None` straight (a direct peer,
-    /// or not a member: the caller's problem), else along the route.
+    /// a [`detour`](Self::detour), or not a member: the caller's
+    /// problem), else along the route.
     pub(crate) fn route_to(&self, to: NodeId) -> Option<Route> {
-        if self.direct.contains(&to) {
+        if self.direct.contains(&to) || self.detours.contains(&to) {
             return None;
         }
         let &rank = self.rank_of.get(&to)?;
@@ -188,6 +205,23 @@ mod tests {
         let cut: Vec<u32> = route.cut_off_by(NodeId(41)).iter().map(|n| n.0).collect();
         assert_eq!(cut, vec![40, 42, 43, 46]);
         assert_eq!(route.cut_off_by(NodeId(44)), Vec::<NodeId>::new());
+    }
+
+    #[test]
+    fn a_detour_sends_straight_from_then_on_and_cuts_nobody_off() {
+        let members: Vec<NodeId> = [40, 41, 42, 43, 44, 45, 46, 47].map(NodeId).to_vec();
+        // Rank 5 (node 45): node 42 is reached through 41 and 40.
+        let mut route = GroupRoute::new(&members, 5, &[4, 7]);
+        assert!(route.route_to(NodeId(42)).is_some());
+        assert!(route.cut_off_by(NodeId(41)).contains(&NodeId(42)));
+        route.detour(NodeId(42));
+        assert_eq!(route.route_to(NodeId(42)), None);
+        assert_eq!(route.tree_route_to(NodeId(42)), None);
+        assert!(!route.cut_off_by(NodeId(41)).contains(&NodeId(42)));
+        // The others still go along the tree; nothing joins the direct set.
+        assert!(route.route_to(NodeId(43)).is_some());
+        let direct: Vec<u32> = route.direct().map(|n| n.0).collect();
+        assert_eq!(direct, vec![41, 44, 47]);
     }
 
     #[test]
