@@ -373,7 +373,9 @@ impl Node {
     ///   did not all create the group within the timeout;
     /// - [`Error::GroupFailed`] naming the member, if a member is down (or
     ///   goes down) before the rendezvous completes, or if another member
-    ///   gave up on the group;
+    ///   gave up on the group (its creation timed out): it names the first
+    ///   member it had not heard from but this one, or itself if this one
+    ///   was the only one missing;
     /// - [`Error::NodeShutDown`].
     ///
     /// A create that completes just as another member's create times out
