@@ -1,15 +1,15 @@
 //! Single members driven by hand: peers that break the protocol (wrong
 //! blocks, forged or early control messages, impossible counts), the
-//! announcement rules, the application's close and the progress timeout.
+//! application's close and the progress timeout, and failure reports (the
+//! cause travels with every report and relay, a report naming members
+//! outside the group is a violation, never a panic, and a cause seen from
+//! outside waits the report grace).
 
 use std::time::Duration;
 
-use proptest::prelude::*;
-use proptest::test_runner::FileFailurePersistence;
-
-use super::{ALGORITHMS, actions, config};
+use super::{actions, config};
 use crate::schedule::Algorithm;
-use crate::{Action, Announce, Control, FailureKind, GroupMember, READY_WINDOW, Rank};
+use crate::{Action, Control, Failure, FailureKind, GroupMember, READY_WINDOW, Rank};
 
 // ---- misbehaving peers -----------------------------------------------------
 
@@ -82,222 +82,6 @@ fn chain_member(n: usize, rank: Rank) -> GroupMember {
     let mut m = GroupMember::new(config(Algorithm::Chain, n, rank)).unwrap();
     actions(&mut m);
     m
-}
-
-/// Ready-for-blocks in `actions` (each must follow its receive's post).
-fn announced(actions: &[Action]) -> usize {
-    let (mut posted, mut ready) = (0, 0);
-    for a in actions {
-        match a {
-            Action::PostRecv { .. } => posted += 1,
-            Action::SendControl {
-                control: Control::ReadyForBlock,
-                ..
-            } => {
-                ready += 1;
-                assert!(
-                    ready <= posted,
-                    "a ready-for-block before its receive: {actions:?}"
-                );
-            }
-            _ => {}
-        }
-    }
-    assert_eq!(
-        ready, posted,
-        "every receive posted is announced: {actions:?}"
-    );
-    ready
-}
-
-#[test]
-fn any_sender_announces_in_batches_one_sender_block_by_block() {
-    // Member 1 of a chain of 3 receiving a 40-block message from 0.
-    let (blocks, size) = (40, 40 * 4);
-    for announce in [Announce::OneSender, Announce::AnySender] {
-        let config = config(Algorithm::Chain, 3, 1).with_announce(announce);
-        let batch = config.announce_batch();
-        let mut m = GroupMember::new(config).unwrap();
-        actions(&mut m);
-        m.handle_block(0, size, 4);
-        let mut outstanding = announced(&actions(&mut m));
-        assert_eq!(
-            outstanding, READY_WINDOW,
-            "{announce:?}: a full window at first"
-        );
-        let mut total = outstanding;
-        for block in 1..blocks {
-            m.handle_block(0, size, 4);
-            outstanding -= 1;
-            let unannounced = blocks - 1 - total;
-            let now = announced(&actions(&mut m));
-            outstanding += now;
-            total += now;
-            assert!(
-                outstanding <= READY_WINDOW,
-                "{announce:?}: beyond the window"
-            );
-            // Whatever remains of the message is announced once the window
-            // falls to what a batch leaves.
-            let left = blocks - 1 - block;
-            assert!(
-                outstanding >= left.min(READY_WINDOW - batch),
-                "{announce:?}: block {block}"
-            );
-            match announce {
-                Announce::OneSender => {
-                    assert_eq!(
-                        now,
-                        usize::from(left >= READY_WINDOW),
-                        "{announce:?}: block {block}"
-                    )
-                }
-                _ => assert!(
-                    now == 0 || now >= batch.min(unannounced),
-                    "{announce:?}: {now} at block {block}"
-                ),
-            }
-        }
-        assert_eq!(
-            total,
-            blocks - 1,
-            "{announce:?}: one receive per block after the first"
-        );
-        assert_eq!(outstanding, 0);
-    }
-}
-
-/// Drives member `rank` of an `n`-member group through one `blocks`-block
-/// message (4-byte blocks) with [`Announce::AnySender`], its peers ready
-/// at once and its sends completing at once, each block arriving as soon
-/// as the member announced it, in its schedule's order. Returns how many
-/// ready-for-blocks went out in a pass of actions with no block to the
-/// same peer after them (each a packet of its own over TCP), and checks
-/// on the way that every one of the others rides a block to its peer and
-/// that every receive posted is announced by the end.
-fn drive_any_sender(algorithm: Algorithm, n: usize, rank: Rank, blocks: usize) -> usize {
-    use crate::schedule::{NodeSchedule, Schedule};
-    let schedule = NodeSchedule::new(algorithm, n, rank).unwrap();
-    let size = (blocks * 4) as u64;
-    let mut m =
-        GroupMember::new(config(algorithm, n, rank).with_announce(Announce::AnySender)).unwrap();
-    let at = format!("{algorithm} n={n} rank={rank} k={blocks}");
-    // Every peer's receives stay announced: a window's worth, topped up per block.
-    for peer in schedule.connections() {
-        for _ in 0..READY_WINDOW {
-            m.handle_control(peer, Control::ReadyForBlock);
-        }
-    }
-    let incoming: Vec<Rank> = (0..schedule.total_steps(blocks))
-        .filter_map(|step| schedule.incoming(blocks, step).map(|t| t.peer))
-        .collect();
-    let (mut posted, mut announced, mut arrived) = (vec![0; n], vec![0; n], vec![0; n]);
-    let mut next_in = 0;
-    let mut lone = 0;
-    let mut pass = actions(&mut m);
-    if rank != 0 && !incoming.is_empty() {
-        // The first block (announced at creation, before this loop).
-        assert!(
-            matches!(pass.as_slice(), [Action::PostFirstBlockRecv { .. }, ..]),
-            "{at}"
-        );
-        // Announced at creation: not among the counts below.
-        m.handle_block(incoming[0], size, 4);
-        next_in = 1;
-        pass = actions(&mut m);
-    }
-    if rank == 0 {
-        m.submit(size).unwrap();
-        pass = actions(&mut m);
-    }
-    for _round in 0..100 * (blocks + n) {
-        let mut sent_to = Vec::new();
-        for (i, a) in pass.iter().enumerate() {
-            match *a {
-                Action::PostRecv { from, .. } => posted[from] += 1,
-                Action::SendControl {
-                    to,
-                    control: Control::ReadyForBlock,
-                } => {
-                    announced[to] += 1;
-                    assert!(announced[to] <= posted[to], "{at}: announced before posted");
-                    let rides = pass[i + 1..]
-                        .iter()
-                        .any(|b| matches!(*b, Action::SendBlock { to: t, .. } if t == to));
-                    lone += usize::from(!rides);
-                }
-                Action::SendBlock { to, .. } => sent_to.push(to),
-                Action::MessageComplete { .. } => {
-                    assert_eq!(posted, announced, "{at}: every receive announced");
-                    assert_eq!(next_in, incoming.len(), "{at}");
-                    return lone;
-                }
-                Action::Failed(ref f) => panic!("{at}: {f:?}"),
-                _ => {}
-            }
-        }
-        let mut next = Vec::new();
-        for to in sent_to {
-            m.handle_control(to, Control::ReadyForBlock);
-            m.handle_send_complete(to);
-            next.extend(actions(&mut m));
-        }
-        if next_in < incoming.len() {
-            let from = incoming[next_in];
-            if announced[from] > arrived[from] {
-                m.handle_block(from, size, 4);
-                arrived[from] += 1;
-                next_in += 1;
-                next.extend(actions(&mut m));
-            }
-        }
-        assert!(!next.is_empty(), "{at}: stuck after {next_in} blocks in");
-        pass = next;
-    }
-    panic!("{at}: did not complete");
-}
-
-#[test]
-fn any_sender_announcements_ride_the_next_block_to_their_sender() {
-    // The binomial pipeline of four: the member the root never sends to
-    // exchanges blocks with members 1 and 2 by turns. Its announcements
-    // to the one it does not send to next used to go alone, about one in
-    // four; now only the one to member 1 with its first block does (its
-    // first block goes to member 2, and the next to 1 is that very step's).
-    assert_eq!(drive_any_sender(Algorithm::BinomialPipeline, 4, 3, 64), 1);
-    // Members 1 and 2 never send to the root, so what they announce to it
-    // goes alone.
-    for rank in [1, 2] {
-        assert!(drive_any_sender(Algorithm::BinomialPipeline, 4, rank, 64) > 0);
-    }
-    // Sixteen members: every exchange partner comes round every four
-    // steps. Only what the root's partners (1, 2, 4 and 8) announce to
-    // senders they never send to goes alone after the start.
-    for rank in 1..16 {
-        let lone = drive_any_sender(Algorithm::BinomialPipeline, 16, rank, 200);
-        if ![1, 2, 4, 8].contains(&rank) {
-            assert!(lone <= 3, "rank {rank}: {lone} announcements alone");
-        }
-    }
-    // A chain never sends back to its sender: nothing rides, all goes.
-    assert!(drive_any_sender(Algorithm::Chain, 5, 2, 64) > 0);
-}
-
-proptest! {
-
-    #![proptest_config(ProptestConfig { failure_persistence: Some(Box::new(FileFailurePersistence::WithSource("proptest-regressions"))), ..ProptestConfig::default() })]
-
-    /// Whatever the schedule, a member whose announcements ride its blocks
-    /// still completes every message with every receive announced.
-    #[test]
-    fn any_sender_riding_completes_every_schedule(
-        algorithm in prop::sample::select(ALGORITHMS),
-        n in 1usize..=20,
-        rank in 0usize..20,
-        blocks in 1usize..=40,
-    ) {
-        drive_any_sender(algorithm, n, rank % n, blocks);
-    }
 }
 
 #[test]
@@ -868,4 +652,180 @@ fn the_root_sends_its_verdicts_highest_rank_first() {
         })
         .collect();
     assert_eq!(verdicts, [5, 4, 3, 2, 1]);
+}
+
+// ---- failure reports --------------------------------------------------------
+
+/// The reports `actions` send, as (to, control).
+fn reports(actions: &[Action]) -> Vec<(Rank, Control)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::SendControl {
+                to,
+                control: control @ Control::Failed { .. },
+            } => Some((*to, *control)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The one `Failed` among `actions`.
+#[track_caller]
+fn failed(actions: &[Action]) -> Failure {
+    let mut failures = actions.iter().filter_map(|a| match a {
+        Action::Failed(f) => Some(f.clone()),
+        _ => None,
+    });
+    let first = failures.next().expect("a failure");
+    assert_eq!(failures.next(), None, "{actions:?}");
+    first
+}
+
+#[test]
+fn a_member_told_of_a_failure_fails_with_the_detectors_cause_and_relays_it() {
+    let kinds = [
+        FailureKind::Unreachable,
+        FailureKind::ProtocolViolation,
+        FailureKind::LocalShutdown,
+        FailureKind::ClosedUnread,
+        FailureKind::NoProgress,
+        FailureKind::OutOfMemory { size: 1 << 40 },
+        FailureKind::DigestMismatch { seq: 7 },
+        FailureKind::Stalled { millis: 2500 },
+        FailureKind::SlowReader { millis: 9000 },
+        FailureKind::ReceiveTarget,
+    ];
+    for kind in kinds {
+        // Member 1 of 4 hears from member 3 that member 2 found the failure.
+        let mut m = GroupMember::new(config(Algorithm::BinomialPipeline, 4, 1)).unwrap();
+        actions(&mut m);
+        let report = Control::Failed {
+            suspect: Some(0),
+            kind,
+            detector: 2,
+        };
+        m.handle_control(3, report);
+        let got = actions(&mut m);
+        let f = failed(&got);
+        assert_eq!(f.suspect, Some(0), "{kind:?}");
+        assert_eq!(f.kind, kind);
+        assert_eq!(f.reported_by, Some(2), "the detector, not the relay");
+        assert_eq!(f.detail, None, "the detail stays with the detector");
+        // It tells every other member, as it was told.
+        assert_eq!(reports(&got), [(0, report), (2, report), (3, report)]);
+    }
+}
+
+#[test]
+fn the_detector_reports_its_own_cause_and_keeps_the_detail() {
+    let mut m = GroupMember::new(config(Algorithm::Chain, 3, 2)).unwrap();
+    actions(&mut m);
+    // A block nobody asked for, from member 0.
+    m.handle_block(0, 4, 4);
+    let got = actions(&mut m);
+    let f = failed(&got);
+    assert_eq!(f.kind, FailureKind::ProtocolViolation);
+    assert_eq!(f.reported_by, None);
+    assert!(f.detail.is_some(), "{f:?}");
+    let report = Control::Failed {
+        suspect: Some(0),
+        kind: FailureKind::ProtocolViolation,
+        detector: 2,
+    };
+    assert_eq!(reports(&got), [(0, report), (1, report)]);
+    assert!(
+        f.to_string()
+            .starts_with("rank 0 failed (protocol violation: ")
+    );
+}
+
+#[test]
+fn a_report_naming_members_outside_the_group_is_a_violation_by_its_sender() {
+    for (rank, closing) in [(1, false), (1, true), (0, false), (0, true)] {
+        let bad = [
+            (Some(3), 0),
+            (Some(usize::MAX), 0),
+            (None, 3),
+            (Some(0), usize::MAX),
+            // This member detected nothing.
+            (Some(0), rank),
+        ];
+        for (suspect, detector) in bad {
+            let mut m = GroupMember::new(config(Algorithm::Chain, 3, rank)).unwrap();
+            if closing {
+                // The close barrier looks the suspect up (the root in its
+                // acknowledgements): it must not index out of the group.
+                if rank == 0 {
+                    m.close().unwrap();
+                } else {
+                    m.handle_control(0, Control::Close { messages: 0 });
+                }
+            }
+            actions(&mut m);
+            m.handle_control(
+                2,
+                Control::Failed {
+                    suspect,
+                    kind: FailureKind::Unreachable,
+                    detector,
+                },
+            );
+            let f = failed(&actions(&mut m));
+            let context = format!("rank {rank} {suspect:?} {detector}: {f:?}");
+            assert_eq!(f.suspect, Some(2), "{context}");
+            assert_eq!(f.kind, FailureKind::ProtocolViolation, "{context}");
+        }
+    }
+}
+
+const GRACE: Duration = Duration::from_millis(100);
+
+/// The root of a chain of 3 that sent its one block to member 1, which
+/// acknowledges nothing more: it waits on member 1, with a report grace.
+fn root_waiting_on_1() -> GroupMember {
+    let mut root = GroupMember::new(
+        config(Algorithm::Chain, 3, 0)
+            .with_progress_timeout(Some(T))
+            .with_report_grace(GRACE),
+    )
+    .unwrap();
+    root.submit(4).unwrap();
+    root.handle_control(1, Control::ReadyForBlock);
+    actions(&mut root);
+    root.handle_timeout(Duration::ZERO);
+    assert_eq!(root.waiting_on(), Some((1, 1)));
+    root
+}
+
+#[test]
+fn no_progress_waits_the_report_grace_after_the_timeout() {
+    let mut root = root_waiting_on_1();
+    assert_eq!(root.poll_timeout(), Some(T + GRACE));
+    root.handle_timeout(T);
+    assert_eq!(actions(&mut root), [], "the timeout passed, the grace not");
+    root.handle_timeout(T + GRACE);
+    let f = failed(&actions(&mut root));
+    assert_eq!((f.suspect, f.kind), (Some(1), FailureKind::NoProgress));
+}
+
+#[test]
+fn a_report_within_the_report_grace_decides_the_cause() {
+    let mut root = root_waiting_on_1();
+    root.handle_timeout(T + GRACE / 2);
+    assert_eq!(actions(&mut root), []);
+    // Member 2 says member 1's application closed early.
+    root.handle_control(
+        2,
+        Control::Failed {
+            suspect: Some(1),
+            kind: FailureKind::ClosedUnread,
+            detector: 1,
+        },
+    );
+    let f = failed(&actions(&mut root));
+    assert_eq!(f.kind, FailureKind::ClosedUnread);
+    assert_eq!(f.reported_by, Some(1));
+    root.handle_timeout(T + GRACE);
+    assert_eq!(actions(&mut root), [], "failed once");
 }

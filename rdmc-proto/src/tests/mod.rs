@@ -2,12 +2,12 @@
 //! over modelled links ([`harness`]), and the tests it drives, with the
 //! crate's internals (its tuning constants) in reach.
 
+mod announce;
 mod cluster;
 mod delivery;
 mod harness;
 mod members;
 mod rendezvous;
-mod reports;
 
 use crate::schedule::{Algorithm, BlockSize};
 use crate::{Action, GroupMember, MemberConfig, Rank};
