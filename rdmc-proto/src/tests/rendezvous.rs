@@ -388,7 +388,11 @@ fn the_only_missing_member_hears_that_this_one_gave_up() {
     let to_3: Vec<Control> = actions(&mut r)
         .into_iter()
         .filter_map(|a| match a {
-            RendezvousAction::SendControl { to, control, .. } if to == NodeId(3) => Some(control),
+            RendezvousAction::SendControl {
+                to: NodeId(3),
+                control,
+                ..
+            } => Some(control),
             _ => None,
         })
         .collect();
