@@ -385,3 +385,66 @@ proptest! {
         check_releases(algorithm, n, size);
     }
 }
+
+#[test]
+fn a_batch_travels_flagged_and_begins_as_a_batch_at_every_receiver() {
+    use crate::{BATCH_FLAG, MemberError};
+    let batches = |rank| config(Algorithm::Chain, 3, rank).with_max_batch(Some(16));
+    // Without batches, or above the most, a batch is refused at the root.
+    let mut plain = GroupMember::new(config(Algorithm::Chain, 3, 0)).unwrap();
+    assert_eq!(plain.submit_batch(10), Err(MemberError::NoBatches));
+    // The root of a chain of three: a batch's blocks carry the flag, a
+    // plain message's do not.
+    let mut root = GroupMember::new(batches(0)).unwrap();
+    actions(&mut root);
+    assert_eq!(
+        root.submit_batch(17),
+        Err(MemberError::TooLarge { size: 17, max: 16 })
+    );
+    for _ in 0..2 {
+        root.handle_control(1, Control::ReadyForBlock);
+    }
+    assert_eq!(root.submit_batch(16), Ok(0));
+    assert_eq!(root.submit(10), Ok(1));
+    let mut immediates = Vec::new();
+    for _ in 0..10 {
+        for a in actions(&mut root) {
+            if let Action::SendBlock { immediate, seq, .. } = a {
+                immediates.push((seq, immediate));
+                root.handle_send_complete(1);
+                root.handle_control(1, Control::ReadyForBlock);
+            }
+        }
+    }
+    immediates.dedup_by_key(|&mut (seq, _)| seq);
+    assert_eq!(immediates, [(0, 16 | BATCH_FLAG), (1, 10)]);
+    // A receiver: the flag makes the message a batch of the flagless size,
+    // and it forwards the flag.
+    let mut m = GroupMember::new(batches(1)).unwrap();
+    actions(&mut m);
+    m.handle_control(2, Control::ReadyForBlock);
+    m.handle_block(0, 16 | BATCH_FLAG, BLOCK);
+    let got = actions(&mut m);
+    let begun = got.iter().find_map(|a| match *a {
+        Action::BeginMessage { size, batch, .. } => Some((size, batch)),
+        _ => None,
+    });
+    assert_eq!(begun, Some((16, true)), "{got:?}");
+    let forwarded = got.iter().find_map(|a| match *a {
+        Action::SendBlock {
+            to: 2, immediate, ..
+        } => Some(immediate),
+        _ => None,
+    });
+    assert_eq!(forwarded, Some(16 | BATCH_FLAG), "{got:?}");
+    // A batch larger than the group allows, or in a group without
+    // batches, is the sender's violation.
+    for (tuned, size) in [(batches(1), 17), (config(Algorithm::Chain, 3, 1), 4)] {
+        let mut m = GroupMember::new(tuned).unwrap();
+        actions(&mut m);
+        m.handle_block(0, size | BATCH_FLAG, BLOCK);
+        let failure = failure(&actions(&mut m)).cloned().expect("a violation");
+        assert_eq!(failure.suspect, Some(0));
+        assert_eq!(failure.kind, FailureKind::ProtocolViolation, "{failure:?}");
+    }
+}
