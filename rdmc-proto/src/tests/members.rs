@@ -829,3 +829,30 @@ fn a_report_within_the_report_grace_decides_the_cause() {
     root.handle_timeout(T + GRACE);
     assert_eq!(actions(&mut root), [], "failed once");
 }
+
+// ---- accessors ---------------------------------------------------------------
+
+#[test]
+fn a_members_connections_are_the_peers_its_schedule_exchanges_blocks_with() {
+    use crate::schedule::{NodeSchedule, Schedule};
+    for &algorithm in super::ALGORITHMS {
+        for n in 1..=9 {
+            for rank in 0..n {
+                let m = GroupMember::new(config(algorithm, n, rank)).unwrap();
+                let s = NodeSchedule::new(algorithm, n, rank).unwrap();
+                let mut peers: Vec<Rank> = (1..=6)
+                    .flat_map(|k| (0..s.total_steps(k)).map(move |step| (k, step)))
+                    .flat_map(|(k, step)| [s.incoming(k, step), s.outgoing(k, step)])
+                    .flatten()
+                    .map(|t| t.peer)
+                    .collect();
+                peers.sort_unstable();
+                peers.dedup();
+                let at = format!("{algorithm} n={n} rank={rank}");
+                assert_eq!(m.connections(), peers, "{at}");
+                assert_eq!(m.is_root(), rank == 0, "{at}");
+                assert_eq!(m.config().rank, rank, "{at}");
+            }
+        }
+    }
+}
