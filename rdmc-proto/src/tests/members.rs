@@ -856,3 +856,35 @@ fn a_members_connections_are_the_peers_its_schedule_exchanges_blocks_with() {
         }
     }
 }
+
+#[test]
+fn waiting_for_ready_means_holding_the_next_block_with_no_ready_for_it() {
+    // Member 1 of a chain of three, a two-block message on its way.
+    let mut m = chain_member(3, 1);
+    assert!(!m.waiting_for_ready(), "no message yet");
+    m.handle_block(0, 8, 4);
+    actions(&mut m);
+    assert!(m.waiting_for_ready(), "block 0 here, member 2 not ready");
+    m.handle_control(2, Control::ReadyForBlock);
+    actions(&mut m);
+    assert!(!m.waiting_for_ready(), "block 0 on its way");
+    m.handle_send_complete(2);
+    actions(&mut m);
+    assert!(!m.waiting_for_ready(), "block 1 not here yet");
+    assert_eq!(m.completed(), 0);
+    m.handle_block(0, 8, 4);
+    actions(&mut m);
+    assert!(m.waiting_for_ready(), "block 1 here, member 2 not ready");
+    m.handle_control(2, Control::ReadyForBlock);
+    m.handle_send_complete(2);
+    actions(&mut m);
+    assert_eq!(m.completed(), 1, "both blocks here and passed on");
+    // The root holds every block: it waits only for the ready.
+    let mut root = chain_member(3, 0);
+    root.submit(8).unwrap();
+    actions(&mut root);
+    assert!(root.waiting_for_ready());
+    root.handle_control(1, Control::ReadyForBlock);
+    actions(&mut root);
+    assert!(!root.waiting_for_ready());
+}
