@@ -1,7 +1,8 @@
 //! The protocol core's storage additions, member by member: each
 //! receiver's count of messages its application took and persisted, the
 //! root's per-message delivery and persistence at every member, the slow-reader timeout, and the
-//! release of blocks a member is done with. (The whole-group properties in
+//! release of blocks a member is done with; batches; and the inputs the
+//! core counts as progress or refuses. (The whole-group properties in
 //! `cluster` check the same under random orders of events.)
 
 use std::time::Duration;
@@ -447,4 +448,119 @@ fn a_batch_travels_flagged_and_begins_as_a_batch_at_every_receiver() {
         assert_eq!(failure.suspect, Some(0));
         assert_eq!(failure.kind, FailureKind::ProtocolViolation, "{failure:?}");
     }
+}
+
+// ---- inputs the core counts, and those it refuses --------------------------
+
+#[test]
+fn every_input_is_progress() {
+    let timeout = Duration::from_secs(1);
+    let tuned = |algorithm, n, rank| {
+        config(algorithm, n, rank)
+            .with_progress_timeout(Some(timeout))
+            .with_report_grace(Duration::ZERO)
+    };
+    let ms = Duration::from_millis;
+    let quiet = |m: &mut GroupMember, at: &str| {
+        assert_eq!(failure(&actions(m)), None, "{at}");
+        assert!(m.failure().is_none(), "{at}");
+    };
+    // The root of two: its application's send, then ready-for-blocks and
+    // send completions 600 ms apart (each alone, and both at once), each
+    // looked at 599 ms later: a timeout of 1 s never passes.
+    let mut root = GroupMember::new(tuned(Algorithm::Chain, 2, 0)).unwrap();
+    root.handle_timeout(ms(0));
+    let mut now = 900;
+    root.submit(400).unwrap();
+    root.handle_timeout(ms(now));
+    root.handle_timeout(ms(now + 599));
+    quiet(&mut root, "after the send");
+    for round in 0..20 {
+        now += 600;
+        if round % 3 == 2 {
+            root.handle_control(1, Control::ReadyForBlock);
+            root.handle_send_complete(1);
+        } else if round % 3 == 0 {
+            root.handle_control(1, Control::ReadyForBlock);
+        } else {
+            root.handle_send_complete(1);
+        }
+        root.handle_timeout(ms(now));
+        root.handle_timeout(ms(now + 599));
+        quiet(&mut root, &format!("round {round}"));
+    }
+    // It waits on member 1's ready-for-block: without one, it fails.
+    root.handle_timeout(ms(now + 1000));
+    assert_eq!(root.failure().map(|f| f.suspect), Some(Some(1)));
+    // The last of a chain of three, its blocks 1.5 s apart (it waits twice
+    // the timeout for a block).
+    let mut last = GroupMember::new(tuned(Algorithm::Chain, 3, 2)).unwrap();
+    actions(&mut last);
+    last.handle_timeout(ms(0));
+    for block in 0..10 {
+        let now = 1500 * (block + 1);
+        last.handle_block(1, 400, BLOCK);
+        last.handle_timeout(ms(now));
+        last.handle_timeout(ms(now + 1499));
+        quiet(&mut last, &format!("block {block}"));
+    }
+}
+
+#[test]
+fn control_from_itself_or_outside_the_group_is_ignored() {
+    let mut m = GroupMember::new(config(Algorithm::Chain, 3, 1)).unwrap();
+    actions(&mut m);
+    for from in [1, 3, 7] {
+        m.handle_control(from, Control::ReadyForBlock);
+        m.handle_control(from, Control::Close { messages: 0 });
+    }
+    assert_eq!(actions(&mut m), []);
+    assert!(!m.is_finished());
+}
+
+#[test]
+fn a_send_completion_not_outstanding_is_the_peers_violation() {
+    // The root of a binomial tree of four sends to 1, then 2.
+    let mut root = GroupMember::new(config(Algorithm::BinomialTree, 4, 0)).unwrap();
+    actions(&mut root);
+    root.handle_control(2, Control::ReadyForBlock);
+    root.handle_control(1, Control::ReadyForBlock);
+    root.submit(4).unwrap();
+    let sent: Vec<Rank> = actions(&mut root)
+        .iter()
+        .filter_map(|a| match *a {
+            Action::SendBlock { to, .. } => Some(to),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent.len(), 1, "one send at a time");
+    let other = if sent[0] == 1 { 2 } else { 1 };
+    root.handle_send_complete(other);
+    let failed = failure(&actions(&mut root)).cloned().expect("a violation");
+    assert_eq!(failed.suspect, Some(other));
+    assert_eq!(failed.kind, FailureKind::ProtocolViolation);
+    // And with nothing sent at all.
+    let mut idle = GroupMember::new(config(Algorithm::Chain, 3, 1)).unwrap();
+    actions(&mut idle);
+    idle.handle_send_complete(2);
+    assert_eq!(
+        failure(&actions(&mut idle)).map(|f| f.suspect),
+        Some(Some(2))
+    );
+}
+
+#[test]
+fn no_message_reaches_the_batch_flag() {
+    use crate::{BATCH_FLAG, MemberError};
+    let mut root =
+        GroupMember::new(config(Algorithm::Chain, 2, 0).with_max_message_size(u64::MAX)).unwrap();
+    let most = BATCH_FLAG - 1;
+    assert_eq!(root.check_submit(most), Ok(()));
+    assert_eq!(
+        root.check_submit(BATCH_FLAG),
+        Err(MemberError::TooLarge {
+            size: BATCH_FLAG,
+            max: most
+        })
+    );
 }
