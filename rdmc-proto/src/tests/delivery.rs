@@ -552,7 +552,7 @@ fn a_send_completion_not_outstanding_is_the_peers_violation() {
 #[test]
 fn no_message_reaches_the_batch_flag() {
     use crate::{BATCH_FLAG, MemberError};
-    let mut root =
+    let root =
         GroupMember::new(config(Algorithm::Chain, 2, 0).with_max_message_size(u64::MAX)).unwrap();
     let most = BATCH_FLAG - 1;
     assert_eq!(root.check_submit(most), Ok(()));
