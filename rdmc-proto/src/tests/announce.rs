@@ -1,6 +1,8 @@
 //! The announcement rules, member by member: one sender at a time or any
-//! sender, announcements riding blocks to their sender, and the early
-//! announcement of the next sender while a block's last bytes arrive.
+//! sender, announcements riding blocks to their sender, the early
+//! announcement of the next sender while a block's last bytes arrive; and
+//! the peers a member exchanges blocks with, and when it waits for their
+//! ready-for-block.
 
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -379,4 +381,64 @@ fn early_announce_is_ignored_with_a_window_of_blocks_announced_and_after_a_failu
         m.handle_block_progress(from, 0);
     }
     assert_eq!(actions(&mut m), []);
+}
+
+// ---- whom a member exchanges blocks with, and when it waits for them -------
+
+#[test]
+fn a_members_connections_are_the_peers_its_schedule_exchanges_blocks_with() {
+    for &algorithm in ALGORITHMS {
+        for n in 1..=9 {
+            for rank in 0..n {
+                let m = GroupMember::new(config(algorithm, n, rank)).unwrap();
+                let s = NodeSchedule::new(algorithm, n, rank).unwrap();
+                let mut peers: Vec<Rank> = (1..=6)
+                    .flat_map(|k| (0..s.total_steps(k)).map(move |step| (k, step)))
+                    .flat_map(|(k, step)| [s.incoming(k, step), s.outgoing(k, step)])
+                    .flatten()
+                    .map(|t| t.peer)
+                    .collect();
+                peers.sort_unstable();
+                peers.dedup();
+                let at = format!("{algorithm} n={n} rank={rank}");
+                assert_eq!(m.connections(), peers, "{at}");
+                assert_eq!(m.is_root(), rank == 0, "{at}");
+                assert_eq!(m.config().rank, rank, "{at}");
+            }
+        }
+    }
+}
+
+#[test]
+fn waiting_for_ready_means_holding_the_next_block_with_no_ready_for_it() {
+    // Member 1 of a chain of three, a two-block message on its way.
+    let mut m = GroupMember::new(config(Algorithm::Chain, 3, 1)).unwrap();
+    actions(&mut m);
+    assert!(!m.waiting_for_ready(), "no message yet");
+    m.handle_block(0, 8, 4);
+    actions(&mut m);
+    assert!(m.waiting_for_ready(), "block 0 here, member 2 not ready");
+    m.handle_control(2, Control::ReadyForBlock);
+    actions(&mut m);
+    assert!(!m.waiting_for_ready(), "block 0 on its way");
+    m.handle_send_complete(2);
+    actions(&mut m);
+    assert!(!m.waiting_for_ready(), "block 1 not here yet");
+    assert_eq!(m.completed(), 0);
+    m.handle_block(0, 8, 4);
+    actions(&mut m);
+    assert!(m.waiting_for_ready(), "block 1 here, member 2 not ready");
+    m.handle_control(2, Control::ReadyForBlock);
+    m.handle_send_complete(2);
+    actions(&mut m);
+    assert_eq!(m.completed(), 1, "both blocks here and passed on");
+    // The root holds every block: it waits only for the ready.
+    let mut root = GroupMember::new(config(Algorithm::Chain, 3, 0)).unwrap();
+    actions(&mut root);
+    root.submit(8).unwrap();
+    actions(&mut root);
+    assert!(root.waiting_for_ready());
+    root.handle_control(1, Control::ReadyForBlock);
+    actions(&mut root);
+    assert!(!root.waiting_for_ready());
 }
