@@ -2,9 +2,10 @@
 //! mesh and its agreement, `tcp` links, liveness, timers — in one thread,
 //! in virtual time, over turmoil's simulated network, with faults drawn
 //! from a seed: per-message latency, links held and released, links cut,
-//! nodes crashing and restarting, a receiver's application that stalls
-//! (which only its group's progress timeout finds). Every run checks the
-//! promises the crate makes:
+//! nodes crashing and restarting, a node frozen (every link of it held
+//! beyond the failure timeout: what a stopped process shows its peers), a
+//! receiver's application that stalls (which only its group's progress
+//! timeout finds). Every run checks the promises the crate makes:
 //!
 //! - every message an application takes is the root's, byte for byte, in
 //!   order, each once;
@@ -12,9 +13,10 @@
 //!   application has taken every message it covers;
 //! - a group none of whose members a fault touched closes `Ok` everywhere;
 //! - a failure names a member a fault touched (or, behind a stalled
-//!   application, a member held up by it: a known limitation), and a crash
-//!   is reported to every member still running (whose application is not
-//!   stalled) within the failure timeout and a margin;
+//!   application, a member held up by it: a known limitation; a frozen
+//!   node, which saw every peer silent, may name any), and a crash or a
+//!   freeze is reported to every member still running (whose application
+//!   is not stalled) within the failure timeout and a margin;
 //! - nothing hangs: every node that was not crashed finishes its groups and
 //!   shuts down within a virtual-time bound; no task panics.
 //!
@@ -164,6 +166,7 @@ fn run(seed: u64, verbose: bool) -> Verdict {
     let mut pending: Vec<Fault> = plan.faults.clone();
     let mut releases: Vec<(Duration, usize, usize)> = Vec::new();
     let mut crashed_at = BTreeMap::new();
+    let mut frozen_at = BTreeMap::new();
     let mut bounces: Vec<(Duration, usize)> = Vec::new();
     loop {
         let t = sim.elapsed() - start;
@@ -191,6 +194,13 @@ fn run(seed: u64, verbose: bool) -> Verdict {
                 Fault::Cut { a, b, .. } => sim.partition(ip(&sim, a), ip(&sim, b)),
                 Fault::Stall { node, group, .. } => {
                     log.lock().stalled.insert((group, node), sim.elapsed());
+                }
+                Fault::Freeze { node, lasting, .. } => {
+                    for other in (0..plan.nodes).filter(|&o| o != node) {
+                        sim.hold(ip(&sim, node), ip(&sim, other));
+                        releases.push((t + lasting, node, other));
+                    }
+                    frozen_at.insert(node, sim.elapsed());
                 }
             }
         }
@@ -243,7 +253,17 @@ fn run(seed: u64, verbose: bool) -> Verdict {
     if verbose {
         eprintln!("outcomes: {:?}", record.outcomes);
     }
-    judge(&plan, record, &applied, &crashed_at, virtual_time)
+    let lost = Lost {
+        crashed_at,
+        frozen_at,
+    };
+    judge(&plan, record, &applied, &lost, virtual_time)
+}
+
+/// When nodes crashed (for good, or to start again), and when nodes froze.
+struct Lost {
+    crashed_at: BTreeMap<usize, Duration>,
+    frozen_at: BTreeMap<usize, Duration>,
 }
 
 /// The promises no run-time check could see: outcomes at the end.
@@ -251,9 +271,10 @@ fn judge(
     plan: &Plan,
     record: Record,
     applied: &[Fault],
-    crashed_at: &BTreeMap<usize, Duration>,
+    lost: &Lost,
     virtual_time: Duration,
 ) -> Verdict {
+    let crashed_at = &lost.crashed_at;
     let mut broken = record.broken.clone();
     let touched: BTreeSet<usize> = applied.iter().flat_map(Fault::nodes).collect();
     // A late group begins after the restart: only the other faults touch it.
@@ -321,9 +342,11 @@ fn judge(
             // member names the peer it waits on), open.
             let held_up = record.stalled.keys().any(|&(group, _)| group == g.id)
                 && error.contains("no progress");
+            // A frozen node saw every peer silent: it may name any.
+            let frozen = lost.frozen_at.contains_key(&m);
             match suspect {
                 Some(s) if touched_here.contains(&(*s as usize)) => {}
-                Some(_) if held_up => {}
+                Some(_) if held_up || frozen => {}
                 // Not the group's failure (its creation refused, ...), in a
                 // group a fault touched.
                 None if !group_failed => {}
@@ -343,11 +366,12 @@ fn judge(
                 Some(_) => CONNECT_TIMEOUT,
                 None => FAILURE_TIMEOUT,
             };
-            for (&victim, &when) in crashed_at.iter().filter(|_| !g.late) {
+            let lost_at = crashed_at.iter().chain(&lost.frozen_at);
+            for (&victim, &when) in lost_at.filter(|_| !g.late && !frozen) {
                 let bound = when + timeout + REPORT_MARGIN;
                 if *suspect == Some(victim as u32) && !crashed_at.contains_key(&m) && *at > bound {
                     broken.push(format!(
-                        "group {}: member {m} learned of node {victim}'s crash at {at:?}, after {bound:?}",
+                        "group {}: member {m} learned of node {victim}'s crash or freeze at {at:?}, after {bound:?}",
                         g.id
                     ));
                 }

@@ -564,3 +564,30 @@ fn no_message_reaches_the_batch_flag() {
         })
     );
 }
+
+#[test]
+fn the_receive_window_holds_the_next_first_block_until_the_application_takes_one() {
+    let armed = |actions: &[Action]| {
+        actions
+            .iter()
+            .filter(|a| matches!(a, Action::PostFirstBlockRecv { from: 0 }))
+            .count()
+    };
+    for window in 1..=3u64 {
+        // The receiver of two, one-block messages.
+        let tuned = config(Algorithm::Chain, 2, 1).with_receive_window(Some(window));
+        let mut m = GroupMember::new(tuned).unwrap();
+        assert_eq!(armed(&actions(&mut m)), 1, "window {window}: armed at once");
+        for seq in 1..=window {
+            m.handle_block(0, 4, BLOCK);
+            let got = actions(&mut m);
+            // After `seq` messages not taken, the next is asked for only
+            // while the window has room.
+            let room = usize::from(seq < window);
+            assert_eq!(armed(&got), room, "window {window}, message {seq}: {got:?}");
+        }
+        // The application takes one: room again.
+        m.message_consumed();
+        assert_eq!(armed(&actions(&mut m)), 1, "window {window}: room again");
+    }
+}

@@ -126,6 +126,15 @@ pub(crate) enum Fault {
         group: u32,
         at: Duration,
     },
+    /// Nothing crosses between `node` and any other node for `lasting`
+    /// (beyond the failure timeout), then everything held arrives: the
+    /// others see what a stopped process (`SIGSTOP`) shows them. (Its own
+    /// timers run on: it sees every peer silent.)
+    Freeze {
+        node: usize,
+        at: Duration,
+        lasting: Duration,
+    },
 }
 
 impl Fault {
@@ -135,16 +144,18 @@ impl Fault {
             | Fault::Hold { at, .. }
             | Fault::Cut { at, .. }
             | Fault::Restart { at, .. }
-            | Fault::Stall { at, .. } => at,
+            | Fault::Stall { at, .. }
+            | Fault::Freeze { at, .. } => at,
         }
     }
 
     /// The nodes it touches.
     pub(crate) fn nodes(&self) -> Vec<usize> {
         match *self {
-            Fault::Crash { node, .. } | Fault::Restart { node, .. } | Fault::Stall { node, .. } => {
-                vec![node]
-            }
+            Fault::Crash { node, .. }
+            | Fault::Restart { node, .. }
+            | Fault::Stall { node, .. }
+            | Fault::Freeze { node, .. } => vec![node],
             Fault::Hold { a, b, .. } | Fault::Cut { a, b, .. } => vec![a, b],
         }
     }
@@ -309,6 +320,21 @@ impl Plan {
                 group: g.id,
                 at: at(&mut rng),
             });
+        }
+        // Freezes too: a node's every link held beyond the failure timeout,
+        // never one a hold or a cut of the plan touches (its release would
+        // end the freeze there early).
+        let mut rng = StdRng::seed_from_u64(seed ^ 0x6672_6565_7a65);
+        if rng.random_bool(0.1) {
+            let node = rng.random_range(0..nodes);
+            let at = at(&mut rng);
+            let lasting = FAILURE_TIMEOUT + Duration::from_millis(rng.random_range(500..3000));
+            let linked = faults.iter().any(|f| {
+                matches!(f, Fault::Hold { .. } | Fault::Cut { .. }) && f.nodes().contains(&node)
+            });
+            if !linked {
+                faults.push(Fault::Freeze { node, at, lasting });
+            }
         }
         faults.sort_by_key(Fault::at);
         let linger = groups.iter().any(|g| g.late);
