@@ -591,3 +591,61 @@ fn the_receive_window_holds_the_next_first_block_until_the_application_takes_one
         assert_eq!(armed(&actions(&mut m)), 1, "window {window}: room again");
     }
 }
+
+#[test]
+fn the_application_takes_each_delivered_message_once_and_nothing_after_a_failure() {
+    // The receiver of two.
+    let mut m = GroupMember::new(config(Algorithm::Chain, 2, 1)).unwrap();
+    actions(&mut m);
+    m.message_consumed();
+    assert_eq!(m.consumed(), 0, "nothing delivered yet");
+    m.handle_block(0, 4, BLOCK);
+    actions(&mut m);
+    m.handle_block(0, 4, BLOCK);
+    actions(&mut m);
+    m.message_consumed();
+    assert_eq!(m.consumed(), 1);
+    m.message_consumed();
+    m.message_consumed();
+    assert_eq!(m.consumed(), 2, "never more than delivered");
+    // Failed: taking a message asks for nothing more.
+    m.handle_peer_failure(Some(0));
+    actions(&mut m);
+    m.message_consumed();
+    assert_eq!(actions(&mut m), []);
+}
+
+#[test]
+fn the_applications_close_and_takes_are_progress() {
+    let timeout = Duration::from_secs(1);
+    let ms = Duration::from_millis;
+    let tuned = |rank| {
+        config(Algorithm::Chain, 2, rank)
+            .with_progress_timeout(Some(timeout))
+            .with_report_grace(Duration::ZERO)
+    };
+    // The root closes at 900 ms; then it waits on member 1's
+    // acknowledgement, for the timeout from the close.
+    let mut root = GroupMember::new(tuned(0)).unwrap();
+    root.handle_timeout(ms(0));
+    root.close().unwrap();
+    root.handle_timeout(ms(900));
+    root.handle_timeout(ms(1800));
+    assert!(root.failure().is_none(), "the close is progress");
+    root.handle_timeout(ms(1900));
+    assert_eq!(root.failure().map(|f| f.suspect), Some(Some(1)));
+    // A receiver mid-message (it waits twice the timeout for a block)
+    // whose application takes the previous message at 1.5 s.
+    let mut m = GroupMember::new(tuned(1)).unwrap();
+    actions(&mut m);
+    m.handle_block(0, 4, BLOCK);
+    m.handle_block(0, 8, BLOCK);
+    actions(&mut m);
+    m.handle_timeout(ms(0));
+    m.message_consumed();
+    m.handle_timeout(ms(1500));
+    m.handle_timeout(ms(3400));
+    assert!(m.failure().is_none(), "the take is progress");
+    m.handle_timeout(ms(3500));
+    assert_eq!(m.failure().map(|f| f.suspect), Some(Some(0)));
+}

@@ -1,15 +1,13 @@
 //! Single members driven by hand: peers that break the protocol (wrong
 //! blocks, forged or early control messages, impossible counts), the
-//! application's close and the progress timeout, and failure reports (the
-//! cause travels with every report and relay, a report naming members
-//! outside the group is a violation, never a panic, and a cause seen from
-//! outside waits the report grace).
+//! application's close and the progress timeout, leaving, and local
+//! failures.
 
 use std::time::Duration;
 
 use super::{actions, config};
 use crate::schedule::Algorithm;
-use crate::{Action, Control, Failure, FailureKind, GroupMember, READY_WINDOW, Rank};
+use crate::{Action, Control, FailureKind, GroupMember, READY_WINDOW, Rank};
 
 // ---- misbehaving peers -----------------------------------------------------
 
@@ -636,6 +634,15 @@ fn cut_off_from_the_root_a_receiver_fails_with_the_failure_it_heard_of() {
         (failure.suspect, failure.kind, failure.reported_by),
         (Some(3), FailureKind::Stalled { millis: 5 }, Some(1))
     );
+    // Losing the root itself, no relay between: the root is the cause.
+    let mut m = chain_member(4, 2);
+    m.handle_control(0, Control::Close { messages: 0 });
+    actions(&mut m);
+    assert_acknowledges_on_close(&mut m);
+    m.handle_control(1, report);
+    m.handle_peer_failure_cutting_off(Some(0), &[], None);
+    let failure = m.failure().expect("failed");
+    assert_eq!((failure.suspect, failure.reported_by), (Some(0), None));
 }
 
 #[test]
@@ -659,178 +666,57 @@ fn the_root_sends_its_verdicts_highest_rank_first() {
     assert_eq!(verdicts, [5, 4, 3, 2, 1]);
 }
 
-// ---- failure reports --------------------------------------------------------
-
-/// The reports `actions` send, as (to, control).
-fn reports(actions: &[Action]) -> Vec<(Rank, Control)> {
-    actions
-        .iter()
-        .filter_map(|a| match a {
-            Action::SendControl {
-                to,
-                control: control @ Control::Failed { .. },
-            } => Some((*to, *control)),
-            _ => None,
-        })
-        .collect()
-}
-
-/// The one `Failed` among `actions`.
-#[track_caller]
-fn failed(actions: &[Action]) -> Failure {
-    let mut failures = actions.iter().filter_map(|a| match a {
-        Action::Failed(f) => Some(f.clone()),
-        _ => None,
-    });
-    let first = failures.next().expect("a failure");
-    assert_eq!(failures.next(), None, "{actions:?}");
-    first
-}
-
 #[test]
-fn a_member_told_of_a_failure_fails_with_the_detectors_cause_and_relays_it() {
-    let kinds = [
-        FailureKind::Unreachable,
-        FailureKind::ProtocolViolation,
-        FailureKind::LocalShutdown,
-        FailureKind::ClosedUnread,
-        FailureKind::NoProgress,
-        FailureKind::OutOfMemory { size: 1 << 40 },
-        FailureKind::DigestMismatch { seq: 7 },
-        FailureKind::Stalled { millis: 2500 },
-        FailureKind::SlowReader { millis: 9000 },
-        FailureKind::ReceiveTarget,
-    ];
-    for kind in kinds {
-        // Member 1 of 4 hears from member 3 that member 2 found the failure.
-        let mut m = GroupMember::new(config(Algorithm::BinomialPipeline, 4, 1)).unwrap();
-        actions(&mut m);
-        let report = Control::Failed {
-            suspect: Some(0),
-            kind,
-            detector: 2,
-        };
-        m.handle_control(3, report);
-        let got = actions(&mut m);
-        let f = failed(&got);
-        assert_eq!(f.suspect, Some(0), "{kind:?}");
-        assert_eq!(f.kind, kind);
-        assert_eq!(f.reported_by, Some(2), "the detector, not the relay");
-        assert_eq!(f.detail, None, "the detail stays with the detector");
-        // It tells every other member, as it was told.
-        assert_eq!(reports(&got), [(0, report), (2, report), (3, report)]);
-    }
-}
-
-#[test]
-fn the_detector_reports_its_own_cause_and_keeps_the_detail() {
-    let mut m = GroupMember::new(config(Algorithm::Chain, 3, 2)).unwrap();
-    actions(&mut m);
-    // A block nobody asked for, from member 0.
-    m.handle_block(0, 4, 4);
-    let got = actions(&mut m);
-    let f = failed(&got);
-    assert_eq!(f.kind, FailureKind::ProtocolViolation);
-    assert_eq!(f.reported_by, None);
-    assert!(f.detail.is_some(), "{f:?}");
-    let report = Control::Failed {
-        suspect: Some(0),
-        kind: FailureKind::ProtocolViolation,
-        detector: 2,
+fn a_receiver_that_acknowledged_leaves_quietly_others_tell_everyone() {
+    let reports = |actions: &[Action]| {
+        let mut to: Vec<Rank> = actions
+            .iter()
+            .filter_map(|a| match *a {
+                Action::SendControl {
+                    to,
+                    control: Control::Failed { .. },
+                } => Some(to),
+                _ => None,
+            })
+            .collect();
+        to.sort_unstable();
+        to
     };
-    assert_eq!(reports(&got), [(0, report), (1, report)]);
-    assert!(
-        f.to_string()
-            .starts_with("rank 0 failed (protocol violation: ")
+    let mut m = chain_member(4, 2);
+    m.handle_control(0, Control::Close { messages: 0 });
+    actions(&mut m);
+    assert_acknowledges_on_close(&mut m);
+    m.shutdown();
+    let got = actions(&mut m);
+    assert_eq!(reports(&got), Vec::<Rank>::new(), "{got:?}");
+    assert_eq!(
+        m.failure().map(|f| f.kind),
+        Some(FailureKind::LocalShutdown)
     );
-}
-
-#[test]
-fn a_report_naming_members_outside_the_group_is_a_violation_by_its_sender() {
-    for (rank, closing) in [(1, false), (1, true), (0, false), (0, true)] {
-        let bad = [
-            (Some(3), 0),
-            (Some(usize::MAX), 0),
-            (None, 3),
-            (Some(0), usize::MAX),
-            // This member detected nothing.
-            (Some(0), rank),
-        ];
-        for (suspect, detector) in bad {
-            let mut m = GroupMember::new(config(Algorithm::Chain, 3, rank)).unwrap();
-            if closing {
-                // The close barrier looks the suspect up (the root in its
-                // acknowledgements): it must not index out of the group.
-                if rank == 0 {
-                    m.close().unwrap();
-                } else {
-                    m.handle_control(0, Control::Close { messages: 0 });
-                }
-            }
-            actions(&mut m);
-            m.handle_control(
-                2,
-                Control::Failed {
-                    suspect,
-                    kind: FailureKind::Unreachable,
-                    detector,
-                },
-            );
-            let f = failed(&actions(&mut m));
-            let context = format!("rank {rank} {suspect:?} {detector}: {f:?}");
-            assert_eq!(f.suspect, Some(2), "{context}");
-            assert_eq!(f.kind, FailureKind::ProtocolViolation, "{context}");
-        }
-    }
-}
-
-const GRACE: Duration = Duration::from_millis(100);
-
-/// The root of a chain of 3 that sent its one block to member 1, which
-/// acknowledges nothing more: it waits on member 1, with a report grace.
-fn root_waiting_on_1() -> GroupMember {
-    let mut root = GroupMember::new(
-        config(Algorithm::Chain, 3, 0)
-            .with_progress_timeout(Some(T))
-            .with_report_grace(GRACE),
-    )
-    .unwrap();
-    root.submit(4).unwrap();
-    root.handle_control(1, Control::ReadyForBlock);
+    // Not acknowledged yet: every other member hears it left.
+    let mut m = chain_member(4, 2);
+    m.shutdown();
+    assert_eq!(reports(&actions(&mut m)), [0, 1, 3]);
+    // Nor the root, even after its close.
+    let mut root = chain_member(4, 0);
+    root.close().unwrap();
     actions(&mut root);
-    root.handle_timeout(Duration::ZERO);
-    assert_eq!(root.waiting_on(), Some((1, 1)));
-    root
+    root.shutdown();
+    assert_eq!(reports(&actions(&mut root)), [1, 2, 3]);
 }
 
 #[test]
-fn no_progress_waits_the_report_grace_after_the_timeout() {
-    let mut root = root_waiting_on_1();
-    assert_eq!(root.poll_timeout(), Some(T + GRACE));
-    root.handle_timeout(T);
-    assert_eq!(actions(&mut root), [], "the timeout passed, the grace not");
-    root.handle_timeout(T + GRACE);
-    let f = failed(&actions(&mut root));
-    assert_eq!((f.suspect, f.kind), (Some(1), FailureKind::NoProgress));
-}
-
-#[test]
-fn a_report_within_the_report_grace_decides_the_cause() {
-    let mut root = root_waiting_on_1();
-    root.handle_timeout(T + GRACE / 2);
-    assert_eq!(actions(&mut root), []);
-    // Member 2 says member 1's application closed early.
-    root.handle_control(
-        2,
-        Control::Failed {
-            suspect: Some(1),
-            kind: FailureKind::ClosedUnread,
-            detector: 1,
-        },
-    );
-    let f = failed(&actions(&mut root));
-    assert_eq!(f.kind, FailureKind::ClosedUnread);
-    assert_eq!(f.reported_by, Some(1));
-    root.handle_timeout(T + GRACE);
-    assert_eq!(actions(&mut root), [], "failed once");
+fn a_local_failure_names_the_suspect_or_this_member_and_keeps_the_detail() {
+    for (suspect, named) in [(None, 2), (Some(1), 1)] {
+        let mut m = chain_member(4, 2);
+        m.handle_local_failure(
+            suspect,
+            FailureKind::OutOfMemory { size: 9 },
+            Some("no room".into()),
+        );
+        let failure = m.failure().expect("failed").clone();
+        assert_eq!(failure.suspect, Some(named));
+        assert_eq!(failure.kind, FailureKind::OutOfMemory { size: 9 });
+        assert_eq!(failure.detail.as_deref(), Some("no room"));
+    }
 }

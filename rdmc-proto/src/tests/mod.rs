@@ -8,6 +8,7 @@ mod delivery;
 mod harness;
 mod members;
 mod rendezvous;
+mod reports;
 
 use crate::schedule::{Algorithm, BlockSize};
 use crate::{Action, GroupMember, MemberConfig, Rank};
