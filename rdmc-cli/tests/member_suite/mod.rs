@@ -335,14 +335,11 @@ pub fn a_member_killed_mid_transfer_makes_every_survivor_fail_naming_it(
             );
         }
     }
-    // Natively, well under the 3 s failure timeout; where processes run
-    // slowly (the emulated Soft-RoCE VM) the bound stretches with the
-    // time scale, and only the native runs show how fast the kill is found.
-    assert!(
-        killed.elapsed() < Duration::from_secs(5 * time_scale()),
-        "survivors took {:?}",
-        killed.elapsed()
-    );
+    // How soon: within the failure timeout and a margin, checked in virtual
+    // time by the whole-node simulator (a crash), where the machine's load
+    // cannot stretch it; here only that it is found at all (the wait above
+    // bounds it) and said right.
+    eprintln!("the survivors failed {:?} after the kill", killed.elapsed());
 }
 
 pub fn a_member_that_hangs_is_detected_within_the_failure_timeout(transport: &'static Transport) {
@@ -367,11 +364,10 @@ pub fn a_member_that_hangs_is_detected_within_the_failure_timeout(transport: &'s
     let took = frozen.elapsed();
     children[2].kill().unwrap();
     let _ = children[2].wait();
-    // Stretched where processes run slowly, as above.
-    assert!(
-        took < Duration::from_secs(4 * time_scale()),
-        "survivors took {took:?} with a 1 s failure timeout"
-    );
+    // How soon: within the failure timeout and a margin, checked in virtual
+    // time by the whole-node simulator (a node frozen, every link of it
+    // held), where the machine's load cannot stretch it.
+    eprintln!("the survivors failed {took:?} after the freeze");
 }
 
 pub fn members_with_different_keys_say_so_without_logs(transport: &'static Transport) {

@@ -442,3 +442,13 @@ fn waiting_for_ready_means_holding_the_next_block_with_no_ready_for_it() {
     actions(&mut root);
     assert!(!root.waiting_for_ready());
 }
+
+#[test]
+fn any_sender_announces_half_its_window_at_once() {
+    let c = config(Algorithm::Chain, 3, 1);
+    assert_eq!(c.announce_batch(), READY_WINDOW / 2);
+    for (window, batch) in [(1, 1), (2, 1), (3, 1), (4, 2), (5, 2), (8, 4)] {
+        let c = config(Algorithm::Chain, 3, 1).with_ready_window(window);
+        assert_eq!(c.announce_batch(), batch, "window {window}");
+    }
+}

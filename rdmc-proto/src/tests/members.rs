@@ -626,6 +626,15 @@ fn cut_off_from_the_root_a_receiver_fails_with_the_failure_it_heard_of() {
     };
     m.handle_control(1, report);
     assert!(m.failure().is_none());
+    // Member 3 reports member 1 failed: moot too; the first report heard
+    // stays the cause.
+    let second = Control::Failed {
+        suspect: Some(1),
+        kind: FailureKind::Unreachable,
+        detector: 3,
+    };
+    m.handle_control(3, second);
+    assert!(m.failure().is_none());
     // Then member 1, which carried the root's signals, is gone: the cause
     // is what member 1 found, not member 1.
     m.handle_peer_failure_cutting_off(Some(1), &[0], None);
