@@ -14,7 +14,8 @@
 //! - a group none of whose members a fault touched closes `Ok` everywhere;
 //! - a failure names a member a fault touched (or, behind a stalled
 //!   application, a member held up by it: a known limitation; a frozen
-//!   node, which saw every peer silent, may name any), and a crash or a
+//!   node, which saw every peer silent, may name any, and so may a member
+//!   that took its report), and a crash or a
 //!   freeze is reported to every member still running (whose application
 //!   is not stalled) within the failure timeout and a margin;
 //! - nothing hangs: every node that was not crashed finishes its groups and
@@ -342,11 +343,14 @@ fn judge(
             // member names the peer it waits on), open.
             let held_up = record.stalled.keys().any(|&(group, _)| group == g.id)
                 && error.contains("no progress");
-            // A frozen node saw every peer silent: it may name any.
+            // A frozen node saw every peer silent: it may name any, and so
+            // may a member that took its report (the first cause heard).
             let frozen = lost.frozen_at.contains_key(&m);
+            let frozen_said =
+                (lost.frozen_at.keys()).any(|f| error.contains(&format!("reported by node {f})")));
             match suspect {
                 Some(s) if touched_here.contains(&(*s as usize)) => {}
-                Some(_) if held_up || frozen => {}
+                Some(_) if held_up || frozen || frozen_said => {}
                 // Not the group's failure (its creation refused, ...), in a
                 // group a fault touched.
                 None if !group_failed => {}

@@ -149,6 +149,19 @@ fn a_message_is_persisted_once_every_receiver_persisted_it_in_order() {
     assert_eq!(persisted(&actions(&mut root)), [2]);
     assert_eq!(root.persisted(), 3);
     assert_eq!(root.delivered(), 3, "persisting takes nothing back");
+    // Each member's own count; none for the root or outside the group.
+    root.handle_control(2, Control::Persisted { messages: 3 });
+    assert_eq!(
+        [0, 1, 2, 3].map(|r| root.persisted_by(r)),
+        [0, 3, 3, 0],
+        "as reported"
+    );
+    let mut root = root_with_sent(3, 3);
+    for r in [1, 2] {
+        root.handle_control(r, Control::Taken { messages: 3 });
+    }
+    root.handle_control(2, Control::Persisted { messages: 2 });
+    assert_eq!([0, 1, 2].map(|r| root.persisted_by(r)), [0, 0, 2]);
 }
 
 #[test]
@@ -290,6 +303,36 @@ fn a_slow_reader_fails_the_group_naming_itself() {
         })
         .collect();
     assert_eq!(told, [0, 1]);
+}
+
+#[test]
+fn the_slow_reader_timeout_is_exact_and_only_a_live_receivers() {
+    const T: Duration = Duration::from_secs(5);
+    let t0 = Duration::from_secs(100);
+    let mut m = receiver_with(1, Some(T));
+    m.handle_timeout(t0);
+    m.handle_timeout(t0 + T - Duration::from_nanos(1));
+    assert!(!m.is_finished());
+    m.handle_timeout(t0 + T);
+    assert!(m.is_finished(), "at the timeout exactly");
+    // A receiver that failed otherwise is not failed again, nor counted.
+    let mut m = receiver_with(1, Some(T));
+    m.handle_timeout(t0);
+    m.handle_peer_failure(Some(1));
+    actions(&mut m);
+    m.handle_timeout(t0 + 2 * T);
+    assert_eq!(m.failure().map(|f| f.kind), Some(FailureKind::Unreachable));
+    assert_eq!(m.poll_timeout(), None);
+    // The root has no reader.
+    let tuned = config(Algorithm::Chain, 2, 0).with_slow_reader_timeout(Some(T));
+    let mut root = GroupMember::new(tuned).unwrap();
+    root.submit(BLOCK as u64).unwrap();
+    root.handle_control(1, Control::ReadyForBlock);
+    root.handle_send_complete(1);
+    assert_eq!(root.completed(), 1);
+    root.handle_timeout(t0);
+    root.handle_timeout(t0 + 2 * T);
+    assert!(!root.is_finished());
 }
 
 #[test]

@@ -183,3 +183,31 @@ fn a_report_within_the_report_grace_decides_the_cause() {
     root.handle_timeout(T + GRACE);
     assert_eq!(actions(&mut root), [], "failed once");
 }
+
+#[test]
+fn failure_kinds_have_stable_wire_codes_that_read_back() {
+    let kinds = [
+        (FailureKind::Unreachable, (0, 0)),
+        (FailureKind::ProtocolViolation, (1, 0)),
+        (FailureKind::LocalShutdown, (2, 0)),
+        (FailureKind::ClosedUnread, (3, 0)),
+        (FailureKind::NoProgress, (4, 0)),
+        (FailureKind::OutOfMemory { size: 77 }, (5, 77)),
+        (FailureKind::DigestMismatch { seq: 5 }, (6, 5)),
+        (FailureKind::Stalled { millis: 1500 }, (7, 1500)),
+        (FailureKind::SlowReader { millis: 9 }, (8, 9)),
+        (FailureKind::ReceiveTarget, (9, 0)),
+    ];
+    for (kind, code) in kinds {
+        assert_eq!(kind.to_code(), code, "{kind:?}");
+        assert_eq!(FailureKind::from_code(code.0, code.1), Some(kind));
+        // A number on a kind without one is not its canonical form.
+        if code.1 == 0 && ![5, 6, 7, 8].contains(&code.0) {
+            assert_eq!(FailureKind::from_code(code.0, 1), None, "{kind:?}");
+        }
+        let outside = matches!(kind, FailureKind::Unreachable | FailureKind::NoProgress);
+        assert_eq!(kind.is_seen_from_outside(), outside, "{kind:?}");
+    }
+    assert_eq!(FailureKind::from_code(10, 0), None);
+    assert_eq!(FailureKind::from_code(u8::MAX, 0), None);
+}
