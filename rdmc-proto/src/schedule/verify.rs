@@ -33,16 +33,21 @@ pub fn verify_schedules_in(
     topology: &Topology,
     blocks: usize,
 ) -> Result<(), PlanError> {
-    let group_size = topology.group_size();
     if blocks == 0 {
         return Err(PlanError::NoBlocks);
     }
-    let schedules: Vec<NodeSchedule> = (0..group_size)
+    let schedules: Vec<NodeSchedule> = (0..topology.group_size())
         .map(|rank| {
             NodeSchedule::with_topology(algorithm, topology, rank).expect("rank < group_size")
         })
         .collect();
+    check_members(&schedules, blocks)
+}
 
+/// The checks of [`verify_schedules`] over every member's schedule, rank
+/// by rank.
+fn check_members<S: Schedule>(schedules: &[S], blocks: usize) -> Result<(), PlanError> {
+    let group_size = schedules.len();
     // Connection lists: in range, no self, no duplicates, symmetric.
     let connections: Vec<Vec<usize>> = schedules
         .iter()
@@ -188,6 +193,97 @@ fn check_rendezvous(lists: &[Vec<usize>]) -> Result<(), PlanError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A member's schedule with one thing bent.
+    struct Bent {
+        inner: NodeSchedule,
+        bend: Bend,
+    }
+
+    #[derive(Clone, Copy)]
+    enum Bend {
+        None,
+        /// Its connection list names `peer` too.
+        Connects(usize),
+        /// It sends block 0 to `peer` at step `step` as well.
+        SendsAt(usize, usize),
+        /// It receives block 0 from `peer` at step `step` as well.
+        ReceivesAt(usize, usize),
+    }
+
+    impl Schedule for Bent {
+        fn group_size(&self) -> usize {
+            self.inner.group_size()
+        }
+        fn rank(&self) -> usize {
+            self.inner.rank()
+        }
+        fn total_steps(&self, blocks: usize) -> usize {
+            self.inner.total_steps(blocks)
+        }
+        fn outgoing(&self, blocks: usize, step: usize) -> Option<Transfer> {
+            match self.bend {
+                Bend::SendsAt(peer, at) if at == step => Some(Transfer { peer, block: 0 }),
+                _ => self.inner.outgoing(blocks, step),
+            }
+        }
+        fn incoming(&self, blocks: usize, step: usize) -> Option<Transfer> {
+            match self.bend {
+                Bend::ReceivesAt(peer, at) if at == step => Some(Transfer { peer, block: 0 }),
+                _ => self.inner.incoming(blocks, step),
+            }
+        }
+        fn first_block(&self) -> Option<Transfer> {
+            self.inner.first_block()
+        }
+        fn connections(&self) -> Vec<usize> {
+            let mut peers = self.inner.connections();
+            if let Bend::Connects(peer) = self.bend {
+                peers.push(peer);
+            }
+            peers
+        }
+    }
+
+    /// A sequential send to `n` members, member `rank` bent.
+    fn sequential(n: usize, rank: usize, bend: Bend) -> Vec<Bent> {
+        (0..n)
+            .map(|r| Bent {
+                inner: NodeSchedule::new(Algorithm::Sequential, n, r).unwrap(),
+                bend: if r == rank { bend } else { Bend::None },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn bent_schedules_are_refused_with_the_right_error() {
+        use PlanError::{BadConnection, UnmatchedTransfer};
+        let unmatched = |step, from, to| UnmatchedTransfer {
+            step,
+            from,
+            to,
+            block: 0,
+        };
+        // Unbent, they pass. A sequential send of one block to 3 takes 2
+        // steps (the root sends to 1, then to 2); to 2, one step.
+        assert_eq!(check_members(&sequential(3, 0, Bend::None), 1), Ok(()));
+        assert_eq!(check_members(&sequential(2, 0, Bend::None), 1), Ok(()));
+        let cases = [
+            // Connected to itself, or to a member outside the group.
+            (3, 1, Bend::Connects(1), BadConnection { node: 1, peer: 1 }),
+            (3, 1, Bend::Connects(3), BadConnection { node: 1, peer: 3 }),
+            // A send at the step count, two past it, or out of the group.
+            (3, 0, Bend::SendsAt(1, 2), unmatched(2, 0, 1)),
+            (2, 0, Bend::SendsAt(1, 2), unmatched(2, 0, 1)),
+            (3, 0, Bend::SendsAt(5, 0), unmatched(0, 0, 5)),
+            // A receipt at the step count, or from out of the group.
+            (3, 2, Bend::ReceivesAt(0, 2), unmatched(2, 0, 2)),
+            (3, 2, Bend::ReceivesAt(5, 0), unmatched(0, 5, 2)),
+        ];
+        for (n, rank, bend, error) in cases {
+            assert_eq!(check_members(&sequential(n, rank, bend), 1), Err(error));
+        }
+    }
 
     #[test]
     fn rendezvous_detects_a_cycle() {
