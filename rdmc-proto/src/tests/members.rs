@@ -729,3 +729,30 @@ fn a_local_failure_names_the_suspect_or_this_member_and_keeps_the_detail() {
         assert_eq!(failure.detail.as_deref(), Some("no room"));
     }
 }
+
+#[test]
+fn after_the_close_count_a_receiver_waits_on_its_first_peer_only_while_asking() {
+    // Member 2 of a chain of three: its first blocks come from member 1.
+    let receiver = |window| {
+        let mut m =
+            GroupMember::new(config(Algorithm::Chain, 3, 2).with_receive_window(window)).unwrap();
+        actions(&mut m);
+        m.handle_block(1, 4, 4);
+        actions(&mut m);
+        m
+    };
+    // One message of two here: it waits (twice the timeout) for the next.
+    let mut m = receiver(None);
+    m.handle_control(0, Control::Close { messages: 2 });
+    assert_eq!(m.waiting_on(), Some((1, 2)));
+    // Every message here: it waits on its own application.
+    let mut m = receiver(None);
+    m.handle_control(0, Control::Close { messages: 1 });
+    assert_eq!(m.waiting_on(), None);
+    // Its window full, it does not ask: it waits on its application too.
+    let mut m = receiver(Some(1));
+    m.handle_control(0, Control::Close { messages: 2 });
+    assert_eq!(m.waiting_on(), None);
+    m.message_consumed();
+    assert_eq!(m.waiting_on(), Some((1, 2)), "asking again");
+}
