@@ -31,7 +31,8 @@
 //! ```
 //!
 //! `RDMC_SIM_SEEDS` (how many seeds, default 200) and `RDMC_SIM_FIRST` (the
-//! first, default 0) size the sweep; `RDMC_SIM_SEED=S` runs seed `S` alone
+//! first, default 0) size the sweep (`RDMC_SIM_VERBOSE_FROM=S`: tell all
+//! from seed `S` on); `RDMC_SIM_SEED=S` runs seed `S` alone
 //! and prints its plan, the faults as they strike, the nodes' logs
 //! (`RUST_LOG=rdmc=debug`) in virtual time, and what happened. A failing
 //! seed prints both commands: alone, and its sweep from the first seed,
@@ -503,7 +504,12 @@ fn seeded_clusters_keep_every_promise() {
             false,
         ),
     };
-    if verbose {
+    // A failing seed deep in a sweep may not fail alone (see below): with
+    // `RDMC_SIM_VERBOSE_FROM=S`, the sweep runs on quietly and tells all,
+    // logs included, from seed `S` on.
+    let verbose_from = env_u64("RDMC_SIM_VERBOSE_FROM", u64::MAX);
+    let logs = (verbose || verbose_from != u64::MAX).then(|| {
+        use tracing_subscriber::prelude::*;
         // The nodes' logs, stamped with the simulation's clock.
         struct SimTime;
         impl tracing_subscriber::fmt::time::FormatTime for SimTime {
@@ -514,16 +520,23 @@ fn seeded_clusters_keep_every_promise() {
                 write!(w, "{:>12?}", now())
             }
         }
-        let _ = tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        let quiet = tracing_subscriber::EnvFilter::new("off");
+        let (filter, handle) = tracing_subscriber::reload::Layer::new(quiet);
+        let layer = tracing_subscriber::fmt::layer()
             .with_timer(SimTime)
             .with_ansi(false)
             .with_writer(std::io::stderr)
-            .try_init();
-    }
+            .with_filter(filter);
+        let _ = tracing_subscriber::registry().with(layer).try_init();
+        handle
+    });
     let started = Instant::now();
     let mut totals = Totals::default();
     for seed in first..first + count {
+        let verbose = verbose || seed >= verbose_from;
+        if let Some(logs) = logs.as_ref().filter(|_| verbose) {
+            let _ = logs.reload(tracing_subscriber::EnvFilter::from_default_env());
+        }
         match run(seed, verbose) {
             Verdict::Kept(summary) => {
                 if verbose {
