@@ -817,3 +817,51 @@ fn a_join_after_the_group_failed_in_creation_hears_the_failure() {
         [RendezvousAction::SendJoinRejected { .. }]
     ));
 }
+
+#[test]
+fn the_tables_count_every_entry_and_forget_the_oldest_ended_ids() {
+    use crate::rendezvous::USED_IDS_KEPT;
+    const H: GroupId = GroupId(8);
+    let mut r = Rendezvous::new(NodeId(0));
+    assert_eq!(r.table_len(), 0);
+    // A Join and its settings for a group not created yet: one early entry
+    // each, counted, listed once in the order of arrival.
+    r.handle_join_settings(NodeId(1), H, SettingsFingerprint(42));
+    r.handle_join(NodeId(1), H, 42);
+    assert_eq!(r.table_len(), 1 + 2 + 1, "early: map, count, order");
+    // Created: the group, its id, its deadline, two Joins to send and the
+    // replay of what came early (two signals and the end).
+    r.create(H, nodes([0, 1, 2]), summary(42), 50);
+    assert!(r.is_pending(H));
+    assert_eq!(r.table_len(), 3 + 2 + 3);
+    actions(&mut r);
+    r.handle_join(NodeId(2), H, 42);
+    assert!(!r.is_pending(H));
+    assert_eq!(r.table_len(), 3, "the group, its id, its ready");
+    assert_eq!(actions(&mut r), [RendezvousAction::Ready { group: H }]);
+    r.handle_group_ended(H, None);
+    assert_eq!(r.table_len(), 2, "its id, used and ended");
+    // Settings, a Join or a refusal for an id used here are not kept.
+    r.handle_join_settings(NodeId(1), H, SettingsFingerprint(42));
+    r.handle_join_rejected(NodeId(1), H, 42);
+    actions(&mut r);
+    assert_eq!(r.table_len(), 2);
+    // A node down is an entry until it is up again.
+    r.handle_peer_down(NodeId(3));
+    assert!(r.is_down(NodeId(3)));
+    assert_eq!(r.table_len(), 3);
+    r.handle_peer_up(NodeId(3));
+    assert!(!r.is_down(NodeId(3)));
+    // Ids of ended groups are kept up to the most, the oldest forgotten.
+    for g in 0..USED_IDS_KEPT as u64 {
+        let id = GroupId(1000 + g);
+        r.create(id, nodes([0]), summary(1), 50);
+        r.handle_group_ended(id, None);
+    }
+    actions(&mut r);
+    assert!(!r.is_used(H), "the oldest forgotten");
+    assert!(r.is_used(GroupId(1000)));
+    assert!(r.is_used(GroupId(1000 + USED_IDS_KEPT as u64 - 1)));
+    assert!(!r.is_used(GroupId(999)), "never used");
+    assert_eq!(r.table_len(), 2 * USED_IDS_KEPT);
+}
