@@ -865,3 +865,33 @@ fn the_tables_count_every_entry_and_forget_the_oldest_ended_ids() {
     assert!(!r.is_used(GroupId(999)), "never used");
     assert_eq!(r.table_len(), 2 * USED_IDS_KEPT);
 }
+
+#[test]
+fn joins_on_their_way_when_the_group_closed_are_taken_once_each() {
+    let mut r = Rendezvous::new(NodeId(0));
+    r.create(G, nodes([1, 0, 2]), summary(42), 50);
+    actions(&mut r);
+    // The root closed the group before either Join came here.
+    r.handle_group_closed(G);
+    assert_eq!(actions(&mut r), [RendezvousAction::Ready { group: G }]);
+    r.handle_join(NodeId(2), G, 42);
+    r.handle_join(NodeId(1), G, 42);
+    assert_eq!(actions(&mut r), [], "both were on their way");
+    // A second Join from a member is a new creation with the id in use.
+    r.handle_join(NodeId(2), G, 42);
+    assert!(!actions(&mut r).is_empty(), "refused");
+}
+
+#[test]
+fn a_refusal_for_a_group_not_created_yet_is_kept_for_it() {
+    let mut r = Rendezvous::new(NodeId(0));
+    r.handle_join_rejected(NodeId(1), G, 43);
+    assert_eq!(r.table_len(), 3, "kept early");
+    r.create(G, nodes([0, 1]), summary(42), 50);
+    let got = actions(&mut r);
+    assert!(
+        got.iter()
+            .any(|a| matches!(a, RendezvousAction::CreateFailed { group: G, .. })),
+        "{got:?}"
+    );
+}
