@@ -15,7 +15,8 @@
 //! - a failure names a member a fault touched (or, behind a stalled
 //!   application, a member held up by it: a known limitation; a frozen
 //!   node, which saw every peer silent, may name any, and so may a member
-//!   that took its report), and a crash or a
+//!   that took its report; on demand, a member the relay path to which
+//!   crosses a fault may be named: open), and a crash or a
 //!   freeze is reported to every member still running (whose application
 //!   is not stalled) within the failure timeout and a margin;
 //! - nothing hangs: every node that was not crashed finishes its groups and
