@@ -469,4 +469,32 @@ mod tests {
         // The id is not a setting: the members compare one group's.
         assert_eq!(ours, SettingsFingerprint::new(&members, &base));
     }
+
+    #[test]
+    fn the_fingerprint_is_stable() {
+        // Pinned: members of different builds compare fingerprints.
+        let fingerprint = SettingsFingerprint::new(&nodes(&[0, 1, 2]), &pinned_settings());
+        assert_eq!(format!("{:032x}", fingerprint.0), PINNED_FINGERPRINT);
+    }
+
+    const PINNED_FINGERPRINT: &str = "a27ea00592f49cb32a843e52eb07bc4d";
+
+    #[test]
+    fn a_mismatch_reads_as_the_rest_of_a_sentence() {
+        use GroupSetting::{Algorithm as A, BlockSize as B, Members as M};
+        let said = |settings: Vec<GroupSetting>| Mismatch::Settings(settings).to_string();
+        assert_eq!(
+            said(vec![]),
+            "created it with other settings (which ones could not be told)"
+        );
+        assert_eq!(said(vec![A]), format!("created it with a different {A}"));
+        assert_eq!(
+            said(vec![A, B]),
+            format!("created it with a different {A} and {B}")
+        );
+        assert_eq!(
+            said(vec![A, B, M]),
+            format!("created it with a different {A}, {B} and {M}")
+        );
+    }
 }
