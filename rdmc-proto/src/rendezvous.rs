@@ -668,7 +668,7 @@ impl<I: Copy + Ord> Rendezvous<I> {
                         });
                     }
                 }
-                self.abandon(group, CreateFailure::TimedOut { missing }, &[]);
+                self.abandon(group, CreateFailure::TimedOut { missing });
             }
         }
     }
@@ -746,12 +746,12 @@ impl<I: Copy + Ord> Rendezvous<I> {
                 }
             }
         }
-        self.abandon(group, CreateFailure::Mismatch { peer, mismatch }, &[]);
+        self.abandon(group, CreateFailure::Mismatch { peer, mismatch });
     }
 
-    /// Fail the creation of `group`, telling the members in `tell` that the
-    /// group failed here.
-    fn abandon(&mut self, group: GroupId, failure: CreateFailure, tell: &[NodeId]) {
+    /// Fail the creation of `group` here (the caller tells the others what
+    /// they need to hear).
+    fn abandon(&mut self, group: GroupId, failure: CreateFailure) {
         let Some(c) = self.created.remove(&group) else {
             return;
         };
@@ -766,13 +766,6 @@ impl<I: Copy + Ord> Rendezvous<I> {
         };
         self.actions
             .push_back(RendezvousAction::CreateFailed { group, failure });
-        let control = gave_up(c.rank);
-        for &to in tell {
-            if !self.down.contains(&to) {
-                self.actions
-                    .push_back(RendezvousAction::SendControl { group, to, control });
-            }
-        }
         self.keep_abandoned(group, c.summary, c.members, late_join);
         self.remember_ended(group);
     }

@@ -830,6 +830,8 @@ fn the_tables_count_every_entry_and_forget_the_oldest_ended_ids() {
     assert!(r.is_pending(H));
     assert_eq!(r.table_len(), 3 + 2 + 3);
     actions(&mut r);
+    r.handle_join_settings(NodeId(2), H, SettingsFingerprint(42));
+    assert_eq!(r.table_len(), 3 + 1, "node 2's fingerprint, heard");
     r.handle_join(NodeId(2), H, 42);
     assert!(!r.is_pending(H));
     assert_eq!(r.table_len(), 3, "the group, its id, its ready");
