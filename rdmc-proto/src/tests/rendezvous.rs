@@ -815,7 +815,7 @@ fn a_join_after_the_group_failed_in_creation_hears_the_failure() {
 
 #[test]
 fn the_tables_count_every_entry_and_forget_the_oldest_ended_ids() {
-    use crate::rendezvous::USED_IDS_KEPT;
+    use crate::rendezvous::{ABANDONED_KEPT, USED_IDS_KEPT};
     const H: GroupId = GroupId(8);
     let mut r = Rendezvous::new(NodeId(0));
     assert_eq!(r.table_len(), 0);
@@ -855,18 +855,18 @@ fn the_tables_count_every_entry_and_forget_the_oldest_ended_ids() {
     r.handle_timeout(50);
     actions(&mut r);
     assert_eq!(r.table_len(), 2 + 4);
-    // Ids of ended groups are kept up to the most, the oldest forgotten.
+    // Ids of ended groups (failed creations) are kept up to the most, the
+    // oldest forgotten; so are the failed creations.
     for g in 0..USED_IDS_KEPT as u64 {
-        let id = GroupId(1000 + g);
-        r.create(id, nodes([0]), summary(1), 50);
-        r.handle_group_ended(id, None);
+        r.create(GroupId(1000 + g), nodes([0, 1]), summary(1), 50);
+        r.handle_timeout(50);
     }
     actions(&mut r);
     assert!(!r.is_used(H), "the oldest forgotten");
     assert!(r.is_used(GroupId(1000)));
     assert!(r.is_used(GroupId(1000 + USED_IDS_KEPT as u64 - 1)));
     assert!(!r.is_used(GroupId(999)), "never used");
-    assert_eq!(r.table_len(), 2 * USED_IDS_KEPT + 2);
+    assert_eq!(r.table_len(), 2 * (USED_IDS_KEPT + ABANDONED_KEPT));
 }
 
 #[test]
