@@ -94,6 +94,61 @@ fn any_sender_announces_in_batches_one_sender_block_by_block() {
     }
 }
 
+/// A member's blocks arriving in its schedule's order (4-byte blocks of a
+/// `size`-byte message), its peers ready at once for a window's worth.
+struct Arrivals {
+    incoming: Vec<Rank>,
+    arrived: Vec<usize>,
+    next: usize,
+    size: u64,
+}
+
+impl Arrivals {
+    fn new(m: &mut GroupMember, schedule: &NodeSchedule, blocks: usize) -> Self {
+        // Every peer's receives stay announced: a window's worth, topped up per block.
+        for peer in schedule.connections() {
+            for _ in 0..READY_WINDOW {
+                m.handle_control(peer, Control::ReadyForBlock);
+            }
+        }
+        let incoming = (0..schedule.total_steps(blocks))
+            .filter_map(|step| schedule.incoming(blocks, step).map(|t| t.peer))
+            .collect();
+        Arrivals {
+            incoming,
+            arrived: vec![0; schedule.group_size()],
+            next: 0,
+            size: (blocks * 4) as u64,
+        }
+    }
+
+    /// The sender of the next block to arrive.
+    fn next_from(&self) -> Option<Rank> {
+        self.incoming.get(self.next).copied()
+    }
+
+    /// The first block, into the bounce buffer announced at creation (not
+    /// among the counts).
+    fn first(&mut self, m: &mut GroupMember) -> Vec<Action> {
+        m.handle_block(self.incoming[0], self.size, 4);
+        self.next = 1;
+        actions(m)
+    }
+
+    /// The next block arrives.
+    fn deliver(&mut self, m: &mut GroupMember) -> Vec<Action> {
+        let from = self.incoming[self.next];
+        m.handle_block(from, self.size, 4);
+        self.arrived[from] += 1;
+        self.next += 1;
+        actions(m)
+    }
+
+    fn all_in(&self) -> bool {
+        self.next == self.incoming.len()
+    }
+}
+
 /// Drives member `rank` of an `n`-member group through one `blocks`-block
 /// message (4-byte blocks) with [`Announce::AnySender`], its peers ready
 /// at once and its sends completing at once, each block arriving as soon
@@ -103,38 +158,24 @@ fn any_sender_announces_in_batches_one_sender_block_by_block() {
 /// on the way that every one of the others rides a block to its peer and
 /// that every receive posted is announced by the end.
 fn drive_any_sender(algorithm: Algorithm, n: usize, rank: Rank, blocks: usize) -> usize {
-    use crate::schedule::{NodeSchedule, Schedule};
     let schedule = NodeSchedule::new(algorithm, n, rank).unwrap();
-    let size = (blocks * 4) as u64;
     let mut m =
         GroupMember::new(config(algorithm, n, rank).with_announce(Announce::AnySender)).unwrap();
     let at = format!("{algorithm} n={n} rank={rank} k={blocks}");
-    // Every peer's receives stay announced: a window's worth, topped up per block.
-    for peer in schedule.connections() {
-        for _ in 0..READY_WINDOW {
-            m.handle_control(peer, Control::ReadyForBlock);
-        }
-    }
-    let incoming: Vec<Rank> = (0..schedule.total_steps(blocks))
-        .filter_map(|step| schedule.incoming(blocks, step).map(|t| t.peer))
-        .collect();
-    let (mut posted, mut announced, mut arrived) = (vec![0; n], vec![0; n], vec![0; n]);
-    let mut next_in = 0;
+    let mut arrivals = Arrivals::new(&mut m, &schedule, blocks);
+    let (mut posted, mut announced) = (vec![0; n], vec![0; n]);
     let mut lone = 0;
     let mut pass = actions(&mut m);
-    if rank != 0 && !incoming.is_empty() {
+    if rank != 0 && !arrivals.incoming.is_empty() {
         // The first block (announced at creation, before this loop).
         assert!(
             matches!(pass.as_slice(), [Action::PostFirstBlockRecv { .. }, ..]),
             "{at}"
         );
-        // Announced at creation: not among the counts below.
-        m.handle_block(incoming[0], size, 4);
-        next_in = 1;
-        pass = actions(&mut m);
+        pass = arrivals.first(&mut m);
     }
     if rank == 0 {
-        m.submit(size).unwrap();
+        m.submit(arrivals.size).unwrap();
         pass = actions(&mut m);
     }
     for _round in 0..100 * (blocks + n) {
@@ -156,7 +197,7 @@ fn drive_any_sender(algorithm: Algorithm, n: usize, rank: Rank, blocks: usize) -
                 Action::SendBlock { to, .. } => sent_to.push(to),
                 Action::MessageComplete { .. } => {
                     assert_eq!(posted, announced, "{at}: every receive announced");
-                    assert_eq!(next_in, incoming.len(), "{at}");
+                    assert!(arrivals.all_in(), "{at}");
                     return lone;
                 }
                 Action::Failed(ref f) => panic!("{at}: {f:?}"),
@@ -169,16 +210,16 @@ fn drive_any_sender(algorithm: Algorithm, n: usize, rank: Rank, blocks: usize) -
             m.handle_send_complete(to);
             next.extend(actions(&mut m));
         }
-        if next_in < incoming.len() {
-            let from = incoming[next_in];
-            if announced[from] > arrived[from] {
-                m.handle_block(from, size, 4);
-                arrived[from] += 1;
-                next_in += 1;
-                next.extend(actions(&mut m));
-            }
+        if let Some(from) = arrivals.next_from()
+            && announced[from] > arrivals.arrived[from]
+        {
+            next.extend(arrivals.deliver(&mut m));
         }
-        assert!(!next.is_empty(), "{at}: stuck after {next_in} blocks in");
+        assert!(
+            !next.is_empty(),
+            "{at}: stuck after {} blocks in",
+            arrivals.next
+        );
         pass = next;
     }
     panic!("{at}: did not complete");
@@ -252,24 +293,14 @@ fn drive_early(
 ) -> usize {
     let algorithm = Algorithm::BinomialPipeline;
     let schedule = NodeSchedule::new(algorithm, n, rank).unwrap();
-    let size = (blocks * 4) as u64;
     let mut m = GroupMember::new(tune(config(algorithm, n, rank))).unwrap();
     let at = format!("n={n} rank={rank} k={blocks}");
-    for peer in schedule.connections() {
-        for _ in 0..READY_WINDOW {
-            m.handle_control(peer, Control::ReadyForBlock);
-        }
-    }
-    let incoming: Vec<Rank> = (0..schedule.total_steps(blocks))
-        .filter_map(|step| schedule.incoming(blocks, step).map(|t| t.peer))
-        .collect();
-    assert!(!incoming.is_empty(), "{at}: a receiver");
+    let mut arrivals = Arrivals::new(&mut m, &schedule, blocks);
+    assert!(!arrivals.incoming.is_empty(), "{at}: a receiver");
     actions(&mut m);
-    // The first block lands in the bounce buffer, announced at creation.
-    m.handle_block(incoming[0], size, 4);
-    let mut pass = actions(&mut m);
-    let (mut posted, mut arrived) = (vec![0usize; n], vec![0usize; n]);
-    let (mut next_in, mut announced_early) = (1, 0);
+    let mut pass = arrivals.first(&mut m);
+    let mut posted = vec![0usize; n];
+    let mut announced_early = 0;
     for _round in 0..100 * (blocks + n) {
         let mut next = Vec::new();
         for a in &pass {
@@ -281,21 +312,21 @@ fn drive_early(
                     next.extend(actions(&mut m));
                 }
                 Action::MessageComplete { .. } => {
-                    assert_eq!(next_in, incoming.len(), "{at}");
+                    assert!(arrivals.all_in(), "{at}");
                     return announced_early;
                 }
                 Action::Failed(ref f) => panic!("{at}: {f:?}"),
                 _ => {}
             }
         }
-        if let Some(&from) = incoming.get(next_in)
-            && posted[from] > arrived[from]
+        if let Some(from) = arrivals.next_from()
+            && posted[from] > arrivals.arrived[from]
         {
+            let arrived = &arrivals.arrived;
             let outstanding: usize = (0..n).map(|p| posted[p] - arrived[p]).sum();
-            let after = incoming
-                .get(next_in + 1)
-                .copied()
+            let after = (arrivals.incoming.get(arrivals.next + 1).copied())
                 .filter(|&b| b != from && posted[b] == arrived[b]);
+            let block = arrivals.next;
             match (early, after) {
                 (Some(threshold), Some(b)) if outstanding == 1 => {
                     m.handle_block_progress(from, threshold + 1);
@@ -310,21 +341,22 @@ fn drive_early(
                     let ready = now.iter().any(|a| {
                         matches!(*a, Action::SendControl { to, control: Control::ReadyForBlock } if to == b)
                     });
-                    assert!(posts && ready, "{at}: block {next_in}: {now:?}");
+                    assert!(posts && ready, "{at}: block {block}: {now:?}");
                     announced_early += 1;
                     next.extend(now);
                 }
                 _ => {
                     m.handle_block_progress(from, 0);
-                    assert_eq!(actions(&mut m), [], "{at}: block {next_in}");
+                    assert_eq!(actions(&mut m), [], "{at}: block {block}");
                 }
             }
-            m.handle_block(from, size, 4);
-            arrived[from] += 1;
-            next_in += 1;
-            next.extend(actions(&mut m));
+            next.extend(arrivals.deliver(&mut m));
         }
-        assert!(!next.is_empty(), "{at}: stuck after {next_in} blocks in");
+        assert!(
+            !next.is_empty(),
+            "{at}: stuck after {} blocks in",
+            arrivals.next
+        );
         pass = next;
     }
     panic!("{at}: did not complete");
