@@ -147,6 +147,16 @@ impl Arrivals {
     fn all_in(&self) -> bool {
         self.next == self.incoming.len()
     }
+
+    /// The actions of the next round: some, or the member is stuck.
+    fn going_on(&self, next: Vec<Action>, at: &str) -> Vec<Action> {
+        assert!(
+            !next.is_empty(),
+            "{at}: stuck after {} blocks in",
+            self.next
+        );
+        next
+    }
 }
 
 /// Drives member `rank` of an `n`-member group through one `blocks`-block
@@ -215,12 +225,7 @@ fn drive_any_sender(algorithm: Algorithm, n: usize, rank: Rank, blocks: usize) -
         {
             next.extend(arrivals.deliver(&mut m));
         }
-        assert!(
-            !next.is_empty(),
-            "{at}: stuck after {} blocks in",
-            arrivals.next
-        );
-        pass = next;
+        pass = arrivals.going_on(next, &at);
     }
     panic!("{at}: did not complete");
 }
@@ -352,12 +357,7 @@ fn drive_early(
             }
             next.extend(arrivals.deliver(&mut m));
         }
-        assert!(
-            !next.is_empty(),
-            "{at}: stuck after {} blocks in",
-            arrivals.next
-        );
-        pass = next;
+        pass = arrivals.going_on(next, &at);
     }
     panic!("{at}: did not complete");
 }
