@@ -70,14 +70,16 @@ fn a_tree_of_small_files_and_a_large_file_reach_three_receivers_checked() {
     }
 }
 
-/// Rank 0 alone: it must refuse within seconds (no receiver is listening,
-/// so it could only wait for the connect timeout otherwise), exit 1 and say
-/// why on one line.
+/// Rank 0 alone: it must refuse up front, exit 1 and say why on one line.
+/// No receiver is listening and its connect timeout is at least 60 s, so a
+/// refusal within the 30 s wait is one made before connecting, however
+/// loaded the machine.
 fn refused(mut command: Command, expected: &str) -> String {
+    if !command.get_args().any(|a| a == "--connect-timeout") {
+        command.args(["--connect-timeout", "600"]);
+    }
     let child = command.spawn().unwrap();
-    let start = Instant::now();
     let (status, _, err) = finish(child, Duration::from_secs(30));
-    assert!(start.elapsed() < Duration::from_secs(20));
     assert_eq!(status.code(), Some(1), "{err}");
     assert_eq!(err.lines().count(), 1, "one line: {err}");
     assert!(err.contains(expected), "expected {expected:?} in {err:?}");
@@ -196,13 +198,7 @@ fn key_files_that_cannot_be_keys_are_refused_at_once_by_every_command() {
                 .arg(key)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
-            let started = Instant::now();
             refused(command, expected);
-            assert!(
-                started.elapsed() < Duration::from_secs(5),
-                "{args:?} with {}: not at once",
-                key.display()
-            );
         }
     }
 }
