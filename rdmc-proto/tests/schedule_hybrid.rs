@@ -61,6 +61,16 @@ fn check(algorithm: Algorithm, topo: &Topology, k: usize) -> Result<(), String> 
         ));
     }
     verify_schedules_in(algorithm, topo, k).map_err(|e| format!("{}: schedules: {e}", ctx()))?;
+    // The count is tight: no idle step at the end (the bound above comes
+    // from the same layout, so this is what checks it).
+    let end = plan.transfers.iter().map(|t| t.step + 1).max().unwrap_or(0);
+    if plan.steps != end {
+        return Err(format!(
+            "{}: {} steps, but the last transfer ends at {end}",
+            ctx(),
+            plan.steps
+        ));
+    }
     // Slow members other than the root never send, when someone else can.
     let fast_receivers = (1..n).any(|r| !topo.is_slow(r));
     for t in &plan.transfers {

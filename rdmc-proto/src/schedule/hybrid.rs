@@ -159,22 +159,6 @@ impl Rack {
             // exhaustively); the verifiers would report a double send.
             .unwrap_or(v)
     }
-
-    /// Who feeds the leaves at rack step `u`: the spare member of a long
-    /// message, the same for every message length. (In a message of
-    /// `u + LEAF_LAG` blocks step `u` is neither the last step nor after it.)
-    fn leaf_feeder(&self, u: usize) -> usize {
-        self.spare(u, u + LEAF_LAG)
-    }
-
-    /// Whether [`Rack::leaf_feeder`] sends in the pipeline at step `u` of
-    /// a `k`-block message: only at the extra last step of a rack that is
-    /// not a power of two, where the twins of paired vertices may both send.
-    fn leaf_feeder_busy(&self, u: usize, k: usize) -> bool {
-        !self.members.len().is_power_of_two()
-            && u + 1 == self.pipes[0].total_steps(k)
-            && self.pipes[self.leaf_feeder(u)].outgoing(k, u).is_some()
-    }
 }
 
 /// A member's place in the layout.
@@ -305,14 +289,11 @@ impl Layout {
             }
         }
         if !self.leaves.is_empty() {
-            let last = self.racks.last().expect("the root's rack");
+            // The relay's rack (of one) feeds the leaves, the last one its
+            // last block at this position.
+            let relay = self.racks.last().expect("the root's rack");
             let final_position = self.gap * (k - 1) + self.leaves.len() - 1;
-            let nominal = last.dim + LEAF_LAG + final_position;
-            let step = match self.leaf_skip(k) {
-                Some(skip) if nominal >= skip => nominal + 1,
-                _ => nominal,
-            };
-            end = end.max(last.offset + step + 1);
+            end = end.max(relay.offset + LEAF_LAG + final_position + 1);
         }
         end
     }
@@ -329,55 +310,41 @@ impl Layout {
         first.pipes[0].total_steps(k).max(chain)
     }
 
-    /// The last rack's step that a `k`-block message's leaf feed skips,
-    /// if any: the pipeline's extra last step in a rack that is not a power
-    /// of two, when the member that would feed a leaf then sends in the
-    /// pipeline (the twins of paired vertices may both send then).
-    fn leaf_skip(&self, k: usize) -> Option<usize> {
-        let rack = self.racks.last()?;
-        let u = rack.pipes[0].total_steps(k).checked_sub(1)?;
-        rack.leaf_feeder_busy(u, k).then_some(u)
-    }
-
     /// Rack `i`'s feed at rack step `u`: `(sender, receiver, block)`, as
     /// global ranks.
     ///
     /// The next leader gets block `u − l` from the spare member of the
-    /// message. The leaves take positions `q = 0, 1, …` round robin, one
-    /// block per leaf every `gap` positions. Position `q` belongs to the
-    /// *nominal* step `w = l + LEAF_LAG + q` and is sent by the spare member
-    /// of a long message at `w` (the same for every message length, so each
-    /// leaf's first block comes from one peer); it goes out at `w`, or at
-    /// `w + 1` from the step the message skips on ([`Layout::leaf_skip`]),
-    /// which is after the pipeline's end, when every member idles and holds
-    /// every block.
+    /// message. The last rack feeds the leaves, if any: it is then the
+    /// relay alone (or the root, in a group of the root and leaves only).
+    /// The leaves take positions `q = u − LEAF_LAG = 0, 1, …` round robin,
+    /// one block per leaf every `gap` positions.
     fn feed(&self, i: usize, u: usize, k: usize) -> Option<(usize, usize, usize)> {
         let rack = &self.racks[i];
         if let Some(next) = self.racks.get(i + 1) {
             let p = u.checked_sub(rack.dim)?;
             return (p < k).then(|| (rack.members[rack.spare(u, k)], next.members[0], p));
         }
-        let nominal = match self.leaf_skip(k) {
-            Some(skip) if u == skip => return None,
-            Some(skip) if u > skip => u - 1,
-            _ => u,
-        };
-        let q = nominal.checked_sub(rack.dim + LEAF_LAG)?;
+        if self.leaves.is_empty() {
+            return None;
+        }
+        debug_assert_eq!(rack.members.len(), 1, "the relay's rack is of one");
+        let q = u.checked_sub(LEAF_LAG)?;
         let (index, block) = (q % self.gap, q / self.gap);
+        // One leaf: every other position is nobody's.
         let leaf = *self.leaves.get(index)?;
         if block >= k {
             return None;
         }
         // A member's message completes once its own sends are done too:
-        // after the last rack's pipeline the root, whose completion only
-        // ends its send, feeds the leaves, so that no fast receiver waits for
-        // the leaves' slow pace. Block 0 stays with the spare member, so
-        // that a leaf's first block comes from one peer whatever the length.
+        // once the root has nothing else to send, it feeds the leaves, so
+        // that the relay's completion does not wait for the leaves' slow
+        // pace. Block 0 stays with the relay, so that a leaf's first block
+        // comes from one peer whatever the length.
         let root_free = rack.offset + u >= self.root_free(k);
-        let from = if block >= 1 && u >= rack.pipes[0].total_steps(k) && root_free {
+        let from = if block >= 1 && root_free {
             0
         } else {
-            rack.members[rack.leaf_feeder(nominal)]
+            rack.members[0]
         };
         Some((from, leaf, block))
     }
