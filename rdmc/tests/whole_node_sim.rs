@@ -385,11 +385,17 @@ fn judge(
                 None => FAILURE_TIMEOUT,
             };
             let lost_at = crashed_at.iter().chain(&lost.frozen_at);
+            // Seen by the root between its sends, or by a receiver after its
+            // pause between takes.
+            let seen = record
+                .noticed
+                .get(&(g.id, m))
+                .map_or(*at, |n| (*n).min(*at));
             for (&victim, &when) in lost_at.filter(|_| !g.late && !frozen) {
-                let bound = when + timeout + REPORT_MARGIN;
-                if *suspect == Some(victim as u32) && !crashed_at.contains_key(&m) && *at > bound {
+                let bound = when + timeout + REPORT_MARGIN + g.read_pause;
+                if *suspect == Some(victim as u32) && !crashed_at.contains_key(&m) && seen > bound {
                     broken.push(format!(
-                        "group {}: member {m} learned of node {victim}'s crash or freeze at {at:?}, after {bound:?}",
+                        "group {}: member {m} learned of node {victim}'s crash or freeze at {seen:?}, after {bound:?}",
                         g.id
                     ));
                 }
