@@ -482,3 +482,39 @@ fn a_slow_member_is_fed_from_its_own_rack() {
         }
     }
 }
+
+/// Over buffered sends, a group without slow members whose size is not a
+/// power of two runs as power-of-two runs from 5 members on; smaller groups
+/// and powers of two keep the binomial pipeline's own plan (a pipeline of 3
+/// loses nothing to its twin: runs would only add steps).
+#[test]
+fn buffered_sends_lay_out_runs_from_five_members_on() {
+    for n in 2..=40usize {
+        let plain = Topology::flat(n).unwrap();
+        let buffered = Topology::flat(n).unwrap().with_buffered_sends(true);
+        for k in [1, 4, 9] {
+            let a = Plan::with_topology(Algorithm::BinomialPipeline, &plain, k).unwrap();
+            let b = Plan::with_topology(Algorithm::BinomialPipeline, &buffered, k).unwrap();
+            let runs = n > 4 && !n.is_power_of_two();
+            assert_eq!(a.transfers != b.transfers, runs, "n={n} k={k}");
+        }
+    }
+}
+
+/// A layout's schedule says what it is when printed.
+#[test]
+fn a_hybrid_schedule_prints_its_place() {
+    for n in 1..=12usize {
+        let topo = topology(n, &vec![0; n], &[]);
+        let hybrid = NodeSchedule::with_topology(Algorithm::Hybrid, &topo, n - 1).unwrap();
+        let printed = format!("{hybrid:?}");
+        for part in [
+            "Hybrid",
+            &format!("group_size: {n}"),
+            &format!("rank: {}", n - 1),
+            "role",
+        ] {
+            assert!(printed.contains(part), "{printed}");
+        }
+    }
+}

@@ -472,16 +472,15 @@ impl Schedule for Hybrid {
                 block: t.block,
             });
         }
-        let last = self.layout.racks.len() - 1;
-        if i < last {
-            if let Some((from, to, block)) = self.layout.feed(i, u, blocks)
-                && from == self.rank
-            {
-                return Some(Transfer { peer: to, block });
-            }
-            if self.rank != 0 {
-                return None;
-            }
+        // Its rack's feed: to the next leader, or (the relay) to a leaf.
+        if let Some((from, to, block)) = self.layout.feed(i, u, blocks)
+            && from == self.rank
+        {
+            return Some(Transfer { peer: to, block });
+        }
+        // The root, once free, feeds the leaves too.
+        if self.rank != 0 {
+            return None;
         }
         self.leaf_feed(step, blocks)
     }
