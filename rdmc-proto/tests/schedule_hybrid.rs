@@ -518,3 +518,22 @@ fn a_hybrid_schedule_prints_its_place() {
         }
     }
 }
+
+/// Flat means one rack and no slow member: the plain schedules.
+#[test]
+fn flat_is_one_rack_and_no_slow_member() {
+    for n in 1..=6usize {
+        assert!(Topology::flat(n).unwrap().is_flat());
+        assert!(
+            Topology::flat(n)
+                .unwrap()
+                .with_buffered_sends(true)
+                .is_flat()
+        );
+        if n >= 2 {
+            let racks: Vec<u32> = (0..n as u32).map(|r| r % 2).collect();
+            assert!(!topology(n, &racks, &[]).is_flat(), "n={n}");
+            assert!(!topology(n, &vec![0; n], &[n - 1]).is_flat(), "n={n}");
+        }
+    }
+}

@@ -497,6 +497,19 @@ mod tests {
     const KIB: usize = 1 << 10;
     const MIB: u64 = 1 << 20;
 
+    /// An algorithm prints as its command-line name, which parses back;
+    /// any other name is refused, naming it.
+    #[test]
+    fn algorithm_names_print_and_parse_back() {
+        for algorithm in Algorithm::ALL {
+            assert_eq!(algorithm.to_string(), algorithm.name());
+            assert_eq!(algorithm.name().parse::<Algorithm>(), Ok(algorithm));
+        }
+        let err = "binomial-chain".parse::<Algorithm>().unwrap_err();
+        assert_eq!(err, UnknownAlgorithm("binomial-chain".into()));
+        assert!(err.to_string().contains("\"binomial-chain\""), "{err}");
+    }
+
     fn choice(algorithm: Algorithm, n: usize, rank: usize, size: u64) -> usize {
         let schedule = NodeSchedule::new(algorithm, n, rank).unwrap();
         BlockSize::AUTOMATIC.for_message(&schedule, size)
