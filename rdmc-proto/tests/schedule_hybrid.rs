@@ -537,3 +537,28 @@ fn flat_is_one_rack_and_no_slow_member() {
         }
     }
 }
+
+/// Two topologies are equal when every part is: the size, the racks, the
+/// slow members and the kind of sends.
+#[test]
+fn topologies_are_equal_when_every_part_is() {
+    let base = || topology(4, &[0, 0, 1, 1], &[3]);
+    assert_eq!(base(), base());
+    assert_ne!(base(), topology(5, &[0, 0, 1, 1, 1], &[3]));
+    assert_ne!(base(), topology(4, &[0, 1, 1, 1], &[3]));
+    assert_ne!(base(), topology(4, &[0, 0, 1, 1], &[2]));
+    assert_ne!(base(), base().with_buffered_sends(true));
+    assert_eq!(
+        base().with_buffered_sends(true),
+        base().with_buffered_sends(true)
+    );
+    let printed = format!("{:?}", base());
+    for part in [
+        "group_size: 4",
+        "racks: [0, 0, 1, 1]",
+        "slow: [3]",
+        "buffered_sends: false",
+    ] {
+        assert!(printed.contains(part), "{printed}");
+    }
+}
