@@ -281,3 +281,19 @@ fn step_bounds() {
     assert_eq!(step_bound(BinomialTree, 5, 2), 6);
     assert_eq!(step_bound(Sequential, 5, 2), 8);
 }
+
+/// A plan's JSON names `buffered_sends` only when it is set, and a buffered
+/// plan reads back as buffered.
+#[cfg(feature = "serde")]
+#[test]
+fn buffered_sends_appear_in_json_only_when_set() {
+    let plain = Plan::new(Algorithm::BinomialPipeline, 6, 3).unwrap();
+    let json = serde_json::to_string(&plain).unwrap();
+    assert!(!json.contains("buffered_sends"), "{json}");
+    let topology = rdmc_proto::schedule::Topology::flat(6)
+        .unwrap()
+        .with_buffered_sends(true);
+    let buffered = Plan::with_topology(Algorithm::BinomialPipeline, &topology, 3).unwrap();
+    assert!(buffered.buffered_sends);
+    assert_eq!(json_round_trip(&buffered), buffered);
+}
