@@ -475,6 +475,15 @@ mod tests {
             chunk_len: 65_536,
         };
         assert_eq!(Header::decode(&h.encode(), MAX), Ok(h));
+        // The limit and the block themselves are allowed.
+        assert_eq!(Header::decode(&h.encode(), 65_536), Ok(h));
+        assert_eq!(
+            Header::decode(&h.encode(), 65_535),
+            Err(FrameError::ChunkTooLarge {
+                chunk: 65_536,
+                max: 65_535
+            })
+        );
         assert_eq!(
             Header::decode(&h.encode(), 1000),
             Err(FrameError::ChunkTooLarge {

@@ -610,13 +610,14 @@ mod tests {
     }
 
     #[test]
-    fn modes_round_trip_their_codes() {
-        for mode in [
-            WireSecurity::None,
-            WireSecurity::Authenticated,
-            WireSecurity::Encrypted,
+    fn modes_round_trip_their_codes_and_print_their_names() {
+        for (mode, name) in [
+            (WireSecurity::None, "none"),
+            (WireSecurity::Authenticated, "authenticated"),
+            (WireSecurity::Encrypted, "encrypted"),
         ] {
             assert_eq!(WireSecurity::from_code(mode.code()), Some(mode));
+            assert_eq!(mode.to_string(), name);
         }
         assert_eq!(WireSecurity::from_code(3), None);
         assert_eq!(WireSecurity::default(), WireSecurity::Authenticated);
