@@ -622,4 +622,42 @@ mod tests {
         assert_eq!(WireSecurity::from_code(3), None);
         assert_eq!(WireSecurity::default(), WireSecurity::Authenticated);
     }
+
+    /// The frame keys are pinned (HKDF-SHA256 over the cluster key, salted
+    /// with the lower node id's nonce first): a change is a wire change.
+    /// Nothing printed shows a key.
+    #[test]
+    fn frame_keys_are_pinned_and_never_printed() {
+        let derive = |me, peer, mine: u8, theirs: u8| {
+            WireKeys::derive(
+                b"k",
+                WireSecurity::Encrypted,
+                me,
+                peer,
+                &[mine; 32],
+                &[theirs; 32],
+            )
+        };
+        let keys = derive(0, 1, 1, 2);
+        let hex = |k: &[u8; 32]| k.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        assert_eq!(
+            hex(&keys.send),
+            "692cb0928dbccbafb0a6807ff973f7468bad3b7ec0e15fe3d9e2b5a4bc729000"
+        );
+        assert_eq!(
+            hex(&keys.recv),
+            "bccdb2ed462ad66c56e185f595aec246f4fde6c6f7c81843ab2f6efe0722ffd9"
+        );
+        // The other end agrees, whichever id is lower.
+        let other = derive(1, 0, 2, 1);
+        assert_eq!((other.send, other.recv), (keys.recv, keys.send));
+        assert_eq!(format!("{keys:?}"), "WireKeys(..)");
+        let sealer = Sealer::new(WireSecurity::Encrypted, &keys.send);
+        let printed = format!("{sealer:?}");
+        assert!(
+            printed.contains("mode: Encrypted") && printed.contains("seq: 0"),
+            "{printed}"
+        );
+        assert!(!printed.contains(&hex(&keys.send)[..8]), "{printed}");
+    }
 }
