@@ -562,3 +562,19 @@ fn topologies_are_equal_when_every_part_is() {
         assert!(printed.contains(part), "{printed}");
     }
 }
+
+/// Without slow members, and where sends complete once delivered, the
+/// binomial pipeline is the plain one, whatever the size.
+#[test]
+fn the_plain_pipeline_unless_slow_members_or_buffered_runs() {
+    for n in 1..=20usize {
+        let flat = Topology::flat(n).unwrap();
+        for rank in 0..n {
+            assert_eq!(
+                NodeSchedule::with_topology(Algorithm::BinomialPipeline, &flat, rank),
+                NodeSchedule::new(Algorithm::BinomialPipeline, n, rank),
+                "n={n}"
+            );
+        }
+    }
+}
