@@ -164,6 +164,12 @@ mod tests {
         // A loop.
         let looped = Route::new(nodes(&[1, 2, 1])).unwrap().encode();
         assert_eq!(Route::decode(&looped), Err(FrameError::BadRoute));
+        // The longest route fits.
+        let longest: Vec<NodeId> = (0..MAX_HOPS as u32).map(NodeId).collect();
+        let encoded = Route::new(longest).unwrap().encode();
+        assert_eq!(encoded.len(), PREFIX + 4 * MAX_HOPS);
+        assert_eq!(check_len(encoded.len() as u32), Ok(()));
+        assert!(Route::decode(&encoded).is_ok());
         // Lengths that hold no route.
         for len in [0, 4, 8, 13, PREFIX + 4 * MAX_HOPS + 4] {
             assert_eq!(check_len(len as u32), Err(FrameError::BadRoute), "{len}");

@@ -190,6 +190,9 @@ mod tests {
         );
         // The rendezvous's id-in-use has no arguments.
         assert_eq!(decode(9, 1, 0), Err(FrameError::BadArgument));
+        // A suspect's rank below the "no suspect" mark, and not at it.
+        assert!(decode(10, NO_SUSPECT - 1, 0).is_ok());
+        assert_eq!(decode(10, NO_SUSPECT, 0), Err(FrameError::BadArgument));
         assert_eq!(decode(9, 0, 0), Ok(Signal::IdInUse));
         assert_eq!(
             decode(u8::MAX, 0, 0),
