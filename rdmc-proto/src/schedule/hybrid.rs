@@ -87,11 +87,13 @@ use super::{Algorithm, BinomialPipeline, Schedule, Topology, Transfer, floor_log
 /// pipeline.
 const FIRST_BLOCK_SCAN_BLOCKS: usize = 1 << 16;
 
-/// How many positions of the last rack's feed pass before the leaves' first
-/// block. The member that takes the feed at rack step `u` holds block
-/// `u − l`, but in a group that is not a power of two it may still miss
-/// blocks down to `u − l − 1` (its twin forwards them late); every block up
-/// to `u − l − 2` it holds (checked exhaustively by the schedule tests).
+/// How many steps of the relay's rack (the last, of one member) pass
+/// before the leaves' first position. The relay takes the blocks one per
+/// step from the previous rack's feed; a leaf's block `b` leaves at position
+/// `gap · b` or later, by which time the relay holds it (the verifiers check
+/// every send's block has arrived, exhaustively, in the schedule tests).
+/// Kept at 2, the value of the layout before the relay, so that plans did
+/// not change.
 const LEAF_LAG: usize = 2;
 
 /// One rack's binomial pipeline and where it sits in the chain.
