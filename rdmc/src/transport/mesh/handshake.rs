@@ -66,7 +66,7 @@
 //! Hello:
 //!   offset size field
 //!        0    8 magic      b"RDMC-HS\0"
-//!        8    2 version    8
+//!        8    2 version    9
 //!       10    1 role       1 = initiator, 2 = acceptor
 //!       11    4 from       the sender's node id
 //!       15    4 to         the node id the sender believes it talks to
