@@ -54,6 +54,11 @@ fn proofs_and_session_keys_are_pinned() {
         hex(&node.session(&initiator, &acceptor).0),
         "041fb7f917d992f478ad165b107846871cbbe659a4ed8fa3bbce89c3cfe86d9c"
     );
+    // Never printed: a log line must not leak what authenticates the link.
+    assert_eq!(
+        format!("{:?}", node.session(&initiator, &acceptor)),
+        "SessionKey(<redacted>)"
+    );
     let proof = node.proof(Role::Acceptor, &initiator, &acceptor);
     assert!(
         node.verify(Role::Acceptor, &initiator, &acceptor, &proof)
@@ -462,6 +467,66 @@ async fn open_membership_lets_in_an_id_beyond_the_list_and_learns_its_address() 
     let (refused, accepted) = run(&open(1), NodeId(0), &node(0, 7)).await;
     assert!(refused.is_err());
     assert_matches!(accepted, Err(HandshakeError::DigestMismatch));
+}
+
+/// A vetting end is asked about the peer's id and incarnation from its
+/// hello before it proves anything: a refused run fails at both ends, a
+/// let-in one gets in (its incarnation told).
+#[tokio::test(start_paused = true)]
+async fn a_vetted_run_is_refused_at_both_ends_before_any_proof() {
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let vet = |refuse_below: u64| -> Vet {
+        let asked = asked.clone();
+        Arc::new(move |peer: NodeId, incarnation: u64| {
+            asked.lock().unwrap().push((peer, incarnation));
+            if incarnation < refuse_below {
+                Err(format!("run {incarnation} of {peer} has ended"))
+            } else {
+                Ok(())
+            }
+        })
+    };
+    // The acceptor refuses the initiator's old run.
+    let old = node(1, 7).with_incarnation(3);
+    let (initiated, accepted) = run(&old, NodeId(0), &node(0, 7).with_vet(vet(4))).await;
+    assert_eq!(
+        accepted.unwrap_err().to_string(),
+        "refused: run 3 of 1 has ended"
+    );
+    assert_matches!(initiated, Err(HandshakeError::Closed));
+    // The initiator refuses the acceptor's old run, after its hello and
+    // before its proof: the acceptor never sees one.
+    let (initiated, accepted) = run(
+        &node(1, 7).with_vet(vet(6)),
+        NodeId(0),
+        &node(0, 7).with_incarnation(5),
+    )
+    .await;
+    assert_matches!(initiated, Err(HandshakeError::Refused(_)));
+    assert_matches!(accepted, Err(HandshakeError::Closed));
+    // A run let in connects, and its incarnation is what the other end got.
+    let (mut a, mut b) = pipe();
+    let (initiator, acceptor) = (node(2, 7).with_incarnation(9), node(0, 7).with_vet(vet(4)));
+    let (initiated, accepted) = tokio::join!(
+        initiator.initiate_keyed(&mut a, NodeId(0)),
+        acceptor.accept_keyed(&mut b)
+    );
+    assert_eq!(initiated.unwrap().incarnation, 0);
+    assert_eq!(accepted.unwrap().incarnation, 9);
+    assert_eq!(
+        *asked.lock().unwrap(),
+        [(NodeId(1), 3), (NodeId(0), 5), (NodeId(2), 9)]
+    );
+}
+
+/// A handshake's `Debug` tells whose it is, never its key.
+#[test]
+fn a_handshake_prints_its_node_never_its_key() {
+    let shown = format!("{:?}", node(2, 0xab).with_incarnation(4));
+    assert_eq!(
+        shown,
+        "Handshake { me: NodeId(2), members: 3, incarnation: 4, .. }"
+    );
 }
 
 #[test]

@@ -343,3 +343,77 @@ async fn members_refuse_a_node_with_another_nodes_certificate_whether_it_is_up_o
         node.shutdown().await;
     }
 }
+
+/// An inner stream that hands out its bytes in the given pieces, at most
+/// one piece per read.
+struct Pieces(std::collections::VecDeque<Vec<u8>>);
+
+impl AsyncRead for Pieces {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        if let Some(mut piece) = self.0.pop_front() {
+            let n = piece.len().min(buf.remaining());
+            buf.put_slice(&piece[..n]);
+            if n < piece.len() {
+                self.0.push_front(piece.split_off(n));
+            }
+        }
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// TLS reads through [`tls::RecordBounded`] never take a byte past a
+/// record, however the socket hands the bytes over (a header in parts, two
+/// records and what follows in one piece): the bytes after the last record
+/// stay in the socket for the frames.
+#[tokio::test]
+async fn tls_reads_stop_at_each_record_s_end() {
+    let record = |len: u16| {
+        let mut r = vec![23, 3, 3];
+        r.extend_from_slice(&len.to_be_bytes());
+        r.extend((0..len).map(|i| i as u8));
+        r
+    };
+    let records: Vec<u8> = [record(3), record(300), record(0), record(70)].concat();
+    let after = b"the first frame".to_vec();
+    let whole: Vec<u8> = [records.clone(), after.clone()].concat();
+    // Each way of cutting the bytes: all at once, byte by byte, and cut
+    // inside each header and body.
+    let cuts: Vec<Vec<usize>> = vec![
+        vec![],
+        (1..whole.len()).collect(),
+        vec![2, 6, 9, 12, 100, 313, 316, 330],
+    ];
+    for cut in cuts {
+        let mut pieces = std::collections::VecDeque::new();
+        let mut from = 0;
+        for &to in cut.iter().chain([&whole.len()]) {
+            pieces.push_back(whole[from..to].to_vec());
+            from = to;
+        }
+        let mut bounded = tls::RecordBounded::new(Pieces(pieces));
+        let mut read = Vec::new();
+        let mut ends = Vec::new();
+        while read.len() < records.len() {
+            let mut buf = [0; 4096];
+            let n = bounded.read(&mut buf).await.unwrap();
+            assert!(n > 0, "cut {cut:?}: the stream ended early");
+            read.extend_from_slice(&buf[..n]);
+            ends.push(read.len());
+        }
+        assert_eq!(read, records, "cut {cut:?}: read past the last record");
+        // No read spans a record's header and body.
+        for end in [5, 8, 13, 313, 318, 323] {
+            assert!(
+                ends.contains(&end),
+                "cut {cut:?}: a read crossed byte {end}"
+            );
+        }
+        let mut rest = Vec::new();
+        bounded.read_to_end(&mut rest).await.unwrap();
+        assert_eq!(rest, after, "cut {cut:?}");
+    }
+}
