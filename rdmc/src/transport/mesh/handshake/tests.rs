@@ -160,7 +160,7 @@ async fn an_acceptor_with_a_wrong_key_gets_no_proof_it_could_use() {
     assert_matches!(initiated, Err(HandshakeError::Closed));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_reflected_proof_is_refused() {
     // A stranger poses as node 1; node 0 dials it. The stranger answers with
     // a well-formed hello that even reuses the initiator's nonce, then echoes
@@ -178,11 +178,14 @@ async fn a_reflected_proof_is_refused() {
         stranger.write_all(&proof).await.unwrap();
         stranger
     };
-    let (initiated, _stranger) = tokio::join!(initiator.initiate(&mut a, NodeId(1)), fake_acceptor);
+    // The initiator drops its end when it is done, so a broken initiator
+    // fails the stranger's reads instead of hanging the test.
+    let initiating = async move { initiator.initiate(&mut a, NodeId(1)).await };
+    let (initiated, _stranger) = tokio::join!(initiating, fake_acceptor);
     assert_matches!(initiated, Err(HandshakeError::BadProof));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_reflected_hello_is_refused() {
     // The stranger echoes the initiator's hello as its own.
     let initiator = node(0, 7);
@@ -193,7 +196,10 @@ async fn a_reflected_hello_is_refused() {
         stranger.write_all(&theirs).await.unwrap();
         stranger
     };
-    let (initiated, _stranger) = tokio::join!(initiator.initiate(&mut a, NodeId(1)), fake_acceptor);
+    // The initiator drops its end when it is done, so a broken initiator
+    // fails the stranger's reads instead of hanging the test.
+    let initiating = async move { initiator.initiate(&mut a, NodeId(1)).await };
+    let (initiated, _stranger) = tokio::join!(initiating, fake_acceptor);
     assert_matches!(initiated, Err(HandshakeError::WrongRole(1)));
 
     // And an acceptor refuses a hello in the acceptor's role.

@@ -417,3 +417,31 @@ async fn tls_reads_stop_at_each_record_s_end() {
         assert_eq!(rest, after, "cut {cut:?}");
     }
 }
+
+/// Writes through [`tls::RecordBounded`] reach the inner stream, and so do
+/// its flushes and its shutdown (here a buffered writer that sends nothing
+/// until flushed).
+#[tokio::test(start_paused = true)]
+async fn tls_writes_flush_and_shut_down_through_the_record_bound() {
+    use std::time::Duration;
+    let (a, mut b) = tokio::io::duplex(1024);
+    let mut bounded = tls::RecordBounded::new(tokio::io::BufWriter::new(a));
+    let mut buf = [0; 5];
+    bounded.write_all(b"hello").await.unwrap();
+    let early = tokio::time::timeout(Duration::from_secs(1), b.read_exact(&mut buf)).await;
+    assert!(early.is_err(), "the writer buffers until flushed");
+    bounded.flush().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(1), b.read_exact(&mut buf))
+        .await
+        .expect("flushed")
+        .unwrap();
+    assert_eq!(&buf, b"hello");
+    bounded.write_all(b"bye").await.unwrap();
+    bounded.shutdown().await.unwrap();
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(1), b.read_to_end(&mut rest))
+        .await
+        .expect("flushed and shut down")
+        .unwrap();
+    assert_eq!(rest, b"bye");
+}
