@@ -309,13 +309,17 @@ fn judge(
             // everywhere else within twice the progress timeout (a member
             // waits that long on a block) and the margin, once the root has
             // sent everything it pauses between (the receive window takes
-            // messages meanwhile). Not so behind a
+            // messages meanwhile) and the data has stopped flowing (with
+            // small blocks and long latencies the transfer itself can
+            // outlast the stall's start by seconds). Not so behind a
             // bound on the root's messages in flight: its sends wait for
             // the stalled application's takes with no timeout (open).
             let stalls = record.stalled.iter().filter(|_| g.max_in_flight.is_none());
             for (&(group, stalled), &when) in stalls {
                 let sending = g.send_pause * g.messages.len() as u32;
-                let bound = when + sending + 2 * STALL_PROGRESS_TIMEOUT + REPORT_MARGIN;
+                let flowing = record.last_take.get(&g.id).copied().unwrap_or_default();
+                let held_from = (when + sending).max(flowing);
+                let bound = held_from + 2 * STALL_PROGRESS_TIMEOUT + REPORT_MARGIN;
                 let in_time = matches!(outcome, Outcome::Failed { at, .. } if *at <= bound);
                 if group == g.id && stalled != m && !in_time {
                     broken.push(format!(

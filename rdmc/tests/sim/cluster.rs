@@ -398,6 +398,9 @@ pub(crate) struct Record {
     pub(crate) first_done: BTreeSet<usize>,
     /// Per (group, member): the sequence numbers its application took.
     pub(crate) taken: BTreeMap<(u32, usize), Vec<u64>>,
+    /// Per group: when an application last took one of its messages (its
+    /// data was still flowing).
+    pub(crate) last_take: BTreeMap<u32, Duration>,
     pub(crate) outcomes: BTreeMap<(u32, usize), Outcome>,
     /// Receipts that resolved `Ok`, per group.
     pub(crate) delivered: BTreeMap<u32, BTreeSet<u64>>,
@@ -430,6 +433,7 @@ impl Log {
         let id = plan.id;
         let mut record = self.lock();
         record.trace = mix(record.trace, &(now(), id, me, message.seq));
+        record.last_take.insert(id, now());
         let taken = record.taken.entry((id, me)).or_default();
         let expected_seq = taken.len() as u64;
         taken.push(message.seq);
