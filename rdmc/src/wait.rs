@@ -6,6 +6,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::proto::BATCH_FLAG;
+
 /// How a node waits for completions: the trade between the CPU it burns and
 /// the latency with which it notices one (the RDMC paper's interrupt,
 /// polling and hybrid modes, and an adaptive mode that spins only under
@@ -48,17 +50,19 @@ pub enum CompletionMode {
     /// several nodes sharing a few cores, in one process or many, never
     /// starve the threads that produce their completions.
     ///
-    /// Small messages are the exception: after a block of at most
-    /// [`LATENCY_BOUND_BLOCK`](Self::LATENCY_BOUND_BLOCK) bytes arrives,
+    /// Small messages are the exception: after a block of a message of at
+    /// most [`LATENCY_BOUND_MESSAGE`](Self::LATENCY_BOUND_MESSAGE) bytes (or
+    /// of a batch of small messages) arrives, or such a message is sent,
     /// where a wake-up at every hop would cost more than the transfer
     /// itself, the loop keeps polling for
-    /// [`SMALL_BLOCK_SPIN`](Self::SMALL_BLOCK_SPIN) after it, even while
+    /// [`SMALL_MESSAGE_SPIN`](Self::SMALL_MESSAGE_SPIN) after it, even while
     /// the machine's cores are busy, as MPI's ranks do: it yields the core
     /// between empty polls, like [`Polling`](Self::Polling), so members
     /// sharing few cores take turns. So messages that follow each other
     /// (requests, acknowledgements, a stream of small writes) find the
-    /// members awake, and a node that has seen no small block for that
-    /// long sleeps: an idle one uses no CPU.
+    /// members awake, and a node that has seen no small message for that
+    /// long sleeps: an idle one uses no CPU. The blocks of large messages
+    /// (however small the blocks) spin only with a core to spare.
     Adaptive {
         /// Completions closer together than this count as a stream worth
         /// spinning for, and a spin ends after this long without one.
@@ -72,15 +76,15 @@ impl CompletionMode {
     /// idle group.
     pub const DEFAULT_SPIN_GAP: Duration = Duration::from_millis(1);
 
-    /// The largest block an [`Adaptive`](Self::Adaptive) loop counts as
-    /// latency-bound traffic: 64 KiB, about where a block's time on a
+    /// The largest message an [`Adaptive`](Self::Adaptive) loop counts as
+    /// latency-bound traffic: 64 KiB, about where a message's time on a
     /// 10 Gbit/s link passes a thread's wake-up.
-    pub const LATENCY_BOUND_BLOCK: usize = 64 << 10;
+    pub const LATENCY_BOUND_MESSAGE: usize = 64 << 10;
 
     /// How long an [`Adaptive`](Self::Adaptive) loop keeps polling after a
-    /// small block ([`LATENCY_BOUND_BLOCK`](Self::LATENCY_BOUND_BLOCK)):
+    /// small message ([`LATENCY_BOUND_MESSAGE`](Self::LATENCY_BOUND_MESSAGE)):
     /// 50 ms, the papers' hybrid window.
-    pub const SMALL_BLOCK_SPIN: Duration = Self::PAPER_HYBRID_WINDOW;
+    pub const SMALL_MESSAGE_SPIN: Duration = Self::PAPER_HYBRID_WINDOW;
 
     /// The papers' [`Hybrid`](Self::Hybrid) window: 50 ms.
     pub const PAPER_HYBRID_WINDOW: Duration = Duration::from_millis(50);
@@ -201,9 +205,9 @@ pub(crate) struct WaitPolicy {
     spin_until: Option<Instant>,
     /// Adaptive: when a pass last found work.
     last_work: Option<Instant>,
-    /// Adaptive: a small block moved since the last pass.
-    small_block: bool,
-    /// Adaptive: when a pass last saw a small block.
+    /// Adaptive: a block of a small message moved since the last pass.
+    small_message: bool,
+    /// Adaptive: when a pass last saw a small message's block.
     last_small: Option<Instant>,
     /// Adaptive: the loop's place among the process's spinning loops, held
     /// while it spins.
@@ -223,7 +227,7 @@ impl WaitPolicy {
             mode,
             spin_until: None,
             last_work: None,
-            small_block: false,
+            small_message: false,
             last_small: None,
             slot: None,
             ask_after: None,
@@ -236,12 +240,26 @@ impl WaitPolicy {
         self.mode
     }
 
-    /// A block of `len` bytes arrived, or a message of `len` bytes was
-    /// sent, in the pass under way: the
+    /// A block of a message of `size` bytes arrived, or a message of
+    /// `size` bytes was sent, in the pass under way: the
     /// [`Adaptive`](CompletionMode::Adaptive) mode spins after small ones
-    /// even on a busy machine.
-    pub(crate) fn block_moved(&mut self, len: usize) {
-        self.small_block |= len <= CompletionMode::LATENCY_BOUND_BLOCK;
+    /// even on a busy machine. Only the message's size counts: the blocks
+    /// of a large message can be as small (48 KiB over TCP by default), and
+    /// a large transfer should not keep every member of a busy machine
+    /// polling.
+    pub(crate) fn message_moved(&mut self, size: u64) {
+        self.small_message |= size <= CompletionMode::LATENCY_BOUND_MESSAGE as u64;
+    }
+
+    /// A block arrived carrying `immediate`, its message's size (with the
+    /// flag of a batch of small messages, which counts as small whatever
+    /// its size): see [`message_moved`](Self::message_moved).
+    pub(crate) fn block_received(&mut self, immediate: u64) {
+        if immediate & BATCH_FLAG != 0 {
+            self.message_moved(0);
+        } else {
+            self.message_moved(immediate);
+        }
     }
 
     /// What to do after a pass that handled `work` events.
@@ -277,7 +295,7 @@ impl WaitPolicy {
     fn after_pass_at(&mut self, work: usize, now: Instant) -> Next {
         // Counted even in a pass that found nothing: the block may have
         // come while the loop slept.
-        if std::mem::take(&mut self.small_block) {
+        if std::mem::take(&mut self.small_message) {
             self.last_small = Some(now);
         }
         if work > 0 {
@@ -301,7 +319,7 @@ impl WaitPolicy {
             CompletionMode::Hybrid { .. } => self.spin_until.is_some_and(|until| now < until),
             CompletionMode::Adaptive { .. } => {
                 let small = self.last_small.is_some_and(|last| {
-                    now.saturating_duration_since(last) < CompletionMode::SMALL_BLOCK_SPIN
+                    now.saturating_duration_since(last) < CompletionMode::SMALL_MESSAGE_SPIN
                 });
                 (small || self.spin_until.is_some_and(|until| now < until))
                     && self.has_slot(now, small)
@@ -318,7 +336,7 @@ impl WaitPolicy {
     }
 
     /// Whether the loop holds a place among the spinning loops, taking one
-    /// if one is free: for a stream of small blocks whether or not the
+    /// if one is free: for a stream of small messages whether or not the
     /// machine has a core to spare, otherwise only if it has (asking the
     /// machine at most once a gap).
     fn has_slot(&mut self, now: Instant, small: bool) -> bool {
@@ -529,30 +547,41 @@ mod tests {
     }
 
     #[test]
-    fn on_a_busy_machine_adaptive_spins_after_small_blocks_only() {
+    fn on_a_busy_machine_adaptive_spins_after_small_messages_only() {
         // A machine whose cores are always taken.
         let busy: &'static SpinBudget = Box::leak(Box::new(SpinBudget {
             machine_is_full: Some(|_| true),
             ..SpinBudget::new(4)
         }));
         let gap = Duration::from_millis(1);
-        let spin = CompletionMode::SMALL_BLOCK_SPIN;
+        let spin = CompletionMode::SMALL_MESSAGE_SPIN;
         let t = Instant::now();
-        let stream = |len: usize| {
+        let stream = |size: u64| {
             let mut p = adaptive(gap, busy);
             for k in 0..2 {
-                p.block_moved(len);
+                p.message_moved(size);
                 assert_eq!(p.after_pass_at(1, t + gap / 4 * k), Next::Again);
             }
             p
         };
-        // Large blocks: no core to spare, no spin.
-        let mut large = stream(CompletionMode::LATENCY_BOUND_BLOCK + 1);
+        // Large messages: no core to spare, no spin.
+        let mut large = stream(CompletionMode::LATENCY_BOUND_MESSAGE as u64 + 1);
         assert_eq!(large.after_pass_at(0, t + gap / 4), Next::Sleep);
         assert_eq!(busy.spinning(), 0);
-        // Small blocks: spin all the same, within the process's budget,
-        // for the small-block window after the last one (not just a gap).
-        let mut small = stream(CompletionMode::LATENCY_BOUND_BLOCK);
+        // The blocks of an 8 MiB message, however small, are a large
+        // message's; those of a batch, however large, small messages'.
+        let mut received = adaptive(gap, busy);
+        for k in 0..2 {
+            received.block_received(8 << 20);
+            assert_eq!(received.after_pass_at(1, t + gap / 4 * k), Next::Again);
+        }
+        assert_eq!(received.after_pass_at(0, t + gap / 4), Next::Sleep);
+        received.block_received((1 << 20) | BATCH_FLAG);
+        assert_eq!(received.after_pass_at(0, t + gap / 2), Next::Spin);
+        drop(received);
+        // Small messages: spin all the same, within the process's budget,
+        // for the small-message window after the last one (not just a gap).
+        let mut small = stream(CompletionMode::LATENCY_BOUND_MESSAGE as u64);
         let last = t + gap / 4;
         assert_eq!(small.after_pass_at(0, last), Next::Spin);
         assert_eq!(busy.spinning(), 1);
@@ -564,14 +593,14 @@ mod tests {
         assert_eq!(busy.spinning(), 0);
         // One small block after a quiet spell is enough to spin again.
         let later = last + spin * 3;
-        small.block_moved(1);
+        small.message_moved(1);
         assert_eq!(small.after_pass_at(1, later), Next::Again);
         assert_eq!(small.after_pass_at(0, later + spin / 2), Next::Spin);
         assert_eq!(small.after_pass_at(0, later + spin), Next::Sleep);
         // A small block handled while the loop slept (outside a pass's
         // count) counts at the next pass, even an empty one.
         let woken = later + spin * 2;
-        small.block_moved(1);
+        small.message_moved(1);
         assert_eq!(small.after_pass_at(0, woken), Next::Spin);
         assert_eq!(small.after_pass_at(0, woken + spin), Next::Sleep);
         // A stream of other completions asks the machine, which refuses.

@@ -147,7 +147,7 @@ pub(crate) struct Actor<T> {
     transport: T,
     commands: mpsc::UnboundedReceiver<Command>,
     completions: Completions,
-    /// How the loop waits for completions (it sees each small block).
+    /// How the loop waits for completions (it sees each small message).
     wait: WaitPolicy,
     groups: HashMap<GroupId, GroupState>,
     /// The creation of the node's groups: which joins are awaited, signals
@@ -389,7 +389,7 @@ impl<T: Transport> Actor<T> {
         acks: Acks,
     ) {
         let started = Instant::now();
-        self.wait.block_moved(data.len());
+        self.wait.message_moved(data.len() as u64);
         let Some(g) = self.groups.get_mut(&group) else {
             let _ = reply.send(Err(Error::Closed(group)));
             acks.fail(&Error::Closed(group));
@@ -508,8 +508,8 @@ impl<T: Transport> Actor<T> {
 
     fn on_completion(&mut self, c: Completion) {
         let now = Instant::now();
-        if let Completion::Received { len, .. } = c {
-            self.wait.block_moved(len);
+        if let Completion::Received { immediate, .. } = c {
+            self.wait.block_received(immediate);
         }
         let (group, peer) = match &c {
             Completion::PeerDown {
