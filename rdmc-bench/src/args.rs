@@ -91,6 +91,10 @@ pub(crate) struct BenchArgs {
     /// Leave MPI_Bcast out.
     #[arg(long)]
     pub(crate) no_mpi: bool,
+    /// Push experiment: leave out `pdcp` and the 15 `scp` at once (about
+    /// 150 s each a run), keeping the single copy every ratio is taken to.
+    #[arg(long)]
+    pub(crate) skip_slow_baselines: bool,
     /// Segment sizes of MPI's forced pipeline in the latency experiment,
     /// each measured as a variant of its own, so the peer is MPI at the
     /// best of them. By default 32 KiB and 48 KiB: on this project's
@@ -100,8 +104,8 @@ pub(crate) struct BenchArgs {
     /// (BENCHMARKS.md). `0` is MPI's unsegmented pipeline.
     #[arg(long, value_delimiter = ',', value_parser = rdmc_cli::size::parse_size, default_value = "32KiB,48KiB", value_name = "SIZES")]
     pub(crate) mpi_segments: Vec<u64>,
-    /// An extra argument for every `rdmc member` the run starts
-    /// (repeatable, in order: `--member-option=--early-announce
+    /// An extra argument for every `rdmc member` (and `rdmc push`) the run
+    /// starts (repeatable, in order: `--member-option=--early-announce
     /// --member-option=off`), to compare a member setting in one run.
     #[arg(long, allow_hyphen_values = true, value_name = "ARG")]
     pub(crate) member_option: Vec<String>,

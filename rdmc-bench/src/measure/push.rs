@@ -248,7 +248,12 @@ impl Receivers {
 
     /// The command that copies the source to `receivers` (lab hosts) with
     /// `system`: one process, or one per receiver.
-    fn commands(&self, system: &str, rdmc: &Path, base_port: u16) -> Vec<Command> {
+    fn commands(
+        &self,
+        system: &str,
+        (rdmc, options): (&Path, &[String]),
+        base_port: u16,
+    ) -> Vec<Command> {
         let src = self.source();
         let dest = self.dest();
         let scp = |host: usize| {
@@ -282,6 +287,7 @@ impl Receivers {
                     .args(["--ssh", &self.ssh(), "--remote-rdmc"])
                     .arg(rdmc)
                     .args(["--base-port", &base_port.to_string()])
+                    .args(options)
                     .arg(&src);
                 vec![cmd]
             }
@@ -429,6 +435,9 @@ impl Run<'_> {
         let before = CpuTimes::now();
         for run in 0..runs + warmup {
             for (k, (system, _)) in SYSTEMS.iter().enumerate() {
+                if self.args.skip_slow_baselines && matches!(*system, "pdcp" | "scp") {
+                    continue;
+                }
                 receivers.clear()?;
                 run_ok(&mut Command::new("sync"), "sync")?;
                 eprintln!(
@@ -468,6 +477,9 @@ impl Run<'_> {
             .map(|o| String::from_utf8_lossy(&o.stderr).trim().to_owned())
             .unwrap_or_default();
         for (((system, algorithm), samples), failed) in SYSTEMS.iter().zip(&times).zip(&failures) {
+            if samples.is_empty() && failed.is_empty() {
+                continue;
+            }
             let seconds = median(samples);
             let receivers = if *system == "scp-single" {
                 1
@@ -480,7 +492,7 @@ impl Run<'_> {
                 "files": SMALL_FILES + 1, "large_size": LARGE,
                 "ratio_to_single": seconds / single, "ratio_to_rdmc": seconds / rdmc,
                 "single_seconds": single, "rdmc_seconds": rdmc,
-                "failed_runs": failed, "ssh": ssh_version, "cpu_idle": cpu_idle, "rate": self.args.rate,
+                "failed_runs": failed, "ssh": ssh_version, "options": self.args.member_option, "cpu_idle": cpu_idle, "rate": self.args.rate,
             });
             self.emit(super::merge(record, super::seconds_of_runs(samples)));
         }
@@ -499,7 +511,8 @@ impl Run<'_> {
         base_port: u16,
         run: usize,
     ) -> Result<Result<f64, String>, String> {
-        let mut commands = receivers.commands(system, &self.rdmc, base_port);
+        let mut commands =
+            receivers.commands(system, (&self.rdmc, &self.args.member_option), base_port);
         let start = Instant::now();
         let mut children = Vec::new();
         for (i, cmd) in commands.iter_mut().enumerate() {
