@@ -132,6 +132,7 @@ impl Launch {
             .with_context(|| format!("--ssh {:?} is not a command", args.ssh))?
             .into_iter();
         let program = ssh.next().expect("not empty");
+        let log_filter = std::env::var("RUST_LOG").ok();
         let ssh_args: Vec<String> = ssh.collect();
         let mut launched = Launched {
             sessions: Vec::new(),
@@ -140,7 +141,7 @@ impl Launch {
         };
         for (i, host) in self.hosts.iter().enumerate() {
             let rank = i as u32 + 1;
-            let remote = remote_command(args, cluster, rank)?;
+            let remote = remote_command(args, cluster, rank, log_filter.as_deref())?;
             let mut child = Command::new(&program)
                 .args(&ssh_args)
                 .args(["-o", "BatchMode=yes", "-T"])
@@ -278,15 +279,27 @@ impl Launched {
 }
 
 /// The command a receiver is started with (one string, as ssh passes it
-/// to the remote shell: every word quoted).
-fn remote_command(args: &HostsArgs, cluster: &ClusterArgs, rank: u32) -> anyhow::Result<String> {
+/// to the remote shell: every word quoted), with the push's `RUST_LOG`
+/// filter if it has one.
+fn remote_command(
+    args: &HostsArgs,
+    cluster: &ClusterArgs,
+    rank: u32,
+    log_filter: Option<&str>,
+) -> anyhow::Result<String> {
     let out = args
         .out
         .as_deref()
         .expect("checked")
         .replace("{rank}", &rank.to_string());
     let name = |v: Option<clap::builder::PossibleValue>| v.expect("a value").get_name().to_owned();
-    let mut words = vec![
+    let mut words = Vec::new();
+    // The push's log filter reaches the receivers (their log lines come
+    // back on the session's stderr, named by the host).
+    if let Some(filter) = log_filter {
+        words.extend(["env".to_owned(), format!("RUST_LOG={filter}")]);
+    }
+    words.extend([
         args.remote_rdmc.clone(),
         "receive".to_owned(),
         "--cluster-from-stdin".to_owned(),
@@ -304,7 +317,9 @@ fn remote_command(args: &HostsArgs, cluster: &ClusterArgs, rank: u32) -> anyhow:
         cluster.ofi_provider.clone(),
         "--wire-security".to_owned(),
         name(clap::ValueEnum::to_possible_value(&cluster.wire_security)),
-    ];
+        "--completion".to_owned(),
+        name(clap::ValueEnum::to_possible_value(&cluster.completion)),
+    ]);
     // A receiver's events (a line per file) are relayed only to a push
     // asked for JSON; otherwise the receiver prints one line at its end
     // (discarded: its failures go to stderr, which is relayed): on a push
@@ -461,24 +476,31 @@ mod tests {
             cluster: ClusterArgs,
         }
         let parsed: Command = clap::Parser::parse_from(["x", "--members", "m"]);
-        let command = remote_command(&hosts, &parsed.cluster, 3).unwrap();
+        let command = remote_command(&hosts, &parsed.cluster, 3, None).unwrap();
         assert!(command.contains("'/data/my dir/3'"), "{command}");
         assert!(
             command.starts_with("rdmc receive --cluster-from-stdin"),
             "{command}"
         );
         let words = shlex::split(&command).unwrap();
-        assert_eq!(words[words.len() - 1], "authenticated");
+        assert_eq!(words[words.len() - 3], "authenticated");
+        assert_eq!(words[words.len() - 1], "adaptive");
         // Receivers print events (a line per file) only for a push asked
         // for them.
         assert!(!words.iter().any(|w| w == "--json"), "{command}");
         let parsed: Command = clap::Parser::parse_from(["x", "--members", "m", "--json"]);
-        let command = remote_command(&hosts, &parsed.cluster, 3).unwrap();
+        let command = remote_command(&hosts, &parsed.cluster, 3, None).unwrap();
         assert!(
             shlex::split(&command)
                 .unwrap()
                 .iter()
                 .any(|w| w == "--json")
+        );
+        // The push's log filter goes along, quoted.
+        let command = remote_command(&hosts, &parsed.cluster, 3, Some("rdmc=debug,x y")).unwrap();
+        assert!(
+            command.starts_with("env 'RUST_LOG=rdmc=debug,x y' rdmc receive "),
+            "{command}"
         );
     }
 }

@@ -48,7 +48,7 @@ use clap::Args;
 use rdmc::{Error, GroupConfig, NodeConfig};
 use serde_json::json;
 
-use rdmc_cli::cluster::{ClusterSetup, SecurityChoice, Transport};
+use rdmc_cli::cluster::{ClusterSetup, ModeChoice, SecurityChoice, Transport};
 use rdmc_cli::members::{MembersArgs, Want};
 use rdmc_cli::size::parse_size;
 
@@ -75,6 +75,10 @@ pub(crate) struct ClusterArgs {
     /// receiver touches first at the start. Every member must give the same.
     #[arg(long, default_value = "8MiB", value_parser = parse_size, value_name = "SIZE")]
     max_message_size: u64,
+    /// How this member waits for completions (see `rdmc member --help`);
+    /// `rdmc push --hosts` gives its receivers its own.
+    #[arg(long, value_enum, default_value_t = ModeChoice::Adaptive)]
+    completion: ModeChoice,
     /// Seconds to wait for every member to be connected.
     #[arg(long, default_value_t = 60.0)]
     connect_timeout: f64,
@@ -227,7 +231,9 @@ fn group_config(args: &ClusterArgs) -> GroupConfig {
 /// many messages' worth resident after they were written).
 fn node_config(args: &ClusterArgs) -> NodeConfig {
     let pool = args.max_message_size.saturating_mul(2);
-    NodeConfig::new().with_buffer_pool(usize::try_from(pool).unwrap_or(usize::MAX))
+    NodeConfig::new()
+        .with_buffer_pool(usize::try_from(pool).unwrap_or(usize::MAX))
+        .with_completion_mode(args.completion.into())
 }
 
 /// The cluster, for the rank `want` (named `flag` in errors).

@@ -252,6 +252,7 @@ impl Receiving<'_> {
             }
         };
         let manifest = Manifest::from_bytes(&manifest_bytes).map_err(Failure::from)?;
+        tracing::info!(files = manifest.files.len(), "manifest received");
         // Check what the output directory holds (hashing it: blocking).
         let staged = {
             let (out, manifest) = (self.args.out.clone(), manifest.clone());
@@ -261,6 +262,7 @@ impl Receiving<'_> {
                 .map_err(Failure::from)?
         };
         self.manifest = Some(manifest);
+        tracing::info!(holds_all = staged.is_none(), "output directory checked");
         let report = match staged {
             None => Report {
                 holds_all: true,
@@ -562,7 +564,10 @@ fn write_files(
             progress.file_done(&manifest, index);
         }
     }
-    staging.commit()
+    tracing::info!("every piece written");
+    staging.commit()?;
+    tracing::info!("files flushed and in place");
+    Ok(())
 }
 
 /// Send `report` on the report group, then close it (the root closes its

@@ -90,6 +90,9 @@ pub(super) fn run(args: &PushArgs) -> Result<Vec<String>, Failure> {
                 Some(launch) => Some(launch.start(&args.hosts, &args.cluster).await?),
                 None => None,
             };
+            if launched.is_some() {
+                tracing::info!(receivers = cluster.size - 1, "receivers started over ssh");
+            }
             let prepared = tokio::select! {
                 hashed = hashing => match hashed {
                     Ok(hashed) => hashed.map_err(Failure::from),
@@ -97,6 +100,14 @@ pub(super) fn run(args: &PushArgs) -> Result<Vec<String>, Failure> {
                 },
                 reason = rdmc_cli::signals::interrupted() => Err(Failure::from(reason)),
             };
+            if let Ok(prepared) = &prepared {
+                let manifest = &prepared.manifest;
+                tracing::info!(
+                    files = manifest.files.len(),
+                    bytes = manifest.total_bytes(),
+                    "inputs hashed"
+                );
+            }
             let outcome = match prepared {
                 Ok(prepared) => push(&cluster, args, prepared, style, launched.as_mut()).await,
                 Err(failure) => Err(failure),
@@ -197,6 +208,7 @@ async fn push(
             },
             None => cluster.start(node_config).await?,
         };
+        tracing::info!("cluster formed");
         let outcome = send_all(cluster, &node, args, prepared, &progress).await;
         // Put the last signals on the wire ("closed", or this member's
         // failure) before the process exits.
@@ -291,6 +303,7 @@ async fn send_all(
         failed,
         mut closing,
     } = survey(cluster, node, args, asked, progress).await?;
+    tracing::info!(holding_all = complete.len(), "receivers surveyed");
     let mut members = vec![0];
     members.extend(controls.keys().filter(|r| !complete.contains(r)));
     // Only the files some receiver of the push lacks are sent.
