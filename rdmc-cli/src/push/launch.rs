@@ -319,6 +319,8 @@ fn remote_command(
         name(clap::ValueEnum::to_possible_value(&cluster.wire_security)),
         "--completion".to_owned(),
         name(clap::ValueEnum::to_possible_value(&cluster.completion)),
+        "--connections".to_owned(),
+        name(clap::ValueEnum::to_possible_value(&cluster.connections)),
     ]);
     // A receiver's events (a line per file) are relayed only to a push
     // asked for JSON; otherwise the receiver prints one line at its end
@@ -483,8 +485,9 @@ mod tests {
             "{command}"
         );
         let words = shlex::split(&command).unwrap();
-        assert_eq!(words[words.len() - 3], "authenticated");
-        assert_eq!(words[words.len() - 1], "adaptive");
+        assert_eq!(words[words.len() - 5], "authenticated");
+        assert_eq!(words[words.len() - 3], "adaptive");
+        assert_eq!(words[words.len() - 1], "all");
         // Receivers print events (a line per file) only for a push asked
         // for them.
         assert!(!words.iter().any(|w| w == "--json"), "{command}");

@@ -48,7 +48,7 @@ use clap::Args;
 use rdmc::{Error, GroupConfig, NodeConfig};
 use serde_json::json;
 
-use rdmc_cli::cluster::{ClusterSetup, ModeChoice, SecurityChoice, Transport};
+use rdmc_cli::cluster::{ClusterSetup, ConnectionsChoice, ModeChoice, SecurityChoice, Transport};
 use rdmc_cli::members::{MembersArgs, Want};
 use rdmc_cli::size::parse_size;
 
@@ -79,6 +79,13 @@ pub(crate) struct ClusterArgs {
     /// `rdmc push --hosts` gives its receivers its own.
     #[arg(long, value_enum, default_value_t = ModeChoice::Adaptive)]
     completion: ModeChoice,
+    /// Which members each member connects to: `all`, every member at
+    /// start; `on-demand`, only those its groups exchange blocks with (the
+    /// pushing host and about log2 N others), when they need them. Every
+    /// member must give the same; `rdmc push --hosts` hands its receivers
+    /// its own.
+    #[arg(long, value_enum, default_value_t = ConnectionsChoice::All)]
+    connections: ConnectionsChoice,
     /// Seconds to wait for every member to be connected.
     #[arg(long, default_value_t = 60.0)]
     connect_timeout: f64,
@@ -278,6 +285,7 @@ fn listed_cluster(
 fn with_settings(args: &ClusterArgs, mut cluster: ClusterSetup) -> anyhow::Result<ClusterSetup> {
     cluster.report.json = args.json;
     cluster.wire_security = args.wire_security.into();
+    cluster.connections = args.connections.into();
     args.credentials.apply(&mut cluster)?;
     Ok(cluster)
 }

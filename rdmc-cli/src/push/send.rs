@@ -16,7 +16,7 @@ use super::inputs::{self, PieceReader, Source};
 use super::launch::{Launch, Launched};
 use super::manifest::{Manifest, Piece};
 use super::progress::{Progress, Style};
-use super::survey::{Survey, close_control, survey, tell};
+use super::survey::{self, Opened, Survey, close_control, tell};
 use super::sync::{self, FileSet};
 use super::{
     Failure, PushArgs, group_config, listed_cluster, node_config, prepare_cluster, runtime,
@@ -83,8 +83,9 @@ pub(super) fn run(args: &PushArgs) -> Result<Vec<String>, Failure> {
     let outcome = runtime.block_on(
         async {
             cluster.join().await?;
-            // The inputs are hashed while the receivers start: on a
-            // cluster launched over ssh, the time of both is the longer's.
+            // The inputs are hashed while the receivers start and the
+            // cluster forms: on a cluster launched over ssh, the time of
+            // both is the longer's.
             let hashing = tokio::task::spawn_blocking(hash);
             let mut launched = match launch {
                 Some(launch) => Some(launch.start(&args.hosts, &args.cluster).await?),
@@ -93,23 +94,26 @@ pub(super) fn run(args: &PushArgs) -> Result<Vec<String>, Failure> {
             if launched.is_some() {
                 tracing::info!(receivers = cluster.size - 1, "receivers started over ssh");
             }
-            let prepared = tokio::select! {
-                hashed = hashing => match hashed {
-                    Ok(hashed) => hashed.map_err(Failure::from),
-                    Err(e) => Err(Failure::from(anyhow!("hashing the inputs failed: {e}"))),
-                },
-                reason = rdmc_cli::signals::interrupted() => Err(Failure::from(reason)),
-            };
-            if let Ok(prepared) = &prepared {
+            let hashing = async {
+                let prepared = match hashing.await {
+                    Ok(hashed) => hashed.map_err(Failure::from)?,
+                    Err(e) => return Err(Failure::from(anyhow!("hashing the inputs failed: {e}"))),
+                };
                 let manifest = &prepared.manifest;
                 tracing::info!(
                     files = manifest.files.len(),
                     bytes = manifest.total_bytes(),
                     "inputs hashed"
                 );
-            }
-            let outcome = match prepared {
-                Ok(prepared) => push(&cluster, args, prepared, style, launched.as_mut()).await,
+                Ok(prepared)
+            };
+            let started = tokio::select! {
+                started = start_and_hash(&cluster, args, launched.as_mut(), hashing) => started,
+                reason = rdmc_cli::signals::interrupted() => Err(Failure::from(reason)),
+                reason = cluster.lost() => Err(Failure::from(reason)),
+            };
+            let outcome = match started {
+                Ok(started) => push(&cluster, args, started, style).await,
                 Err(failure) => Err(failure),
             };
             if let Some(launched) = launched {
@@ -184,32 +188,72 @@ fn prepare(
     })
 }
 
-/// Push; `Ok` names the receivers that failed and were left out (the
-/// others have everything).
+/// This member's node, its groups with every receiver open, and the inputs
+/// hashed.
+type Started = (rdmc::Node, Opened, Prepared);
+
+/// Start this member's node and open its groups with the receivers while
+/// `hashing` the inputs; a receiver started over ssh (`launched`) that ends
+/// before the cluster formed (ssh refused, no `rdmc` there) fails the push
+/// at once, and so does an input that cannot be hashed (the node then
+/// leaves).
+async fn start_and_hash(
+    cluster: &ClusterSetup,
+    args: &PushArgs,
+    launched: Option<&mut Launched>,
+    hashing: impl std::future::Future<Output = Result<Prepared, Failure>>,
+) -> Result<Started, Failure> {
+    let starting = async {
+        let start = cluster.start(node_config(&args.cluster));
+        let node = match launched {
+            Some(launched) => tokio::select! {
+                node = start => node?,
+                failure = launched.failed() => return Err(failure),
+            },
+            None => start.await?,
+        };
+        tracing::info!("cluster formed");
+        match survey::open(cluster, &node, args).await {
+            Ok(opened) => Ok((node, opened)),
+            Err(failure) => {
+                node.shutdown().await;
+                Err(failure)
+            }
+        }
+    };
+    tokio::pin!(starting, hashing);
+    tokio::select! {
+        started = &mut starting => {
+            let (node, opened) = started?;
+            match hashing.await {
+                Ok(prepared) => Ok((node, opened, prepared)),
+                Err(failure) => {
+                    node.shutdown().await;
+                    Err(failure)
+                }
+            }
+        }
+        prepared = &mut hashing => {
+            let prepared = prepared?;
+            let (node, opened) = starting.await?;
+            Ok((node, opened, prepared))
+        }
+    }
+}
+
+/// Push from `node`; `Ok` names the receivers that failed and were left
+/// out (the others have everything).
 async fn push(
     cluster: &ClusterSetup,
     args: &PushArgs,
-    prepared: Prepared,
+    (node, opened, prepared): Started,
     style: Style,
-    launched: Option<&mut Launched>,
 ) -> Result<Vec<String>, Failure> {
     let manifest = prepared.manifest.clone();
     let progress = Progress::new(style, "sent", 0, &manifest);
     let receivers = cluster.size - 1;
-    progress.status(Some(&format!("connecting to {receivers} receivers")));
     let outcome = async {
-        let node_config = node_config(&args.cluster);
-        // A receiver started over ssh that ends before the cluster formed
-        // (ssh refused, no `rdmc` there) fails the push at once.
-        let node = match launched {
-            Some(launched) => tokio::select! {
-                node = cluster.start(node_config) => node?,
-                failure = launched.failed() => return Err(failure),
-            },
-            None => cluster.start(node_config).await?,
-        };
-        tracing::info!("cluster formed");
-        let outcome = send_all(cluster, &node, args, prepared, &progress).await;
+        let outcome = send_all(cluster, &node, args, (opened, prepared), &progress).await;
         // Put the last signals on the wire ("closed", or this member's
         // failure) before the process exits.
         node.shutdown().await;
@@ -285,7 +329,7 @@ async fn send_all(
     cluster: &ClusterSetup,
     node: &rdmc::Node,
     args: &PushArgs,
-    prepared: Prepared,
+    (opened, prepared): (Opened, Prepared),
     progress: &Progress,
 ) -> Result<Pushed, Failure> {
     let plan = Arc::new(prepared.manifest.plan());
@@ -302,7 +346,7 @@ async fn send_all(
         held,
         failed,
         mut closing,
-    } = survey(cluster, node, args, asked, progress).await?;
+    } = survey::survey(cluster, opened, asked, progress).await?;
     tracing::info!(holding_all = complete.len(), "receivers surveyed");
     let mut members = vec![0];
     members.extend(controls.keys().filter(|r| !complete.contains(r)));

@@ -40,49 +40,80 @@ pub(super) struct Survey {
     pub(super) closing: Vec<JoinHandle<()>>,
 }
 
-/// Open the groups, send the manifest (of `files` files, cut into
-/// `messages` messages with itself), collect the reports: a receiver whose
-/// report is not one for this push fails, alone.
-pub(super) async fn survey(
+/// The control and report group of every receiver, opened before the
+/// manifest is ready (while the root hashes the inputs).
+pub(super) struct Opened {
+    controls: BTreeMap<u32, rdmc::Sender>,
+    reports: BTreeMap<u32, rdmc::Receiver>,
+    /// Receivers whose groups could not be opened, and why.
+    failed: Vec<(u32, String)>,
+}
+
+/// Open the control and report group of every receiver: `Err` if this
+/// member failed; receivers that did are kept in [`Opened`] for the
+/// survey to report.
+pub(super) async fn open(
     cluster: &ClusterSetup,
     node: &rdmc::Node,
     args: &PushArgs,
-    (manifest, files, messages): (Bytes, usize, u64),
-    progress: &Progress,
-) -> Result<Survey, Failure> {
+) -> Result<Opened, Failure> {
     let config = || control_config(args.cluster.max_message_size);
     let opens = (1..cluster.size as u32).map(|r| async move {
         let control = node.create_group(control_group(r), &control_members(r), config());
         let report = node.create_group(report_group(r), &report_members(r), config());
         (r, futures::future::try_join(control, report).await)
     });
-    let mut survey = Survey {
+    let mut opened = Opened {
         controls: BTreeMap::new(),
-        complete: BTreeSet::new(),
-        taken: BTreeMap::new(),
-        held: BTreeMap::new(),
-        failed: BTreeSet::new(),
-        closing: Vec::new(),
+        reports: BTreeMap::new(),
+        failed: Vec::new(),
     };
-    let mut reports = BTreeMap::new();
-    for (rank, opened) in join_all(opens).await {
-        match opened {
+    for (rank, groups) in join_all(opens).await {
+        match groups {
             Ok((control, report)) => {
                 let (Ok(control), Ok(report)) = (control.into_sender(), report.into_receiver())
                 else {
                     unreachable!("the root sends on control groups, receives on report groups");
                 };
-                survey.controls.insert(rank, control);
-                reports.insert(rank, report);
+                opened.controls.insert(rank, control);
+                opened.reports.insert(rank, report);
             }
             Err(e) => {
                 let failure = Failure::of_group(cluster, &e);
                 if failure.hosts.is_empty() {
                     return Err(failure);
                 }
-                survey.fail(cluster, progress, rank, &failure.message);
+                opened.failed.push((rank, failure.message));
             }
         }
+    }
+    Ok(opened)
+}
+
+/// Send the manifest (of `files` files, cut into `messages` messages with
+/// itself) on the `opened` groups, collect the reports: a receiver whose
+/// report is not one for this push fails, alone.
+pub(super) async fn survey(
+    cluster: &ClusterSetup,
+    opened: Opened,
+    (manifest, files, messages): (Bytes, usize, u64),
+    progress: &Progress,
+) -> Result<Survey, Failure> {
+    let Opened {
+        controls,
+        mut reports,
+        failed,
+    } = opened;
+    let mut survey = Survey {
+        controls,
+        complete: BTreeSet::new(),
+        taken: BTreeMap::new(),
+        held: BTreeMap::new(),
+        failed: BTreeSet::new(),
+        closing: Vec::new(),
+    };
+    for (rank, why) in failed {
+        survey.fail(cluster, progress, rank, &why);
     }
     for rank in tell(&mut survey.controls, manifest).await {
         survey.fail(
