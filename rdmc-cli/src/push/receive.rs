@@ -411,6 +411,17 @@ impl Receiving<'_> {
                     let index = order.next().ok_or_else(|| {
                         Failure::from("the push sent more messages than it announced".to_owned())
                     })?;
+                    let t = &message.timings;
+                    tracing::debug!(
+                        index,
+                        bytes = message.data.len(),
+                        setup_us = t.setup.as_micros() as u64,
+                        copy_us = t.copy.as_micros() as u64,
+                        transferring_us = t.transferring.as_micros() as u64,
+                        waiting_us = t.waiting.as_micros() as u64,
+                        total_us = t.total.as_micros() as u64,
+                        "message received"
+                    );
                     let next = place(index, self.taken, &sent).map_err(Failure::from)?;
                     if next == Next::Skip {
                         continue;

@@ -696,12 +696,12 @@ async fn send_epoch(
         in_flight.push_back((index, sent));
         if in_flight.len() >= SEND_WINDOW {
             let (index, sent) = in_flight.pop_front().expect("not empty");
-            sent.await?;
+            log_sent(index, &sent.await?);
             report(progress, sending, &plan, index);
         }
     }
     while let Some((index, sent)) = in_flight.pop_front() {
-        sent.await?;
+        log_sent(index, &sent.await?);
         report(progress, sending, &plan, index);
     }
     drop(rx);
@@ -715,6 +715,18 @@ async fn send_epoch(
     )));
     group.close().await?;
     Ok(())
+}
+
+/// Log where the root's time went while it sent message `index`.
+fn log_sent(index: u64, t: &rdmc::MessageTimings) {
+    tracing::debug!(
+        index,
+        setup_us = t.setup.as_micros() as u64,
+        transferring_us = t.transferring.as_micros() as u64,
+        waiting_us = t.waiting.as_micros() as u64,
+        total_us = t.total.as_micros() as u64,
+        "message sent"
+    );
 }
 
 /// Report message `index` sent (the manifest: nothing), and every file it
