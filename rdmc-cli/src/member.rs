@@ -95,8 +95,14 @@ pub(crate) struct MemberArgs {
     /// whose connections break is noticed sooner).
     #[arg(long, default_value_t = 3.0)]
     failure_timeout: f64,
-    /// How this member waits for completions.
-    #[arg(long, value_enum, default_value_t = ModeChoice::Adaptive)]
+    /// How this member waits for completions. A file's messages are large:
+    /// the default, `interrupt`, sleeps until each completion, where
+    /// `adaptive` (the library's default) also polls after small messages
+    /// and through streams while a core is idle, which on a host shared with
+    /// other work (or other members) takes CPU they need and buys a file
+    /// copy nothing (16 members on 2 cores, 64 MiB from disk to disk: 2.28 s
+    /// against 2.27 s).
+    #[arg(long, value_enum, default_value_t = ModeChoice::Interrupt)]
     completion: ModeChoice,
     /// How frames are protected on the wire with `--transport tcp`:
     /// authenticated (the default), encrypted too, or `none`, for trusted

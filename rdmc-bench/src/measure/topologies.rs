@@ -347,7 +347,7 @@ mod files {
     //! `--only file-to-file`: the path users run. One file from the root's disk
     //! to every receiver's disk with plain `rdmc member FILE` / `rdmc member
     //! --out DIR` (the members' defaults: the binomial pipeline, automatic
-    //! block size, adaptive completions), a fresh set of processes per run as an
+    //! block size, interrupt completions), a fresh set of processes per run as an
     //! operator starts them; a receiver's time ends when it reports the
     //! delivery, which it does only once the file is complete, flushed to disk
     //! (`fsync`) and renamed into place. 16 hosts, then 16 hosts with one at

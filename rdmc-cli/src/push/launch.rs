@@ -582,7 +582,7 @@ mod tests {
         );
         let words = shlex::split(&command).unwrap();
         assert_eq!(words[words.len() - 5], "authenticated");
-        assert_eq!(words[words.len() - 3], "adaptive");
+        assert_eq!(words[words.len() - 3], "interrupt");
         assert_eq!(words[words.len() - 1], "all");
         // Receivers print events (a line per file) only for a push asked
         // for them.

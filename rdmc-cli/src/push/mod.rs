@@ -75,9 +75,10 @@ pub(crate) struct ClusterArgs {
     /// receiver touches first at the start. Every member must give the same.
     #[arg(long, default_value = "8MiB", value_parser = parse_size, value_name = "SIZE")]
     max_message_size: u64,
-    /// How this member waits for completions (see `rdmc member --help`);
-    /// `rdmc push --hosts` gives its receivers its own.
-    #[arg(long, value_enum, default_value_t = ModeChoice::Adaptive)]
+    /// How this member waits for completions (see `rdmc member --help`:
+    /// `interrupt` by default, as there); `rdmc push --hosts` gives its
+    /// receivers its own.
+    #[arg(long, value_enum, default_value_t = ModeChoice::Interrupt)]
     completion: ModeChoice,
     /// Which members each member connects to: `all`, every member at
     /// start; `on-demand`, only those its groups exchange blocks with (the
