@@ -212,7 +212,7 @@ async fn fast_kex(program: &str, ssh_args: &[String], dest: &str) -> Option<Stri
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .output();
-    let config = tokio::time::timeout(Duration::from_secs(5), config)
+    let config = tokio::time::timeout(Duration::from_secs(2), config)
         .await
         .ok()?
         .ok()
