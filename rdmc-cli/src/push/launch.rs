@@ -533,8 +533,14 @@ mod tests {
             curve25519_first("mlkem768x25519-sha256,sntrup761x25519-sha512"),
             None
         );
-        assert_eq!(curve25519_first("sntrup761x25519-sha512,ecdh-sha2-nistp256"), None);
-        assert_eq!(curve25519_first("curve25519-sha256,sntrup761x25519-sha512"), None);
+        assert_eq!(
+            curve25519_first("sntrup761x25519-sha512,ecdh-sha2-nistp256"),
+            None
+        );
+        assert_eq!(
+            curve25519_first("curve25519-sha256,sntrup761x25519-sha512"),
+            None
+        );
         assert_eq!(curve25519_first(""), None);
     }
 
@@ -546,7 +552,10 @@ mod tests {
             assert!(list.starts_with("curve25519-sha256"), "{kex}");
             assert!(list.contains("sntrup761x25519"), "{kex}");
         }
-        let chosen = ["-o".to_owned(), "KexAlgorithms=curve25519-sha256".to_owned()];
+        let chosen = [
+            "-o".to_owned(),
+            "KexAlgorithms=curve25519-sha256".to_owned(),
+        ];
         assert_eq!(fast_kex("ssh", &chosen, "example.invalid").await, None);
         assert_eq!(fast_kex("/nonexistent/ssh", &[], "h").await, None);
     }
