@@ -52,8 +52,8 @@ pub(crate) struct HostsArgs {
     /// (`BatchMode=yes` is added: nothing may prompt). Where the client
     /// would open with the sntrup761x25519 key exchange (OpenSSH 9.0 to
     /// 9.8), whose key generation costs it about 0.1 s of CPU per host,
-    /// curve25519-sha256 is asked for first; `-o KexAlgorithms=...` here
-    /// chooses yourself.
+    /// curve25519-sha256 is asked for first; give `-o KexAlgorithms=...`
+    /// here to choose yourself.
     #[arg(long, default_value = "ssh", value_name = "COMMAND")]
     pub(crate) ssh: String,
     /// With --hosts: the `rdmc` program on the hosts.
