@@ -51,7 +51,7 @@ pub(crate) struct HostsArgs {
     /// With --hosts: the ssh command, with any options of its own
     /// (`BatchMode=yes` is added: nothing may prompt). Where the client
     /// would open with the sntrup761x25519 key exchange (OpenSSH 9.0 to
-    /// 9.8), whose key generation costs it about 0.1 s of CPU per host,
+    /// 9.8), whose key generation costs it 0.12 s of CPU per host,
     /// curve25519-sha256 is asked for first; give `-o KexAlgorithms=...`
     /// here to choose yourself.
     #[arg(long, default_value = "ssh", value_name = "COMMAND")]
