@@ -770,6 +770,7 @@ def main():
     summary = summarize(results, require, time.monotonic() - start)
     print(json.dumps(summary, sort_keys=True), flush=True)
     print_summary(summary, file=sys.stderr)
+    print_violations(results, require, file=sys.stderr)
     if len(results) < len(specs):
         return 1
     return 1 if summary["required_violations"] else 0
@@ -801,6 +802,20 @@ def summarize(results, require, seconds):
             "connect_timeout": sorted({r["connect_timeout"] for r in results}),
             "formed_max": max((f for f, _ in formed), default=None),
             "formed_max_share": round(max((f / t for f, t in formed), default=0), 3)}
+
+
+def print_violations(results, require, file):
+    """Each violating run of a required kind in full (what it found, the
+    fault, every member's exit and one-line error), so that a log whose
+    JSON lines went elsewhere (CI) still shows what went wrong."""
+    for r in results:
+        if r["violations"] and r["kind"] in require:
+            print(f"violating run {r['replay']}: {json.dumps(r['violations'])}; fault at "
+                  f"{r['fault_at']} s on {r['victims']} (after progress: "
+                  f"{r['progressed_at_fault']}), exit codes {r['exit_codes']} at "
+                  f"{r['exit_at']} s, load {r['load']}", file=file)
+            for e in r["errors"]:
+                print(f"    {e}", file=file)
 
 
 def print_summary(s, file):
