@@ -35,6 +35,15 @@ pub(super) struct WorkloadRun {
     pub(super) latencies: Vec<f64>,
     /// CPU seconds all members used, in total.
     pub(super) member_cpu: f64,
+    /// From the first write's send to the last root's first send: how
+    /// staggered the roots started.
+    pub(super) start_spread: f64,
+    /// From the first group's last delivery to the run's last: how unevenly
+    /// the groups finished.
+    pub(super) end_spread: f64,
+    /// Each group's span: from the first write's send to its own last
+    /// delivery, by group (0 for a group without writes).
+    pub(super) group_seconds: Vec<f64>,
 }
 
 /// One replica's delivery of a message: its rank, the size, the time.
@@ -96,9 +105,16 @@ pub(super) fn analyse(
     let mut latencies = Vec::with_capacity(n);
     let mut first_send = u64::MAX;
     let mut last_delivery = 0u64;
+    // Each root's first send, each group's last delivery.
+    let mut root_first: HashMap<u32, u64> = HashMap::new();
+    let mut group_last: HashMap<usize, u64> = HashMap::new();
     for (i, slot) in written.iter().enumerate() {
         let (t, acked) = slot.ok_or_else(|| format!("write {i} was not acknowledged"))?;
         first_send = first_send.min(t);
+        let root = root_first
+            .entry(workload.root_of(&workload.writes[i]))
+            .or_insert(t);
+        *root = (*root).min(t);
         latencies.push(acked.saturating_sub(t) as f64 / 1e9);
     }
     for (&(group, seq), &i) in &seq_of {
@@ -107,7 +123,11 @@ pub(super) fn analyse(
         for &member in &workload.groups[group][1..] {
             let mine: Vec<_> = got.iter().filter(|d| d.0 == member as usize).collect();
             match mine.as_slice() {
-                [(_, size, t)] if *size == write.size => last_delivery = last_delivery.max(*t),
+                [(_, size, t)] if *size == write.size => {
+                    last_delivery = last_delivery.max(*t);
+                    let last = group_last.entry(group).or_insert(*t);
+                    *last = (*last).max(*t);
+                }
                 [] => return Err(format!("write {i}: replica {member} did not deliver it")),
                 _ => {
                     return Err(format!(
@@ -129,10 +149,18 @@ pub(super) fn analyse(
             "group {group} delivered message {seq}, which no root wrote"
         ));
     }
+    let seconds = |from: u64, to: u64| to.saturating_sub(from) as f64 / 1e9;
+    let last_start = root_first.values().copied().max().unwrap_or(first_send);
+    let first_end = group_last.values().copied().min().unwrap_or(last_delivery);
     Ok(WorkloadRun {
-        seconds: last_delivery.saturating_sub(first_send) as f64 / 1e9,
+        seconds: seconds(first_send, last_delivery),
         latencies,
         member_cpu: cpu.values().sum(),
+        start_spread: seconds(first_send, last_start),
+        end_spread: seconds(first_end, last_delivery),
+        group_seconds: (0..workload.groups.len())
+            .map(|g| group_last.get(&g).map_or(0.0, |&t| seconds(first_send, t)))
+            .collect(),
     })
 }
 
@@ -211,6 +239,7 @@ impl Run<'_> {
                 "size_mean_uncut": sizes.mean(),
                 "size_min": sizes.min, "size_max": sizes.max,
                 "member_cpu_seconds": run.member_cpu, "member_options": self.args.member_option,
+                "start_spread": run.start_spread, "end_spread": run.end_spread,
                 "cpu_idle": CpuTimes::now().idle_since(&before), "rate": self.args.rate,
             });
             let record = merge(record, fair_share_fields(&ideal, run.seconds));
@@ -259,15 +288,22 @@ impl Run<'_> {
         let before = CpuTimes::now();
         let mut all = Vec::with_capacity(runs);
         let mut cpu = Vec::with_capacity(runs);
+        let (mut starts, mut ends) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+        let mut groups = Vec::with_capacity(runs);
         for _ in 0..runs {
             let run = self.run_workload(&workload, "overlap", algorithm)?;
             all.push(run.seconds);
             cpu.push(run.member_cpu);
+            starts.push(run.start_spread);
+            ends.push(run.end_spread);
+            groups.push(run.group_seconds);
         }
         let record = json!({
             "experiment": "overlap", "system": "rdmc", "algorithm": algorithm,
             "block_size": self.args.block_size.0, "mode": self.args.completion,
             "member_cpu_seconds": median(&cpu),
+            "start_spread": median(&starts), "end_spread": median(&ends),
+            "group_seconds": groups,
             "cpu_idle": CpuTimes::now().idle_since(&before),
         });
         let rate = self.args.rate.clone();
@@ -430,6 +466,20 @@ mod tests {
         }
         // Each rank's largest CPU reading: 2.0 for every rank.
         assert!((run.member_cpu - 6.0).abs() < 1e-9);
+        // Root 1 first sent at 1.1 s, 0.1 s after root 0; group 1's last
+        // delivery (2.05 s) came 0.95 s before group 0's (3.0 s).
+        assert!(
+            (run.start_spread - 0.1).abs() < 1e-9,
+            "{}",
+            run.start_spread
+        );
+        assert!((run.end_spread - 0.95).abs() < 1e-9, "{}", run.end_spread);
+        let spans: Vec<f64> = run
+            .group_seconds
+            .iter()
+            .map(|s| (s * 100.0).round())
+            .collect();
+        assert_eq!(spans, [200.0, 105.0]);
     }
 
     #[test]
