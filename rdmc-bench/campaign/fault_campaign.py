@@ -141,8 +141,12 @@ MAX_BLOCKS = 512
 # Examples of each violation class whose files are kept, unless told otherwise.
 KEEP_EXAMPLES = 3
 
+# A member named in an error: "node 3", "nodes 0, 1, 2", "node(s) 1, 2",
+# "peers [1, 2]", "NodeId(4)". Every id of a list counts (a member that
+# waited for "nodes 0, 1, 2" names 1 and 2 too).
 CULPRIT_RE = re.compile(
-    r"\b(?:node|member|rank|peer)s?(?:\(s\))?\s*[#:]?\s*(?:\[\s*)?(?:NodeId\()?(\d+)"
+    r"\b(?:node|member|rank|peer)s?(?:\(s\))?\s*[#:]?\s*(?:\[\s*)?"
+    r"((?:NodeId\()?\d+\)?(?:\s*,\s*(?:NodeId\()?\d+\)?)*)"
     r"|NodeId\((\d+)\)",
     re.IGNORECASE,
 )
@@ -243,7 +247,7 @@ def plan_run(kind, seed):
 
 def culprits_named(error):
     text = PREFIX_RE.sub("", error)
-    named = {int(a or b) for a, b in CULPRIT_RE.findall(text)}
+    named = {int(x) for a, b in CULPRIT_RE.findall(text) for x in re.findall(r"\d+", a or b)}
     named |= {int(m) - 1 for m in ADDR_RE.findall(text)}
     return named
 
