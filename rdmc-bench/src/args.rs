@@ -74,7 +74,8 @@ pub(crate) struct BenchArgs {
     /// Only these rdmc algorithms, in every experiment that runs several:
     /// latency and small messages (sequential, chain, tree,
     /// binomial-pipeline), Cosmos (binomial-pipeline, tree, sequential),
-    /// slow-host (chain, binomial-pipeline, hybrid) and racks (hybrid,
+    /// overlap (binomial-pipeline, chain), slow-host (chain,
+    /// binomial-pipeline, hybrid) and racks (hybrid,
     /// binomial-pipeline, chain). `hybrid` runs only in slow-host and
     /// racks: on a lab of one rack it is the binomial pipeline. An
     /// algorithm none of the run's experiments runs is an error.

@@ -103,6 +103,8 @@ pub(crate) struct OverlapSpec {
     pub(crate) messages: usize,
     /// Runs per point (each on fresh processes); MPI's too, after one warm-up.
     pub(crate) runs: usize,
+    /// The rdmc algorithms, each on the same workload.
+    pub(crate) algorithms: Vec<&'static str>,
 }
 
 /// The trace's seed: any fixed number; the summary shows it.
@@ -206,6 +208,9 @@ impl Plan {
                 size: 8 * MIB,
                 messages: 4,
                 runs: 3,
+                // Every host a root and a relay of every group: the chain
+                // streams each group's link steadily (BENCHMARKS.md).
+                algorithms: vec!["binomial-pipeline", "chain"],
             },
             experiments: vec![
                 Experiment::Latency,
@@ -249,6 +254,7 @@ impl Plan {
                 size: MIB,
                 messages: 2,
                 runs: 1,
+                algorithms: vec!["binomial-pipeline", "chain"],
             },
             // The storage workloads only with `--only`.
             experiments: vec![Experiment::Latency],
@@ -285,12 +291,13 @@ impl Plan {
     /// `names`; an error if one of them is run by none of the run's
     /// experiments.
     fn narrow_algorithms(&mut self, names: &[String]) -> Result<(), String> {
-        let lists: [(&[Experiment], &[&str]); 4] = [
+        let lists: [(&[Experiment], &[&str]); 5] = [
             (
                 &[Experiment::Latency, Experiment::SmallMessages],
                 &self.algorithms,
             ),
             (&[Experiment::Cosmos], &self.cosmos.algorithms),
+            (&[Experiment::Overlap], &self.overlap.algorithms),
             (&[Experiment::SlowHost], &self.slow_host_algorithms),
             (&[Experiment::Racks], &self.racks_algorithms),
         ];
@@ -316,6 +323,7 @@ impl Plan {
         for list in [
             &mut self.algorithms,
             &mut self.cosmos.algorithms,
+            &mut self.overlap.algorithms,
             &mut self.slow_host_algorithms,
             &mut self.racks_algorithms,
         ] {
@@ -440,6 +448,16 @@ mod tests {
         let mixed = plan(&["--only", "latency,slow-host", "--algorithms", "hybrid"]);
         assert!(mixed.algorithms.is_empty());
         assert_eq!(mixed.slow_host_algorithms, ["hybrid"]);
+
+        // Overlapping senders: the binomial pipeline and the chain.
+        let overlap = plan(&["--only", "overlap"]);
+        assert_eq!(overlap.overlap.algorithms, ["binomial-pipeline", "chain"]);
+        let chain = plan(&["--only", "overlap", "--algorithms", "chain"]);
+        assert_eq!(chain.overlap.algorithms, ["chain"]);
+        let err = try_plan(&["--only", "overlap", "--algorithms", "tree"])
+            .err()
+            .expect("the overlap experiment runs no tree");
+        assert!(err.contains("--algorithms tree"), "{err}");
     }
 
     /// An algorithm that no experiment of the run runs is an error naming

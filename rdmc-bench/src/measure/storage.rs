@@ -284,33 +284,34 @@ impl Run<'_> {
         let spec = &self.plan.overlap;
         let (size, messages, runs) = (spec.size, spec.messages, spec.runs);
         let workload = trace::overlap(n, messages, size);
-        let algorithm = "binomial-pipeline";
-        let before = CpuTimes::now();
-        let mut all = Vec::with_capacity(runs);
-        let mut cpu = Vec::with_capacity(runs);
-        let (mut starts, mut ends) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
-        let mut groups = Vec::with_capacity(runs);
-        for _ in 0..runs {
-            let run = self.run_workload(&workload, "overlap", algorithm)?;
-            all.push(run.seconds);
-            cpu.push(run.member_cpu);
-            starts.push(run.start_spread);
-            ends.push(run.end_spread);
-            groups.push(run.group_seconds);
-        }
-        let record = json!({
-            "experiment": "overlap", "system": "rdmc", "algorithm": algorithm,
-            "block_size": self.args.block_size.0, "mode": self.args.completion,
-            "member_cpu_seconds": median(&cpu),
-            "start_spread": median(&starts), "end_spread": median(&ends),
-            "group_seconds": groups,
-            "cpu_idle": CpuTimes::now().idle_since(&before),
-        });
         let rate = self.args.rate.clone();
         let emit_overlap = |run: &mut Self, record: Value, all: &[f64]| {
             run.emit(overlap_record(record, n, size, messages, all, &rate));
         };
-        emit_overlap(self, record, &all);
+        for algorithm in self.plan.overlap.algorithms.clone() {
+            let before = CpuTimes::now();
+            let mut all = Vec::with_capacity(runs);
+            let mut cpu = Vec::with_capacity(runs);
+            let (mut starts, mut ends) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
+            let mut groups = Vec::with_capacity(runs);
+            for _ in 0..runs {
+                let run = self.run_workload(&workload, "overlap", algorithm)?;
+                all.push(run.seconds);
+                cpu.push(run.member_cpu);
+                starts.push(run.start_spread);
+                ends.push(run.end_spread);
+                groups.push(run.group_seconds);
+            }
+            let record = json!({
+                "experiment": "overlap", "system": "rdmc", "algorithm": algorithm,
+                "block_size": self.args.block_size.0, "mode": self.args.completion,
+                "member_cpu_seconds": median(&cpu),
+                "start_spread": median(&starts), "end_spread": median(&ends),
+                "group_seconds": groups,
+                "cpu_idle": CpuTimes::now().idle_since(&before),
+            });
+            emit_overlap(self, record, &all);
+        }
         if !self.args.no_mpi {
             let before = CpuTimes::now();
             let script = self.args.scripts.join("mpi_netlab.sh");
