@@ -33,6 +33,11 @@ const SLOW_HOST_ALGORITHMS: [&str; 3] = ["chain", "binomial-pipeline", "hybrid"]
 /// (the hybrid told the racks).
 const RACKS_ALGORITHMS: [&str; 3] = ["hybrid", "binomial-pipeline", "chain"];
 
+/// The rdmc algorithms of the overlapping senders, in the order it runs
+/// them: every host a root and a relay of every group, where the chain
+/// streams each group's links steadily (BENCHMARKS.md).
+const OVERLAP_ALGORITHMS: [&str; 2] = ["binomial-pipeline", "chain"];
+
 /// Message size of the slow-host and racks experiments.
 pub(crate) const TOPOLOGY_SIZE: u64 = 64 * MIB;
 
@@ -208,9 +213,7 @@ impl Plan {
                 size: 8 * MIB,
                 messages: 4,
                 runs: 3,
-                // Every host a root and a relay of every group: the chain
-                // streams each group's link steadily (BENCHMARKS.md).
-                algorithms: vec!["binomial-pipeline", "chain"],
+                algorithms: OVERLAP_ALGORITHMS.to_vec(),
             },
             experiments: vec![
                 Experiment::Latency,
@@ -254,7 +257,7 @@ impl Plan {
                 size: MIB,
                 messages: 2,
                 runs: 1,
-                algorithms: vec!["binomial-pipeline", "chain"],
+                algorithms: OVERLAP_ALGORITHMS.to_vec(),
             },
             // The storage workloads only with `--only`.
             experiments: vec![Experiment::Latency],
